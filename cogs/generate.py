@@ -1,0 +1,105 @@
+"""/video and /image: parse the options, hand the request to the core, show the job."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import discord
+from discord import app_commands
+from discord.app_commands import Choice, locale_str
+from discord.ext import commands
+
+from cogs.utils import jobflow
+from framecast import presets
+from framecast.jobs import JobKind
+
+if TYPE_CHECKING:
+    from bot import Framecast
+
+# The prompt option has no min/max length on Discord's side: our (configurable) limit is checked in
+# the core so the member gets a clear, localised message instead of a silently refused command.
+
+VIDEO_SIZE_CHOICES = [Choice(name=locale_str(p.label), value=p.key) for p in presets.VIDEO_SIZES.values()]
+IMAGE_SIZE_CHOICES = [Choice(name=locale_str(p.label), value=p.key) for p in presets.IMAGE_SIZES.values()]
+LENGTH_CHOICES = [
+    Choice(name=locale_str(f"{s} seconds (default)" if s == presets.DEFAULT_VIDEO_SECONDS else f"{s} seconds"), value=s)
+    for s in presets.VIDEO_SECONDS
+]
+FPS_CHOICES = [
+    Choice(name=locale_str(f"{f} fps (default)" if f == presets.DEFAULT_FRAME_RATE else f"{f} fps"), value=f)
+    for f in presets.FRAME_RATES
+]
+
+
+class Generate(commands.Cog):
+    """The generation commands."""
+
+    def __init__(self, bot: Framecast) -> None:
+        self.bot = bot
+
+    @app_commands.command(name=locale_str("video"), description=locale_str("Generate a short video from a text prompt"))
+    @app_commands.guild_only()
+    @app_commands.rename(prompt=locale_str("prompt"), size=locale_str("size"), length=locale_str("length"),
+                         fps=locale_str("fps"), model=locale_str("model"))
+    @app_commands.describe(
+        prompt=locale_str("What the video should show (any language)"),
+        size=locale_str("Frame size"),
+        length=locale_str("Clip length in seconds"),
+        fps=locale_str("Frames per second"),
+        model=locale_str("Model to use (from the service's list)"),
+    )
+    @app_commands.choices(size=VIDEO_SIZE_CHOICES, length=LENGTH_CHOICES, fps=FPS_CHOICES)
+    async def video(
+        self, interaction: discord.Interaction[Framecast],
+        prompt: str,
+        size: str | None = None, length: int | None = None, fps: int | None = None, model: str | None = None,
+    ) -> None:
+        """Queue a video."""
+        # Everything before the defer is synchronous: Discord must hear from us within 3 s.
+        who = jobflow.requester(interaction)
+        jobflow.check_channel(interaction)
+        params = self.bot.intake.video_params(
+            prompt=prompt, model=model or self.bot.settings.gen_video_model, size=size, seconds=length,
+            frame_rate=fps, known_models=self.bot.models.ids("video"),
+        )
+        self.bot.intake.precheck(who)
+        await interaction.response.defer(thinking=True)
+        await jobflow.start_job(self.bot, interaction, who, JobKind.VIDEO, params)
+
+    @app_commands.command(name=locale_str("image"), description=locale_str("Generate an image from a text prompt"))
+    @app_commands.guild_only()
+    @app_commands.rename(prompt=locale_str("prompt"), size=locale_str("size"), model=locale_str("model"))
+    @app_commands.describe(
+        prompt=locale_str("What the image should show (any language)"),
+        size=locale_str("Frame size"),
+        model=locale_str("Model to use (from the service's list)"),
+    )
+    @app_commands.choices(size=IMAGE_SIZE_CHOICES)
+    async def image(
+        self, interaction: discord.Interaction[Framecast],
+        prompt: str,
+        size: str | None = None, model: str | None = None,
+    ) -> None:
+        """Queue an image."""
+        who = jobflow.requester(interaction)
+        jobflow.check_channel(interaction)
+        params = self.bot.intake.image_params(
+            prompt=prompt, model=model or self.bot.settings.gen_image_model, size=size,
+            known_models=self.bot.models.ids("image"),
+        )
+        self.bot.intake.precheck(who)
+        await interaction.response.defer(thinking=True)
+        await jobflow.start_job(self.bot, interaction, who, JobKind.IMAGE, params)
+
+    @video.autocomplete("model")
+    async def _video_models(self, interaction: discord.Interaction[Framecast], current: str) -> list[Choice[str]]:
+        return [Choice(name=m, value=m) for m in self.bot.models.suggest("video", current)]
+
+    @image.autocomplete("model")
+    async def _image_models(self, interaction: discord.Interaction[Framecast], current: str) -> list[Choice[str]]:
+        return [Choice(name=m, value=m) for m in self.bot.models.suggest("image", current)]
+
+
+async def setup(bot: Framecast) -> None:
+    """Extension entry point."""
+    await bot.add_cog(Generate(bot))

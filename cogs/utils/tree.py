@@ -1,0 +1,83 @@
+"""The command tree with Framecast's one error handler.
+
+Expected errors (bad input, limits, permissions) become short, private, localised replies.
+Anything else is logged with its traceback and the member gets a generic apology, never
+"This interaction failed".
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import discord
+from discord import app_commands
+
+from cogs.utils.i18n import t
+from framecast.errors import AuthError
+from framecast.intake import IntakeError
+
+log = logging.getLogger(__name__)
+
+
+class MissingChannelPermissions(app_commands.CheckFailure):
+    """The bot lacks permissions it needs in the channel (`perms` are Discord's permission names)."""
+
+    def __init__(self, perms: list[str]) -> None:
+        super().__init__(", ".join(perms))
+        self.perms = perms
+
+
+class NotAllowed(app_commands.CheckFailure):
+    """The member may not act on this job."""
+
+
+def error_message(error: BaseException, locale: str | discord.Locale | None) -> str | None:
+    """The localised reply for an expected error, or None when the error is a bug."""
+    if isinstance(error, (app_commands.CommandInvokeError, app_commands.TransformerError)) and error.__cause__:
+        error = error.__cause__
+    if isinstance(error, IntakeError):
+        return t(error.key, locale, **error.params)
+    if isinstance(error, MissingChannelPermissions):
+        names = ", ".join(p.replace("_", " ").title() for p in error.perms)
+        return t("error_missing_permissions", locale, perms=names)
+    if isinstance(error, app_commands.NoPrivateMessage):
+        return t("error_guild_only", locale)
+    if isinstance(error, (NotAllowed, app_commands.MissingPermissions)):
+        return t("error_not_allowed", locale)
+    if isinstance(error, app_commands.CommandOnCooldown):
+        return t("error_cooldown", locale, seconds=max(1, round(error.retry_after)))
+    if isinstance(error, AuthError):
+        return t("error_misconfigured", locale)
+    return None
+
+
+async def reply_privately(interaction: discord.Interaction[Any], text: str) -> None:
+    """Answer the member privately, whatever state the interaction is in."""
+    try:
+        if not interaction.response.is_done():
+            await interaction.response.send_message(text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
+        elif interaction.response.type in (
+            discord.InteractionResponseType.deferred_channel_message,
+            discord.InteractionResponseType.channel_message,
+        ) and not interaction.is_expired():
+            # A deferred public reply is completed by editing it (the "thinking" message).
+            await interaction.edit_original_response(content=text, embed=None, view=None,
+                                                     allowed_mentions=discord.AllowedMentions.none())
+        elif not interaction.is_expired():
+            await interaction.followup.send(text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
+    except discord.HTTPException as exc:
+        log.warning("could not send an error reply: HTTP %s (code %s)", exc.status, exc.code)
+
+
+class FramecastTree(app_commands.CommandTree[Any]):
+    """Command tree whose ``on_error`` turns expected errors into short localised replies."""
+
+    async def on_error(self, interaction: discord.Interaction[Any], error: app_commands.AppCommandError) -> None:
+        text = error_message(error, interaction.locale)
+        if text is None:
+            cause = error.__cause__ or error
+            command = interaction.command.qualified_name if interaction.command else "?"
+            log.error("command %s failed", command, exc_info=(type(cause), cause, cause.__traceback__))
+            text = t("error_generic", interaction.locale)
+        await reply_privately(interaction, text)

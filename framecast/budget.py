@@ -1,0 +1,309 @@
+"""The shared request budget: one per API key, every request that carries the key goes through it.
+
+The service allows N requests per rolling window (16 per minute) per key. The budget guarantees
+that the server never sees more than N of our requests in any window, whatever the network
+delay: a request holds its slot from the moment it is granted until its response has finished
+(or it failed), and the slot only becomes free again ``window`` seconds after that *end*.
+
+Why that is enough: take any N+1 requests whose receive times at the server fall in one window
+``[t, t + window)``. The last one granted was granted at ``g < t + window``. Each of the other N was
+granted earlier and either was still in flight at ``g`` or had ended at ``e >= t > g - window``
+(a request ends after the server received it), so at ``g`` all N slots were taken and the grant
+could not have happened.
+
+Waiters are served by priority (lower value first), FIFO within a priority. A 429 from the
+service (the key may be shared with other clients) pauses every grant via :meth:`penalize`; when
+the pause ends, requests go one at a time until one succeeds (:meth:`reward`), so the waiters do
+not all rush back into a service that may still be saturated.
+All timing uses the injected :class:`~framecast.clock.Clock`; waiters are woken by futures set
+from a single timer task, never by polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import random
+from collections import deque
+from enum import IntEnum
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from framecast.clock import Clock
+
+if TYPE_CHECKING:
+    from framecast.config import Settings
+
+__all__ = ["Priority", "RequestBudget"]
+
+log = logging.getLogger(__name__)
+
+
+class Priority(IntEnum):
+    """What a request is for; lower values are served first."""
+
+    HIGH = 0  # polls of running tasks, downloads of finished results
+    NORMAL = 1  # creates
+    LOW = 2  # model lists and other housekeeping
+
+
+class _Waiter:
+    __slots__ = ("future", "priority", "seq")
+
+    def __init__(self, priority: int, seq: int, future: asyncio.Future[None]) -> None:
+        self.priority = priority
+        self.seq = seq
+        self.future = future
+
+    def __lt__(self, other: _Waiter) -> bool:
+        return (self.priority, self.seq) < (other.priority, other.seq)
+
+
+class _Slot:
+    """The async context manager returned by :meth:`RequestBudget.slot`."""
+
+    __slots__ = ("_budget", "_priority", "_held")
+
+    def __init__(self, budget: RequestBudget, priority: int) -> None:
+        self._budget = budget
+        self._priority = priority
+        self._held = False
+
+    async def __aenter__(self) -> None:
+        await self._budget._acquire(self._priority)
+        self._held = True
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._held:
+            self._held = False
+            # The request may have reached the server even if it failed or was cancelled half-way,
+            # so its end always counts.
+            self._budget._release()
+
+
+class RequestBudget:
+    """At most `limit` requests per rolling `window` seconds, shared by every caller.
+
+    Use ``async with budget.slot(priority): <one HTTP request>``. Call :meth:`penalize` on a 429
+    and :meth:`reward` on a success.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        window: float,
+        *,
+        clock: Clock,
+        backoff_base: float = 2.0,
+        backoff_max: float = 120.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        if not window > 0:
+            raise ValueError("window must be > 0")
+        if backoff_base <= 0 or backoff_max <= 0:
+            raise ValueError("backoff_base and backoff_max must be > 0")
+        self.limit = int(limit)
+        self.window = float(window)
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._in_flight = 0
+        self._ends: deque[float] = deque()  # end times of finished requests still inside the window
+        self._waiters: list[_Waiter] = []  # heap; cancelled entries are dropped lazily
+        self._live_waiters = 0
+        self._seq = itertools.count()
+        self._paused_until = float("-inf")
+        self._streak = 0
+        self._timer: asyncio.Task[None] | None = None
+        self._timer_deadline = float("inf")
+        self._granted_total = 0
+        self._penalties_total = 0
+
+    @classmethod
+    def from_settings(cls, settings: Settings, clock: Clock) -> RequestBudget:
+        """The budget configured by ``GEN_RATE_LIMIT``, ``GEN_BACKOFF_BASE`` and ``GEN_BACKOFF_MAX``."""
+        return cls(
+            settings.gen_rate_limit.requests,
+            settings.gen_rate_limit.window,
+            clock=clock,
+            backoff_base=settings.gen_backoff_base,
+            backoff_max=settings.gen_backoff_max,
+        )
+
+    # -- public API ---------------------------------------------------------------------------------
+    def slot(self, priority: Priority | int = Priority.NORMAL) -> _Slot:
+        """Wait for a slot (priority first, FIFO within a priority) and hold it for one request.
+
+        The window counts from the request's end (the ``async with`` block's exit), so no rolling
+        window of the server's receive times can ever hold more than `limit` requests. A caller
+        cancelled while waiting leaves no trace.
+        """
+        return _Slot(self, int(priority))
+
+    def penalize(self, retry_after: float | None = None) -> float:
+        """Record a 429: pause every grant and return the pause in clock seconds.
+
+        ``Retry-After`` is honoured when given (capped at `backoff_max`); otherwise the pause grows
+        exponentially with the streak of 429s (``backoff_base * 2**streak``, capped). Both get a
+        little jitter so that several clients sharing the key do not come back in lock-step.
+        429s of requests that were already in flight when the pause began do not escalate it.
+        Until the next :meth:`reward`, at most one request is in flight at a time.
+        """
+        now = self._clock.monotonic()
+        self._penalties_total += 1
+        if now < self._paused_until:
+            # Already paused by an earlier 429 of the same burst: only honour a longer Retry-After.
+            remaining = self._paused_until - now
+            if retry_after is not None and retry_after > remaining:
+                delay = min(self.backoff_max, retry_after) * self._rng.uniform(1.0, 1.1)
+                self._paused_until = max(self._paused_until, now + delay)
+            return self._paused_until - now
+        if retry_after is not None and retry_after >= 0:
+            delay = min(self.backoff_max, retry_after) * self._rng.uniform(1.0, 1.1)
+        else:
+            raw = min(self.backoff_max, self.backoff_base * 2 ** min(self._streak, 30))
+            delay = raw / 2 + self._rng.uniform(0, raw / 2)  # "equal jitter": at least half the step
+        self._streak += 1
+        self._paused_until = now + delay
+        log.info("request budget paused for %.2fs after a 429 (streak %d)", delay, self._streak)
+        self._dispatch()
+        return delay
+
+    def reward(self) -> None:
+        """Record a success: the next 429 starts the backoff from the beginning."""
+        if self._streak:
+            self._streak = 0
+            self._dispatch()  # leave probing: every free slot may be granted again
+
+    # -- introspection (status commands, tests, benchmarks) ----------------------------------------
+    @property
+    def in_flight(self) -> int:
+        """Requests currently holding a slot."""
+        return self._in_flight
+
+    @property
+    def waiting(self) -> int:
+        """Callers waiting for a slot."""
+        return self._live_waiters
+
+    @property
+    def streak(self) -> int:
+        """Consecutive 429s since the last success."""
+        return self._streak
+
+    @property
+    def granted_total(self) -> int:
+        """Slots granted since creation."""
+        return self._granted_total
+
+    def paused_for(self) -> float:
+        """Clock seconds left in a 429 pause (0 when not paused)."""
+        return max(0.0, self._paused_until - self._clock.monotonic())
+
+    def available(self) -> int:
+        """Slots that could be granted right now (ignoring a pause)."""
+        self._prune(self._clock.monotonic())
+        return max(0, self.limit - self._in_flight - len(self._ends))
+
+    def close(self) -> None:
+        """Stop the internal timer (waiters still parked stay parked)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._timer_deadline = float("inf")
+
+    def __repr__(self) -> str:
+        return (
+            f"<RequestBudget {self.limit}/{self.window:g}s in_flight={self._in_flight} "
+            f"waiting={self._live_waiters} streak={self._streak}>"
+        )
+
+    # -- internals --------------------------------------------------------------------------------
+    async def _acquire(self, priority: int) -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, _Waiter(priority, next(self._seq), fut))
+        self._live_waiters += 1
+        self._dispatch()
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                # Granted, but cancelled before it could run: the request was never sent, so the
+                # slot goes back without counting an end.
+                self._in_flight -= 1
+                self._dispatch()
+            else:
+                self._live_waiters -= 1  # its heap entry is skipped lazily
+                # It may have been the head that others were queued behind.
+                self._dispatch()
+            raise
+
+    def _release(self) -> None:
+        self._in_flight -= 1
+        self._ends.append(self._clock.monotonic())
+        self._dispatch()
+
+    def _prune(self, now: float) -> None:
+        window = self.window
+        ends = self._ends
+        while ends and ends[0] + window <= now:
+            ends.popleft()
+
+    def _dispatch(self) -> None:
+        """Grant as many waiting slots as the window allows; arm the timer for the next chance."""
+        if not self._live_waiters:
+            return
+        now = self._clock.monotonic()
+        if now < self._paused_until:
+            self._arm(self._paused_until)
+            return
+        self._prune(now)
+        waiters = self._waiters
+        while waiters:
+            head = waiters[0]
+            if head.future.done():  # cancelled while waiting
+                heapq.heappop(waiters)
+                continue
+            if self._in_flight + len(self._ends) >= self.limit:
+                break
+            if self._streak and self._in_flight:
+                # After a 429, one request probes the service before everyone comes back at once.
+                break
+            heapq.heappop(waiters)
+            self._in_flight += 1
+            self._live_waiters -= 1
+            self._granted_total += 1
+            head.future.set_result(None)
+        if self._live_waiters and self._ends and self._in_flight + len(self._ends) >= self.limit:
+            # The oldest end leaves the window first. (With every slot in flight, the next
+            # release dispatches instead.)
+            self._arm(self._ends[0] + self.window)
+
+    def _arm(self, deadline: float) -> None:
+        if self._timer is not None and not self._timer.done() and self._timer_deadline <= deadline:
+            return  # an earlier wake-up is already due; it re-arms if needed
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_deadline = deadline
+        self._timer = asyncio.get_running_loop().create_task(
+            self._wake_at(deadline), name="request-budget-timer"
+        )
+
+    async def _wake_at(self, deadline: float) -> None:
+        delay = deadline - self._clock.monotonic()
+        if delay > 0:
+            await self._clock.sleep(delay)
+        if self._timer is asyncio.current_task():
+            self._timer = None
+            self._timer_deadline = float("inf")
+        self._dispatch()

@@ -1,0 +1,147 @@
+"""The generation-service errors: a small typed hierarchy callers can act on.
+
+Every error has a machine-readable ``code`` (persisted with a failed job) and a ``str()`` that is
+safe to log and to show to an operator: it never contains the API key, request headers or a
+response body beyond the service's own short error message.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "AuthError",
+    "BadResponse",
+    "DownloadError",
+    "DownloadTooLarge",
+    "RateLimited",
+    "RequestRejected",
+    "ServiceError",
+    "ServiceUnavailable",
+    "TaskFailed",
+    "TaskTimedOut",
+]
+
+
+class ServiceError(Exception):
+    """Base class of everything the generation-service client raises.
+
+    ``code`` is machine-readable; ``status`` is the HTTP status involved, when there was one.
+    """
+
+    code: ClassVar[str] = "service_error"
+    default_message: ClassVar[str] = "the generation service failed"
+
+    def __init__(self, message: str | None = None, *, status: int | None = None) -> None:
+        self.message = message or self.default_message
+        self.status = status
+        super().__init__(self.message)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r})"
+
+
+class AuthError(ServiceError):
+    """The service refused the API key (401/403). Never retried: an operator must fix the key."""
+
+    code: ClassVar[str] = "auth"
+    default_message: ClassVar[str] = "the generation service rejected the API key"
+
+    def __init__(self, message: str | None = None, *, status: int | None = 401) -> None:
+        super().__init__(message, status=status)
+
+
+class RateLimited(ServiceError):
+    """Still answered 429 after every retry. ``retry_after``: seconds the service asked to wait."""
+
+    code: ClassVar[str] = "rate_limited"
+    default_message: ClassVar[str] = "the generation service is rate limiting this key"
+
+    def __init__(self, message: str | None = None, *, retry_after: float | None = None) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, status=429)
+
+
+class RequestRejected(ServiceError):
+    """The service refused the request (a 4xx other than 401/403/429). Not retried.
+
+    ``detail`` is the service's own message, when it sent one (fit to show to the member).
+    """
+
+    code: ClassVar[str] = "rejected"
+    default_message: ClassVar[str] = "the generation service rejected the request"
+
+    def __init__(self, message: str | None = None, *, status: int = 400, detail: str | None = None) -> None:
+        self.detail = detail
+        if message is None:
+            message = f"the generation service rejected the request (HTTP {status})"
+            if detail:
+                message += f": {detail}"
+        super().__init__(message, status=status)
+
+
+class ServiceUnavailable(ServiceError):
+    """5xx, timeouts, connection errors or unreadable JSON, after every retry."""
+
+    code: ClassVar[str] = "unavailable"
+    default_message: ClassVar[str] = "the generation service is unavailable"
+
+
+class BadResponse(ServiceError):
+    """Valid JSON of a shape the client cannot use (a missing id, an unknown status...)."""
+
+    code: ClassVar[str] = "bad_response"
+    default_message: ClassVar[str] = "the generation service sent a response of an unexpected shape"
+
+
+class TaskFailed(ServiceError):
+    """The service reported the task as ``failed``. ``reason`` is its ``error`` field, if any."""
+
+    code: ClassVar[str] = "task_failed"
+
+    def __init__(self, reason: str | None = None, *, task_id: str | None = None) -> None:
+        self.reason = reason
+        self.task_id = task_id
+        what = f"generation task {task_id}" if task_id else "the generation task"
+        message = f"{what} failed: {reason}" if reason else f"{what} failed (the service gave no reason)"
+        super().__init__(message)
+
+
+class TaskTimedOut(ServiceError):
+    """The task reached no terminal state within the poll timeout."""
+
+    code: ClassVar[str] = "timeout"
+
+    def __init__(
+        self, message: str | None = None, *, task_id: str | None = None, timeout: float | None = None
+    ) -> None:
+        self.task_id = task_id
+        self.timeout = timeout
+        if message is None:
+            what = f"generation task {task_id}" if task_id else "the generation task"
+            message = f"{what} did not finish"
+            if timeout is not None:
+                message += f" within {timeout:g} s"
+        super().__init__(message)
+
+
+class DownloadError(ServiceError):
+    """The result could not be fetched: link dead or expired, too slow, connection broken."""
+
+    code: ClassVar[str] = "download_failed"
+    default_message: ClassVar[str] = "the result could not be downloaded"
+
+
+class DownloadTooLarge(DownloadError):
+    """The result is larger than the download cap ``limit`` (bytes)."""
+
+    code: ClassVar[str] = "download_too_large"
+
+    def __init__(self, message: str | None = None, *, limit: int, size: int | None = None) -> None:
+        self.limit = limit
+        self.size = size
+        if message is None:
+            message = f"the result is larger than the {limit}-byte download limit"
+            if size is not None:
+                message = f"the result ({size} bytes) is larger than the {limit}-byte download limit"
+        super().__init__(message)

@@ -1,0 +1,191 @@
+"""Accepting a request: validate it, persist it, queue it. No Discord here.
+
+Errors a member can fix are :class:`IntakeError`; each carries a message key (see the bot's
+localisation catalogue) and its parameters, so the chat side can answer in the member's language.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from framecast import presets
+from framecast.jobs import ACTIVE, Job, JobKind, JobState, NewJob
+from framecast.scheduler import Scheduler
+from framecast.store import GuildQueueFull, JobStore, MemberLimitReached
+
+log = logging.getLogger(__name__)
+
+_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/\-]{0,99}$")
+
+
+class IntakeError(Exception):
+    """A request the member can fix; `key` names the localised message, `params` fill it in."""
+
+    def __init__(self, key: str, **params: Any) -> None:
+        super().__init__(key)
+        self.key = key
+        self.params = params
+
+
+@dataclass(frozen=True)
+class Requester:
+    """Who asked, where, and in which language."""
+
+    guild_id: int
+    channel_id: int
+    user_id: int
+    locale: str
+
+
+@dataclass
+class Limits:
+    """Per-member and per-guild caps, and the longest prompt accepted."""
+
+    member_jobs: int
+    guild_queue: int
+    prompt_chars: int
+
+
+@dataclass
+class _ActiveIndex:
+    """Who has which unfinished job: lets the chat side refuse over-limit requests instantly."""
+
+    jobs: dict[int, tuple[int, int, bool]] = field(default_factory=dict)  # id -> (guild, user, queued)
+
+    def track(self, job: Job) -> None:
+        if job.state in ACTIVE:
+            self.jobs[job.id] = (job.guild_id, job.user_id, job.state is JobState.QUEUED)
+        else:
+            self.jobs.pop(job.id, None)
+
+    def member_count(self, guild_id: int, user_id: int) -> int:
+        return sum(1 for g, u, _ in self.jobs.values() if g == guild_id and u == user_id)
+
+    def queued_count(self, guild_id: int) -> int:
+        return sum(1 for g, _, q in self.jobs.values() if g == guild_id and q)
+
+
+def clean_prompt(prompt: str | None, max_chars: int) -> str:
+    """Check a prompt; returns it unchanged (byte-exact) or raises :class:`IntakeError`.
+
+    Only emptiness is judged on a stripped copy: what the member typed is what the service gets.
+    """
+    if prompt is None or not "".join(ch for ch in prompt if not _invisible(ch)).strip():
+        raise IntakeError("error_prompt_empty")
+    if len(prompt) > max_chars:
+        raise IntakeError("error_prompt_too_long", max=max_chars, length=len(prompt))
+    return prompt
+
+
+def _invisible(ch: str) -> bool:
+    # Zero-width and other format characters make a prompt look non-empty while saying nothing.
+    return unicodedata.category(ch) in ("Cf", "Cc", "Zs", "Zl", "Zp")
+
+
+class Intake:
+    """Turns a validated request into a persisted, queued job."""
+
+    def __init__(self, *, store: JobStore, scheduler: Scheduler, limits: Limits) -> None:
+        self._store = store
+        self._scheduler = scheduler
+        self.limits = limits
+        self._index = _ActiveIndex()
+
+    def track(self, jobs: Iterable[Job]) -> None:
+        """Record state changes of jobs (called by the store on every change)."""
+        for job in jobs:
+            self._index.track(job)
+
+    def precheck(self, who: Requester) -> None:
+        """Refuse at once, from memory, when a limit is already reached (no I/O: safe before ack)."""
+        if self._index.member_count(who.guild_id, who.user_id) >= self.limits.member_jobs:
+            raise IntakeError("error_member_limit", limit=self.limits.member_jobs)
+        if self._index.queued_count(who.guild_id) >= self.limits.guild_queue:
+            raise IntakeError("error_guild_queue_full", cap=self.limits.guild_queue)
+
+    def video_params(
+        self, *, prompt: str, model: str, size: str | None, seconds: int | None, frame_rate: int | None,
+        known_models: Iterable[str],
+    ) -> dict[str, Any]:
+        """Validate /video options and return the job's parameters."""
+        prompt = clean_prompt(prompt, self.limits.prompt_chars)
+        preset = presets.VIDEO_SIZES.get(size or presets.DEFAULT_VIDEO_SIZE)
+        if preset is None:
+            raise IntakeError("error_bad_option", option="size")
+        secs = seconds or presets.DEFAULT_VIDEO_SECONDS
+        fps = frame_rate or presets.DEFAULT_FRAME_RATE
+        if secs not in presets.VIDEO_SECONDS:
+            raise IntakeError("error_bad_option", option="length")
+        if fps not in presets.FRAME_RATES:
+            raise IntakeError("error_bad_option", option="fps")
+        return {
+            "model": _check_model(model, known_models),
+            "prompt": prompt,
+            "width": preset.width,
+            "height": preset.height,
+            "num_frames": presets.num_frames(secs, fps),
+            "frame_rate": fps,
+            "seconds": secs,
+            "size_key": preset.key,
+        }
+
+    def image_params(
+        self, *, prompt: str, model: str, size: str | None, known_models: Iterable[str],
+    ) -> dict[str, Any]:
+        """Validate /image options and return the job's parameters."""
+        prompt = clean_prompt(prompt, self.limits.prompt_chars)
+        preset = presets.IMAGE_SIZES.get(size or presets.DEFAULT_IMAGE_SIZE)
+        if preset is None:
+            raise IntakeError("error_bad_option", option="size")
+        return {
+            "model": _check_model(model, known_models),
+            "prompt": prompt,
+            "size": preset.size,
+            "size_key": preset.key,
+        }
+
+    async def accept(
+        self, who: Requester, kind: JobKind, params: dict[str, Any], *,
+        discord: dict[str, Any] | None = None, retry_of: int | None = None,
+    ) -> tuple[Job, int]:
+        """Persist the job (limits checked in the same transaction), then queue it.
+
+        Returns the job and its place in the guild's queue. The job is committed to the database
+        before this returns, so it is safe to tell the member it is queued.
+        """
+        new = NewJob(
+            kind=kind, guild_id=who.guild_id, channel_id=who.channel_id, user_id=who.user_id,
+            locale=who.locale, params=params, retry_of=retry_of, discord=dict(discord or {}),
+        )
+        # Shielded as one unit: a cancelled caller must not leave a committed job that was never queued.
+        job, position = await asyncio.shield(self._persist_and_queue(new))
+        log.info("job %s accepted: %s for user %s in guild %s", job.id, kind, who.user_id, who.guild_id)
+        return job, position
+
+    async def _persist_and_queue(self, new: NewJob) -> tuple[Job, int]:
+        try:
+            job = await self._store.add(
+                new, member_limit=self.limits.member_jobs, guild_cap=self.limits.guild_queue,
+            )
+        except MemberLimitReached:
+            raise IntakeError("error_member_limit", limit=self.limits.member_jobs) from None
+        except GuildQueueFull:
+            raise IntakeError("error_guild_queue_full", cap=self.limits.guild_queue) from None
+        self._index.track(job)
+        return job, self._scheduler.submit(job)
+
+
+def _check_model(model: str, known: Iterable[str]) -> str:
+    model = model.strip()
+    known_set = set(known)
+    # Autocomplete values are not validated by Discord: check against the service's list when we
+    # have one, and at least the shape otherwise (the service will judge the rest).
+    if not _MODEL_ID.match(model) or (known_set and model not in known_set):
+        raise IntakeError("error_unknown_model", model=model[:100])
+    return model

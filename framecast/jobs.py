@@ -1,0 +1,200 @@
+"""The job model: kinds, states, the state machine and the job records.
+
+A job is one member's request for one video or image. Its life is a small explicit state machine
+(``TRANSITIONS``); :class:`framecast.store.JobStore` persists jobs and is the only place that
+changes a job's state, always through :func:`check_transition`.
+
+This module is pure: no I/O, no asyncio, no Discord.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "ACTIVE",
+    "TERMINAL",
+    "TRANSITIONS",
+    "GuildQueueFull",
+    "InvalidTransition",
+    "Job",
+    "JobError",
+    "JobKind",
+    "JobLimitError",
+    "JobNotFound",
+    "JobState",
+    "MemberLimitReached",
+    "NewJob",
+    "check_transition",
+]
+
+
+class JobKind(StrEnum):
+    """What a job generates."""
+
+    VIDEO = "video"
+    IMAGE = "image"
+
+
+class JobState(StrEnum):
+    """Where a job is in its life. The values are what the store persists: never rename them."""
+
+    QUEUED = "queued"  # accepted and persisted, waiting for a free slot on the service
+    SUBMITTING = "submitting"  # the create request is (or may be) in flight
+    RUNNING = "running"  # the service accepted it: task_id is set, we poll it
+    DELIVERING = "delivering"  # result ready: downloading / fitting / posting it to Discord
+    DELIVERED = "delivered"  # terminal: the member got the result
+    FAILED = "failed"  # terminal: error_code / error_detail say why
+    CANCELLED = "cancelled"  # terminal: the member (or a moderator) cancelled it
+
+
+#: States a job never leaves.
+TERMINAL: frozenset[JobState] = frozenset({JobState.DELIVERED, JobState.FAILED, JobState.CANCELLED})
+
+#: Every non-terminal state. These jobs count against the member limit and are resumed after a restart.
+ACTIVE: frozenset[JobState] = frozenset(JobState) - TERMINAL
+
+#: The legal moves. Anything not listed here is refused by :func:`check_transition`.
+TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.QUEUED: frozenset({JobState.SUBMITTING, JobState.CANCELLED, JobState.FAILED}),
+    JobState.SUBMITTING: frozenset(
+        {
+            JobState.RUNNING,
+            JobState.DELIVERING,  # image models may answer the create request with the result itself
+            JobState.FAILED,
+            JobState.CANCELLED,
+            JobState.QUEUED,  # restart while the create was in flight: its outcome is unknown, queue again
+        }
+    ),
+    JobState.RUNNING: frozenset({JobState.DELIVERING, JobState.FAILED, JobState.CANCELLED}),
+    # No CANCELLED here: once the result exists, delivering it is cheaper than explaining a cancel.
+    JobState.DELIVERING: frozenset({JobState.DELIVERED, JobState.FAILED}),
+    JobState.DELIVERED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+}
+
+
+class JobError(Exception):
+    """Base class of the job and job-store errors."""
+
+
+class InvalidTransition(JobError):
+    """A state change that the state machine forbids, or whose expected current state did not match.
+
+    ``str()`` names the job (when known), the current and the requested state; it never contains
+    job parameters or Discord bookkeeping.
+    """
+
+    def __init__(
+        self,
+        old: JobState,
+        new: JobState,
+        *,
+        job_id: int | None = None,
+        expected: frozenset[JobState] | None = None,
+    ) -> None:
+        self.old = old
+        self.new = new
+        self.job_id = job_id
+        self.expected = expected
+        subject = f"job {job_id}" if job_id is not None else "job"
+        if expected is not None and old not in expected:
+            wanted = "/".join(sorted(s.value for s in expected))
+            message = f"{subject}: state is {old}, expected {wanted} (requested {old} -> {new})"
+        else:
+            message = f"{subject}: illegal transition {old} -> {new}"
+        super().__init__(message)
+
+
+class JobNotFound(JobError, LookupError):
+    """No job has this id."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        super().__init__(f"job {job_id} not found")
+
+
+class JobLimitError(JobError):
+    """A new job was refused because a limit is reached. Nothing was stored."""
+
+
+class MemberLimitReached(JobLimitError):
+    """The member already has ``limit`` active (queued or in progress) jobs."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"member already has {limit} active job(s) (limit {limit})")
+
+
+class GuildQueueFull(JobLimitError):
+    """The server's queue already holds ``cap`` queued jobs."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        super().__init__(f"server queue is full ({cap} queued job(s))")
+
+
+def check_transition(old: JobState, new: JobState, *, job_id: int | None = None) -> None:
+    """Raise :class:`InvalidTransition` unless ``old -> new`` is in :data:`TRANSITIONS`."""
+    if new not in TRANSITIONS[old]:
+        raise InvalidTransition(old, new, job_id=job_id)
+
+
+@dataclass
+class NewJob:
+    """A job as accepted from a member, before the store gives it an id and timestamps."""
+
+    kind: JobKind
+    guild_id: int
+    channel_id: int
+    user_id: int
+    locale: str
+    params: dict[str, Any]  # model, prompt, width/height/num_frames/frame_rate or size
+    retry_of: int | None = None  # id of the job this one retries
+    # Opaque to the core (the Discord side's message/token bookkeeping). Kept out of repr() because it
+    # may hold interaction tokens.
+    discord: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class Job:
+    """A persisted job. Instances are snapshots: change a job through the store, never by mutation."""
+
+    id: int
+    kind: JobKind
+    state: JobState
+    guild_id: int
+    channel_id: int
+    user_id: int
+    locale: str
+    params: dict[str, Any]  # model, prompt, width/height/num_frames/frame_rate or size
+    created_at: float  # wall clock (epoch seconds)
+    updated_at: float  # wall clock, maintained by the store on every write
+    task_id: str | None = None  # the generation service's task id once created
+    started_at: float | None = None  # wall clock when the service task was created (keeps the deadline)
+    progress: float | None = None  # 0..1 as last reported by the service
+    result_url: str | None = None
+    error_code: str | None = None  # machine-readable (ServiceError.code or a Discord-side code)
+    error_detail: str | None = None  # safe-to-show detail
+    retry_of: int | None = None
+    discord: dict[str, Any] = field(default_factory=dict, repr=False)  # may hold tokens: not in repr()
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the job can never change state again."""
+        return self.state in TERMINAL
+
+    @property
+    def is_active(self) -> bool:
+        """True while the job counts against the member limit (any non-terminal state)."""
+        return self.state in ACTIVE
+
+    @property
+    def prompt(self) -> str:
+        """The member's prompt (empty string if the params carry none)."""
+        value = self.params.get("prompt") if isinstance(self.params, Mapping) else None
+        return value if isinstance(value, str) else ""

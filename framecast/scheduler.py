@@ -1,0 +1,244 @@
+"""Per-guild FIFO queues and the one dispatcher that shares the service between guilds.
+
+Each guild has its own first-in-first-out queue. The dispatcher takes the head of the next guild in
+round-robin order, so a guild with thirty waiting jobs cannot make a guild with one wait behind all
+thirty. At most ``max_running`` jobs occupy the service at once; every one of their requests still
+goes through the shared request budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections import deque
+from collections.abc import Callable
+
+from framecast.jobs import Job, JobState
+from framecast.runner import JobRunner, ShuttingDown
+from framecast.store import InvalidTransition, JobStore
+
+log = logging.getLogger(__name__)
+
+
+class CancelOutcome(enum.Enum):
+    """What a cancel request achieved."""
+
+    CANCELLED = "cancelled"
+    TOO_LATE = "too_late"  # being delivered or already finished
+    UNKNOWN = "unknown"
+
+
+class Scheduler:
+    """Owns the guild queues and the tasks of running jobs."""
+
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        runner: JobRunner,
+        max_running: int,
+        on_positions_changed: Callable[[int, list[int]], None] | None = None,
+    ) -> None:
+        """`on_positions_changed(guild_id, queued_job_ids)` is called when a guild's queue moves."""
+        self._store = store
+        self._runner = runner
+        self._max_running = max_running
+        self._on_positions_changed = on_positions_changed
+        self._queues: dict[int, deque[int]] = {}
+        self._guild_of: dict[int, int] = {}
+        self._turns: deque[int] = deque()  # guilds with queued jobs, in round-robin order
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._holding_slot: set[int] = set()
+        self._wakeup = asyncio.Event()
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def __repr__(self) -> str:
+        return f"<Scheduler queued={sum(map(len, self._queues.values()))} running={len(self._tasks)}>"
+
+    # -- start-up and shutdown ----------------------------------------------------------------------
+    async def start(self) -> list[Job]:
+        """Restore every unfinished job from the store and start dispatching.
+
+        Returns the restored jobs so the caller can tell their members they continue.
+        """
+        restored: list[Job] = []
+        for job in await self._store.active():
+            if job.state is JobState.SUBMITTING:
+                # The create may or may not have reached the service before the crash; the only safe
+                # choice that loses nothing is to create again (the documented duplicate window).
+                job = await self._store.transition(job.id, JobState.QUEUED, expect=JobState.SUBMITTING)
+            if job.state is JobState.QUEUED:
+                self._push(job)
+            else:
+                # Already created on the service (or being delivered): re-attach, never re-create.
+                self._start_task(job, holds_slot=job.state is JobState.RUNNING)
+            restored.append(job)
+        self._dispatcher = asyncio.create_task(self._dispatch_forever(), name="framecast-dispatcher")
+        self._wakeup.set()
+        log.info("scheduler started with %d unfinished job(s)", len(restored))
+        return restored
+
+    async def close(self, timeout: float) -> None:
+        """Stop taking work, let critical steps finish (within `timeout`), keep every job's state."""
+        self._closing = True
+        self._runner.begin_shutdown()
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+            await asyncio.gather(self._dispatcher, return_exceptions=True)
+        tasks = dict(self._tasks)
+        critical = {jid for jid in tasks if self._runner.in_critical_section(jid)}
+        for jid, task in tasks.items():
+            if jid not in critical:
+                task.cancel()
+        if critical:
+            try:
+                await asyncio.wait_for(self._runner.wait_critical_done(critical), timeout)
+            except TimeoutError:
+                log.warning("shutdown: %d step(s) did not finish in %.0fs", len(critical), timeout)
+        for task in tasks.values():
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks.values(), timeout=max(1.0, timeout / 4))
+
+    # -- the queue ----------------------------------------------------------------------------------
+    def submit(self, job: Job) -> int:
+        """Queue a freshly accepted (already persisted) job; returns its place in its guild's queue."""
+        self._push(job)
+        self._wakeup.set()
+        return self.position(job.id) or 1
+
+    def position(self, job_id: int) -> int | None:
+        """1-based place of a queued job in its guild's queue, or None when not queued."""
+        guild = self._guild_of.get(job_id)
+        if guild is None:
+            return None
+        queue = self._queues.get(guild)
+        if not queue:
+            return None
+        try:
+            return queue.index(job_id) + 1
+        except ValueError:
+            return None
+
+    def is_running(self, job_id: int) -> bool:
+        """True while a task works on the job."""
+        return job_id in self._tasks
+
+    @property
+    def running_count(self) -> int:
+        """Jobs currently occupying the service."""
+        return len(self._holding_slot)
+
+    async def cancel(self, job_id: int) -> tuple[CancelOutcome, Job | None]:
+        """Cancel a queued or running job. Delivering or finished jobs cannot be cancelled."""
+        job = await self._store.get(job_id)
+        if job is None:
+            return CancelOutcome.UNKNOWN, None
+        if job.state not in (JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING):
+            return CancelOutcome.TOO_LATE, job
+        try:
+            job = await self._store.transition(
+                job_id, JobState.CANCELLED,
+                expect=(JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING),
+            )
+        except InvalidTransition:
+            return CancelOutcome.TOO_LATE, await self._store.get(job_id)
+        self._remove_queued(job_id)
+        task = self._tasks.get(job_id)
+        if task is not None:
+            # The service has no cancel call: we stop polling so the budget goes to other jobs.
+            task.cancel()
+        return CancelOutcome.CANCELLED, job
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _push(self, job: Job) -> None:
+        queue = self._queues.setdefault(job.guild_id, deque())
+        queue.append(job.id)
+        self._guild_of[job.id] = job.guild_id
+        if job.guild_id not in self._turns:
+            self._turns.append(job.guild_id)
+
+    def _remove_queued(self, job_id: int) -> None:
+        guild = self._guild_of.pop(job_id, None)
+        if guild is None:
+            return
+        queue = self._queues.get(guild)
+        if queue is not None and job_id in queue:
+            queue.remove(job_id)
+            if not queue:
+                del self._queues[guild]
+                self._turns.remove(guild)
+            self._positions_changed(guild)
+
+    def _positions_changed(self, guild: int) -> None:
+        if self._on_positions_changed is not None:
+            self._on_positions_changed(guild, list(self._queues.get(guild, ())))
+
+    def _next_job_id(self) -> int | None:
+        """Head of the next guild's queue in round-robin order."""
+        while self._turns:
+            guild = self._turns.popleft()
+            queue = self._queues.get(guild)
+            if not queue:
+                self._queues.pop(guild, None)
+                continue
+            job_id = queue.popleft()
+            self._guild_of.pop(job_id, None)
+            if queue:
+                self._turns.append(guild)
+            else:
+                del self._queues[guild]
+            self._positions_changed(guild)
+            return job_id
+        return None
+
+    async def _dispatch_forever(self) -> None:
+        # Restarted if it ever dies: a dead dispatcher would silently stall every queue.
+        while not self._closing:
+            try:
+                await self._dispatch()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("dispatcher crashed; restarting it")
+                await asyncio.sleep(0.5)
+
+    async def _dispatch(self) -> None:
+        while not self._closing:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while len(self._holding_slot) < self._max_running and not self._closing:
+                job_id = self._next_job_id()
+                if job_id is None:
+                    break
+                job = await self._store.get(job_id)
+                if job is None or job.state is not JobState.QUEUED:
+                    continue  # cancelled while queued
+                self._start_task(job, holds_slot=True)
+
+    def _start_task(self, job: Job, *, holds_slot: bool) -> None:
+        if holds_slot:
+            self._holding_slot.add(job.id)
+        task = asyncio.create_task(self._run_job(job), name=f"framecast-job-{job.id}")
+        self._tasks[job.id] = task
+
+    def _release(self, job_id: int) -> None:
+        if job_id in self._holding_slot:
+            self._holding_slot.discard(job_id)
+            self._wakeup.set()
+
+    async def _run_job(self, job: Job) -> None:
+        try:
+            await self._runner.run(job, release_service_slot=lambda: self._release(job.id))
+        except ShuttingDown:
+            log.info("job %s paused for shutdown in state %s", job.id, job.state)
+        except asyncio.CancelledError:
+            if not self._closing:
+                log.info("job %s task cancelled", job.id)
+        except Exception:
+            log.exception("job %s: runner crashed", job.id)
+        finally:
+            self._tasks.pop(job.id, None)
+            self._release(job.id)

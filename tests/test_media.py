@@ -1,0 +1,365 @@
+"""framecast.media: sniffing, probing, and fitting videos/images under upload limits (real PyAV)."""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+
+import av
+import pytest
+
+from framecast import media
+from framecast.media import MediaError, MediaInfo, VideoInfo, fit_image, fit_video, probe_video, sniff
+from tests import mediagen
+
+# -------------------------------------------------------------------------------------------
+# helpers
+
+
+def _encode_still(codec: str, frame: av.VideoFrame, pix_fmt: str, **options: str) -> bytes:
+    ctx = av.CodecContext.create(codec, "w")
+    ctx.width, ctx.height, ctx.pix_fmt = frame.width, frame.height, pix_fmt
+    ctx.options = options
+    frame = frame.reformat(format=pix_fmt)
+    return b"".join(bytes(p) for p in (*ctx.encode(frame), *ctx.encode(None)))
+
+
+def _png_frame(data: bytes) -> av.VideoFrame:
+    with av.open(io.BytesIO(data), format="png_pipe") as container:
+        return next(container.decode(video=0))
+
+
+def _jpeg(width: int = 64, height: int = 48, *, noise: bool = False) -> bytes:
+    frame = _png_frame(mediagen.make_png(width, height, noise=noise))
+    return _encode_still("mjpeg", frame.reformat(format="yuvj420p"), "yuvj420p")
+
+
+def _webp(width: int = 64, height: int = 48) -> bytes:
+    return _encode_still("libwebp", _png_frame(mediagen.make_png(width, height)), "yuv420p")
+
+
+def _rgba_png(width: int, height: int) -> bytes:
+    """Noise RGB with a left-to-right alpha ramp (some pixels really are transparent)."""
+    rgb = _png_frame(mediagen.make_png(width, height, noise=True)).reformat(format="rgba")
+    plane = rgb.planes[0]
+    buf = bytearray(bytes(plane))
+    ramp = bytes(x * 255 // max(1, width - 1) for x in range(width))
+    for y in range(height):
+        start = y * plane.line_size
+        buf[start + 3 : start + 4 * width : 4] = ramp
+    plane.update(bytes(buf))
+    return _encode_still("png", rgb, "rgba")
+
+
+def _decode_video(data: bytes) -> dict:
+    """Decode everything: geometry, frame count, duration, streams, the first frame."""
+    with av.open(io.BytesIO(data)) as container:
+        stream = container.streams.video[0]
+        frames = list(container.decode(stream))
+        return {
+            "width": stream.codec_context.width,
+            "height": stream.codec_context.height,
+            "frames": len(frames),
+            "duration": float(stream.duration * stream.time_base),
+            "audio": bool(container.streams.audio),
+            "first": frames[0],
+            "codec": stream.codec_context.name,
+        }
+
+
+def _luma(frame: av.VideoFrame) -> bytes:
+    gray = frame.reformat(format="gray")
+    plane = gray.planes[0]
+    raw = bytes(plane)
+    return b"".join(raw[y * plane.line_size : y * plane.line_size + gray.width] for y in range(gray.height))
+
+
+def _psnr(a: bytes, b: bytes) -> float:
+    mse = sum((x - y) ** 2 for x, y in zip(a, b, strict=True)) / len(a)
+    return 99.0 if mse == 0 else 10 * math.log10(255**2 / mse)
+
+
+def _decode_image(data: bytes) -> av.VideoFrame:
+    info = sniff(data)
+    assert info is not None and info.kind == "image"
+    fmt = {"png": "png_pipe", "jpg": "jpeg_pipe", "webp": "webp_pipe"}[info.ext]
+    with av.open(io.BytesIO(data), format=fmt) as container:
+        return next(container.decode(video=0))
+
+
+# -------------------------------------------------------------------------------------------
+# sniff
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2", MediaInfo("video", "mp4", "video/mp4")),
+        (b"\x00\x00\x00\x14ftypqt  \x00\x00\x00\x00", MediaInfo("video", "mov", "video/quicktime")),
+        (b"\x00\x00\x00\x08wide\x00\x00\x00\x00mdat", MediaInfo("video", "mov", "video/quicktime")),
+        (b"\x1a\x45\xdf\xa3\x9f\x42\x86\x81\x01\x42\x82\x84webm", MediaInfo("video", "webm", "video/webm")),
+        (
+            b"\x1a\x45\xdf\xa3\xa3\x42\x86\x81\x01\x42\x82\x88matroska",
+            MediaInfo("video", "mkv", "video/x-matroska"),
+        ),
+        (b"GIF89a\x01\x00\x01\x00", MediaInfo("image", "gif", "image/gif")),
+        (b"GIF87a\x01\x00\x01\x00", MediaInfo("image", "gif", "image/gif")),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", MediaInfo("image", "png", "image/png")),
+        (b"\xff\xd8\xff\xe0\x00\x10JFIF", MediaInfo("image", "jpg", "image/jpeg")),
+        (b"RIFF\x24\x00\x00\x00WEBPVP8 ", MediaInfo("image", "webp", "image/webp")),
+        (b"RIFF\x24\x00\x00\x00WAVEfmt ", None),
+        (b"<!DOCTYPE html><html>", None),
+        (b"", None),
+        (b"\x00\x00", None),
+    ],
+)
+def test_sniff_magic(head: bytes, expected: MediaInfo | None) -> None:
+    assert sniff(head) == expected
+
+
+def test_sniff_real_files() -> None:
+    assert sniff(mediagen.make_mp4()) == MediaInfo("video", "mp4", "video/mp4")
+    assert sniff(mediagen.make_png()) == MediaInfo("image", "png", "image/png")
+    assert sniff(_jpeg()) == MediaInfo("image", "jpg", "image/jpeg")
+    assert sniff(_webp()) == MediaInfo("image", "webp", "image/webp")
+    assert sniff(bytearray(mediagen.make_png())) == MediaInfo("image", "png", "image/png")
+
+
+# -------------------------------------------------------------------------------------------
+# probe_video
+
+
+def test_probe_video() -> None:
+    info = probe_video(mediagen.make_mp4(320, 240, 24, 24))
+    assert info == VideoInfo(width=320, height=240, frames=24, duration=1.0, fps=24.0, has_audio=False)
+
+
+def test_probe_video_with_audio() -> None:
+    info = probe_video(mediagen.make_mp4(160, 120, 12, 12, audio=True))
+    assert (info.width, info.height, info.frames, info.fps, info.has_audio) == (160, 120, 12, 12.0, True)
+    assert info.duration == pytest.approx(1.0, abs=0.05)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"garbage" * 100,
+        b"\x00\x00\x00\x20ftypisom" + b"\x00" * 500,  # looks like MP4, isn't
+        mediagen.make_mp4()[:2000],  # truncated (moov at the end is gone)
+        mediagen.make_png(),  # an image is not a video
+    ],
+)
+def test_probe_video_rejects_undecodable(data: bytes) -> None:
+    with pytest.raises(MediaError):
+        probe_video(data)
+
+
+# -------------------------------------------------------------------------------------------
+# fit_video
+
+
+def test_fit_video_returns_input_when_it_fits() -> None:
+    data = mediagen.make_mp4()
+    assert fit_video(data, 10 * 1024 * 1024) is data
+    assert fit_video(data, math.ceil(len(data) / 0.97)) is data
+
+
+def test_fit_video_slack_zero_accepts_exact_limit() -> None:
+    data = mediagen.make_mp4()
+    assert fit_video(data, len(data), slack=0) is data
+
+
+@pytest.fixture(scope="module")
+def noisy_clip() -> bytes:
+    data = mediagen.make_large_mp4(3 * 1024 * 1024, width=256, height=192)
+    assert len(data) >= 3 * 1024 * 1024
+    return data
+
+
+@pytest.mark.parametrize("limit", [1024 * 1024, 300_000])
+def test_fit_video_shrinks_oversized(noisy_clip: bytes, limit: int) -> None:
+    src = probe_video(noisy_clip)
+    out = fit_video(noisy_clip, limit)
+    assert out is not None
+    assert len(out) <= limit
+    assert sniff(out) == MediaInfo("video", "mp4", "video/mp4")
+    got = _decode_video(out)
+    assert got["codec"] == "h264"
+    assert abs(got["frames"] - src.frames) <= 1
+    assert got["duration"] == pytest.approx(src.duration, abs=1 / src.fps + 1e-6)
+    assert got["width"] % 2 == 0 and got["height"] % 2 == 0
+    assert got["width"] <= src.width and got["height"] <= src.height
+    assert got["width"] / got["height"] == pytest.approx(src.width / src.height, rel=0.05)
+    first = got["first"]
+    assert first.key_frame and first.pict_type == av.video.frame.PictureType.I
+    # faststart: the index comes before the media data
+    assert out.find(b"moov") < out.find(b"mdat")
+    # the result is what probe_video says too
+    info = probe_video(out)
+    assert abs(info.frames - src.frames) <= 1
+
+
+def test_fit_video_impossible_limit_returns_none(noisy_clip: bytes) -> None:
+    started = time.perf_counter()
+    assert fit_video(noisy_clip, 2048) is None
+    assert time.perf_counter() - started < 5
+
+
+def test_fit_video_never_exceeds_limit_across_limits() -> None:
+    data = mediagen.make_mp4(320, 240, 48, 24, noise=True)
+    for limit in (len(data) - 1, len(data) // 2, 120_000, 40_000, 12_000, 4_000):
+        out = fit_video(data, limit)
+        if out is not None:
+            assert len(out) <= limit
+            assert _decode_video(out)["frames"] == 48
+
+
+def test_fit_video_keeps_first_frame_sharp() -> None:
+    """Frame 0 is the poster Discord shows: it gets more bits than an average frame."""
+    data = mediagen.make_large_mp4(1_500_000, width=320, height=240, seconds=2, noise=48)
+    limit = 160_000
+    out = fit_video(data, limit)
+    assert out is not None and len(out) <= limit
+    with av.open(io.BytesIO(data)) as a, av.open(io.BytesIO(out)) as b:
+        pairs = list(zip(a.decode(video=0), b.decode(video=0), strict=True))
+    assert (pairs[0][1].width, pairs[0][1].height) == (320, 240)
+    first = _psnr(_luma(pairs[0][0]), _luma(pairs[0][1]))
+    later = [_psnr(_luma(x), _luma(y)) for x, y in pairs[12::12]]
+    assert first > sum(later) / len(later)
+
+
+def test_fit_video_keeps_or_drops_audio() -> None:
+    data = mediagen.make_mp4(320, 240, 48, 24, noise=True, audio=True)
+    roomy = fit_video(data, len(data) // 2)
+    assert roomy is not None and len(roomy) <= len(data) // 2
+    got = _decode_video(roomy)
+    assert got["audio"] and got["frames"] == 48
+    with av.open(io.BytesIO(roomy)) as container:
+        assert container.streams.audio[0].codec_context.name == "aac"
+    tight = fit_video(data, 30_000)
+    assert tight is not None and len(tight) <= 30_000
+    assert _decode_video(tight)["frames"] == 48
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x00" * 5000,
+        b"\x00\x00\x00\x20ftypisom" + b"\xab" * 5000,
+        mediagen.make_mp4(noise=True)[:60_000],
+    ],
+)
+def test_fit_video_garbage_raises_media_error(data: bytes) -> None:
+    with pytest.raises(MediaError):
+        fit_video(data, 1000)
+
+
+def test_fit_video_bad_slack() -> None:
+    with pytest.raises(ValueError):
+        fit_video(mediagen.make_mp4(), 1000, slack=1.0)
+
+
+def test_ladder_is_even_and_shrinking() -> None:
+    sizes = media._ladder(1152, 768, 144)
+    assert sizes == [(1152, 768), (810, 540), (540, 360), (360, 240), (216, 144)]
+    portrait = media._ladder(768, 1152, 144)
+    assert portrait[1] == (540, 810)
+    assert media._ladder(321, 241, 144) == [(320, 240), (192, 144)]
+    assert media._ladder(160, 120, 144) == [(160, 120)]
+
+
+# -------------------------------------------------------------------------------------------
+# fit_image
+
+
+def test_fit_image_returns_input_when_it_fits() -> None:
+    data = mediagen.make_png()
+    out = fit_image(data, 1024 * 1024)
+    assert out is not None and out[0] is data and out[1] == "png"
+    jpeg = _jpeg()
+    assert fit_image(jpeg, 1024 * 1024) == (jpeg, "jpg")
+
+
+@pytest.fixture(scope="module")
+def large_png() -> bytes:
+    data = mediagen.make_large_png(1024 * 1024)
+    assert len(data) >= 1024 * 1024
+    return data
+
+
+@pytest.mark.parametrize("limit", [500_000, 60_000, 5_000])
+def test_fit_image_shrinks_oversized_png(large_png: bytes, limit: int) -> None:
+    out = fit_image(large_png, limit)
+    assert out is not None
+    data, ext = out
+    assert len(data) <= limit
+    info = sniff(data)
+    assert info is not None and info.ext == ext == "jpg"
+    frame = _decode_image(data)
+    src = _png_frame(large_png)
+    assert frame.width <= src.width
+    assert frame.width / frame.height == pytest.approx(src.width / src.height, rel=0.05)
+
+
+def test_fit_image_prefers_lossless_png_when_it_fits() -> None:
+    # A gradient the ffmpeg PNG encoder stores without prediction compresses a lot with it.
+    src = _png_frame(mediagen.make_png(512, 512))
+    plain = _encode_still("png", src, "rgb24", pred="none", compression_level="1")
+    optimized = fit_image(plain, len(plain) - 1)
+    assert optimized is not None
+    data, ext = optimized
+    assert ext == "png" and len(data) < len(plain)
+    assert _luma(_decode_image(data)) == _luma(src)
+
+
+def test_fit_image_transparent_png_goes_webp() -> None:
+    data = _rgba_png(256, 256)
+    out = fit_image(data, 40_000)
+    assert out is not None
+    webp, ext = out
+    assert ext == "webp" and len(webp) <= 40_000
+    frame = _decode_image(webp)
+    assert frame.format.name == "yuva420p"
+
+
+def test_fit_image_jpeg_stays_jpeg() -> None:
+    data = _jpeg(640, 480, noise=True)
+    out = fit_image(data, len(data) // 3)
+    assert out is not None
+    jpeg, ext = out
+    assert ext == "jpg" and len(jpeg) <= len(data) // 3
+    assert _decode_image(jpeg).width > 0
+
+
+def test_fit_image_impossible_returns_none(large_png: bytes) -> None:
+    assert fit_image(large_png, 200) is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"garbage" * 100,
+        b"\x89PNG\r\n\x1a\n" + b"\x00" * 3000,
+        b"\xff\xd8\xff" + b"\x17" * 3000,
+        mediagen.make_mp4(),
+    ],
+)
+def test_fit_image_garbage_raises_media_error(data: bytes) -> None:
+    with pytest.raises(MediaError):
+        fit_image(data, 1000)
+
+
+# -------------------------------------------------------------------------------------------
+# mediagen
+
+
+def test_mediagen_is_deterministic_and_sized() -> None:
+    assert mediagen.make_mp4.__wrapped__(64, 48, 4, 4) == mediagen.make_mp4.__wrapped__(64, 48, 4, 4)
+    assert mediagen.make_png.__wrapped__(32, 32, noise=True) == mediagen.make_png.__wrapped__(
+        32, 32, noise=True
+    )
+    big = mediagen.make_large_mp4(200_000, width=128, height=96, seconds=1.0)
+    assert len(big) >= 200_000 and probe_video(big).frames == 24
+    assert len(mediagen.make_large_png(100_000)) >= 100_000

@@ -1,0 +1,833 @@
+"""The generation-service client against the fake service, over real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email.utils
+import json
+import logging
+import random
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from framecast.budget import Priority, RequestBudget
+from framecast.clock import Clock, ScaledClock, SystemClock
+from framecast.config import Secret, load_settings
+from framecast.errors import (
+    AuthError,
+    BadResponse,
+    DownloadError,
+    DownloadTooLarge,
+    RateLimited,
+    RequestRejected,
+    ServiceError,
+    ServiceUnavailable,
+    TaskFailed,
+    TaskTimedOut,
+)
+from framecast.service import (
+    GenerationClient,
+    ImageParams,
+    ImageResult,
+    ModelCatalog,
+    TaskStatus,
+    VideoParams,
+    normalize_progress,
+    parse_retry_after,
+)
+from tests.fake_service import FakeService, TaskPlan
+
+VIDEO = VideoParams(
+    model="svc-video-v2.0", prompt="a cat", width=1152, height=768, num_frames=121, frame_rate=24
+)
+IMAGE = ImageParams(model="svc-image-2.1-flash", prompt="a cat", size="1024x1024")
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as s:
+        yield s
+
+
+def make_client(
+    fake: FakeService,
+    session: aiohttp.ClientSession,
+    *,
+    clock: Clock | None = None,
+    limit: int = 1000,
+    window: float = 1.0,
+    key: str | None = None,
+    retry_max: int = 4,
+    backoff_base: float = 0.02,
+    backoff_max: float = 0.5,
+    request_timeout: float = 5.0,
+    base_url: str | None = None,
+) -> GenerationClient:
+    clock = clock or SystemClock()
+    budget = RequestBudget(
+        limit, window, clock=clock, backoff_base=backoff_base, backoff_max=backoff_max, rng=random.Random(1)
+    )
+    return GenerationClient(
+        session,
+        base_url=base_url or fake.base_url,
+        api_key=Secret(key if key is not None else fake.api_key),
+        budget=budget,
+        clock=clock,
+        request_timeout=request_timeout,
+        retry_max=retry_max,
+        backoff_base=backoff_base,
+        backoff_max=backoff_max,
+        rng=random.Random(2),
+    )
+
+
+def gaps(fake: FakeService) -> list[float]:
+    times = [r.received for r in fake.requests]
+    return [b - a for a, b in zip(times, times[1:], strict=False)]
+
+
+# -- create / poll ------------------------------------------------------------------------------------
+async def test_create_video_sends_the_contract(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    client = make_client(fake_service, session)
+    task_id = await client.create_video(VIDEO)
+    assert task_id in fake_service.tasks
+    (req,) = fake_service.requests
+    assert (req.method, req.path, req.auth) == ("POST", "/v1/videos", "ok")
+    assert req.json == {
+        "model": "svc-video-v2.0", "prompt": "a cat", "width": 1152, "height": 768, "num_frames": 121,
+        "frame_rate": 24,
+    }  # fmt: skip
+    await client.poll_video(task_id)
+    poll = fake_service.requests[-1]
+    assert (poll.method, poll.path, poll.query, poll.auth) == ("GET", "/svcapi", {"video_id": task_id}, "ok")
+    assert client.budget.granted_total == 2
+
+
+@pytest.mark.parametrize("id_field", ["video_id", "task_id"])
+async def test_task_id_from_either_field(
+    fake_service: FakeService, session: aiohttp.ClientSession, id_field: str
+) -> None:
+    fake_service.id_field = id_field  # type: ignore[assignment]
+    client = make_client(fake_service, session)
+    task_id = await client.create_video(VIDEO)
+    assert fake_service.tasks[task_id].prompt == "a cat"
+
+
+async def test_create_without_id_is_a_bad_response(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    fake_service.scripted.append((200, {"status": "ok", "queued": True}, None))
+    with pytest.raises(BadResponse, match="no video_id or task_id.*status, queued"):
+        await make_client(fake_service, session).create_video(VIDEO)
+
+
+PROMPTS = [
+    "一只猫在月光下跳舞，镜头缓慢推进",
+    "चाँदनी रात में नाचती हुई बिल्ली",
+    "قطة ترقص تحت ضوء القمر",
+    "a cat 🐱 under the moon 🌕✨",
+    "family: 👨\u200d👩\u200d👧\u200d👦 and flag 🏳️\u200d🌈",
+    "combining: e\u0301 n\u0303 a\u030a \u0915\u094d\u0937",  # decomposed forms must not be normalised
+    'quotes " and \\ backslash, tab\tnewline\nend \u200f rtl mark',
+]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+async def test_prompts_arrive_byte_exact(
+    fake_service: FakeService, session: aiohttp.ClientSession, prompt: str
+) -> None:
+    client = make_client(fake_service, session)
+    task_id = await client.create_video(VideoParams("svc-video-v2.0", prompt, 64, 64, 12, 12))
+    assert fake_service.tasks[task_id].prompt == prompt
+    assert json.loads(fake_service.requests[-1].body.decode("utf-8"))["prompt"].encode() == prompt.encode()
+    await client.create_image(ImageParams("svc-image-2.1-flash", prompt, "512x512"))
+    assert fake_service.requests[-1].json["prompt"] == prompt
+
+
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [
+        ("int", 0.25),
+        ("float", 0.25),
+        ("percent_str", 0.25),
+        ("fraction_str", 0.25),
+        ("int_str", 0.25),
+        ("float_percent", 0.255),
+        ("missing", None),
+        ("null", None),
+        ("garbage", None),
+    ],
+)
+async def test_progress_shapes(
+    fake_service: FakeService,
+    session: aiohttp.ClientSession,
+    caplog: pytest.LogCaptureFixture,
+    shape: str,
+    expected: float | None,
+) -> None:
+    fake_service.progress_shape = shape  # type: ignore[assignment]
+    fake_service.default_plan = TaskPlan(polls=3)
+    client = make_client(fake_service, session)
+    task_id = await client.create_video(VIDEO)
+    with caplog.at_level(logging.WARNING, logger="framecast.service"):
+        first = await client.poll_video(task_id)
+        second = await client.poll_video(task_id)
+    assert first == TaskStatus("pending", expected)
+    assert second.state == "pending"
+    if expected is not None:
+        assert second.progress is not None and second.progress > expected
+    warnings = [r for r in caplog.records if "unreadable progress" in r.getMessage()]
+    assert len(warnings) == (1 if shape == "garbage" else 0)  # once per task, not per poll
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (45, 0.45), (0, 0.0), (100, 1.0), (150, 1.0), (-5, 0.0), (0.45, 0.45), (1.0, 1.0), (0.0, 0.0),
+        (45.0, 0.45), (99.5, 0.995), ("45%", 0.45), (" 45 % ", 0.45), ("0.45", 0.45), ("45", 0.45),
+        ("100%", 1.0), ("1", 0.01), ("1.0", 1.0), ("250%", 1.0), (None, None), (True, None), (False, None),
+        ("", None), ("soon", None), ("45%%", None), (float("nan"), None), (float("inf"), None), ("nan", None),
+        ([45], None), ({"p": 1}, None),
+    ],
+)  # fmt: skip
+def test_normalize_progress(value: Any, expected: float | None) -> None:
+    result = normalize_progress(value)
+    if expected is None:
+        assert result is None
+    else:
+        assert result == pytest.approx(expected)
+
+
+async def test_completed_and_failed(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    fake_service.default_plan = TaskPlan(polls=0)
+    fake_service.plans.append(("doomed", TaskPlan(polls=0, outcome="failed", error="content policy")))
+    fake_service.plans.append(("silent", TaskPlan(polls=0, outcome="failed")))
+    client = make_client(fake_service, session)
+    ok = await client.poll_video(await client.create_video(VIDEO))
+    assert ok.state == "completed" and ok.progress == 1.0
+    assert ok.result_url is not None and ok.result_url.startswith(fake_service.base_url + "/files/")
+    doomed = await client.poll_video(
+        await client.create_video(VideoParams("m", "doomed cat", 64, 64, 12, 12))
+    )
+    assert doomed == TaskStatus("failed", None, None, "content policy")
+    silent = await client.poll_video(
+        await client.create_video(VideoParams("m", "silent cat", 64, 64, 12, 12))
+    )
+    assert silent.state == "failed" and silent.error is None
+
+
+async def test_completed_without_url_and_unknown_status(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    fake_service.plans.append(("nourl", TaskPlan(polls=0, omit_url=True)))
+    fake_service.plans.append(("odd", TaskPlan(status="exploded")))
+    client = make_client(fake_service, session)
+    with pytest.raises(BadResponse, match="completed but the response has no video_url"):
+        await client.poll_video(await client.create_video(VideoParams("m", "nourl", 64, 64, 12, 12)))
+    with pytest.raises(BadResponse, match="unknown status 'exploded'"):
+        await client.poll_video(await client.create_video(VideoParams("m", "odd", 64, 64, 12, 12)))
+    fake_service.scripted.append((200, {"progress": 5}, None))
+    with pytest.raises(BadResponse, match="no status"):
+        await client.poll_video("whatever")
+    fake_service.scripted.append((200, ["pending"], None))
+    with pytest.raises(BadResponse, match="expected a JSON object, got array"):
+        await client.poll_video("whatever")
+
+
+# -- wait ---------------------------------------------------------------------------------------------
+async def test_wait_video_reports_progress_and_returns(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    clock = ScaledClock(100)  # a 30 s poll interval is 0.3 s of real time... we use 2 s -> 20 ms
+    fake_service.default_plan = TaskPlan(polls=3)
+    client = make_client(fake_service, session, clock=clock)
+    task_id = await client.create_video(VIDEO)
+    seen: list[TaskStatus] = []
+
+    async def on_progress(status: TaskStatus) -> None:
+        seen.append(status)
+
+    done = await client.wait_video(task_id, interval=2.0, timeout=60.0, on_progress=on_progress)
+    assert done.state == "completed" and done.result_url is not None
+    assert [s.progress for s in seen] == [0.25, 0.5, 0.75]
+    polls = [r.received for r in fake_service.requests if r.path == "/svcapi"]
+    assert len(polls) == 4
+    assert all(b - a >= 0.02 * 0.9 for a, b in zip(polls, polls[1:], strict=False))  # one interval apart
+    assert polls[0] - fake_service.requests[0].received >= 0.02 * 0.9  # the first poll waits too
+
+
+async def test_wait_video_failed_raises(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    fake_service.default_plan = TaskPlan(polls=1, outcome="failed", error="nsfw")
+    client = make_client(fake_service, session, clock=ScaledClock(100))
+    task_id = await client.create_video(VIDEO)
+    with pytest.raises(TaskFailed) as info:
+        await client.wait_video(task_id, interval=1.0, timeout=60.0)
+    assert info.value.reason == "nsfw" and info.value.code == "task_failed" and task_id in str(info.value)
+    fake_service.default_plan = TaskPlan(polls=0, outcome="failed")
+    task_id = await client.create_video(VIDEO)
+    with pytest.raises(TaskFailed) as info:
+        await client.wait_video(task_id, interval=1.0, timeout=60.0)
+    assert info.value.reason is None and "no reason" in str(info.value)
+
+
+async def test_wait_video_times_out(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    fake_service.default_plan = TaskPlan(duration=3600)
+    client = make_client(fake_service, session, clock=ScaledClock(100))
+    task_id = await client.create_video(VIDEO)
+    t0 = time.monotonic()
+    with pytest.raises(TaskTimedOut) as info:
+        await client.wait_video(task_id, interval=5.0, timeout=30.0)  # 0.3 real seconds
+    assert 0.25 <= time.monotonic() - t0 < 2.0
+    assert info.value.code == "timeout" and info.value.task_id == task_id
+    assert 5 <= fake_service.count(path="/svcapi") <= 7  # polls at 5, 10, ..., 30
+
+
+async def test_wait_keeps_the_original_deadline(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    fake_service.default_plan = TaskPlan(duration=3600)
+    clock = ScaledClock(100)
+    client = make_client(fake_service, session, clock=clock)
+    task_id = await client.create_video(VIDEO)
+    # Created 1000 s ago with a 900 s timeout (a restart): one last look, then give up.
+    with pytest.raises(TaskTimedOut):
+        await client.wait_video(task_id, interval=30.0, timeout=900.0, started_at=clock.time() - 1000)
+    assert fake_service.count(path="/svcapi") == 1
+    # Created 890 s ago: polls at once (an interval has passed), then at the deadline.
+    fake_service.clear()
+    with pytest.raises(TaskTimedOut):
+        await client.wait_video(task_id, interval=30.0, timeout=900.0, started_at=clock.time() - 890)
+    assert fake_service.count(path="/svcapi") == 2
+
+
+async def test_wait_survives_a_bad_minute(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    fake_service.default_plan = TaskPlan(polls=2)
+    client = make_client(fake_service, session, clock=ScaledClock(100), retry_max=2)
+    task_id = await client.create_video(VIDEO)
+    fake_service.fail_next = 2  # one whole poll (both attempts) fails
+    done = await client.wait_video(task_id, interval=1.0, timeout=60.0)
+    assert done.state == "completed"
+    assert fake_service.count(status=503) == 2
+
+
+async def test_on_progress_exceptions_propagate(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    fake_service.default_plan = TaskPlan(polls=5)
+    client = make_client(fake_service, session, clock=ScaledClock(100))
+    task_id = await client.create_video(VIDEO)
+
+    async def stop(status: TaskStatus) -> None:
+        raise LookupError("shutting down")
+
+    with pytest.raises(LookupError):
+        await client.wait_video(task_id, interval=1.0, timeout=60.0, on_progress=stop)
+
+
+# -- errors and retries -------------------------------------------------------------------------------
+async def test_wrong_key_is_auth_error_not_retried(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    client = make_client(fake_service, session, key="wrong-key-123456")
+    with pytest.raises(AuthError) as info:
+        await client.create_video(VIDEO)
+    assert info.value.code == "auth" and info.value.status == 401
+    assert fake_service.count() == 1 and fake_service.requests[0].auth == "wrong"
+    fake_service.scripted.append((403, {"error": "forbidden"}, None))
+    with pytest.raises(AuthError):
+        await make_client(fake_service, session).list_models()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"error": "width must be a multiple of 32"},
+        {"error": {"message": "width must be a multiple of 32", "type": "invalid_request_error"}},
+        {"message": "width must be a multiple of 32"},
+        {"detail": "width must be a multiple of 32"},
+        {"detail": [{"loc": ["body", "width"], "msg": "width must be a multiple of 32"}]},
+        "width must be a multiple of 32",
+    ],
+)
+async def test_rejected_with_service_message(
+    fake_service: FakeService, session: aiohttp.ClientSession, body: Any
+) -> None:
+    fake_service.scripted.append((400, body, None))
+    with pytest.raises(RequestRejected) as info:
+        await make_client(fake_service, session).create_video(VIDEO)
+    assert info.value.detail == "width must be a multiple of 32"
+    assert info.value.status == 400 and info.value.code == "rejected"
+    assert "width must be a multiple of 32" in str(info.value)
+    assert fake_service.count() == 1  # never retried
+
+
+async def test_rejected_by_per_prompt_plan(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    fake_service.plans.append(("forbidden", TaskPlan(reject_status=422, reject_message="prompt not allowed")))
+    client = make_client(fake_service, session)
+    with pytest.raises(RequestRejected) as info:
+        await client.create_video(VideoParams("m", "a forbidden thing", 64, 64, 12, 12))
+    assert (info.value.status, info.value.detail) == (422, "prompt not allowed")
+    assert await client.create_video(VIDEO)  # other prompts are fine
+    fake_service.scripted.append((404, "<html><body>nope</body></html>", None))
+    with pytest.raises(RequestRejected) as info:
+        await client.list_models()
+    assert info.value.detail is None
+
+
+async def test_transient_5xx_retried_with_growing_backoff(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    client = make_client(fake_service, session, retry_max=4, backoff_base=0.05, backoff_max=1.0)
+    fake_service.fail_next = 3
+    task_id = await client.create_video(VIDEO)
+    assert task_id and fake_service.count() == 4 and fake_service.count(status=503) == 3
+    g = gaps(fake_service)
+    # equal jitter: attempt n waits between half and all of base * 2**(n-1)
+    for n, gap in enumerate(g, start=1):
+        assert gap >= 0.05 * 2 ** (n - 1) / 2 * 0.95, (n, g)
+    assert g[0] < g[2]
+
+
+async def test_transient_exhausted_is_service_unavailable(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    fake_service.fail_next = 100
+    fake_service.fail_status = 502
+    with pytest.raises(ServiceUnavailable) as info:
+        await make_client(fake_service, session, retry_max=3).list_models()
+    assert (
+        info.value.status == 502
+        and info.value.code == "unavailable"
+        and "after 3 attempts" in str(info.value)
+    )
+    assert fake_service.count() == 3
+
+
+async def test_503_retry_after_honoured(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    fake_service.fail_next = 1
+    fake_service.fail_retry_after = "0.3"
+    await make_client(fake_service, session, backoff_max=5.0).list_models()
+    assert gaps(fake_service)[0] >= 0.3
+
+
+async def test_malformed_json(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    client = make_client(fake_service, session, retry_max=3)
+    fake_service.malformed_next = 2
+    assert await client.list_models()
+    assert fake_service.count() == 3
+    fake_service.malformed_next = 100
+    with pytest.raises(ServiceUnavailable, match="malformed JSON"):
+        await client.list_models()
+
+
+async def test_request_timeout(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    client = make_client(fake_service, session, request_timeout=0.2, retry_max=2)
+    fake_service.delays = [1.0]
+    assert await client.create_video(VIDEO)
+    assert fake_service.count(path="/v1/videos") == 2
+    fake_service.delays = [1.0, 1.0]
+    with pytest.raises(ServiceUnavailable, match="no answer within 0.2 s"):
+        await client.list_models()
+
+
+async def test_connection_refused(session: aiohttp.ClientSession) -> None:
+    fake = FakeService()
+    await fake.start()
+    url = fake.base_url
+    await fake.stop()
+    client = make_client(fake, session, base_url=url, retry_max=2, key="k-123456")
+    with pytest.raises(ServiceUnavailable, match="connection problem"):
+        await client.list_models()
+
+
+async def test_429_with_retry_after(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    fake_service.rate_limit = (2, 0.4)
+    fake_service.retry_after = 0.4
+    fake_service.count_rejected = False
+    client = make_client(fake_service, session, backoff_max=5.0)
+    for _ in range(3):
+        await client.create_video(VIDEO)
+    assert [r.status for r in fake_service.requests] == [200, 200, 429, 200]
+    assert fake_service.requests[3].received - fake_service.requests[2].received >= 0.4
+    assert client.budget.streak == 0  # the success reset it
+
+
+async def test_429_without_retry_after_backs_off(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    fake_service.rate_limit = (1, 0.25)
+    client = make_client(fake_service, session, backoff_base=0.2, backoff_max=5.0, retry_max=6)
+    await client.list_models()
+    await client.list_models()
+    statuses = [r.status for r in fake_service.requests]
+    assert statuses[0] == 200 and statuses[-1] == 200 and 429 in statuses
+    first_429 = statuses.index(429)
+    assert fake_service.requests[first_429 + 1].received - fake_service.requests[first_429].received >= 0.1
+
+
+async def test_429_exhausted_is_rate_limited(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    fake_service.rate_limit = (1, 60.0)
+    fake_service.retry_after = 0.05
+    client = make_client(fake_service, session, retry_max=3)
+    await client.list_models()
+    with pytest.raises(RateLimited) as info:
+        await client.list_models()
+    assert info.value.code == "rate_limited" and info.value.retry_after == pytest.approx(0.05)
+    assert fake_service.count(status=429) == 3
+
+
+async def test_429_pauses_every_caller(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    # The key is shared: another client has just used up the window our budget knows nothing of.
+    fake_service.rate_limit = (3, 0.5)
+    fake_service.retry_after = 0.5
+    fake_service.count_rejected = False
+    client = make_client(fake_service, session, limit=3, window=0.5, backoff_max=5.0)
+    for _ in range(3):
+        async with session.get(fake_service.base_url + "/v1/models", headers=_auth(fake_service)) as resp:
+            assert resp.status == 200
+    await asyncio.gather(*(client.list_models() for _ in range(4)))
+    hit = next(r for r in fake_service.requests if r.status == 429)
+    later = [r for r in fake_service.requests if r.received > hit.received + 0.05]  # past the first burst
+    # One burst of 429s, then nobody comes back before Retry-After, and then one probe goes first.
+    assert fake_service.count(status=429) == 3
+    assert len(later) == 4 and all(r.received - hit.received >= 0.5 for r in later)
+    assert later[1].received >= later[0].received
+    assert fake_service.count(status=200) == 3 + 4
+    assert client.budget.streak == 0
+
+
+def _auth(fake: FakeService) -> dict[str, str]:
+    return {"Authorization": f"Bearer {fake.api_key}"}
+
+
+def test_parse_retry_after() -> None:
+    now = 1_700_000_000.0
+    assert parse_retry_after("120", now) == 120.0
+    assert parse_retry_after(" 1.5 ", now) == 1.5
+    assert parse_retry_after(email.utils.formatdate(now + 30, usegmt=True), now) == pytest.approx(30, abs=1)
+    assert parse_retry_after(email.utils.formatdate(now - 30, usegmt=True), now) == 0.0
+    for bad in (None, "", "soon", "-5", "nan"):
+        assert parse_retry_after(bad, now) is None
+
+
+# -- images and models --------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", ["data_url", "url", "image_url"])
+async def test_image_url_shapes(
+    fake_service: FakeService, session: aiohttp.ClientSession, shape: str
+) -> None:
+    fake_service.image_shape = shape  # type: ignore[assignment]
+    client = make_client(fake_service, session)
+    result = await client.create_image(IMAGE)
+    assert result.url is not None and result.url.endswith(".png") and result.data is None
+    assert fake_service.requests[0].json == {
+        "model": "svc-image-2.1-flash",
+        "prompt": "a cat",
+        "size": "1024x1024",
+    }
+    data = await client.download(result.url, max_bytes=10**6, timeout=5)
+    assert data == fake_service.image_bytes() and data.startswith(b"\x89PNG")
+
+
+async def test_image_b64_and_task(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    client = make_client(fake_service, session, clock=ScaledClock(100))
+    fake_service.image_shape = "data_b64"
+    assert await client.create_image(IMAGE) == ImageResult(data=fake_service.image_bytes())
+    fake_service.image_shape = "task"
+    fake_service.default_plan = TaskPlan(polls=1)
+    result = await client.create_image(IMAGE)
+    assert result.task_id is not None and result.task_id in fake_service.tasks
+    done = await client.wait_image(result.task_id, interval=1.0, timeout=60.0)
+    assert done.result_url is not None and done.result_url.endswith(".png")
+    for field_name in ("url", "video_url"):
+        fake_service.image_poll_url_field = field_name
+        result = await client.create_image(IMAGE)
+        assert result.task_id is not None
+        assert (await client.wait_image(result.task_id, interval=1.0, timeout=60)).result_url
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [("weird", "unrecognised response.*keys: result, created"), ("bad_b64", "not valid base64")],
+)
+async def test_image_bad_shapes(
+    fake_service: FakeService, session: aiohttp.ClientSession, shape: str, message: str
+) -> None:
+    fake_service.image_shape = shape  # type: ignore[assignment]
+    with pytest.raises(BadResponse, match=message):
+        await make_client(fake_service, session).create_image(IMAGE)
+
+
+async def test_image_inline_variants(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    png = fake_service.image_bytes()
+    b64 = base64.b64encode(png).decode()
+    client = make_client(fake_service, session)
+    cases: list[tuple[Any, ImageResult]] = [
+        ({"data": [{"b64_json": b64.rstrip("=")}]}, ImageResult(data=png)),  # padding stripped
+        ({"url": "data:image/png;base64," + b64}, ImageResult(data=png)),
+        ({"task_id": 42}, ImageResult(task_id="42")),
+        ({"id": "img-1", "status": "pending"}, ImageResult(task_id="img-1")),
+        ({"image_url": "/files/x.png"}, ImageResult(url=fake_service.base_url + "/files/x.png")),
+    ]
+    for body, expected in cases:
+        fake_service.scripted.append((200, body, None))
+        assert await client.create_image(IMAGE) == expected
+    fake_service.scripted.append((200, {"status": "failed", "error": {"message": "nsfw"}}, None))
+    with pytest.raises(TaskFailed, match="nsfw"):
+        await client.create_image(IMAGE)
+    fake_service.scripted.append((200, {"data": []}, None))
+    with pytest.raises(BadResponse):
+        await client.create_image(IMAGE)
+
+
+def test_image_result_exactly_one() -> None:
+    with pytest.raises(ValueError):
+        ImageResult()
+    with pytest.raises(ValueError):
+        ImageResult(url="http://x", task_id="1")
+    assert "bytes" in repr(ImageResult(data=b"\x89PNG" * 1000)) and "PNG" not in repr(
+        ImageResult(data=b"PNG")
+    )
+
+
+@pytest.mark.parametrize("shape", ["data", "data_kind", "data_no_kind", "bare", "strings"])
+async def test_model_shapes(fake_service: FakeService, session: aiohttp.ClientSession, shape: str) -> None:
+    fake_service.models_shape = shape  # type: ignore[assignment]
+    catalog = await make_client(fake_service, session).list_models()
+    assert catalog == ModelCatalog(
+        video=("svc-video-v2.0",), image=("svc-image-2.1-flash",), text=("svc-text-1.5",)
+    )
+    assert "svc-video-v2.0" in catalog
+
+
+async def test_model_kinds_and_bad_shape(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    client = make_client(fake_service, session)
+    fake_service.scripted.append(
+        (
+            200,
+            {
+                "models": [
+                    {"id": "clip-maker", "modality": "Video"},
+                    {"id": "painter", "type": "image-generation"},
+                    {"id": "talker", "object": "model", "kind": "chat"},
+                    {"id": "whisperer", "type": "audio"},
+                    {"id": "svc-img-x", "object": "model"},
+                    {"id": "clip-maker", "modality": "video"},
+                    {"name": "llm-by-name"},
+                    {"no": "id"},
+                    17,
+                ]
+            },
+            None,
+        )
+    )
+    catalog = await client.list_models()
+    assert catalog == ModelCatalog(
+        video=("clip-maker",),
+        image=("painter", "svc-img-x"),
+        text=("talker", "llm-by-name"),
+        other=("whisperer",),
+    )
+    fake_service.models_shape = "weird"
+    with pytest.raises(BadResponse, match="list models"):
+        await client.list_models()
+
+
+# -- downloads ----------------------------------------------------------------------------------------
+async def test_download_same_origin_is_keyed_and_budgeted(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    fake_service.default_plan = TaskPlan(polls=0)
+    fake_service.rate_limit = (100, 60.0)
+    client = make_client(fake_service, session)
+    status = await client.poll_video(await client.create_video(VIDEO))
+    assert status.result_url is not None
+    data = await client.download(status.result_url, max_bytes=10**7, timeout=5)
+    assert data == fake_service.video_bytes() and data[4:8] == b"ftyp"
+    download = fake_service.requests[-1]
+    assert download.path.startswith("/files/") and download.auth == "ok" and download.counted
+    assert client.budget.granted_total == 3
+
+
+async def test_download_foreign_host_gets_no_key(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    fake_service.result_base_url = fake_service.alt_base_url  # "localhost": another origin
+    fake_service.default_plan = TaskPlan(polls=0)
+    client = make_client(fake_service, session)
+    status = await client.poll_video(await client.create_video(VIDEO))
+    assert status.result_url is not None and status.result_url.startswith("http://localhost:")
+    before = client.budget.granted_total
+    assert await client.download(status.result_url, max_bytes=10**7, timeout=5) == fake_service.video_bytes()
+    assert fake_service.requests[-1].auth == "missing"
+    assert client.budget.granted_total == before
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+async def test_download_too_large(
+    fake_service: FakeService, session: aiohttp.ClientSession, chunked: bool
+) -> None:
+    fake_service.video_payload = b"\x00" * 300_000
+    fake_service.file_chunked = chunked
+    client = make_client(fake_service, session)
+    with pytest.raises(DownloadTooLarge) as info:
+        await client.download(fake_service.base_url + "/files/x.mp4", max_bytes=100_000, timeout=5)
+    assert info.value.limit == 100_000 and info.value.code == "download_too_large"
+    assert isinstance(info.value, DownloadError)
+    assert info.value.size == (None if chunked else 300_000)
+    assert await client.download(fake_service.base_url + "/files/x.mp4", max_bytes=300_000, timeout=5)
+
+
+@pytest.mark.parametrize("status", [404, 410, 403])
+async def test_download_expired_link(
+    fake_service: FakeService, session: aiohttp.ClientSession, status: int
+) -> None:
+    fake_service.file_status = status
+    with pytest.raises(DownloadError) as info:
+        await make_client(fake_service, session).download(
+            fake_service.alt_base_url + "/files/x.mp4", max_bytes=10**6, timeout=5
+        )
+    assert (
+        info.value.status == status and info.value.code == "download_failed" and "expired" in str(info.value)
+    )
+    assert fake_service.count() == 1
+
+
+async def test_download_timeout_and_bad_url(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    fake_service.video_payload = b"\x01" * 200_000
+    fake_service.file_stall = 2.0
+    client = make_client(fake_service, session)
+    with pytest.raises(DownloadError, match="did not finish within 0.3 s"):
+        await client.download(fake_service.base_url + "/files/x.mp4", max_bytes=10**6, timeout=0.3)
+    with pytest.raises(DownloadError, match="not an http"):
+        await client.download("file:///etc/passwd", max_bytes=10, timeout=1)
+
+
+async def test_download_retries_transient(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    fake_service.scripted.clear()
+    fake_service.file_status = 503
+    client = make_client(fake_service, session, retry_max=2)
+    with pytest.raises(DownloadError, match="after 2 attempts"):
+        await client.download(fake_service.base_url + "/files/x.png", max_bytes=10**6, timeout=5)
+    assert fake_service.count(status=503) == 2
+
+
+# -- secrets ------------------------------------------------------------------------------------------
+async def test_key_never_leaks(
+    fake_service: FakeService, session: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = fake_service.api_key
+    client = make_client(fake_service, session, retry_max=2, request_timeout=0.2)
+    caught: list[BaseException] = []
+
+    async def attempt(coro: Any) -> None:
+        try:
+            await coro
+        except ServiceError as exc:
+            caught.append(exc)
+
+    with caplog.at_level(logging.DEBUG):
+        fake_service.scripted.append((400, {"error": f"bad key {key} in header"}, None))
+        await attempt(client.create_video(VIDEO))
+        fake_service.fail_next = 2
+        await attempt(client.list_models())
+        fake_service.malformed_next = 2
+        await attempt(client.list_models())
+        fake_service.delays = [1.0, 1.0]
+        await attempt(client.list_models())
+        fake_service.rate_limit = (0 + 1, 60.0)
+        await attempt(client.list_models())
+        await attempt(client.list_models())
+        fake_service.rate_limit = None
+        fake_service.file_status = 404
+        await attempt(client.download(fake_service.base_url + "/files/a.mp4", max_bytes=10, timeout=1))
+        fake_service.file_status = None
+        await attempt(client.download(fake_service.base_url + "/files/a.mp4", max_bytes=10, timeout=1))
+        fake_service.plans.append(("", TaskPlan(polls=0, outcome="failed", error=f"leaked {key}")))
+        task_id = await client.create_video(VIDEO)
+        await attempt(client.wait_video(task_id, interval=0.01, timeout=1))
+        await attempt(make_client(fake_service, session, key=key + "x").list_models())
+    assert len(caught) >= 9
+    assert {type(e) for e in caught} >= {
+        RequestRejected,
+        ServiceUnavailable,
+        RateLimited,
+        DownloadError,
+        AuthError,
+    }
+    for exc in caught:
+        chain: BaseException | None = exc
+        while chain is not None:
+            assert key not in str(chain) and key not in repr(chain)
+            for value in vars(chain).values():
+                assert key not in repr(value)
+            chain = chain.__cause__ or chain.__context__
+    assert "***" in str(caught[0])  # the echoed key was scrubbed from the service's message
+    for record in caplog.records:
+        text = record.getMessage() + (record.exc_text or "") + repr(record.args)
+        assert key not in text
+    assert key not in repr(client) and key not in str(client)
+
+
+async def test_from_settings(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    settings = load_settings(
+        {
+            "DISCORD_TOKEN": "t",
+            "GEN_API_BASE_URL": fake_service.base_url + "/",
+            "GEN_API_KEY": fake_service.api_key,
+            "GEN_RATE_LIMIT": "5/1",
+        }
+    )
+    clock = SystemClock()
+    budget = RequestBudget.from_settings(settings, clock)
+    client = GenerationClient.from_settings(session, settings, budget, clock)
+    assert (budget.limit, budget.window) == (5, 1.0)
+    assert client.base_url == fake_service.base_url
+    assert await client.list_models()
+    assert fake_service.requests[0].path == "/v1/models"
+
+
+# -- the budget over real HTTP ------------------------------------------------------------------------
+async def test_burst_never_exceeds_the_window(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    """A few hundred budgeted calls from 50 tasks: the fake's own log never shows > N per window."""
+    limit, real_window, scale = 16, 0.2, 300.0  # GEN_RATE_LIMIT=16/60 at 300x: 60 s -> 0.2 s
+    fake_service.rate_limit = (limit, real_window)  # the fake enforces the same limit, strictly
+    fake_service.default_plan = TaskPlan(duration=0.0, polls=2)
+    clock = ScaledClock(scale)
+    client = make_client(fake_service, session, clock=clock, limit=limit, window=60.0, retry_max=1)
+    task_ids: list[str] = []
+    done = 0
+
+    async def worker(n: int) -> None:
+        nonlocal done
+        for i in range(6):
+            if i % 3 == 0 or not task_ids:
+                task_ids.append(await client.create_video(VIDEO, priority=Priority.NORMAL))
+            elif i % 3 == 1:
+                await client.poll_video(random.choice(task_ids))
+            elif n % 10 == 0:
+                await client.list_models()
+            else:
+                await client.poll_video(task_ids[-1])
+            done += 1
+
+    t0 = time.monotonic()
+    await asyncio.wait_for(asyncio.gather(*(worker(n) for n in range(50))), 30)
+    elapsed = time.monotonic() - t0
+    assert done == 300 and fake_service.count() == 300
+    assert fake_service.count(status=429) == 0
+    assert fake_service.max_in_window(real_window) <= limit
+    # ...and the budget is not wasted either: close to one full window per `limit` requests.
+    assert elapsed < (300 / limit + 2) * real_window * 2

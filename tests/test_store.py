@@ -1,0 +1,645 @@
+"""The SQLite job store: persistence, the state machine, limits, concurrency and crash safety."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+import sys
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from framecast.jobs import ACTIVE, TERMINAL, TRANSITIONS, Job, JobKind, JobState, NewJob
+from framecast.store import (
+    SCHEMA_VERSION,
+    GuildQueueFull,
+    InvalidTransition,
+    JobLimitError,
+    JobNotFound,
+    JobStore,
+    MemberLimitReached,
+    StoreClosed,
+    StoreError,
+)
+from tests import _store_crash_child as crash_child
+
+S = JobState
+GUILD, CHANNEL, USER = 111_111_111_111_111_111, 222_222_222_222_222_222, 333_333_333_333_333_333
+
+# Prompts that must come back byte for byte: several scripts, emoji with modifiers and ZWJ sequences,
+# flags, combining marks (deliberately NOT normalised), bidi controls and C0/C1 control characters.
+TRICKY_PROMPTS = [
+    "一只猫在月球上跳舞，电影感，4K",
+    "पहाड़ों पर सूर्योदय, धीमी गति",
+    "قطة تطير فوق المدينة ليلاً",
+    "🎬🐈‍⬛👩🏽‍🚀👨‍👩‍👧‍👦🏳️‍🌈🇯🇵 ❤️‍🔥",
+    "e\u0301 vs \u00e9, a\u0308\u0323, Z\u0351\u0345\u036ba\u0350l\u0353g\u035co",
+    "mixed \u202eRTL override\u202c and \u200f marks \u200d\u200c zero-width",
+    "tabs\tnew\nlines\r\x01\x07\x1b[31m\x7f\x85\u2028\u2029 end",
+    "with NUL \x00 inside",
+    "quotes \" ' \\ backslash \\u0041 not an escape",
+    "surrogate-free astral 𝕏 𐍈 𓀀 and BOM \ufeff",
+    " leading and trailing spaces ",
+    "",
+]
+
+
+class FakeClock:
+    """Just enough of framecast.clock.Clock for the store: a settable wall clock."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def new_job(
+    *,
+    guild_id: int = GUILD,
+    user_id: int = USER,
+    prompt: str = "a cat",
+    kind: JobKind = JobKind.VIDEO,
+    discord: dict[str, Any] | None = None,
+    retry_of: int | None = None,
+) -> NewJob:
+    params: dict[str, Any] = {"model": "svc-video-v2.0", "prompt": prompt, "width": 1280, "height": 720}
+    return NewJob(
+        kind=kind,
+        guild_id=guild_id,
+        channel_id=CHANNEL,
+        user_id=user_id,
+        locale="en-US",
+        params=params,
+        retry_of=retry_of,
+        discord=discord if discord is not None else {},
+    )
+
+
+async def add(store: JobStore, **kwargs: Any) -> Job:
+    return await store.add(new_job(**kwargs), member_limit=None, guild_cap=None)
+
+
+def wal_size(db: Path) -> int:
+    wal = Path(f"{db}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+async def on_worker(store: JobStore, sql: str) -> Any:
+    """Run one read-only statement on the store's own connection (and thread)."""
+    return await store._call(lambda: store._conn.execute(sql).fetchall())
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "nested" / "dir" / "framecast.sqlite3"
+
+
+@pytest.fixture
+async def store(db_path: Path, clock: FakeClock) -> AsyncIterator[JobStore]:
+    s = await JobStore.open(db_path, clock=clock)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+# ---------------------------------------------------------------------- opening and schema
+
+
+async def test_open_creates_directory_wal_full_and_schema(store: JobStore, db_path: Path) -> None:
+    assert await asyncio.to_thread(db_path.is_file)
+    assert store.path == db_path
+    assert (await on_worker(store, "PRAGMA journal_mode"))[0][0] == "wal"
+    assert (await on_worker(store, "PRAGMA synchronous"))[0][0] == 2  # FULL
+    assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 1
+
+
+async def test_all_sql_runs_on_one_worker_thread(store: JobStore) -> None:
+    idents = {await store._call(threading.get_ident) for _ in range(5)}
+    assert len(idents) == 1 and threading.get_ident() not in idents
+
+
+async def test_default_clock_is_wall_time(tmp_path: Path) -> None:
+    import time
+
+    before = time.time()
+    async with await JobStore.open(tmp_path / "db.sqlite3") as s:
+        job = await add(s)
+    assert before <= job.created_at <= time.time()
+
+
+async def test_schema_newer_than_code_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    with pytest.raises(StoreError, match="v99"):
+        await JobStore.open(path)
+
+
+async def test_queries_use_the_indexes(store: JobStore) -> None:
+    from framecast.store import _OPEN, _SELECT
+
+    plans = {
+        "active": f"EXPLAIN QUERY PLAN {_SELECT} WHERE {_OPEN} ORDER BY id",
+        "count_queued": f"EXPLAIN QUERY PLAN SELECT COUNT(*) FROM jobs WHERE guild_id = 1 AND state = 'queued' AND {_OPEN}",
+        "count_active": f"EXPLAIN QUERY PLAN SELECT COUNT(*) FROM jobs WHERE guild_id = 1 AND user_id = 2 AND {_OPEN}",
+        "recent": f"EXPLAIN QUERY PLAN {_SELECT} WHERE guild_id = 1 AND user_id = 2 ORDER BY id DESC LIMIT 5",
+    }
+    for name, sql in plans.items():
+        detail = " ".join(row[3] for row in await on_worker(store, sql))
+        assert "INDEX" in detail, (name, detail)
+
+
+# ---------------------------------------------------------------------- add / get
+
+
+async def test_add_returns_the_persisted_queued_job(store: JobStore, clock: FakeClock) -> None:
+    job = await add(store, discord={"message_id": 5, "token": "t"}, retry_of=None)
+    assert job.id == 1
+    assert job.state is S.QUEUED and job.kind is JobKind.VIDEO
+    assert (job.guild_id, job.channel_id, job.user_id, job.locale) == (GUILD, CHANNEL, USER, "en-US")
+    assert job.params == {"model": "svc-video-v2.0", "prompt": "a cat", "width": 1280, "height": 720}
+    assert job.created_at == job.updated_at == clock.now
+    assert job.task_id is job.started_at is job.progress is job.result_url is None
+    assert job.error_code is job.error_detail is job.retry_of is None
+    assert job.discord == {"message_id": 5, "token": "t"}
+    assert await store.get(job.id) == job
+    assert await store.get(999) is None
+    second = await add(store, kind=JobKind.IMAGE, retry_of=job.id)
+    assert second.id == 2 and second.kind is JobKind.IMAGE and second.retry_of == 1
+
+
+async def test_add_validates_before_storing(store: JobStore) -> None:
+    with pytest.raises(TypeError):
+        await store.add(new_job(discord={"x": object()}), member_limit=None, guild_cap=None)
+    with pytest.raises(ValueError):
+        await store.add(NewJob("gif", 1, 2, 3, "en", {}), member_limit=None, guild_cap=None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        await store.add(NewJob(JobKind.VIDEO, "1", 2, 3, "en", {}), member_limit=None, guild_cap=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        await store.add(new_job(prompt=float("nan")), member_limit=None, guild_cap=None)  # type: ignore[arg-type]
+    assert await store.active() == []
+
+
+@pytest.mark.parametrize("prompt", TRICKY_PROMPTS)
+async def test_prompts_round_trip_byte_exact(db_path: Path, prompt: str) -> None:
+    async with await JobStore.open(db_path) as s:
+        job = await add(s, prompt=prompt, discord={"title": prompt, prompt: [prompt]})
+        assert job.prompt.encode("utf-8") == prompt.encode("utf-8")
+    async with await JobStore.open(db_path) as s:  # and after a restart
+        again = await s.get(job.id)
+    assert again is not None
+    assert again.prompt.encode("utf-8") == prompt.encode("utf-8")
+    assert again.discord == {"title": prompt, prompt: [prompt]}
+
+
+async def test_non_ascii_is_stored_readably(store: JobStore, db_path: Path) -> None:
+    await add(store, prompt="一只猫 🎬")
+    raw = await on_worker(store, "SELECT params FROM jobs")
+    assert "一只猫 🎬" in raw[0][0]  # ensure_ascii=False: no \\uXXXX escapes in the file
+
+
+async def test_lone_surrogates_round_trip(store: JobStore) -> None:
+    # json.loads() of a Discord payload can produce these; they cannot be encoded as UTF-8 as such.
+    prompt = "broken \ud83c pair \udfac"
+    job = await add(store, prompt=prompt)
+    assert (await store.get(job.id)).prompt == prompt  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------- transition
+
+
+async def test_transition_walks_the_happy_path(store: JobStore, clock: FakeClock) -> None:
+    job = await add(store)
+    created = job.created_at
+    clock.now += 5
+    job = await store.transition(job.id, S.SUBMITTING, expect=S.QUEUED)
+    assert job.state is S.SUBMITTING and job.updated_at == created + 5 and job.created_at == created
+    clock.now += 5
+    job = await store.transition(
+        job.id, S.RUNNING, expect=[S.SUBMITTING], task_id="t-1", started_at=clock.now
+    )
+    assert (job.state, job.task_id, job.started_at) == (S.RUNNING, "t-1", clock.now)
+    job = await store.transition(job.id, S.DELIVERING, result_url="https://r", progress=1)
+    assert job.progress == 1.0 and isinstance(job.progress, float) and job.result_url == "https://r"
+    job = await store.transition(job.id, "delivered")  # type: ignore[arg-type]
+    assert job.state is S.DELIVERED and job.is_terminal
+    assert await store.get(job.id) == job
+
+
+@pytest.mark.parametrize("old", [s for s in JobState if s is not S.QUEUED])
+async def test_every_illegal_transition_is_refused_and_changes_nothing(
+    store: JobStore, old: JobState
+) -> None:
+    job = await add(store)
+    # Reach `old` along a legal path.
+    path = {
+        S.SUBMITTING: [S.SUBMITTING],
+        S.RUNNING: [S.SUBMITTING, S.RUNNING],
+        S.DELIVERING: [S.SUBMITTING, S.DELIVERING],
+        S.DELIVERED: [S.SUBMITTING, S.DELIVERING, S.DELIVERED],
+        S.FAILED: [S.FAILED],
+        S.CANCELLED: [S.CANCELLED],
+    }[old]
+    for step in path:
+        job = await store.transition(job.id, step)
+    assert job.state is old
+    for new in JobState:
+        if new in TRANSITIONS[old]:
+            continue
+        with pytest.raises(InvalidTransition) as info:
+            await store.transition(job.id, new, error_code="x")
+        message = str(info.value)
+        assert f"job {job.id}" in message and old.value in message and new.value in message
+        assert (info.value.job_id, info.value.old, info.value.new) == (job.id, old, new)
+    assert await store.get(job.id) == job
+
+
+async def test_transition_checks_expect(store: JobStore) -> None:
+    job = await add(store)
+    job = await store.transition(job.id, S.SUBMITTING)
+    # Legal move, but the caller thought the job was still queued.
+    with pytest.raises(InvalidTransition) as info:
+        await store.transition(job.id, S.CANCELLED, expect=S.QUEUED)
+    assert (
+        str(info.value)
+        == f"job {job.id}: state is submitting, expected queued (requested submitting -> cancelled)"
+    )
+    with pytest.raises(InvalidTransition):
+        await store.transition(job.id, S.CANCELLED, expect=(S.QUEUED, S.RUNNING))
+    with pytest.raises(InvalidTransition):
+        await store.transition(job.id, S.CANCELLED, expect=())
+    assert (await store.get(job.id)).state is S.SUBMITTING  # type: ignore[union-attr]
+    job = await store.transition(job.id, S.CANCELLED, expect={S.QUEUED, S.SUBMITTING, S.RUNNING})
+    assert job.state is S.CANCELLED
+
+
+async def test_transition_errors(store: JobStore) -> None:
+    with pytest.raises(JobNotFound) as info:
+        await store.transition(404, S.SUBMITTING)
+    assert info.value.job_id == 404
+    job = await add(store)
+    with pytest.raises(ValueError):
+        await store.transition(job.id, "nonsense")  # type: ignore[arg-type]
+    for bad in ({"id": 3}, {"updated_at": 1.0}, {"colour": "red"}):
+        with pytest.raises(ValueError):
+            await store.transition(job.id, S.SUBMITTING, **bad)
+    with pytest.raises(TypeError):
+        await store.transition(job.id, S.SUBMITTING, task_id=12)
+    assert await store.get(job.id) == job
+
+
+async def test_restart_requeue_of_submitting(store: JobStore) -> None:
+    job = await add(store)
+    await store.transition(job.id, S.SUBMITTING)
+    job = await store.transition(job.id, S.QUEUED, expect=S.SUBMITTING)
+    assert job.state is S.QUEUED
+
+
+async def test_concurrent_cancel_and_completion_only_one_wins(store: JobStore) -> None:
+    jobs = []
+    for _ in range(20):
+        job = await add(store)
+        await store.transition(job.id, S.SUBMITTING)
+        jobs.append(await store.transition(job.id, S.RUNNING, task_id="t"))
+
+    async def race(job: Job, cancel_first: bool) -> list[Any]:
+        cancel = store.transition(job.id, S.CANCELLED, expect=(S.QUEUED, S.SUBMITTING, S.RUNNING))
+        done = store.transition(job.id, S.DELIVERING, expect=S.RUNNING, result_url="u")
+        order = [cancel, done] if cancel_first else [done, cancel]
+        return await asyncio.gather(*order, return_exceptions=True)
+
+    results = await asyncio.gather(*(race(job, i % 2 == 0) for i, job in enumerate(jobs)))
+    for job, outcome in zip(jobs, results, strict=True):
+        wins = [r for r in outcome if isinstance(r, Job)]
+        losses = [r for r in outcome if isinstance(r, InvalidTransition)]
+        assert len(wins) == 1 and len(losses) == 1
+        stored = await store.get(job.id)
+        assert stored == wins[0]
+        assert stored.state in (S.CANCELLED, S.DELIVERING)  # type: ignore[union-attr]
+        assert (stored.result_url == "u") == (stored.state is S.DELIVERING)  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------- update
+
+
+async def test_update_writes_fields_and_maintains_updated_at(store: JobStore, clock: FakeClock) -> None:
+    job = await add(store)
+    clock.now += 3
+    updated = await store.update(job.id, progress=0.25, locale="hi-IN", params={"prompt": "new"})
+    assert updated.progress == 0.25 and updated.locale == "hi-IN" and updated.prompt == "new"
+    assert updated.updated_at == job.updated_at + 3 and updated.created_at == job.created_at
+    assert updated.state is S.QUEUED
+    cleared = await store.update(job.id, progress=None)
+    assert cleared.progress is None
+
+
+async def test_update_refuses_state_id_and_unknown_fields(store: JobStore) -> None:
+    job = await add(store)
+    refused: list[dict[str, Any]] = [{"state": S.RUNNING}, {"id": 5}, {"updated_at": 1.0}, {"nope": 1}]
+    for bad in refused:
+        with pytest.raises(ValueError):
+            await store.update(job.id, **bad)
+    mistyped: list[dict[str, Any]] = [
+        {"progress": "half"},
+        {"user_id": 1.5},
+        {"guild_id": True},
+        {"locale": None},
+        {"discord": []},
+    ]
+    for bad in mistyped:
+        with pytest.raises(TypeError):
+            await store.update(job.id, **bad)
+    with pytest.raises(ValueError):
+        await store.update(job.id, progress=float("inf"))
+    with pytest.raises(JobNotFound):
+        await store.update(12345, progress=0.5)
+    assert await store.get(job.id) == job
+
+
+async def test_update_works_on_terminal_jobs(store: JobStore) -> None:
+    job = await add(store)
+    await store.transition(job.id, S.CANCELLED)
+    job = await store.update(job.id, discord={"status_message_id": 9})
+    assert job.state is S.CANCELLED and job.discord == {"status_message_id": 9}
+
+
+async def test_patch_discord_merges_without_losing_updates(store: JobStore) -> None:
+    job = await add(store, discord={"a": 1})
+    await asyncio.gather(*(store.patch_discord(job.id, {f"k{i}": i}) for i in range(10)))
+    job = await store.patch_discord(job.id, {"a": 2})
+    assert job.discord == {"a": 2, **{f"k{i}": i for i in range(10)}}
+    with pytest.raises(JobNotFound):
+        await store.patch_discord(999, {"x": 1})
+
+
+# ---------------------------------------------------------------------- queries
+
+
+async def test_active_is_every_unfinished_job_in_id_order(store: JobStore) -> None:
+    ids = [(await add(store, guild_id=g, user_id=u)).id for g, u in [(1, 1), (2, 1), (1, 2), (3, 3), (1, 1)]]
+    await store.transition(ids[0], S.SUBMITTING)
+    await store.transition(ids[0], S.RUNNING)
+    await store.transition(ids[1], S.CANCELLED)
+    await store.transition(ids[2], S.SUBMITTING)
+    await store.transition(ids[2], S.DELIVERING)
+    await store.transition(ids[2], S.DELIVERED)
+    await store.transition(ids[3], S.SUBMITTING)
+    active = await store.active()
+    assert [j.id for j in active] == [ids[0], ids[3], ids[4]]
+    assert all(j.state in ACTIVE for j in active)
+
+
+async def test_recent_for_user(store: JobStore) -> None:
+    mine = [(await add(store, prompt=f"p{i}")).id for i in range(5)]
+    await add(store, user_id=USER + 1)
+    await add(store, guild_id=GUILD + 1)
+    await store.transition(mine[0], S.FAILED, error_code="rejected", error_detail="nope")
+    recent = await store.recent_for_user(GUILD, USER, 3)
+    assert [j.id for j in recent] == mine[::-1][:3]
+    everything = await store.recent_for_user(GUILD, USER, 100)
+    assert [j.id for j in everything] == mine[::-1]
+    assert everything[-1].state is S.FAILED and everything[-1].error_detail == "nope"
+    assert await store.recent_for_user(GUILD, USER, 0) == []
+    assert await store.recent_for_user(5, 5, 10) == []
+    with pytest.raises(ValueError):
+        await store.recent_for_user(GUILD, USER, -1)
+
+
+async def test_counts_and_queued_ids(store: JobStore) -> None:
+    a = await add(store)
+    b = await add(store)
+    c = await add(store, user_id=USER + 1)
+    await add(store, guild_id=GUILD + 1)
+    assert await store.count_active(GUILD, USER) == 2
+    assert await store.count_queued(GUILD) == 3
+    assert await store.queued_ids(GUILD) == [a.id, b.id, c.id]
+    await store.transition(a.id, S.SUBMITTING)
+    assert await store.queued_ids(GUILD) == [b.id, c.id]
+    assert await store.count_active(GUILD, USER) == 2  # submitting still counts against the member
+    await store.transition(a.id, S.QUEUED)  # back to the queue keeps its place (id order)
+    assert await store.queued_ids(GUILD) == [a.id, b.id, c.id]
+    await store.transition(b.id, S.CANCELLED)
+    assert await store.count_active(GUILD, USER) == 1
+    assert await store.queued_ids(GUILD + 5) == []
+
+
+# ---------------------------------------------------------------------- limits
+
+
+async def test_member_limit_counts_every_non_terminal_state(store: JobStore) -> None:
+    limits = {"member_limit": 2, "guild_cap": None}
+    first = await store.add(new_job(), **limits)
+    await store.transition(first.id, S.SUBMITTING)
+    await store.transition(first.id, S.RUNNING)
+    second = await store.add(new_job(), **limits)
+    with pytest.raises(MemberLimitReached) as info:
+        await store.add(new_job(), **limits)
+    assert info.value.limit == 2 and isinstance(info.value, JobLimitError)
+    await store.transition(first.id, S.DELIVERING)  # delivering still counts
+    with pytest.raises(MemberLimitReached):
+        await store.add(new_job(), **limits)
+    # Other members and the same member in another guild are not affected.
+    await store.add(new_job(user_id=USER + 1), **limits)
+    await store.add(new_job(guild_id=GUILD + 1), **limits)
+    await store.transition(first.id, S.DELIVERED)
+    third = await store.add(new_job(), **limits)
+    assert third.id > second.id
+    assert await store.count_active(GUILD, USER) == 2
+
+
+async def test_guild_cap_counts_queued_jobs_only(store: JobStore) -> None:
+    limits = {"member_limit": None, "guild_cap": 2}
+    a = await store.add(new_job(user_id=1), **limits)
+    await store.add(new_job(user_id=2), **limits)
+    with pytest.raises(GuildQueueFull) as info:
+        await store.add(new_job(user_id=3), **limits)
+    assert info.value.cap == 2 and isinstance(info.value, JobLimitError)
+    await store.add(new_job(user_id=3, guild_id=GUILD + 1), **limits)  # another guild
+    await store.transition(a.id, S.SUBMITTING)  # no longer queued: frees a place
+    await store.add(new_job(user_id=3), **limits)
+    assert await store.count_queued(GUILD) == 2
+
+
+async def test_member_limit_is_checked_before_guild_cap(store: JobStore) -> None:
+    await store.add(new_job(), member_limit=1, guild_cap=1)
+    with pytest.raises(MemberLimitReached):
+        await store.add(new_job(), member_limit=1, guild_cap=1)
+    with pytest.raises(GuildQueueFull):
+        await store.add(new_job(user_id=USER + 1), member_limit=1, guild_cap=1)
+
+
+async def test_refused_add_stores_nothing_and_burns_no_id(store: JobStore) -> None:
+    await store.add(new_job(), member_limit=1, guild_cap=None)
+    for _ in range(3):
+        with pytest.raises(MemberLimitReached):
+            await store.add(new_job(), member_limit=1, guild_cap=None)
+    assert len(await store.active()) == 1
+    assert (await add(store, user_id=5)).id == 2
+
+
+async def test_zero_limits_refuse_everything(store: JobStore) -> None:
+    with pytest.raises(MemberLimitReached):
+        await store.add(new_job(), member_limit=0, guild_cap=None)
+    with pytest.raises(GuildQueueFull):
+        await store.add(new_job(), member_limit=None, guild_cap=0)
+
+
+async def test_50_concurrent_adds_respect_the_member_limit(store: JobStore) -> None:
+    results = await asyncio.gather(
+        *(store.add(new_job(prompt=str(i)), member_limit=2, guild_cap=25) for i in range(50)),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(r, Job) for r in results) == 2
+    assert sum(isinstance(r, MemberLimitReached) for r in results) == 48
+    assert await store.count_active(GUILD, USER) == 2
+
+
+async def test_50_concurrent_adds_respect_the_guild_cap(store: JobStore) -> None:
+    results = await asyncio.gather(
+        *(store.add(new_job(user_id=i), member_limit=2, guild_cap=25) for i in range(50)),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(r, Job) for r in results) == 25
+    assert sum(isinstance(r, GuildQueueFull) for r in results) == 25
+    assert await store.count_queued(GUILD) == 25
+
+
+async def test_limits_hold_across_two_connections_to_one_file(db_path: Path) -> None:
+    # Two stores = two connections on two threads: only BEGIN IMMEDIATE keeps them from overshooting.
+    async with await JobStore.open(db_path) as one, await JobStore.open(db_path) as two:
+        member = await asyncio.gather(
+            *((one if i % 2 else two).add(new_job(), member_limit=2, guild_cap=None) for i in range(50)),
+            return_exceptions=True,
+        )
+        guild = await asyncio.gather(
+            *(
+                (one if i % 2 else two).add(new_job(guild_id=7, user_id=i), member_limit=None, guild_cap=25)
+                for i in range(50)
+            ),
+            return_exceptions=True,
+        )
+        assert sum(isinstance(r, Job) for r in member) == 2
+        assert all(isinstance(r, (Job, MemberLimitReached)) for r in member)
+        assert sum(isinstance(r, Job) for r in guild) == 25
+        assert all(isinstance(r, (Job, GuildQueueFull)) for r in guild)
+        assert await one.count_queued(7) == 25
+
+
+# ---------------------------------------------------------------------- close / restart
+
+
+async def test_close_and_reopen_preserves_everything(db_path: Path, clock: FakeClock) -> None:
+    store = await JobStore.open(db_path, clock=clock)
+    discord = {"message_id": 123456789012345678, "token": "tok", "nested": {"list": [1, "二", None, True]}}
+    jobs = [await add(store, discord=discord, prompt="🎬 один") for _ in range(3)]
+    await store.transition(jobs[0].id, S.SUBMITTING)
+    jobs[0] = await store.transition(jobs[0].id, S.RUNNING, task_id="task-0", started_at=clock.now - 10)
+    jobs[0] = await store.update(jobs[0].id, progress=0.4)
+    jobs[1] = await store.transition(jobs[1].id, S.FAILED, error_code="task_failed", error_detail="bad")
+    before_active = await store.active()
+    await store.close()
+    assert await asyncio.to_thread(wal_size, db_path) == 0  # checkpointed into the main file
+
+    reopened = await JobStore.open(db_path, clock=clock)
+    try:
+        for job in jobs:
+            assert await reopened.get(job.id) == job
+        assert await reopened.active() == before_active
+        assert [j.id for j in before_active] == [jobs[0].id, jobs[2].id]
+        assert (await reopened.get(jobs[2].id)).discord == discord  # type: ignore[union-attr]
+        assert (await add(reopened)).id == 4  # ids keep increasing
+    finally:
+        await reopened.close()
+
+
+async def test_close_is_idempotent_and_final(db_path: Path) -> None:
+    store = await JobStore.open(db_path)
+    pending = [asyncio.ensure_future(add(store)) for _ in range(5)]
+    await asyncio.sleep(0)  # let them reach the worker queue
+    await asyncio.gather(store.close(), store.close())
+    await store.close()
+    assert store.closed
+    assert all(isinstance(p.result(), Job) for p in pending)  # submitted before close: completed
+    with pytest.raises(StoreClosed):
+        await store.get(1)
+    with pytest.raises(StoreClosed):
+        await add(store)
+    async with await JobStore.open(db_path) as again:
+        assert len(await again.active()) == 5
+
+
+# ---------------------------------------------------------------------- crash safety
+
+
+def _reachable(src: JobState) -> set[JobState]:
+    seen, todo = {src}, [src]
+    while todo:
+        for nxt in TRANSITIONS[todo.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+@pytest.mark.parametrize("lines_before_kill", [1, 43, 160])
+async def test_sigkill_loses_no_acknowledged_write(tmp_path: Path, lines_before_kill: int) -> None:
+    db = tmp_path / "crash" / "framecast.sqlite3"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        crash_child.__file__,
+        str(db),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    reported: dict[int, JobState] = {}
+    try:
+        assert proc.stdout is not None
+        for _ in range(lines_before_kill):
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout=10)
+            if not line:
+                stderr = await proc.stderr.read() if proc.stderr else b""
+                pytest.fail(f"child exited early: {stderr.decode(errors='replace')}")
+            id_text, state_text = line.decode().split()
+            reported[int(id_text)] = JobState(state_text)  # later lines are later states of the job
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+    conn = sqlite3.connect(db)  # also recovers the WAL left behind by the kill
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        conn.close()
+
+    async with await JobStore.open(db) as store:
+        for job_id, state in reported.items():
+            job = await store.get(job_id)
+            assert job is not None, f"acknowledged job {job_id} lost"
+            # The child may have committed more after its last line was read, never less.
+            assert job.state in _reachable(state), (job_id, state, job.state)
+            assert job.prompt.startswith(crash_child.PROMPT)
+            if state is not S.QUEUED:
+                assert job.task_id == f"task-{job_id}" or job.state in (S.SUBMITTING,)
+        active = await store.active()
+        assert [j.id for j in active] == sorted(j.id for j in active)
+        assert all(j.state not in TERMINAL for j in active)
