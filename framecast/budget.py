@@ -124,10 +124,13 @@ class RequestBudget:
         self._seq = itertools.count()
         self._paused_until = float("-inf")
         self._streak = 0
+        # The share of the window we allow ourselves: the full limit until a 429 says the key is also
+        # spent elsewhere; then halved per 429 and grown back by about one request per window of
+        # successes (additive increase, multiplicative decrease).
+        self._allowed = float(self.limit)
         self._timer: asyncio.Task[None] | None = None
         self._timer_deadline = float("inf")
         self._granted_total = 0
-        self._penalties_total = 0
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock) -> RequestBudget:
@@ -160,7 +163,6 @@ class RequestBudget:
         Until the next :meth:`reward`, at most one request is in flight at a time.
         """
         now = self._clock.monotonic()
-        self._penalties_total += 1
         if now < self._paused_until:
             # Already paused by an earlier 429 of the same burst: only honour a longer Retry-After.
             remaining = self._paused_until - now
@@ -168,12 +170,18 @@ class RequestBudget:
                 delay = min(self.backoff_max, retry_after) * self._rng.uniform(1.0, 1.1)
                 self._paused_until = max(self._paused_until, now + delay)
             return self._paused_until - now
+        raw = min(self.backoff_max, self.backoff_base * 2 ** min(self._streak, 30))
+        backoff = raw / 2 + self._rng.uniform(0, raw / 2)  # "equal jitter": at least half the step
         if retry_after is not None and retry_after >= 0:
             delay = min(self.backoff_max, retry_after) * self._rng.uniform(1.0, 1.1)
+            if self._streak:
+                # 429s in a row despite honouring Retry-After (the key is shared, or the server counts
+                # rejected requests): keep growing, or the window never drains.
+                delay = max(delay, backoff)
         else:
-            raw = min(self.backoff_max, self.backoff_base * 2 ** min(self._streak, 30))
-            delay = raw / 2 + self._rng.uniform(0, raw / 2)  # "equal jitter": at least half the step
+            delay = backoff
         self._streak += 1
+        self._allowed = max(1.0, self._allowed / 2)
         self._paused_until = now + delay
         log.info("request budget paused for %.2fs after a 429 (streak %d)", delay, self._streak)
         self._dispatch()
@@ -181,6 +189,8 @@ class RequestBudget:
 
     def reward(self) -> None:
         """Record a success: the next 429 starts the backoff from the beginning."""
+        if self._allowed < self.limit:
+            self._allowed = min(float(self.limit), self._allowed + 1.0 / self._allowed)
         if self._streak:
             self._streak = 0
             self._dispatch()  # leave probing: every free slot may be granted again
@@ -206,6 +216,11 @@ class RequestBudget:
         """Slots granted since creation."""
         return self._granted_total
 
+    @property
+    def allowed(self) -> int:
+        """Requests per window we currently allow ourselves (the limit, less after 429s)."""
+        return int(self._allowed)
+
     def paused_for(self) -> float:
         """Clock seconds left in a 429 pause (0 when not paused)."""
         return max(0.0, self._paused_until - self._clock.monotonic())
@@ -213,7 +228,7 @@ class RequestBudget:
     def available(self) -> int:
         """Slots that could be granted right now (ignoring a pause)."""
         self._prune(self._clock.monotonic())
-        return max(0, self.limit - self._in_flight - len(self._ends))
+        return max(0, self.allowed - self._in_flight - len(self._ends))
 
     def close(self) -> None:
         """Stop the internal timer (waiters still parked stay parked)."""
@@ -274,7 +289,7 @@ class RequestBudget:
             if head.future.done():  # cancelled while waiting
                 heapq.heappop(waiters)
                 continue
-            if self._in_flight + len(self._ends) >= self.limit:
+            if self._in_flight + len(self._ends) >= self.allowed:
                 break
             if self._streak and self._in_flight:
                 # After a 429, one request probes the service before everyone comes back at once.
@@ -284,7 +299,7 @@ class RequestBudget:
             self._live_waiters -= 1
             self._granted_total += 1
             head.future.set_result(None)
-        if self._live_waiters and self._ends and self._in_flight + len(self._ends) >= self.limit:
+        if self._live_waiters and self._ends and self._in_flight + len(self._ends) >= self.allowed:
             # The oldest end leaves the window first. (With every slot in flight, the next
             # release dispatches instead.)
             self._arm(self._ends[0] + self.window)

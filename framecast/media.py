@@ -22,9 +22,10 @@ import logging
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import av
+from av.video.codeccontext import VideoCodecContext
 from av.video.frame import PictureType
 from av.video.reformatter import ColorRange
 
@@ -298,18 +299,22 @@ def _encode_video(
     ):
         istream = src.streams.video[0]
         istream.thread_type = "AUTO"
-        rate = istream.average_rate or istream.guessed_rate or Fraction(info.fps).limit_denominator(1001)
+        rate: Fraction | None = istream.average_rate or istream.guessed_rate
+        if not rate:
+            rate = Fraction(info.fps).limit_denominator(1001)
         ostream = dst.add_stream("libx264", rate=rate)
         ostream.width, ostream.height = size
         ostream.pix_fmt = "yuv420p"
-        ostream.time_base = istream.time_base
-        ostream.codec_context.time_base = istream.time_base
+        # Same time base as the source: frame timestamps pass through untouched.
+        time_base = istream.time_base or Fraction(1, 90_000)
+        ostream.time_base = time_base
+        ostream.codec_context.time_base = time_base
         ostream.bit_rate = int(video_bps)
         ostream.codec_context.options = {"preset": _X264_PRESET, "x264-params": _FIRST_FRAME_ZONE}
         _copy_color(istream.codec_context, ostream.codec_context)
         ostream.codec_context.color_range = ColorRange.MPEG
 
-        streams = [istream]
+        streams: list[av.stream.Stream] = [istream]
         aout = None
         if audio is not None and src.streams.audio:
             ain = src.streams.audio[0]
@@ -322,6 +327,8 @@ def _encode_video(
         for packet in src.demux(streams):
             if packet.stream is istream:
                 for frame in packet.decode():
+                    if not isinstance(frame, av.VideoFrame):
+                        continue
                     full_range = frame.color_range == ColorRange.JPEG or frame.format.name.startswith("yuvj")
                     if (frame.width, frame.height) != size or frame.format.name != "yuv420p" or full_range:
                         frame = frame.reformat(
@@ -339,7 +346,8 @@ def _encode_video(
                     dst.mux(ostream.encode(frame))
             elif aout is not None:
                 for aframe in packet.decode():
-                    dst.mux(aout.encode(aframe))
+                    if isinstance(aframe, av.AudioFrame):
+                        dst.mux(aout.encode(aframe))
         dst.mux(ostream.encode(None))
         if aout is not None:
             dst.mux(aout.encode(None))
@@ -383,8 +391,8 @@ def fit_video(data: bytes, limit: int, *, slack: float = 0.03, min_height: int =
        ``limit`` but not the slack is still returned rather than nothing). A budget too small for
        even the container and one skipped macroblock per frame returns ``None`` without encoding.
 
-    ``min_height`` is the smallest short side tried. Raises :class:`MediaError` when ``data`` is
-    not a decodable video.
+    ``min_height`` is the smallest short side tried. Data that already fits is returned as is,
+    without being decoded; otherwise :class:`MediaError` when ``data`` is not a decodable video.
     """
     if not 0 <= slack < 1:
         raise ValueError("slack must be in [0, 1)")
@@ -502,7 +510,7 @@ def _has_alpha(frame: av.VideoFrame) -> bool:
 
 
 def _encode_still(codec: str, frame: av.VideoFrame, pix_fmt: str, **settings: Any) -> bytes:
-    ctx = av.CodecContext.create(codec, "w")
+    ctx = cast(VideoCodecContext, av.CodecContext.create(codec, "w"))
     ctx.width, ctx.height, ctx.pix_fmt = frame.width, frame.height, pix_fmt
     options = settings.pop("options", {})
     for name, value in settings.items():
@@ -599,9 +607,9 @@ def fit_image(data: bytes, limit: int, *, slack: float = 0.03) -> tuple[bytes, s
 def _fit_frame(frame: av.VideoFrame, ext: str, budget: int) -> tuple[bytes, str] | None:
     alpha = _has_alpha(frame)
     if ext in ("png", "gif"):
-        out = _png(frame, alpha)
-        if len(out) <= budget:
-            return out, "png"
+        png = _png(frame, alpha)
+        if len(png) <= budget:
+            return png, "png"
     if budget < 256:  # smaller than any JPEG/WebP headers
         return None
     lossy_ext = "webp" if alpha else "jpg"

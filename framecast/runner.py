@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -72,6 +72,20 @@ class RunnerSettings:
     download_timeout: float
     backoff_base: float
     backoff_max: float
+
+
+#: Upload attempts of one result: the first, then one per "too large" refusal (HTTP 413).
+_UPLOAD_ATTEMPTS = 5
+#: Per-file limits Discord uses (default, boost tiers, older defaults), largest first.
+_KNOWN_LIMITS = tuple(mib * 1024 * 1024 for mib in (500, 100, 50, 25, 10, 8))
+
+
+def _limit_below(refused: int) -> int:
+    """The size to aim at after a file of `refused` bytes was refused as too large."""
+    for known in _KNOWN_LIMITS:
+        if known < refused * 0.95:
+            return known - 64 * 1024
+    return refused // 2
 
 
 # Filenames stay short and never contain user text (Discord caps them, and prompts are untrusted).
@@ -258,27 +272,55 @@ class JobRunner:
         kind = info.kind if info else ("video" if job.kind is JobKind.VIDEO else "image")
         limit = await self._reporter.upload_limit(job)
         notice: str | None = None
-        for _ in range(3):
+        for _ in range(_UPLOAD_ATTEMPTS):
             fitted = await self._fit(data, kind, limit)
             if fitted is None:
                 break
             payload, ext_out = fitted
             if payload is not data:
-                notice = "notice_reencoded"
+                notice = "note_reencoded"
+            name = result_filename(job, ext_out)
             try:
-                async with self._critical_step(job.id):
-                    await self._reporter.deliver_file(job, payload, result_filename(job, ext_out), notice=notice)
-                return await self._finish(job)
+                return await self._hand_over(
+                    job, lambda: self._reporter.deliver_file(job, payload, name, notice=notice),  # noqa: B023
+                )
             except UploadTooLarge:
-                # The destination's real limit is lower than advertised: aim well below what failed.
+                # The destination's real limit is lower than advertised (or it changed: a lost boost,
+                # a move to a channel message). Aim at the next limit Discord is known to use below
+                # what failed, or at half of it; never above what the destination now advertises.
                 log.info("job %s: upload of %d bytes refused as too large", job.id, len(payload))
-                limit = int(min(limit, len(payload)) * 0.7)
+                limit = min(await self._reporter.upload_limit(job), _limit_below(len(payload)))
         link = job.result_url if not job.result_url.startswith("file:") else None
         if link is None:
             raise DownloadError("the result is too large to upload and the service gave no link")
-        async with self._critical_step(job.id):
-            await self._reporter.deliver_link(job, link, "notice_too_large")
-        return await self._finish(job)
+        return await self._hand_over(job, lambda: self._reporter.deliver_link(job, link, "note_too_large"))
+
+    async def _hand_over(self, job: Job, send: Callable[[], Awaitable[None]]) -> Job:
+        """One delivery attempt, recorded as DELIVERED before a shutdown may stop the job.
+
+        The upload and the record of it form one critical step: a stopping bot lets both finish, so
+        a clean stop never leaves a delivered job looking undelivered. When the attempt fails in a
+        way that does not say whether Discord took the file (a lost answer), the job's message is
+        looked at before anything else happens: a delivery is never repeated.
+        """
+        finished: Job | None = None
+        try:
+            async with self._critical_step(job.id):
+                await send()
+                finished = await self._finish(job)
+        except ShuttingDown:
+            if finished is not None:
+                return finished
+            raise
+        except (UploadTooLarge, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            if finished is None and await self._reporter.was_delivered(job):
+                log.warning("job %s: delivery reported %s but the result is on its message", job.id,
+                            type(exc).__name__)
+                return await self._finish(job)
+            raise
+        return finished
 
     async def _fit(self, data: bytes, kind: str, limit: int) -> tuple[bytes, str] | None:
         info = media.sniff(data)
@@ -308,6 +350,7 @@ class JobRunner:
     async def _finish(self, job: Job) -> Job:
         job = await self._store.transition(job.id, JobState.DELIVERED, expect=JobState.DELIVERING)
         self._forget_result(job.id)
+        await self._reporter.job_changed(job)
         return job
 
     async def _fail(self, job_id: int, code: str, detail: str | None) -> Job:

@@ -113,7 +113,8 @@ class Scheduler:
         """1-based place of a queued job in its guild's queue, or None when not queued."""
         guild = self._guild_of.get(job_id)
         if guild is None:
-            return None
+            # Taken off the queue and starting: it is at the head until its state moves on.
+            return 1 if job_id in self._tasks else None
         queue = self._queues.get(guild)
         if not queue:
             return None

@@ -562,6 +562,7 @@ class GenerationClient:
                     raise DownloadError(f"the download did not finish within {timeout:g} s") from None
                 except aiohttp.ClientError as exc:
                     problem = f"connection problem ({self._describe(exc)})"
+                penalty = self._penalize_in_slot(status, retry_after_raw, same_origin)
             if status is not None:
                 if status == 401 and same_origin:
                     raise AuthError(
@@ -580,8 +581,8 @@ class GenerationClient:
                 raise DownloadError(
                     f"the result could not be downloaded after {attempt} attempts ({problem})", status=status
                 )
-            if status == 429 and same_origin:
-                delay = self._budget.penalize(retry_after)  # the budget itself makes the retry wait
+            if penalty is not None:
+                delay = penalty  # the budget itself makes the retry wait
             else:
                 delay = self._backoff(attempt, retry_after)
                 await self._clock.sleep(delay)
@@ -589,6 +590,16 @@ class GenerationClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- internals ------------------------------------------------------------------------------
+    def _penalize_in_slot(self, status: int | None, retry_after_raw: str | None, budgeted: bool) -> float | None:
+        """On a 429, pause the budget while this request still holds its slot.
+
+        Releasing the slot first would let a waiting request slip out between the 429 and the pause,
+        and a server that counts rejected requests would then never see the window drain.
+        """
+        if status != 429 or not budgeted:
+            return None
+        return self._budget.penalize(parse_retry_after(retry_after_raw, self._clock.time()))
+
     def _headers(self) -> dict[str, str]:
         # Built per request and never stored, logged or attached to an error.
         return {"Authorization": f"Bearer {self._api_key.reveal()}", "Accept": "application/json"}
@@ -647,6 +658,7 @@ class GenerationClient:
                     problem = f"no answer within {self._request_timeout:g} s"
                 except aiohttp.ClientError as exc:
                     problem = f"connection problem ({self._describe(exc)})"
+                penalty = self._penalize_in_slot(status, retry_after_raw, True)
             failure: ServiceError
             if status is None:
                 failure = ServiceUnavailable(f"{what}: {problem}")
@@ -663,7 +675,8 @@ class GenerationClient:
                 raise AuthError(f"{what}: the service rejected the API key (HTTP {status})", status=status)
             elif status == 429:
                 retry_after = parse_retry_after(retry_after_raw, self._clock.time())
-                pause = self._budget.penalize(retry_after)
+                assert penalty is not None
+                pause = penalty
                 if attempt >= self._retry_max:
                     raise RateLimited(
                         f"{what}: still rate limited after {attempt} attempts",

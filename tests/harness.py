@@ -150,6 +150,7 @@ class World:
         it = await self.discord.slash(self.guilds[guild], self.channels[guild], member, "video",
                                       {"prompt": prompt, **options.pop("opts", {})}, **options)
         await it.wait_response(timeout=5)
+        await self.job_id(it)  # accepted and shown: the next command sees this job
         return it
 
     async def image(self, prompt: str, *, member: Any = None, guild: int = 0, **options: Any) -> Any:
@@ -158,6 +159,7 @@ class World:
         it = await self.discord.slash(self.guilds[guild], self.channels[guild], member, "image",
                                       {"prompt": prompt, **options.pop("opts", {})}, **options)
         await it.wait_response(timeout=5)
+        await self.job_id(it)  # accepted and shown: the next command sees this job
         return it
 
     async def delivered(self, it: Any, timeout: float = 30) -> FakeMessage:
@@ -205,6 +207,18 @@ def status_of(message: FakeMessage) -> str:
         if f.get("name") == "Status":
             return str(f.get("value"))
     return ""
+
+
+def statuses_seen(message: FakeMessage) -> list[str]:
+    """Every distinct Status value the message showed over its life, in order."""
+    seen: list[str] = []
+    for entry in message.history:
+        payload = entry.get("payload") or {}
+        for embed in payload.get("embeds") or []:
+            for f in embed.get("fields", []):
+                if f.get("name") == "Status" and (not seen or seen[-1] != f.get("value")):
+                    seen.append(str(f.get("value")))
+    return seen
 
 
 def footer_of(message: FakeMessage) -> str:
@@ -263,3 +277,125 @@ async def close_world(world: World) -> None:
         for it in world.discord.interactions:
             token = getattr(it, "token", "")
             assert not token or token not in log, "an interaction token reached the bot's log"
+
+
+def hold_route(
+    discord: FakeDiscord, method: str, template: str, when: Callable[[Any], bool] | None = None,
+) -> tuple[asyncio.Event, list[Any]]:
+    """Let the fake Discord fully process `method template` requests (store the message, the
+    attachments...) but hold each answer until the returned event is set.
+
+    `when(call)` picks the requests to hold (default: all); e.g. ``lambda call: bool(call.uploads)``
+    holds only requests that carry files.
+
+    Returns ``(release, held)``: ``held`` collects the :class:`FakeRequest` of every request whose
+    answer is being held. Models an answer lost in flight, e.g. the bot dying after Discord stored
+    an upload and before the bot heard about it. ``template`` is the route as the fake spells it,
+    e.g. ``"/webhooks/{app_id}/{token}/messages/{message_id}"``.
+    """
+    release = asyncio.Event()
+    held: list[Any] = []
+    routes = discord._routes  # noqa: SLF001 - a test-side wrapper around one route of the fake
+    for index, (m, pattern, handler, auth, tmpl) in enumerate(routes):
+        if m == method and tmpl == template:
+            async def holding(call: Any, _handler: Callable[[Any], Any] = handler) -> Any:
+                answer = await _handler(call)
+                if when is not None and not when(call):
+                    return answer
+                held.append(call.record)
+                await discord._notify()  # noqa: SLF001 - wake wait_for on the held request
+                await release.wait()
+                return answer
+
+            routes[index] = (m, pattern, holding, auth, tmpl)
+            return release, held
+    raise ValueError(f"the fake Discord has no route {method} {template}")
+
+
+def job_rows(world: World) -> dict[int, dict[str, Any]]:
+    """The bot's job table as it is on disk now: id -> {state, task_id, result_url, discord, ...}."""
+    import json
+    import sqlite3
+
+    path = Path(world.env["DATABASE_PATH"])
+    if not path.exists():
+        return {}
+    conn = sqlite3.connect(path, timeout=10)
+    try:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT * FROM jobs ORDER BY id").fetchall()
+    finally:
+        conn.close()
+    out: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        record = dict(row)
+        record["discord"] = json.loads(record.get("discord") or "{}")
+        out[int(record["id"])] = record
+    return out
+
+
+async def wait_log(world: World, text: str, timeout: float = 10.0, *, start: int = 0) -> int:
+    """Wait until the bot's log contains `text` at or after character `start`; returns its index."""
+    assert world.bot is not None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        index = world.bot.log_text().find(text, start)
+        if index >= 0:
+            return index
+        if loop.time() > deadline:
+            raise TimeoutError(f"the bot's log did not show {text!r} within {timeout:g} s")
+        await asyncio.sleep(0.02)
+
+
+def service_creates(world: World, prompt: str | None = None) -> list[Any]:
+    """Create requests (video and image) the fake service received, optionally for one prompt."""
+    return [
+        r for r in world.service.requests
+        if r.method == "POST" and r.path in ("/v1/videos", "/v1/images/generations")
+        and (prompt is None or (isinstance(r.json, dict) and r.json.get("prompt") == prompt))
+    ]
+
+
+def service_polls(world: World, task_id: str) -> list[Any]:
+    """Polls of one task the fake service received."""
+    return [r for r in world.service.requests if r.path == "/svcapi" and r.query.get("video_id") == task_id]
+
+
+def task_for(world: World, prompt: str) -> Any:
+    """The fake service's task created for `prompt` (exactly one must exist)."""
+    tasks = [t for t in world.service.tasks.values() if t.prompt == prompt]
+    assert len(tasks) == 1, f"expected one task for {prompt!r}, found {len(tasks)}"
+    return tasks[0]
+
+
+def bot_posts(world: World, channel: Any = None) -> list[FakeMessage]:
+    """Messages the bot posted in a channel with its bot token (not interaction responses)."""
+    channel = channel or world.channel
+    return [m for m in world.discord.messages_in(channel, include_deleted=True)
+            if m.interaction is None and m.author.id == world.discord.bot_user.id]
+
+
+def notes_seen(message: FakeMessage) -> list[str]:
+    """Every footer text (notes) the message showed over its life, in order."""
+    seen: list[str] = []
+    for entry in message.history:
+        payload = entry.get("payload") or {}
+        for embed in payload.get("embeds") or []:
+            text = str((embed.get("footer") or {}).get("text", ""))
+            if text and (not seen or seen[-1] != text):
+                seen.append(text)
+    return seen
+
+
+async def wait_state(world: World, job_id: int, state: str, timeout: float = 10.0) -> dict[str, Any]:
+    """Wait until job `job_id` has `state` in the bot's database (read from disk); returns its row."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        row = job_rows(world).get(job_id)
+        if row is not None and row["state"] == state:
+            return row
+        if loop.time() > deadline:
+            raise TimeoutError(f"job {job_id} is {row and row['state']!r}, not {state!r}, after {timeout:g} s")
+        await asyncio.sleep(0.02)

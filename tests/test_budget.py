@@ -205,6 +205,9 @@ async def test_penalize_honours_retry_after_and_blocks_everyone() -> None:
     again = budget.penalize(None)
     assert again == pytest.approx(delay - 6.9) and budget.streak == 1
     await clock.advance(delay - 6.9)
+    assert order == ["w1"]  # after a 429, one request probes first (highest priority)...
+    budget.reward()  # ...and its success lets the others through, even while it is still in flight
+    await settle()
     assert order == ["w1", "w0"]
     for w in waiters:
         await w.finish()
@@ -250,6 +253,24 @@ async def test_concurrent_burst_never_exceeds_window_scaled() -> None:
     assert budget.in_flight == 0 and budget.waiting == 0
 
 
+async def test_probe_after_429_goes_one_at_a_time_until_a_success() -> None:
+    clock = ManualClock()
+    budget = RequestBudget(10, 1.0, clock=clock, backoff_base=1.0, rng=random.Random(3))
+    delay = budget.penalize(None)
+    order: list[str] = []
+    holders = [Holder(budget, f"p{i}", order) for i in range(3)]
+    await clock.advance(delay)
+    assert order == ["p0"]
+    await holders[0].finish()  # failed or unknown outcome: still probing, the next one alone
+    await settle()
+    assert order == ["p0", "p1"]
+    budget.reward()
+    await settle()
+    assert order == ["p0", "p1", "p2"]
+    for h in holders[1:]:
+        await h.finish()
+
+
 def test_validation_and_repr() -> None:
     clock = ManualClock()
     with pytest.raises(ValueError):
@@ -258,3 +279,21 @@ def test_validation_and_repr() -> None:
         RequestBudget(1, 0, clock=clock)
     budget = RequestBudget(16, 60, clock=clock)
     assert "16/60s" in repr(budget) and budget.available() == 16
+
+
+async def test_429s_halve_our_share_of_the_window_and_successes_win_it_back() -> None:
+    """A key shared with other clients: after 429s the budget allows itself less, then recovers."""
+    budget = RequestBudget(16, 60.0, clock=ManualClock(), backoff_base=1.0, backoff_max=10.0)
+    assert budget.allowed == 16
+    budget.penalize(None)
+    assert budget.allowed == 8
+    budget.reward()
+    budget._paused_until = float("-inf")  # the pause is over
+    budget.penalize(None)
+    assert budget.allowed == 4
+    for _ in range(4 + 5 + 6):  # about one window's worth of successes per extra request
+        budget.reward()
+    assert 6 <= budget.allowed < 16
+    for _ in range(400):
+        budget.reward()
+    assert budget.allowed == 16

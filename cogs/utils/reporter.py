@@ -25,7 +25,7 @@ from cogs.utils.i18n import t
 from cogs.utils.render import Rendered, render_job
 from framecast.clock import Clock
 from framecast.config import Settings
-from framecast.jobs import Job, JobState
+from framecast.jobs import Job, JobKind, JobState
 from framecast.runner import UploadTooLarge
 from framecast.store import JobStore
 
@@ -74,6 +74,7 @@ class _Slot:
     last_edit: float = -math.inf
     delivery: _Delivery | None = None
     task: asyncio.Task[None] | None = None
+    checked: bool = False  # a restored DELIVERING job: looked for an earlier delivery already
 
 
 class _TokenDead(Exception):
@@ -105,6 +106,8 @@ class DiscordReporter:
     # -- JobReporter protocol -----------------------------------------------------------------------
     async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
         """Re-render the job's message soon (now when `urgent`)."""
+        if job.state is JobState.DELIVERED and job.id not in self._slots:
+            return  # the delivery's own edit gave the message its final look
         slot = self._slot(job)
         slot.job = _merge(job, slot.job)
         slot.wake.set()
@@ -234,10 +237,27 @@ class DiscordReporter:
                         delivery.future.set_exception(exc if isinstance(exc, Exception) else RuntimeError("stopped"))
                     if not isinstance(exc, Exception):
                         raise
-                else:
-                    if not delivery.future.done():
-                        delivery.future.set_result(None)
-                continue
+                    continue
+                # The delivery's edit showed the finished message (file, notices, link): nothing is
+                # left to draw, and the message must not move or change any more.
+                slot.job = _with_state(slot.job, JobState.DELIVERED)
+                if not delivery.future.done():
+                    delivery.future.set_result(None)
+                return
+            if slot.job.state is JobState.DELIVERED:
+                return
+            if slot.job.state is JobState.DELIVERING and not slot.checked and slot.last_edit == -math.inf:
+                # Restored after a restart while delivering: the file may already be on the message
+                # (the bot died before recording it). Drawing "uploading" over it would be wrong.
+                slot.checked = True
+                try:
+                    already = await self.was_delivered(slot.job)
+                except (discord.HTTPException, aiohttp.ClientError, TimeoutError) as exc:
+                    log.warning("job %s: could not look at its message: %s", slot.job.id, _describe(exc))
+                    already = False
+                if already:
+                    slot.job = _with_state(slot.job, JobState.DELIVERED)
+                    return
             try:
                 await self._render(slot, None)
             except discord.RateLimited as exc:
@@ -284,7 +304,9 @@ class DiscordReporter:
 
     async def _send(self, slot: _Slot, target: _Target, delivery: _Delivery | None) -> None:
         job = slot.job
-        mention = not target.via_token and (delivery is not None or job.state is JobState.FAILED)
+        # Edits never notify anybody (Discord pings only on a new message): the requester is pinged
+        # by a short reply once the result is on a channel message (see _ping_requester).
+        mention = False
         extra: tuple[str, ...] = ()
         files: list[discord.File] | None = None
         content_extra = ""
@@ -319,6 +341,37 @@ class DiscordReporter:
             await self._persist(slot)
         slot.last_key = rendered.key if delivery is None else None
         slot.last_edit = self._clock.monotonic()
+        if not target.via_token and shown.state in (JobState.DELIVERED, JobState.FAILED):
+            await self._ping_requester(slot, target, shown)
+
+    async def _ping_requester(self, slot: _Slot, target: _Target, shown: Job) -> None:
+        """Mention the requester once, in a reply to the job's channel message (best effort).
+
+        On the interaction's own message the member is already looking at their command's answer;
+        a channel message (the token expired) changes silently, so the result needs a ping.
+        """
+        job = slot.job
+        if job.discord.get("pinged"):
+            return
+        kind = t("kind_video" if job.kind is JobKind.VIDEO else "kind_image", job.locale)
+        mention = f"<@{job.user_id}>"
+        text = (t("note_ready", job.locale, mention=mention, kind=kind.lower()) if shown.state is JobState.DELIVERED
+                else t("note_finished", job.locale, mention=mention, id=job.id))
+        channel = self._bot.get_partial_messageable(target.channel_id, guild_id=job.guild_id)
+        try:
+            await channel.send(
+                text,
+                reference=discord.MessageReference(message_id=int(target.message_id), channel_id=target.channel_id,
+                                                   fail_if_not_exists=False),
+                allowed_mentions=discord.AllowedMentions(everyone=False, roles=False, replied_user=False,
+                                                         users=[discord.Object(job.user_id)]),
+            )
+        except (discord.HTTPException, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("job %s: could not mention the requester: %s", job.id, _describe(exc))
+            return
+        job.discord["pinged"] = True
+        with contextlib.suppress(Exception):
+            await self._persist(slot)
 
     async def _edit(
         self, target: _Target, *, content: str | None, embed: discord.Embed, view: discord.ui.View | None,
@@ -383,7 +436,7 @@ class DiscordReporter:
             if old_channel_mid:
                 await self._edit(_Target(False, int(old_channel_mid), job.channel_id), content=None,
                                  embed=old.embed, view=None, files=None, allowed=discord.AllowedMentions.none())
-            elif self._token_usable(job.discord, spare=-self._settings.token_margin + 2):
+            elif self._token_usable(job.discord, spare=-self._settings.token_margin + _token_safety(self._settings)):
                 d = job.discord
                 await self._edit(_Target(True, d.get("message_id") or "@original", job.channel_id, int(d["application_id"]),
                                          str(d["token"])), content=None, embed=old.embed, view=None, files=None,
@@ -408,6 +461,15 @@ class DiscordReporter:
                 webhook = discord.Webhook.partial(int(d["application_id"]), str(d["token"]), client=self._bot)
                 return await webhook.fetch_message(message_id)
         return None
+
+
+def _token_safety(settings: Settings) -> float:
+    """How long before its real expiry a token is no longer used, even for a last pointer edit.
+
+    Never more than half the margin: the move happens `token_margin` before expiry, and the old
+    message must still be reachable at that moment to point at the new one.
+    """
+    return min(2.0, settings.token_margin / 2)
 
 
 def _merge(new: Job, old: Job) -> Job:

@@ -1,0 +1,253 @@
+"""Results of every size reach the member: fitted to the destination's limit, or linked, never lost.
+
+Payloads are real media made with PyAV (tests/mediagen.py). Limits come from the places Discord
+puts them: the interaction's ``attachment_size_limit`` for replies through the token, the guild's
+boost tier for channel messages; the fake refuses anything larger with 413 (code 40005).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from framecast.media import probe_video, sniff
+from tests.fake_discord import ATTACH_FILES, SEND_MESSAGES, TEXT_PERMISSIONS
+from tests.fake_service import TaskPlan
+from tests.harness import (
+    World,
+    bot_posts,
+    button_ids,
+    close_world,
+    footer_of,
+    job_rows,
+    make_world,
+    service_creates,
+    status_of,
+    wait_state,
+)
+from tests.mediagen import make_large_mp4, make_large_png
+
+MiB = 1024 * 1024
+REENCODED = "re-encoded to fit"
+TOO_LARGE = "too large for this server's upload limit"
+MOVE_SOON = 897.0  # token age: TOKEN_MARGIN is 2 s, so the job moves to a channel message ~1 s later
+
+StartWorld = Callable[..., Awaitable[World]]
+
+
+@pytest.fixture
+async def start(tmp_path: Path) -> AsyncIterator[StartWorld]:
+    """`await start(setup=..., extra_env=...)`: `setup(world)` runs before the bot starts."""
+    worlds: list[World] = []
+
+    async def factory(setup: Callable[[World], None] | None = None, **kwargs: Any) -> World:
+        world = await make_world(tmp_path, **kwargs)
+        worlds.append(world)
+        if setup is not None:
+            setup(world)
+        await world.start_bot()
+        return world
+
+    try:
+        yield factory
+    finally:
+        for world in worlds:
+            await close_world(world)
+
+
+def assert_same_clip(original: bytes, delivered: bytes) -> None:
+    """A valid MP4 with the original's duration (within one frame)."""
+    before, after = probe_video(original), probe_video(delivered)
+    assert sniff(delivered).ext == "mp4"
+    assert abs(after.duration - before.duration) <= 1 / before.fps + 1e-6, (before, after)
+    assert after.frames >= before.frames - 1
+
+
+def no_crash(world: World) -> None:
+    log = world.bot.log_text()
+    assert world.bot.running
+    assert "runner crashed" not in log and "unexpected error" not in log and "Traceback" not in log
+
+
+# -- too large for the destination: re-encode --------------------------------------------------
+
+
+async def test_video_over_the_default_10_mib_is_reencoded_to_fit(start: StartWorld) -> None:
+    world = await start(extra_env={"MEMBER_JOB_LIMIT": "5"})
+    payload = make_large_mp4(12 * MiB)
+    world.service.video_payload = payload
+    world.service.default_plan = TaskPlan(duration=1.5)
+    # One reply through the interaction (its attachment_size_limit), one after moving to a channel
+    # message (the guild's limit): both are the tier-0 default of 10 MiB.
+    replied = await world.video("static on an old television")
+    moved = await world.video("snow on an old television", age=MOVE_SOON)
+    for it in (replied, moved):
+        msg = await world.delivered(it)
+        job_id = await world.job_id(it)
+        [attachment] = world.files_for(job_id)
+        assert attachment.size <= 10 * MiB
+        assert_same_clip(payload, attachment.data)
+        assert REENCODED in footer_of(msg)
+        assert status_of(msg).startswith("✅")
+    assert world.delivered  # both
+    assert (await world.delivered(replied)).id == replied.original.id
+    assert (await world.delivered(moved)).interaction is None  # the channel message
+    assert world.discord.rejected(40005) == []  # fitted before uploading: Discord never refused
+    no_crash(world)
+
+
+async def test_boosted_server_gets_the_same_video_unchanged(start: StartWorld) -> None:
+    def boost(world: World) -> None:
+        world.guild.premium_tier = 2  # 50 MiB uploads, for replies and channel messages alike
+
+    world = await start(setup=boost, extra_env={"MEMBER_JOB_LIMIT": "5"})
+    payload = make_large_mp4(12 * MiB)
+    world.service.video_payload = payload
+    world.service.default_plan = TaskPlan(duration=1.5)
+    replied = await world.video("static on a big television")
+    moved = await world.video("snow on a big television", age=MOVE_SOON)
+    for it in (replied, moved):
+        msg = await world.delivered(it)
+        [attachment] = world.files_for(await world.job_id(it))
+        assert attachment.data == payload  # fits under 50 MiB: not touched
+        assert REENCODED not in footer_of(msg)
+    assert (await world.delivered(moved)).interaction is None
+
+
+async def test_tiny_limits_fit_a_video_and_an_image(start: StartWorld) -> None:
+    limit = 300_000
+
+    def tiny(world: World) -> None:
+        world.guild.upload_limit = limit
+
+    world = await start(setup=tiny)
+    video = make_large_mp4(1_000_000, seconds=2.0)
+    image = make_large_png(600_000)
+    assert len(video) > limit and len(image) > limit
+    world.service.video_payload = video
+    world.service.image_payload = image
+    v = await world.video("a flag in a storm", attachment_size_limit=limit)
+    i = await world.image("a mosaic of tiny tiles", attachment_size_limit=limit)
+
+    vmsg = await world.delivered(v)
+    [vfile] = world.files_for(await world.job_id(v))
+    assert vfile.size <= limit
+    assert_same_clip(video, vfile.data)
+    assert REENCODED in footer_of(vmsg)
+
+    imsg = await world.delivered(i)
+    [ifile] = world.files_for(await world.job_id(i))
+    assert ifile.size <= limit
+    kind = sniff(ifile.data)
+    assert kind is not None and kind.kind == "image"
+    assert ifile.filename.endswith("." + kind.ext)
+    assert REENCODED in footer_of(imsg)
+    assert world.discord.rejected(40005) == []
+    no_crash(world)
+
+
+async def test_a_video_that_cannot_fit_is_linked_and_the_member_is_told_why(start: StartWorld) -> None:
+    world = await start()
+    world.service.video_payload = make_large_mp4(1_000_000, seconds=2.0)
+    it = await world.video("a cathedral of light", attachment_size_limit=4_000)
+    job_id = await world.job_id(it)
+    msg = await it.wait_original(lambda m: status_of(m).startswith(("✅", "❌")), timeout=30)
+    assert status_of(msg).startswith("✅")
+    [task] = world.service.tasks.values()
+    link = f"{world.service.base_url}/files/{task.id}.mp4"
+    assert link in msg.content
+    assert TOO_LARGE in footer_of(msg)
+    assert world.files_for(job_id) == []
+    await wait_state(world, job_id, "delivered")
+    no_crash(world)
+
+
+# -- Discord says 413 anyway ---------------------------------------------------------------------
+
+
+async def test_a_413_from_discord_makes_the_bot_fit_the_file_again(start: StartWorld) -> None:
+    def lower_real_limit(world: World) -> None:
+        # The bot reads 10 MiB from the guild's tier; this channel really takes less.
+        world.guild.upload_limit = 900_000
+
+    world = await start(setup=lower_real_limit, extra_env={"MEMBER_JOB_LIMIT": "5"})
+    video = make_large_mp4(1_000_000, seconds=2.0)
+    world.service.video_payload = video
+    world.service.default_plan = TaskPlan(duration=1.5)
+    replied = await world.video("a train crossing a viaduct", attachment_size_limit=2 * MiB)
+    replied.attachment_size_limit = 600_000  # Discord changed its mind after the command was accepted
+    moved = await world.video("a ferry crossing a bay", age=MOVE_SOON)
+
+    for it, real_limit in ((replied, 600_000), (moved, 900_000)):
+        msg = await world.delivered(it)
+        job_id = await world.job_id(it)
+        [attachment] = world.files_for(job_id)
+        assert attachment.size <= real_limit
+        assert_same_clip(video, attachment.data)
+        assert REENCODED in footer_of(msg)
+        assert status_of(msg).startswith("✅")
+    refused = world.discord.rejected(40005)
+    assert refused, "Discord never refused an upload: the test did not exercise a 413"
+    assert all(r.status == 413 for r in refused)
+    no_crash(world)
+
+
+# -- downloads -----------------------------------------------------------------------------------
+
+
+async def test_dead_oversized_or_stalled_downloads_fail_clearly_with_retry(start: StartWorld) -> None:
+    world = await start(extra_env={"GEN_DOWNLOAD_MAX_BYTES": "1000000", "GEN_DOWNLOAD_TIMEOUT": "1",
+                                   "MEMBER_JOB_LIMIT": "5"})
+    world.service.file_status = 410  # the result link has expired
+    expired = await world.video("an expired sunset")
+    msg = await expired.wait_original(lambda m: status_of(m).startswith("❌"), timeout=20)
+    assert "could not be downloaded" in status_of(msg)
+    assert [c.split(":")[1] for c in button_ids(msg)] == ["retry"]
+
+    world.service.file_status = None
+    world.service.video_payload = make_large_mp4(1_000_000, seconds=2.0)  # 1.7 MB: over the 1 MB cap
+    big = await world.video("an enormous sunset")
+    msg = await big.wait_original(lambda m: status_of(m).startswith("❌"), timeout=20)
+    assert "larger than Framecast accepts" in status_of(msg)
+    assert [c.split(":")[1] for c in button_ids(msg)] == ["retry"]
+
+    # Under the cap, but the server stalls after the first 64 kB for longer than GEN_DOWNLOAD_TIMEOUT.
+    world.service.video_payload = make_large_mp4(200_000, seconds=1.0)  # ~550 kB
+    world.service.file_stall = 3.0
+    slow = await world.video("a slow sunset")
+    msg = await slow.wait_original(lambda m: status_of(m).startswith("❌"), timeout=20)
+    assert "could not be downloaded" in status_of(msg)
+    world.service.file_stall = 0.0
+    world.service.video_payload = None  # a small, healthy file again
+
+    # Retry works once the link is good again.
+    retry = next(c for c in button_ids(expired.original) if c.startswith("framecast:retry:"))
+    click = await world.discord.click(expired.original, retry, world.alice)
+    await click.wait_response()
+    delivered = await world.delivered(click)
+    assert status_of(delivered).startswith("✅")
+    for it in (expired, big, slow):
+        assert world.files_for(await world.job_id(it)) == []
+    no_crash(world)
+
+
+# -- missing permissions are caught when the command is accepted --------------------------------
+
+
+@pytest.mark.parametrize(("missing", "named"), [(ATTACH_FILES, "Attach Files"), (SEND_MESSAGES, "Send Messages")])
+async def test_missing_channel_permissions_are_refused_at_once(start: StartWorld, missing: int, named: str) -> None:
+    world = await start()
+    channel = world.discord.add_channel(world.guild, "locked", bot_permissions=TEXT_PERMISSIONS & ~missing)
+    for command in ("video", "image"):
+        it = await world.discord.slash(world.guild, channel, world.alice, command, {"prompt": "a locked door"})
+        kind, data = await it.wait_response()
+        assert kind == 4  # answered directly, privately: nothing was deferred or queued
+        assert data["flags"] & 64
+        assert named in data["content"]
+    assert service_creates(world) == []
+    assert job_rows(world) == {}
+    assert [m for m in world.discord.messages_in(channel) if not m.ephemeral] == []
+    assert bot_posts(world, channel) == []

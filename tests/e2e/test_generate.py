@@ -1,0 +1,190 @@
+"""/video and /image end to end: delivery, every response shape, failures, buttons, bad keys, 429s."""
+
+from __future__ import annotations
+
+import pytest
+
+from framecast.media import probe_video, sniff
+from tests.fake_service import TaskPlan
+from tests.harness import World, button_ids, status_of, statuses_seen
+
+
+def creates(world: World, prompt: str | None = None) -> list[dict]:
+    """JSON bodies of the create requests the service received (optionally for one prompt)."""
+    return [
+        r.json for r in world.service.requests
+        if r.method == "POST" and r.path in ("/v1/videos", "/v1/images/generations")
+        and (prompt is None or (r.json or {}).get("prompt") == prompt)
+    ]
+
+
+async def test_video_goes_queued_generating_done_with_the_file_attached(world: World) -> None:
+    world.service.default_plan = TaskPlan(polls=3)
+    it = await world.video("a red fox running through snow")
+    # Acknowledged at once, publicly (a deferred "thinking" reply, completed by edits).
+    assert it.ack_latency < 3
+    assert it.callbacks[0][0] == 5
+    msg = await world.delivered(it)
+    assert msg.id == it.original.id  # the job's own message carries the file, no extra post
+    assert not msg.ephemeral
+    [attachment] = msg.attachments
+    assert attachment.data == world.service.video_bytes()
+    assert sniff(attachment.data).kind == "video"
+    assert probe_video(attachment.data).frames > 0
+    seen = statuses_seen(msg)
+    assert seen[0].startswith("⏳") and "#1" in seen[0]
+    assert any("%" in s and "▰" in s for s in seen), seen
+    assert seen[-1].startswith("✅")
+    embed = msg.embeds[0]
+    assert embed["description"] == "a red fox running through snow"
+    fields = {f["name"]: f["value"] for f in embed["fields"]}
+    assert fields["Requested by"] == f"<@{world.alice.id}>"
+    assert fields["Settings"] == "1152×768 · 5 s · 24 fps · svc-video-v2.0"
+    assert button_ids(msg) == []  # nothing left to cancel
+    [body] = creates(world)
+    assert body == {"model": "svc-video-v2.0", "prompt": "a red fox running through snow",
+                    "width": 1152, "height": 768, "num_frames": 121, "frame_rate": 24}
+
+
+async def test_video_options_reach_the_service(world: World) -> None:
+    it = await world.video("tall waterfall", opts={"size": "vertical", "length": 3, "fps": 30})
+    await world.delivered(it)
+    [body] = creates(world)
+    assert (body["width"], body["height"], body["num_frames"], body["frame_rate"]) == (720, 1280, 91, 30)
+    assert body["width"] * body["height"] <= 1280 * 720
+
+
+@pytest.mark.parametrize("shape", ["data_url", "data_b64", "url", "image_url", "task"])
+async def test_image_is_delivered_for_every_response_shape(world: World, shape: str) -> None:
+    world.service.image_shape = shape
+    it = await world.image("a lighthouse at dusk", opts={"size": "landscape"})
+    msg = await world.delivered(it)
+    [attachment] = msg.attachments
+    assert attachment.data == world.service.image_bytes()
+    assert attachment.filename.endswith(".png")
+    assert status_of(msg).startswith("✅")
+    [body] = creates(world)
+    assert body == {"model": "svc-image-2.1-flash", "prompt": "a lighthouse at dusk", "size": "1152x768"}
+
+
+@pytest.mark.parametrize("id_field", ["video_id", "task_id"])
+@pytest.mark.parametrize("shape", ["int", "float", "percent_str", "fraction_str", "int_str", "float_percent"])
+async def test_every_id_name_and_progress_shape_shows_a_real_percentage(world: World, id_field: str, shape: str) -> None:
+    world.service.id_field = id_field
+    world.service.progress_shape = shape
+    world.service.default_plan = TaskPlan(polls=3)
+    it = await world.video("clouds over mountains")
+    msg = await world.delivered(it)
+    shown = [s for s in statuses_seen(msg) if "%" in s]
+    # polls answer 25%, 50%, 75% in whatever shape: the member sees those numbers
+    assert any("50%" in s for s in shown), statuses_seen(msg)
+    assert all("Generating" in s for s in shown)
+
+
+@pytest.mark.parametrize("shape", ["missing", "null", "garbage"])
+async def test_unknown_progress_shows_elapsed_time_not_a_made_up_percentage(world: World, shape: str) -> None:
+    world.service.progress_shape = shape
+    world.service.default_plan = TaskPlan(polls=3)
+    it = await world.video("a quiet library")
+    msg = await world.delivered(it)
+    generating = [s for s in statuses_seen(msg) if "Generating" in s]
+    assert generating and all("elapsed" in s and "%" not in s for s in generating), statuses_seen(msg)
+
+
+@pytest.mark.parametrize("error", ["content policy violation: weapons", None])
+async def test_failed_task_shows_the_reason_and_retry_delivers(world: World, error: str | None) -> None:
+    world.service.plans = [("doomed", TaskPlan(outcome="failed", error=error))]
+    it = await world.video("doomed attempt")
+    job_id = await world.job_id(it)
+    msg = await world.wait_message(lambda m: status_of(m).startswith("❌"), what="failure shown")
+    status = status_of(msg)
+    if error:
+        assert error in status
+    else:
+        assert "gave no reason" in status
+    [retry] = button_ids(msg)
+    assert retry.startswith(f"framecast:retry:{job_id}:")
+    # The service recovers; the requester presses Retry: a new job, in a new message, delivered.
+    world.service.plans = []
+    click = await world.discord.click(msg, retry, world.alice)
+    await click.wait_response()
+    new_id = await world.job_id(click)
+    assert new_id != job_id
+    await world.delivered(click)
+    assert len(creates(world, "doomed attempt")) == 2
+
+
+async def test_retry_is_refused_to_other_members(world: World) -> None:
+    world.service.plans = [("doomed", TaskPlan(outcome="failed", error="nope"))]
+    it = await world.video("doomed again")
+    msg = await world.wait_message(lambda m: status_of(m).startswith("❌"), what="failure shown")
+    click = await world.discord.click(msg, button_ids(msg)[0], world.bob)
+    kind, data = await click.wait_response()
+    assert kind == 4 and data["flags"] & 64
+    assert "Manage Server" in data["content"]
+    assert len(creates(world, "doomed again")) == 1
+    assert it.original is not None
+
+
+async def test_cancel_queued_and_running_jobs(tmp_path) -> None:
+    from tests.harness import close_world, make_world
+
+    world = await make_world(tmp_path, extra_env={"GEN_MAX_RUNNING": "1"})
+    try:
+        await world.start_bot()
+        world.service.plans = [("slow", TaskPlan(duration=60))]
+        running = await world.video("slow one", member=world.alice)
+        queued = await world.video("waiting one", member=world.bob)
+        qmsg = await queued.wait_original(lambda m: "#1" in status_of(m) and bool(button_ids(m)))
+        # Someone else may not cancel it...
+        carol = world.members[0][2]
+        click = await world.discord.click(qmsg, button_ids(qmsg)[0], carol)
+        kind, data = await click.wait_response()
+        assert kind == 4 and data["flags"] & 64
+        # ...its requester may.
+        click = await world.discord.click(qmsg, button_ids(qmsg)[0], world.bob)
+        await click.wait_response()
+        await queued.wait_original(lambda m: status_of(m).startswith("🚫") and not button_ids(m))
+        # An admin (Manage Server) may cancel someone else's running job; polling stops.
+        rmsg = await running.wait_original(lambda m: "Generating" in status_of(m))
+        click = await world.discord.click(rmsg, button_ids(rmsg)[0], world.admins[0])
+        await click.wait_response()
+        await running.wait_original(lambda m: status_of(m).startswith("🚫"))
+        polls_then = world.service.count(path="/svcapi")
+        await world.video("after cancel", member=world.members[0][2])
+        await world.wait_message(lambda m: any(a.filename.endswith(".mp4") for a in m.attachments))
+        assert creates(world, "waiting one") == []
+        # at most one poll was already in flight when the cancel landed
+        slow_task_polls = [r for r in world.service.requests if r.path == "/svcapi"
+                           and r.query.get("video_id") == next(iter(world.service.tasks))]
+        assert world.service.count(path="/svcapi") >= polls_then
+        assert len([r for r in slow_task_polls if r.received > 0]) <= polls_then + 1
+    finally:
+        await close_world(world)
+
+
+async def test_bad_api_key_tells_members_to_call_an_admin(world: World) -> None:
+    world.service.api_key = "a-different-key"
+    it = await world.video("anything")
+    msg = await it.wait_original(lambda m: status_of(m).startswith("❌"))
+    assert "misconfigured" in status_of(msg) and "admin" in status_of(msg)
+    await world.discord.wait_for(lambda: "GEN_API_KEY" in world.bot.log_text(), what="operator log line")
+    # 401 is not retried
+    assert world.service.count(status=401) == 1
+
+
+@pytest.mark.parametrize("retry_after", [0.3, None])
+async def test_429_storm_from_a_shared_key_slows_down_but_delivers(world: World, retry_after: float | None) -> None:
+    # Another client shares the key: the service allows only 5 per second to us.
+    world.service.rate_limit = (5, 1.0)
+    world.service.retry_after = retry_after
+    its = [await world.video(f"storm {i}", member=world.members[0][i % 3]) for i in range(2)]
+    its += [await world.image(f"storm image {i}", member=world.members[0][2]) for i in range(1)]
+    for it in its:
+        await world.delivered(it, timeout=60)
+    rejected = world.service.count(status=429)
+    assert rejected >= 1
+    # Backing off means no hammering: our own budget still holds (16 per second here), and most
+    # requests got through instead of bouncing.
+    assert world.service.max_in_window(1.0) <= 16
+    assert rejected < len(world.service.requests) / 2, (rejected, len(world.service.requests))

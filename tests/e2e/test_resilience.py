@@ -1,0 +1,373 @@
+"""Crashes, stops and restarts: every accepted job is delivered exactly once.
+
+The real bot is killed (SIGKILL) or stopped (SIGTERM) at a chosen point of a job's life, then started
+again on the same database. Each test first checks that the crash really happened at the intended
+point (the fakes' records and the database on disk), then what the member sees afterwards.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_service import TaskPlan
+from tests.harness import (
+    World,
+    bot_posts,
+    button_ids,
+    close_world,
+    hold_route,
+    job_rows,
+    make_world,
+    notes_seen,
+    service_creates,
+    service_polls,
+    status_of,
+    statuses_seen,
+    task_for,
+    wait_log,
+)
+
+RESUMED = "Framecast restarted"
+SHUTDOWN_TIMEOUT = 3.0  # the harness's SHUTDOWN_TIMEOUT
+FOREVER = 10**9  # a TaskPlan that stays pending until the test lets it finish
+WEBHOOK_EDIT = "/webhooks/{app_id}/{token}/messages/{message_id}"
+
+StartWorld = Callable[..., Awaitable[World]]
+
+
+@pytest.fixture
+async def start(tmp_path: Path) -> AsyncIterator[StartWorld]:
+    """`await start(extra_env=...)`: a world with the bot running; closed after the test."""
+    worlds: list[World] = []
+
+    async def factory(**kwargs: Any) -> World:
+        world = await make_world(tmp_path, **kwargs)
+        worlds.append(world)
+        await world.start_bot()
+        return world
+
+    try:
+        yield factory
+    finally:
+        for world in worlds:
+            await close_world(world)
+
+
+def answered(requests: list[Any]) -> list[Any]:
+    return [r for r in requests if r.status is not None]
+
+
+def finish_task(world: World, prompt: str) -> None:
+    """Let the fake task of `prompt` complete at its next poll."""
+    task_for(world, prompt).plan = TaskPlan(polls=0)
+
+
+async def wait_created(world: World, prompt: str) -> None:
+    await world.service.wait_for(lambda: any(r.status == 200 for r in service_creates(world, prompt)), timeout=10)
+
+
+def seen_after(message: Any, since: float) -> list[dict[str, Any]]:
+    return [h for h in message.history if h["time"] >= since]
+
+
+# -- SIGKILL ------------------------------------------------------------------------------------
+
+
+async def test_sigkill_with_queued_jobs_keeps_them_queued_in_order(start: StartWorld) -> None:
+    world = await start(extra_env={"GEN_MAX_RUNNING": "1", "MEMBER_JOB_LIMIT": "5"})
+    first, second, third = "first: a slow harbour", "second: a quiet forest", "third: a busy market"
+    world.service.plans = [("first:", TaskPlan(polls=FOREVER))]
+    a = await world.video(first)
+    await wait_created(world, first)
+    b = await world.video(second, member=world.bob)
+    c = await world.video(third, member=world.members[0][2])
+    ids = [await world.job_id(x) for x in (a, b, c)]
+    await b.wait_original(lambda m: status_of(m).startswith("⏳") and "#1" in status_of(m))
+    await c.wait_original(lambda m: status_of(m).startswith("⏳") and "#2" in status_of(m))
+
+    await world.bot.kill()
+    rows = job_rows(world)
+    assert [rows[i]["state"] for i in ids] == ["running", "queued", "queued"]
+    assert len(service_creates(world)) == 1  # only the first job reached the service
+
+    restarted = time.time()
+    await world.restart_bot()
+    task = task_for(world, first)
+    polls_before = len(service_polls(world, task.id))
+    # The running job is re-attached by its task id; the queue still waits behind it (1 at a time).
+    await world.service.wait_for(lambda: len(answered(service_polls(world, task.id))) > polls_before + 1)
+    await b.wait_original(lambda m: RESUMED in "".join(notes_seen(m)) and "#1" in status_of(m))
+    await c.wait_original(lambda m: RESUMED in "".join(notes_seen(m)) and "#2" in status_of(m))
+    assert len(service_creates(world)) == 1
+    finish_task(world, first)
+
+    for it, job_id in zip((a, b, c), ids, strict=True):
+        msg = await world.delivered(it)
+        assert msg.id == it.original.id
+        assert len(world.files_for(job_id)) == 1
+        assert RESUMED in "".join(notes_seen(msg))
+    # One create per job, in acceptance (FIFO) order.
+    assert [r.json["prompt"] for r in service_creates(world)] == [first, second, third]
+    # The note was an edit of each job's own message: nothing was posted in the channel.
+    assert bot_posts(world) == []
+    for it in (a, b, c):
+        await it.wait_original(lambda m: status_of(m).startswith("✅"))
+        assert all(h["action"] != "create" for h in seen_after(it.original, restarted))
+
+
+async def test_sigkill_just_after_create_reattaches_without_a_second_create(start: StartWorld) -> None:
+    world = await start()
+    prompt = "a lantern drifting on a lake"
+    it = await world.video(prompt)
+    job_id = await world.job_id(it)
+    await wait_created(world, prompt)
+    world.service.delay = 30.0  # the first poll is received but never answered
+    task = task_for(world, prompt)
+    await world.service.wait_for(lambda: len(service_polls(world, task.id)) >= 1)
+    await world.bot.kill()
+    world.service.delay = 0.0
+
+    # The crash point: the task id was committed, no poll had been answered yet.
+    assert answered(service_polls(world, task.id)) == []
+    row = job_rows(world)[job_id]
+    assert (row["state"], row["task_id"]) == ("running", task.id)
+
+    await world.restart_bot()
+    msg = await world.delivered(it)
+    assert msg.id == it.original.id
+    assert len(service_creates(world, prompt)) == 1
+    assert len(answered(service_polls(world, task.id))) >= 1  # polled on the same task after the restart
+    assert len(world.files_for(job_id)) == 1
+    assert RESUMED in "".join(notes_seen(msg))
+    assert bot_posts(world) == []
+
+
+async def test_sigkill_mid_poll_keeps_polling_the_same_task(start: StartWorld) -> None:
+    world = await start()
+    prompt = "a comet over the desert"
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    it = await world.video(prompt)
+    job_id = await world.job_id(it)
+    await wait_created(world, prompt)
+    task = task_for(world, prompt)
+    await world.service.wait_for(lambda: len(answered(service_polls(world, task.id))) >= 2)
+    await it.wait_original(lambda m: "%" in status_of(m))  # the member saw progress
+    await world.bot.kill()
+    row = job_rows(world)[job_id]
+    assert (row["state"], row["task_id"]) == ("running", task.id)
+
+    polls_before = len(service_polls(world, task.id))
+    await world.restart_bot()
+    await world.service.wait_for(lambda: len(answered(service_polls(world, task.id))) > polls_before)
+    await it.wait_original(lambda m: RESUMED in "".join(notes_seen(m)))
+    finish_task(world, prompt)
+
+    msg = await world.delivered(it)
+    assert msg.id == it.original.id
+    assert len(service_creates(world, prompt)) == 1
+    assert len(world.files_for(job_id)) == 1
+    assert bot_posts(world) == []
+    assert status_of(msg).startswith("✅")
+
+
+async def test_sigkill_mid_upload_delivers_exactly_once(start: StartWorld) -> None:
+    world = await start()
+    prompt = "a paper boat in the rain"
+    release, held = hold_route(world.discord, "PATCH", WEBHOOK_EDIT, when=lambda call: bool(call.uploads))
+    it = await world.video(prompt)
+    job_id = await world.job_id(it)
+    await world.discord.wait_for(lambda: held, timeout=15, what="the upload to be stored")
+    # Discord stored the file; the bot never heard back and dies before it can record the delivery.
+    assert len(world.files_for(job_id)) == 1
+    await world.bot.kill()
+    release.set()
+    assert job_rows(world)[job_id]["state"] == "delivering"
+
+    restarted = time.time()
+    await world.restart_bot()
+    await wait_log(world, f"job {job_id} was already delivered before a restart")
+    # /job answers only after the restart's own edits were sent: a barrier for the checks below.
+    look = await world.discord.slash(world.guild, world.channel, world.alice, "job", {"id": job_id})
+    await look.wait_original(lambda m: not m.loading, timeout=10)
+
+    msg = it.original
+    assert len(world.files_for(job_id)) == 1
+    assert [a.filename for a in msg.attachments] == [f"framecast-{job_id}.mp4"]
+    assert status_of(msg).startswith("✅")
+    # The finished message was left alone: no edit after the restart made it look unfinished.
+    for h in seen_after(msg, restarted):
+        assert h["files"] == []
+    assert statuses_seen(msg)[-1].startswith("✅")
+    assert all(s.startswith("✅") for s in _statuses(seen_after(msg, restarted)))
+    assert job_rows(world)[job_id]["state"] == "delivered"
+    assert bot_posts(world) == []
+
+
+def _statuses(history: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for h in history:
+        for embed in (h.get("payload") or {}).get("embeds") or []:
+            for f in embed.get("fields", []):
+                if f.get("name") == "Status":
+                    out.append(str(f.get("value")))
+    return out
+
+
+# -- SIGTERM ------------------------------------------------------------------------------------
+
+
+async def test_sigterm_mid_poll_exits_cleanly_and_the_jobs_resume(start: StartWorld) -> None:
+    world = await start(extra_env={"GEN_MAX_RUNNING": "1", "MEMBER_JOB_LIMIT": "5"})
+    first, second = "first: fog over a bridge", "second: sunrise on ice"
+    world.service.plans = [("first:", TaskPlan(polls=FOREVER))]
+    a = await world.video(first)
+    await wait_created(world, first)
+    b = await world.video(second, member=world.bob)
+    ids = [await world.job_id(a), await world.job_id(b)]
+    task = task_for(world, first)
+    await world.service.wait_for(lambda: len(answered(service_polls(world, task.id))) >= 2)
+
+    began = time.monotonic()
+    code = await world.bot.terminate(timeout=SHUTDOWN_TIMEOUT + 10)
+    took = time.monotonic() - began
+    assert code == 0
+    assert took < SHUTDOWN_TIMEOUT + 3, f"shutdown took {took:.1f}s"
+    log = world.bot.log_text()
+    assert "stop requested" in log and log.rstrip().endswith("stopped")
+    rows = job_rows(world)
+    assert [rows[i]["state"] for i in ids] == ["running", "queued"]  # state kept, nothing failed
+
+    await world.restart_bot()
+    finish_task(world, first)
+    for it, job_id in zip((a, b), ids, strict=True):
+        await world.delivered(it)
+        assert len(world.files_for(job_id)) == 1
+    assert [r.json["prompt"] for r in service_creates(world)] == [first, second]
+    assert bot_posts(world) == []
+
+
+async def test_sigterm_during_an_upload_lets_it_finish_and_records_it(start: StartWorld) -> None:
+    world = await start()
+    prompt = "a kite above the dunes"
+    release, held = hold_route(world.discord, "PATCH", WEBHOOK_EDIT, when=lambda call: bool(call.uploads))
+    it = await world.video(prompt)
+    job_id = await world.job_id(it)
+    await world.discord.wait_for(lambda: held, timeout=15, what="the upload to be in flight")
+
+    began = time.monotonic()
+    world.bot.proc.terminate()
+    await wait_log(world, "stop requested")
+    assert world.bot.running  # it waits for the upload in flight...
+    release.set()  # ...which then succeeds
+    code = await world.bot.wait(SHUTDOWN_TIMEOUT + 10)
+    took = time.monotonic() - began
+    assert code == 0
+    assert took < SHUTDOWN_TIMEOUT + 3, f"shutdown took {took:.1f}s"
+    # The finished upload was recorded before the bot exited.
+    assert job_rows(world)[job_id]["state"] == "delivered"
+
+    await world.restart_bot()
+    look = await world.discord.slash(world.guild, world.channel, world.alice, "job", {"id": job_id})
+    await look.wait_original(lambda m: not m.loading, timeout=10)
+    assert len(world.files_for(job_id)) == 1
+    assert status_of(it.original).startswith("✅")
+    assert len(service_creates(world, prompt)) == 1
+
+
+# -- buttons and /job after a restart ------------------------------------------------------------
+
+
+async def test_cancel_button_works_after_a_restart(start: StartWorld) -> None:
+    world = await start()
+    prompt = "an endless staircase"
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    it = await world.video(prompt)
+    job_id = await world.job_id(it)
+    await wait_created(world, prompt)
+    task = task_for(world, prompt)
+    await world.service.wait_for(lambda: len(answered(service_polls(world, task.id))) >= 1)
+    await world.bot.kill()
+
+    await world.restart_bot()
+    msg = await it.wait_original(lambda m: RESUMED in "".join(notes_seen(m)))
+    [cancel] = [c for c in button_ids(msg) if c.startswith("framecast:cancel:")]
+    assert cancel == f"framecast:cancel:{job_id}:{world.alice.id}"
+
+    # Someone else may not cancel it...
+    other = await world.discord.click(msg, cancel, world.bob)
+    await other.wait_response()
+    denied = await other.wait_original(lambda m: bool(m.content))
+    assert denied.ephemeral and "Only the member who asked" in denied.content
+    assert job_rows(world)[job_id]["state"] == "running"
+    # ...the requester may.
+    click = await world.discord.click(msg, cancel, world.alice)
+    await click.wait_response()
+    await it.wait_original(lambda m: status_of(m).startswith("🚫"))
+    assert job_rows(world)[job_id]["state"] == "cancelled"
+    assert button_ids(it.original) == []
+    assert world.files_for(job_id) == []
+    assert len(service_creates(world, prompt)) == 1
+    polls = len(service_polls(world, task.id))
+    look = await world.discord.slash(world.guild, world.channel, world.alice, "job", {"id": job_id})
+    await look.wait_original(lambda m: not m.loading, timeout=10)
+    assert len(service_polls(world, task.id)) <= polls + 1  # polling stopped
+
+
+async def test_retry_button_works_after_a_restart(start: StartWorld) -> None:
+    world = await start()
+    prompt = "a glass whale"
+    world.service.plans = [("glass whale", TaskPlan(outcome="failed", error="content policy"))]
+    it = await world.video(prompt)
+    job_id = await world.job_id(it)
+    msg = await it.wait_original(lambda m: status_of(m).startswith("❌") and bool(button_ids(m)))
+    assert "content policy" in status_of(msg)
+    await world.bot.kill()
+
+    world.service.plans = []
+    await world.restart_bot()
+    [retry] = button_ids(msg)
+    assert retry == f"framecast:retry:{job_id}:{world.alice.id}"
+    click = await world.discord.click(msg, retry, world.alice)
+    await click.wait_response()
+    new_id = await world.job_id(click)
+    assert new_id != job_id
+    delivered = await world.delivered(click)
+    assert delivered.id == click.original.id
+    assert len(world.files_for(new_id)) == 1
+    assert [r.json["prompt"] for r in service_creates(world)] == [prompt, prompt]
+    assert job_rows(world)[new_id]["retry_of"] == job_id
+
+
+async def test_job_command_shows_state_and_file_after_a_restart(start: StartWorld) -> None:
+    world = await start()
+    it = await world.video("a clock made of sand")
+    msg = await world.delivered(it)
+    job_id = await world.job_id(it)
+    [attachment] = msg.attachments
+    await world.bot.kill()
+    await world.restart_bot()
+
+    async def job_command(member: Any) -> Any:
+        look = await world.discord.slash(world.guild, world.channel, member, "job", {"id": job_id})
+        await look.wait_response()
+        return await look.wait_original(lambda m: not m.loading, timeout=10)
+
+    mine = await job_command(world.alice)
+    assert mine.ephemeral
+    assert f"File: {attachment.url}" in mine.content
+    assert mine.embeds and status_of(mine).startswith("✅")
+    assert f"#{job_id}" in mine.embeds[0]["title"]
+
+    refused = await job_command(world.bob)
+    assert refused.ephemeral
+    assert "Only the member who asked" in refused.content
+    assert not refused.embeds and attachment.url not in refused.content
+
+    admin = await job_command(world.admins[0])
+    assert admin.ephemeral and f"File: {attachment.url}" in admin.content
+    assert status_of(admin).startswith("✅")
