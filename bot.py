@@ -11,6 +11,7 @@ import asyncio
 import logging
 import signal
 import sys
+
 import aiohttp
 import discord
 import yarl

@@ -19,13 +19,13 @@ if TYPE_CHECKING:
 # The prompt option has no min/max length on Discord's side: our (configurable) limit is checked in
 # the core so the member gets a clear, localised message instead of a silently refused command.
 
-VIDEO_SIZE_CHOICES = [Choice(name=locale_str(p.label), value=p.key) for p in presets.VIDEO_SIZES.values()]
-IMAGE_SIZE_CHOICES = [Choice(name=locale_str(p.label), value=p.key) for p in presets.IMAGE_SIZES.values()]
-LENGTH_CHOICES = [
+VIDEO_SIZE_CHOICES: list[Choice[str]] = [Choice(name=locale_str(p.label), value=p.key) for p in presets.VIDEO_SIZES.values()]
+IMAGE_SIZE_CHOICES: list[Choice[str]] = [Choice(name=locale_str(p.label), value=p.key) for p in presets.IMAGE_SIZES.values()]
+LENGTH_CHOICES: list[Choice[int]] = [
     Choice(name=locale_str(f"{s} seconds (default)" if s == presets.DEFAULT_VIDEO_SECONDS else f"{s} seconds"), value=s)
     for s in presets.VIDEO_SECONDS
 ]
-FPS_CHOICES = [
+FPS_CHOICES: list[Choice[int]] = [
     Choice(name=locale_str(f"{f} fps (default)" if f == presets.DEFAULT_FRAME_RATE else f"{f} fps"), value=f)
     for f in presets.FRAME_RATES
 ]
@@ -48,7 +48,7 @@ class Generate(commands.Cog):
         fps=locale_str("Frames per second"),
         model=locale_str("Model to use (from the service's list)"),
     )
-    @app_commands.choices(size=VIDEO_SIZE_CHOICES, length=LENGTH_CHOICES, fps=FPS_CHOICES)
+    @app_commands.choices(size=VIDEO_SIZE_CHOICES, length=LENGTH_CHOICES, fps=FPS_CHOICES)  # type: ignore[misc]  # str and int choices in one call
     async def video(
         self, interaction: discord.Interaction[Framecast],
         prompt: str,

@@ -54,7 +54,7 @@ class BotProcess:
 
     async def start(self, *args: str) -> None:
         """Start the bot (appending to the same log across restarts)."""
-        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in wait()
+        self._log_file = open(self.log_path, "ab")  # noqa: SIM115, ASYNC230 - tiny, closed in wait()
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, str(REPO / "bot.py"), *args,
             cwd=str(REPO), env=self.env, stdin=asyncio.subprocess.DEVNULL,
@@ -134,11 +134,22 @@ class World:
         mark = self.discord.identify_count
         self.bot = BotProcess(self.env, self.tmp / "bot.log")
         await self.bot.start(*args)
+        assert self.bot.proc is not None
+        ready = asyncio.ensure_future(self.discord.wait_ready(timeout=30, after=mark))
+        exited = asyncio.ensure_future(self.bot.proc.wait())
         try:
-            await self.discord.wait_ready(timeout=30, after=mark)
+            await asyncio.wait({ready, exited}, return_when=asyncio.FIRST_COMPLETED)
+            if not ready.done():
+                raise AssertionError(f"bot.py exited with {self.bot.proc.returncode} before connecting:\n"
+                                     + self.bot.log_text()[-3000:])
+            ready.result()
         except Exception:
             print(self.bot.log_text()[-5000:])
             raise
+        finally:
+            for fut in (ready, exited):
+                if not fut.done():
+                    fut.cancel()
 
     async def restart_bot(self) -> None:
         """Start the bot again on the same database (after a kill or a stop)."""

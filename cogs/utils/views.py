@@ -38,7 +38,7 @@ class _JobButton(
 
     @classmethod
     async def from_custom_id(
-        cls, interaction: discord.Interaction[Any], item: discord.ui.Button[Any], match: re.Match[str], /,
+        cls, interaction: discord.Interaction[Any], item: discord.ui.Item[Any], match: re.Match[str], /,
     ) -> _JobButton:
         return cls(int(match["job_id"]), int(match["owner_id"]))
 

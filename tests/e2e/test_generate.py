@@ -188,3 +188,25 @@ async def test_429_storm_from_a_shared_key_slows_down_but_delivers(world: World,
     # requests got through instead of bouncing.
     assert world.service.max_in_window(1.0) <= 16
     assert rejected < len(world.service.requests) / 2, (rejected, len(world.service.requests))
+
+
+async def test_progress_edits_are_coalesced(tmp_path) -> None:
+    from tests.harness import close_world, make_world
+
+    world = await make_world(tmp_path, extra_env={"EDIT_INTERVAL": "0.5"})
+    try:
+        await world.start_bot()
+        # About forty polls, each reporting a new percentage, over two seconds.
+        world.service.default_plan = TaskPlan(duration=2.0, polls=40)
+        it = await world.video("a slow sunrise")
+        msg = await world.delivered(it)
+        edits = [h for h in msg.history if h["action"] in ("edit", "complete")]
+        polls = world.service.count(path="/svcapi")
+        assert polls >= 30
+        # one edit per half second at most, plus the state changes (queued, starting, uploading, done)
+        assert len(edits) <= 2.0 / 0.5 + 6, len(edits)
+        # and never the same visible text twice in a row
+        payloads = [h["payload"] for h in edits if not h.get("files")]
+        assert all(a != b for a, b in zip(payloads, payloads[1:], strict=False))
+    finally:
+        await close_world(world)
