@@ -210,3 +210,45 @@ async def test_progress_edits_are_coalesced(tmp_path) -> None:
         assert all(a != b for a, b in zip(payloads, payloads[1:], strict=False))
     finally:
         await close_world(world)
+
+
+@pytest.mark.parametrize("knob", ["fail_next", "malformed_next"])
+async def test_transient_service_trouble_is_retried_and_the_job_delivered(world: World, knob: str) -> None:
+    setattr(world.service, knob, 3)
+    it = await world.video("weather the storm")
+    msg = await world.delivered(it)
+    assert status_of(msg).startswith("✅")
+    assert len(creates(world, "weather the storm")) >= 2  # the first tries really failed
+
+
+@pytest.mark.parametrize(
+    ("plan", "expected"),
+    [
+        (TaskPlan(reject_status=400, reject_message="prompt violates the content policy"),
+         "prompt violates the content policy"),
+        (TaskPlan(omit_url=True), "does not understand"),
+        (TaskPlan(status="exploded"), "does not understand"),
+    ],
+    ids=["rejected-create", "completed-without-url", "unknown-status"],
+)
+async def test_service_answers_we_cannot_use_fail_clearly_with_retry(world: World, plan: TaskPlan, expected: str) -> None:
+    world.service.default_plan = plan
+    it = await world.video("edge case")
+    msg = await it.wait_original(lambda m: status_of(m).startswith("❌"))
+    assert expected in status_of(msg)
+    assert [c for c in button_ids(msg) if c.startswith("framecast:retry:")]
+
+
+async def test_a_task_that_never_finishes_times_out(tmp_path) -> None:
+    from tests.harness import close_world, make_world
+
+    world = await make_world(tmp_path, extra_env={"GEN_POLL_TIMEOUT": "1.5"})
+    try:
+        await world.start_bot()
+        world.service.default_plan = TaskPlan(duration=3600)
+        it = await world.video("forever")
+        msg = await it.wait_original(lambda m: status_of(m).startswith("❌"))
+        assert "did not finish within" in status_of(msg)
+        assert button_ids(msg) and button_ids(msg)[0].startswith("framecast:retry:")
+    finally:
+        await close_world(world)

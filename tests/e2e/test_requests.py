@@ -173,3 +173,22 @@ async def test_configuration_errors_stop_startup_with_one_readable_line(tmp_path
     assert "Traceback" not in err.decode()
     assert "x" * 30 not in out.decode() + err.decode()
     assert status_of  # (imported helper used elsewhere)
+
+
+async def test_sync_command_is_for_the_bot_owner_only(tmp_path) -> None:
+    world = await make_world(tmp_path)
+    try:
+        owner = world.discord.add_member(world.guild, world.discord.app_owner, permissions=(1 << 3) | (1 << 31))
+        await world.start_bot()
+        it = await world.discord.slash(world.guild, world.channel, world.admins[0], "sync", {})
+        await it.wait_response()
+        msg = await it.wait_original(lambda m: not m.loading)
+        assert msg.ephemeral and "owner" in msg.content
+        assert not world.discord.requests_to("PUT", "/commands")
+        it = await world.discord.slash(world.guild, world.channel, owner, "sync", {})
+        await it.wait_response()
+        msg = await it.wait_original(lambda m: not m.loading)
+        assert msg.ephemeral and "Synced" in msg.content
+        assert world.discord.requests_to("PUT", "/commands")
+    finally:
+        await close_world(world)
