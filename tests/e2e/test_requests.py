@@ -192,3 +192,20 @@ async def test_sync_command_is_for_the_bot_owner_only(tmp_path) -> None:
         assert world.discord.requests_to("PUT", "/commands")
     finally:
         await close_world(world)
+
+
+async def test_a_wrong_discord_token_exits_with_a_clear_message(tmp_path) -> None:
+    from tests.harness import BotProcess
+
+    world = await make_world(tmp_path)
+    try:
+        env = dict(world.env, DISCORD_TOKEN="wrong-token-" + "z" * 40)
+        bot = BotProcess(env, tmp_path / "wrong.log")
+        await bot.start()
+        assert await bot.wait(30) == 1
+        log = bot.log_text()
+        assert "DISCORD_TOKEN" in log
+        assert "z" * 40 not in log and world.env["GEN_API_KEY"] not in log
+        assert "Traceback" not in log
+    finally:
+        await close_world(world)
