@@ -76,7 +76,8 @@ class Jobs(commands.Cog):
             log.info("job %s cancelled by user %s", job_id, interaction.user.id)
             await self.bot.reporter.job_changed(job, urgent=True)
         elif job is not None and job.state is JobState.CANCELLED:
-            pass  # a double click: already done
+            # A double click, or a restart between the cancel and the redraw: show it (again).
+            await self.bot.reporter.job_changed(job, urgent=True)
         else:
             await interaction.followup.send(t("error_too_late_cancel", interaction.locale, id=job_id), ephemeral=True)
 

@@ -471,7 +471,9 @@ _IMAGE_DEMUXERS = {"png": "png_pipe", "jpg": "jpeg_pipe", "webp": "webp_pipe", "
 # mjpeg qscale (lower is better): 2 ~ JPEG quality 95, 12 ~ quality 55.
 _JPEG_QSCALES = (2, 3, 4, 5, 6, 8, 10, 12)
 _WEBP_QUALITIES = (92, 88, 84, 80, 74, 66, 58, 50)
-_MIN_IMAGE_SIDE = 32
+# Below this (or a quarter of the original's short side) a picture is a thumbnail, not the result:
+# the member is better served by the service's link.
+_MIN_IMAGE_SIDE = 256
 _MAX_SCALE_STEPS = 6
 
 
@@ -580,7 +582,7 @@ def fit_image(data: bytes, limit: int, *, slack: float = 0.03) -> tuple[bytes, s
     Order: optimized PNG (PNG/GIF input only; lossless, 8-bit, drops an alpha channel that is
     fully opaque), then JPEG from quality ~95 down to ~55 (WebP 92..50 when the image has
     transparency), then the same at smaller sizes (scaled by how much it overshot, never below
-    32 px on the short side). Metadata is not kept. Animated GIF/WebP can't be re-compressed
+    256 px, or a quarter of the original, on the short side). Metadata is not kept. Animated GIF/WebP can't be re-compressed
     without losing the animation: ``None``. Raises :class:`MediaError` for non-image or
     undecodable data.
     """
@@ -617,14 +619,15 @@ def _fit_frame(frame: av.VideoFrame, ext: str, budget: int) -> tuple[bytes, str]
         frame = frame.reformat(format="rgba" if alpha else "rgb24")
     out, smallest = _fit_lossy(frame, alpha, budget)
     short = min(frame.width, frame.height)
+    floor = min(short, max(_MIN_IMAGE_SIDE, short // 4))
     scale = 1.0
     for _ in range(_MAX_SCALE_STEPS):
         if out is not None:
             return out, lossy_ext
-        if short * scale <= _MIN_IMAGE_SIDE:
+        if short * scale <= floor:
             break
         # Bytes grow roughly with the area: aim the next size at the budget, at least 15% smaller.
         step = min(0.85, math.sqrt(budget / smallest) * 0.95)
-        scale = max(_MIN_IMAGE_SIDE / short, scale * step)
+        scale = max(floor / short, scale * step)
         out, smallest = _fit_lossy(_scaled(frame, scale), alpha, budget)
     return (out, lossy_ext) if out is not None else None

@@ -13,10 +13,11 @@ import contextlib
 import logging
 import os
 import random
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from framecast import media
 from framecast.budget import Priority
@@ -33,6 +34,8 @@ from framecast.service import GenerationClient, ImageParams, TaskStatus, VideoPa
 from framecast.store import JobStore
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 class UploadTooLarge(Exception):
@@ -329,9 +332,9 @@ class JobRunner:
             return data, ext
         try:
             if kind == "video":
-                out = await asyncio.to_thread(media.fit_video, data, limit)
+                out = await _in_daemon_thread(media.fit_video, data, limit)
                 return (out, "mp4") if out is not None else None
-            return await asyncio.to_thread(media.fit_image, data, limit)
+            return await _in_daemon_thread(media.fit_image, data, limit)
         except media.MediaError as exc:
             log.warning("could not re-encode a result to fit %d bytes: %s", limit, exc)
             return None
@@ -384,6 +387,36 @@ class JobRunner:
         for path in self._results_dir.glob(f"job-{job_id}.*"):
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+async def _in_daemon_thread(fn: Callable[..., _T], /, *args: Any) -> _T:
+    """Run CPU-bound `fn(*args)` in a daemon thread and await its result.
+
+    Not ``asyncio.to_thread``: ``asyncio.run`` joins the default executor's threads on exit, so a
+    stopping bot would wait for a re-encode that can take minutes, past SHUTDOWN_TIMEOUT. A job cut
+    off here keeps its DELIVERING state and is fitted again after the restart; the abandoned thread
+    only holds memory until it finishes or the process exits.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[_T] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not future.done():
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+    def work() -> None:
+        try:
+            outcome = (True, fn(*args))
+        except BaseException as exc:  # handed to the awaiting coroutine
+            outcome = (False, exc)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=work, name=f"framecast-{getattr(fn, '__name__', 'work')}", daemon=True).start()
+    return await future
 
 
 def _video_params(job: Job) -> VideoParams:

@@ -50,6 +50,7 @@ class Scheduler:
         self._turns: deque[int] = deque()  # guilds with queued jobs, in round-robin order
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._holding_slot: set[int] = set()
+        self._starting: set[int] = set()
         self._wakeup = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
         self._closing = False
@@ -114,7 +115,7 @@ class Scheduler:
         guild = self._guild_of.get(job_id)
         if guild is None:
             # Taken off the queue and starting: it is at the head until its state moves on.
-            return 1 if job_id in self._tasks else None
+            return 1 if job_id in self._tasks or job_id in self._starting else None
         queue = self._queues.get(guild)
         if not queue:
             return None
@@ -214,7 +215,11 @@ class Scheduler:
                 job_id = self._next_job_id()
                 if job_id is None:
                     break
-                job = await self._store.get(job_id)
+                self._starting.add(job_id)  # still "first in line" while we read it back
+                try:
+                    job = await self._store.get(job_id)
+                finally:
+                    self._starting.discard(job_id)
                 if job is None or job.state is not JobState.QUEUED:
                     continue  # cancelled while queued
                 self._start_task(job, holds_slot=True)

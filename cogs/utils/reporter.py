@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import io
 import logging
 import math
@@ -39,6 +40,8 @@ UPLOAD_SLACK = 8 * 1024  # multipart framing and rounding: stay a little under t
 _TOKEN_DEAD_CODES = {50027, 10015}
 _OLD_MESSAGE_CODE = 30046
 _UNKNOWN_MESSAGE_CODE = 10008
+# Bookkeeping in job.discord that only the reporter writes (see _merge).
+_REPORTER_KEYS = ("message_id", "channel_message_id", "token_dead", "pinged")
 
 
 @dataclass
@@ -136,6 +139,11 @@ class DiscordReporter:
 
     async def was_delivered(self, job: Job) -> bool:
         """Look at the job's messages: is the result already there (a crash after the upload)?"""
+        slot = self._slots.get(job.id)
+        if slot is not None:
+            # The caller's copy may predate a move to a channel message: look where the job is now.
+            job = dataclasses.replace(job, discord={**job.discord, **{
+                key: slot.job.discord[key] for key in _REPORTER_KEYS if key in slot.job.discord}})
         prefix = f"framecast-{job.id}."
         for message in await self._messages(job):
             if any(a.filename.startswith(prefix) for a in message.attachments):
@@ -256,6 +264,10 @@ class DiscordReporter:
                     log.warning("job %s: could not look at its message: %s", slot.job.id, _describe(exc))
                     already = False
                 if already:
+                    mid = slot.job.discord.get("channel_message_id")
+                    if mid:  # the bot died between the upload and the requester's ping
+                        await self._ping_requester(slot, _Target(False, int(mid), slot.job.channel_id),
+                                                   _with_state(slot.job, JobState.DELIVERED))
                     slot.job = _with_state(slot.job, JobState.DELIVERED)
                     return
             try:
@@ -299,7 +311,9 @@ class DiscordReporter:
                 slot.job.discord["token_dead"] = True
                 await self._persist(slot)
             except _MessageTooOld:
-                await self._move(slot, reason="old")
+                # Discord refuses edits of this message (30046) or it is gone (10008): a fresh one,
+                # and no further attempt on the old one.
+                await self._move(slot, reason="refused", point_old=False)
         raise RuntimeError(f"job {slot.job.id}: no message could be updated")
 
     async def _send(self, slot: _Slot, target: _Target, delivery: _Delivery | None) -> None:
@@ -369,7 +383,7 @@ class DiscordReporter:
         except (discord.HTTPException, aiohttp.ClientError, TimeoutError) as exc:
             log.warning("job %s: could not mention the requester: %s", job.id, _describe(exc))
             return
-        job.discord["pinged"] = True
+        slot.job.discord["pinged"] = True
         with contextlib.suppress(Exception):
             await self._persist(slot)
 
@@ -416,15 +430,17 @@ class DiscordReporter:
         expires = float(d.get("token_expires_at") or 0)
         return self._clock.time() < expires - self._settings.token_margin - spare
 
-    async def _move(self, slot: _Slot, *, reason: str) -> None:
+    async def _move(self, slot: _Slot, *, reason: str, point_old: bool = True) -> None:
         """Post the job's message afresh in the channel (bot token) and point the old one at it."""
+        # slot.job is replaced while we await (job_changed merges newer records in): always write to
+        # the current one, never to a reference taken before an await.
         job = slot.job
+        old_channel_mid = job.discord.get("channel_message_id")
         rendered = self._rendered(slot, mention=False)
         channel = self._bot.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
         message = await channel.send(embed=rendered.embed, view=rendered.view,
                                      allowed_mentions=discord.AllowedMentions.none())
-        old_channel_mid = job.discord.get("channel_message_id")
-        job.discord["channel_message_id"] = message.id
+        slot.job.discord["channel_message_id"] = message.id
         await self._persist(slot)
         slot.last_key = rendered.key
         slot.last_edit = self._clock.monotonic()
@@ -432,12 +448,14 @@ class DiscordReporter:
         # Point the old message at the new one: one last edit, no buttons, best effort.
         link = message.jump_url
         old = self._rendered(slot, mention=False, extra=(t("note_moved", job.locale, link=link),))
+        d = slot.job.discord
         try:
-            if old_channel_mid:
+            if not point_old:
+                pass
+            elif old_channel_mid:
                 await self._edit(_Target(False, int(old_channel_mid), job.channel_id), content=None,
                                  embed=old.embed, view=None, files=None, allowed=discord.AllowedMentions.none())
-            elif self._token_usable(job.discord, spare=-self._settings.token_margin + _token_safety(self._settings)):
-                d = job.discord
+            elif self._token_usable(d, spare=-self._settings.token_margin + _token_safety(self._settings)):
                 await self._edit(_Target(True, d.get("message_id") or "@original", job.channel_id, int(d["application_id"]),
                                          str(d["token"])), content=None, embed=old.embed, view=None, files=None,
                                  allowed=discord.AllowedMentions.none())
@@ -478,16 +496,17 @@ def _merge(new: Job, old: Job) -> Job:
         return new
     merged = dict(old.discord)
     merged.update(new.discord)
-    for key in ("channel_message_id", "token_dead"):
-        if old.discord.get(key) and not new.discord.get(key):
+    # This reporter is the only writer of these keys and its slot always has their latest value; a
+    # record read before it learned them (the runner's copy) must not roll them back, e.g. a real
+    # message id back to "@original", which would leave a restarted bot unable to see a delivery.
+    for key in _REPORTER_KEYS:
+        if key in old.discord and old.discord[key] not in (None, "@original"):
             merged[key] = old.discord[key]
     new.discord = merged
     return new
 
 
 def _with_state(job: Job, state: JobState) -> Job:
-    import dataclasses
-
     return dataclasses.replace(job, state=state)
 
 

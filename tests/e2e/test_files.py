@@ -75,44 +75,52 @@ def no_crash(world: World) -> None:
 # -- too large for the destination: re-encode --------------------------------------------------
 
 
-async def test_video_over_the_default_10_mib_is_reencoded_to_fit(start: StartWorld) -> None:
+async def test_video_and_image_over_the_default_10_mib_are_fitted(start: StartWorld) -> None:
     world = await start(extra_env={"MEMBER_JOB_LIMIT": "5"})
-    payload = make_large_mp4(12 * MiB)
-    world.service.video_payload = payload
+    video, image = make_large_mp4(12 * MiB), make_large_png(12 * MiB)
+    world.service.video_payload = video
+    world.service.image_payload = image
     world.service.default_plan = TaskPlan(duration=1.5)
     # One reply through the interaction (its attachment_size_limit), one after moving to a channel
     # message (the guild's limit): both are the tier-0 default of 10 MiB.
     replied = await world.video("static on an old television")
     moved = await world.video("snow on an old television", age=MOVE_SOON)
+    still = await world.image("a field of static", member=world.bob)
     for it in (replied, moved):
         msg = await world.delivered(it)
-        job_id = await world.job_id(it)
-        [attachment] = world.files_for(job_id)
+        [attachment] = world.files_for(await world.job_id(it))
         assert attachment.size <= 10 * MiB
-        assert_same_clip(payload, attachment.data)
+        assert_same_clip(video, attachment.data)
         assert REENCODED in footer_of(msg)
         assert status_of(msg).startswith("✅")
-    assert world.delivered  # both
     assert (await world.delivered(replied)).id == replied.original.id
     assert (await world.delivered(moved)).interaction is None  # the channel message
+
+    msg = await world.delivered(still)
+    [attachment] = world.files_for(await world.job_id(still))
+    assert attachment.size <= 10 * MiB
+    assert sniff(attachment.data).kind == "image" and attachment.filename.endswith("." + sniff(attachment.data).ext)
+    assert REENCODED in footer_of(msg)
     assert world.discord.rejected(40005) == []  # fitted before uploading: Discord never refused
     no_crash(world)
 
 
-async def test_boosted_server_gets_the_same_video_unchanged(start: StartWorld) -> None:
+async def test_boosted_server_gets_the_same_files_unchanged(start: StartWorld) -> None:
     def boost(world: World) -> None:
         world.guild.premium_tier = 2  # 50 MiB uploads, for replies and channel messages alike
 
     world = await start(setup=boost, extra_env={"MEMBER_JOB_LIMIT": "5"})
-    payload = make_large_mp4(12 * MiB)
+    payload, image = make_large_mp4(12 * MiB), make_large_png(12 * MiB)
     world.service.video_payload = payload
+    world.service.image_payload = image
     world.service.default_plan = TaskPlan(duration=1.5)
     replied = await world.video("static on a big television")
     moved = await world.video("snow on a big television", age=MOVE_SOON)
-    for it in (replied, moved):
+    still = await world.image("a big field of static", member=world.bob)
+    for it, data in ((replied, payload), (moved, payload), (still, image)):
         msg = await world.delivered(it)
         [attachment] = world.files_for(await world.job_id(it))
-        assert attachment.data == payload  # fits under 50 MiB: not touched
+        assert attachment.data == data  # fits under 50 MiB: not touched
         assert REENCODED not in footer_of(msg)
     assert (await world.delivered(moved)).interaction is None
 

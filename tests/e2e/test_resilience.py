@@ -27,15 +27,18 @@ from tests.harness import (
     service_creates,
     service_polls,
     status_of,
-    statuses_seen,
     task_for,
     wait_log,
 )
+from tests.mediagen import make_large_mp4
 
+MiB = 1024 * 1024
 RESUMED = "Framecast restarted"
 SHUTDOWN_TIMEOUT = 3.0  # the harness's SHUTDOWN_TIMEOUT
 FOREVER = 10**9  # a TaskPlan that stays pending until the test lets it finish
 WEBHOOK_EDIT = "/webhooks/{app_id}/{token}/messages/{message_id}"
+CHANNEL_EDIT = "/channels/{channel_id}/messages/{message_id}"
+TOKEN_TTL = 900.0
 
 StartWorld = Callable[..., Awaitable[World]]
 
@@ -175,11 +178,17 @@ async def test_sigkill_mid_poll_keeps_polling_the_same_task(start: StartWorld) -
     assert status_of(msg).startswith("✅")
 
 
-async def test_sigkill_mid_upload_delivers_exactly_once(start: StartWorld) -> None:
+@pytest.mark.parametrize("where", ["interaction", "channel"])
+async def test_sigkill_mid_upload_delivers_exactly_once(start: StartWorld, where: str) -> None:
     world = await start()
     prompt = "a paper boat in the rain"
-    release, held = hold_route(world.discord, "PATCH", WEBHOOK_EDIT, when=lambda call: bool(call.uploads))
-    it = await world.video(prompt)
+    if where == "interaction":
+        route, age = WEBHOOK_EDIT, 0.0
+    else:  # the token expires first: the job moves to a channel message, the file goes there
+        route, age = CHANNEL_EDIT, TOKEN_TTL - 3
+        world.service.default_plan = TaskPlan(duration=2.0)
+    release, held = hold_route(world.discord, "PATCH", route, when=lambda call: bool(call.uploads))
+    it = await world.video(prompt, age=age)
     job_id = await world.job_id(it)
     await world.discord.wait_for(lambda: held, timeout=15, what="the upload to be stored")
     # Discord stored the file; the bot never heard back and dies before it can record the delivery.
@@ -195,17 +204,24 @@ async def test_sigkill_mid_upload_delivers_exactly_once(start: StartWorld) -> No
     look = await world.discord.slash(world.guild, world.channel, world.alice, "job", {"id": job_id})
     await look.wait_original(lambda m: not m.loading, timeout=10)
 
-    msg = it.original
+    msg = await world.delivered(it)
     assert len(world.files_for(job_id)) == 1
     assert [a.filename for a in msg.attachments] == [f"framecast-{job_id}.mp4"]
     assert status_of(msg).startswith("✅")
     # The finished message was left alone: no edit after the restart made it look unfinished.
-    for h in seen_after(msg, restarted):
-        assert h["files"] == []
-    assert statuses_seen(msg)[-1].startswith("✅")
+    assert all(h["files"] == [] for h in seen_after(msg, restarted))
     assert all(s.startswith("✅") for s in _statuses(seen_after(msg, restarted)))
     assert job_rows(world)[job_id]["state"] == "delivered"
-    assert bot_posts(world) == []
+    assert f"framecast-{job_id}.mp4" in look.original.content  # /job shows the file
+    if where == "interaction":
+        assert msg.id == it.original.id
+        assert bot_posts(world) == []
+    else:
+        # The requester, whose ping the crash cut off, is mentioned once after the restart.
+        pings = [m for m in world.discord.messages.values() if m.pinged_user_ids]
+        assert [p.pinged_user_ids for p in pings] == [{world.alice.id}]
+        assert msg.interaction is None
+        assert bot_posts(world) == [msg, pings[0]]
 
 
 def _statuses(history: list[dict[str, Any]]) -> list[str]:
@@ -238,7 +254,7 @@ async def test_sigterm_mid_poll_exits_cleanly_and_the_jobs_resume(start: StartWo
     assert code == 0
     assert took < SHUTDOWN_TIMEOUT + 3, f"shutdown took {took:.1f}s"
     log = world.bot.log_text()
-    assert "stop requested" in log and log.rstrip().endswith("stopped")
+    assert log.index("stop requested") < log.rindex("INFO    framecast: stopped")
     rows = job_rows(world)
     assert [rows[i]["state"] for i in ids] == ["running", "queued"]  # state kept, nothing failed
 
@@ -277,6 +293,33 @@ async def test_sigterm_during_an_upload_lets_it_finish_and_records_it(start: Sta
     assert len(world.files_for(job_id)) == 1
     assert status_of(it.original).startswith("✅")
     assert len(service_creates(world, prompt)) == 1
+
+
+async def test_sigterm_during_a_long_reencode_does_not_wait_for_it(start: StartWorld) -> None:
+    world = await start()
+    clip = make_large_mp4(30 * MiB, width=640, height=480)  # ~0.5 s per encode, several encodes
+    world.service.video_payload = clip
+    it = await world.video("a crowded stadium", attachment_size_limit=2 * MiB)
+    job_id = await world.job_id(it)
+    await wait_log(world, "fit_video attempt 1:", timeout=30)  # re-encoding, more attempts to come
+
+    began = time.monotonic()
+    code = await world.bot.terminate(timeout=SHUTDOWN_TIMEOUT + 10)
+    took = time.monotonic() - began
+    assert code == 0
+    assert took < SHUTDOWN_TIMEOUT + 3, f"shutdown took {took:.1f}s"
+    first_run = world.bot.log_text()
+    assert job_rows(world)[job_id]["state"] == "delivering"  # checkpointed: fitted again after a restart
+    assert world.files_for(job_id) == []
+
+    await world.restart_bot()
+    msg = await world.delivered(it, timeout=60)
+    [attachment] = world.files_for(job_id)
+    assert attachment.size <= 2 * MiB and msg.id == it.original.id
+    # The same re-encode, run to its end after the restart, took more encodes than the stopping bot
+    # did: the stop did not sit waiting for it.
+    needed = world.bot.log_text()[len(first_run):].count("fit_video attempt")
+    assert first_run.count("fit_video attempt") < needed
 
 
 # -- buttons and /job after a restart ------------------------------------------------------------

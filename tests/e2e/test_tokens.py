@@ -95,10 +95,12 @@ async def assert_delivered_on_channel_message_with_one_ping(world: World, it: An
 
 
 async def test_a_job_outliving_its_token_moves_to_a_channel_message(start: StartWorld) -> None:
-    world = await start()
+    # A wider margin than the harness's: the old message stays reachable for a while after the move
+    # (the bot stops using a token min(2 s, margin / 2) before it really expires).
+    world = await start(extra_env={"TOKEN_MARGIN": "4"})
     world.service.default_plan = TaskPlan(polls=FOREVER)
-    # 5 s of token left: the job must leave it after 3 s (TOKEN_MARGIN), long before it is done.
-    it = await world.video("a sundial through the seasons", age=TOKEN_TTL - 5)
+    # 6 s of token left: the job must leave it after 2 s, long before it is done.
+    it = await world.video("a sundial through the seasons", age=TOKEN_TTL - 6)
     job_id = await world.job_id(it)
     moved = await world.wait_message(lambda m: m in job_posts(world, job_id), timeout=10, what="the move")
     assert moved.author.id == world.discord.bot_user.id and moved.webhook_id is None
@@ -113,7 +115,7 @@ async def test_a_job_outliving_its_token_moves_to_a_channel_message(start: Start
     # The token was used only while it was valid, and never refused.
     assert it.errors == []
     expiry = it.created_at + TOKEN_TTL
-    assert all(r.time < expiry - 0.5 for r in token_requests(world, it))
+    assert all(r.time < expiry for r in token_requests(world, it))
     assert world.discord.rejected() == []
 
 
@@ -140,7 +142,7 @@ async def test_a_dead_token_answer_switches_to_the_channel_at_once(start: StartW
 
 async def test_a_delivered_message_stays_as_it_is_when_its_token_expires(start: StartWorld) -> None:
     world = await start()
-    left = 3.0
+    left = 4.0
     it = await world.video("a moth near a lamp", age=TOKEN_TTL - TOKEN_MARGIN - left)
     job_id = await world.job_id(it)
     msg = await world.delivered(it)
@@ -174,7 +176,8 @@ async def test_a_refused_edit_of_an_old_message_30046_gets_a_fresh_one(start: St
 
 async def test_status_messages_are_replaced_before_they_get_too_old_to_edit(start: StartWorld) -> None:
     max_age = 1.0
-    world = await start(extra_env={"STATUS_MESSAGE_MAX_AGE": str(max_age)}, message_edit_max_age=2 * max_age)
+    # Discord would refuse edits of a message older than 3 s; the bot replaces its status after 1 s.
+    world = await start(extra_env={"STATUS_MESSAGE_MAX_AGE": str(max_age)}, message_edit_max_age=3 * max_age)
     world.service.default_plan = TaskPlan(duration=3.5, polls=0)  # progress edits all along
     it = await world.video("a glacier calving", age=TOKEN_TTL - 3)
     job_id = await world.job_id(it)
@@ -187,5 +190,23 @@ async def test_status_messages_are_replaced_before_they_get_too_old_to_edit(star
     for older, newer in zip(posts, posts[1:], strict=False):
         assert str(newer.id) in footer_of(older)  # each old message points to the next one
         assert button_ids(older) == []
-        assert all(h["time"] - older.created_at <= 2 * max_age for h in older.history)
+        assert all(h["time"] - older.created_at <= 3 * max_age for h in older.history)
     assert all(MOVED not in n for n in notes_seen(posts[-1]))
+
+
+async def test_a_failure_on_a_channel_message_mentions_the_requester_once(start: StartWorld) -> None:
+    world = await start()
+    world.service.default_plan = TaskPlan(duration=1.5, outcome="failed", error="the model gave up")
+    it = await world.video("an impossible staircase", age=TOKEN_TTL - 3)
+    job_id = await world.job_id(it)
+    failed = await world.wait_message(
+        lambda m: m in job_posts(world, job_id) and status_of(m).startswith("❌"), timeout=15, what="the failure",
+    )
+    assert "the model gave up" in status_of(failed)
+    assert [c.split(":")[1] for c in button_ids(failed)] == ["retry"]
+    ping = await world.wait_message(lambda m: bool(m.pinged_user_ids), what="the requester's ping")
+    assert pings(world) == [ping]
+    assert ping.pinged_user_ids == {world.alice.id}
+    assert replied_to(ping) == str(failed.id)
+    assert f"#{job_id}" in ping.content
+    assert it.errors == []
