@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import io
 import logging
 import math
@@ -199,7 +200,7 @@ class DiscordReporter:
             self._slots[job.id] = slot
         if (slot.task is None or slot.task.done()) and not self._closing:
             slot.task = asyncio.create_task(self._run_slot(slot), name=f"framecast-message-{job.id}")
-            slot.task.add_done_callback(lambda task, jid=job.id: self._slot_done(jid, task))
+            slot.task.add_done_callback(functools.partial(self._slot_done, job.id))
         return slot
 
     def _slot_done(self, job_id: int, task: asyncio.Task[None]) -> None:
@@ -438,8 +439,9 @@ class DiscordReporter:
         old_channel_mid = job.discord.get("channel_message_id")
         rendered = self._rendered(slot, mention=False)
         channel = self._bot.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
-        message = await channel.send(embed=rendered.embed, view=rendered.view,
-                                     allowed_mentions=discord.AllowedMentions.none())
+        # render_job always builds a view (possibly empty): an empty one simply sends no buttons.
+        view = rendered.view or discord.ui.View(timeout=None)
+        message = await channel.send(embed=rendered.embed, view=view, allowed_mentions=discord.AllowedMentions.none())
         slot.job.discord["channel_message_id"] = message.id
         await self._persist(slot)
         slot.last_key = rendered.key
