@@ -7,23 +7,18 @@ boost tier for channel messages; the fake refuses anything larger with 413 (code
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
-from typing import Any
-
 import pytest
 
 from framecast.media import probe_video, sniff
+from tests.e2e.conftest import StartWorld
 from tests.fake_discord import ATTACH_FILES, SEND_MESSAGES, TEXT_PERMISSIONS
 from tests.fake_service import TaskPlan
 from tests.harness import (
     World,
     bot_posts,
     button_ids,
-    close_world,
     footer_of,
     job_rows,
-    make_world,
     service_creates,
     status_of,
     wait_state,
@@ -35,27 +30,6 @@ REENCODED = "re-encoded to fit"
 TOO_LARGE = "too large for this server's upload limit"
 MOVE_SOON = 897.0  # token age: TOKEN_MARGIN is 2 s, so the job moves to a channel message ~1 s later
 
-StartWorld = Callable[..., Awaitable[World]]
-
-
-@pytest.fixture
-async def start(tmp_path: Path) -> AsyncIterator[StartWorld]:
-    """`await start(setup=..., extra_env=...)`: `setup(world)` runs before the bot starts."""
-    worlds: list[World] = []
-
-    async def factory(setup: Callable[[World], None] | None = None, **kwargs: Any) -> World:
-        world = await make_world(tmp_path, **kwargs)
-        worlds.append(world)
-        if setup is not None:
-            setup(world)
-        await world.start_bot()
-        return world
-
-    try:
-        yield factory
-    finally:
-        for world in worlds:
-            await close_world(world)
 
 
 def assert_same_clip(original: bytes, delivered: bytes) -> None:

@@ -8,21 +8,18 @@ point (the fakes' records and the database on disk), then what the member sees a
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.e2e.conftest import StartWorld
 from tests.fake_service import TaskPlan
 from tests.harness import (
     World,
     bot_posts,
     button_ids,
-    close_world,
     hold_route,
     job_rows,
-    make_world,
     notes_seen,
     service_creates,
     service_polls,
@@ -40,25 +37,6 @@ WEBHOOK_EDIT = "/webhooks/{app_id}/{token}/messages/{message_id}"
 CHANNEL_EDIT = "/channels/{channel_id}/messages/{message_id}"
 TOKEN_TTL = 900.0
 
-StartWorld = Callable[..., Awaitable[World]]
-
-
-@pytest.fixture
-async def start(tmp_path: Path) -> AsyncIterator[StartWorld]:
-    """`await start(extra_env=...)`: a world with the bot running; closed after the test."""
-    worlds: list[World] = []
-
-    async def factory(**kwargs: Any) -> World:
-        world = await make_world(tmp_path, **kwargs)
-        worlds.append(world)
-        await world.start_bot()
-        return world
-
-    try:
-        yield factory
-    finally:
-        for world in worlds:
-            await close_world(world)
 
 
 def answered(requests: list[Any]) -> list[Any]:

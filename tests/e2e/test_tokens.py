@@ -10,21 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.e2e.conftest import StartWorld
 from tests.fake_discord import FakeMessage
 from tests.fake_service import TaskPlan
 from tests.harness import (
     World,
     bot_posts,
     button_ids,
-    close_world,
     footer_of,
-    make_world,
     notes_seen,
     status_of,
     task_for,
@@ -35,25 +32,6 @@ MOVED = "This job continues in a new message"
 TOKEN_TTL = 900.0
 TOKEN_MARGIN = 2.0
 
-StartWorld = Callable[..., Awaitable[World]]
-
-
-@pytest.fixture
-async def start(tmp_path: Path) -> AsyncIterator[StartWorld]:
-    """`await start(extra_env=..., **discord_kwargs)`: a world with the bot running."""
-    worlds: list[World] = []
-
-    async def factory(**kwargs: Any) -> World:
-        world = await make_world(tmp_path, **kwargs)
-        worlds.append(world)
-        await world.start_bot()
-        return world
-
-    try:
-        yield factory
-    finally:
-        for world in worlds:
-            await close_world(world)
 
 
 def token_requests(world: World, it: Any) -> list[Any]:
