@@ -1,8 +1,8 @@
 """What a job's message looks like in each state (pure functions of the job: easy to test).
 
 The message is one embed (prompt, requester, settings, status) plus the buttons that fit the state.
-Embeds never ping, and every send also carries ``AllowedMentions.none()`` except the requester's
-own mention on delivery through a channel message.
+Embeds never ping, and every edit carries ``AllowedMentions.none()``: prompts are user text. (The
+requester is pinged by a separate short reply, see the reporter.)
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ _COLOURS = {
 class Rendered:
     """A job message ready to send: `key` identifies the visible content (to skip no-op edits)."""
 
-    content: str | None
     embed: discord.Embed
     view: discord.ui.View | None
     key: tuple[object, ...] = field(default_factory=tuple)
@@ -101,7 +100,7 @@ def status_line(job: Job, *, position: int | None, now: float, poll_timeout: flo
 
 def render_job(
     job: Job, *, position: int | None, now: float, poll_timeout: float,
-    notes: tuple[str, ...] = (), mention: bool = False,
+    notes: tuple[str, ...] = (),
 ) -> Rendered:
     """The whole message for `job`. `notes` are extra lines (already localised)."""
     loc = job.locale
@@ -120,16 +119,11 @@ def render_job(
     embed.add_field(name=t("field_status", loc), value=status, inline=False)
     if notes:
         embed.set_footer(text="\n".join(notes)[:2048])
-    content = None
-    if mention and job.state in (JobState.DELIVERING, JobState.DELIVERED):
-        content = t("note_ready", loc, mention=f"<@{job.user_id}>", kind=kind.lower())
-    elif mention and job.state in (JobState.FAILED,):
-        content = t("note_finished", loc, mention=f"<@{job.user_id}>", id=job.id)
     view: discord.ui.View | None = discord.ui.View(timeout=None)
     assert view is not None
     if job.state in (JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING):
         view.add_item(CancelButton(job.id, job.user_id, label=t("button_cancel", loc)))
     elif job.state is JobState.FAILED:
         view.add_item(RetryButton(job.id, job.user_id, label=t("button_retry", loc)))
-    key = (content, embed.title, embed.description, status, notes, job.state, tuple(i.custom_id for i in view.children if isinstance(i, discord.ui.Button)))  # type: ignore[attr-defined]
-    return Rendered(content=content, embed=embed, view=view, key=key)
+    key = (embed.title, embed.description, status, notes, job.state, tuple(i.custom_id for i in view.children if isinstance(i, discord.ui.Button)))  # type: ignore[attr-defined]
+    return Rendered(embed=embed, view=view, key=key)

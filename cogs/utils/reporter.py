@@ -290,7 +290,7 @@ class DiscordReporter:
         return max(0.0, expires - self._settings.token_margin - self._clock.time())
 
     # -- rendering and sending -----------------------------------------------------------------------
-    def _rendered(self, slot: _Slot, *, mention: bool, extra: tuple[str, ...] = ()) -> Rendered:
+    def _rendered(self, slot: _Slot, *, extra: tuple[str, ...] = ()) -> Rendered:
         job = slot.job
         notes = tuple(t(key, job.locale, **params) for key, params in slot.notes) + extra
         return render_job(
@@ -299,7 +299,6 @@ class DiscordReporter:
             now=self._clock.time(),
             poll_timeout=self._settings.gen_poll_timeout,
             notes=notes if not job.is_terminal or job.state is not JobState.DELIVERED else extra,
-            mention=mention,
         )
 
     async def _render(self, slot: _Slot, delivery: _Delivery | None) -> None:
@@ -321,7 +320,6 @@ class DiscordReporter:
         job = slot.job
         # Edits never notify anybody (Discord pings only on a new message): the requester is pinged
         # by a short reply once the result is on a channel message (see _ping_requester).
-        mention = False
         extra: tuple[str, ...] = ()
         files: list[discord.File] | None = None
         content_extra = ""
@@ -338,18 +336,14 @@ class DiscordReporter:
                 content_extra = delivery.link
         saved, slot.job = slot.job, shown
         try:
-            rendered = self._rendered(slot, mention=mention, extra=extra)
+            rendered = self._rendered(slot, extra=extra)
         finally:
             slot.job = saved
-        content = "\n".join(part for part in (rendered.content, content_extra) if part) or None
+        content = content_extra or None
         if delivery is None and rendered.key == slot.last_key:
             return
-        allowed = (
-            discord.AllowedMentions(everyone=False, roles=False, users=[discord.Object(job.user_id)])
-            if mention else discord.AllowedMentions.none()
-        )
         message = await self._edit(target, content=content, embed=rendered.embed, view=rendered.view,
-                                   files=files, allowed=allowed)
+                                   files=files, allowed=discord.AllowedMentions.none())
         if target.via_token and target.message_id == "@original" and message is not None:
             # Learn the real id once: it lets a restarted bot look at the message with the bot token.
             slot.job.discord["message_id"] = message.id
@@ -437,7 +431,7 @@ class DiscordReporter:
         # the current one, never to a reference taken before an await.
         job = slot.job
         old_channel_mid = job.discord.get("channel_message_id")
-        rendered = self._rendered(slot, mention=False)
+        rendered = self._rendered(slot)
         channel = self._bot.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
         # render_job always builds a view (possibly empty): an empty one simply sends no buttons.
         view = rendered.view or discord.ui.View(timeout=None)
@@ -449,7 +443,7 @@ class DiscordReporter:
         log.info("job %s: status moved to a channel message (%s)", job.id, reason)
         # Point the old message at the new one: one last edit, no buttons, best effort.
         link = message.jump_url
-        old = self._rendered(slot, mention=False, extra=(t("note_moved", job.locale, link=link),))
+        old = self._rendered(slot, extra=(t("note_moved", job.locale, link=link),))
         d = slot.job.discord
         try:
             if not point_old:
