@@ -48,6 +48,7 @@ class Scheduler:
         self._queues: dict[int, deque[int]] = {}
         self._guild_of: dict[int, int] = {}
         self._turns: deque[int] = deque()  # guilds with queued jobs, in round-robin order
+        self._just_served: int | None = None  # the guild the last pick put back at the tail
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._holding_slot: set[int] = set()
         self._starting: set[int] = set()
@@ -111,7 +112,7 @@ class Scheduler:
         return self.position(job.id) or 1
 
     def position(self, job_id: int) -> int | None:
-        """1-based place of a queued job in its guild's queue, or None when not queued."""
+        """1-based place of a queued job in its guild's queue (1 once it is being started), else None."""
         guild = self._guild_of.get(job_id)
         if guild is None:
             # Taken off the queue and starting: it is at the head until its state moves on.
@@ -160,7 +161,11 @@ class Scheduler:
         queue.append(job.id)
         self._guild_of[job.id] = job.guild_id
         if job.guild_id not in self._turns:
-            self._turns.append(job.guild_id)
+            if self._turns and self._turns[-1] == self._just_served:
+                # A guild that has had no turn yet goes ahead of the one served a moment ago.
+                self._turns.insert(len(self._turns) - 1, job.guild_id)
+            else:
+                self._turns.append(job.guild_id)
 
     def _remove_queued(self, job_id: int) -> None:
         guild = self._guild_of.pop(job_id, None)
@@ -180,6 +185,7 @@ class Scheduler:
 
     def _next_job_id(self) -> int | None:
         """Head of the next guild's queue in round-robin order."""
+        self._just_served = None
         while self._turns:
             guild = self._turns.popleft()
             queue = self._queues.get(guild)
@@ -190,6 +196,7 @@ class Scheduler:
             self._guild_of.pop(job_id, None)
             if queue:
                 self._turns.append(guild)
+                self._just_served = guild
             else:
                 del self._queues[guild]
             self._positions_changed(guild)

@@ -85,7 +85,7 @@ def status_line(job: Job, *, position: int | None, now: float, poll_timeout: flo
         return t("status_submitting", loc)
     if state is JobState.RUNNING:
         if job.progress is not None:
-            return t("status_generating_progress", loc, bar=progress_bar(job.progress), percent=int(job.progress * 100))
+            return t("status_generating_progress", loc, bar=progress_bar(job.progress), percent=int(job.progress * 100 + 1e-9))
         # No progress from the service: an honest elapsed time instead of a made-up percentage.
         started = job.started_at or job.created_at
         return t("status_generating_elapsed", loc, elapsed=format_elapsed(now - started))
@@ -118,12 +118,14 @@ def render_job(
     status = status_line(job, position=position, now=now, poll_timeout=poll_timeout)
     embed.add_field(name=t("field_status", loc), value=status, inline=False)
     if notes:
-        embed.set_footer(text="\n".join(notes)[:2048])
+        # Discord caps a footer at 2048 characters and a whole embed at 6000.
+        room = max(0, min(2048, 5990 - len(embed)))
+        embed.set_footer(text="\n".join(notes)[:room])
     view: discord.ui.View | None = discord.ui.View(timeout=None)
     assert view is not None
     if job.state in (JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING):
         view.add_item(CancelButton(job.id, job.user_id, label=t("button_cancel", loc)))
     elif job.state is JobState.FAILED:
         view.add_item(RetryButton(job.id, job.user_id, label=t("button_retry", loc)))
-    key = (embed.title, embed.description, status, notes, job.state, tuple(i.custom_id for i in view.children if isinstance(i, discord.ui.Button)))  # type: ignore[attr-defined]
+    key = (embed.title, embed.description, status, notes, job.state, tuple(getattr(i, "custom_id", None) for i in view.children))
     return Rendered(embed=embed, view=view, key=key)

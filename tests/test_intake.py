@@ -1,0 +1,478 @@
+"""Intake: prompt checks, /video and /image options, model ids, limits, and accept's durability.
+
+The limit tests use a real JobStore and a real Scheduler, wired as bot.py wires them (the store's
+subscription feeds the intake's in-memory index). The runner is a stand-in that moves a job through
+the store when the test says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from framecast import presets
+from framecast.config import Settings
+from framecast.intake import Intake, IntakeError, Limits, Requester, clean_prompt
+from framecast.jobs import Job, JobKind, JobState
+from framecast.scheduler import Scheduler
+from framecast.store import JobStore
+
+S = JobState
+WAIT = 5.0
+GUILD, OTHER_GUILD = 900_000_000_000_000_001, 900_000_000_000_000_002
+DEFAULT_VIDEO_MODEL: str = Settings.gen_video_model  # what /video uses when no model is picked
+DEFAULT_IMAGE_MODEL: str = Settings.gen_image_model
+VIDEO_MODELS = (DEFAULT_VIDEO_MODEL, "svc-video-v1.5")
+IMAGE_MODELS = (DEFAULT_IMAGE_MODEL, "svc-image-2.0")
+
+
+def who(user: int = 1, guild: int = GUILD, locale: str = "en-US") -> Requester:
+    return Requester(guild_id=guild, channel_id=guild + 7, user_id=user, locale=locale)
+
+
+def expect_error(key: str, **params: Any) -> Callable[[IntakeError], None]:
+    def check(err: IntakeError) -> None:
+        assert err.key == key
+        assert err.params == params
+
+    return check
+
+
+def bare_intake(prompt_chars: int = 200) -> Intake:
+    """An Intake for the pure validation methods (they touch neither store nor scheduler)."""
+    return Intake(store=None, scheduler=None,  # type: ignore[arg-type]
+                  limits=Limits(member_jobs=2, guild_queue=25, prompt_chars=prompt_chars))
+
+
+# ---------------------------------------------------------------------- clean_prompt
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        None,
+        "",
+        " ",
+        " \t\n\r  ",
+        "\u200b",  # zero-width space
+        "\u200b\u200c\u200d\u2060",  # ZWSP, ZWNJ, ZWJ, word joiner
+        "\ufeff",  # byte-order mark
+        "\u00a0\u3000\u2003",  # no-break, ideographic and em spaces
+        "\u2028\u2029",  # line and paragraph separators
+        " \u200b \u200d\n\ufeff ",
+        "\x00\x07\x1b",  # control characters only
+    ],
+    ids=repr,
+)
+def test_empty_prompts_are_refused(prompt: str | None) -> None:
+    with pytest.raises(IntakeError) as info:
+        clean_prompt(prompt, 100)
+    expect_error("error_prompt_empty")(info.value)
+
+
+def test_too_long_prompt_names_the_limit_and_the_length() -> None:
+    with pytest.raises(IntakeError) as info:
+        clean_prompt("x" * 101, 100)
+    expect_error("error_prompt_too_long", max=100, length=101)(info.value)
+    assert str(info.value) == "error_prompt_too_long"
+    # Spaces count: the length judged is the length of what the member typed.
+    with pytest.raises(IntakeError) as info:
+        clean_prompt("   " + "x" * 98, 100)
+    expect_error("error_prompt_too_long", max=100, length=101)(info.value)
+
+
+def test_prompt_at_the_limit_is_accepted() -> None:
+    prompt = "y" * 100
+    assert clean_prompt(prompt, 100) == prompt
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "a cat",
+        "  leading and trailing spaces  ",
+        "\ttabs\tand\nnew lines\n",
+        "一只猫在月球上跳舞，电影感",
+        "قطة تطير فوق المدينة ليلاً",
+        "🎬🐈‍⬛👩🏽‍🚀🏳️‍🌈🇯🇵",
+        "e\u0301 and \u00e9 stay as typed (no normalisation)",
+        "\u200bzero width inside\u200d the text\ufeff",
+        "<@123> @everyone **bold** `code` ||spoiler||",
+        "quotes \" ' and \\ backslashes",
+    ],
+    ids=repr,
+)
+def test_valid_prompts_come_back_byte_for_byte(prompt: str) -> None:
+    cleaned = clean_prompt(prompt, 200)
+    assert cleaned == prompt
+    assert cleaned.encode("utf-8") == prompt.encode("utf-8")
+
+
+def test_video_and_image_params_keep_the_prompt_exact() -> None:
+    intake = bare_intake()
+    prompt = "  Ein Hund 🐕 am Strand, e\u0301  "
+    video = intake.video_params(prompt=prompt, model=DEFAULT_VIDEO_MODEL, size=None, seconds=None,
+                                frame_rate=None, known_models=())
+    image = intake.image_params(prompt=prompt, model=DEFAULT_IMAGE_MODEL, size=None, known_models=())
+    assert video["prompt"].encode() == prompt.encode()
+    assert image["prompt"].encode() == prompt.encode()
+
+
+def test_params_apply_the_intake_prompt_limit() -> None:
+    intake = bare_intake(prompt_chars=10)
+    with pytest.raises(IntakeError) as info:
+        intake.video_params(prompt="z" * 11, model=DEFAULT_VIDEO_MODEL, size=None, seconds=None,
+                            frame_rate=None, known_models=())
+    expect_error("error_prompt_too_long", max=10, length=11)(info.value)
+    with pytest.raises(IntakeError) as info:
+        intake.image_params(prompt="\u200b ", model=DEFAULT_IMAGE_MODEL, size=None, known_models=())
+    expect_error("error_prompt_empty")(info.value)
+
+
+# ---------------------------------------------------------------------- /video options
+
+
+def test_video_defaults_follow_the_services_sample_request() -> None:
+    params = bare_intake().video_params(
+        prompt="a cat", model=DEFAULT_VIDEO_MODEL, size=None, seconds=None, frame_rate=None,
+        known_models=VIDEO_MODELS,
+    )
+    assert params == {
+        "model": "svc-video-v2.0",
+        "prompt": "a cat",
+        "width": 1152,
+        "height": 768,
+        "num_frames": 121,
+        "frame_rate": 24,
+        "seconds": 5,
+        "size_key": "landscape",
+    }
+
+
+def test_video_presets_stay_within_the_720p_class() -> None:
+    assert presets.MAX_VIDEO_PIXELS == 921_600
+    assert len(presets.VIDEO_SIZES) >= 2
+    for key, preset in presets.VIDEO_SIZES.items():
+        assert preset.key == key
+        assert preset.width * preset.height <= 1280 * 720, key
+    assert presets.VIDEO_SIZES[presets.DEFAULT_VIDEO_SIZE].size == "1152x768"
+
+
+@pytest.mark.parametrize("size", sorted(presets.VIDEO_SIZES))
+@pytest.mark.parametrize("seconds", presets.VIDEO_SECONDS)
+@pytest.mark.parametrize("fps", presets.FRAME_RATES)
+def test_every_video_preset_combination(size: str, seconds: int, fps: int) -> None:
+    params = bare_intake().video_params(
+        prompt="p", model=DEFAULT_VIDEO_MODEL, size=size, seconds=seconds, frame_rate=fps, known_models=(),
+    )
+    preset = presets.VIDEO_SIZES[size]
+    assert (params["width"], params["height"]) == (preset.width, preset.height)
+    assert params["width"] * params["height"] <= 1280 * 720
+    assert params["num_frames"] == seconds * fps + 1
+    assert (params["seconds"], params["frame_rate"], params["size_key"]) == (seconds, fps, size)
+
+
+def test_num_frames_examples() -> None:
+    assert presets.num_frames(5, 24) == 121
+    assert presets.num_frames(3, 16) == 49
+    assert presets.num_frames(8, 30) == 241
+
+
+@pytest.mark.parametrize(
+    ("options", "option"),
+    [
+        ({"size": "huge"}, "size"),
+        ({"size": "LANDSCAPE"}, "size"),
+        ({"size": "1920x1080"}, "size"),
+        ({"seconds": 4}, "length"),
+        ({"seconds": 60}, "length"),
+        ({"seconds": -5}, "length"),
+        ({"frame_rate": 25}, "fps"),
+        ({"frame_rate": 60}, "fps"),
+        ({"frame_rate": 1}, "fps"),
+    ],
+)
+def test_video_options_outside_the_choices_are_refused(options: dict[str, Any], option: str) -> None:
+    kwargs: dict[str, Any] = {"size": None, "seconds": None, "frame_rate": None, **options}
+    with pytest.raises(IntakeError) as info:
+        bare_intake().video_params(prompt="p", model=DEFAULT_VIDEO_MODEL, known_models=(), **kwargs)
+    expect_error("error_bad_option", option=option)(info.value)
+
+
+# ---------------------------------------------------------------------- models
+
+
+def test_unknown_model_is_refused_when_the_service_list_is_known() -> None:
+    intake = bare_intake()
+    with pytest.raises(IntakeError) as info:
+        intake.video_params(prompt="p", model="svc-video-v9", size=None, seconds=None, frame_rate=None,
+                            known_models=VIDEO_MODELS)
+    expect_error("error_unknown_model", model="svc-video-v9")(info.value)
+    with pytest.raises(IntakeError) as info:
+        intake.image_params(prompt="p", model=DEFAULT_VIDEO_MODEL, size=None, known_models=IMAGE_MODELS)
+    expect_error("error_unknown_model", model=DEFAULT_VIDEO_MODEL)(info.value)
+    assert intake.video_params(prompt="p", model="svc-video-v1.5", size=None, seconds=None, frame_rate=None,
+                               known_models=VIDEO_MODELS)["model"] == "svc-video-v1.5"
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["svc-video-v9", "vendor/model-name:latest", "a", "Model_1.2", "x" * 100, "org/sub/model:tag-1"],
+)
+def test_any_well_formed_model_is_accepted_without_a_list(model: str) -> None:
+    params = bare_intake().video_params(prompt="p", model=model, size=None, seconds=None, frame_rate=None,
+                                        known_models=())
+    assert params["model"] == model
+
+
+def test_model_id_is_trimmed() -> None:
+    params = bare_intake().image_params(prompt="p", model=f"  {DEFAULT_IMAGE_MODEL}\n", size=None,
+                                        known_models=IMAGE_MODELS)
+    assert params["model"] == DEFAULT_IMAGE_MODEL
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["", "   ", "two words", "-leading-dash", ".hidden", "semi;colon", "quote'd", "new\nline",
+     "mödel", "x" * 101, "<@123>", "../../etc/passwd?"],
+    ids=repr,
+)
+def test_malformed_model_ids_are_refused_even_without_a_list(model: str) -> None:
+    intake = bare_intake()
+    for known in ((), VIDEO_MODELS):
+        with pytest.raises(IntakeError) as info:
+            intake.video_params(prompt="p", model=model, size=None, seconds=None, frame_rate=None,
+                                known_models=known)
+        assert info.value.key == "error_unknown_model"
+        assert info.value.params["model"] == model.strip()[:100]
+
+
+# ---------------------------------------------------------------------- /image options
+
+
+def test_image_defaults() -> None:
+    params = bare_intake().image_params(prompt="a cat", model=DEFAULT_IMAGE_MODEL, size=None,
+                                        known_models=IMAGE_MODELS)
+    assert params == {"model": "svc-image-2.1-flash", "prompt": "a cat", "size": "1024x1024",
+                      "size_key": "square"}
+
+
+@pytest.mark.parametrize("size", sorted(presets.IMAGE_SIZES))
+def test_every_image_preset(size: str) -> None:
+    params = bare_intake().image_params(prompt="p", model=DEFAULT_IMAGE_MODEL, size=size, known_models=())
+    preset = presets.IMAGE_SIZES[size]
+    assert params["size"] == f"{preset.width}x{preset.height}"
+    assert params["size_key"] == size
+
+
+def test_bad_image_size_is_refused() -> None:
+    with pytest.raises(IntakeError) as info:
+        bare_intake().image_params(prompt="p", model=DEFAULT_IMAGE_MODEL, size="small", known_models=())
+    expect_error("error_bad_option", option="size")(info.value)
+
+
+# ---------------------------------------------------------------------- limits, accept, durability
+
+
+class StandInRunner:
+    """Moves a started job to RUNNING, then waits for the test to finish it (DELIVERING -> DELIVERED)."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self.started: list[int] = []
+        self._finish: dict[int, asyncio.Event] = {}
+
+    def gate(self, job_id: int) -> asyncio.Event:
+        return self._finish.setdefault(job_id, asyncio.Event())
+
+    async def run(self, job: Job, *, release_service_slot: Callable[[], None]) -> None:
+        self.started.append(job.id)
+        await self.store.transition(job.id, S.SUBMITTING, expect=S.QUEUED)
+        await self.store.transition(job.id, S.RUNNING, expect=S.SUBMITTING, task_id=f"task-{job.id}")
+        await self.gate(job.id).wait()
+        await self.store.transition(job.id, S.DELIVERING, expect=S.RUNNING)
+        release_service_slot()
+        await self.store.transition(job.id, S.DELIVERED, expect=S.DELIVERING)
+
+    def begin_shutdown(self) -> None:
+        pass
+
+    def in_critical_section(self, job_id: int) -> bool:
+        return False
+
+    async def wait_critical_done(self, ids: set[int]) -> None:
+        return None
+
+
+class World:
+    def __init__(self, store: JobStore, limits: Limits, max_running: int) -> None:
+        self.store = store
+        self.runner = StandInRunner(store)
+        self.scheduler = Scheduler(store=store, runner=self.runner,  # type: ignore[arg-type]
+                                   max_running=max_running)
+        self.intake = Intake(store=store, scheduler=self.scheduler, limits=limits)
+        store.subscribe(lambda job: self.intake.track([job]))  # as bot.py wires it
+        self.states: dict[int, JobState] = {}
+        self._changed = asyncio.Event()
+        store.subscribe(self._seen)
+
+    def _seen(self, job: Job) -> None:
+        self.states[job.id] = job.state
+        self._changed.set()
+
+    async def wait_state(self, job_id: int, state: JobState) -> None:
+        async def _wait() -> None:
+            while self.states.get(job_id) is not state:
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(_wait(), WAIT)
+
+    async def accept(self, requester: Requester, prompt: str = "a cat") -> tuple[Job, int]:
+        params = self.intake.video_params(prompt=prompt, model=DEFAULT_VIDEO_MODEL, size=None, seconds=None,
+                                          frame_rate=None, known_models=())
+        return await self.intake.accept(requester, JobKind.VIDEO, params)
+
+
+@pytest.fixture
+def limits() -> Limits:
+    return Limits(member_jobs=2, guild_queue=3, prompt_chars=200)
+
+
+@pytest.fixture
+async def world(tmp_path: Path, limits: Limits) -> AsyncIterator[World]:
+    store = await JobStore.open(tmp_path / "db.sqlite3")
+    w = World(store, limits, max_running=1)
+    try:
+        yield w
+    finally:
+        await w.scheduler.close(timeout=1.0)
+        await store.close()
+
+
+async def test_member_limit_is_refused_from_memory_after_accepts(world: World) -> None:
+    # The scheduler is not started: accepted jobs stay queued.
+    first, pos1 = await world.accept(who(user=1))
+    second, pos2 = await world.accept(who(user=1))
+    assert (pos1, pos2) == (1, 2)
+    assert first.state is S.QUEUED and second.state is S.QUEUED
+    with pytest.raises(IntakeError) as info:
+        world.intake.precheck(who(user=1))  # synchronous: no I/O before the acknowledgement
+    expect_error("error_member_limit", limit=2)(info.value)
+    world.intake.precheck(who(user=2))  # another member of the same guild
+    world.intake.precheck(who(user=1, guild=OTHER_GUILD))  # the same member elsewhere
+    # accept() itself enforces the limit in the store's transaction, even when precheck was skipped.
+    with pytest.raises(IntakeError) as info:
+        await world.accept(who(user=1))
+    expect_error("error_member_limit", limit=2)(info.value)
+    assert len(await world.store.active()) == 2
+
+
+async def test_guild_queue_cap_is_refused_from_memory_after_accepts(world: World) -> None:
+    positions = [(await world.accept(who(user=u)))[1] for u in (1, 2, 3)]
+    assert positions == [1, 2, 3]
+    with pytest.raises(IntakeError) as info:
+        world.intake.precheck(who(user=4))
+    expect_error("error_guild_queue_full", cap=3)(info.value)
+    world.intake.precheck(who(user=4, guild=OTHER_GUILD))
+    with pytest.raises(IntakeError) as info:
+        await world.accept(who(user=4))
+    expect_error("error_guild_queue_full", cap=3)(info.value)
+    # The member limit is checked first.
+    await world.accept(who(user=1, guild=OTHER_GUILD))
+    await world.accept(who(user=1, guild=OTHER_GUILD))
+    with pytest.raises(IntakeError) as info:
+        world.intake.precheck(who(user=1, guild=OTHER_GUILD))
+    assert info.value.key == "error_member_limit"
+
+
+async def test_the_store_subscription_keeps_the_index_in_step(world: World) -> None:
+    await world.scheduler.start()
+    first, _ = await world.accept(who(user=1))
+    await world.wait_state(first.id, S.RUNNING)  # holds the only slot
+    second, _ = await world.accept(who(user=1))
+    await world.accept(who(user=2))
+    await world.accept(who(user=3))
+    # Member 1: one running + one queued; the guild: three queued.
+    with pytest.raises(IntakeError) as info:
+        world.intake.precheck(who(user=1))
+    assert info.value.key == "error_member_limit"
+    with pytest.raises(IntakeError) as info:
+        world.intake.precheck(who(user=4))
+    assert info.value.key == "error_guild_queue_full"
+
+    world.runner.gate(first.id).set()  # the runner finishes `first` through the store
+    await world.wait_state(first.id, S.DELIVERED)
+    await world.wait_state(second.id, S.RUNNING)
+    assert world.runner.started == [first.id, second.id]
+    # Only the store's notifications told the intake: the finished job no longer counts for member 1,
+    # and `second` left the queue, so the guild has room again.
+    world.intake.precheck(who(user=1))
+    world.intake.precheck(who(user=4))
+    world.runner.gate(second.id).set()
+    await world.wait_state(second.id, S.DELIVERED)
+
+
+async def test_cancelled_job_frees_the_members_place(world: World) -> None:
+    await world.scheduler.start()
+    first, _ = await world.accept(who(user=1))
+    await world.wait_state(first.id, S.RUNNING)
+    second, _ = await world.accept(who(user=1))
+    with pytest.raises(IntakeError):
+        world.intake.precheck(who(user=1))
+    await world.scheduler.cancel(second.id)
+    world.intake.precheck(who(user=1))
+    world.runner.gate(first.id).set()
+    await world.wait_state(first.id, S.DELIVERED)
+
+
+async def test_accept_persists_before_returning(world: World, tmp_path: Path) -> None:
+    requester = who(user=42, locale="de")
+    params = world.intake.video_params(prompt="  Ein Hund 🐕 e\u0301  ", model=DEFAULT_VIDEO_MODEL,
+                                       size="portrait", seconds=8, frame_rate=30, known_models=())
+    job, position = await world.intake.accept(requester, JobKind.VIDEO, params,
+                                              discord={"application_id": 5}, retry_of=None)
+    assert position == 1
+    assert world.scheduler.position(job.id) == 1
+
+    # A second connection sees the committed job right away (nothing waits in a buffer)...
+    other = await JobStore.open(tmp_path / "db.sqlite3")
+    try:
+        seen = await other.get(job.id)
+    finally:
+        await other.close()
+    # ...and so does a store reopened after the first one is closed.
+    await world.scheduler.close(timeout=1.0)
+    await world.store.close()
+    reopened = await JobStore.open(tmp_path / "db.sqlite3")
+    try:
+        again = await reopened.get(job.id)
+    finally:
+        await reopened.close()
+    for found in (seen, again):
+        assert found is not None
+        assert found.state is S.QUEUED
+        assert found.kind is JobKind.VIDEO
+        assert (found.guild_id, found.channel_id, found.user_id, found.locale) == (
+            requester.guild_id, requester.channel_id, 42, "de")
+        assert found.params == params
+        assert found.params["prompt"].encode() == "  Ein Hund 🐕 e\u0301  ".encode()
+        assert found.discord == {"application_id": 5}
+
+
+async def test_accept_survives_a_cancelled_caller(world: World) -> None:
+    """accept() is shielded: a caller cancelled mid-way still leaves a job that is stored AND queued."""
+    params = world.intake.video_params(prompt="p", model=DEFAULT_VIDEO_MODEL, size=None, seconds=None,
+                                       frame_rate=None, known_models=())
+    task = asyncio.create_task(world.intake.accept(who(user=9), JobKind.VIDEO, params))
+    await asyncio.sleep(0)  # one yield: the caller is now waiting on the shielded step
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await world.wait_state(1, S.QUEUED)  # the shielded step went on and stored the job...
+    assert world.scheduler.position(1) == 1  # ...and queued it in the same step
+    assert [j.id for j in await world.store.active()] == [1]

@@ -1,0 +1,377 @@
+"""The job message: progress bar, elapsed time, the status line of every state, the whole embed + buttons.
+
+Pure functions of a Job: every test builds its jobs directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+import discord
+import pytest
+
+from cogs.utils.i18n import ENGLISH
+from cogs.utils.render import (
+    BAR_CELLS,
+    Rendered,
+    format_elapsed,
+    progress_bar,
+    render_job,
+    status_line,
+)
+from cogs.utils.translations import TRANSLATIONS
+from framecast.jobs import Job, JobKind, JobState
+
+S = JobState
+NOW = 1_700_000_000.0
+POLL_TIMEOUT = 900.0
+USER = 333_333_333_333_333_333
+FULL, EMPTY = "▰", "▱"
+VIDEO_PARAMS = {"model": "svc-video-v2.0", "prompt": "a cat on the moon", "width": 1152, "height": 768,
+                "num_frames": 121, "frame_rate": 24, "seconds": 5}
+IMAGE_PARAMS = {"model": "svc-image-2.1-flash", "prompt": "a red fox", "size": "1024x1024"}
+
+
+def make_job(state: JobState = S.QUEUED, **overrides: Any) -> Job:
+    fields: dict[str, Any] = {
+        "id": 7, "kind": JobKind.VIDEO, "state": state, "guild_id": 1, "channel_id": 2, "user_id": USER,
+        "locale": "en-US", "params": dict(VIDEO_PARAMS), "created_at": NOW - 600, "updated_at": NOW - 1,
+    }
+    fields.update(overrides)
+    return Job(**fields)
+
+
+def status(job: Job, position: int | None = None, now: float = NOW, poll_timeout: float = POLL_TIMEOUT) -> str:
+    return status_line(job, position=position, now=now, poll_timeout=poll_timeout)
+
+
+def render(job: Job, position: int | None = None, now: float = NOW, notes: tuple[str, ...] = ()) -> Rendered:
+    return render_job(job, position=position, now=now, poll_timeout=POLL_TIMEOUT, notes=notes)
+
+
+def buttons(rendered: Rendered) -> list[tuple[str, str | None]]:
+    """(custom_id, label) of every button on the message."""
+    if rendered.view is None:
+        return []
+    out = []
+    for child in rendered.view.children:
+        item = getattr(child, "item", child)  # DynamicItem wraps the real button
+        assert isinstance(item, discord.ui.Button)
+        assert item.custom_id is not None
+        out.append((item.custom_id, item.label))
+    return out
+
+
+def visible(rendered: Rendered) -> tuple[object, ...]:
+    """Everything a member can see of the message (the text of the embed and of the buttons)."""
+    embed = rendered.embed.to_dict()
+    embed.pop("color", None)
+    embed.pop("type", None)
+    embed.pop("flags", None)
+    return repr(sorted(embed.items())), tuple(buttons(rendered))
+
+
+# ---------------------------------------------------------------------- progress bar and elapsed time
+
+
+@pytest.mark.parametrize(
+    ("fraction", "filled"),
+    [(0, 0), (0.0, 0), (0.5, 6), (1, 12), (1.0, 12), (0.25, 3), (1 / 12, 1), (-0.3, 0), (-5, 0), (1.2, 12), (40, 12)],
+)
+def test_progress_bar(fraction: float, filled: int) -> None:
+    bar = progress_bar(fraction)
+    assert BAR_CELLS == 12
+    assert len(bar) == 12
+    assert bar == FULL * filled + EMPTY * (12 - filled)
+
+
+def test_progress_bar_grows_monotonically() -> None:
+    fills = [progress_bar(i / 100).count(FULL) for i in range(101)]
+    assert fills == sorted(fills)
+    assert fills[0] == 0 and fills[-1] == 12
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0s"), (45, "45s"), (45.9, "45s"), (59, "59s"), (60, "1m 00s"), (185, "3m 05s"),
+     (3599, "59m 59s"), (3600, "1h 00m"), (3720, "1h 02m"), (3725, "1h 02m"), (36000, "10h 00m"), (-3, "0s")],
+)
+def test_format_elapsed(seconds: float, text: str) -> None:
+    assert format_elapsed(seconds) == text
+
+
+# ---------------------------------------------------------------------- status line, every state
+
+
+def test_status_queued_with_and_without_position() -> None:
+    job = make_job(S.QUEUED)
+    assert status(job, position=3) == "⏳ Queued: #3 in this server's queue"
+    assert status(job, position=1) == "⏳ Queued: #1 in this server's queue"
+    assert status(job, position=None) == "⏳ Queued"
+
+
+def test_status_submitting_delivering_delivered_cancelled() -> None:
+    assert status(make_job(S.SUBMITTING)) == "🚀 Sending to the generation service…"
+    assert status(make_job(S.DELIVERING)) == "📤 Uploading the result…"
+    assert status(make_job(S.DELIVERED)) == "✅ Done"
+    assert status(make_job(S.CANCELLED)) == "🚫 Cancelled"
+
+
+def test_position_is_only_shown_while_queued() -> None:
+    for state in set(JobState) - {S.QUEUED}:
+        assert "#4" not in status(make_job(state), position=4), state
+
+
+@pytest.mark.parametrize(
+    ("progress", "bar", "percent"),
+    [(0.0, EMPTY * 12, "0%"), (0.5, FULL * 6 + EMPTY * 6, "50%"), (0.4, FULL * 5 + EMPTY * 7, "40%"),
+     (0.41, FULL * 5 + EMPTY * 7, "41%"), (1.0, FULL * 12, "100%")],
+)
+def test_status_running_with_progress(progress: float, bar: str, percent: str) -> None:
+    job = make_job(S.RUNNING, progress=progress, started_at=NOW - 100)
+    assert status(job) == f"🎬 Generating… {bar} {percent}"
+
+
+@pytest.mark.parametrize("percent", [29, 57, 58])
+def test_status_running_shows_the_services_percentage(percent: int) -> None:
+    job = make_job(S.RUNNING, progress=percent / 100, started_at=NOW - 100)
+    assert status(job).endswith(f" {percent}%")
+
+
+def test_every_whole_percentage_but_the_float_victims_is_shown_exactly() -> None:
+    for percent in set(range(101)) - {29, 57, 58}:
+        job = make_job(S.RUNNING, progress=percent / 100)
+        assert status(job).endswith(f" {percent}%"), percent
+
+
+def test_status_running_without_progress_shows_time_since_start() -> None:
+    job = make_job(S.RUNNING, progress=None, started_at=NOW - 185, created_at=NOW - 5000)
+    assert status(job) == "🎬 Generating… 3m 05s elapsed"
+    assert status(job, now=NOW + 3535) == "🎬 Generating… 1h 02m elapsed"
+    assert "%" not in status(job)
+    # Not started yet on the service (e.g. restored): counted from acceptance.
+    unstarted = make_job(S.RUNNING, progress=None, started_at=None, created_at=NOW - 45)
+    assert status(unstarted) == "🎬 Generating… 45s elapsed"
+
+
+@pytest.mark.parametrize(
+    ("code", "detail", "reason"),
+    [
+        ("rejected", "prompt violates the content policy",
+         "the generation service refused this request: prompt violates the content policy"),
+        ("rejected", None, "the generation service refused this request."),
+        ("rejected", "", "the generation service refused this request."),
+        ("task_failed", "GPU out of memory", "the generation service could not make it: GPU out of memory"),
+        ("task_failed", None, "the generation service could not make it (it gave no reason)."),
+        ("timeout", None, "the generation service did not finish within 15 minutes."),
+        ("auth", None, ENGLISH["reason_auth"]),
+        ("rate_limited", None, ENGLISH["reason_rate_limited"]),
+        ("unavailable", "HTTP 503", ENGLISH["reason_unavailable"]),
+        ("bad_response", None, ENGLISH["reason_bad_response"]),
+        ("download_failed", None, ENGLISH["reason_download_failed"]),
+        ("download_too_large", None, ENGLISH["reason_download_too_large"]),
+        ("discord_forbidden", None, "something went wrong inside Framecast."),
+        (None, None, "something went wrong inside Framecast."),
+    ],
+)
+def test_status_failed_explains_each_error_code(code: str | None, detail: str | None, reason: str) -> None:
+    job = make_job(S.FAILED, error_code=code, error_detail=detail)
+    assert status(job) == f"❌ Failed: {reason}"
+
+
+def test_known_failure_reasons_are_distinct() -> None:
+    codes = ["auth", "rate_limited", "unavailable", "bad_response", "download_failed", "download_too_large"]
+    texts = {status(make_job(S.FAILED, error_code=c)) for c in codes}
+    assert len(texts) == len(codes)
+    assert status(make_job(S.FAILED, error_code="internal")) not in texts
+
+
+@pytest.mark.parametrize(("poll_timeout", "minutes"), [(900, 15), (600, 10), (1800, 30), (30, 1), (89, 1), (170, 3)])
+def test_timeout_reason_uses_the_configured_poll_timeout(poll_timeout: float, minutes: int) -> None:
+    job = make_job(S.FAILED, error_code="timeout")
+    assert status(job, poll_timeout=poll_timeout).endswith(f"within {minutes} minutes.")
+
+
+# ---------------------------------------------------------------------- the whole message
+
+
+@pytest.mark.parametrize("state", [S.QUEUED, S.SUBMITTING, S.RUNNING])
+def test_cancel_button_while_cancellable(state: JobState) -> None:
+    rendered = render(make_job(state, id=41, user_id=USER, progress=0.3), position=2)
+    assert buttons(rendered) == [(f"framecast:cancel:41:{USER}", "Cancel")]
+
+
+def test_retry_button_when_failed() -> None:
+    rendered = render(make_job(S.FAILED, id=41, error_code="unavailable"))
+    assert buttons(rendered) == [(f"framecast:retry:41:{USER}", "Retry")]
+
+
+@pytest.mark.parametrize("state", [S.DELIVERING, S.DELIVERED, S.CANCELLED])
+def test_no_buttons_otherwise(state: JobState) -> None:
+    assert buttons(render(make_job(state))) == []
+
+
+def test_every_state_is_covered_by_the_button_rules() -> None:
+    with_cancel = {s for s in JobState if any(":cancel:" in c for c, _ in buttons(render(make_job(s))))}
+    with_retry = {s for s in JobState if any(":retry:" in c for c, _ in buttons(render(make_job(s))))}
+    assert with_cancel == {S.QUEUED, S.SUBMITTING, S.RUNNING}
+    assert with_retry == {S.FAILED}
+
+
+def test_embed_layout() -> None:
+    rendered = render(make_job(S.QUEUED, id=12), position=2)
+    embed = rendered.embed
+    assert embed.title == "Video · job #12"
+    assert embed.description == "a cat on the moon"
+    assert [(f.name, f.value, f.inline) for f in embed.fields] == [
+        ("Requested by", f"<@{USER}>", True),
+        ("Settings", "1152×768 · 5 s · 24 fps · svc-video-v2.0", True),
+        ("Status", "⏳ Queued: #2 in this server's queue", False),
+    ]
+    assert embed.footer.text is None
+    image = render(make_job(S.DELIVERED, kind=JobKind.IMAGE, params=dict(IMAGE_PARAMS)))
+    assert image.embed.title == "Image · job #7"
+    assert image.embed.fields[1].value == "1024×1024 · svc-image-2.1-flash"
+
+
+def test_colour_follows_the_state() -> None:
+    colours = {s: render(make_job(s)).embed.colour for s in JobState}
+    assert colours[S.DELIVERED] == discord.Colour.green()
+    assert colours[S.FAILED] == discord.Colour.red()
+    assert colours[S.QUEUED] != colours[S.RUNNING]
+
+
+def test_notes_go_to_the_footer() -> None:
+    rendered = render(make_job(S.RUNNING), notes=("first note", "second note"))
+    assert rendered.embed.footer.text == "first note\nsecond note"
+    long = render(make_job(S.RUNNING), notes=("n" * 3000,))
+    assert long.embed.footer.text is not None and len(long.embed.footer.text) <= 2048
+
+
+PROMPTS_WITH_MARKUP = [
+    "<@123456789012345678> and <@!42> and <@&987654321> and <#111> and @everyone @here",
+    "**bold** __underline__ *italic* ~~strike~~ `code` ```block``` ||spoiler|| > quote",
+    "# Heading\n- list\n[link](https://example.com) <https://example.com> :smile: <:custom:123>",
+    "  spaces kept  \n\n\ttab  ",
+    "一只猫 🐈‍⬛ e\u0301 \u200b zero-width",
+]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS_WITH_MARKUP, ids=range(len(PROMPTS_WITH_MARKUP)))
+def test_prompt_is_shown_verbatim_in_the_embed_only(prompt: str) -> None:
+    rendered = render(make_job(S.RUNNING, params={**VIDEO_PARAMS, "prompt": prompt}))
+    assert rendered.embed.description == prompt  # not escaped, not altered, not stripped
+    assert rendered.embed.to_dict()["description"] == prompt
+    # Never message content (which could ping): a Rendered has no content at all...
+    assert {f.name for f in dataclasses.fields(Rendered)} == {"embed", "view", "key"}
+    # ...and the prompt appears nowhere else in the embed.
+    assert all(prompt not in (f.value or "") for f in rendered.embed.fields)
+    assert prompt not in (rendered.embed.title or "")
+
+
+def test_requester_is_a_mention_inside_the_embed_field() -> None:
+    rendered = render(make_job(S.QUEUED, user_id=555), position=1)
+    field = next(f for f in rendered.embed.fields if f.name == "Requested by")
+    assert field.value == "<@555>"
+    assert "<@555>" not in (rendered.embed.description or "")
+
+
+@pytest.mark.parametrize("length", [3900, 3901, 4096, 4097, 20_000])
+def test_long_prompts_fit_discords_description_limit(length: int) -> None:
+    prompt = "".join(itertools.islice(itertools.cycle("abcdefghij "), length))
+    rendered = render(make_job(S.RUNNING, params={**VIDEO_PARAMS, "prompt": prompt}),
+                      notes=("Framecast restarted; your job continues where it was.",))
+    description = rendered.embed.description
+    assert description is not None
+    assert len(description) <= 4096
+    assert len(rendered.embed) <= 6000  # Discord's limit for the embed as a whole
+    if length <= 3900:
+        assert description == prompt
+    else:
+        assert description.endswith("…")
+        assert prompt.startswith(description[:-1])
+        assert len(description) >= 3000  # truncated, not thrown away
+
+
+def test_german_locale() -> None:
+    job = make_job(S.QUEUED, id=9, locale="de")
+    rendered = render(job, position=2)
+    assert rendered.embed.title == "Video · Auftrag #9"
+    assert [f.name for f in rendered.embed.fields] == ["Angefordert von", "Einstellungen", "Status"]
+    assert rendered.embed.fields[2].value == "⏳ In der Warteschlange: Platz #2 auf diesem Server"
+    assert buttons(rendered) == [(f"framecast:cancel:9:{USER}", "Abbrechen")]
+    de = TRANSLATIONS["de"]
+    assert status(make_job(S.DELIVERED, locale="de")) == de["status_delivered"] == "✅ Fertig"
+    failed = make_job(S.FAILED, locale="de", error_code="timeout")
+    assert status(failed) == "❌ Fehlgeschlagen: der Generierungsdienst ist nicht innerhalb von 15 Minuten fertig geworden."
+    assert buttons(render(failed)) == [(f"framecast:retry:7:{USER}", "Erneut versuchen")]
+    # Discord's regional variants read the base language.
+    assert status(make_job(S.CANCELLED, locale="de-AT")) == "🚫 Abgebrochen"
+
+
+@pytest.mark.parametrize("locale", ["xx-YY", "tlh", "", "en-US", "en-GB"])
+def test_unknown_locale_falls_back_to_english(locale: str) -> None:
+    job = make_job(S.QUEUED, locale=locale)
+    rendered = render(job, position=5)
+    assert rendered.embed.title == "Video · job #7"
+    assert rendered.embed.fields[2].value == "⏳ Queued: #5 in this server's queue"
+    assert buttons(rendered) == [(f"framecast:cancel:7:{USER}", "Cancel")]
+
+
+# ---------------------------------------------------------------------- the key (skips no-op edits)
+
+
+def test_same_job_twice_gives_the_same_key() -> None:
+    a = render(make_job(S.RUNNING, progress=0.4))
+    b = render(make_job(S.RUNNING, progress=0.4))  # an equal but distinct snapshot
+    assert a.key == b.key
+    hash(a.key)  # usable as a dict key / in a set
+
+
+def test_progress_step_changes_the_key() -> None:
+    assert render(make_job(S.RUNNING, progress=0.40)).key != render(make_job(S.RUNNING, progress=0.41)).key
+
+
+def test_invisible_progress_jitter_keeps_the_key() -> None:
+    # 40.1 % and 40.4 % read the same ("40%", same bar): no edit needed.
+    assert render(make_job(S.RUNNING, progress=0.401)).key == render(make_job(S.RUNNING, progress=0.404)).key
+
+
+def test_key_changes_exactly_when_the_visible_text_changes() -> None:
+    variants: list[tuple[Job, int | None, float, tuple[str, ...]]] = []
+    for locale in ("en-US", "de"):
+        def job(state: JobState, locale: str = locale, **kw: Any) -> Job:
+            return make_job(state, locale=locale, id=7, user_id=USER, **kw)
+
+        variants += [
+            (job(S.QUEUED), 1, NOW, ()),
+            (job(S.QUEUED), 2, NOW, ()),
+            (job(S.QUEUED), 2, NOW + 30, ()),  # time does not show while queued
+            (job(S.QUEUED), None, NOW, ()),
+            (job(S.QUEUED), 0, NOW, ()),
+            (job(S.QUEUED), 1, NOW, ("Framecast restarted; your job continues where it was.",)),
+            (job(S.SUBMITTING), 1, NOW, ()),
+            (job(S.SUBMITTING), None, NOW, ()),
+            (job(S.RUNNING, progress=0.40), None, NOW, ()),
+            (job(S.RUNNING, progress=0.401), None, NOW, ()),
+            (job(S.RUNNING, progress=0.41), None, NOW + 9, ()),
+            (job(S.RUNNING, progress=0.5), None, NOW, ()),
+            (job(S.RUNNING, started_at=NOW - 100), None, NOW, ()),
+            (job(S.RUNNING, started_at=NOW - 100), None, NOW + 0.5, ()),
+            (job(S.RUNNING, started_at=NOW - 100), None, NOW + 1, ()),
+            (job(S.RUNNING, started_at=NOW - 100), None, NOW + 1, ("a note",)),
+            (job(S.DELIVERING), None, NOW, ()),
+            (job(S.DELIVERED), None, NOW, ()),
+            (job(S.DELIVERED), None, NOW, ("a note",)),
+            (job(S.FAILED, error_code="timeout"), None, NOW, ()),
+            (job(S.FAILED, error_code="rejected", error_detail="nope"), None, NOW, ()),
+            (job(S.FAILED, error_code="rejected", error_detail="nope"), None, NOW + 60, ()),
+            (job(S.FAILED, error_code="rejected"), None, NOW, ()),
+            (job(S.CANCELLED), None, NOW, ()),
+        ]
+    rendered = [render(j, position=p, now=n, notes=notes) for j, p, n, notes in variants]
+    for (i, a), (k, b) in itertools.combinations(enumerate(rendered), 2):
+        same_text = visible(a) == visible(b)
+        assert (a.key == b.key) == same_text, (variants[i], variants[k])

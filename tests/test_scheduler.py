@@ -1,0 +1,594 @@
+"""The scheduler: per-guild FIFO, round-robin across guilds, slots, positions, cancel, restore, shutdown.
+
+A real :class:`JobStore` (SQLite on ``tmp_path``) and a stand-in runner. The stand-in records the order
+in which jobs are started and waits for the test to tell each job what to do next (release its
+service slot, finish, crash), so every step is driven by events: no sleeps, no timing assumptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
+
+import pytest
+
+from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.runner import ShuttingDown
+from framecast.scheduler import CancelOutcome, Scheduler
+from framecast.store import JobStore
+
+S = JobState
+GUILD_A, GUILD_B, GUILD_C = 1001, 1002, 1003
+WAIT = 5.0  # upper bound for any single wait: a hang fails the test instead of blocking the run
+
+
+class Signal:
+    """Something changed: waiters re-check their condition (a sync `fire`, usable from listeners)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def fire(self) -> None:
+        self._event.set()
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        async def _wait() -> None:
+            while not predicate():
+                self._event.clear()
+                await self._event.wait()
+
+        await asyncio.wait_for(_wait(), WAIT)
+
+
+class StandInRunner:
+    """What the scheduler needs from a JobRunner, driven step by step by the test.
+
+    ``run()`` records the start, moves a freshly queued job to RUNNING in the store (as the real runner
+    does before it waits on the service), then obeys commands sent with :meth:`release`,
+    :meth:`finish` and :meth:`crash`.
+    """
+
+    def __init__(self, store: JobStore, signal: Signal) -> None:
+        self.store = store
+        self.signal = signal
+        self.started: list[int] = []
+        self.ended: list[int] = []
+        self.cancelled: list[int] = []
+        self.critical: set[int] = set()
+        self.shutdown_begun = False
+        self.waiting_for_critical = asyncio.Event()
+        self.concurrent_holders_seen: list[int] = []  # slot holders (per the runner) at each start
+        self._holding: set[int] = set()
+        self._commands: dict[int, asyncio.Queue[str]] = {}
+
+    # -- the interface the scheduler uses -----------------------------------------------------------
+    async def run(self, job: Job, *, release_service_slot: Callable[[], None]) -> None:
+        self.started.append(job.id)
+        if job.state in (S.QUEUED, S.SUBMITTING, S.RUNNING):
+            self._holding.add(job.id)
+        self.concurrent_holders_seen.append(len(self._holding))
+        self.signal.fire()
+        commands = self._queue(job.id)
+        try:
+            if job.state is S.QUEUED:
+                await self.store.transition(job.id, S.SUBMITTING, expect=S.QUEUED)
+                await self.store.transition(job.id, S.RUNNING, expect=S.SUBMITTING, task_id=f"task-{job.id}")
+            while True:
+                command = await commands.get()
+                if command == "release":
+                    await self.store.transition(job.id, S.DELIVERING, expect=S.RUNNING)
+                    self._holding.discard(job.id)
+                    release_service_slot()
+                elif command == "finish":
+                    current = await self.store.get(job.id)
+                    assert current is not None
+                    if current.state is S.RUNNING:
+                        await self.store.transition(job.id, S.DELIVERING, expect=S.RUNNING)
+                    await self.store.transition(job.id, S.DELIVERED, expect=S.DELIVERING)
+                    return
+                elif command == "crash":
+                    raise RuntimeError(f"runner exploded on job {job.id}")
+                elif command == "leave_critical":
+                    self.critical.discard(job.id)
+                    self.signal.fire()
+                    if self.shutdown_begun:
+                        raise ShuttingDown()
+        except asyncio.CancelledError:
+            self.cancelled.append(job.id)
+            raise
+        finally:
+            self._holding.discard(job.id)
+            self.ended.append(job.id)
+            self.signal.fire()
+
+    def begin_shutdown(self) -> None:
+        self.shutdown_begun = True
+
+    def in_critical_section(self, job_id: int) -> bool:
+        return job_id in self.critical
+
+    async def wait_critical_done(self, ids: set[int]) -> None:
+        self.waiting_for_critical.set()
+        await self.signal.wait_for(lambda: not (ids & self.critical))
+
+    # -- test controls ------------------------------------------------------------------------------
+    def release(self, job_id: int) -> None:
+        self._queue(job_id).put_nowait("release")
+
+    def finish(self, job_id: int) -> None:
+        self._queue(job_id).put_nowait("finish")
+
+    def crash(self, job_id: int) -> None:
+        self._queue(job_id).put_nowait("crash")
+
+    def leave_critical(self, job_id: int) -> None:
+        self._queue(job_id).put_nowait("leave_critical")
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        await self.signal.wait_for(predicate)
+
+    async def wait_started(self, count: int) -> None:
+        await self.wait_for(lambda: len(self.started) >= count)
+
+    async def wait_ended(self, job_id: int) -> None:
+        await self.wait_for(lambda: job_id in self.ended)
+
+    async def finish_and_wait(self, job_id: int) -> None:
+        self.finish(job_id)
+        await self.wait_ended(job_id)
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _queue(self, job_id: int) -> asyncio.Queue[str]:
+        return self._commands.setdefault(job_id, asyncio.Queue())
+
+
+# ---------------------------------------------------------------------- helpers / fixtures
+
+
+def new_job(guild: int, user: int = 7, prompt: str = "a cat") -> NewJob:
+    return NewJob(
+        kind=JobKind.VIDEO, guild_id=guild, channel_id=guild * 10, user_id=user, locale="en-US",
+        params={"model": "svc-video-v2.0", "prompt": prompt, "width": 1152, "height": 768,
+                "num_frames": 121, "frame_rate": 24, "seconds": 5},
+    )
+
+
+class Harness:
+    """A real store, the stand-in runner, and a view of every job's state fed by the store's listener."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self.signal = Signal()
+        self.runner = StandInRunner(store, self.signal)
+        self.positions: list[tuple[int, list[int]]] = []
+        self.states: dict[int, JobState] = {}
+        self.scheduler: Scheduler | None = None
+        store.subscribe(self._on_job)
+
+    def _on_job(self, job: Job) -> None:
+        self.states[job.id] = job.state
+        self.signal.fire()
+
+    def make(self, max_running: int) -> Scheduler:
+        self.scheduler = Scheduler(
+            store=self.store, runner=self.runner,  # type: ignore[arg-type]
+            max_running=max_running,
+            on_positions_changed=lambda guild, ids: self.positions.append((guild, list(ids))),
+        )
+        return self.scheduler
+
+    async def add(self, guild: int, user: int = 7) -> Job:
+        return await self.store.add(new_job(guild, user), member_limit=None, guild_cap=None)
+
+    async def add_many(self, guilds: Iterable[int]) -> list[Job]:
+        return [await self.add(g) for g in guilds]
+
+    async def wait_state(self, job_id: int, state: JobState) -> None:
+        await self.signal.wait_for(lambda: self.states.get(job_id) is state)
+
+    async def running_job(self, guild: int = GUILD_A) -> Job:
+        """Submit one job and wait until the stand-in runner has moved it to RUNNING."""
+        assert self.scheduler is not None
+        job = await self.add(guild)
+        self.scheduler.submit(job)
+        await self.wait_state(job.id, S.RUNNING)
+        return job
+
+    async def flush(self) -> None:
+        """Give the dispatcher its chance to act: two round trips through the store's worker thread."""
+        for _ in range(2):
+            await self.store.get(0)
+
+
+@pytest.fixture
+async def h(tmp_path: Path) -> AsyncIterator[Harness]:
+    store = await JobStore.open(tmp_path / "db.sqlite3")
+    harness = Harness(store)
+    try:
+        yield harness
+    finally:
+        if harness.scheduler is not None:
+            await harness.scheduler.close(timeout=1.0)
+        await store.close()
+
+
+async def state_of(store: JobStore, job_id: int) -> JobState:
+    job = await store.get(job_id)
+    assert job is not None
+    return job.state
+
+
+# ---------------------------------------------------------------------- ordering and slots
+
+
+async def test_jobs_of_one_guild_start_in_fifo_order(h: Harness) -> None:
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    jobs = await h.add_many([GUILD_A] * 5)
+    for job in jobs:
+        scheduler.submit(job)
+    for n in range(1, 6):
+        await h.runner.wait_started(n)
+        await h.runner.finish_and_wait(h.runner.started[-1])
+    assert h.runner.started == [j.id for j in jobs]
+
+
+async def test_fifo_holds_with_several_slots(h: Harness) -> None:
+    scheduler = h.make(max_running=3)
+    await scheduler.start()
+    jobs = await h.add_many([GUILD_A] * 6)
+    for job in jobs:
+        scheduler.submit(job)
+    await h.runner.wait_started(3)
+    assert h.runner.started == [j.id for j in jobs[:3]]
+    for job in jobs[:3]:
+        await h.runner.finish_and_wait(job.id)
+    await h.runner.wait_started(6)
+    assert h.runner.started == [j.id for j in jobs]
+
+
+async def test_round_robin_across_guilds(h: Harness) -> None:
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    a = await h.add_many([GUILD_A] * 4)
+    b = await h.add_many([GUILD_B] * 2)
+    c = await h.add_many([GUILD_C])
+    for job in a + b + c:  # no await in between: the dispatcher sees all seven at once
+        scheduler.submit(job)
+    for n in range(1, 8):
+        await h.runner.wait_started(n)
+        await h.runner.finish_and_wait(h.runner.started[-1])
+    expected = [a[0], b[0], c[0], a[1], b[1], a[2], a[3]]
+    assert h.runner.started == [j.id for j in expected]
+
+
+async def test_late_guild_never_waits_behind_the_backlog(h: Harness) -> None:
+    """The guarantee the e2e fairness test relies on: at most one more job of the busy guild."""
+    scheduler = h.make(max_running=2)
+    await scheduler.start()
+    a = await h.add_many([GUILD_A] * 10)
+    for job in a:
+        scheduler.submit(job)
+    await h.runner.wait_started(2)
+    b = await h.add(GUILD_B)
+    scheduler.submit(b)
+    assert scheduler.position(b.id) == 1
+    while b.id not in h.runner.started:
+        oldest = next(j for j in h.runner.started if j not in h.runner.ended)
+        await h.runner.finish_and_wait(oldest)
+        await h.runner.wait_for(lambda: len(h.runner.started) - len(h.runner.ended) == 2)
+    # The two running when B arrived, then at most one more of A's.
+    assert h.runner.started.index(b.id) <= 3, h.runner.started
+
+
+async def test_late_guild_starts_in_the_next_free_slot(h: Harness) -> None:
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    a = await h.add_many([GUILD_A] * 10)
+    for job in a:
+        scheduler.submit(job)
+    await h.runner.wait_started(1)
+    b = await h.add(GUILD_B)
+    scheduler.submit(b)
+    await h.runner.finish_and_wait(a[0].id)  # the first slot that frees...
+    await h.runner.wait_started(2)
+    assert h.runner.started == [a[0].id, b.id]  # ...goes to the guild that has had no turn yet
+
+
+async def test_never_more_than_max_running_hold_a_slot(h: Harness) -> None:
+    scheduler = h.make(max_running=2)
+    await scheduler.start()
+    jobs = await h.add_many([GUILD_A, GUILD_B, GUILD_A, GUILD_C, GUILD_B, GUILD_A, GUILD_C])
+    for job in jobs:
+        scheduler.submit(job)
+    await h.runner.wait_started(2)
+    await h.flush()
+    assert h.runner.started == [jobs[0].id, jobs[1].id]
+    assert scheduler.running_count == 2
+    # Nothing beyond the two slots was taken off the queues: every other job keeps its place.
+    assert [scheduler.position(j.id) for j in jobs[2:]] == [1, 1, 1, 2, 2]
+    started, ended = h.runner.started, h.runner.ended
+    for _ in jobs:
+        await h.runner.wait_for(lambda: len(started) - len(ended) == min(2, len(jobs) - len(ended)))
+        assert scheduler.running_count <= 2
+        victim = next(j for j in started if j not in ended)
+        await h.runner.finish_and_wait(victim)
+    assert sorted(started) == sorted(j.id for j in jobs)
+    assert max(h.runner.concurrent_holders_seen) == 2
+    assert scheduler.running_count == 0
+    assert all(h.states[j.id] is S.DELIVERED for j in jobs)
+
+
+async def test_releasing_the_slot_lets_the_next_job_start_while_delivering(h: Harness) -> None:
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    first, second = await h.add_many([GUILD_A, GUILD_A])
+    scheduler.submit(first)
+    scheduler.submit(second)
+    await h.wait_state(first.id, S.RUNNING)
+    assert h.runner.started == [first.id]
+    h.runner.release(first.id)  # first moves to DELIVERING and gives the service slot back
+    await h.runner.wait_started(2)
+    assert h.runner.started == [first.id, second.id]
+    assert first.id not in h.runner.ended  # still delivering
+    assert scheduler.is_running(first.id) and scheduler.is_running(second.id)
+    assert scheduler.running_count == 1  # only `second` holds a slot
+    await h.runner.finish_and_wait(first.id)
+    await h.runner.finish_and_wait(second.id)
+    assert scheduler.running_count == 0
+    assert not scheduler.is_running(first.id)
+
+
+# ---------------------------------------------------------------------- positions
+
+
+async def test_positions_are_per_guild_and_move_with_the_queue(h: Harness) -> None:
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    blocker = await h.running_job(GUILD_C)
+    a1, a2, b1, a3 = await h.add_many([GUILD_A, GUILD_A, GUILD_B, GUILD_A])
+    assert [scheduler.submit(j) for j in (a1, a2, b1, a3)] == [1, 2, 1, 3]
+    assert [scheduler.position(j.id) for j in (a1, a2, b1, a3)] == [1, 2, 1, 3]
+    h.positions.clear()
+
+    await h.runner.finish_and_wait(blocker.id)  # the slot goes to the next guild in turn: A
+    await h.runner.wait_started(2)
+    assert h.runner.started[-1] == a1.id
+    assert (GUILD_A, [a2.id, a3.id]) in h.positions
+    assert scheduler.position(a2.id) == 1
+    assert scheduler.position(a3.id) == 2
+    assert scheduler.position(b1.id) == 1
+
+    await h.wait_state(a1.id, S.RUNNING)
+    await h.runner.finish_and_wait(a1.id)  # then B
+    await h.runner.wait_started(3)
+    assert h.runner.started[-1] == b1.id
+    assert h.positions[-1] == (GUILD_B, [])
+    assert scheduler.position(a2.id) == 1
+    assert scheduler.position(a3.id) == 2
+
+    await h.wait_state(b1.id, S.RUNNING)
+    await h.runner.finish_and_wait(b1.id)
+    await h.runner.wait_started(4)
+    assert h.positions[-1] == (GUILD_A, [a3.id])
+    assert scheduler.position(a3.id) == 1
+    assert scheduler.position(blocker.id) is None  # finished
+    assert scheduler.position(999_999) is None  # never seen
+
+
+# ---------------------------------------------------------------------- cancel
+
+
+async def test_cancel_a_queued_job(h: Harness) -> None:
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    blocker = await h.running_job()
+    q1, q2, q3 = await h.add_many([GUILD_A] * 3)
+    for queued in (q1, q2, q3):
+        scheduler.submit(queued)
+    h.positions.clear()
+
+    outcome, job = await scheduler.cancel(q2.id)
+    assert outcome is CancelOutcome.CANCELLED
+    assert job is not None and job.state is S.CANCELLED
+    assert await state_of(h.store, q2.id) is S.CANCELLED
+    assert scheduler.position(q2.id) is None
+    assert scheduler.position(q3.id) == 2
+    assert h.positions == [(GUILD_A, [q1.id, q3.id])]
+
+    outcome, _ = await scheduler.cancel(q1.id)
+    assert outcome is CancelOutcome.CANCELLED
+    assert scheduler.position(q3.id) == 1
+    assert h.positions[-1] == (GUILD_A, [q3.id])
+
+    await h.runner.finish_and_wait(blocker.id)
+    await h.runner.wait_started(2)
+    assert h.runner.started == [blocker.id, q3.id]  # the cancelled ones never started
+
+
+async def test_cancel_a_running_job_cancels_its_task_and_frees_the_slot(h: Harness) -> None:
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    job = await h.running_job()
+    waiting = await h.add(GUILD_A)
+    scheduler.submit(waiting)
+
+    outcome, cancelled = await scheduler.cancel(job.id)
+    assert outcome is CancelOutcome.CANCELLED
+    assert cancelled is not None and cancelled.state is S.CANCELLED
+    await h.runner.wait_for(lambda: job.id in h.runner.cancelled)
+    assert await state_of(h.store, job.id) is S.CANCELLED
+    await h.runner.wait_started(2)  # the slot it held went to the next job
+    assert h.runner.started == [job.id, waiting.id]
+    assert not scheduler.is_running(job.id)
+
+
+async def test_cancel_a_submitting_job(h: Harness) -> None:
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    job = await h.add(GUILD_A)
+    await h.store.transition(job.id, S.SUBMITTING, expect=S.QUEUED)
+    outcome, cancelled = await scheduler.cancel(job.id)
+    assert outcome is CancelOutcome.CANCELLED
+    assert cancelled is not None and cancelled.state is S.CANCELLED
+
+
+async def test_cancel_is_too_late_while_delivering_or_after_the_end(h: Harness) -> None:
+    scheduler = h.make(max_running=2)
+    await scheduler.start()
+    delivering = await h.running_job()
+    h.runner.release(delivering.id)
+    await h.wait_state(delivering.id, S.DELIVERING)
+
+    outcome, job = await scheduler.cancel(delivering.id)
+    assert outcome is CancelOutcome.TOO_LATE
+    assert job is not None and job.state is S.DELIVERING
+    assert await state_of(h.store, delivering.id) is S.DELIVERING
+    assert delivering.id not in h.runner.cancelled and scheduler.is_running(delivering.id)
+
+    await h.runner.finish_and_wait(delivering.id)
+    outcome, job = await scheduler.cancel(delivering.id)
+    assert outcome is CancelOutcome.TOO_LATE
+    assert job is not None and job.state is S.DELIVERED
+
+    failed = await h.add(GUILD_B)
+    await h.store.transition(failed.id, S.FAILED, expect=S.QUEUED, error_code="auth")
+    assert (await scheduler.cancel(failed.id))[0] is CancelOutcome.TOO_LATE
+
+    queued = await h.add(GUILD_B)
+    await h.store.transition(queued.id, S.CANCELLED, expect=S.QUEUED)
+    outcome, job = await scheduler.cancel(queued.id)  # twice: the second is too late
+    assert outcome is CancelOutcome.TOO_LATE
+    assert job is not None and job.state is S.CANCELLED
+
+
+async def test_cancel_an_unknown_job(h: Harness) -> None:
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    assert await scheduler.cancel(424242) == (CancelOutcome.UNKNOWN, None)
+
+
+# ---------------------------------------------------------------------- restore after a restart
+
+
+async def test_start_restores_unfinished_jobs(h: Harness) -> None:
+    q1 = await h.add(GUILD_A)
+    sub = await h.add(GUILD_A)
+    await h.store.transition(sub.id, S.SUBMITTING, expect=S.QUEUED)
+    q3 = await h.add(GUILD_A)
+    run = await h.add(GUILD_B)
+    await h.store.transition(run.id, S.SUBMITTING)
+    await h.store.transition(run.id, S.RUNNING, task_id="task-running", started_at=1.0)
+    dlv = await h.add(GUILD_C)
+    await h.store.transition(dlv.id, S.SUBMITTING)
+    await h.store.transition(dlv.id, S.RUNNING, task_id="task-delivering")
+    await h.store.transition(dlv.id, S.DELIVERING)
+    done = await h.add(GUILD_A)
+    await h.store.transition(done.id, S.FAILED, error_code="auth")
+    q_b = await h.add(GUILD_B)
+
+    scheduler = h.make(max_running=1)
+    restored = await scheduler.start()
+
+    assert [j.id for j in restored] == [q1.id, sub.id, q3.id, run.id, dlv.id, q_b.id]
+    by_id = {j.id: j for j in restored}
+    assert by_id[sub.id].state is S.QUEUED  # create outcome unknown: queued again
+    assert await state_of(h.store, sub.id) is S.QUEUED
+    assert by_id[run.id].state is S.RUNNING and by_id[dlv.id].state is S.DELIVERING
+    # Re-attached at once, without waiting for the dispatcher; RUNNING holds the only slot.
+    assert scheduler.is_running(run.id) and scheduler.is_running(dlv.id)
+    assert scheduler.running_count == 1
+    assert [scheduler.position(j) for j in (q1.id, sub.id, q3.id, q_b.id)] == [1, 2, 3, 1]
+    assert scheduler.position(done.id) is None
+
+    await h.runner.wait_started(2)
+    await h.flush()
+    assert sorted(h.runner.started) == sorted([run.id, dlv.id])
+    assert h.positions == []  # the dispatcher took nothing off a queue: the RUNNING job holds the slot
+    assert not scheduler.is_running(done.id)
+
+    # The DELIVERING job does not hold a slot: only finishing the RUNNING one lets the queue move.
+    await h.runner.finish_and_wait(run.id)
+    await h.runner.wait_started(3)
+    assert h.runner.started[2] == q1.id  # guild A's turn came first (its jobs came first)
+    order = [q1.id]
+    for _ in range(3):
+        count = len(h.runner.started)
+        await h.runner.finish_and_wait(order[-1])
+        await h.runner.wait_started(count + 1)
+        order.append(h.runner.started[-1])
+    assert order == [q1.id, q_b.id, sub.id, q3.id]  # per guild in id order, guilds in turn
+    assert await state_of(h.store, dlv.id) is S.DELIVERING  # untouched until its runner finishes it
+
+
+# ---------------------------------------------------------------------- shutdown
+
+
+async def test_close_cancels_ordinary_jobs_waits_for_critical_ones_and_keeps_states(h: Harness) -> None:
+    scheduler = h.make(max_running=2)
+    await scheduler.start()
+    plain = await h.running_job(GUILD_A)
+    critical = await h.running_job(GUILD_B)
+    queued = await h.add(GUILD_C)
+    scheduler.submit(queued)
+    h.runner.critical.add(critical.id)
+    before = {j: await state_of(h.store, j) for j in (plain.id, critical.id, queued.id)}
+
+    closing = asyncio.create_task(scheduler.close(timeout=WAIT))
+    await asyncio.wait_for(h.runner.waiting_for_critical.wait(), WAIT)
+    await h.runner.wait_for(lambda: plain.id in h.runner.cancelled)
+    assert h.runner.shutdown_begun
+    assert critical.id not in h.runner.ended  # still inside its critical step
+    assert not closing.done()
+
+    h.runner.leave_critical(critical.id)  # the step completes; the runner pauses for shutdown
+    await asyncio.wait_for(closing, WAIT)
+    h.scheduler = None  # closed already
+    assert critical.id in h.runner.ended and critical.id not in h.runner.cancelled
+    assert queued.id not in h.runner.started  # no new work once closing
+    after = {j: await state_of(h.store, j) for j in (plain.id, critical.id, queued.id)}
+    assert after == before == {plain.id: S.RUNNING, critical.id: S.RUNNING, queued.id: S.QUEUED}
+
+
+async def test_close_gives_up_on_a_critical_step_after_the_timeout(h: Harness) -> None:
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    stuck = await h.running_job()
+    h.runner.critical.add(stuck.id)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await asyncio.wait_for(scheduler.close(timeout=0.2), WAIT)
+    h.scheduler = None
+    elapsed = loop.time() - began
+    assert h.runner.waiting_for_critical.is_set()
+    assert 0.15 <= elapsed < 2.0
+    assert stuck.id in h.runner.cancelled  # cancelled once the wait timed out
+    assert await state_of(h.store, stuck.id) is S.RUNNING
+
+
+# ---------------------------------------------------------------------- failures
+
+
+async def test_a_crashing_runner_is_logged_and_frees_its_slot(
+    h: Harness, caplog: pytest.LogCaptureFixture,
+) -> None:
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    doomed, nxt = await h.add_many([GUILD_A, GUILD_A])
+    scheduler.submit(doomed)
+    scheduler.submit(nxt)
+    await h.wait_state(doomed.id, S.RUNNING)
+    with caplog.at_level(logging.ERROR, logger="framecast.scheduler"):
+        h.runner.crash(doomed.id)
+        await h.runner.wait_started(2)
+    assert h.runner.started == [doomed.id, nxt.id]
+    assert not scheduler.is_running(doomed.id)
+    crash_logs = [r for r in caplog.records if r.name == "framecast.scheduler" and r.exc_info]
+    assert len(crash_logs) == 1
+    assert str(doomed.id) in crash_logs[0].getMessage()
+    assert isinstance(crash_logs[0].exc_info[1], RuntimeError)  # type: ignore[index]
+    await h.wait_state(nxt.id, S.RUNNING)
+    await h.runner.finish_and_wait(nxt.id)
+    assert scheduler.running_count == 0
