@@ -7,7 +7,7 @@ import logging
 
 from framecast.budget import Priority
 from framecast.clock import Clock
-from framecast.errors import ServiceError
+from framecast.errors import AuthError, ServiceError
 from framecast.service import GenerationClient, ModelCatalog
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,10 @@ class ModelCache:
                 self.catalog = await self._client.list_models(priority=Priority.LOW)
                 log.info("model list: %d video, %d image", len(self.catalog.video), len(self.catalog.image))
                 delay = self._refresh_every
+            except AuthError:
+                # The operator must hear about a bad key at start-up, not only when a member tries.
+                log.error("the generation service rejected the API key (check GEN_API_KEY)")
+                delay = min(self._refresh_every, 60.0)
             except ServiceError as exc:
                 log.warning("could not load the model list: %s", exc.code)
                 delay = min(self._refresh_every, 60.0)

@@ -636,6 +636,10 @@ class GenerationClient:
     ) -> Any:
         """One API call with budget, retries and error mapping; returns the parsed JSON."""
         url = self._url(path)
+        headers = self._headers()
+        body_bytes = _json_bytes(json_body) if json_body is not None else None
+        if body_bytes is not None:
+            headers["Content-Type"] = "application/json; charset=utf-8"
         for attempt in range(1, self._retry_max + 1):
             status: int | None = None
             body = b""
@@ -647,8 +651,8 @@ class GenerationClient:
                         method,
                         url,
                         params=params,
-                        json=json_body,
-                        headers=self._headers(),
+                        data=body_bytes,
+                        headers=headers,
                         timeout=self._timeout,
                     ) as resp:
                         status = resp.status
@@ -885,3 +889,16 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     if port is None:
         port = {"http": 80, "https": 443}.get(scheme)
     return scheme, (parts.hostname or "").lower(), port
+
+
+def _json_bytes(body: dict[str, Any]) -> bytes:
+    """The request body as UTF-8 JSON, non-ASCII text unescaped.
+
+    Prompts in Chinese, Hindi, Arabic or emoji then travel as the very UTF-8 bytes the member typed,
+    not as ``\\uXXXX`` escapes. Text that cannot be UTF-8 (a lone surrogate) falls back to escapes.
+    """
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":")).encode("ascii")

@@ -173,6 +173,7 @@ async def test_bad_api_key_tells_members_to_call_an_admin(world: World) -> None:
     msg = await it.wait_original(lambda m: status_of(m).startswith("❌"))
     assert "misconfigured" in status_of(msg) and "admin" in status_of(msg)
     await world.discord.wait_for(lambda: "GEN_API_KEY" in world.bot.log_text(), what="operator log line")
+    assert world.service.api_key not in world.bot.log_text()
     # 401 is not retried
     assert world.service.count(status=401) == 1
 

@@ -33,6 +33,9 @@ async def test_prompts_in_any_language_reach_the_service_byte_exact(world: World
     raw = next(r.body for r in world.service.requests if r.path == "/v1/videos")
     # What went over the wire decodes to exactly the member's text: same code points, same UTF-8 bytes.
     assert json.loads(raw)["prompt"].encode("utf-8") == prompt.encode("utf-8")
+    # ...and travels as the member's own UTF-8 bytes, not as \uXXXX escapes.
+    assert all(ch.encode("utf-8") in raw for ch in prompt if ord(ch) > 127)
+    assert b"\\u" not in raw
     assert msg.embeds[0]["description"] == prompt
 
 
