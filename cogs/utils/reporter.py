@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 DEFAULT_UPLOAD_LIMIT = 10 * 1024 * 1024
 UPLOAD_SLACK = 8 * 1024  # multipart framing and rounding: stay a little under the limit
 _TOKEN_DEAD_CODES = {50027, 10015}
+_DELIVERY_ATTEMPTS = 5
 _OLD_MESSAGE_CODE = 30046
 _UNKNOWN_MESSAGE_CODE = 10008
 # Bookkeeping in job.discord that only the reporter writes (see _merge).
@@ -240,7 +241,7 @@ class DiscordReporter:
             delivery, slot.delivery = slot.delivery, None
             if delivery is not None:
                 try:
-                    await self._render(slot, delivery)
+                    await self._deliver_patiently(slot, delivery)
                 except BaseException as exc:
                     if not delivery.future.done():
                         delivery.future.set_exception(exc if isinstance(exc, Exception) else RuntimeError("stopped"))
@@ -280,6 +281,35 @@ class DiscordReporter:
                 log.warning("job %s: could not update its message: %s", slot.job.id, _describe(exc))
             if slot.job.is_terminal and slot.delivery is None and not slot.wake.is_set():
                 return
+
+    async def _deliver_patiently(self, slot: _Slot, delivery: _Delivery) -> None:
+        """Deliver, riding out Discord's transient trouble (long rate limits, 5xx, lost connections).
+
+        A failed attempt may still have reached Discord, so before every retry the job's message is
+        looked at: a delivery is never repeated. Anything else (413, 4xx) is for the runner to judge.
+        """
+        for attempt in range(1, _DELIVERY_ATTEMPTS + 1):
+            try:
+                await self._render(slot, delivery)
+                return
+            except discord.RateLimited as exc:
+                delay = exc.retry_after
+                if attempt == _DELIVERY_ATTEMPTS:
+                    raise
+            except discord.HTTPException as exc:
+                if exc.status < 500 or attempt == _DELIVERY_ATTEMPTS:
+                    raise
+                delay = min(30.0, 2.0 ** (attempt - 1))
+            except (aiohttp.ClientError, TimeoutError):
+                if attempt == _DELIVERY_ATTEMPTS:
+                    raise
+                delay = min(30.0, 2.0 ** (attempt - 1))
+            log.warning("job %s: delivery attempt %d failed; retrying in %.0fs", slot.job.id, attempt, delay)
+            await asyncio.sleep(delay)
+            with contextlib.suppress(discord.HTTPException, aiohttp.ClientError, TimeoutError):
+                if delivery.data is not None and await self.was_delivered(slot.job):
+                    log.info("job %s: the failed attempt had reached Discord after all", slot.job.id)
+                    return
 
     def _until_move(self, slot: _Slot) -> float | None:
         """Seconds until the job must leave its interaction token (None when it already has)."""

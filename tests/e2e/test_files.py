@@ -233,3 +233,21 @@ async def test_missing_channel_permissions_are_refused_at_once(start: StartWorld
     assert job_rows(world) == {}
     assert [m for m in world.discord.messages_in(channel) if not m.ephemeral] == []
     assert bot_posts(world, channel) == []
+
+
+async def test_discord_5xx_during_delivery_is_retried_and_delivers_once(world: World) -> None:
+    # A job old enough to have moved to a channel message (bot token): there discord.py raises a 503
+    # at once (webhook edits it retries itself), so the reporter's own retry is what saves the file.
+    world.service.default_plan = TaskPlan(duration=2.0)
+    it = await world.video("through a flaky Discord", age=MOVE_SOON)
+    job_id = await world.job_id(it)
+    await world.wait_message(lambda m: not m.ephemeral and m.interaction is None and bool(m.embeds)
+                             and f"#{job_id}" in (m.embeds[0].get("title") or ""), what="moved to a channel message")
+    # As soon as the bot fetches the result, Discord fails its next channel edits with 503.
+    await world.service.wait_for(lambda: any(r.path.startswith("/files/") for r in world.service.requests))
+    world.discord.fail_next("PATCH /api/v10/channels", status=503, count=2)
+    msg = await world.delivered(it, timeout=60)
+    assert status_of(msg).startswith("✅")
+    assert len(world.files_for(job_id)) == 1
+    refused = [r for r in world.discord.requests if r.status == 503]
+    assert any(r.files for r in refused), ("no delivery attempt met a 503", refused)
