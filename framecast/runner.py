@@ -274,10 +274,11 @@ class JobRunner:
         data = await self._fetch(job.result_url)
         info = media.sniff(data)
         kind = info.kind if info else ("video" if job.kind is JobKind.VIDEO else "image")
+        ext = info.ext if info else ("mp4" if kind == "video" else "png")
         limit = await self._reporter.upload_limit(job)
         notice: str | None = None
         for _ in range(_UPLOAD_ATTEMPTS):
-            fitted = await self._fit(data, kind, limit)
+            fitted = await self._fit(data, kind, ext, limit)
             if fitted is None:
                 break
             payload, ext_out = fitted
@@ -326,9 +327,8 @@ class JobRunner:
             raise
         return finished
 
-    async def _fit(self, data: bytes, kind: str, limit: int) -> tuple[bytes, str] | None:
-        info = media.sniff(data)
-        ext = info.ext if info else ("mp4" if kind == "video" else "png")
+    async def _fit(self, data: bytes, kind: str, ext: str, limit: int) -> tuple[bytes, str] | None:
+        """`data` itself when it fits, else a re-encoded copy and its extension; None if nothing fits."""
         if len(data) <= limit:
             return data, ext
         try:

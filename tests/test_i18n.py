@@ -159,8 +159,8 @@ def test_discord_locale_objects_are_accepted() -> None:
 
 
 def test_unknown_locale_falls_back_to_english() -> None:
-    assert t("info_cancelled", "xx", id=5) == "Job #5 is cancelled."
-    assert t("info_cancelled", None, id=5) == "Job #5 is cancelled."
+    assert t("note_retried", "xx", id=5) == "Retried as job #5."
+    assert t("note_retried", None, id=5) == "Retried as job #5."
     assert t("button_retry", discord.Locale.american_english) == "Retry"
 
 
@@ -174,8 +174,8 @@ def test_unknown_region_falls_back_to_base_language_or_english(monkeypatch: pyte
 
 
 def test_broken_translation_falls_back_to_english(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(i18n, "_catalogues", lambda: {"de": {"info_cancelled": "Auftrag #{nummer}"}})
-    assert t("info_cancelled", "de", id=3) == "Job #3 is cancelled."
+    monkeypatch.setattr(i18n, "_catalogues", lambda: {"de": {"note_retried": "Auftrag #{nummer}"}})
+    assert t("note_retried", "de", id=3) == "Retried as job #3."
 
 
 def test_unknown_key_is_returned_as_is() -> None:

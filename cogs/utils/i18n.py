@@ -31,17 +31,14 @@ ENGLISH: dict[str, str] = {
     "error_misconfigured": "The bot is misconfigured (the generation service refused its key). Please tell a server admin.",
     "error_owner_only": "Only the bot's owner can do that.",
     "error_cooldown": "Slow down a little: try again in {seconds} seconds.",
-    "info_cancelled": "Job #{id} is cancelled.",
     "info_synced": "Synced {count} command(s).",
     # the job message
     "kind_video": "Video",
     "kind_image": "Image",
     "title": "{kind} · job #{id}",
-    "field_prompt": "Prompt",
     "field_requested_by": "Requested by",
     "field_settings": "Settings",
     "field_status": "Status",
-    "field_result": "Result",
     "status_queued": "⏳ Queued: #{position} in this server's queue",
     "status_queued_waiting": "⏳ Queued",
     "status_submitting": "🚀 Sending to the generation service…",
@@ -75,14 +72,7 @@ ENGLISH: dict[str, str] = {
     "reason_download_failed": "the finished file could not be downloaded (the link may have expired).",
     "reason_download_too_large": "the finished file is larger than Framecast accepts.",
     "reason_internal": "something went wrong inside Framecast.",
-    # /job
-    "job_state_queued": "Queued",
-    "job_state_submitting": "Starting",
-    "job_state_running": "Generating",
-    "job_state_delivering": "Uploading",
-    "job_state_delivered": "Delivered",
-    "job_state_failed": "Failed",
-    "job_state_cancelled": "Cancelled",
+    # /job (the job itself is shown with the same embed as its message)
     "job_message_link": "Job message: {link}",
     "job_file_link": "File: {link}",
 }
