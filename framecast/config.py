@@ -129,6 +129,14 @@ class Settings:
     gen_download_max_bytes: int = 209_715_200
     gen_download_timeout: float = 300.0
     gen_max_running: int = 4
+    gen_result_hosts: tuple[str, ...] = ()
+    gen_json_max_bytes: int = 1_048_576
+    gen_image_json_max_bytes: int = 50_331_648
+    gen_max_redirects: int = 3
+    gen_malformed_polls: int = 3
+    results_at_once: int = 2
+    image_max_pixels: int = 40_000_000
+    reencode_timeout: float = 300.0
     database_path: Path = Path("data/framecast.sqlite3")
     log_level: str = "INFO"
     member_job_limit: int = 2
@@ -162,6 +170,24 @@ def _parse_int(text: str) -> int:
     if value < 1:
         raise ValueError("must be a positive whole number")
     return value
+
+
+def _parse_count(text: str) -> int:
+    if not _INT_RE.fullmatch(text):
+        raise ValueError("must be a whole number")
+    return int(text)
+
+
+_HOST_RE = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
+
+
+def _parse_hosts(text: str) -> tuple[str, ...]:
+    # Host names only (no scheme, port or path); "*.cdn.example.com" allows every subdomain.
+    hosts = [h.strip().lower().rstrip(".") for h in text.replace(",", " ").split()]
+    for host in hosts:
+        if not _HOST_RE.fullmatch(host):
+            raise ValueError(f"{_shown(host)} is not a host name (give names like cdn.example.com or *.example.com)")
+    return tuple(dict.fromkeys(hosts))
 
 
 def _parse_float(text: str) -> float:
@@ -271,6 +297,16 @@ def load_settings(
         ),
         gen_download_timeout=r.optional("GEN_DOWNLOAD_TIMEOUT", _parse_float, Settings.gen_download_timeout),
         gen_max_running=r.optional("GEN_MAX_RUNNING", _parse_int, Settings.gen_max_running),
+        gen_result_hosts=r.optional("GEN_RESULT_HOSTS", _parse_hosts, Settings.gen_result_hosts),
+        gen_json_max_bytes=r.optional("GEN_JSON_MAX_BYTES", _parse_int, Settings.gen_json_max_bytes),
+        gen_image_json_max_bytes=r.optional(
+            "GEN_IMAGE_JSON_MAX_BYTES", _parse_int, Settings.gen_image_json_max_bytes
+        ),
+        gen_max_redirects=r.optional("GEN_MAX_REDIRECTS", _parse_count, Settings.gen_max_redirects),
+        gen_malformed_polls=r.optional("GEN_MALFORMED_POLLS", _parse_int, Settings.gen_malformed_polls),
+        results_at_once=r.optional("RESULTS_AT_ONCE", _parse_int, Settings.results_at_once),
+        image_max_pixels=r.optional("IMAGE_MAX_PIXELS", _parse_int, Settings.image_max_pixels),
+        reencode_timeout=r.optional("REENCODE_TIMEOUT", _parse_float, Settings.reencode_timeout),
         database_path=r.optional("DATABASE_PATH", _parse_path, Settings.database_path),
         log_level=r.optional("LOG_LEVEL", _parse_level, Settings.log_level),
         member_job_limit=r.optional("MEMBER_JOB_LIMIT", _parse_int, Settings.member_job_limit),

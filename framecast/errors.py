@@ -14,12 +14,15 @@ __all__ = [
     "BadResponse",
     "DownloadError",
     "DownloadTooLarge",
+    "MediaTooLarge",
+    "NotMedia",
     "RateLimited",
     "RequestRejected",
     "ServiceError",
     "ServiceUnavailable",
     "TaskFailed",
     "TaskTimedOut",
+    "UnsafeResultURL",
 ]
 
 
@@ -145,3 +148,40 @@ class DownloadTooLarge(DownloadError):
             if size is not None:
                 message = f"the result ({size} bytes) is larger than the {limit}-byte download limit"
         super().__init__(message)
+
+
+class UnsafeResultURL(ServiceError):
+    """The service named a result location the bot refuses to fetch.
+
+    Not ``http(s)``, or a host outside the service's origin and ``GEN_RESULT_HOSTS`` that resolves
+    to a private, loopback, link-local or otherwise internal address (checked where the connection
+    is made, redirects included). The URL itself is never shown or posted: only why it was refused.
+    """
+
+    code: ClassVar[str] = "result_refused"
+    default_message: ClassVar[str] = "the service's result link points somewhere the bot does not fetch from"
+
+
+class NotMedia(ServiceError):
+    """The result's bytes are not what the job asked for (an HTML error page served as a video...).
+
+    ``expected`` is ``"video"`` or ``"image"``.
+    """
+
+    code: ClassVar[str] = "not_media"
+
+    def __init__(self, expected: str, message: str | None = None) -> None:
+        self.expected = expected
+        super().__init__(message or f"the service returned something that is not {'an' if expected == 'image' else 'a'} {expected}")
+
+
+class MediaTooLarge(ServiceError):
+    """The result declares more pixels than ``IMAGE_MAX_PIXELS`` (a decompression bomb): never decoded."""
+
+    code: ClassVar[str] = "media_too_large"
+
+    def __init__(self, width: int, height: int, limit: int) -> None:
+        self.width = width
+        self.height = height
+        self.limit = limit
+        super().__init__(f"the result is {width}x{height} pixels, more than the {limit}-pixel limit")

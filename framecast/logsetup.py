@@ -49,6 +49,10 @@ class RedactingFilter(logging.Filter):
 
 def setup_logging(level: str, secrets: Iterable[str]) -> None:
     """Log to stdout at `level`, scrubbing `secrets` from every record."""
+    # Text from outside (the service's error messages, prompts) may hold anything: a log line must
+    # never fail on it, so characters stdout cannot encode are escaped instead of raising.
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="backslashreplace")
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     handler.addFilter(RedactingFilter(secrets))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gzip
 import itertools
 import json
 import logging
@@ -215,6 +216,12 @@ class FakeService:
       ``file_stall``: seconds to stall after the first chunk (slow download).
     * ``result_base_url``: the base of result URLs (default: this fake; see ``alt_base_url`` for
       the same server under another host name, i.e. a "foreign" CDN origin).
+    * ``result_url``: a result URL given verbatim (any scheme, host or path: ``file:///etc/passwd``,
+      ``http://169.254.169.254/``...) in completed polls and inline image answers.
+    * ``file_redirect``: answer file requests with a 302 to this ``Location``.
+    * ``file_gzip``: serve files gzip-compressed (``Content-Encoding: gzip``), e.g. a bomb.
+    * ``path_scripted``: like ``scripted``, per path (``"/svcapi"``, ``"/v1/videos"``, ...), so a
+      hostile poll answer is not eaten by a model-list refresh; consumed before ``scripted``.
     """
 
     def __init__(self, *, api_key: str | None = None, host: str = "127.0.0.1") -> None:
@@ -248,6 +255,10 @@ class FakeService:
         self.file_chunked = False
         self.file_stall = 0.0
         self.result_base_url: str | None = None
+        self.result_url: str | None = None
+        self.file_redirect: str | None = None
+        self.file_gzip = False
+        self.path_scripted: dict[str, list[tuple[int, Any, dict[str, str] | None]]] = {}
 
         self.requests: list[RecordedRequest] = []
         self.tasks: dict[str, FakeTask] = {}
@@ -433,6 +444,10 @@ class FakeService:
             self._window.append(record.received)
             record.counted = True
         if not is_file and request.path in _API_PATHS:
+            queued = self.path_scripted.get(request.path)
+            if queued:
+                status, payload, extra = queued.pop(0)
+                return _scripted_response(status, payload, extra)
             if self.scripted:
                 status, payload, extra = self.scripted.pop(0)
                 return _scripted_response(status, payload, extra)
@@ -452,6 +467,8 @@ class FakeService:
         return f"{kind[0]}{self._prefix}{next(self._ids):05d}"
 
     def _result_url(self, task: FakeTask) -> str:
+        if self.result_url is not None:
+            return self.result_url
         base = self.result_base_url or self.base_url
         ext = "mp4" if task.kind == "video" else "png"
         return f"{base.rstrip('/')}/files/{task.id}.{ext}"
@@ -581,6 +598,8 @@ class FakeService:
     async def _file(self, request: web.Request) -> web.StreamResponse:
         if self.file_status is not None:
             return _error(self.file_status, "this link has expired")
+        if self.file_redirect is not None:
+            return web.Response(status=302, headers={"Location": self.file_redirect})
         name = request.match_info["name"]
         if name.endswith(".mp4"):
             payload, mime = self.video_bytes(), "video/mp4"
@@ -588,6 +607,10 @@ class FakeService:
             payload, mime = self.image_bytes(), "image/png"
         else:
             return _error(404, "no such file")
+        if self.file_gzip:
+            return web.Response(
+                body=gzip.compress(payload, 9), content_type=mime, headers={"Content-Encoding": "gzip"}
+            )
         if not self.file_chunked and self.file_stall <= 0:
             return web.Response(body=payload, content_type=mime)
         response = web.StreamResponse(headers={"Content-Type": mime})
