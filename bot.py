@@ -18,6 +18,7 @@ import yarl
 from discord.ext import commands
 
 from cogs.utils.reporter import DiscordReporter
+from cogs.utils.startup import ReconnectLogFilter, connect_patiently
 from cogs.utils.tree import FramecastTree
 from cogs.utils.views import CancelButton, RetryButton
 from framecast.budget import RequestBudget
@@ -74,7 +75,19 @@ class Framecast(commands.Bot):
         return f"<Framecast user={self.user!s}>"
 
     async def setup_hook(self) -> None:
-        """Open the store, the service client and the scheduler; load cogs; resume saved jobs."""
+        """Open the store, the service client and the scheduler; load cogs; resume saved jobs.
+
+        discord.py runs this at the end of ``login()``; a log-in retried after a failure in here (a
+        command sync meeting a Discord 5xx) runs it again, so everything is opened only once.
+        """
+        if not self._opened:
+            await self._open()
+        if self._sync_commands:
+            synced = await self.tree.sync()
+            log.info("synced %d global command(s)", len(synced))
+            self._sync_commands = False
+
+    async def _open(self) -> None:
         s = self.settings
         from cogs.utils.command_i18n import FramecastTranslator
 
@@ -96,6 +109,8 @@ class Framecast(commands.Bot):
                 poll_interval=s.gen_poll_interval, poll_timeout=s.gen_poll_timeout,
                 download_max_bytes=s.gen_download_max_bytes, download_timeout=s.gen_download_timeout,
                 backoff_base=s.gen_backoff_base, backoff_max=s.gen_backoff_max,
+                results_at_once=s.results_at_once, image_max_pixels=s.image_max_pixels,
+                reencode_timeout=s.reencode_timeout,
             ),
             results_dir=s.database_path.parent / "results",
         )
@@ -109,10 +124,6 @@ class Framecast(commands.Bot):
         for extension in EXTENSIONS:
             await self.load_extension(extension)
         self.add_dynamic_items(CancelButton, RetryButton)
-        if self._sync_commands:
-            synced = await self.tree.sync()
-            log.info("synced %d global command(s)", len(synced))
-
         self.models.start()
         restored = await self.scheduler.start()
         self.intake.track(restored)
@@ -134,6 +145,8 @@ class Framecast(commands.Bot):
         await super().close()
         if hasattr(self, "store"):
             await self.store.close()
+        if hasattr(self, "gen"):
+            await self.gen.close()
         if hasattr(self, "http_session"):
             await self.http_session.close()
 
@@ -151,7 +164,10 @@ def point_discord_at(settings: Settings) -> None:
 
 
 async def run(settings: Settings, *, sync_commands: bool = False) -> int:
-    """Run the bot until SIGTERM/SIGINT, then shut down within ``SHUTDOWN_TIMEOUT``."""
+    """Run the bot until SIGTERM/SIGINT, then shut down within ``SHUTDOWN_TIMEOUT``.
+
+    Exit codes: 0 after a stop, 2 when Discord rejects the token, 1 on any other failure.
+    """
     point_discord_at(settings)
     bot = Framecast(settings, sync_commands=sync_commands)
     stop = asyncio.Event()
@@ -160,7 +176,10 @@ async def run(settings: Settings, *, sync_commands: bool = False) -> int:
         loop.add_signal_handler(sig, stop.set)
     exit_code = 0
     async with bot:
-        runner = asyncio.create_task(bot.start(settings.discord_token.reveal()), name="framecast-bot")
+        runner = asyncio.create_task(
+            connect_patiently(bot, settings.discord_token.reveal(), max_delay=settings.discord_retry_max_delay),
+            name="framecast-bot",
+        )
         stopper = asyncio.create_task(stop.wait(), name="framecast-stop")
         done, _ = await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
         if stopper in done:
@@ -170,20 +189,28 @@ async def run(settings: Settings, *, sync_commands: bool = False) -> int:
             except TimeoutError:
                 log.error("shutdown took too long; exiting anyway")
                 exit_code = 1
-        else:
-            stopper.cancel()
-        if runner.done() and not runner.cancelled() and runner.exception() is not None:
-            exc = runner.exception()
-            if isinstance(exc, discord.LoginFailure):
-                log.error("Discord refused the bot token (check DISCORD_TOKEN)")
-            else:
-                log.error("the bot stopped with an error: %s", type(exc).__name__, exc_info=exc)
-            exit_code = 1
-        else:
+            # Whatever the start-up was doing when the stop came (waiting for Discord, say) ends here.
             runner.cancel()
             await asyncio.gather(runner, return_exceptions=True)
+        else:
+            stopper.cancel()
+            exc = runner.exception()
+            if exc is not None:
+                exit_code = _failure_exit_code(exc)
     log.info("stopped")
     return exit_code
+
+
+def _failure_exit_code(exc: BaseException) -> int:
+    """Log why the bot stopped on its own (one line when the cause is known) and pick the exit code."""
+    if isinstance(exc, discord.LoginFailure) or (isinstance(exc, discord.ConnectionClosed) and exc.code == 4004):
+        log.error("Discord refused the bot token (check DISCORD_TOKEN)")
+        return 2
+    if isinstance(exc, discord.HTTPException):
+        log.error("Discord refused the bot's start-up: HTTP %s (code %s)", exc.status, exc.code)
+    else:
+        log.error("the bot stopped with an error: %s", type(exc).__name__, exc_info=exc)
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"framecast: configuration error: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings.log_level, secrets=[settings.discord_token.reveal(), settings.gen_api_key.reveal()])
+    logging.getLogger("discord.client").addFilter(ReconnectLogFilter())
     return asyncio.run(run(settings, sync_commands=args.sync))
 
 

@@ -59,8 +59,8 @@ class Generate(commands.Cog):
         who = jobflow.requester(interaction)
         jobflow.check_channel(interaction)
         params = self.bot.intake.video_params(
-            prompt=prompt, model=model or self.bot.settings.gen_video_model, size=size, seconds=length,
-            frame_rate=fps, known_models=self.bot.models.ids("video"),
+            prompt=prompt, model=model or None, size=size, seconds=length, frame_rate=fps,
+            known_models=self.bot.models.ids("video"), default_model=self.bot.models.default("video"),
         )
         self.bot.intake.precheck(who)
         await interaction.response.defer(thinking=True)
@@ -84,8 +84,8 @@ class Generate(commands.Cog):
         who = jobflow.requester(interaction)
         jobflow.check_channel(interaction)
         params = self.bot.intake.image_params(
-            prompt=prompt, model=model or self.bot.settings.gen_image_model, size=size,
-            known_models=self.bot.models.ids("image"),
+            prompt=prompt, model=model or None, size=size,
+            known_models=self.bot.models.ids("image"), default_model=self.bot.models.default("image"),
         )
         self.bot.intake.precheck(who)
         await interaction.response.defer(thinking=True)

@@ -12,7 +12,7 @@ from discord.ext import commands
 
 from cogs.utils import jobflow
 from cogs.utils.i18n import t
-from cogs.utils.render import render_job
+from cogs.utils.render import link_text, render_job
 from cogs.utils.tree import error_message, reply_privately
 from framecast.intake import IntakeError
 from framecast.jobs import JobState
@@ -56,8 +56,8 @@ class Jobs(commands.Cog):
             for attachment in message.attachments:
                 if attachment.filename.startswith(f"framecast-{job.id}."):
                     lines.append(t("job_file_link", loc, link=attachment.url))
-        if job.state is JobState.DELIVERED and job.result_url and not job.result_url.startswith("file:") and not lines:
-            lines.append(t("job_file_link", loc, link=job.result_url))
+        if job.state is JobState.DELIVERED and job.result_url and not lines:
+            lines.append(t("job_file_link", loc, link=link_text(job.result_url)))
         await interaction.edit_original_response(content="\n".join(lines) or None, embed=rendered.embed,
                                                  allowed_mentions=discord.AllowedMentions.none())
 
@@ -99,13 +99,19 @@ class Jobs(commands.Cog):
         if old is None or old.guild_id != interaction.guild_id or old.state is not JobState.FAILED:
             await reply_privately(interaction, t("error_job_not_found", loc, id=job_id))
             return
-        if old.discord.get("retried_as"):
-            await reply_privately(interaction, t("note_retried", loc, id=old.discord["retried_as"]))
+        if old.discord.get("retried_as"):  # a fast path: the store refuses a second retry anyway
+            await reply_privately(interaction, t("error_already_retried", loc, job=old.id, id=old.discord["retried_as"]))
             return
+        params = dict(old.params)
+        if params.get("model_default"):
+            # The job got the default model: follow the service's list if that default left it since.
+            params["model"] = self.bot.models.default(old.kind)
         try:
-            new = await jobflow.start_job(self.bot, interaction, who, old.kind, dict(old.params), retry_of=old.id)
+            # The store allows one retry per job (in its transaction): a double click, or two
+            # members clicking at once, gets "already retried" for all but the first.
+            new = await jobflow.start_job(self.bot, interaction, who, old.kind, params, retry_of=old.id)
         except IntakeError as exc:
-            await reply_privately(interaction, t(exc.key, loc, **exc.params))
+            await reply_privately(interaction, error_message(exc, loc) or t("error_generic", loc))
             return
         await self.bot.store.patch_discord(old.id, {"retried_as": new.id})
 

@@ -1,9 +1,17 @@
-"""The service's model list, kept in memory so autocomplete answers within Discord's 3 seconds."""
+"""The service's model list, kept in memory so autocomplete answers within Discord's 3 seconds.
+
+It also decides which model a job gets when the member picks none. The service's list is the
+truth (the contract says the current set comes from ``GET /v1/models``): when it stops listing
+``GEN_VIDEO_MODEL`` or ``GEN_IMAGE_MODEL``, the newest model of the same family is used instead
+(``svc-video-v2.0`` -> ``svc-video-v2.1``), and the operator is told once.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
+from collections.abc import Sequence
 
 from framecast.budget import Priority
 from framecast.clock import Clock
@@ -11,6 +19,55 @@ from framecast.errors import AuthError, ServiceError
 from framecast.service import GenerationClient, ModelCatalog
 
 log = logging.getLogger(__name__)
+
+#: What a model id may look like: anything else (from a member or from the service) is refused.
+MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/\-]{0,99}$")
+# A version part of an id: "v2.0", "2.1", "2024"; numbers bounded so int() never meets a giant.
+_VERSION_PART = re.compile(r"^v?(\d{1,9}(?:\.\d{1,9})*)$", re.IGNORECASE)
+_SEPARATOR = re.compile(r"([-_/:])")
+_SETTING = {"video": "GEN_VIDEO_MODEL", "image": "GEN_IMAGE_MODEL"}
+
+
+def is_model_id(text: str) -> bool:
+    """Whether `text` has the shape of a model id."""
+    return MODEL_ID.match(text) is not None
+
+
+def split_version(model_id: str) -> tuple[str, tuple[int, ...]]:
+    """``(family, version)`` of a model id.
+
+    The family is the id (lower case) with every version-looking part replaced by ``#``; the
+    version is the numbers of those parts, in order: ``svc-video-v2.0`` -> ``("svc-video-#",
+    (2, 0))``, ``svc-image-2.1-flash`` -> ``("svc-image-#-flash", (2, 1))``.
+    """
+    family: list[str] = []
+    version: list[int] = []
+    for part in _SEPARATOR.split(model_id.lower()):
+        match = _VERSION_PART.match(part)
+        if match:
+            family.append("#")
+            version.extend(int(number) for number in match[1].split("."))
+        else:
+            family.append(part)
+    return "".join(family), tuple(version)
+
+
+def best_match(wanted: str, available: Sequence[str]) -> str | None:
+    """The model to use for `wanted` among `available` (the service's models of one kind).
+
+    `wanted` itself when listed; else the newest version of its family (versions compared as
+    numbers, so v10 beats v9); else the first model listed; ``None`` when nothing usable is listed.
+    """
+    candidates = [model for model in available if is_model_id(model)]
+    if wanted in candidates:
+        return wanted
+    if not candidates:
+        return None
+    family, _ = split_version(wanted)
+    relatives = [model for model in candidates if split_version(model)[0] == family]
+    if relatives:
+        return max(relatives, key=lambda model: split_version(model)[1])  # a tie: the first listed
+    return candidates[0]
 
 
 class ModelCache:
@@ -26,6 +83,8 @@ class ModelCache:
         self.default_video = default_video
         self.default_image = default_image
         self.catalog: ModelCatalog | None = None
+        # kind -> (model used by default, whether the configured one is listed): logged on change.
+        self._defaults: dict[str, tuple[str, bool]] = {}
         self._task: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
@@ -47,8 +106,7 @@ class ModelCache:
         delay = self._refresh_every
         while True:
             try:
-                self.catalog = await self._client.list_models(priority=Priority.LOW)
-                log.info("model list: %d video, %d image", len(self.catalog.video), len(self.catalog.image))
+                self.update(await self._client.list_models(priority=Priority.LOW))
                 delay = self._refresh_every
             except AuthError:
                 # The operator must hear about a bad key at start-up, not only when a member tries.
@@ -62,6 +120,42 @@ class ModelCache:
                 delay = min(self._refresh_every, 60.0)
             await self._clock.sleep(delay)
 
+    def update(self, catalog: ModelCatalog) -> None:
+        """Take a fresh model list and re-decide the default models (logging what changed)."""
+        self.catalog = catalog
+        log.info("model list: %d video, %d image", len(catalog.video), len(catalog.image))
+        for kind in ("video", "image"):
+            self._choose_default(kind)
+
+    def _choose_default(self, kind: str) -> None:
+        configured = self.configured(kind)
+        listed = self.ids(kind)
+        chosen = best_match(configured, listed) or configured
+        state = (chosen, configured in listed or not listed)
+        previous = self._defaults.get(kind, (configured, True))
+        self._defaults[kind] = state
+        if state == previous:
+            return  # one warning per change, not one per refresh
+        setting = _SETTING[kind]
+        if chosen != configured:
+            how = "the newest of its family" if split_version(chosen)[0] == split_version(configured)[0] \
+                else f"the first {kind} model listed"
+            log.warning("%s %s is not in the service's model list: using %s (%s) instead; update %s",
+                        setting, configured, chosen, how, setting)
+        elif not state[1]:
+            log.warning("%s %s is not in the service's model list, which has no usable %s model: keeping it",
+                        setting, configured, kind)
+        else:
+            log.info("%s %s is in the service's model list again: using it", setting, configured)
+
+    def configured(self, kind: str) -> str:
+        """The default model of `kind` ("video" or "image") as configured."""
+        return self.default_video if kind == "video" else self.default_image
+
+    def default(self, kind: str) -> str:
+        """The model a job of `kind` gets when the member picks none (configured, or its stand-in)."""
+        return self._defaults.get(kind, (self.configured(kind), True))[0]
+
     def ids(self, kind: str) -> tuple[str, ...]:
         """Known model ids of `kind` ("video" or "image"); empty while the list is unknown."""
         if self.catalog is None:
@@ -69,10 +163,12 @@ class ModelCache:
         return tuple(getattr(self.catalog, kind))
 
     def suggest(self, kind: str, typed: str, limit: int = 25) -> list[str]:
-        """Autocomplete: the default first, then the service's models matching what was typed."""
-        default = self.default_video if kind == "video" else self.default_image
+        """Autocomplete: the default first, then the service's models matching what was typed.
+
+        Ids of a shape the bot would refuse (or Discord could not show as a choice) are left out.
+        """
         seen: list[str] = []
-        for model in (default, *self.ids(kind)):
-            if model not in seen and typed.lower() in model.lower():
+        for model in (self.default(kind), *self.ids(kind)):
+            if model not in seen and is_model_id(model) and typed.lower() in model.lower():
                 seen.append(model)
         return seen[:limit]

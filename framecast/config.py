@@ -117,6 +117,7 @@ class Settings:
     gen_api_key: Secret
     discord_api_base_url: str | None = None
     discord_gateway_url: str | None = None
+    discord_retry_max_delay: float = 60.0
     gen_video_model: str = "svc-video-v2.0"
     gen_image_model: str = "svc-image-2.1-flash"
     gen_rate_limit: RateLimit = RateLimit(16, 60.0)
@@ -283,6 +284,9 @@ def load_settings(
         gen_api_key=Secret(r.required("GEN_API_KEY", _parse_str, secret=True)),
         discord_api_base_url=r.optional("DISCORD_API_BASE_URL", _parse_url, None),
         discord_gateway_url=r.optional("DISCORD_GATEWAY_URL", _parse_gateway_url, None),
+        discord_retry_max_delay=r.optional(
+            "DISCORD_RETRY_MAX_DELAY", _parse_float, Settings.discord_retry_max_delay
+        ),
         gen_video_model=r.optional("GEN_VIDEO_MODEL", _parse_str, Settings.gen_video_model),
         gen_image_model=r.optional("GEN_IMAGE_MODEL", _parse_str, Settings.gen_image_model),
         gen_rate_limit=r.optional("GEN_RATE_LIMIT", _parse_rate, Settings.gen_rate_limit),

@@ -8,20 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from framecast import presets
-from framecast.jobs import ACTIVE, Job, JobKind, JobState, NewJob
+from framecast.catalog import is_model_id
+from framecast.jobs import ACTIVE, AlreadyRetried, Job, JobKind, JobState, NewJob
 from framecast.scheduler import Scheduler
 from framecast.store import GuildQueueFull, JobStore, MemberLimitReached
 
 log = logging.getLogger(__name__)
 
-_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/\-]{0,99}$")
+# At most this many model ids are listed when a member's pick is refused (a message holds 2000 chars).
+_LISTED_MODELS = 15
 
 
 class IntakeError(Exception):
@@ -110,10 +111,15 @@ class Intake:
             raise IntakeError("error_guild_queue_full", cap=self.limits.guild_queue)
 
     def video_params(
-        self, *, prompt: str, model: str, size: str | None, seconds: int | None, frame_rate: int | None,
-        known_models: Iterable[str],
+        self, *, prompt: str, model: str | None, size: str | None, seconds: int | None, frame_rate: int | None,
+        known_models: Iterable[str], default_model: str,
     ) -> dict[str, Any]:
-        """Validate /video options and return the job's parameters."""
+        """Validate /video options and return the job's parameters.
+
+        `model` is the member's pick (checked against `known_models`, the service's list); with
+        none, `default_model` is used and ``model_default`` is set in the parameters, so a retry
+        can follow the service's list if that default disappears from it.
+        """
         prompt = clean_prompt(prompt, self.limits.prompt_chars)
         preset = presets.VIDEO_SIZES.get(size or presets.DEFAULT_VIDEO_SIZE)
         if preset is None:
@@ -125,7 +131,7 @@ class Intake:
         if fps not in presets.FRAME_RATES:
             raise IntakeError("error_bad_option", option="fps")
         return {
-            "model": _check_model(model, known_models),
+            **_model_params(model, default_model, known_models),
             "prompt": prompt,
             "width": preset.width,
             "height": preset.height,
@@ -136,15 +142,16 @@ class Intake:
         }
 
     def image_params(
-        self, *, prompt: str, model: str, size: str | None, known_models: Iterable[str],
+        self, *, prompt: str, model: str | None, size: str | None, known_models: Iterable[str],
+        default_model: str,
     ) -> dict[str, Any]:
-        """Validate /image options and return the job's parameters."""
+        """Validate /image options and return the job's parameters (models as for :meth:`video_params`)."""
         prompt = clean_prompt(prompt, self.limits.prompt_chars)
         preset = presets.IMAGE_SIZES.get(size or presets.DEFAULT_IMAGE_SIZE)
         if preset is None:
             raise IntakeError("error_bad_option", option="size")
         return {
-            "model": _check_model(model, known_models),
+            **_model_params(model, default_model, known_models),
             "prompt": prompt,
             "size": preset.size,
             "size_key": preset.key,
@@ -157,7 +164,8 @@ class Intake:
         """Persist the job (limits checked in the same transaction), then queue it.
 
         Returns the job and its place in the guild's queue. The job is committed to the database
-        before this returns, so it is safe to tell the member it is queued.
+        before this returns, so it is safe to tell the member it is queued. A second retry of the
+        same job (`retry_of`) is refused by the store: ``error_already_retried``.
         """
         new = NewJob(
             kind=kind, guild_id=who.guild_id, channel_id=who.channel_id, user_id=who.user_id,
@@ -177,15 +185,26 @@ class Intake:
             raise IntakeError("error_member_limit", limit=self.limits.member_jobs) from None
         except GuildQueueFull:
             raise IntakeError("error_guild_queue_full", cap=self.limits.guild_queue) from None
+        except AlreadyRetried as exc:
+            raise IntakeError("error_already_retried", job=new.retry_of, id=exc.existing_id) from None
         self._index.track(job)
         return job, self._scheduler.submit(job)
 
 
+def _model_params(model: str | None, default: str, known: Iterable[str]) -> dict[str, Any]:
+    if model is None:
+        # The default comes from the configuration or the service's own list: no member to refuse.
+        return {"model": default, "model_default": True}
+    return {"model": _check_model(model, known), "model_default": False}
+
+
 def _check_model(model: str, known: Iterable[str]) -> str:
     model = model.strip()
-    known_set = set(known)
+    listed = tuple(known)
     # Autocomplete values are not validated by Discord: check against the service's list when we
     # have one, and at least the shape otherwise (the service will judge the rest).
-    if not _MODEL_ID.match(model) or (known_set and model not in known_set):
+    if not is_model_id(model):
         raise IntakeError("error_unknown_model", model=model[:100])
+    if listed and model not in listed:
+        raise IntakeError("error_unknown_model_list", model=model, models=", ".join(listed[:_LISTED_MODELS]))
     return model

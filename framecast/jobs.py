@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "ACTIVE",
+    "AlreadyRetried",
     "TERMINAL",
     "TRANSITIONS",
     "GuildQueueFull",
@@ -138,6 +139,19 @@ class GuildQueueFull(JobLimitError):
         super().__init__(f"server queue is full ({cap} queued job(s))")
 
 
+class AlreadyRetried(JobError):
+    """The failed job ``retry_of`` already has its retry job ``existing_id``: one failure, one retry.
+
+    Raised by the store inside the inserting transaction, so two clicks of Retry at the same
+    moment (or in two processes) cannot both create a job. Nothing was stored.
+    """
+
+    def __init__(self, retry_of: int, existing_id: int) -> None:
+        self.retry_of = retry_of
+        self.existing_id = existing_id
+        super().__init__(f"job {retry_of} was already retried as job {existing_id}")
+
+
 def check_transition(old: JobState, new: JobState, *, job_id: int | None = None) -> None:
     """Raise :class:`InvalidTransition` unless ``old -> new`` is in :data:`TRANSITIONS`."""
     if new not in TRANSITIONS[old]:
@@ -177,7 +191,11 @@ class Job:
     task_id: str | None = None  # the generation service's task id once created
     started_at: float | None = None  # wall clock when the service task was created (keeps the deadline)
     progress: float | None = None  # 0..1 as last reported by the service
+    # The service's http(s) link to the result. Never a local path: see `result_local`.
     result_url: str | None = None
+    # True when the bot holds the result itself (an image the service sent inline, saved under the
+    # runner's results directory by job id). Local results are found by job id, never by a URL.
+    result_local: bool = False
     error_code: str | None = None  # machine-readable (ServiceError.code or a Discord-side code)
     error_detail: str | None = None  # safe-to-show detail
     retry_of: int | None = None

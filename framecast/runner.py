@@ -4,6 +4,13 @@ The runner is the only code that moves a job through the service-facing part of 
 Every step is persisted through :class:`~framecast.store.JobStore` before the next one starts, so a
 restarted bot can pick the job up where it stopped (see :meth:`JobRunner.run`).
 Discord is reached only through the :class:`JobReporter` protocol, which the bot implements.
+
+Everything the service hands over is untrusted. A result is fetched only from the job's own record:
+a file the runner saved itself (an image sent inline, kept under its results directory by job id)
+or the service's link through :meth:`GenerationClient.download`, which refuses anything but safe
+http(s). At most ``results_at_once`` results are downloaded or held at once; the bytes must be
+what the job asked for (a video, an image) within the pixel limit before anything decodes or
+posts them; a re-encode has a deadline; the service's text is cleaned before it is stored.
 """
 
 from __future__ import annotations
@@ -14,10 +21,11 @@ import logging
 import os
 import random
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from framecast import media
 from framecast.budget import Priority
@@ -30,6 +38,7 @@ from framecast.errors import (
     ServiceUnavailable,
 )
 from framecast.jobs import ACTIVE, InvalidTransition, Job, JobKind, JobState
+from framecast.safetext import clean_text
 from framecast.service import GenerationClient, ImageParams, TaskStatus, VideoParams
 from framecast.store import JobStore
 
@@ -75,7 +84,19 @@ class RunnerSettings:
     download_timeout: float
     backoff_base: float
     backoff_max: float
+    #: Results downloaded or held in memory at once (download, checks, re-encode and upload).
+    results_at_once: int
+    #: Largest width x height a result may declare (checked in its headers, before any decoding).
+    image_max_pixels: int
+    #: Seconds one re-encode may take before it is given up (the job falls back to the link).
+    reencode_timeout: float
 
+
+#: Extra seconds past `reencode_timeout` before the runner stops waiting for a re-encode stuck inside
+#: one FFmpeg call (where the deadline cannot be checked).
+_REENCODE_GRACE = 30.0
+#: Characters of the service's own failure text kept for the member.
+_DETAIL_CHARS = 300
 
 #: Upload attempts of one result: the first, then one per "too large" refusal (HTTP 413).
 _UPLOAD_ATTEMPTS = 5
@@ -118,6 +139,9 @@ class JobRunner:
         self._results_dir = results_dir
         self._stopping = False
         self._fit_slots = asyncio.Semaphore(1)
+        # Memory bound: a result is downloaded (or read back), checked, fitted and uploaded only
+        # while holding one of these; other finished jobs wait in DELIVERING, their state on disk.
+        self._result_slots = asyncio.Semaphore(max(1, settings.results_at_once))
         self._critical: set[int] = set()
         self._critical_changed = asyncio.Event()
 
@@ -171,7 +195,8 @@ class JobRunner:
             log.error("job %s: the generation service rejected the API key (check GEN_API_KEY): %s", job.id, exc)
             return await self._fail(job.id, exc.code, None)
         except ServiceError as exc:
-            log.warning("job %s failed: %s: %s", job.id, exc.code, exc)
+            # The message may carry the service's own words: cleaned before they reach the log.
+            log.warning("job %s failed: %s: %s", job.id, exc.code, clean_text(str(exc)))
             return await self._fail(job.id, exc.code, _detail(exc))
         except Exception:
             log.exception("job %s: unexpected error", job.id)
@@ -217,10 +242,9 @@ class JobRunner:
                             )
                         else:
                             assert result.data is not None
-                            path = await asyncio.to_thread(self._save_result, job.id, result.data)
+                            await asyncio.to_thread(self._save_result, job.id, result.data)
                             job = await self._store.transition(
-                                job.id, JobState.DELIVERING, expect=JobState.SUBMITTING,
-                                result_url=path.as_uri(),
+                                job.id, JobState.DELIVERING, expect=JobState.SUBMITTING, result_local=True,
                             )
                 await self._reporter.job_changed(job, urgent=True)
                 return job
@@ -266,19 +290,28 @@ class JobRunner:
         return job
 
     async def _deliver(self, job: Job) -> Job:
-        """Fetch the result, make it fit the destination and deliver it exactly once."""
-        assert job.result_url is not None
+        """Fetch the result, check it, make it fit the destination and deliver it exactly once."""
+        if job.result_url is None and not job.result_local:
+            raise DownloadError("the service named no result")
         if await self._reporter.was_delivered(job):
             log.info("job %s was already delivered before a restart", job.id)
             return await self._finish(job)
-        data = await self._fetch(job.result_url)
-        info = media.sniff(data)
-        kind = info.kind if info else ("video" if job.kind is JobKind.VIDEO else "image")
-        ext = info.ext if info else ("mp4" if kind == "video" else "png")
+        # Held from the download to the end of the upload: at most `results_at_once` results are in
+        # memory however many jobs finish at once. The result's bytes live only in _deliver_held's
+        # frame, so they are gone when the slot is given back.
+        async with self._result_slots:
+            return await self._deliver_held(job)
+
+    async def _deliver_held(self, job: Job) -> Job:
+        data = await self._load_result(job)
+        expected: Literal["video", "image"] = "video" if job.kind is JobKind.VIDEO else "image"
+        # Headers only, nothing decoded: the wrong kind (an HTML error page) or a picture over the
+        # pixel limit (a decompression bomb) fails the job here, never uploaded, never linked.
+        info = media.check_result(data, expected, self._settings.image_max_pixels)
         limit = await self._reporter.upload_limit(job)
         notice: str | None = None
         for _ in range(_UPLOAD_ATTEMPTS):
-            fitted = await self._fit(data, kind, ext, limit)
+            fitted = await self._fit(data, info, limit)
             if fitted is None:
                 break
             payload, ext_out = fitted
@@ -295,7 +328,7 @@ class JobRunner:
                 # what failed, or at half of it; never above what the destination now advertises.
                 log.info("job %s: upload of %d bytes refused as too large", job.id, len(payload))
                 limit = min(await self._reporter.upload_limit(job), _limit_below(len(payload)))
-        link = job.result_url if not job.result_url.startswith("file:") else None
+        link = job.result_url
         if link is None:
             raise DownloadError("the result is too large to upload and the service gave no link")
         return await self._hand_over(job, lambda: self._reporter.deliver_link(job, link, "note_too_large"))
@@ -327,30 +360,46 @@ class JobRunner:
             raise
         return finished
 
-    async def _fit(self, data: bytes, kind: str, ext: str, limit: int) -> tuple[bytes, str] | None:
+    async def _fit(self, data: bytes, info: media.MediaInfo, limit: int) -> tuple[bytes, str] | None:
         """`data` itself when it fits, else a re-encoded copy and its extension; None if nothing fits."""
         if len(data) <= limit:
-            return data, ext
+            return data, info.ext
+        # One re-encode at a time: each takes both cores and ~100 MiB at 720p (benchmarks/). The
+        # slot is taken by hand because a stuck re-encode keeps it until its thread really ends.
+        await self._fit_slots.acquire()
+        deadline = time.monotonic() + self._settings.reencode_timeout
+        work = _start_daemon_thread(_fit_media, info.kind, data, limit, self._settings.image_max_pixels, deadline)
+        work.add_done_callback(self._fit_ended)
         try:
-            # One re-encode at a time: each takes both cores and ~100 MiB at 720p (benchmarks/).
-            async with self._fit_slots:
-                if kind == "video":
-                    out = await _in_daemon_thread(media.fit_video, data, limit)
-                    return (out, "mp4") if out is not None else None
-                return await _in_daemon_thread(media.fit_image, data, limit)
+            # The deadline is checked inside, between frames and encodes; this outer limit only
+            # catches a re-encode stuck inside a single FFmpeg call.
+            return await asyncio.wait_for(asyncio.shield(work), self._settings.reencode_timeout + _REENCODE_GRACE)
+        except TimeoutError:
+            log.warning("re-encode to fit %d bytes is stuck; given up (its thread is abandoned)", limit)
+            return None
         except media.MediaError as exc:
             log.warning("could not re-encode a result to fit %d bytes: %s", limit, exc)
             return None
 
-    async def _fetch(self, url: str) -> bytes:
-        if url.startswith("file:"):
-            path = Path(url.removeprefix("file://"))
+    def _fit_ended(self, work: asyncio.Future[tuple[bytes, str] | None]) -> None:
+        self._fit_slots.release()
+        if not work.cancelled():
+            work.exception()  # retrieved: an abandoned re-encode's error is not reported as lost
+
+    async def _load_result(self, job: Job) -> bytes:
+        """The result's bytes: the file the bot saved itself, or a download of the service's link."""
+        if job.result_local:
+            # Found by job id under our own directory: never a path or URL the service named.
+            path = self._local_result(job.id)
+            if path is None:
+                raise DownloadError("the stored result is missing")
             try:
                 return await asyncio.to_thread(path.read_bytes)
             except OSError as exc:
-                raise DownloadError(f"the stored result is missing ({exc.strerror})") from None
+                raise DownloadError(f"the stored result cannot be read ({exc.strerror})") from None
+        assert job.result_url is not None
         return await self._client.download(
-            url, max_bytes=self._settings.download_max_bytes, timeout=self._settings.download_timeout,
+            job.result_url, max_bytes=self._settings.download_max_bytes, timeout=self._settings.download_timeout,
         )
 
     async def _finish(self, job: Job) -> Job:
@@ -360,31 +409,55 @@ class JobRunner:
         return job
 
     async def _fail(self, job_id: int, code: str, detail: str | None) -> Job:
-        try:
-            job = await self._store.transition(
-                job_id, JobState.FAILED, expect=ACTIVE, error_code=code, error_detail=detail,
-            )
-        except InvalidTransition:
-            # A cancel (or a finished delivery) got there first: that outcome stands.
-            current = await self._store.get(job_id)
-            assert current is not None
-            return current
+        """Record the failure (with a safe `detail`) and show it; a job is never left active by it.
+
+        If recording it with the detail fails (whatever the text holds), it is recorded again
+        without one: a failure that cannot be stored would leave the job counting against the
+        member's limit for ever.
+        """
+        if detail is not None:
+            detail = clean_text(detail, _DETAIL_CHARS) or None
+        attempts = (detail, None) if detail is not None else (None,)
+        for attempt, text in enumerate(attempts, 1):
+            try:
+                job = await self._store.transition(
+                    job_id, JobState.FAILED, expect=ACTIVE, error_code=code, error_detail=text,
+                )
+                break
+            except InvalidTransition:
+                # A cancel (or a finished delivery) got there first: that outcome stands.
+                current = await self._store.get(job_id)
+                assert current is not None
+                return current
+            except Exception:
+                if attempt == len(attempts):
+                    raise
+                log.exception("job %s: recording its failure failed; recording it without the detail", job_id)
         self._forget_result(job_id)
         await self._reporter.job_changed(job, urgent=True)
         return job
 
     # -- results returned inline (base64 images) are kept on disk until delivered -------------------
+    # Owner-only (0700 directory, 0600 files): a result is the member's until it is posted.
     def _save_result(self, job_id: int, data: bytes) -> Path:
-        self._results_dir.mkdir(parents=True, exist_ok=True)
+        self._results_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self._results_dir.stat().st_mode & 0o077:
+            os.chmod(self._results_dir, 0o700)
         info = media.sniff(data)
         path = self._results_dir / f"job-{job_id}.{info.ext if info else 'bin'}"
         tmp = path.with_suffix(path.suffix + ".tmp")
-        with open(tmp, "wb") as fh:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
         return path
+
+    def _local_result(self, job_id: int) -> Path | None:
+        """The file `_save_result` wrote for the job (its extension came from the bytes), if any."""
+        found = sorted(p for p in self._results_dir.glob(f"job-{job_id}.*") if not p.name.endswith(".tmp"))
+        return found[0] if found else None
 
     def _forget_result(self, job_id: int) -> None:
         for path in self._results_dir.glob(f"job-{job_id}.*"):
@@ -392,8 +465,8 @@ class JobRunner:
                 path.unlink()
 
 
-async def _in_daemon_thread(fn: Callable[..., _T], /, *args: Any) -> _T:
-    """Run CPU-bound `fn(*args)` in a daemon thread and await its result.
+def _start_daemon_thread(fn: Callable[..., _T], /, *args: Any) -> asyncio.Future[_T]:
+    """Run CPU-bound `fn(*args)` in a daemon thread; the future settles when it ends.
 
     Not ``asyncio.to_thread``: ``asyncio.run`` joins the default executor's threads on exit, so a
     stopping bot would wait for a re-encode that can take minutes, past SHUTDOWN_TIMEOUT. A job cut
@@ -420,7 +493,17 @@ async def _in_daemon_thread(fn: Callable[..., _T], /, *args: Any) -> _T:
             loop.call_soon_threadsafe(settle, *outcome)
 
     threading.Thread(target=work, name=f"framecast-{getattr(fn, '__name__', 'work')}", daemon=True).start()
-    return await future
+    return future
+
+
+def _fit_media(
+    kind: str, data: bytes, limit: int, max_pixels: int, deadline: float
+) -> tuple[bytes, str] | None:
+    """Re-encode a video or an image to fit `limit` (see :mod:`framecast.media`); runs in a thread."""
+    if kind == "video":
+        out = media.fit_video(data, limit, max_pixels=max_pixels, deadline=deadline)
+        return (out, "mp4") if out is not None else None
+    return media.fit_image(data, limit, max_pixels=max_pixels, deadline=deadline)
 
 
 def _video_params(job: Job) -> VideoParams:
@@ -437,9 +520,11 @@ def _image_params(job: Job) -> ImageParams:
 
 
 def _detail(exc: ServiceError) -> str | None:
-    """The service's own words for a failure, when it gave any (shown to the member)."""
+    """The service's own words for a failure, when it gave any (shown to the member), made safe."""
     for attr in ("reason", "detail"):
         value = getattr(exc, attr, None)
-        if isinstance(value, str) and value.strip():
-            return value.strip()[:300]
+        if isinstance(value, str):
+            cleaned = clean_text(value, _DETAIL_CHARS)
+            if cleaned:
+                return cleaned
     return None

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from framecast.jobs import (
     ACTIVE,
+    AlreadyRetried,
     GuildQueueFull,
     InvalidTransition,
     Job,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "AlreadyRetried",
     "GuildQueueFull",
     "InvalidTransition",
     "JobLimitError",
@@ -73,7 +75,7 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 #: Current schema version (``PRAGMA user_version``).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Seconds a connection waits for another connection's write lock. Only matters when a second process
 # (an operator's sqlite3 shell, a second bot by mistake) holds the file; our own writes are serialised
@@ -122,6 +124,21 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # active(): unfinished jobs already in id (FIFO) order, no scan of the history, no sort.
         f"CREATE INDEX jobs_open_fifo ON jobs (id) WHERE state IN ({_ACTIVE_SQL})",
     ),
+    (
+        # Results the bot saved itself are flagged, no longer named by a file: URL in result_url (a
+        # string the service could also send). The runner finds them under its results directory by
+        # job id. Version-1 rows that held such a URL are converted.
+        "ALTER TABLE jobs ADD COLUMN result_local INTEGER NOT NULL DEFAULT 0 CHECK (result_local IN (0, 1))",
+        "UPDATE jobs SET result_local = 1, result_url = NULL WHERE result_url LIKE 'file:%'",
+        # One failed job gives at most one retry job. Version 1 allowed a double click to create two:
+        # the older retry keeps the link, later ones become plain jobs, so the unique index can exist.
+        """
+        UPDATE jobs SET retry_of = NULL
+        WHERE retry_of IS NOT NULL
+          AND id NOT IN (SELECT MIN(id) FROM jobs WHERE retry_of IS NOT NULL GROUP BY retry_of)
+        """,
+        "CREATE UNIQUE INDEX jobs_retry_of ON jobs (retry_of) WHERE retry_of IS NOT NULL",
+    ),
 )
 
 _COLUMNS = (
@@ -139,6 +156,7 @@ _COLUMNS = (
     "started_at",
     "progress",
     "result_url",
+    "result_local",
     "error_code",
     "error_detail",
     "retry_of",
@@ -162,6 +180,7 @@ _FIELD_TYPES: dict[str, tuple[type, bool]] = {
     "started_at": (float, True),
     "progress": (float, True),
     "result_url": (str, True),
+    "result_local": (bool, False),
     "error_code": (str, True),
     "error_detail": (str, True),
     "retry_of": (int, True),
@@ -278,7 +297,9 @@ class JobStore:
         In one transaction: if ``member_limit`` is not None and the member already has that many
         active (non-terminal) jobs in the guild, raises :class:`MemberLimitReached`; if ``guild_cap``
         is not None and the guild already has that many QUEUED jobs, raises :class:`GuildQueueFull`
-        (the member limit is checked first). Nothing is stored when it raises. ``params`` and
+        (the member limit is checked first). If ``job.retry_of`` is set and that job already has a
+        retry, raises :class:`AlreadyRetried` (checked before the limits: a second click of Retry
+        is told about the first one). Nothing is stored when it raises. ``params`` and
         ``discord`` must be JSON-serialisable dicts with string keys (tuples come back as lists).
         """
         values = {name: _encode(name, getattr(job, name)) for name in _NEW_JOB_FIELDS}
@@ -411,7 +432,13 @@ class JobStore:
     ) -> Job:
         with _immediate(self._conn):
             # The write lock is held from here: no other writer can slip a job in between the counts
-            # and the insert, so concurrent accepts cannot overshoot a limit.
+            # and the insert, so concurrent accepts cannot overshoot a limit, and two retries of one
+            # job cannot both be stored (the unique index jobs_retry_of backs this up).
+            retry_of = values["retry_of"]
+            if retry_of is not None:
+                existing = self._conn.execute("SELECT id FROM jobs WHERE retry_of = ?", (retry_of,)).fetchone()
+                if existing is not None:
+                    raise AlreadyRetried(retry_of, int(existing[0]))
             if member_limit is not None:
                 if self._count_active_sync(values["guild_id"], values["user_id"]) >= member_limit:
                     raise MemberLimitReached(member_limit)
@@ -494,7 +521,7 @@ class JobStore:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _prepare_owner_only(path)
     # isolation_level=None: no implicit transactions; we issue BEGIN IMMEDIATE / COMMIT ourselves.
     # check_same_thread stays on: it asserts the one-thread rule.
     conn = sqlite3.connect(path, timeout=_BUSY_TIMEOUT, isolation_level=None)
@@ -511,6 +538,42 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+#: The database holds members' live interaction tokens: only the bot's own user may read it.
+_FILE_MODE = 0o600
+_DIR_MODE = 0o700
+# SQLite's companions of the database file. SQLite creates them with the database file's own
+# permission bits, so a 0600 database gets 0600 companions (tests/test_store.py checks it).
+_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def _prepare_owner_only(path: Path) -> None:
+    """Create the database's directory (0700) and file (0600); tighten existing ones that are looser.
+
+    The file is created here, before SQLite opens it, because SQLite would create it with the
+    process umask (usually 0644). A directory that already existed is the operator's (a Docker
+    volume, say) and is left as it is.
+    """
+    if not path.parent.exists():
+        # The mode applies to the last directory (the umask can only take bits away).
+        path.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, _FILE_MODE)
+    os.close(fd)
+    for candidate in (path, *(path.with_name(path.name + suffix) for suffix in _COMPANIONS)):
+        if candidate.exists():
+            _tighten(candidate, _FILE_MODE)
+
+
+def _tighten(path: Path, mode: int) -> None:
+    """Remove permissions beyond `mode` (never adds any); a failure is only logged."""
+    try:
+        current = path.stat().st_mode & 0o777
+        if current & ~mode:
+            os.chmod(path, current & mode)
+            log.info("job store: %s was mode %o, now %o (it holds interaction tokens)", path, current, current & mode)
+    except OSError as exc:
+        log.warning("job store: cannot restrict the permissions of %s: %s", path, exc.strerror)
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
@@ -569,6 +632,7 @@ def _row_to_job(row: sqlite3.Row) -> Job:
         started_at=row["started_at"],
         progress=row["progress"],
         result_url=row["result_url"],
+        result_local=bool(row["result_local"]),
         error_code=row["error_code"],
         error_detail=row["error_detail"],
         retry_of=row["retry_of"],
@@ -601,6 +665,10 @@ def _encode(name: str, value: Any) -> Any:
         raise TypeError(f"job field {name!r} cannot be None")
     if kind is JobKind:
         return JobKind(value).value
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise TypeError(f"job field {name!r} must be bool, not {type(value).__name__}")
+        return int(value)
     if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"job field {name!r} must be int, not {type(value).__name__}")
@@ -616,6 +684,12 @@ def _encode(name: str, value: Any) -> Any:
     if kind is str:
         if not isinstance(value, str):
             raise TypeError(f"job field {name!r} must be str, not {type(value).__name__}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate: SQLite cannot store it. Refused here, on the caller's side, with a
+            # clear error; text from outside goes through framecast.safetext.clean_text first.
+            raise ValueError(f"job field {name!r} is not valid Unicode text (lone surrogate)") from None
         return str(value)  # plain str: a StrEnum is stored as its value
     # dict
     if not isinstance(value, Mapping):

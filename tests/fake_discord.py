@@ -1015,9 +1015,11 @@ class FakeDiscord:
     Knobs (plain attributes, mutable at runtime): ``token_ttl`` (900 s), ``ack_deadline`` (3 s),
     ``message_edit_max_age`` (3600 s), ``allow_resume`` (True), ``privileged_intents`` (None =
     any intent is accepted; an int = the enabled privileged intents, others close with 4014),
-    ``heartbeat_interval`` (ms), ``recommended_shards`` (GET /gateway/bot), plus
-    ``FakeGuild.upload_limit``, ``FakeChannel.bot_permissions``,
-    ``FakeInteraction.attachment_size_limit``.
+    ``heartbeat_interval`` (ms), ``recommended_shards`` (GET /gateway/bot),
+    ``gateway_failures`` (answer the next N gateway connections with HTTP ``gateway_failure_status``
+    instead of upgrading them), plus ``FakeGuild.upload_limit``, ``FakeChannel.bot_permissions``,
+    ``FakeInteraction.attachment_size_limit``. ``stop()`` then ``start()`` is Discord going away and
+    coming back: the fake listens on the same port again.
     """
 
     def __init__(
@@ -1045,6 +1047,10 @@ class FakeDiscord:
         self.privileged_intents: int | None = None
         self.heartbeat_interval = 41250
         self.recommended_shards = 1
+        self.gateway_failures = 0
+        self.gateway_failure_status = 503
+        #: gateway connection attempts answered with gateway_failure_status
+        self.gateway_refused = 0
 
         # world
         self.guilds: list[FakeGuild] = []
@@ -1086,7 +1092,8 @@ class FakeDiscord:
         app.router.add_route("*", "/{tail:.*}", self._api_handler)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        # A restart listens where the bot already looks (the first start picks a free port).
+        site = web.TCPSite(self._runner, "127.0.0.1", self._port or 0)
         await site.start()
         sockets = getattr(site._server, "sockets", None)  # the only way to learn the ephemeral port
         assert sockets
@@ -1407,6 +1414,11 @@ class FakeDiscord:
                 await conn.send({"op": 7, "d": None})
 
     async def _gateway_handler(self, request: web.Request) -> web.StreamResponse:
+        if self.gateway_failures > 0:
+            self.gateway_failures -= 1
+            self.gateway_refused += 1
+            await self._notify()
+            return _json_response(self.gateway_failure_status, {"message": "gateway unavailable", "code": 0})
         ws = web.WebSocketResponse(autoping=True, timeout=2.0, max_msg_size=16 * MiB)
         await ws.prepare(request)
         conn = _GatewayConnection(ws)

@@ -219,6 +219,8 @@ class FakeService:
     * ``result_url``: a result URL given verbatim (any scheme, host or path: ``file:///etc/passwd``,
       ``http://169.254.169.254/``...) in completed polls and inline image answers.
     * ``file_redirect``: answer file requests with a 302 to this ``Location``.
+    * ``file_redirects``: ``Location`` values answered (302), one per file request, before
+      ``file_redirect`` and the file itself: a chain of hops that ends somewhere.
     * ``file_gzip``: serve files gzip-compressed (``Content-Encoding: gzip``), e.g. a bomb.
     * ``path_scripted``: like ``scripted``, per path (``"/svcapi"``, ``"/v1/videos"``, ...), so a
       hostile poll answer is not eaten by a model-list refresh; consumed before ``scripted``.
@@ -257,6 +259,7 @@ class FakeService:
         self.result_base_url: str | None = None
         self.result_url: str | None = None
         self.file_redirect: str | None = None
+        self.file_redirects: list[str] = []
         self.file_gzip = False
         self.path_scripted: dict[str, list[tuple[int, Any, dict[str, str] | None]]] = {}
 
@@ -598,6 +601,8 @@ class FakeService:
     async def _file(self, request: web.Request) -> web.StreamResponse:
         if self.file_status is not None:
             return _error(self.file_status, "this link has expired")
+        if self.file_redirects:
+            return web.Response(status=302, headers={"Location": self.file_redirects.pop(0)})
         if self.file_redirect is not None:
             return web.Response(status=302, headers={"Location": self.file_redirect})
         name = request.match_info["name"]

@@ -11,11 +11,12 @@ import functools
 import io
 import math
 import random
+import zlib
 from array import array
 
 import av
 
-__all__ = ["make_mp4", "make_png", "make_large_mp4", "make_large_png"]
+__all__ = ["make_mp4", "make_png", "make_large_mp4", "make_large_png", "make_png_bomb"]
 
 _AUDIO_RATE = 48_000
 
@@ -235,3 +236,28 @@ def make_large_png(target_bytes: int) -> bytes:
         if len(data) >= target_bytes:
             return data
         side = math.ceil(side * 1.05) + 1
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    crc = zlib.crc32(kind + data) & 0xFFFFFFFF
+    return len(data).to_bytes(4, "big") + kind + data + crc.to_bytes(4, "big")
+
+
+@functools.lru_cache(maxsize=4)
+def make_png_bomb(width: int = 12_000, height: int = 12_000) -> bytes:
+    """A valid, all-black RGB PNG of `width` x `height` that compresses ~1000:1 (a decompression bomb).
+
+    12000x12000 is ~410 KB on disk and 432 MB of pixels once decoded. Built row by row with zlib, so
+    making it never holds the decoded picture.
+    """
+    header = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0])  # 8-bit RGB
+    # Every row is filter type 0 then black pixels: the whole raw image is zero bytes, fed in blocks.
+    remaining = (1 + 3 * width) * height
+    block = bytes(min(remaining, 1 << 24))
+    packer = zlib.compressobj(9)
+    parts = []
+    while remaining > 0:
+        parts.append(packer.compress(block[:remaining]))
+        remaining -= len(block)
+    parts.append(packer.flush())
+    return b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", b"".join(parts)) + _png_chunk(b"IEND", b"")

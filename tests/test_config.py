@@ -20,6 +20,7 @@ REQUIRED = {
 DEFAULTS = {
     "discord_api_base_url": None,
     "discord_gateway_url": None,
+    "discord_retry_max_delay": 60.0,
     "gen_video_model": "svc-video-v2.0",
     "gen_image_model": "svc-image-2.1-flash",
     "gen_rate_limit": RateLimit(16, 60.0),
@@ -61,7 +62,8 @@ def test_env_example_documents_every_variable() -> None:
     text = (Path(__file__).parent.parent / ".env.example").read_text()
     names = {line.split("=", 1)[0].lstrip("# ").strip() for line in text.splitlines() if "=" in line}
     expected = {
-        "DISCORD_TOKEN", "DISCORD_API_BASE_URL", "DISCORD_GATEWAY_URL", "GEN_API_BASE_URL", "GEN_API_KEY",
+        "DISCORD_TOKEN", "DISCORD_API_BASE_URL", "DISCORD_GATEWAY_URL", "DISCORD_RETRY_MAX_DELAY",
+        "GEN_API_BASE_URL", "GEN_API_KEY",
         "GEN_VIDEO_MODEL", "GEN_IMAGE_MODEL", "GEN_RATE_LIMIT", "GEN_POLL_INTERVAL", "GEN_POLL_TIMEOUT",
         "GEN_REQUEST_TIMEOUT", "GEN_RETRY_MAX", "GEN_BACKOFF_BASE", "GEN_BACKOFF_MAX", "GEN_DOWNLOAD_MAX_BYTES",
         "GEN_DOWNLOAD_TIMEOUT", "GEN_MAX_RUNNING", "DATABASE_PATH", "LOG_LEVEL", "MEMBER_JOB_LIMIT",
@@ -77,6 +79,7 @@ def test_every_variable_is_read() -> None:
         env(
             DISCORD_API_BASE_URL="http://127.0.0.1:9000/api",
             DISCORD_GATEWAY_URL="ws://127.0.0.1:9001/gateway",
+            DISCORD_RETRY_MAX_DELAY="0.25",
             GEN_VIDEO_MODEL="v-model",
             GEN_IMAGE_MODEL="i-model",
             GEN_RATE_LIMIT=" 5 / 0.5 ",
@@ -102,6 +105,7 @@ def test_every_variable_is_read() -> None:
     )
     assert s.discord_api_base_url == "http://127.0.0.1:9000/api"
     assert s.discord_gateway_url == "ws://127.0.0.1:9001/gateway"
+    assert s.discord_retry_max_delay == 0.25
     assert (s.gen_video_model, s.gen_image_model) == ("v-model", "i-model")
     assert s.gen_rate_limit == RateLimit(5, 0.5)
     assert (s.gen_poll_interval, s.gen_poll_timeout, s.gen_request_timeout) == (0.25, 12.0, 3.5)
@@ -167,6 +171,8 @@ def test_required_missing(name: str, value: str | None) -> None:
         ("TOKEN_MARGIN", "a lot"),
         ("STATUS_MESSAGE_MAX_AGE", "0"),
         ("SHUTDOWN_TIMEOUT", "forever"),
+        ("DISCORD_RETRY_MAX_DELAY", "0"),
+        ("DISCORD_RETRY_MAX_DELAY", "never"),
         ("LOG_LEVEL", "LOUD"),
     ],
 )

@@ -113,3 +113,44 @@ async def test_task_plans_by_prompt_and_duration(
     body["width"] = "wide"
     async with http.post(fake_service.base_url + "/v1/videos", json=body, headers=auth(fake_service)) as r:
         assert r.status == 400 and "width" in (await r.json())["error"]["message"]
+
+
+async def test_hostile_knobs(fake_service: FakeService, http: aiohttp.ClientSession) -> None:
+    """The knobs the hostile-service tests rely on: verbatim URLs, redirects, raw and gzip bodies."""
+    import gzip
+
+    fake_service.result_url = "file:///proc/self/environ"
+    fake_service.default_plan = TaskPlan(polls=0)
+    async with http.post(fake_service.base_url + "/v1/videos", headers=auth(fake_service),
+                         json={"model": "m", "prompt": "p", "width": 8, "height": 8, "num_frames": 1,
+                               "frame_rate": 1}) as r:
+        task_id = (await r.json())["video_id"]
+    async with http.get(fake_service.base_url + "/svcapi", params={"video_id": task_id},
+                        headers=auth(fake_service)) as r:
+        assert (await r.json())["video_url"] == "file:///proc/self/environ"
+
+    fake_service.file_redirects = ["/files/one.png", "/files/two.png"]
+    fake_service.file_redirect = "http://169.254.169.254/"
+    locations = []
+    for _ in range(3):
+        async with http.get(fake_service.base_url + "/files/a.png", allow_redirects=False) as r:
+            assert r.status == 302
+            locations.append(r.headers["Location"])
+    assert locations == ["/files/one.png", "/files/two.png", "http://169.254.169.254/"]
+    fake_service.file_redirect = None
+
+    fake_service.file_gzip = True
+    async with http.get(fake_service.base_url + "/files/a.png", auto_decompress=False) as r:
+        assert r.headers["Content-Encoding"] == "gzip"
+        assert gzip.decompress(await r.read()) == fake_service.image_bytes()
+
+    bomb = gzip.compress(b'{"status": "pending"' + b" " * 1_000_000 + b"}")
+    fake_service.path_scripted["/svcapi"] = [(200, bomb, {"Content-Encoding": "gzip"}), (200, b"[" * 1000, None)]
+    async with http.get(fake_service.base_url + "/svcapi", params={"video_id": task_id},
+                        headers=auth(fake_service), auto_decompress=False) as r:
+        assert await r.read() == bomb
+    async with http.get(fake_service.base_url + "/svcapi", params={"video_id": task_id},
+                        headers=auth(fake_service)) as r:
+        assert await r.read() == b"[" * 1000
+    async with http.get(fake_service.base_url + "/v1/models", headers=auth(fake_service)) as r:
+        assert r.status == 200  # other paths are untouched by path_scripted

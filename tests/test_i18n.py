@@ -150,6 +150,23 @@ def test_catalogue_is_actually_translated(locale: str) -> None:
     assert len(same) <= len(ENGLISH) // 10, same
 
 
+ISSUE_7_KEYS = ("reason_result_refused", "reason_not_media_video", "reason_not_media_image",
+                "reason_media_too_large", "error_already_retried", "error_unknown_model_list")
+
+
+@pytest.mark.parametrize("locale", sorted(TRANSLATIONS))
+def test_the_untrusted_service_messages_are_translated(locale: str) -> None:
+    # Failure reasons follow "❌ Failed: " (lower case where the script has case), and the
+    # "not media" pair must say which kind was expected: two different texts.
+    catalogue = TRANSLATIONS[locale]
+    for key in ISSUE_7_KEYS:
+        text = catalogue[key]
+        assert text != ENGLISH[key], key
+        if key.startswith("reason_") and text[0].lower() != text[0].upper():
+            assert text[0].islower(), (key, text)
+    assert catalogue["reason_not_media_video"] != catalogue["reason_not_media_image"]
+
+
 def test_discord_locale_objects_are_accepted() -> None:
     assert t("button_cancel", discord.Locale.german) == TRANSLATIONS["de"]["button_cancel"]
     assert t("button_cancel", discord.Locale.brazil_portuguese) == TRANSLATIONS["pt-BR"]["button_cancel"]
@@ -159,8 +176,8 @@ def test_discord_locale_objects_are_accepted() -> None:
 
 
 def test_unknown_locale_falls_back_to_english() -> None:
-    assert t("note_retried", "xx", id=5) == "Retried as job #5."
-    assert t("note_retried", None, id=5) == "Retried as job #5."
+    assert t("error_already_retried", "xx", job=4, id=5) == "Job #4 was already retried as job #5."
+    assert t("error_already_retried", None, job=4, id=5) == "Job #4 was already retried as job #5."
     assert t("button_retry", discord.Locale.american_english) == "Retry"
 
 
@@ -174,8 +191,8 @@ def test_unknown_region_falls_back_to_base_language_or_english(monkeypatch: pyte
 
 
 def test_broken_translation_falls_back_to_english(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(i18n, "_catalogues", lambda: {"de": {"note_retried": "Auftrag #{nummer}"}})
-    assert t("note_retried", "de", id=3) == "Retried as job #3."
+    monkeypatch.setattr(i18n, "_catalogues", lambda: {"de": {"error_job_not_found": "Auftrag #{nummer}"}})
+    assert t("error_job_not_found", "de", id=3) == "There is no job #3 in this server."
 
 
 def test_unknown_key_is_returned_as_is() -> None:

@@ -116,8 +116,9 @@ def test_video_and_image_params_keep_the_prompt_exact() -> None:
     intake = bare_intake()
     prompt = "  Ein Hund 🐕 am Strand, e\u0301  "
     video = intake.video_params(prompt=prompt, model=DEFAULT_VIDEO_MODEL, size=None, seconds=None,
-                                frame_rate=None, known_models=())
-    image = intake.image_params(prompt=prompt, model=DEFAULT_IMAGE_MODEL, size=None, known_models=())
+                                frame_rate=None, known_models=(), default_model=DEFAULT_VIDEO_MODEL)
+    image = intake.image_params(prompt=prompt, model=DEFAULT_IMAGE_MODEL, size=None, known_models=(),
+                                default_model=DEFAULT_IMAGE_MODEL)
     assert video["prompt"].encode() == prompt.encode()
     assert image["prompt"].encode() == prompt.encode()
 
@@ -126,10 +127,11 @@ def test_params_apply_the_intake_prompt_limit() -> None:
     intake = bare_intake(prompt_chars=10)
     with pytest.raises(IntakeError) as info:
         intake.video_params(prompt="z" * 11, model=DEFAULT_VIDEO_MODEL, size=None, seconds=None,
-                            frame_rate=None, known_models=())
+                            frame_rate=None, known_models=(), default_model=DEFAULT_VIDEO_MODEL)
     expect_error("error_prompt_too_long", max=10, length=11)(info.value)
     with pytest.raises(IntakeError) as info:
-        intake.image_params(prompt="\u200b ", model=DEFAULT_IMAGE_MODEL, size=None, known_models=())
+        intake.image_params(prompt="\u200b ", model=DEFAULT_IMAGE_MODEL, size=None, known_models=(),
+                            default_model=DEFAULT_IMAGE_MODEL)
     expect_error("error_prompt_empty")(info.value)
 
 
@@ -138,11 +140,12 @@ def test_params_apply_the_intake_prompt_limit() -> None:
 
 def test_video_defaults_follow_the_services_sample_request() -> None:
     params = bare_intake().video_params(
-        prompt="a cat", model=DEFAULT_VIDEO_MODEL, size=None, seconds=None, frame_rate=None,
-        known_models=VIDEO_MODELS,
+        prompt="a cat", model=None, size=None, seconds=None, frame_rate=None,
+        known_models=VIDEO_MODELS, default_model=DEFAULT_VIDEO_MODEL,
     )
     assert params == {
         "model": "svc-video-v2.0",
+        "model_default": True,
         "prompt": "a cat",
         "width": 1152,
         "height": 768,
@@ -168,6 +171,7 @@ def test_video_presets_stay_within_the_720p_class() -> None:
 def test_every_video_preset_combination(size: str, seconds: int, fps: int) -> None:
     params = bare_intake().video_params(
         prompt="p", model=DEFAULT_VIDEO_MODEL, size=size, seconds=seconds, frame_rate=fps, known_models=(),
+        default_model=DEFAULT_VIDEO_MODEL,
     )
     preset = presets.VIDEO_SIZES[size]
     assert (params["width"], params["height"]) == (preset.width, preset.height)
@@ -199,7 +203,8 @@ def test_num_frames_examples() -> None:
 def test_video_options_outside_the_choices_are_refused(options: dict[str, Any], option: str) -> None:
     kwargs: dict[str, Any] = {"size": None, "seconds": None, "frame_rate": None, **options}
     with pytest.raises(IntakeError) as info:
-        bare_intake().video_params(prompt="p", model=DEFAULT_VIDEO_MODEL, known_models=(), **kwargs)
+        bare_intake().video_params(prompt="p", model=DEFAULT_VIDEO_MODEL, known_models=(),
+                                   default_model=DEFAULT_VIDEO_MODEL, **kwargs)
     expect_error("error_bad_option", option=option)(info.value)
 
 
@@ -210,13 +215,16 @@ def test_unknown_model_is_refused_when_the_service_list_is_known() -> None:
     intake = bare_intake()
     with pytest.raises(IntakeError) as info:
         intake.video_params(prompt="p", model="svc-video-v9", size=None, seconds=None, frame_rate=None,
-                            known_models=VIDEO_MODELS)
-    expect_error("error_unknown_model", model="svc-video-v9")(info.value)
+                            known_models=VIDEO_MODELS, default_model=DEFAULT_VIDEO_MODEL)
+    # Refused with the service's list, so the member can pick again.
+    expect_error("error_unknown_model_list", model="svc-video-v9", models="svc-video-v2.0, svc-video-v1.5")(info.value)
     with pytest.raises(IntakeError) as info:
-        intake.image_params(prompt="p", model=DEFAULT_VIDEO_MODEL, size=None, known_models=IMAGE_MODELS)
-    expect_error("error_unknown_model", model=DEFAULT_VIDEO_MODEL)(info.value)
+        intake.image_params(prompt="p", model=DEFAULT_VIDEO_MODEL, size=None, known_models=IMAGE_MODELS,
+                            default_model=DEFAULT_IMAGE_MODEL)
+    expect_error("error_unknown_model_list", model=DEFAULT_VIDEO_MODEL,
+                 models="svc-image-2.1-flash, svc-image-2.0")(info.value)
     assert intake.video_params(prompt="p", model="svc-video-v1.5", size=None, seconds=None, frame_rate=None,
-                               known_models=VIDEO_MODELS)["model"] == "svc-video-v1.5"
+                               known_models=VIDEO_MODELS, default_model=DEFAULT_VIDEO_MODEL)["model"] == "svc-video-v1.5"
 
 
 @pytest.mark.parametrize(
@@ -225,14 +233,39 @@ def test_unknown_model_is_refused_when_the_service_list_is_known() -> None:
 )
 def test_any_well_formed_model_is_accepted_without_a_list(model: str) -> None:
     params = bare_intake().video_params(prompt="p", model=model, size=None, seconds=None, frame_rate=None,
-                                        known_models=())
+                                        known_models=(), default_model=DEFAULT_VIDEO_MODEL)
     assert params["model"] == model
 
 
 def test_model_id_is_trimmed() -> None:
     params = bare_intake().image_params(prompt="p", model=f"  {DEFAULT_IMAGE_MODEL}\n", size=None,
-                                        known_models=IMAGE_MODELS)
+                                        known_models=IMAGE_MODELS, default_model=DEFAULT_IMAGE_MODEL)
     assert params["model"] == DEFAULT_IMAGE_MODEL
+
+
+def test_no_pick_means_the_default_the_bot_chose_unchecked() -> None:
+    # The default is the configured model or its stand-in from the service's own list
+    # (framecast.catalog): the member picked nothing, so there is nothing to refuse.
+    params = bare_intake().video_params(prompt="p", model=None, size=None, seconds=None, frame_rate=None,
+                                        known_models=("svc-video-v2.1",), default_model="svc-video-v2.1")
+    assert (params["model"], params["model_default"]) == ("svc-video-v2.1", True)
+    image = bare_intake().image_params(prompt="p", model=None, size=None, known_models=(),
+                                       default_model=DEFAULT_IMAGE_MODEL)
+    assert (image["model"], image["model_default"]) == (DEFAULT_IMAGE_MODEL, True)
+
+
+def test_a_picked_model_is_marked_as_picked() -> None:
+    params = bare_intake().video_params(prompt="p", model="svc-video-v1.5", size=None, seconds=None,
+                                        frame_rate=None, known_models=VIDEO_MODELS, default_model=DEFAULT_VIDEO_MODEL)
+    assert (params["model"], params["model_default"]) == ("svc-video-v1.5", False)
+
+
+def test_the_list_shown_on_refusal_is_bounded() -> None:
+    listed = tuple(f"svc-video-v{i}.0" for i in range(40))
+    with pytest.raises(IntakeError) as info:
+        bare_intake().video_params(prompt="p", model="nope", size=None, seconds=None, frame_rate=None,
+                                   known_models=listed, default_model=listed[0])
+    assert info.value.params["models"].split(", ") == list(listed[:15])
 
 
 @pytest.mark.parametrize(
@@ -246,7 +279,7 @@ def test_malformed_model_ids_are_refused_even_without_a_list(model: str) -> None
     for known in ((), VIDEO_MODELS):
         with pytest.raises(IntakeError) as info:
             intake.video_params(prompt="p", model=model, size=None, seconds=None, frame_rate=None,
-                                known_models=known)
+                                known_models=known, default_model=DEFAULT_VIDEO_MODEL)
         assert info.value.key == "error_unknown_model"
         assert info.value.params["model"] == model.strip()[:100]
 
@@ -256,14 +289,15 @@ def test_malformed_model_ids_are_refused_even_without_a_list(model: str) -> None
 
 def test_image_defaults() -> None:
     params = bare_intake().image_params(prompt="a cat", model=DEFAULT_IMAGE_MODEL, size=None,
-                                        known_models=IMAGE_MODELS)
-    assert params == {"model": "svc-image-2.1-flash", "prompt": "a cat", "size": "1024x1024",
-                      "size_key": "square"}
+                                        known_models=IMAGE_MODELS, default_model=DEFAULT_IMAGE_MODEL)
+    assert params == {"model": "svc-image-2.1-flash", "model_default": False, "prompt": "a cat",
+                      "size": "1024x1024", "size_key": "square"}
 
 
 @pytest.mark.parametrize("size", sorted(presets.IMAGE_SIZES))
 def test_every_image_preset(size: str) -> None:
-    params = bare_intake().image_params(prompt="p", model=DEFAULT_IMAGE_MODEL, size=size, known_models=())
+    params = bare_intake().image_params(prompt="p", model=DEFAULT_IMAGE_MODEL, size=size, known_models=(),
+                                        default_model=DEFAULT_IMAGE_MODEL)
     preset = presets.IMAGE_SIZES[size]
     assert params["size"] == f"{preset.width}x{preset.height}"
     assert params["size_key"] == size
@@ -271,7 +305,8 @@ def test_every_image_preset(size: str) -> None:
 
 def test_bad_image_size_is_refused() -> None:
     with pytest.raises(IntakeError) as info:
-        bare_intake().image_params(prompt="p", model=DEFAULT_IMAGE_MODEL, size="small", known_models=())
+        bare_intake().image_params(prompt="p", model=DEFAULT_IMAGE_MODEL, size="small", known_models=(),
+                                   default_model=DEFAULT_IMAGE_MODEL)
     expect_error("error_bad_option", option="size")(info.value)
 
 
@@ -334,7 +369,7 @@ class World:
 
     async def accept(self, requester: Requester, prompt: str = "a cat") -> tuple[Job, int]:
         params = self.intake.video_params(prompt=prompt, model=DEFAULT_VIDEO_MODEL, size=None, seconds=None,
-                                          frame_rate=None, known_models=())
+                                          frame_rate=None, known_models=(), default_model=DEFAULT_VIDEO_MODEL)
         return await self.intake.accept(requester, JobKind.VIDEO, params)
 
 
@@ -433,7 +468,8 @@ async def test_cancelled_job_frees_the_members_place(world: World) -> None:
 async def test_accept_persists_before_returning(world: World, tmp_path: Path) -> None:
     requester = who(user=42, locale="de")
     params = world.intake.video_params(prompt="  Ein Hund 🐕 e\u0301  ", model=DEFAULT_VIDEO_MODEL,
-                                       size="portrait", seconds=8, frame_rate=30, known_models=())
+                                       size="portrait", seconds=8, frame_rate=30, known_models=(),
+                                       default_model=DEFAULT_VIDEO_MODEL)
     job, position = await world.intake.accept(requester, JobKind.VIDEO, params,
                                               discord={"application_id": 5}, retry_of=None)
     assert position == 1
@@ -464,10 +500,30 @@ async def test_accept_persists_before_returning(world: World, tmp_path: Path) ->
         assert found.discord == {"application_id": 5}
 
 
+async def test_a_job_is_retried_at_most_once_even_by_simultaneous_clicks(world: World) -> None:
+    failed, _ = await world.accept(who(user=1))
+    params = dict(failed.params)
+    # Two Retry clicks at the same moment (two members here, so no per-member limit interferes).
+    results = await asyncio.gather(
+        *(world.intake.accept(who(user=u), JobKind.VIDEO, params, retry_of=failed.id) for u in (2, 3)),
+        return_exceptions=True,
+    )
+    retries = [r for r in results if isinstance(r, tuple)]
+    refused = [r for r in results if isinstance(r, IntakeError)]
+    assert len(retries) == 1 and len(refused) == 1, results
+    [(retry, _)] = retries
+    expect_error("error_already_retried", job=failed.id, id=retry.id)(refused[0])
+    # Later clicks too, and nothing extra was stored or queued.
+    with pytest.raises(IntakeError) as info:
+        await world.intake.accept(who(user=2), JobKind.VIDEO, params, retry_of=failed.id)
+    expect_error("error_already_retried", job=failed.id, id=retry.id)(info.value)
+    assert [j.id for j in await world.store.active()] == [failed.id, retry.id]
+
+
 async def test_accept_survives_a_cancelled_caller(world: World) -> None:
     """accept() is shielded: a caller cancelled mid-way still leaves a job that is stored AND queued."""
     params = world.intake.video_params(prompt="p", model=DEFAULT_VIDEO_MODEL, size=None, seconds=None,
-                                       frame_rate=None, known_models=())
+                                       frame_rate=None, known_models=(), default_model=DEFAULT_VIDEO_MODEL)
     task = asyncio.create_task(world.intake.accept(who(user=9), JobKind.VIDEO, params))
     await asyncio.sleep(0)  # one yield: the caller is now waiting on the shielded step
     task.cancel()

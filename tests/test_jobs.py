@@ -8,6 +8,7 @@ from framecast.jobs import (
     ACTIVE,
     TERMINAL,
     TRANSITIONS,
+    AlreadyRetried,
     GuildQueueFull,
     InvalidTransition,
     Job,
@@ -114,6 +115,10 @@ def test_error_hierarchy_and_messages() -> None:
     assert isinstance(missing, LookupError) and isinstance(missing, JobError)
     assert missing.job_id == 5 and str(missing) == "job 5 not found"
     assert issubclass(InvalidTransition, JobError)
+    retried = AlreadyRetried(4, 9)
+    assert isinstance(retried, JobError) and not isinstance(retried, JobLimitError)
+    assert (retried.retry_of, retried.existing_id) == (4, 9)
+    assert str(retried) == "job 4 was already retried as job 9"
 
 
 def test_new_job_defaults_and_repr_hides_discord() -> None:
@@ -135,3 +140,4 @@ def test_job_properties() -> None:
     assert make_job(params={"size": "1024x1024"}).prompt == ""
     assert make_job(params={"prompt": None}).prompt == ""
     assert job.task_id is None and job.discord == {} and job.retry_of is None
+    assert job.result_url is None and job.result_local is False  # a result held by the bot is a flag

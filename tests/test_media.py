@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import struct
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -11,8 +12,12 @@ from typing import Any, cast
 import av
 import pytest
 from av.video.codeccontext import VideoCodecContext
+from av.video.stream import VideoStream
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from framecast import media
+from framecast.errors import MediaTooLarge, NotMedia
 from framecast.media import MediaError, MediaInfo, VideoInfo, fit_image, fit_video, probe_video, sniff
 from tests import mediagen
 
@@ -406,3 +411,220 @@ def test_mediagen_is_deterministic_and_sized() -> None:
     big = mediagen.make_large_mp4(200_000, width=128, height=96, seconds=1.0)
     assert len(big) >= 200_000 and probe_video(big).frames == 24
     assert len(mediagen.make_large_png(100_000)) >= 100_000
+
+
+# -------------------------------------------------------------------------------------------
+# header-only dimensions and result checks (issue 7: not media, decompression bombs)
+
+
+def _still(codec: str, pix_fmt: str, width: int = 200, height: int = 100, **options: str) -> bytes:
+    return _encode_still(codec, _png_frame(mediagen.make_png(width, height)), pix_fmt, **options)
+
+
+def _video(fmt: str, codec: str, width: int = 176, height: int = 144) -> bytes:
+    buf = io.BytesIO()
+    with av.open(buf, "w", format=fmt) as container:
+        stream = cast(VideoStream, container.add_stream(codec, rate=12))
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        for index in range(3):
+            frame = av.VideoFrame(width, height, "yuv420p")
+            for plane in frame.planes:
+                plane.update(bytes([index * 40]) * (plane.line_size * plane.height))
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return buf.getvalue()
+
+
+def _lying_mp4(width: int, height: int) -> bytes:
+    """A real 320x240 H.264 MP4 whose track header and sample description claim `width` x `height`."""
+    data = bytearray(mediagen.make_mp4(320, 240, 6, 6))
+    tkhd = data.index(b"tkhd") + 4  # payload start (version 0 in PyAV's output)
+    data[tkhd + 76 : tkhd + 84] = (width << 16).to_bytes(4, "big") + (height << 16).to_bytes(4, "big")
+    avc1 = data.index(b"avc1", data.index(b"stsd")) + 4
+    data[avc1 + 24 : avc1 + 28] = width.to_bytes(2, "big") + height.to_bytes(2, "big")
+    return bytes(data)
+
+
+BMP_CORE = b"BM" + bytes(4) + bytes(4) + (26).to_bytes(4, "little") + (12).to_bytes(4, "little") + struct.pack("<HH", 300, 20)
+HTML_502 = b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body><center><h1>502 Bad Gateway</h1></center></body></html>"
+
+
+def test_sniff_bmp_and_still_image_brands() -> None:
+    assert sniff(_still("bmp", "bgr24")) == MediaInfo("image", "bmp", "image/bmp")
+    assert sniff(b"BM and then some text that is not a bitmap") is None
+    assert sniff(b"\x00\x00\x00\x1cftypavif\x00\x00\x00\x00avifmif1") is None  # AVIF: not a video
+
+
+@pytest.mark.parametrize(
+    ("codec", "pix_fmt", "options"),
+    [
+        ("png", "rgb24", {}),
+        ("mjpeg", "yuvj420p", {}),
+        ("libwebp", "yuv420p", {}),  # lossy: "VP8 "
+        ("libwebp", "yuv420p", {"lossless": "1"}),  # "VP8L"
+        ("libwebp", "yuva420p", {}),  # with alpha: "VP8X"
+        ("bmp", "bgr24", {}),
+    ],
+)
+def test_image_dimensions_of_real_files(codec: str, pix_fmt: str, options: dict[str, str]) -> None:
+    data = _still(codec, pix_fmt, 200, 100, **options)
+    assert media.image_dimensions(data) == (200, 100)
+
+
+def test_image_dimensions_of_gif_jpeg_with_exif_and_core_bmp(tmp_path: Path) -> None:
+    assert media.image_dimensions(_gif(tmp_path / "a.gif", 1)) == (128, 96)
+    jpeg = _jpeg(64, 48)
+    # An APP1 segment carrying a fake thumbnail's SOF marker: skipped by its length.
+    app1 = b"Exif\x00\x00" + b"\xff\xc0\x00\x11\x08\x99\x99\x99\x99" + bytes(20)
+    with_exif = jpeg[:2] + b"\xff\xe1" + (len(app1) + 2).to_bytes(2, "big") + app1 + jpeg[2:]
+    assert media.image_dimensions(with_exif) == (64, 48)
+    assert media.image_dimensions(b"\xff\xd8\xff\xff\xff" + jpeg[3:]) == (64, 48)  # fill bytes
+    assert media.image_dimensions(BMP_CORE) == (300, 20)
+    top_down = bytearray(_still("bmp", "bgr24", 40, 30))
+    top_down[22:26] = (-30).to_bytes(4, "little", signed=True)
+    assert media.image_dimensions(bytes(top_down)) == (40, 30)
+
+
+def test_image_dimensions_of_a_bomb_without_decoding() -> None:
+    bomb = mediagen.make_png_bomb()
+    assert len(bomb) < 500_000
+    started = time.monotonic()
+    assert media.image_dimensions(bomb) == (12_000, 12_000)
+    assert time.monotonic() - started < 0.1
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00",  # cut inside IHDR
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIDAT" + bytes(13),  # no IHDR first
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR" + bytes(13),  # 0 x 0
+        b"\xff\xd8\xff\xe0\x00\x10JFIF\x00",  # JPEG cut before any frame header
+        b"\xff\xd8\xff\xda\x00\x08" + bytes(20),  # scan data before a frame header
+        b"\xff\xd8\xff\xe0\x00\x01" + bytes(20),  # segment length below 2
+        b"GIF89a\x01",
+        b"GIF89a\x00\x00\x00\x00",
+        b"RIFF\x24\x00\x00\x00WEBPVP8 " + bytes(14),  # no key frame start code
+        b"RIFF\x24\x00\x00\x00WEBPVP8L" + bytes(14),  # no signature byte
+        b"RIFF\x24\x00\x00\x00WEBPALPH" + bytes(14),
+        b"RIFF\x24\x00\x00\x00WEBPVP8X",
+        BMP_CORE[:20],
+        BMP_CORE[:18] + bytes(4),  # 0 x 0
+    ],
+)
+def test_image_dimensions_refuse_broken_headers(data: bytes) -> None:
+    assert sniff(data) is not None and sniff(data).kind == "image"  # type: ignore[union-attr]
+    with pytest.raises(MediaError):
+        media.image_dimensions(data)
+
+
+@pytest.mark.parametrize(("fmt", "codec"), [("mp4", "libx264"), ("mov", "libx264"), ("webm", "libvpx"), ("matroska", "libx264")])
+def test_video_dimensions_of_real_containers(fmt: str, codec: str) -> None:
+    data = _video(fmt, codec, 176, 144)
+    assert media.video_dimensions(data) == (176, 144)
+
+
+def test_video_dimensions_with_audio_and_odd_boxes() -> None:
+    clip = mediagen.make_mp4(160, 120, 12, 12, audio=True)
+    assert media.video_dimensions(clip) == (160, 120)  # the audio track's zero size is ignored
+    # A 64-bit "free" box in front of the rest, and a last box whose size 0 means "to the end".
+    ftyp_end = int.from_bytes(clip[:4], "big")
+    free64 = (1).to_bytes(4, "big") + b"free" + (24).to_bytes(8, "big") + bytes(8)
+    tail = (0).to_bytes(4, "big") + b"skip" + bytes(16)
+    assert media.video_dimensions(clip[:ftyp_end] + free64 + clip[ftyp_end:] + tail) == (160, 120)
+    assert media.video_dimensions(_lying_mp4(16, 16)) == (16, 16)  # what the container says
+    assert media.video_dimensions(mediagen.make_png()) is None
+    assert media.video_dimensions(b"\x00\x00\x00\x20ftypisom" + bytes(24)) is None  # no moov: undeclared
+
+
+def test_container_walkers_stop_on_a_flood_of_tiny_boxes() -> None:
+    flood = b"\x00\x00\x00\x14ftypisom\x00\x00\x02\x00isom" + b"\x00\x00\x00\x08free" * 1_000_000
+    started = time.monotonic()
+    assert media.video_dimensions(flood) is None
+    assert time.monotonic() - started < 2.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    magic=st.sampled_from([
+        b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF89a", b"RIFF\x00\x00\x00\x00WEBPVP8X", b"RIFF\x00\x00\x00\x00WEBPVP8 ",
+        b"RIFF\x00\x00\x00\x00WEBPVP8L", b"BM\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x28\x00\x00\x00",
+        b"\x00\x00\x00\x18ftypisom", b"\x00\x00\x00\x08moov", b"\x1a\x45\xdf\xa3", b"<html>", b"",
+    ]),
+    rest=st.binary(max_size=300),
+    limit=st.integers(min_value=1, max_value=10**9),
+)
+def test_header_readers_raise_only_their_documented_errors(magic: bytes, rest: bytes, limit: int) -> None:
+    data = magic + rest
+    for reader in (media.image_dimensions, media.video_dimensions):
+        try:
+            size = reader(data)
+        except MediaError:
+            continue
+        assert size is None or (size[0] > 0 and size[1] > 0)
+    for expected in ("video", "image"):
+        try:
+            info = media.check_result(data, expected, limit)  # type: ignore[arg-type]
+        except (NotMedia, MediaTooLarge):
+            continue
+        assert info.kind == expected
+
+
+def test_check_result_wants_the_kind_the_job_asked_for() -> None:
+    clip, picture = mediagen.make_mp4(), mediagen.make_png()
+    assert media.check_result(clip, "video", 40_000_000).ext == "mp4"
+    assert media.check_result(picture, "image", 40_000_000).ext == "png"
+    with pytest.raises(NotMedia, match="not a video"):
+        media.check_result(HTML_502, "video", 40_000_000)
+    with pytest.raises(NotMedia, match="not a video"):
+        media.check_result(picture, "video", 40_000_000)
+    with pytest.raises(NotMedia, match="not an image"):
+        media.check_result(clip, "image", 40_000_000)
+    with pytest.raises(NotMedia, match="broken"):
+        media.check_result(b"\x89PNG\r\n\x1a\n\x00\x00", "image", 40_000_000)
+
+
+def test_check_result_refuses_pictures_over_the_pixel_limit() -> None:
+    with pytest.raises(MediaTooLarge) as info:
+        media.check_result(mediagen.make_png_bomb(), "image", 40_000_000)
+    assert (info.value.width, info.value.height, info.value.limit) == (12_000, 12_000, 40_000_000)
+    with pytest.raises(MediaTooLarge):
+        media.check_result(mediagen.make_mp4(320, 240), "video", 320 * 240 - 1)
+    assert media.check_result(mediagen.make_mp4(320, 240), "video", 320 * 240).kind == "video"
+
+
+def test_fit_refuses_a_bomb_before_decoding_it() -> None:
+    started = time.monotonic()
+    with pytest.raises(MediaTooLarge):
+        fit_image(mediagen.make_png_bomb(), 100_000, max_pixels=40_000_000)
+    with pytest.raises(MediaTooLarge):
+        fit_video(mediagen.make_large_mp4(200_000, seconds=1.0), 100_000, max_pixels=1000)
+    assert time.monotonic() - started < 1.0
+
+
+def test_decoders_enforce_the_limit_when_a_header_lies() -> None:
+    liar = _lying_mp4(16, 16)  # 256 pixels declared, 320x240 in the bitstream
+    assert probe_video(liar).width == 320  # without a limit it decodes fine
+    with pytest.raises(MediaError) as info:
+        probe_video(liar, max_pixels=1000)
+    assert not isinstance(info.value, MediaTooLarge)  # the decoder refused, not the header check
+    with pytest.raises(MediaError):
+        fit_video(liar, len(liar) // 2, max_pixels=1000)
+
+
+def test_reencode_deadline_in_the_past_stops_before_encoding(noisy_clip: bytes, large_png: bytes) -> None:
+    with pytest.raises(media.ReencodeTimeout):
+        fit_video(noisy_clip, len(noisy_clip) // 2, deadline=time.monotonic() - 1)
+    with pytest.raises(media.ReencodeTimeout):
+        fit_image(large_png, len(large_png) // 2, deadline=time.monotonic() - 1)
+    assert issubclass(media.ReencodeTimeout, MediaError)  # the runner's "fit failed" path handles it
+
+
+def test_reencode_deadline_ends_a_long_encode_midway(noisy_clip: bytes) -> None:
+    unlimited = time.monotonic()
+    fit_video(noisy_clip, 200_000)
+    full = time.monotonic() - unlimited
+    started = time.monotonic()
+    with pytest.raises(media.ReencodeTimeout):
+        fit_video(noisy_clip, 200_000, deadline=started + full / 10)
+    assert time.monotonic() - started < full / 2

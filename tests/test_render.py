@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from typing import Any
 
 import discord
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cogs.utils.i18n import ENGLISH
 from cogs.utils.render import (
     BAR_CELLS,
     Rendered,
+    as_text,
     format_elapsed,
+    link_text,
     progress_bar,
     render_job,
     status_line,
@@ -172,6 +177,10 @@ def test_status_running_without_progress_shows_time_since_start() -> None:
         ("bad_response", None, ENGLISH["reason_bad_response"]),
         ("download_failed", None, ENGLISH["reason_download_failed"]),
         ("download_too_large", None, ENGLISH["reason_download_too_large"]),
+        ("result_refused", None, "the service's result link pointed somewhere Framecast does not fetch from."),
+        ("not_media", None, "the generation service returned something that is not a video."),
+        ("media_too_large", None, "the finished image is too large to process (too many pixels)."),
+        ("bad_response", "3 malformed polls", ENGLISH["reason_bad_response"]),
         ("discord_forbidden", None, "something went wrong inside Framecast."),
         (None, None, "something went wrong inside Framecast."),
     ],
@@ -181,8 +190,21 @@ def test_status_failed_explains_each_error_code(code: str | None, detail: str | 
     assert status(job) == f"❌ Failed: {reason}"
 
 
+def test_not_media_names_what_the_job_asked_for() -> None:
+    image = make_job(S.FAILED, kind=JobKind.IMAGE, params=dict(IMAGE_PARAMS), error_code="not_media")
+    assert status(image) == "❌ Failed: the generation service returned something that is not an image."
+    de = make_job(S.FAILED, locale="de", error_code="not_media")
+    assert status(de) == f"❌ Fehlgeschlagen: {TRANSLATIONS['de']['reason_not_media_video']}"
+
+
+@pytest.mark.parametrize("code", ["result_refused", "not_media", "media_too_large", "bad_response"])
+def test_new_failures_keep_the_retry_button(code: str) -> None:
+    assert buttons(render(make_job(S.FAILED, id=41, error_code=code))) == [(f"framecast:retry:41:{USER}", "Retry")]
+
+
 def test_known_failure_reasons_are_distinct() -> None:
-    codes = ["auth", "rate_limited", "unavailable", "bad_response", "download_failed", "download_too_large"]
+    codes = ["auth", "rate_limited", "unavailable", "bad_response", "download_failed", "download_too_large",
+             "result_refused", "not_media", "media_too_large"]
     texts = {status(make_job(S.FAILED, error_code=c)) for c in codes}
     assert len(texts) == len(codes)
     assert status(make_job(S.FAILED, error_code="internal")) not in texts
@@ -254,21 +276,113 @@ PROMPTS_WITH_MARKUP = [
     "<@123456789012345678> and <@!42> and <@&987654321> and <#111> and @everyone @here",
     "**bold** __underline__ *italic* ~~strike~~ `code` ```block``` ||spoiler|| > quote",
     "# Heading\n- list\n[link](https://example.com) <https://example.com> :smile: <:custom:123>",
+    "[Claim your free Nitro](https://discord.gift/abc) and [multi\nline](<https://x.example>)",
+    "## h2\n### h3\n-# subtext\n1. one\n  2. two\n+ plus\n>>> quote block </job:1> <t:1700000000:R>",
+    "back\\slash \\*not bold\\* \\[x](y) C:\\path\\ \\\\double",
     "  spaces kept  \n\n\ttab  ",
     "一只猫 🐈‍⬛ e\u0301 \u200b zero-width",
 ]
+# Discord's markdown: a backslash before ASCII punctuation shows that character.
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_INLINE = set("\\*_~|`[]<@")
+
+
+def shown(text: str) -> str:
+    """What Discord displays for `text`, escapes-wise."""
+    return _ESCAPE.sub(r"\1", text)
+
+
+def live_markup(text: str) -> list[str]:
+    """Characters of `text` that Discord could read as markup: unescaped specials, line-start marks."""
+    found: list[str] = []
+    line_start = True
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text) and _ESCAPE.match(text, i):
+            i += 2
+            line_start = False
+            continue
+        if ch in _INLINE or text.startswith("://", i):
+            found.append(ch)
+        elif line_start and (ch in "#+->" or (ch.isdigit() and re.match(r"\d+\.", text[i:]))):
+            found.append(ch)
+        if ch == "\n":
+            line_start = True
+        elif ch not in " \t":
+            line_start = False
+        i += 1
+    return found
 
 
 @pytest.mark.parametrize("prompt", PROMPTS_WITH_MARKUP, ids=range(len(PROMPTS_WITH_MARKUP)))
-def test_prompt_is_shown_verbatim_in_the_embed_only(prompt: str) -> None:
+def test_prompt_is_shown_as_typed_and_never_as_markup(prompt: str) -> None:
     rendered = render(make_job(S.RUNNING, params={**VIDEO_PARAMS, "prompt": prompt}))
-    assert rendered.embed.description == prompt  # not escaped, not altered, not stripped
-    assert rendered.embed.to_dict()["description"] == prompt
+    description = rendered.embed.to_dict()["description"]
+    assert shown(description) == prompt  # exactly what was typed, character for character
+    assert live_markup(description) == []  # no link, mention, heading, list, code or emphasis
     # Never message content (which could ping): a Rendered has no content at all...
     assert {f.name for f in dataclasses.fields(Rendered)} == {"embed", "view", "key"}
     # ...and the prompt appears nowhere else in the embed.
-    assert all(prompt not in (f.value or "") for f in rendered.embed.fields)
-    assert prompt not in (rendered.embed.title or "")
+    assert all(description not in (f.value or "") for f in rendered.embed.fields)
+    assert description not in (rendered.embed.title or "")
+
+
+def test_a_masked_link_cannot_form() -> None:
+    text = as_text("[Claim your free Nitro](https://discord.gift/abc)")
+    assert text == "\\[Claim your free Nitro\\](https\\://discord.gift/abc)"
+    # Discord's masked-link and autolink rules need an unescaped "[...](" and "://".
+    assert not re.search(r"(?<!\\)\[[^\]]*(?<!\\)\]\(", text)
+    assert "https://" not in text
+
+
+@given(st.text())
+def test_any_text_is_shown_literally(text: str) -> None:
+    escaped = as_text(text)
+    assert shown(escaped) == text
+    assert live_markup(escaped) == []
+
+
+@given(st.text(min_size=1, max_size=300), st.integers(min_value=2, max_value=200))
+def test_a_cut_never_splits_an_escape(text: str, limit: int) -> None:
+    escaped = as_text(text, limit=limit)
+    assert len(escaped) <= limit
+    if escaped != as_text(text):
+        assert escaped.endswith("…")
+        assert text.startswith(shown(escaped[:-1]))
+        assert live_markup(escaped[:-1]) == []
+
+
+@pytest.mark.parametrize("code", ["rejected", "task_failed"])
+def test_the_services_error_text_is_shown_literally(code: str) -> None:
+    detail = "policy [appeal here](https://evil.example) <@&1> **now**"
+    line = status(make_job(S.FAILED, error_code=code, error_detail=detail))
+    assert detail not in line
+    assert shown(line).endswith(detail)
+    assert line.endswith(as_text(detail))
+    assert live_markup(as_text(detail)) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "text"),
+    [
+        ("https://cdn.example/files/7.mp4?sig=a%2Fb&x=1", "https://cdn.example/files/7.mp4?sig=a%2Fb&x=1"),
+        ("https://cdn.example/a b[Free Nitro](https://evil.example)",
+         "https://cdn.example/a%20b%5BFree%20Nitro%5D(https://evil.example)"),
+        ("https://cdn.example/<@&1>||x||", "https://cdn.example/%3C@&1%3E%7C%7Cx%7C%7C"),
+    ],
+)
+def test_a_service_link_shows_as_one_plain_link(url: str, text: str) -> None:
+    shown_text = link_text(url)
+    assert shown_text == text
+    assert not set(shown_text) & set(" []<>|")
+
+
+def test_a_model_id_is_shown_literally() -> None:
+    rendered = render(make_job(S.RUNNING, params={**VIDEO_PARAMS, "model": "vendor/model:latest"}))
+    assert rendered.embed.fields[1].value == "1152×768 · 5 s · 24 fps · vendor/model:latest"
+    odd = render(make_job(S.RUNNING, params={**VIDEO_PARAMS, "model": "svc_video*v2*"}))
+    assert (odd.embed.fields[1].value or "").endswith("· svc\\_video\\*v2\\*")
 
 
 def test_requester_is_a_mention_inside_the_embed_field() -> None:

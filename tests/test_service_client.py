@@ -1,19 +1,28 @@
-"""The generation-service client against the fake service, over real HTTP on 127.0.0.1."""
+"""The generation-service client against the fake service, over real HTTP on 127.0.0.1.
+
+No test sends a packet anywhere but the loopback interface: internal and metadata addresses are
+refused before connecting, and host names are resolved by a scripted resolver where needed.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import email.utils
+import gzip
 import json
 import logging
+import os
 import random
+import socket
 import time
+import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from framecast.budget import Priority, RequestBudget
 from framecast.clock import Clock, ScaledClock, SystemClock
@@ -29,6 +38,7 @@ from framecast.errors import (
     ServiceUnavailable,
     TaskFailed,
     TaskTimedOut,
+    UnsafeResultURL,
 )
 from framecast.service import (
     GenerationClient,
@@ -52,6 +62,12 @@ IMAGE = ImageParams(model="svc-image-2.1-flash", prompt="a cat", size="1024x1024
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as s:
         yield s
+    # Clients made by make_client() close what they opened themselves (the foreign-host session).
+    while _OPEN:
+        await _OPEN.pop().close()
+
+
+_OPEN: list[GenerationClient] = []
 
 
 def make_client(
@@ -67,12 +83,13 @@ def make_client(
     backoff_max: float = 0.5,
     request_timeout: float = 5.0,
     base_url: str | None = None,
+    **options: Any,
 ) -> GenerationClient:
     clock = clock or SystemClock()
     budget = RequestBudget(
         limit, window, clock=clock, backoff_base=backoff_base, backoff_max=backoff_max, rng=random.Random(1)
     )
-    return GenerationClient(
+    client = GenerationClient(
         session,
         base_url=base_url or fake.base_url,
         api_key=Secret(key if key is not None else fake.api_key),
@@ -83,7 +100,10 @@ def make_client(
         backoff_base=backoff_base,
         backoff_max=backoff_max,
         rng=random.Random(2),
+        **options,
     )
+    _OPEN.append(client)
+    return client
 
 
 def gaps(fake: FakeService) -> list[float]:
@@ -124,7 +144,7 @@ async def test_create_without_id_is_a_bad_response(
     fake_service: FakeService, session: aiohttp.ClientSession
 ) -> None:
     fake_service.scripted.append((200, {"status": "ok", "queued": True}, None))
-    with pytest.raises(BadResponse, match="no video_id or task_id.*status, queued"):
+    with pytest.raises(BadResponse, match="no usable video_id or task_id.*status, queued"):
         await make_client(fake_service, session).create_video(VIDEO)
 
 
@@ -229,7 +249,7 @@ async def test_completed_without_url_and_unknown_status(
     fake_service.plans.append(("nourl", TaskPlan(polls=0, omit_url=True)))
     fake_service.plans.append(("odd", TaskPlan(status="exploded")))
     client = make_client(fake_service, session)
-    with pytest.raises(BadResponse, match="completed but the response has no video_url"):
+    with pytest.raises(BadResponse, match="poll task .*completed but the response has no video_url"):
         await client.poll_video(await client.create_video(VideoParams("m", "nourl", 64, 64, 12, 12)))
     with pytest.raises(BadResponse, match="unknown status 'exploded'"):
         await client.poll_video(await client.create_video(VideoParams("m", "odd", 64, 64, 12, 12)))
@@ -417,14 +437,21 @@ async def test_503_retry_after_honoured(fake_service: FakeService, session: aioh
     assert gaps(fake_service)[0] >= 0.3
 
 
-async def test_malformed_json(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+async def test_malformed_json_is_a_bad_response_not_retried(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    # Retrying at once would spend the budget on a service that answers nonsense, and a retried
+    # create may start a second task.
     client = make_client(fake_service, session, retry_max=3)
-    fake_service.malformed_next = 2
-    assert await client.list_models()
-    assert fake_service.count() == 3
-    fake_service.malformed_next = 100
-    with pytest.raises(ServiceUnavailable, match="malformed JSON"):
+    fake_service.malformed_next = 1
+    with pytest.raises(BadResponse, match="list models: the answer is not valid JSON"):
         await client.list_models()
+    assert fake_service.count() == 1
+    fake_service.malformed_next = 1
+    with pytest.raises(BadResponse, match="create video"):
+        await client.create_video(VIDEO)
+    assert fake_service.count(path="/v1/videos") == 1
+    assert await client.list_models()  # the next answer is fine again
 
 
 async def test_request_timeout(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
@@ -662,7 +689,7 @@ async def test_download_foreign_host_gets_no_key(
 ) -> None:
     fake_service.result_base_url = fake_service.alt_base_url  # "localhost": another origin
     fake_service.default_plan = TaskPlan(polls=0)
-    client = make_client(fake_service, session)
+    client = make_client(fake_service, session, result_hosts=("localhost",))
     status = await client.poll_video(await client.create_video(VIDEO))
     assert status.result_url is not None and status.result_url.startswith("http://localhost:")
     before = client.budget.granted_total
@@ -692,7 +719,7 @@ async def test_download_expired_link(
 ) -> None:
     fake_service.file_status = status
     with pytest.raises(DownloadError) as info:
-        await make_client(fake_service, session).download(
+        await make_client(fake_service, session, result_hosts=("localhost",)).download(
             fake_service.alt_base_url + "/files/x.mp4", max_bytes=10**6, timeout=5
         )
     assert (
@@ -709,7 +736,7 @@ async def test_download_timeout_and_bad_url(
     client = make_client(fake_service, session)
     with pytest.raises(DownloadError, match="did not finish within 0.3 s"):
         await client.download(fake_service.base_url + "/files/x.mp4", max_bytes=10**6, timeout=0.3)
-    with pytest.raises(DownloadError, match="not an http"):
+    with pytest.raises(UnsafeResultURL, match="not an http"):
         await client.download("file:///etc/passwd", max_bytes=10, timeout=1)
 
 
@@ -741,8 +768,10 @@ async def test_key_never_leaks(
         await attempt(client.create_video(VIDEO))
         fake_service.fail_next = 2
         await attempt(client.list_models())
-        fake_service.malformed_next = 2
+        fake_service.malformed_next = 1
         await attempt(client.list_models())
+        fake_service.scripted.append((200, {"status": "failed", "error": f"echo {key[:3]}\x00{key[3:]}"}, None))
+        await attempt(client.wait_video("t-1", interval=0.01, timeout=1))
         fake_service.delays = [1.0, 1.0]
         await attempt(client.list_models())
         fake_service.rate_limit = (0 + 1, 60.0)
@@ -764,6 +793,8 @@ async def test_key_never_leaks(
         RateLimited,
         DownloadError,
         AuthError,
+        BadResponse,
+        TaskFailed,
     }
     for exc in caught:
         chain: BaseException | None = exc
@@ -786,15 +817,27 @@ async def test_from_settings(fake_service: FakeService, session: aiohttp.ClientS
             "GEN_API_BASE_URL": fake_service.base_url + "/",
             "GEN_API_KEY": fake_service.api_key,
             "GEN_RATE_LIMIT": "5/1",
+            "GEN_RESULT_HOSTS": "localhost",
+            "GEN_JSON_MAX_BYTES": "2000",
+            "GEN_MAX_REDIRECTS": "0",
         }
     )
     clock = SystemClock()
     budget = RequestBudget.from_settings(settings, clock)
     client = GenerationClient.from_settings(session, settings, budget, clock)
+    _OPEN.append(client)
     assert (budget.limit, budget.window) == (5, 1.0)
     assert client.base_url == fake_service.base_url
     assert await client.list_models()
     assert fake_service.requests[0].path == "/v1/models"
+    # The issue-7 settings reach the client: the allow-list, the JSON cap, the redirect bound.
+    assert await client.download(fake_service.alt_base_url + "/files/a.png", max_bytes=10**6, timeout=5)
+    fake_service.path_scripted["/v1/models"] = [(200, b'{"data": []}' + b" " * 2000, None)]
+    with pytest.raises(BadResponse, match="larger than the 2000-byte limit"):
+        await client.list_models()
+    fake_service.file_redirects = ["/files/b.png"]
+    with pytest.raises(UnsafeResultURL, match="redirects too many times"):
+        await client.download(fake_service.base_url + "/files/a.png", max_bytes=10**6, timeout=5)
 
 
 # -- the budget over real HTTP ------------------------------------------------------------------------
@@ -831,3 +874,332 @@ async def test_burst_never_exceeds_the_window(
     assert fake_service.max_in_window(real_window) <= limit
     # ...and the budget is not wasted either: close to one full window per `limit` requests.
     assert elapsed < (300 / limit + 2) * real_window * 2
+
+
+# -- a hostile or broken service (issue 7) --------------------------------------------------------------
+class ScriptedResolver(AbstractResolver):
+    """DNS for made-up names, so no test ever asks a real DNS server or reaches a real host.
+
+    `answers[name]` is a list of lookups, each a list of addresses; the last one repeats.
+    """
+
+    def __init__(self, answers: dict[str, list[list[str]]]) -> None:
+        self.answers = answers
+        self.lookups: list[str] = []
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        self.lookups.append(host)
+        if host not in self.answers:
+            raise OSError(f"no such host {host}")
+        script = self.answers[host]
+        addresses = script.pop(0) if len(script) > 1 else script[0]
+        return [
+            {"hostname": host, "host": a, "port": port, "family": socket.AF_INET6 if ":" in a else socket.AF_INET,
+             "proto": 0, "flags": 0}
+            for a in addresses
+        ]
+
+    async def close(self) -> None:
+        pass
+
+
+def refused(info: pytest.ExceptionInfo[UnsafeResultURL], url: str, why: str) -> None:
+    """A refusal that says why and never names the URL (it may be posted or logged)."""
+    assert info.value.code == "result_refused" and why in str(info.value)
+    assert url not in str(info.value) and url not in repr(info.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "file:///proc/self/environ",
+        "file://localhost/etc/passwd",
+        "FILE:///etc/passwd",
+        "ftp://127.0.0.1/x.mp4",
+        "gopher://127.0.0.1:70/_x",
+        "data:video/mp4;base64,AAAA",
+        "javascript:alert(1)",
+        "//example.com/x.mp4",
+        "/files/x.mp4",
+        "",
+    ],
+)
+async def test_download_refuses_what_is_not_http(
+    fake_service: FakeService, session: aiohttp.ClientSession, url: str
+) -> None:
+    with pytest.raises(UnsafeResultURL) as info:
+        await make_client(fake_service, session).download(url, max_bytes=10**6, timeout=5)
+    refused(info, url or "nothing", "not an http(s) URL")
+    assert fake_service.count() == 0
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.2", "10.0.0.1", "169.254.169.254", "192.168.1.1", "172.16.0.1", "100.64.0.1", "0.0.0.0",
+        "[::1]", "[::ffff:127.0.0.1]", "[::ffff:169.254.169.254]", "[fd00::1]", "[fe80::1]", "224.0.0.1",
+    ],
+)
+async def test_download_refuses_internal_addresses_before_connecting(
+    fake_service: FakeService, session: aiohttp.ClientSession, host: str
+) -> None:
+    url = f"http://{host}:{fake_service.port}/files/x.mp4"
+    client = make_client(fake_service, session, result_hosts=("cdn.example.com",))
+    with pytest.raises(UnsafeResultURL) as info:
+        await client.download(url, max_bytes=10**6, timeout=5)
+    refused(info, url, "internal address")
+    assert fake_service.count() == 0
+
+
+async def test_download_refuses_numeric_host_spellings(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    # Spellings of 127.0.0.1 that inet_aton accepts: refused either by aiohttp or by the guard.
+    client = make_client(fake_service, session)
+    for host in ("2130706433", "127.1", "0x7f.0.0.1"):
+        with pytest.raises(UnsafeResultURL):
+            await client.download(f"http://{host}:{fake_service.port}/files/x.mp4", max_bytes=10**6, timeout=5)
+    assert fake_service.count() == 0
+
+
+async def test_host_names_are_judged_where_the_connection_is_made(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    port = fake_service.port
+    dns = ScriptedResolver({
+        "localhost": [["127.0.0.1"]],
+        "framecast.test": [["127.0.0.1"]],
+        "cdn.framecast.test": [["127.0.0.1"]],
+        "mixed.framecast.test": [["127.0.0.1", "10.1.2.3", "::1"]],
+        "rebind.framecast.test": [["127.0.0.1"]],
+    })
+    client = make_client(fake_service, session, resolver=dns)
+    for name in ("cdn.framecast.test", "mixed.framecast.test"):
+        with pytest.raises(UnsafeResultURL) as info:
+            await client.download(f"http://{name}:{port}/files/x.mp4", max_bytes=10**6, timeout=5)
+        refused(info, name, "internal address")
+    assert fake_service.count() == 0 and dns.lookups == ["cdn.framecast.test", "mixed.framecast.test"]
+    # `localhost` through the system's resolver (/etc/hosts): loopback, refused too.
+    with pytest.raises(UnsafeResultURL):
+        await make_client(fake_service, session).download(
+            fake_service.alt_base_url + "/files/x.mp4", max_bytes=10**6, timeout=5
+        )
+    assert fake_service.count() == 0
+
+    # An operator's private CDN, listed in GEN_RESULT_HOSTS: fetched, without the key or the budget.
+    listed = make_client(fake_service, session, resolver=dns, result_hosts=("*.framecast.test", "localhost"))
+    before = listed.budget.granted_total
+    data = await listed.download(f"http://cdn.framecast.test:{port}/files/x.mp4", max_bytes=10**7, timeout=5)
+    assert data == fake_service.video_bytes()
+    assert await listed.download(fake_service.alt_base_url + "/files/y.png", max_bytes=10**7, timeout=5)
+    assert [r.auth for r in fake_service.requests] == ["missing", "missing"]
+    assert listed.budget.granted_total == before
+    with pytest.raises(UnsafeResultURL):  # "*.framecast.test" does not cover framecast.test itself
+        await listed.download(f"http://framecast.test:{port}/files/x.mp4", max_bytes=10, timeout=5)
+
+
+async def test_redirects_are_checked_hop_by_hop(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    port = fake_service.port
+    client = make_client(fake_service, session, result_hosts=("localhost",), max_redirects=3)
+    video = fake_service.base_url + "/files/a.mp4"
+    # The service's origin redirects to its (listed) CDN: followed; the CDN gets no key.
+    fake_service.file_redirects = [fake_service.alt_base_url + "/files/b.mp4"]
+    assert await client.download(video, max_bytes=10**7, timeout=5) == fake_service.video_bytes()
+    assert [(r.path, r.auth) for r in fake_service.requests] == [("/files/a.mp4", "ok"), ("/files/b.mp4", "missing")]
+    # ...a relative redirect stays on the origin, with the key.
+    fake_service.clear()
+    fake_service.file_redirects = ["/files/c.mp4"]
+    assert await client.download(video, max_bytes=10**7, timeout=5)
+    assert [r.auth for r in fake_service.requests] == ["ok", "ok"]
+
+    for location, why in [
+        ("http://169.254.169.254/latest/meta-data/iam/security-credentials/", "internal address"),
+        (f"http://127.0.0.2:{port}/files/d.mp4", "internal address"),
+        ("file:///proc/self/environ", "not an http(s) URL"),
+        ("http://[::1", "not a valid URL"),
+    ]:
+        for start in (video, fake_service.alt_base_url + "/files/a.mp4"):  # from the origin, from the CDN
+            fake_service.clear()
+            fake_service.file_redirects = [location]
+            with pytest.raises(UnsafeResultURL) as info:
+                await client.download(start, max_bytes=10**7, timeout=5)
+            refused(info, location, why)
+            assert fake_service.count() == 1  # the redirect itself; the target was never contacted
+
+    # A loop: at most max_redirects hops are followed.
+    fake_service.clear()
+    fake_service.file_redirect = "/files/loop.mp4"
+    with pytest.raises(UnsafeResultURL) as info:
+        await client.download(video, max_bytes=10**7, timeout=5)
+    refused(info, "/files/loop.mp4", "redirects too many times")
+    assert fake_service.count() == 4
+    fake_service.clear()
+    with pytest.raises(UnsafeResultURL):
+        await make_client(fake_service, session, max_redirects=0).download(video, max_bytes=10**7, timeout=5)
+    assert fake_service.count() == 1
+
+
+async def test_api_answers_are_never_redirected(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    fake_service.scripted.append((302, "", {"Location": "http://169.254.169.254/latest/meta-data/"}))
+    with pytest.raises(BadResponse, match="redirect"):
+        await make_client(fake_service, session).create_video(VIDEO)
+    assert fake_service.count() == 1
+
+
+async def test_gzip_results_are_inflated_within_the_cap(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    client = make_client(fake_service, session)
+    fake_service.file_gzip = True
+    url = fake_service.base_url + "/files/a.mp4"
+    assert await client.download(url, max_bytes=10**7, timeout=5) == fake_service.video_bytes()
+    # A bomb: 64 MiB of zeros, 64 KiB on the wire. The cap counts inflated bytes.
+    fake_service.video_payload = bytes(64 * 1024 * 1024)
+    with pytest.raises(DownloadTooLarge) as info:
+        await client.download(url, max_bytes=1024 * 1024, timeout=5)
+    assert info.value.limit == 1024 * 1024
+
+
+def _gzip(data: bytes) -> bytes:
+    return gzip.compress(data, 6)
+
+
+async def test_json_answers_are_capped_after_decompression(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    client = make_client(fake_service, session, json_max_bytes=4096, image_json_max_bytes=10**6)
+    padded = b'{"status": "pending", "progress": 5}' + b" " * 5000
+    bomb = _gzip(b'{"status": "pending", "pad": "' + b" " * 50_000_000 + b'"}')
+    assert len(bomb) < 100_000
+    fake_service.path_scripted["/svcapi"] = [
+        (200, padded, None),
+        (200, bomb, {"Content-Encoding": "gzip"}),
+        (200, b"\x1f\x8b\x08\x00garbage", {"Content-Encoding": "gzip"}),
+        (200, b'{"status": "pending"}', {"Content-Encoding": "br"}),
+        (200, _gzip(b'{"status": "pending", "progress": 7}') * 2, {"Content-Encoding": "gzip"}),
+    ]
+    with pytest.raises(BadResponse, match="larger than the 4096-byte limit"):
+        await client.poll_video("t1")
+    with pytest.raises(BadResponse, match="larger than the 4096-byte limit"):
+        await client.poll_video("t1")
+    with pytest.raises(BadResponse, match="compression is broken"):
+        await client.poll_video("t1")
+    with pytest.raises(BadResponse, match="compression is broken or unknown"):
+        await client.poll_video("t1")
+    with pytest.raises(BadResponse, match="not valid JSON"):  # two gzip members: two documents
+        await client.poll_video("t1")
+    assert fake_service.count() == 5  # none of them retried at once
+    # deflate, zlib-wrapped or raw, is read like gzip
+    raw = zlib.compressobj(6, zlib.DEFLATED, -15)
+    fake_service.path_scripted["/svcapi"] = [
+        (200, zlib.compress(b'{"status": "pending", "progress": 7}'), {"Content-Encoding": "deflate"}),
+        (200, raw.compress(b'{"status": "pending", "progress": 8}') + raw.flush(), {"Content-Encoding": "deflate"}),
+    ]
+    assert await client.poll_video("t1") == TaskStatus("pending", 0.07)
+    assert await client.poll_video("t1") == TaskStatus("pending", 0.08)
+    # An image create may carry the image inline: its own, larger cap.
+    fake_service.image_shape = "data_b64"
+    fake_service.image_payload = os.urandom(20_000)
+    assert (await client.create_image(IMAGE)).data == fake_service.image_payload
+
+
+async def test_error_bodies_are_read_only_in_part(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    fake_service.scripted.append((400, {"error": "width must be even " + "x" * 20_000_000}, None))
+    with pytest.raises(RequestRejected) as info:
+        await make_client(fake_service, session).create_video(VIDEO)
+    # Only the first 16 KiB were read (the rest of the 20 MB never left the socket buffer).
+    assert info.value.detail is not None and "width must be even" in info.value.detail
+    assert len(info.value.detail) <= 300
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b'{"status": "pending", "progress": 1' + b"0" * 400 + b"}", "more than 40 digits"),
+        (b'{"status": "pending", "progress": 1e400}', "out of range"),
+        (b'{"status": "pending", "progress": NaN}', "NaN"),
+        (b'{"status": "pending", "progress": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested deeper"),
+        (b'{"status": "pend\xff\xfeing"}', "not UTF-8"),
+        (b'{"status": 5}', "no status"),
+        (b'{"status": "completed", "video_url": 5}', "no video_url"),
+        (b'{"status": "completed", "video_url": "http://x/\\u0000\\n"}', "not a usable URL"),
+        (b"null", "expected a JSON object"),
+    ],
+    ids=["huge-int", "huge-float", "nan", "deep", "not-utf8", "status-type", "url-type", "url-control", "null"],
+)
+async def test_malformed_poll_answers_are_bad_responses(
+    fake_service: FakeService, session: aiohttp.ClientSession, body: bytes, why: str
+) -> None:
+    fake_service.path_scripted["/svcapi"] = [(200, body, None)]
+    with pytest.raises(BadResponse, match=why):
+        await make_client(fake_service, session).poll_video("t1")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [{"video_id": "abc\x1b[31mdef"}, {"video_id": "x" * 300}, {"task_id": "a b"}, {"video_id": "\ud800"}, {"id": -4}],
+)
+async def test_unusable_task_ids_are_bad_responses(
+    fake_service: FakeService, session: aiohttp.ClientSession, answer: dict[str, Any]
+) -> None:
+    fake_service.scripted.append((200, answer, None))
+    with pytest.raises(BadResponse, match="no usable video_id or task_id"):
+        await make_client(fake_service, session).create_video(VIDEO)
+    assert fake_service.count() == 1  # a create is never retried on a bad answer
+
+
+async def test_unreadable_polls_are_counted_not_retried(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    fake_service.default_plan = TaskPlan(polls=2)
+    client = make_client(fake_service, session, clock=ScaledClock(100), malformed_polls=3)
+    task_id = await client.create_video(VIDEO)
+    bad = (200, b'{"status": "pending", "progress": ' + b"9" * 500 + b"}", None)
+    deep = (200, b"[" * 200_000, None)
+    # bad, bad, good (resets the count), bad, bad, good, good -> completed
+    fake_service.path_scripted["/svcapi"] = [bad, deep]
+    seen: list[TaskStatus] = []
+
+    async def on_progress(status: TaskStatus) -> None:
+        seen.append(status)
+        if len(seen) == 1:
+            fake_service.path_scripted["/svcapi"] = [bad, deep]
+
+    done = await client.wait_video(task_id, interval=2.0, timeout=600.0, on_progress=on_progress)
+    assert done.state == "completed"
+    polls = [r.received for r in fake_service.requests if r.path == "/svcapi"]
+    assert len(polls) == 7
+    # Each unreadable answer waited for the next interval (20 ms real), never retried at once.
+    assert all(b - a >= 0.02 * 0.9 for a, b in zip(polls, polls[1:], strict=False))
+
+    fake_service.clear()
+    task_id = await client.create_video(VIDEO)
+    fake_service.path_scripted["/svcapi"] = [bad, deep, (200, b"\xff", None), bad]
+    with pytest.raises(BadResponse, match=r"unreadable 3 times in a row") as info:
+        await client.wait_video(task_id, interval=2.0, timeout=600.0)
+    assert info.value.code == "bad_response" and task_id in str(info.value)
+    assert fake_service.count(path="/svcapi") == 3
+
+
+async def test_service_text_is_made_safe(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+    client = make_client(fake_service, session, clock=ScaledClock(100))
+    fake_service.path_scripted["/svcapi"] = [
+        (200, b'{"status": "failed", "error": "policy \\ud800 violation\\u202e\\u0007 \\n here"}', None),
+        (200, json.dumps({"status": "failed", "error": "long " * 5000}).encode(), None),
+    ]
+    with pytest.raises(TaskFailed) as info:
+        await client.wait_video("t1", interval=1.0, timeout=60.0)
+    assert info.value.reason == "policy \ufffd violation here"
+    str(info.value).encode("utf-8")  # storable and loggable
+    with pytest.raises(TaskFailed) as info:
+        await client.wait_video("t1", interval=1.0, timeout=60.0)
+    assert info.value.reason is not None and len(info.value.reason) <= 500
+    fake_service.scripted.append((422, b'{"error": {"message": "no \\udfff\\u0000 way"}}', None))
+    with pytest.raises(RequestRejected) as rejected:
+        await client.create_video(VIDEO)
+    assert rejected.value.detail == "no \ufffd way"
+    fake_service.scripted.append((200, {"status": "failed", "error": {"message": "bad \ud83d image"}}, None))
+    with pytest.raises(TaskFailed, match="bad \ufffd image"):
+        await client.create_image(IMAGE)

@@ -12,10 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from framecast.jobs import ACTIVE, TERMINAL, TRANSITIONS, Job, JobKind, JobState, NewJob
+from framecast.jobs import ACTIVE, TERMINAL, TRANSITIONS, Job, JobError, JobKind, JobState, NewJob
+from framecast.safetext import clean_text
 from framecast.store import (
     SCHEMA_VERSION,
+    AlreadyRetried,
     GuildQueueFull,
     InvalidTransition,
     JobLimitError,
@@ -127,7 +131,7 @@ async def test_open_creates_directory_wal_full_and_schema(store: JobStore, db_pa
     assert store.path == db_path
     assert (await on_worker(store, "PRAGMA journal_mode"))[0][0] == "wal"
     assert (await on_worker(store, "PRAGMA synchronous"))[0][0] == 2  # FULL
-    assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 1
+    assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 2
 
 
 async def test_all_sql_runs_on_one_worker_thread(store: JobStore) -> None:
@@ -643,3 +647,146 @@ async def test_sigkill_loses_no_acknowledged_write(tmp_path: Path, lines_before_
         active = await store.active()
         assert [j.id for j in active] == sorted(j.id for j in active)
         assert all(j.state not in TERMINAL for j in active)
+
+
+# ---------------------------------------------------------------------- schema v2 (issue 7)
+
+
+def _make_v1_database(path: Path, rows: list[dict[str, Any]]) -> None:
+    """A database exactly as Framecast's schema v1 left it, with `rows` in its job table."""
+    from framecast.store import _MIGRATIONS
+
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        for statement in _MIGRATIONS[0]:
+            conn.execute(statement)
+        for row in rows:
+            full = {"kind": "video", "state": "failed", "guild_id": GUILD, "channel_id": CHANNEL,
+                    "user_id": USER, "locale": "en-US", "params": '{"prompt":"a cat"}', "created_at": 1.0,
+                    "updated_at": 1.0, **row}
+            conn.execute(f"INSERT INTO jobs ({', '.join(full)}) VALUES ({', '.join('?' * len(full))})",
+                         tuple(full.values()))
+        conn.execute("PRAGMA user_version = 1")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+async def test_migration_from_v1_flags_local_results_and_keeps_one_retry_per_job(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    _make_v1_database(path, [
+        {"id": 1, "state": "delivering", "kind": "image", "result_url": "file:///data/results/job-1.png"},
+        {"id": 2, "state": "delivering", "result_url": "https://cdn.example.com/r.mp4"},
+        {"id": 3},  # failed, then retried twice by a double click under v1
+        {"id": 4, "retry_of": 3},
+        {"id": 5, "retry_of": 3},
+        {"id": 6, "retry_of": 2},
+    ])
+    async with await JobStore.open(path) as store:
+        assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 2
+        local, linked = await store.get(1), await store.get(2)
+        assert local is not None and local.result_local and local.result_url is None
+        assert linked is not None and not linked.result_local and linked.result_url == "https://cdn.example.com/r.mp4"
+        retries = {j: (await store.get(j)).retry_of for j in (4, 5, 6)}  # type: ignore[union-attr]
+        assert retries == {4: 3, 5: None, 6: 2}  # the first retry keeps the link
+        with pytest.raises(AlreadyRetried) as info:
+            await add(store, retry_of=3)
+        assert info.value.existing_id == 4
+
+
+async def test_result_local_is_a_stored_flag(store: JobStore) -> None:
+    job = await add(store, kind=JobKind.IMAGE)
+    assert job.result_local is False
+    await store.transition(job.id, S.SUBMITTING)
+    done = await store.transition(job.id, S.DELIVERING, result_local=True)
+    assert done.result_local is True and done.result_url is None
+    with pytest.raises(TypeError):
+        await store.update(job.id, result_local=1)
+
+
+async def test_a_failed_job_is_retried_at_most_once(store: JobStore) -> None:
+    first = await add(store)
+    retry = await add(store, retry_of=first.id)
+    with pytest.raises(AlreadyRetried) as info:
+        await add(store, retry_of=first.id)
+    assert isinstance(info.value, JobError)
+    assert (info.value.retry_of, info.value.existing_id) == (first.id, retry.id)
+    # Checked before the limits: the second click hears about the first retry, not about a limit.
+    with pytest.raises(AlreadyRetried):
+        await store.add(new_job(retry_of=first.id), member_limit=0, guild_cap=0)
+    assert [j.id for j in await store.active()] == [first.id, retry.id]
+
+
+async def test_concurrent_retries_of_one_job_create_exactly_one(db_path: Path) -> None:
+    # Two connections (two processes' worth) and many clicks at once: the check and the insert are
+    # one transaction, and the unique index is there too.
+    async with await JobStore.open(db_path) as one, await JobStore.open(db_path) as two:
+        failed = await add(one)
+        results = await asyncio.gather(
+            *((one if i % 2 else two).add(new_job(retry_of=failed.id), member_limit=None, guild_cap=None)
+              for i in range(40)),
+            return_exceptions=True,
+        )
+        created = [r for r in results if isinstance(r, Job)]
+        assert len(created) == 1
+        assert all(isinstance(r, AlreadyRetried) and r.existing_id == created[0].id
+                   for r in results if not isinstance(r, Job))
+
+
+async def test_the_unique_index_refuses_a_second_retry_written_behind_the_store(store: JobStore) -> None:
+    first = await add(store)
+    await add(store, retry_of=first.id)
+
+    def insert_behind() -> None:
+        store._conn.execute(
+            "INSERT INTO jobs (kind, state, guild_id, channel_id, user_id, locale, params, created_at,"
+            " updated_at, retry_of) VALUES ('video', 'queued', 1, 2, 3, 'en', '{}', 1, 1, ?)", (first.id,))
+
+    with pytest.raises(sqlite3.IntegrityError):
+        await store._call(insert_behind)
+
+
+async def test_database_wal_shm_and_directory_are_owner_only(db_path: Path) -> None:
+    async with await JobStore.open(db_path) as store:
+        await add(store)  # the WAL and the shared-memory file exist once something was written
+        files = [db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")]
+        assert all(f.exists() for f in files)
+        assert {f.name: f.stat().st_mode & 0o777 for f in files} == {f.name: 0o600 for f in files}
+        assert db_path.parent.stat().st_mode & 0o777 == 0o700  # created by the store
+
+
+async def test_looser_existing_files_are_tightened_on_open(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    data.chmod(0o755)
+    path = data / "framecast.sqlite3"
+    _make_v1_database(path, [{"id": 1}])
+    for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        f.touch()
+        f.chmod(0o644)
+    async with await JobStore.open(path) as store:
+        assert await store.get(1) is not None
+        for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            assert f.stat().st_mode & 0o777 == 0o600, f
+    assert data.stat().st_mode & 0o777 == 0o755  # the operator's own directory is left alone
+
+
+async def test_text_fields_refuse_lone_surrogates_with_a_clear_error(store: JobStore) -> None:
+    job = await add(store)
+    with pytest.raises(ValueError, match="error_detail"):
+        await store.update(job.id, error_detail="policy \ud800 violation")
+    assert (await store.get(job.id)).error_detail is None  # type: ignore[union-attr]
+
+
+# What a hostile service puts in its text: lone surrogates, NUL, terminal escapes, bidi overrides.
+HOSTILE_CHARS = ["\ud800", "\udfff", "\udc80", "\x00", "\x1b", "\u202e", "\u2028", "\ufeff", "\U0010ffff"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(alphabet=st.one_of(st.characters(codec=None), st.sampled_from(HOSTILE_CHARS)), max_size=2000))
+async def test_the_store_accepts_every_cleaned_text(store: JobStore, text: str) -> None:
+    job = await add(store)
+    cleaned = clean_text(text, 300)
+    stored = await store.update(job.id, error_detail=cleaned, error_code=clean_text(text, 40))
+    assert stored.error_detail == cleaned

@@ -7,7 +7,9 @@ requester is pinged by a separate short reply, see the reporter.)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import discord
 
@@ -25,6 +27,50 @@ _COLOURS = {
     JobState.FAILED: discord.Colour.red(),
     JobState.CANCELLED: discord.Colour.dark_grey(),
 }
+
+
+# What Discord's markdown acts on inside a line: emphasis, spoilers and code, masked links
+# ``[text](url)``, mentions/emoji/timestamps ``<...>``, ``@everyone``, and the ``:`` of a URL's
+# ``://`` (so nothing autolinks). Discord shows a backslashed ASCII punctuation mark as itself.
+_INLINE_MARKUP = re.compile(r"[\\*_~|`\[\]<@]|:(?=//)")
+# Markup that only counts at the start of a line: headings (``#``, ``-#``), lists, numbered lists,
+# block quotes.
+_LINE_MARKUP = re.compile(r"^([ \t]*)(?:([#+>-])|(\d+)\.)", re.MULTILINE)
+
+
+def as_text(text: str, limit: int | None = None) -> str:
+    """`text` escaped so that Discord shows it literally (in an embed or a message).
+
+    Markdown, masked links, mentions, headings and code render as the characters typed, never as
+    formatting, links or pings. Unescaped the way Discord does (a backslash before punctuation
+    shows that character), the result reads exactly `text`. With `limit`, a longer result is cut
+    (never inside an escape) and ends with ``…``.
+    """
+    escaped = _INLINE_MARKUP.sub(r"\\\g<0>", text)
+    escaped = _LINE_MARKUP.sub(
+        lambda m: f"{m[1]}\\{m[2]}" if m[2] else f"{m[1]}{m[3]}\\.", escaped,
+    )
+    if limit is None or len(escaped) <= limit:
+        return escaped
+    cut = escaped[: limit - 1]
+    # An odd run of trailing backslashes ends in an escape whose character was cut off: drop it.
+    if (len(cut) - len(cut.rstrip("\\"))) % 2:
+        cut = cut[:-1]
+    return cut + "…"
+
+
+# Characters a URL never needs raw that markdown or Discord's link detection would act on.
+_LINK_UNSAFE = re.compile(r"[\s\[\]<>|`\"\\]")
+
+
+def link_text(url: str) -> str:
+    """A link from the service, as message text that can only ever show as that one link.
+
+    Spaces, brackets, ``<>``, ``|``, backticks, quotes and backslashes are percent-encoded (the
+    link still leads to the same place), so nothing can turn it into a masked link, a mention or
+    a second link. Everything else is kept byte for byte (signed links stay valid).
+    """
+    return _LINK_UNSAFE.sub(lambda m: quote(m[0], safe=""), url)
 
 
 @dataclass
@@ -56,23 +102,29 @@ def failure_reason(job: Job, *, poll_timeout: float) -> str:
     """The failure in plain words, in the job's language."""
     code = job.error_code or "internal"
     loc = job.locale
+    # The detail is the service's own text: shown literally, never as links or formatting.
+    detail = as_text(job.error_detail) if job.error_detail else None
     if code == "rejected":
-        return t("reason_rejected", loc, detail=job.error_detail) if job.error_detail else t("reason_rejected_unknown", loc)
+        return t("reason_rejected", loc, detail=detail) if detail else t("reason_rejected_unknown", loc)
     if code == "task_failed":
-        return t("reason_task_failed", loc, detail=job.error_detail) if job.error_detail else t("reason_task_failed_unknown", loc)
+        return t("reason_task_failed", loc, detail=detail) if detail else t("reason_task_failed_unknown", loc)
     if code == "timeout":
         return t("reason_timeout", loc, minutes=max(1, round(poll_timeout / 60)))
-    known = {"auth", "rate_limited", "unavailable", "bad_response", "download_failed", "download_too_large"}
+    if code == "not_media":
+        return t("reason_not_media_video" if job.kind is JobKind.VIDEO else "reason_not_media_image", loc)
+    known = {"auth", "rate_limited", "unavailable", "bad_response", "download_failed", "download_too_large",
+             "result_refused", "media_too_large"}
     return t(f"reason_{code}" if code in known else "reason_internal", loc)
 
 
 def settings_line(job: Job) -> str:
     """The parameters used, e.g. ``1152×768 · 5 s · 24 fps · svc-video-v2.0``."""
     p = job.params
+    model = as_text(p["model"])  # an id from the service's list: shown literally
     if job.kind is JobKind.VIDEO:
         return t("settings_video", job.locale, width=p["width"], height=p["height"],
-                 seconds=p.get("seconds", "?"), fps=p["frame_rate"], model=p["model"])
-    return t("settings_image", job.locale, size=p["size"].replace("x", "×"), model=p["model"])
+                 seconds=p.get("seconds", "?"), fps=p["frame_rate"], model=model)
+    return t("settings_image", job.locale, size=p["size"].replace("x", "×"), model=model)
 
 
 def status_line(job: Job, *, position: int | None, now: float, poll_timeout: float) -> str:
@@ -105,9 +157,9 @@ def render_job(
     """The whole message for `job`. `notes` are extra lines (already localised)."""
     loc = job.locale
     kind = t("kind_video" if job.kind is JobKind.VIDEO else "kind_image", loc)
-    prompt = job.params.get("prompt", "")
-    # Embed descriptions hold 4096 characters; prompts are capped well below (PROMPT_MAX_CHARS).
-    shown = prompt if len(prompt) <= 3900 else prompt[:3899] + "…"
+    # The prompt is the member's text: shown as typed, never as markdown, links or mentions (the
+    # service got the exact bytes). Embed descriptions hold 4096 characters; escapes count too.
+    shown = as_text(job.params.get("prompt", ""), limit=3900)
     embed = discord.Embed(
         title=t("title", loc, kind=kind, id=job.id),
         description=shown,

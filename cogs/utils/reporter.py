@@ -24,7 +24,7 @@ import aiohttp
 import discord
 
 from cogs.utils.i18n import t
-from cogs.utils.render import Rendered, render_job
+from cogs.utils.render import Rendered, link_text, render_job
 from framecast.clock import Clock
 from framecast.config import Settings
 from framecast.jobs import Job, JobKind, JobState
@@ -150,7 +150,7 @@ class DiscordReporter:
         for message in await self._messages(job):
             if any(a.filename.startswith(prefix) for a in message.attachments):
                 return True
-            if job.result_url and job.result_url in (message.content or ""):
+            if job.result_url and link_text(job.result_url) in (message.content or ""):
                 return True
         return False
 
@@ -363,7 +363,7 @@ class DiscordReporter:
                 assert delivery.filename is not None
                 files = [discord.File(io.BytesIO(delivery.data), filename=delivery.filename)]
             elif delivery.link:
-                content_extra = delivery.link
+                content_extra = link_text(delivery.link)
         saved, slot.job = slot.job, shown
         try:
             rendered = self._rendered(slot, extra=extra)

@@ -7,6 +7,7 @@ Anything else is logged with its traceback and the member gets a generic apology
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -14,6 +15,7 @@ import discord
 from discord import app_commands
 
 from cogs.utils.i18n import t
+from cogs.utils.render import as_text
 from framecast.errors import AuthError
 from framecast.intake import IntakeError
 
@@ -37,7 +39,9 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
     if isinstance(error, (app_commands.CommandInvokeError, app_commands.TransformerError)) and error.__cause__:
         error = error.__cause__
     if isinstance(error, IntakeError):
-        return t(error.key, locale, **error.params)
+        # Parameters may echo what a member typed or what the service listed: shown literally.
+        params = {k: as_text(v) if isinstance(v, str) else v for k, v in error.params.items()}
+        return t(error.key, locale, **params)
     if isinstance(error, MissingChannelPermissions):
         names = ", ".join(p.replace("_", " ").title() for p in error.perms)
         return t("error_missing_permissions", locale, perms=names)
@@ -57,15 +61,15 @@ async def reply_privately(interaction: discord.Interaction[Any], text: str) -> N
     try:
         if not interaction.response.is_done():
             await interaction.response.send_message(text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
-        elif interaction.response.type in (
-            discord.InteractionResponseType.deferred_channel_message,
-            discord.InteractionResponseType.channel_message,
-        ) and not interaction.is_expired():
-            # A deferred public reply is completed by editing it (the "thinking" message).
-            await interaction.edit_original_response(content=text, embed=None, view=None,
-                                                     allowed_mentions=discord.AllowedMentions.none())
-        elif not interaction.is_expired():
-            await interaction.followup.send(text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
+            return
+        if interaction.is_expired():
+            return
+        if interaction.response.type is discord.InteractionResponseType.deferred_channel_message:
+            # The "thinking…" message may be public (a job command, Retry): it goes, and the answer
+            # comes as a private follow-up instead.
+            with contextlib.suppress(discord.NotFound):
+                await interaction.delete_original_response()
+        await interaction.followup.send(text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
     except discord.HTTPException as exc:
         log.warning("could not send an error reply: HTTP %s (code %s)", exc.status, exc.code)
 

@@ -217,13 +217,22 @@ async def test_progress_edits_are_coalesced(tmp_path) -> None:
         await close_world(world)
 
 
-@pytest.mark.parametrize("knob", ["fail_next", "malformed_next"])
-async def test_transient_service_trouble_is_retried_and_the_job_delivered(world: World, knob: str) -> None:
-    setattr(world.service, knob, 3)
+async def test_transient_service_trouble_is_retried_and_the_job_delivered(world: World) -> None:
+    world.service.fail_next = 3
     it = await world.video("weather the storm")
     msg = await world.delivered(it)
     assert status_of(msg).startswith("✅")
     assert len(creates(world, "weather the storm")) >= 2  # the first tries really failed
+
+
+async def test_malformed_polls_below_the_limit_are_polled_again_and_the_job_delivered(world: World) -> None:
+    # Two unreadable poll answers (GEN_MALFORMED_POLLS is 3): counted, polled again, delivered.
+    world.service.path_scripted["/svcapi"] = [(200, b'{"status": "pend', None)] * 2
+    it = await world.video("weather the storm")
+    msg = await world.delivered(it)
+    assert status_of(msg).startswith("✅")
+    assert len(creates(world, "weather the storm")) == 1
+    assert not world.service.path_scripted["/svcapi"]  # both bad answers were really served
 
 
 @pytest.mark.parametrize(

@@ -206,7 +206,7 @@ async def test_a_wrong_discord_token_exits_with_a_clear_message(tmp_path) -> Non
         env = dict(world.env, DISCORD_TOKEN="wrong-token-" + "z" * 40)
         bot = BotProcess(env, tmp_path / "wrong.log")
         await bot.start()
-        assert await bot.wait(30) == 1
+        assert await bot.wait(30) == 2
         log = bot.log_text()
         assert "DISCORD_TOKEN" in log
         assert "z" * 40 not in log and world.env["GEN_API_KEY"] not in log

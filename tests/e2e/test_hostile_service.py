@@ -1,0 +1,202 @@
+"""A hostile or broken generation service, end to end (issue 7, cases 1, 2, 3 and 7).
+
+The real bot.py runs against the fakes; the fake service answers what an attacker or a broken
+service would: result URLs naming local files and internal addresses, redirects to them, padded
+and gzip-bomb answers, absurd numbers and JSON nested 200,000 deep. Whatever it answers, the bot
+must upload nothing it should not, post no refused link, stay within bounded memory and never
+leave a job stuck or failed as "internal".
+
+No test sends a packet off the loopback interface: internal addresses are refused before any
+connection is made (they carry the fake's own port all the same, so nothing listens there).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from typing import Any
+
+from tests.e2e.conftest import StartWorld
+from tests.fake_service import TaskPlan
+from tests.harness import World, button_ids, job_rows, service_creates, status_of, wait_log, wait_state
+
+MiB = 1024 * 1024
+
+
+# -- helpers ------------------------------------------------------------------------------------------
+def everything_sent_to_discord(world: World) -> str:
+    """Every payload the bot sent to Discord (messages, edits, interaction replies) as one text."""
+    parts = [json.dumps(r.body, default=str) for r in world.discord.requests if r.body is not None]
+    for message in world.discord.messages.values():
+        parts.append(message.content)
+        parts.append(json.dumps(message.embeds, default=str))
+    return "\n".join(parts)
+
+
+async def fails_with(world: World, it: Any, code: str, timeout: float = 30) -> dict[str, Any]:
+    """Wait until the job of `it` failed with `code`, shown with a Retry button; return its row."""
+    job_id = await world.job_id(it)
+    row = await wait_state(world, job_id, "failed", timeout=timeout)
+    assert row["error_code"] == code, row
+    msg = await it.wait_original(lambda m: status_of(m).startswith("❌"), timeout=10)
+    assert [c for c in button_ids(msg) if c.startswith(f"framecast:retry:{job_id}:")], button_ids(msg)
+    assert world.files_for(job_id) == []  # nothing uploaded
+    return row
+
+
+def no_internal_failure(world: World) -> None:
+    assert world.bot is not None
+    log = world.bot.log_text()
+    assert world.bot.running
+    assert "unexpected error" not in log and "Traceback" not in log
+    assert all(row["error_code"] != "internal" for row in job_rows(world).values())
+
+
+def peak_rss(world: World) -> int:
+    """The bot process's peak resident memory so far (VmHWM), in bytes."""
+    assert world.bot is not None and world.bot.proc is not None
+    with open(f"/proc/{world.bot.proc.pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc/<pid>/status")
+
+
+def file_requests(world: World) -> list[Any]:
+    return [r for r in world.service.requests if r.path.startswith("/files/")]
+
+
+# -- case 1: local files -----------------------------------------------------------------------------
+async def test_file_urls_are_never_read_nor_uploaded(start: StartWorld) -> None:
+    world = await start()
+    environ = "file:///proc/self/environ"
+    world.service.result_url = environ
+    video = await world.video("the environment, please")
+    await fails_with(world, video, "result_refused")
+
+    wal = "file://" + world.env["DATABASE_PATH"] + "-wal"
+    world.service.result_url = wal
+    world.service.image_shape = "data_url"  # {"data": [{"url": "file://...-wal"}]}
+    image = await world.image("the database, please", member=world.bob)
+    await fails_with(world, image, "result_refused")
+
+    sent = everything_sent_to_discord(world)
+    for secret in (world.env["DISCORD_TOKEN"], world.env["GEN_API_KEY"]):
+        assert secret not in sent
+    assert "file://" not in sent and "/proc/self/environ" not in sent and "-wal" not in sent
+    assert world.discord.files_delivered() == []
+    no_internal_failure(world)
+
+
+# -- case 2: internal addresses ----------------------------------------------------------------------
+async def test_internal_result_urls_are_refused_before_connecting(start: StartWorld) -> None:
+    world = await start(extra_env={"GEN_RESULT_HOSTS": "localhost"})
+    port = world.service.port
+    for n, host in enumerate(("127.0.0.2", "169.254.169.254", "10.0.0.1", "[::ffff:127.0.0.1]")):
+        url = f"http://{host}:{port}/files/secret.mp4"
+        world.service.result_url = url
+        it = await world.video(f"internal result {n}")
+        await fails_with(world, it, "result_refused")
+        assert url not in everything_sent_to_discord(world)
+    assert file_requests(world) == []  # not one of them was fetched
+
+    # The listed "CDN" (the fake under the name localhost) redirects to an internal address.
+    world.service.result_url = world.service.alt_base_url + "/files/cdn.mp4"
+    world.service.file_redirect = f"http://127.0.0.2:{port}/files/metadata.mp4"
+    it = await world.video("a redirect inside")
+    await fails_with(world, it, "result_refused")
+    [cdn] = file_requests(world)
+    assert cdn.path == "/files/cdn.mp4" and cdn.auth == "missing"  # the key never goes to a CDN
+    assert "metadata" not in everything_sent_to_discord(world)
+    no_internal_failure(world)
+
+
+async def test_a_foreign_host_needs_the_allow_list_when_it_resolves_inside(start: StartWorld) -> None:
+    refusing = await start()  # `localhost` resolves to loopback: refused where the connection is made
+    refusing.service.result_base_url = refusing.service.alt_base_url
+    it = await refusing.video("a cdn on localhost")
+    await fails_with(refusing, it, "result_refused")
+    assert file_requests(refusing) == []
+    no_internal_failure(refusing)
+
+    allowing = await start(extra_env={"GEN_RESULT_HOSTS": "localhost"})
+    allowing.service.result_base_url = allowing.service.alt_base_url
+    it = await allowing.video("a cdn on localhost")
+    msg = await allowing.delivered(it)
+    assert msg.attachments[0].data == allowing.service.video_bytes()
+    [download] = file_requests(allowing)
+    assert download.auth == "missing"
+
+
+# -- case 3: unbounded answers -----------------------------------------------------------------------
+def gzip_bomb(inflated: int) -> bytes:
+    """A poll answer that is ~1/1000 of its size on the wire: ``{"status": "pending", "pad": "   ...``."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    parts = [packer.compress(b'{"status": "pending", "progress": 10, "pad": "')]
+    block = b" " * MiB
+    parts += [packer.compress(block) for _ in range(inflated // MiB)]
+    parts += [packer.compress(b'"}'), packer.flush()]
+    return b"".join(parts)
+
+
+async def test_huge_and_compressed_answers_keep_memory_bounded(start: StartWorld) -> None:
+    world = await start(extra_env={"GEN_JSON_MAX_BYTES": "65536"})
+    # Warm up: one whole job (imports, the first upload) before the peak is taken as a baseline.
+    await world.delivered(await world.video("warm up"))
+    baseline = peak_rss(world)
+
+    padded = b'{"status": "pending", "progress": 10}' + b" " * (128 * MiB)
+    bomb = gzip_bomb(1024 * MiB)
+    assert len(bomb) < 2 * MiB
+    world.service.path_scripted["/svcapi"] = [
+        (200, padded, None),
+        (200, bomb, {"Content-Encoding": "gzip"}),
+    ]
+    it = await world.video("a huge answer")
+    msg = await world.delivered(it, timeout=60)  # two unreadable polls, then a good one: delivered
+    assert msg.attachments[0].data == world.service.video_bytes()
+    grown = peak_rss(world) - baseline
+    # The old bot read both answers whole: +256 MiB for the padding, +1 GiB inflating the bomb.
+    assert grown < 32 * MiB, f"peak RSS grew by {grown / MiB:.0f} MiB"
+    await wait_log(world, "unreadable answer 2 of 3 in a row")
+    no_internal_failure(world)
+
+
+# -- case 7: malformed numbers and nesting -------------------------------------------------------------
+HUGE_INT = b'{"status": "pending", "progress": 1' + b"0" * 400 + b"}"
+DEEP = b'{"status": "pending", "progress": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+HUGE_FLOAT = b'{"status": "pending", "progress": 1e400}'
+
+
+async def test_malformed_polls_are_counted_then_the_job_goes_on(start: StartWorld) -> None:
+    world = await start()
+    world.service.default_plan = TaskPlan(polls=2)
+    world.service.path_scripted["/svcapi"] = [(200, HUGE_INT, None), (200, DEEP, None)]
+    it = await world.video("odd numbers then fine")
+    await world.delivered(it)
+    await wait_log(world, "unreadable answer 2 of 3 in a row")
+    no_internal_failure(world)
+
+
+async def test_malformed_polls_in_a_row_fail_the_job_plainly(start: StartWorld) -> None:
+    world = await start()
+    world.service.default_plan = TaskPlan(duration=3600)
+    world.service.path_scripted["/svcapi"] = [(200, DEEP, None), (200, HUGE_INT, None), (200, HUGE_FLOAT, None)]
+    it = await world.video("nothing but nonsense")
+    row = await fails_with(world, it, "bad_response")
+    assert row["error_detail"] is None
+    await wait_log(world, "unreadable 3 times in a row")
+    job = row["task_id"]
+    assert len([r for r in world.service.requests if r.path == "/svcapi" and r.query.get("video_id") == job]) == 3
+    no_internal_failure(world)
+
+
+async def test_an_unreadable_create_is_not_retried(start: StartWorld) -> None:
+    world = await start()
+    world.service.path_scripted["/v1/videos"] = [(200, gzip.compress(b'{"video_id": "v1"' + b" " * 2 * MiB),
+                                                  {"Content-Encoding": "gzip"})]
+    it = await world.video("one create only")
+    await fails_with(world, it, "bad_response")
+    assert len(service_creates(world, "one create only")) == 1  # a retried create could start a second task
+    no_internal_failure(world)

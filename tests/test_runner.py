@@ -1,0 +1,314 @@
+"""The job runner against the real store, the real service client and the fake service (over HTTP).
+
+Only the chat side is replaced, by :class:`RecordingReporter`: it records what would have reached
+Discord and can hold deliveries, so a test can look at the runner while results are in its hands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from framecast.budget import RequestBudget
+from framecast.clock import SystemClock
+from framecast.config import Secret
+from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.runner import JobRunner, RunnerSettings
+from framecast.service import GenerationClient
+from framecast.store import JobStore
+from tests.fake_service import FakeService, TaskPlan
+from tests.mediagen import make_large_mp4, make_png, make_png_bomb
+
+MiB = 1024 * 1024
+HTML_502 = b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body><h1>502 Bad Gateway</h1></body></html>"
+SETTINGS = RunnerSettings(
+    poll_interval=0.01, poll_timeout=10, download_max_bytes=50 * MiB, download_timeout=10,
+    backoff_base=0.01, backoff_max=0.1, results_at_once=2, image_max_pixels=40_000_000, reencode_timeout=300,
+)
+
+
+@dataclass
+class RecordingReporter:
+    """The chat side, recorded. ``hold`` makes every delivery wait until ``allow(n)`` lets n through."""
+
+    limit: int = 10 * MiB
+    hold: bool = False
+    files: list[tuple[int, bytes, str]] = field(default_factory=list)
+    links: list[tuple[int, str, str]] = field(default_factory=list)
+    changes: list[Job] = field(default_factory=list)
+    started: list[int] = field(default_factory=list)  # job ids whose delivery began, in order
+    in_flight: int = 0
+    _allowance: int = 0
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
+        self.changes.append(job)
+
+    async def upload_limit(self, job: Job) -> int:
+        return self.limit
+
+    async def deliver_file(self, job: Job, data: bytes, filename: str, *, notice: str | None) -> None:
+        await self._deliver(job.id, lambda: self.files.append((job.id, data, filename)))
+
+    async def deliver_link(self, job: Job, url: str, reason: str) -> None:
+        await self._deliver(job.id, lambda: self.links.append((job.id, url, reason)))
+
+    async def was_delivered(self, job: Job) -> bool:
+        return any(j == job.id for j, *_ in self.files + self.links)  # type: ignore[operator]
+
+    async def _deliver(self, job_id: int, record: Callable[[], None]) -> None:
+        async with self._changed:
+            self.started.append(job_id)
+            self.in_flight += 1
+            self._changed.notify_all()
+            if self.hold:
+                await self._changed.wait_for(lambda: self._allowance > 0)
+                self._allowance -= 1
+            record()
+            self.in_flight -= 1
+            self._changed.notify_all()
+
+    async def allow(self, n: int = 1) -> None:
+        async with self._changed:
+            self._allowance += n
+            self._changed.notify_all()
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10) -> None:  # noqa: ASYNC109
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+
+
+@dataclass
+class Rig:
+    fake: FakeService
+    store: JobStore
+    client: GenerationClient
+    reporter: RecordingReporter
+    results_dir: Path
+    make_runner: Callable[..., JobRunner]
+
+    async def run(self, kind: JobKind, prompt: str, runner: JobRunner | None = None) -> Job:
+        job = await self.add(kind, prompt)
+        return await (runner or self.make_runner()).run(job, release_service_slot=lambda: None)
+
+    async def add(self, kind: JobKind, prompt: str) -> Job:
+        if kind is JobKind.VIDEO:
+            params: dict[str, Any] = {"model": "svc-video-v2.0", "prompt": prompt, "width": 64, "height": 64,
+                                      "num_frames": 12, "frame_rate": 12}
+        else:
+            params = {"model": "svc-image-2.1-flash", "prompt": prompt, "size": "64x64"}
+        return await self.store.add(NewJob(kind, 1, 2, 3, "en-US", params), member_limit=None, guild_cap=None)
+
+    def file_requests(self) -> int:
+        return sum(1 for r in self.fake.requests if r.path.startswith("/files/"))
+
+
+@pytest.fixture
+async def rig(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Rig]:
+    clock = SystemClock()
+    store = await JobStore.open(tmp_path / "data" / "framecast.sqlite3", clock=clock)
+    session = aiohttp.ClientSession()
+    budget = RequestBudget(1000, 1.0, clock=clock, backoff_base=0.01, backoff_max=0.1)
+    client = GenerationClient(session, base_url=fake_service.base_url, api_key=Secret(fake_service.api_key),
+                              budget=budget, clock=clock, request_timeout=5, retry_max=2, backoff_base=0.01,
+                              backoff_max=0.1, rng=random.Random(1))
+    reporter = RecordingReporter()
+    results_dir = tmp_path / "data" / "results"
+
+    def make_runner(**overrides: Any) -> JobRunner:
+        return JobRunner(store=store, client=client, reporter=reporter, clock=clock,
+                         settings=replace(SETTINGS, **overrides), results_dir=results_dir)
+
+    try:
+        yield Rig(fake_service, store, client, reporter, results_dir, make_runner)
+    finally:
+        await client.close()
+        await session.close()
+        await store.close()
+
+
+# -- results the bot keeps itself ----------------------------------------------------------------
+
+
+async def test_an_inline_image_is_kept_by_job_id_owner_only_and_delivered_from_there(rig: Rig) -> None:
+    rig.fake.image_shape = "data_b64"
+    rig.reporter.hold = True
+    job = await rig.add(JobKind.IMAGE, "an inline picture")
+    task = asyncio.create_task(rig.make_runner().run(job, release_service_slot=lambda: None))
+    await rig.reporter.wait_until(lambda: rig.reporter.in_flight == 1)
+    held = await rig.store.get(job.id)
+    assert held is not None and held.state is JobState.DELIVERING
+    assert held.result_local is True and held.result_url is None  # no URL of any kind is stored
+    [saved] = list(rig.results_dir.iterdir())
+    assert saved.name == f"job-{job.id}.png"
+    assert rig.results_dir.stat().st_mode & 0o777 == 0o700 and saved.stat().st_mode & 0o777 == 0o600
+    await rig.reporter.allow()
+    final = await task
+    assert final.state is JobState.DELIVERED
+    assert rig.reporter.files == [(job.id, rig.fake.image_bytes(), f"framecast-{job.id}.png")]
+    assert list(rig.results_dir.iterdir()) == []  # forgotten once delivered
+
+
+@pytest.mark.parametrize("scheme_path", ["file://{secret}", "file://localhost{secret}", "FILE:{secret}"])
+async def test_a_result_url_naming_a_local_file_is_never_read(rig: Rig, tmp_path: Path, scheme_path: str) -> None:
+    secret = tmp_path / "environ"
+    secret.write_bytes(b"DISCORD_TOKEN=very-secret\x00GEN_API_KEY=also-secret")
+    rig.fake.result_url = scheme_path.format(secret=secret)
+    final = await rig.run(JobKind.VIDEO, "show me the environment")
+    assert final.state is JobState.FAILED and final.error_code == "result_refused"
+    assert rig.reporter.files == [] and rig.reporter.links == []
+    assert "secret" not in (final.error_detail or "")
+
+
+async def test_the_service_cannot_point_one_job_at_another_jobs_saved_result(rig: Rig) -> None:
+    # Job 1's picture is on disk, waiting for its delivery; job 2's "result" names that file.
+    rig.fake.image_shape = "data_b64"
+    rig.reporter.hold = True
+    first = await rig.add(JobKind.IMAGE, "a private picture")
+    runner = rig.make_runner()
+    held = asyncio.create_task(runner.run(first, release_service_slot=lambda: None))
+    await rig.reporter.wait_until(lambda: rig.reporter.in_flight == 1)
+    [saved] = list(rig.results_dir.iterdir())
+    rig.fake.result_url = saved.as_uri()
+    rig.fake.image_shape = "data_url"
+    second = await rig.run(JobKind.IMAGE, "someone else's picture", runner)
+    assert second.state is JobState.FAILED and second.error_code == "result_refused"
+    await rig.reporter.allow()
+    assert (await held).state is JobState.DELIVERED
+    assert [job_id for job_id, *_ in rig.reporter.files] == [first.id]
+
+
+# -- memory: results downloaded or held at once --------------------------------------------------
+
+
+@pytest.mark.parametrize("at_once", [1, 2])
+async def test_at_most_results_at_once_results_are_downloaded_or_held(rig: Rig, at_once: int) -> None:
+    rig.reporter.hold = True
+    runner = rig.make_runner(results_at_once=at_once)
+    jobs = [await rig.add(JobKind.VIDEO, f"clip {i}") for i in range(4)]
+    tasks = [asyncio.create_task(runner.run(job, release_service_slot=lambda: None)) for job in jobs]
+    delivered = 0
+    while delivered < len(jobs):
+        expected = min(at_once, len(jobs) - delivered)
+        await rig.reporter.wait_until(lambda: rig.reporter.in_flight == expected)  # noqa: B023
+        # Every other job finished on the service and waits its turn, its state on disk; give them
+        # time to (wrongly) start downloading.
+        await asyncio.sleep(0.2)
+        assert rig.reporter.in_flight == expected
+        assert rig.file_requests() == delivered + expected
+        states = {j.id: (await rig.store.get(j.id)).state for j in jobs}  # type: ignore[union-attr]
+        assert sum(s is JobState.DELIVERING for s in states.values()) == len(jobs) - delivered
+        await rig.reporter.allow()
+        delivered += 1
+        await rig.reporter.wait_until(lambda: len(rig.reporter.files) == delivered)  # noqa: B023
+    assert [(await t).state for t in tasks] == [JobState.DELIVERED] * len(jobs)
+
+
+# -- text from the service -----------------------------------------------------------------------
+
+
+async def test_a_lone_surrogate_in_the_error_fails_the_job_with_a_clean_reason(rig: Rig) -> None:
+    rig.fake.plans.append(("policy", TaskPlan(outcome="failed", error="policy \ud800 violation\x1b[31m")))
+    final = await rig.run(JobKind.VIDEO, "policy test")
+    assert final.state is JobState.FAILED and final.error_code == "task_failed"
+    assert final.error_detail == "policy \ufffd violation[31m"
+    assert await rig.store.count_active(1, 3) == 0  # no longer counts against the member
+
+
+class DetailRefusingStore(JobStore):
+    """A store whose disk refuses one particular text (stands in for any failure to record it)."""
+
+    async def transition(self, job_id: int, to: JobState, **kwargs: Any) -> Job:
+        if "violation" in (kwargs.get("error_detail") or ""):
+            raise OSError("disk says no")
+        return await super().transition(job_id, to, **kwargs)
+
+
+async def test_a_failure_that_cannot_be_recorded_with_its_detail_is_recorded_without(
+    fake_service: FakeService, rig: Rig, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = await DetailRefusingStore.open(tmp_path / "other.sqlite3")
+    try:
+        fake_service.plans.append(("policy", TaskPlan(outcome="failed", error="policy violation")))
+        runner = JobRunner(store=store, client=rig.client, reporter=rig.reporter, clock=SystemClock(),
+                           settings=SETTINGS, results_dir=tmp_path / "results")
+        job = await store.add(NewJob(JobKind.VIDEO, 1, 2, 3, "en", {
+            "model": "svc-video-v2.0", "prompt": "policy", "width": 64, "height": 64, "num_frames": 12,
+            "frame_rate": 12}), member_limit=None, guild_cap=None)
+        with caplog.at_level(logging.ERROR, logger="framecast.runner"):
+            final = await runner.run(job, release_service_slot=lambda: None)
+        assert final.state is JobState.FAILED and final.error_code == "task_failed" and final.error_detail is None
+        assert "recording its failure failed" in caplog.text
+        assert await store.active() == []
+    finally:
+        await store.close()
+
+
+# -- result bytes are checked --------------------------------------------------------------------
+
+
+async def test_an_html_error_page_served_as_the_video_is_never_uploaded_or_linked(rig: Rig) -> None:
+    rig.fake.video_payload = HTML_502
+    final = await rig.run(JobKind.VIDEO, "a bad gateway")
+    assert final.state is JobState.FAILED and final.error_code == "not_media"
+    assert rig.reporter.files == [] and rig.reporter.links == []
+
+
+async def test_an_image_job_receiving_a_video_fails_as_not_an_image(rig: Rig) -> None:
+    rig.fake.image_shape = "url"
+    rig.fake.image_payload = rig.fake.video_bytes()
+    final = await rig.run(JobKind.IMAGE, "a picture, please")
+    assert final.state is JobState.FAILED and final.error_code == "not_media"
+    assert rig.reporter.files == []
+
+
+async def test_a_decompression_bomb_is_refused_before_decoding(rig: Rig) -> None:
+    rig.fake.image_shape = "url"
+    rig.fake.image_payload = make_png_bomb()
+    rig.reporter.limit = 100_000  # would need a re-encode (a full decode) to fit
+    started = time.monotonic()
+    final = await rig.run(JobKind.IMAGE, "a very large black square")
+    assert final.state is JobState.FAILED and final.error_code == "media_too_large"
+    assert time.monotonic() - started < 3
+    assert rig.reporter.files == [] and rig.reporter.links == []
+
+
+async def test_a_video_over_the_pixel_limit_is_refused(rig: Rig) -> None:
+    final = await rig.run(JobKind.VIDEO, "a clip", rig.make_runner(image_max_pixels=64 * 64 - 1))
+    assert final.state is JobState.FAILED and final.error_code == "media_too_large"
+
+
+async def test_a_reencode_past_its_time_limit_falls_back_to_the_link(rig: Rig) -> None:
+    rig.fake.video_payload = make_large_mp4(600_000, seconds=1.0)
+    rig.reporter.limit = 200_000
+    final = await rig.run(JobKind.VIDEO, "a slow clip", rig.make_runner(reencode_timeout=0.0))
+    assert final.state is JobState.DELIVERED
+    assert rig.reporter.files == []
+    [(_, url, reason)] = rig.reporter.links
+    assert url.startswith(rig.fake.base_url + "/files/") and reason == "note_too_large"
+
+
+async def test_a_saved_result_that_cannot_be_fitted_in_time_fails_without_a_link(rig: Rig) -> None:
+    rig.fake.image_shape = "data_b64"
+    rig.fake.image_payload = make_png(600, 600, noise=True)
+    rig.reporter.limit = 200_000
+    final = await rig.run(JobKind.IMAGE, "a noisy picture", rig.make_runner(reencode_timeout=0.0))
+    assert final.state is JobState.FAILED and final.error_code == "download_failed"
+    assert rig.reporter.files == [] and rig.reporter.links == []
+
+
+async def test_healthy_results_still_arrive_untouched(rig: Rig) -> None:
+    video = await rig.run(JobKind.VIDEO, "a healthy clip")
+    rig.fake.image_shape = "url"
+    image = await rig.run(JobKind.IMAGE, "a healthy picture")
+    assert (video.state, image.state) == (JobState.DELIVERED, JobState.DELIVERED)
+    assert [data for _, data, _ in rig.reporter.files] == [rig.fake.video_bytes(), rig.fake.image_bytes()]
