@@ -1,6 +1,6 @@
 """The generation-service errors: a small typed hierarchy callers can act on.
 
-Every error has a machine-readable ``code`` (persisted with a failed job) and a ``str()`` that is
+Every error has a machine-readable ``code`` (an :class:`~framecast.reasons.ErrorCode`, persisted with a failed job) and a ``str()`` that is
 safe to log and to show to an operator: it never contains the API key, request headers or a
 response body beyond the service's own short error message.
 """
@@ -8,6 +8,8 @@ response body beyond the service's own short error message.
 from __future__ import annotations
 
 from typing import ClassVar
+
+from framecast.reasons import ErrorCode
 
 __all__ = [
     "AuthError",
@@ -32,7 +34,7 @@ class ServiceError(Exception):
     ``code`` is machine-readable; ``status`` is the HTTP status involved, when there was one.
     """
 
-    code: ClassVar[str] = "service_error"
+    code: ClassVar[ErrorCode] = ErrorCode.SERVICE_ERROR
     default_message: ClassVar[str] = "the generation service failed"
 
     def __init__(self, message: str | None = None, *, status: int | None = None) -> None:
@@ -47,7 +49,7 @@ class ServiceError(Exception):
 class AuthError(ServiceError):
     """The service refused the API key (401/403). Never retried: an operator must fix the key."""
 
-    code: ClassVar[str] = "auth"
+    code: ClassVar[ErrorCode] = ErrorCode.AUTH
     default_message: ClassVar[str] = "the generation service rejected the API key"
 
     def __init__(self, message: str | None = None, *, status: int | None = 401) -> None:
@@ -57,7 +59,7 @@ class AuthError(ServiceError):
 class RateLimited(ServiceError):
     """Still answered 429 after every retry. ``retry_after``: seconds the service asked to wait."""
 
-    code: ClassVar[str] = "rate_limited"
+    code: ClassVar[ErrorCode] = ErrorCode.RATE_LIMITED
     default_message: ClassVar[str] = "the generation service is rate limiting this key"
 
     def __init__(self, message: str | None = None, *, retry_after: float | None = None) -> None:
@@ -71,7 +73,7 @@ class RequestRejected(ServiceError):
     ``detail`` is the service's own message, when it sent one (fit to show to the member).
     """
 
-    code: ClassVar[str] = "rejected"
+    code: ClassVar[ErrorCode] = ErrorCode.REJECTED
     default_message: ClassVar[str] = "the generation service rejected the request"
 
     def __init__(self, message: str | None = None, *, status: int = 400, detail: str | None = None) -> None:
@@ -86,21 +88,21 @@ class RequestRejected(ServiceError):
 class ServiceUnavailable(ServiceError):
     """5xx, timeouts, connection errors or unreadable JSON, after every retry."""
 
-    code: ClassVar[str] = "unavailable"
+    code: ClassVar[ErrorCode] = ErrorCode.UNAVAILABLE
     default_message: ClassVar[str] = "the generation service is unavailable"
 
 
 class BadResponse(ServiceError):
     """Valid JSON of a shape the client cannot use (a missing id, an unknown status...)."""
 
-    code: ClassVar[str] = "bad_response"
+    code: ClassVar[ErrorCode] = ErrorCode.BAD_RESPONSE
     default_message: ClassVar[str] = "the generation service sent a response of an unexpected shape"
 
 
 class TaskFailed(ServiceError):
     """The service reported the task as ``failed``. ``reason`` is its ``error`` field, if any."""
 
-    code: ClassVar[str] = "task_failed"
+    code: ClassVar[ErrorCode] = ErrorCode.TASK_FAILED
 
     def __init__(self, reason: str | None = None, *, task_id: str | None = None) -> None:
         self.reason = reason
@@ -113,7 +115,7 @@ class TaskFailed(ServiceError):
 class TaskTimedOut(ServiceError):
     """The task reached no terminal state within the poll timeout."""
 
-    code: ClassVar[str] = "timeout"
+    code: ClassVar[ErrorCode] = ErrorCode.TIMEOUT
 
     def __init__(
         self, message: str | None = None, *, task_id: str | None = None, timeout: float | None = None
@@ -131,14 +133,14 @@ class TaskTimedOut(ServiceError):
 class DownloadError(ServiceError):
     """The result could not be fetched: link dead or expired, too slow, connection broken."""
 
-    code: ClassVar[str] = "download_failed"
+    code: ClassVar[ErrorCode] = ErrorCode.DOWNLOAD_FAILED
     default_message: ClassVar[str] = "the result could not be downloaded"
 
 
 class DownloadTooLarge(DownloadError):
     """The result is larger than the download cap ``limit`` (bytes)."""
 
-    code: ClassVar[str] = "download_too_large"
+    code: ClassVar[ErrorCode] = ErrorCode.DOWNLOAD_TOO_LARGE
 
     def __init__(self, message: str | None = None, *, limit: int, size: int | None = None) -> None:
         self.limit = limit
@@ -158,7 +160,7 @@ class UnsafeResultURL(ServiceError):
     is made, redirects included). The URL itself is never shown or posted: only why it was refused.
     """
 
-    code: ClassVar[str] = "result_refused"
+    code: ClassVar[ErrorCode] = ErrorCode.RESULT_REFUSED
     default_message: ClassVar[str] = "the service's result link points somewhere the bot does not fetch from"
 
 
@@ -168,7 +170,7 @@ class NotMedia(ServiceError):
     ``expected`` is ``"video"`` or ``"image"``.
     """
 
-    code: ClassVar[str] = "not_media"
+    code: ClassVar[ErrorCode] = ErrorCode.NOT_MEDIA
 
     def __init__(self, expected: str, message: str | None = None) -> None:
         self.expected = expected
@@ -178,7 +180,7 @@ class NotMedia(ServiceError):
 class MediaTooLarge(ServiceError):
     """The result declares more pixels than ``IMAGE_MAX_PIXELS`` (a decompression bomb): never decoded."""
 
-    code: ClassVar[str] = "media_too_large"
+    code: ClassVar[ErrorCode] = ErrorCode.MEDIA_TOO_LARGE
 
     def __init__(self, width: int, height: int, limit: int) -> None:
         self.width = width

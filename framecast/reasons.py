@@ -1,0 +1,47 @@
+"""Typed reasons the core reports: why a job failed, and notes about a delivery.
+
+The core never builds message keys; the Discord side maps each member of these enums to the
+text a member reads (``cogs/utils/render.py``). They are ``StrEnum``s so they persist as plain
+text in the job store (``error_code``) and compare equal to the strings stored before.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["ErrorCode", "Note"]
+
+
+class ErrorCode(StrEnum):
+    """Why a job failed (``Job.error_code``; ``ServiceError.code``)."""
+
+    SERVICE_ERROR = "service_error"
+    AUTH = "auth"
+    RATE_LIMITED = "rate_limited"
+    REJECTED = "rejected"
+    UNAVAILABLE = "unavailable"
+    BAD_RESPONSE = "bad_response"
+    TASK_FAILED = "task_failed"
+    TIMEOUT = "timeout"
+    DOWNLOAD_FAILED = "download_failed"
+    DOWNLOAD_TOO_LARGE = "download_too_large"
+    RESULT_REFUSED = "result_refused"
+    NOT_MEDIA = "not_media"
+    MEDIA_TOO_LARGE = "media_too_large"
+    INTERNAL = "internal"
+
+    @classmethod
+    def parse(cls, value: str | None) -> ErrorCode:
+        """The code stored in a job (``None`` or an unknown value reads as :attr:`INTERNAL`)."""
+        try:
+            return cls(value) if value is not None else cls.INTERNAL
+        except ValueError:
+            return cls.INTERNAL
+
+
+class Note(StrEnum):
+    """Something the member should know about a job's message."""
+
+    RESUMED = "resumed"  # the bot restarted and the job continues
+    REENCODED = "reencoded"  # the file was re-encoded to fit the upload limit
+    TOO_LARGE = "too_large"  # no file fits: the service's link is posted instead
