@@ -16,7 +16,7 @@ COPY framecast ./framecast
 COPY cogs ./cogs
 
 RUN useradd --create-home --uid 10001 framecast \
-    && mkdir -p /data && chown framecast:framecast /data
+    && mkdir -p /data && chown framecast:framecast /data && chmod 700 /data
 USER framecast
 VOLUME ["/data"]
 

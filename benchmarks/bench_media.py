@@ -3,7 +3,7 @@
     python3 benchmarks/bench_media.py            # all cases, prints a table
     python3 benchmarks/bench_media.py --quick    # smaller sources (a smoke run)
 
-Sources are made with tests/mediagen.py (PyAV, deterministic) into a temporary directory. Each
+Sources are made with tests/fakes/media.py (PyAV, deterministic) into a temporary directory. Each
 case then runs in a fresh child process so the figures don't leak into each other:
 
 * wall / CPU: ``time.perf_counter`` and ``resource.getrusage(RUSAGE_SELF)`` (user + system, all
@@ -115,18 +115,18 @@ def _child(kind: str, path: str, limit: int) -> dict:
 
 
 def _make_sources(directory: Path, quick: bool) -> list[tuple[str, str, Path, int]]:
-    from tests import mediagen
+    from tests.fakes.media import make_large_mp4, make_large_png
 
     if quick:
         w, h, seconds = 576, 384, 2.0
     else:
         w, h, seconds = 1152, 768, 121 / 24
     sources = {
-        "video grain": ("video", mediagen.make_large_mp4(
+        "video grain": ("video", make_large_mp4(
             (6 if quick else 20) * MiB, width=w, height=h, fps=24, seconds=seconds, noise=24)),
-        "video noise": ("video", mediagen.make_large_mp4(
+        "video noise": ("video", make_large_mp4(
             (8 if quick else 30) * MiB, width=w, height=h, fps=24, seconds=seconds, noise=255)),
-        "image noise": ("image", mediagen.make_large_png((3 if quick else 12) * MiB)),
+        "image noise": ("image", make_large_png((3 if quick else 12) * MiB)),
     }  # fmt: skip
     limits = {
         "video": [10 * MiB, 2 * MiB] if not quick else [4 * MiB, 1 * MiB],

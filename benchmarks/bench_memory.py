@@ -26,9 +26,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+if TYPE_CHECKING:
+    from framecast.reasons import Note
 
 MiB = 1024 * 1024
 UPLOAD_BYTES_PER_SECOND = 400 * MiB
@@ -36,7 +39,7 @@ UPLOAD_BYTES_PER_SECOND = 400 * MiB
 
 def padded_mp4(size: int) -> bytes:
     """A real small MP4 followed by a ``free`` box, `size` bytes in all (a valid, large video file)."""
-    from tests.mediagen import make_mp4
+    from tests.fakes.media import make_mp4
 
     clip = make_mp4(320, 240, 24, 24)
     pad = size - len(clip)
@@ -64,15 +67,15 @@ class UploadingReporter:
     async def job_changed(self, job: Any, *, urgent: bool = False) -> None:
         return None
 
-    async def upload_limit(self, job: Any) -> int:
+    async def upload_limit(self, job: Any, refused: int | None = None) -> int:
         return 1 << 40  # no re-encode: the benchmark measures holding results, not fitting them
 
-    async def deliver_file(self, job: Any, data: bytes, filename: str, *, notice: str | None) -> None:
+    async def deliver_file(self, job: Any, data: bytes, filename: str, *, notice: Note | None) -> None:
         self.digests.add(hashlib.blake2b(data, digest_size=8).hexdigest())
         await asyncio.sleep(len(data) / UPLOAD_BYTES_PER_SECOND)
         self.delivered += 1
 
-    async def deliver_link(self, job: Any, url: str, reason: str) -> None:
+    async def deliver_link(self, job: Any, url: str, reason: Note) -> None:
         raise AssertionError("every result fits: no link expected")
 
     async def was_delivered(self, job: Any) -> bool:
@@ -96,20 +99,47 @@ async def child(base_url: str, key: str, jobs: int, at_once: int, download_max: 
         store = await JobStore.open(Path(tmp) / "bench.sqlite3", clock=clock)
         async with aiohttp.ClientSession() as session:
             budget = RequestBudget(100_000, 1.0, clock=clock, backoff_base=0.05, backoff_max=0.5)
-            client = GenerationClient(session, base_url=base_url, api_key=Secret(key), budget=budget,
-                                      clock=clock, request_timeout=60, rng=random.Random(1))
+            client = GenerationClient(
+                session,
+                base_url=base_url,
+                api_key=Secret(key),
+                budget=budget,
+                clock=clock,
+                request_timeout=60,
+                rng=random.Random(1),
+            )
             runner = JobRunner(
-                store=store, client=client, reporter=reporter, clock=clock, results_dir=Path(tmp) / "results",
+                store=store,
+                client=client,
+                reporter=reporter,
+                clock=clock,
+                results_dir=Path(tmp) / "results",
                 settings=RunnerSettings(
-                    poll_interval=0.05, poll_timeout=600, download_max_bytes=download_max,
-                    download_timeout=600, backoff_base=0.05, backoff_max=0.5, results_at_once=at_once,
-                    image_max_pixels=40_000_000, reencode_timeout=300,
+                    poll_interval=0.05,
+                    poll_timeout=600,
+                    download_max_bytes=download_max,
+                    download_timeout=600,
+                    backoff_base=0.05,
+                    backoff_max=0.5,
+                    results_at_once=at_once,
+                    image_max_pixels=40_000_000,
+                    reencode_timeout=300,
                 ),
             )
-            params = {"model": "svc-video-v2.0", "prompt": "a heavy clip", "width": 320, "height": 240,
-                      "num_frames": 24, "frame_rate": 24}
-            added = [await store.add(NewJob(JobKind.VIDEO, 1, 2, n, "en", dict(params)),
-                                     member_limit=None, guild_cap=None) for n in range(jobs)]
+            params = {
+                "model": "svc-video-v2.0",
+                "prompt": "a heavy clip",
+                "width": 320,
+                "height": 240,
+                "num_frames": 24,
+                "frame_rate": 24,
+            }
+            added = [
+                await store.add(
+                    NewJob(JobKind.VIDEO, 1, 2, n, "en", dict(params)), member_limit=None, guild_cap=None
+                )
+                for n in range(jobs)
+            ]
             before = rss_mib()
             started = time.perf_counter()
             finals = await asyncio.gather(*(runner.run(j, release_service_slot=lambda: None) for j in added))
@@ -125,7 +155,7 @@ async def child(base_url: str, key: str, jobs: int, at_once: int, download_max: 
 
 
 async def measure(jobs: int, size: int, bounds: list[int]) -> None:
-    from tests.fake_service import FakeService
+    from tests.fakes.gen_service import FakeService
 
     payload = padded_mp4(size)
     async with FakeService() as fake:
@@ -134,23 +164,36 @@ async def measure(jobs: int, size: int, bounds: list[int]) -> None:
         rows = []
         for at_once in bounds:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, __file__, "--child", fake.base_url, fake.api_key, str(jobs), str(at_once),
-                str(2 * size), stdout=asyncio.subprocess.PIPE,
+                sys.executable,
+                __file__,
+                "--child",
+                fake.base_url,
+                fake.api_key,
+                str(jobs),
+                str(at_once),
+                str(2 * size),
+                stdout=asyncio.subprocess.PIPE,
             )
             out, _ = await proc.communicate()
             if proc.returncode != 0:
                 raise SystemExit(f"child with RESULTS_AT_ONCE={at_once} failed ({proc.returncode})")
             rows.append(json.loads(out.decode().strip().splitlines()[-1]))
-    print(f"{jobs} jobs, each result {size / MiB:.0f} MiB, all finished together; uploads at "
-          f"{UPLOAD_BYTES_PER_SECOND // MiB} MiB/s, no re-encode")
-    print(f"| {'RESULTS_AT_ONCE':>15} | {'RSS before':>10} | {'peak RSS':>9} | {'peak - before':>13} | "
-          f"{'per held result':>15} | {'all delivered':>13} |")
+    print(
+        f"{jobs} jobs, each result {size / MiB:.0f} MiB, all finished together; uploads at "
+        f"{UPLOAD_BYTES_PER_SECOND // MiB} MiB/s, no re-encode"
+    )
+    print(
+        f"| {'RESULTS_AT_ONCE':>15} | {'RSS before':>10} | {'peak RSS':>9} | {'peak - before':>13} | "
+        f"{'per held result':>15} | {'all delivered':>13} |"
+    )
     print(f"|{'-' * 17}|{'-' * 12}|{'-' * 11}|{'-' * 15}|{'-' * 17}|{'-' * 15}|")
     for row in rows:
         grown = row["peak"] - row["before"]
         label = f"{row['at_once']}" + (" (naive)" if row["at_once"] >= jobs else "")
-        print(f"| {label:>15} | {row['before']:>6.0f} MiB | {row['peak']:>5.0f} MiB | {grown:>9.0f} MiB | "
-              f"{grown / min(row['at_once'], jobs):>11.0f} MiB | {row['seconds']:>11.1f} s |")
+        print(
+            f"| {label:>15} | {row['before']:>6.0f} MiB | {row['peak']:>5.0f} MiB | {grown:>9.0f} MiB | "
+            f"{grown / min(row['at_once'], jobs):>11.0f} MiB | {row['seconds']:>11.1f} s |"
+        )
 
 
 def main() -> None:

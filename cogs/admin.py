@@ -10,7 +10,7 @@ from discord import app_commands
 from discord.app_commands import locale_str
 from discord.ext import commands
 
-from cogs.utils.i18n import t
+from cogs.i18n import t
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -24,7 +24,9 @@ class Admin(commands.Cog):
     def __init__(self, bot: Framecast) -> None:
         self.bot = bot
 
-    @app_commands.command(name=locale_str("sync"), description=locale_str("Sync the slash commands (bot owner only)"))
+    @app_commands.command(
+        name=locale_str("sync"), description=locale_str("Sync the slash commands (bot owner only)")
+    )
     @app_commands.default_permissions(administrator=True)
     async def sync(self, interaction: discord.Interaction[Framecast]) -> None:
         """Push the command definitions to Discord (a bulk overwrite; Discord caps creates per day)."""
@@ -34,7 +36,9 @@ class Admin(commands.Cog):
             return
         synced = await self.bot.tree.sync()
         log.info("commands synced by the owner: %d", len(synced))
-        await interaction.edit_original_response(content=t("info_synced", interaction.locale, count=len(synced)))
+        await interaction.edit_original_response(
+            content=t("info_synced", interaction.locale, count=len(synced))
+        )
 
 
 async def setup(bot: Framecast) -> None:

@@ -19,10 +19,17 @@ if TYPE_CHECKING:
 # The prompt option has no min/max length on Discord's side: our (configurable) limit is checked in
 # the core so the member gets a clear, localised message instead of a silently refused command.
 
-VIDEO_SIZE_CHOICES: list[Choice[str]] = [Choice(name=locale_str(p.label), value=p.key) for p in presets.VIDEO_SIZES.values()]
-IMAGE_SIZE_CHOICES: list[Choice[str]] = [Choice(name=locale_str(p.label), value=p.key) for p in presets.IMAGE_SIZES.values()]
+VIDEO_SIZE_CHOICES: list[Choice[str]] = [
+    Choice(name=locale_str(p.label), value=p.key) for p in presets.VIDEO_SIZES.values()
+]
+IMAGE_SIZE_CHOICES: list[Choice[str]] = [
+    Choice(name=locale_str(p.label), value=p.key) for p in presets.IMAGE_SIZES.values()
+]
 LENGTH_CHOICES: list[Choice[int]] = [
-    Choice(name=locale_str(f"{s} seconds (default)" if s == presets.DEFAULT_VIDEO_SECONDS else f"{s} seconds"), value=s)
+    Choice(
+        name=locale_str(f"{s} seconds (default)" if s == presets.DEFAULT_VIDEO_SECONDS else f"{s} seconds"),
+        value=s,
+    )
     for s in presets.VIDEO_SECONDS
 ]
 FPS_CHOICES: list[Choice[int]] = [
@@ -37,10 +44,17 @@ class Generate(commands.Cog):
     def __init__(self, bot: Framecast) -> None:
         self.bot = bot
 
-    @app_commands.command(name=locale_str("video"), description=locale_str("Generate a short video from a text prompt"))
+    @app_commands.command(
+        name=locale_str("video"), description=locale_str("Generate a short video from a text prompt")
+    )
     @app_commands.guild_only()
-    @app_commands.rename(prompt=locale_str("prompt"), size=locale_str("size"), length=locale_str("length"),
-                         fps=locale_str("fps"), model=locale_str("model"))
+    @app_commands.rename(
+        prompt=locale_str("prompt"),
+        size=locale_str("size"),
+        length=locale_str("length"),
+        fps=locale_str("fps"),
+        model=locale_str("model"),
+    )
     @app_commands.describe(
         prompt=locale_str("What the video should show (any language)"),
         size=locale_str("Frame size"),
@@ -50,23 +64,35 @@ class Generate(commands.Cog):
     )
     @app_commands.choices(size=VIDEO_SIZE_CHOICES, length=LENGTH_CHOICES, fps=FPS_CHOICES)  # type: ignore[misc]  # str and int choices in one call
     async def video(
-        self, interaction: discord.Interaction[Framecast],
+        self,
+        interaction: discord.Interaction[Framecast],
         prompt: str,
-        size: str | None = None, length: int | None = None, fps: int | None = None, model: str | None = None,
+        size: str | None = None,
+        length: int | None = None,
+        fps: int | None = None,
+        model: str | None = None,
     ) -> None:
         """Queue a video."""
         # Everything before the defer is synchronous: Discord must hear from us within 3 s.
+        core = self.bot.core
         who = jobflow.requester(interaction)
         jobflow.check_channel(interaction)
-        params = self.bot.intake.video_params(
-            prompt=prompt, model=model or None, size=size, seconds=length, frame_rate=fps,
-            known_models=self.bot.models.ids("video"), default_model=self.bot.models.default("video"),
+        params = core.intake.video_params(
+            prompt=prompt,
+            model=model or None,
+            size=size,
+            seconds=length,
+            frame_rate=fps,
+            known_models=core.models.ids("video"),
+            default_model=core.models.default("video"),
         )
-        self.bot.intake.precheck(who)
+        core.intake.precheck(who)
         await interaction.response.defer(thinking=True)
         await jobflow.start_job(self.bot, interaction, who, JobKind.VIDEO, params)
 
-    @app_commands.command(name=locale_str("image"), description=locale_str("Generate an image from a text prompt"))
+    @app_commands.command(
+        name=locale_str("image"), description=locale_str("Generate an image from a text prompt")
+    )
     @app_commands.guild_only()
     @app_commands.rename(prompt=locale_str("prompt"), size=locale_str("size"), model=locale_str("model"))
     @app_commands.describe(
@@ -76,28 +102,38 @@ class Generate(commands.Cog):
     )
     @app_commands.choices(size=IMAGE_SIZE_CHOICES)
     async def image(
-        self, interaction: discord.Interaction[Framecast],
+        self,
+        interaction: discord.Interaction[Framecast],
         prompt: str,
-        size: str | None = None, model: str | None = None,
+        size: str | None = None,
+        model: str | None = None,
     ) -> None:
         """Queue an image."""
+        core = self.bot.core
         who = jobflow.requester(interaction)
         jobflow.check_channel(interaction)
-        params = self.bot.intake.image_params(
-            prompt=prompt, model=model or None, size=size,
-            known_models=self.bot.models.ids("image"), default_model=self.bot.models.default("image"),
+        params = core.intake.image_params(
+            prompt=prompt,
+            model=model or None,
+            size=size,
+            known_models=core.models.ids("image"),
+            default_model=core.models.default("image"),
         )
-        self.bot.intake.precheck(who)
+        core.intake.precheck(who)
         await interaction.response.defer(thinking=True)
         await jobflow.start_job(self.bot, interaction, who, JobKind.IMAGE, params)
 
     @video.autocomplete("model")
-    async def _video_models(self, interaction: discord.Interaction[Framecast], current: str) -> list[Choice[str]]:
-        return [Choice(name=m, value=m) for m in self.bot.models.suggest("video", current)]
+    async def _video_models(
+        self, interaction: discord.Interaction[Framecast], current: str
+    ) -> list[Choice[str]]:
+        return [Choice(name=m, value=m) for m in self.bot.core.models.suggest("video", current)]
 
     @image.autocomplete("model")
-    async def _image_models(self, interaction: discord.Interaction[Framecast], current: str) -> list[Choice[str]]:
-        return [Choice(name=m, value=m) for m in self.bot.models.suggest("image", current)]
+    async def _image_models(
+        self, interaction: discord.Interaction[Framecast], current: str
+    ) -> list[Choice[str]]:
+        return [Choice(name=m, value=m) for m in self.bot.core.models.suggest("image", current)]
 
 
 async def setup(bot: Framecast) -> None:

@@ -29,12 +29,9 @@ import random
 from collections import deque
 from enum import IntEnum
 from types import TracebackType
-from typing import TYPE_CHECKING
 
+from framecast.backoff import backoff_delay
 from framecast.clock import Clock
-
-if TYPE_CHECKING:
-    from framecast.config import Settings
 
 __all__ = ["Priority", "RequestBudget"]
 
@@ -132,17 +129,6 @@ class RequestBudget:
         self._timer_deadline = float("inf")
         self._granted_total = 0
 
-    @classmethod
-    def from_settings(cls, settings: Settings, clock: Clock) -> RequestBudget:
-        """The budget configured by ``GEN_RATE_LIMIT``, ``GEN_BACKOFF_BASE`` and ``GEN_BACKOFF_MAX``."""
-        return cls(
-            settings.gen_rate_limit.requests,
-            settings.gen_rate_limit.window,
-            clock=clock,
-            backoff_base=settings.gen_backoff_base,
-            backoff_max=settings.gen_backoff_max,
-        )
-
     # -- public API ---------------------------------------------------------------------------------
     def slot(self, priority: Priority | int = Priority.NORMAL) -> _Slot:
         """Wait for a slot (priority first, FIFO within a priority) and hold it for one request.
@@ -157,8 +143,8 @@ class RequestBudget:
         """Record a 429: pause every grant and return the pause in clock seconds.
 
         ``Retry-After`` is honoured when given (capped at `backoff_max`); otherwise the pause grows
-        exponentially with the streak of 429s (``backoff_base * 2**streak``, capped). Both get a
-        little jitter so that several clients sharing the key do not come back in lock-step.
+        exponentially with the streak of 429s (:func:`~framecast.backoff.backoff_delay`: at least
+        half of ``backoff_base * 2**streak``, capped). Both get a little jitter so that several clients sharing the key do not come back in lock-step.
         429s of requests that were already in flight when the pause began do not escalate it.
         Until the next :meth:`reward`, at most one request is in flight at a time.
         """
@@ -170,8 +156,7 @@ class RequestBudget:
                 delay = min(self.backoff_max, retry_after) * self._rng.uniform(1.0, 1.1)
                 self._paused_until = max(self._paused_until, now + delay)
             return self._paused_until - now
-        raw = min(self.backoff_max, self.backoff_base * 2 ** min(self._streak, 30))
-        backoff = raw / 2 + self._rng.uniform(0, raw / 2)  # "equal jitter": at least half the step
+        backoff = backoff_delay(self._streak + 1, base=self.backoff_base, cap=self.backoff_max, rng=self._rng)
         if retry_after is not None and retry_after >= 0:
             delay = min(self.backoff_max, retry_after) * self._rng.uniform(1.0, 1.1)
             if self._streak:

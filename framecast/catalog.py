@@ -74,8 +74,13 @@ class ModelCache:
     """Refreshes ``GET /v1/models`` in the background (low priority on the budget)."""
 
     def __init__(
-        self, client: GenerationClient, *, clock: Clock, refresh_every: float,
-        default_video: str, default_image: str,
+        self,
+        client: GenerationClient,
+        *,
+        clock: Clock,
+        refresh_every: float,
+        default_video: str,
+        default_image: str,
     ) -> None:
         self._client = client
         self._clock = clock
@@ -138,13 +143,26 @@ class ModelCache:
             return  # one warning per change, not one per refresh
         setting = _SETTING[kind]
         if chosen != configured:
-            how = "the newest of its family" if split_version(chosen)[0] == split_version(configured)[0] \
+            how = (
+                "the newest of its family"
+                if split_version(chosen)[0] == split_version(configured)[0]
                 else f"the first {kind} model listed"
-            log.warning("%s %s is not in the service's model list: using %s (%s) instead; update %s",
-                        setting, configured, chosen, how, setting)
+            )
+            log.warning(
+                "%s %s is not in the service's model list: using %s (%s) instead; update %s",
+                setting,
+                configured,
+                chosen,
+                how,
+                setting,
+            )
         elif not state[1]:
-            log.warning("%s %s is not in the service's model list, which has no usable %s model: keeping it",
-                        setting, configured, kind)
+            log.warning(
+                "%s %s is not in the service's model list, which has no usable %s model: keeping it",
+                setting,
+                configured,
+                kind,
+            )
         else:
             log.info("%s %s is in the service's model list again: using it", setting, configured)
 

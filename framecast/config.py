@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlsplit
 
+from dotenv import load_dotenv
+
 __all__ = ["ConfigError", "RateLimit", "Secret", "Settings", "load_settings"]
 
 T = TypeVar("T")
@@ -187,7 +189,9 @@ def _parse_hosts(text: str) -> tuple[str, ...]:
     hosts = [h.strip().lower().rstrip(".") for h in text.replace(",", " ").split()]
     for host in hosts:
         if not _HOST_RE.fullmatch(host):
-            raise ValueError(f"{_shown(host)} is not a host name (give names like cdn.example.com or *.example.com)")
+            raise ValueError(
+                f"{_shown(host)} is not a host name (give names like cdn.example.com or *.example.com)"
+            )
     return tuple(dict.fromkeys(hosts))
 
 
@@ -272,8 +276,6 @@ def load_settings(
     """
     if environ is None:
         if env_file is not None and Path(env_file).is_file():
-            from dotenv import load_dotenv
-
             load_dotenv(dotenv_path=env_file, override=False)
         environ = os.environ
     r = _Reader(environ)

@@ -174,7 +174,10 @@ class NotMedia(ServiceError):
 
     def __init__(self, expected: str, message: str | None = None) -> None:
         self.expected = expected
-        super().__init__(message or f"the service returned something that is not {'an' if expected == 'image' else 'a'} {expected}")
+        super().__init__(
+            message
+            or f"the service returned something that is not {'an' if expected == 'image' else 'a'} {expected}"
+        )
 
 
 class MediaTooLarge(ServiceError):

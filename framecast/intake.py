@@ -99,9 +99,13 @@ class Intake:
         self._index = _ActiveIndex()
 
     def track(self, jobs: Iterable[Job]) -> None:
-        """Record state changes of jobs (called by the store on every change)."""
+        """Record the state of `jobs` (the unfinished jobs restored at start-up)."""
         for job in jobs:
             self._index.track(job)
+
+    def observe(self, job: Job) -> None:
+        """Record one job's state change (a :meth:`JobStore.subscribe` listener)."""
+        self._index.track(job)
 
     def precheck(self, who: Requester) -> None:
         """Refuse at once, from memory, when a limit is already reached (no I/O: safe before ack)."""
@@ -111,8 +115,15 @@ class Intake:
             raise IntakeError("error_guild_queue_full", cap=self.limits.guild_queue)
 
     def video_params(
-        self, *, prompt: str, model: str | None, size: str | None, seconds: int | None, frame_rate: int | None,
-        known_models: Iterable[str], default_model: str,
+        self,
+        *,
+        prompt: str,
+        model: str | None,
+        size: str | None,
+        seconds: int | None,
+        frame_rate: int | None,
+        known_models: Iterable[str],
+        default_model: str,
     ) -> dict[str, Any]:
         """Validate /video options and return the job's parameters.
 
@@ -142,7 +153,12 @@ class Intake:
         }
 
     def image_params(
-        self, *, prompt: str, model: str | None, size: str | None, known_models: Iterable[str],
+        self,
+        *,
+        prompt: str,
+        model: str | None,
+        size: str | None,
+        known_models: Iterable[str],
         default_model: str,
     ) -> dict[str, Any]:
         """Validate /image options and return the job's parameters (models as for :meth:`video_params`)."""
@@ -158,8 +174,13 @@ class Intake:
         }
 
     async def accept(
-        self, who: Requester, kind: JobKind, params: dict[str, Any], *,
-        discord: dict[str, Any] | None = None, retry_of: int | None = None,
+        self,
+        who: Requester,
+        kind: JobKind,
+        params: dict[str, Any],
+        *,
+        discord: dict[str, Any] | None = None,
+        retry_of: int | None = None,
     ) -> tuple[Job, int]:
         """Persist the job (limits checked in the same transaction), then queue it.
 
@@ -168,8 +189,14 @@ class Intake:
         same job (`retry_of`) is refused by the store: ``error_already_retried``.
         """
         new = NewJob(
-            kind=kind, guild_id=who.guild_id, channel_id=who.channel_id, user_id=who.user_id,
-            locale=who.locale, params=params, retry_of=retry_of, discord=dict(discord or {}),
+            kind=kind,
+            guild_id=who.guild_id,
+            channel_id=who.channel_id,
+            user_id=who.user_id,
+            locale=who.locale,
+            params=params,
+            retry_of=retry_of,
+            discord=dict(discord or {}),
         )
         # Shielded as one unit: a cancelled caller must not leave a committed job that was never queued.
         job, position = await asyncio.shield(self._persist_and_queue(new))
@@ -179,7 +206,9 @@ class Intake:
     async def _persist_and_queue(self, new: NewJob) -> tuple[Job, int]:
         try:
             job = await self._store.add(
-                new, member_limit=self.limits.member_jobs, guild_cap=self.limits.guild_queue,
+                new,
+                member_limit=self.limits.member_jobs,
+                guild_cap=self.limits.guild_queue,
             )
         except MemberLimitReached:
             raise IntakeError("error_member_limit", limit=self.limits.member_jobs) from None

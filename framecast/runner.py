@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import random
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from framecast import media
+from framecast.backoff import Backoff
 from framecast.budget import Priority
 from framecast.clock import Clock
 from framecast.errors import (
@@ -38,6 +38,7 @@ from framecast.errors import (
     ServiceUnavailable,
 )
 from framecast.jobs import ACTIVE, InvalidTransition, Job, JobKind, JobState
+from framecast.reasons import ErrorCode, Note
 from framecast.safetext import clean_text
 from framecast.service import GenerationClient, ImageParams, TaskStatus, VideoParams
 from framecast.store import JobStore
@@ -51,27 +52,51 @@ class UploadTooLarge(Exception):
     """Raised by a reporter when the destination refused the file as too large (HTTP 413)."""
 
 
+class DeliveryInterrupted(Exception):
+    """Raised by a reporter when a delivery failed in a way another attempt may cure.
+
+    The attempt may still have reached the chat: the runner looks (``was_delivered``) before it
+    tries again, after `retry_after` seconds.
+    """
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"retry after {retry_after:g}s")
+        self.retry_after = retry_after
+
+
 class ShuttingDown(Exception):
     """Raised inside a runner when the bot stops: the job keeps its persisted state."""
 
 
 class JobReporter(Protocol):
-    """What the runner needs from the chat side (implemented by the Discord bot)."""
+    """What the runner needs from the chat side (implemented by the Discord bot).
+
+    The runner alone decides that a result is delivered exactly once: it asks
+    :meth:`was_delivered` before a first delivery (a restart may follow an upload that was never
+    recorded), before every retry and after a failed attempt; the reporter only answers.
+    """
 
     async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
         """Show the job's current state; non-urgent changes may be coalesced."""
 
-    async def upload_limit(self, job: Job) -> int:
-        """The largest file, in bytes, the job's destination accepts."""
+    async def upload_limit(self, job: Job, refused: int | None = None) -> int:
+        """The largest file, in bytes, to send to the job's destination.
 
-    async def deliver_file(self, job: Job, data: bytes, filename: str, *, notice: str | None) -> None:
-        """Attach the finished file to the job's message. Raises :class:`UploadTooLarge` on a 413."""
+        With `refused`, a file of that many bytes was just refused as too large: the answer is the
+        next size worth trying (the chat side knows its platform's limits).
+        """
 
-    async def deliver_link(self, job: Job, url: str, reason: str) -> None:
-        """Post the service's link instead of a file (`reason`: a message key saying why)."""
+    async def deliver_file(self, job: Job, data: bytes, filename: str, *, notice: Note | None) -> None:
+        """Attach the finished file to the job's message.
+
+        Raises :class:`UploadTooLarge` on a 413 and :class:`DeliveryInterrupted` when it may retry.
+        """
+
+    async def deliver_link(self, job: Job, url: str, reason: Note) -> None:
+        """Post the service's link instead of a file (`reason` says why). May raise like :meth:`deliver_file`."""
 
     async def was_delivered(self, job: Job) -> bool:
-        """After a restart: did a delivery of this job already reach the chat?"""
+        """Is the job's result already in the chat (an attempt whose answer was lost)?"""
 
 
 @dataclass(frozen=True)
@@ -100,22 +125,21 @@ _DETAIL_CHARS = 300
 
 #: Upload attempts of one result: the first, then one per "too large" refusal (HTTP 413).
 _UPLOAD_ATTEMPTS = 5
-#: Per-file limits Discord uses (default, boost tiers, older defaults), largest first.
-_KNOWN_LIMITS = tuple(mib * 1024 * 1024 for mib in (500, 100, 50, 25, 10, 8))
-
-
-def _limit_below(refused: int) -> int:
-    """The size to aim at after a file of `refused` bytes was refused as too large."""
-    for known in _KNOWN_LIMITS:
-        if known < refused * 0.95:
-            return known - 64 * 1024
-    return refused // 2
 
 
 # Filenames stay short and never contain user text (Discord caps them, and prompts are untrusted).
-def result_filename(job: Job, ext: str) -> str:
+def _result_stem(job_id: int) -> str:
+    return f"framecast-{job_id}."
+
+
+def result_filename(job_id: int, ext: str) -> str:
     """The attachment name of a job's result, e.g. ``framecast-42.mp4``."""
-    return f"framecast-{job.id}.{ext}"
+    return _result_stem(job_id) + ext
+
+
+def is_result_filename(filename: str, job_id: int) -> bool:
+    """Whether `filename` is job `job_id`'s result (:func:`result_filename` with any extension)."""
+    return filename.startswith(_result_stem(job_id))
 
 
 class JobRunner:
@@ -192,15 +216,17 @@ class JobRunner:
             raise
         except AuthError as exc:
             # An operator problem, not the member's: say so loudly in the log (never the key).
-            log.error("job %s: the generation service rejected the API key (check GEN_API_KEY): %s", job.id, exc)
-            return await self._fail(job.id, exc.code, None)
+            log.error(
+                "job %s: the generation service rejected the API key (check GEN_API_KEY): %s", job.id, exc
+            )
+            return await self._fail(job.id, ErrorCode.AUTH, None)
         except ServiceError as exc:
             # The message may carry the service's own words: cleaned before they reach the log.
             log.warning("job %s failed: %s: %s", job.id, exc.code, clean_text(str(exc)))
             return await self._fail(job.id, exc.code, _detail(exc))
         except Exception:
             log.exception("job %s: unexpected error", job.id)
-            return await self._fail(job.id, "internal", None)
+            return await self._fail(job.id, ErrorCode.INTERNAL, None)
 
     async def _run(self, job: Job, release_service_slot: Callable[[], None]) -> Job:
         if job.state is JobState.QUEUED:
@@ -217,46 +243,58 @@ class JobRunner:
 
     async def _submit(self, job: Job) -> Job:
         """Create the task on the service; the create is retried while the service is busy."""
-        attempt = 0
+        backoff = Backoff(base=self._settings.backoff_base, cap=self._settings.backoff_max)
         while True:
             try:
                 async with self._critical_step(job.id):
                     if job.kind is JobKind.VIDEO:
-                        task_id = await self._client.create_video(_video_params(job), priority=Priority.NORMAL)
+                        task_id = await self._client.create_video(
+                            _video_params(job), priority=Priority.NORMAL
+                        )
                         # Written straight away: the crash window for a duplicate create is between
                         # the service's answer and this commit (see README, "what happens when").
                         job = await self._store.transition(
-                            job.id, JobState.RUNNING, expect=JobState.SUBMITTING,
-                            task_id=task_id, started_at=self._clock.time(),
+                            job.id,
+                            JobState.RUNNING,
+                            expect=JobState.SUBMITTING,
+                            task_id=task_id,
+                            started_at=self._clock.time(),
                         )
                     else:
                         result = await self._client.create_image(_image_params(job), priority=Priority.NORMAL)
                         if result.task_id is not None:
                             job = await self._store.transition(
-                                job.id, JobState.RUNNING, expect=JobState.SUBMITTING,
-                                task_id=result.task_id, started_at=self._clock.time(),
+                                job.id,
+                                JobState.RUNNING,
+                                expect=JobState.SUBMITTING,
+                                task_id=result.task_id,
+                                started_at=self._clock.time(),
                             )
                         elif result.url is not None:
                             job = await self._store.transition(
-                                job.id, JobState.DELIVERING, expect=JobState.SUBMITTING, result_url=result.url,
+                                job.id,
+                                JobState.DELIVERING,
+                                expect=JobState.SUBMITTING,
+                                result_url=result.url,
                             )
                         else:
                             assert result.data is not None
                             await asyncio.to_thread(self._save_result, job.id, result.data)
                             job = await self._store.transition(
-                                job.id, JobState.DELIVERING, expect=JobState.SUBMITTING, result_local=True,
+                                job.id,
+                                JobState.DELIVERING,
+                                expect=JobState.SUBMITTING,
+                                result_local=True,
                             )
                 await self._reporter.job_changed(job, urgent=True)
                 return job
             except (RateLimited, ServiceUnavailable) as exc:
                 # The client already backed off and retried; the job is kept and tried again later
                 # rather than failed, as long as the poll timeout allows.
-                attempt += 1
                 waited = self._clock.time() - job.updated_at
                 if waited > self._settings.poll_timeout:
                     raise
-                delay = min(self._settings.backoff_max, self._settings.backoff_base * 2 ** min(attempt, 10))
-                delay *= random.uniform(0.8, 1.2)
+                delay = backoff.next()
                 log.info("job %s: create deferred (%s), next try in %.1fs", job.id, exc.code, delay)
                 await self._clock.sleep(delay)
 
@@ -284,7 +322,11 @@ class JobRunner:
         )
         assert status.result_url is not None
         job = await self._store.transition(
-            job.id, JobState.DELIVERING, expect=JobState.RUNNING, result_url=status.result_url, progress=1.0,
+            job.id,
+            JobState.DELIVERING,
+            expect=JobState.RUNNING,
+            result_url=status.result_url,
+            progress=1.0,
         )
         await self._reporter.job_changed(job, urgent=True)
         return job
@@ -309,42 +351,42 @@ class JobRunner:
         # pixel limit (a decompression bomb) fails the job here, never uploaded, never linked.
         info = media.check_result(data, expected, self._settings.image_max_pixels)
         limit = await self._reporter.upload_limit(job)
-        notice: str | None = None
+        notice: Note | None = None
         for _ in range(_UPLOAD_ATTEMPTS):
             fitted = await self._fit(data, info, limit)
             if fitted is None:
                 break
             payload, ext_out = fitted
             if payload is not data:
-                notice = "note_reencoded"
-            name = result_filename(job, ext_out)
+                notice = Note.REENCODED
+            name = result_filename(job.id, ext_out)
             try:
                 return await self._hand_over(
-                    job, lambda: self._reporter.deliver_file(job, payload, name, notice=notice),  # noqa: B023
+                    job,
+                    lambda: self._reporter.deliver_file(job, payload, name, notice=notice),  # noqa: B023
                 )
             except UploadTooLarge:
                 # The destination's real limit is lower than advertised (or it changed: a lost boost,
-                # a move to a channel message). Aim at the next limit Discord is known to use below
-                # what failed, or at half of it; never above what the destination now advertises.
+                # a move to a channel message): the chat side names the next size worth trying.
                 log.info("job %s: upload of %d bytes refused as too large", job.id, len(payload))
-                limit = min(await self._reporter.upload_limit(job), _limit_below(len(payload)))
+                limit = await self._reporter.upload_limit(job, refused=len(payload))
         link = job.result_url
         if link is None:
             raise DownloadError("the result is too large to upload and the service gave no link")
-        return await self._hand_over(job, lambda: self._reporter.deliver_link(job, link, "note_too_large"))
+        return await self._hand_over(job, lambda: self._reporter.deliver_link(job, link, Note.TOO_LARGE))
 
     async def _hand_over(self, job: Job, send: Callable[[], Awaitable[None]]) -> Job:
         """One delivery attempt, recorded as DELIVERED before a shutdown may stop the job.
 
-        The upload and the record of it form one critical step: a stopping bot lets both finish, so
-        a clean stop never leaves a delivered job looking undelivered. When the attempt fails in a
-        way that does not say whether Discord took the file (a lost answer), the job's message is
-        looked at before anything else happens: a delivery is never repeated.
+        The upload (with its retries) and the record of it form one critical step: a stopping bot
+        lets both finish, so a clean stop never leaves a delivered job looking undelivered. When an
+        attempt fails in a way that does not say whether the chat took the file (a lost answer), the
+        job's message is looked at before anything else happens: a delivery is never repeated.
         """
         finished: Job | None = None
         try:
             async with self._critical_step(job.id):
-                await send()
+                await self._send_patiently(job, send)
                 finished = await self._finish(job)
         except ShuttingDown:
             if finished is not None:
@@ -354,11 +396,38 @@ class JobRunner:
             raise
         except Exception as exc:
             if finished is None and await self._reporter.was_delivered(job):
-                log.warning("job %s: delivery reported %s but the result is on its message", job.id,
-                            type(exc).__name__)
+                log.warning(
+                    "job %s: delivery reported %s but the result is on its message",
+                    job.id,
+                    type(exc).__name__,
+                )
                 return await self._finish(job)
             raise
         return finished
+
+    async def _send_patiently(self, job: Job, send: Callable[[], Awaitable[None]]) -> None:
+        """`send` until it succeeds, as long as the reporter says another attempt may help.
+
+        Before each retry the chat is looked at: an interrupted attempt may have landed after all.
+        """
+        while True:
+            try:
+                await send()
+                return
+            except DeliveryInterrupted as exc:
+                await self._clock.sleep(exc.retry_after)
+            try:
+                landed = await self._reporter.was_delivered(job)
+            except Exception as exc:
+                log.info(
+                    "job %s: could not look for the interrupted delivery (%s); trying again",
+                    job.id,
+                    type(exc).__name__,
+                )
+                landed = False
+            if landed:
+                log.info("job %s: the failed attempt had reached the chat after all", job.id)
+                return
 
     async def _fit(self, data: bytes, info: media.MediaInfo, limit: int) -> tuple[bytes, str] | None:
         """`data` itself when it fits, else a re-encoded copy and its extension; None if nothing fits."""
@@ -368,12 +437,16 @@ class JobRunner:
         # slot is taken by hand because a stuck re-encode keeps it until its thread really ends.
         await self._fit_slots.acquire()
         deadline = time.monotonic() + self._settings.reencode_timeout
-        work = _start_daemon_thread(_fit_media, info.kind, data, limit, self._settings.image_max_pixels, deadline)
+        work = _start_daemon_thread(
+            _fit_media, info.kind, data, limit, self._settings.image_max_pixels, deadline
+        )
         work.add_done_callback(self._fit_ended)
         try:
             # The deadline is checked inside, between frames and encodes; this outer limit only
             # catches a re-encode stuck inside a single FFmpeg call.
-            return await asyncio.wait_for(asyncio.shield(work), self._settings.reencode_timeout + _REENCODE_GRACE)
+            return await asyncio.wait_for(
+                asyncio.shield(work), self._settings.reencode_timeout + _REENCODE_GRACE
+            )
         except TimeoutError:
             log.warning("re-encode to fit %d bytes is stuck; given up (its thread is abandoned)", limit)
             return None
@@ -399,7 +472,9 @@ class JobRunner:
                 raise DownloadError(f"the stored result cannot be read ({exc.strerror})") from None
         assert job.result_url is not None
         return await self._client.download(
-            job.result_url, max_bytes=self._settings.download_max_bytes, timeout=self._settings.download_timeout,
+            job.result_url,
+            max_bytes=self._settings.download_max_bytes,
+            timeout=self._settings.download_timeout,
         )
 
     async def _finish(self, job: Job) -> Job:
@@ -408,7 +483,7 @@ class JobRunner:
         await self._reporter.job_changed(job)
         return job
 
-    async def _fail(self, job_id: int, code: str, detail: str | None) -> Job:
+    async def _fail(self, job_id: int, code: ErrorCode, detail: str | None) -> Job:
         """Record the failure (with a safe `detail`) and show it; a job is never left active by it.
 
         If recording it with the detail fails (whatever the text holds), it is recorded again
@@ -421,7 +496,11 @@ class JobRunner:
         for attempt, text in enumerate(attempts, 1):
             try:
                 job = await self._store.transition(
-                    job_id, JobState.FAILED, expect=ACTIVE, error_code=code, error_detail=text,
+                    job_id,
+                    JobState.FAILED,
+                    expect=ACTIVE,
+                    error_code=code,
+                    error_detail=text,
                 )
                 break
             except InvalidTransition:
@@ -509,8 +588,12 @@ def _fit_media(
 def _video_params(job: Job) -> VideoParams:
     p: dict[str, Any] = job.params
     return VideoParams(
-        model=p["model"], prompt=p["prompt"], width=int(p["width"]), height=int(p["height"]),
-        num_frames=int(p["num_frames"]), frame_rate=int(p["frame_rate"]),
+        model=p["model"],
+        prompt=p["prompt"],
+        width=int(p["width"]),
+        height=int(p["height"]),
+        num_frames=int(p["num_frames"]),
+        frame_rate=int(p["frame_rate"]),
     )
 
 

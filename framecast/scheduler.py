@@ -1,9 +1,10 @@
-"""Per-guild FIFO queues and the one dispatcher that shares the service between guilds.
+"""The dispatcher that shares the service between guilds, and the tasks of running jobs.
 
-Each guild has its own first-in-first-out queue. The dispatcher takes the head of the next guild in
-round-robin order, so a guild with thirty waiting jobs cannot make a guild with one wait behind all
-thirty. At most ``max_running`` jobs occupy the service at once; every one of their requests still
-goes through the shared request budget.
+Jobs wait in :class:`~framecast.queues.GuildQueues` (a FIFO per guild, guilds served round-robin), so
+a guild with thirty waiting jobs cannot make a guild with one wait behind all thirty. The one
+dispatcher takes the next job whenever a service slot is free: at most ``max_running`` jobs occupy
+the service at once, and every one of their requests still goes through the shared request budget.
+What a job does once started is the :class:`Runner`'s business.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 
 from framecast.jobs import Job, JobState
-from framecast.runner import JobRunner, ShuttingDown
+from framecast.queues import GuildQueues
+from framecast.runner import ShuttingDown
 from framecast.store import InvalidTransition, JobStore
 
 log = logging.getLogger(__name__)
@@ -29,35 +31,55 @@ class CancelOutcome(enum.Enum):
     UNKNOWN = "unknown"
 
 
+class Runner(Protocol):
+    """What the scheduler needs of the runner (:class:`framecast.runner.JobRunner`)."""
+
+    async def run(self, job: Job, *, release_service_slot: Callable[[], None]) -> object:
+        """Take `job` to its end; call `release_service_slot` once it no longer occupies the service.
+
+        Raises :class:`~framecast.runner.ShuttingDown` when it stopped for a shutdown.
+        """
+        ...
+
+    def begin_shutdown(self) -> None:
+        """Stop starting new steps: running jobs pause at their next safe point."""
+        ...
+
+    def in_critical_section(self, job_id: int) -> bool:
+        """Whether the job is inside a step that must not be interrupted (a create, a delivery)."""
+        ...
+
+    async def wait_critical_done(self, job_ids: set[int]) -> None:
+        """Return once none of `job_ids` is inside a critical step."""
+        ...
+
+
 class Scheduler:
-    """Owns the guild queues and the tasks of running jobs."""
+    """Owns the dispatcher and the tasks of running jobs."""
 
     def __init__(
         self,
         *,
         store: JobStore,
-        runner: JobRunner,
+        runner: Runner,
         max_running: int,
+        queues: GuildQueues | None = None,
         on_positions_changed: Callable[[int, list[int]], None] | None = None,
     ) -> None:
         """`on_positions_changed(guild_id, queued_job_ids)` is called when a guild's queue moves."""
         self._store = store
         self._runner = runner
         self._max_running = max_running
+        self._queues = queues if queues is not None else GuildQueues()
         self._on_positions_changed = on_positions_changed
-        self._queues: dict[int, deque[int]] = {}
-        self._guild_of: dict[int, int] = {}
-        self._turns: deque[int] = deque()  # guilds with queued jobs, in round-robin order
-        self._just_served: int | None = None  # the guild the last pick put back at the tail
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._holding_slot: set[int] = set()
-        self._starting: set[int] = set()
         self._wakeup = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
         self._closing = False
 
     def __repr__(self) -> str:
-        return f"<Scheduler queued={sum(map(len, self._queues.values()))} running={len(self._tasks)}>"
+        return f"<Scheduler queues={self._queues!r} running={len(self._tasks)}>"
 
     # -- start-up and shutdown ----------------------------------------------------------------------
     async def start(self) -> list[Job]:
@@ -72,7 +94,7 @@ class Scheduler:
                 # choice that loses nothing is to create again (the documented duplicate window).
                 job = await self._store.transition(job.id, JobState.QUEUED, expect=JobState.SUBMITTING)
             if job.state is JobState.QUEUED:
-                self._push(job)
+                self._queues.push(job)
             else:
                 # Already created on the service (or being delivered): re-attach, never re-create.
                 self._start_task(job, holds_slot=job.state is JobState.RUNNING)
@@ -107,32 +129,13 @@ class Scheduler:
     # -- the queue ----------------------------------------------------------------------------------
     def submit(self, job: Job) -> int:
         """Queue a freshly accepted (already persisted) job; returns its place in its guild's queue."""
-        self._push(job)
+        self._queues.push(job)
         self._wakeup.set()
         return self.position(job.id) or 1
 
     def position(self, job_id: int) -> int | None:
         """1-based place of a queued job in its guild's queue (1 once it is being started), else None."""
-        guild = self._guild_of.get(job_id)
-        if guild is None:
-            # Taken off the queue and starting: it is at the head until its state moves on.
-            return 1 if job_id in self._tasks or job_id in self._starting else None
-        queue = self._queues.get(guild)
-        if not queue:
-            return None
-        try:
-            return queue.index(job_id) + 1
-        except ValueError:
-            return None
-
-    def is_running(self, job_id: int) -> bool:
-        """True while a task works on the job."""
-        return job_id in self._tasks
-
-    @property
-    def running_count(self) -> int:
-        """Jobs currently occupying the service."""
-        return len(self._holding_slot)
+        return self._queues.position(job_id)
 
     async def cancel(self, job_id: int) -> tuple[CancelOutcome, Job | None]:
         """Cancel a queued or running job. Delivering or finished jobs cannot be cancelled."""
@@ -143,7 +146,8 @@ class Scheduler:
             return CancelOutcome.TOO_LATE, job
         try:
             job = await self._store.transition(
-                job_id, JobState.CANCELLED,
+                job_id,
+                JobState.CANCELLED,
                 expect=(JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING),
             )
         except InvalidTransition:
@@ -156,52 +160,23 @@ class Scheduler:
         return CancelOutcome.CANCELLED, job
 
     # -- internals ----------------------------------------------------------------------------------
-    def _push(self, job: Job) -> None:
-        queue = self._queues.setdefault(job.guild_id, deque())
-        queue.append(job.id)
-        self._guild_of[job.id] = job.guild_id
-        if job.guild_id not in self._turns:
-            if self._turns and self._turns[-1] == self._just_served:
-                # A guild that has had no turn yet goes ahead of the one served a moment ago.
-                self._turns.insert(len(self._turns) - 1, job.guild_id)
-            else:
-                self._turns.append(job.guild_id)
-
     def _remove_queued(self, job_id: int) -> None:
-        guild = self._guild_of.pop(job_id, None)
-        if guild is None:
-            return
-        queue = self._queues.get(guild)
-        if queue is not None and job_id in queue:
-            queue.remove(job_id)
-            if not queue:
-                del self._queues[guild]
-                self._turns.remove(guild)
+        guild = self._queues.remove(job_id)
+        if guild is not None:
             self._positions_changed(guild)
 
     def _positions_changed(self, guild: int) -> None:
         if self._on_positions_changed is not None:
-            self._on_positions_changed(guild, list(self._queues.get(guild, ())))
+            self._on_positions_changed(guild, self._queues.queued(guild))
 
     def _next_job_id(self) -> int | None:
-        """Head of the next guild's queue in round-robin order."""
-        self._just_served = None
-        while self._turns:
-            guild = self._turns.popleft()
-            queue = self._queues.get(guild)
-            if not queue:
-                self._queues.pop(guild, None)
-                continue
-            job_id = queue.popleft()
-            self._guild_of.pop(job_id, None)
-            if queue:
-                self._turns.append(guild)
-                self._just_served = guild
-            else:
-                del self._queues[guild]
-            self._positions_changed(guild)
-            return job_id
-        return None
+        """Head of the next guild's queue in round-robin order (it counts as started from now)."""
+        taken = self._queues.take_next()
+        if taken is None:
+            return None
+        job_id, guild = taken
+        self._positions_changed(guild)
+        return job_id
 
     async def _dispatch_forever(self) -> None:
         # Restarted if it ever dies: a dead dispatcher would silently stall every queue.
@@ -222,18 +197,21 @@ class Scheduler:
                 job_id = self._next_job_id()
                 if job_id is None:
                     break
-                self._starting.add(job_id)  # still "first in line" while we read it back
+                # Still "first in line" (position 1) while we read it back.
                 try:
                     job = await self._store.get(job_id)
-                finally:
-                    self._starting.discard(job_id)
+                except BaseException:
+                    self._queues.finished(job_id)
+                    raise
                 if job is None or job.state is not JobState.QUEUED:
+                    self._queues.finished(job_id)
                     continue  # cancelled while queued
                 self._start_task(job, holds_slot=True)
 
     def _start_task(self, job: Job, *, holds_slot: bool) -> None:
         if holds_slot:
             self._holding_slot.add(job.id)
+        self._queues.started(job.id)
         task = asyncio.create_task(self._run_job(job), name=f"framecast-job-{job.id}")
         self._tasks[job.id] = task
 
@@ -254,4 +232,5 @@ class Scheduler:
             log.exception("job %s: runner crashed", job.id)
         finally:
             self._tasks.pop(job.id, None)
+            self._queues.finished(job.id)
             self._release(job.id)

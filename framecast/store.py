@@ -115,11 +115,11 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             discord      TEXT    NOT NULL DEFAULT '{{}}'
         )
         """,
-        # Member history (recent_for_user) newest first.
+        # Member history newest first (schema v1; no query of this version reads history).
         "CREATE INDEX jobs_member ON jobs (guild_id, user_id, id)",
         # Partial indexes over unfinished jobs only: they stay small however long the history grows.
         # Queries must repeat this exact WHERE term (_OPEN) for SQLite to use them.
-        # count_active, count_queued, queued_ids (rowid order comes free after the equality columns):
+        # The limit checks of add() (rowid order comes free after the equality columns):
         f"CREATE INDEX jobs_open ON jobs (guild_id, state, user_id) WHERE state IN ({_ACTIVE_SQL})",
         # active(): unfinished jobs already in id (FIFO) order, no scan of the history, no sort.
         f"CREATE INDEX jobs_open_fifo ON jobs (id) WHERE state IN ({_ACTIVE_SQL})",
@@ -303,7 +303,9 @@ class JobStore:
         ``discord`` must be JSON-serialisable dicts with string keys (tuples come back as lists).
         """
         values = {name: _encode(name, getattr(job, name)) for name in _NEW_JOB_FIELDS}
-        return self._notify(await self._call(self._add_sync, values, member_limit, guild_cap, self._timestamp()))
+        return self._notify(
+            await self._call(self._add_sync, values, member_limit, guild_cap, self._timestamp())
+        )
 
     async def transition(
         self,
@@ -358,28 +360,6 @@ class JobStore:
         """Every non-terminal job, ordered by id (acceptance order: the FIFO order after a restart)."""
         return await self._call(self._query_sync, f"{_SELECT} WHERE {_OPEN} ORDER BY id", ())
 
-    async def recent_for_user(self, guild_id: int, user_id: int, limit: int) -> list[Job]:
-        """The member's ``limit`` most recent jobs in the guild, newest first (any state)."""
-        if limit < 0:
-            raise ValueError("limit must be >= 0")
-        return await self._call(
-            self._query_sync,
-            f"{_SELECT} WHERE guild_id = ? AND user_id = ? ORDER BY id DESC LIMIT ?",
-            (guild_id, user_id, limit),
-        )
-
-    async def count_active(self, guild_id: int, user_id: int) -> int:
-        """How many non-terminal jobs the member has in the guild (what ``member_limit`` counts)."""
-        return await self._call(self._count_active_sync, guild_id, user_id)
-
-    async def count_queued(self, guild_id: int) -> int:
-        """How many QUEUED jobs the guild has (what ``guild_cap`` counts)."""
-        return await self._call(self._count_queued_sync, guild_id)
-
-    async def queued_ids(self, guild_id: int) -> list[int]:
-        """Ids of the guild's QUEUED jobs in FIFO (id) order."""
-        return await self._call(self._queued_ids_sync, guild_id)
-
     # ------------------------------------------------------------------ worker-thread side
 
     def _timestamp(self) -> float:
@@ -423,10 +403,6 @@ class JobStore:
         sql = f"SELECT COUNT(*) FROM jobs WHERE guild_id = ? AND state = ? AND {_OPEN}"
         return int(self._conn.execute(sql, (guild_id, JobState.QUEUED.value)).fetchone()[0])
 
-    def _queued_ids_sync(self, guild_id: int) -> list[int]:
-        sql = f"SELECT id FROM jobs WHERE guild_id = ? AND state = ? AND {_OPEN} ORDER BY id"
-        return [row[0] for row in self._conn.execute(sql, (guild_id, JobState.QUEUED.value))]
-
     def _add_sync(
         self, values: dict[str, Any], member_limit: int | None, guild_cap: int | None, now: float
     ) -> Job:
@@ -436,7 +412,9 @@ class JobStore:
             # job cannot both be stored (the unique index jobs_retry_of backs this up).
             retry_of = values["retry_of"]
             if retry_of is not None:
-                existing = self._conn.execute("SELECT id FROM jobs WHERE retry_of = ?", (retry_of,)).fetchone()
+                existing = self._conn.execute(
+                    "SELECT id FROM jobs WHERE retry_of = ?", (retry_of,)
+                ).fetchone()
                 if existing is not None:
                     raise AlreadyRetried(retry_of, int(existing[0]))
             if member_limit is not None:
@@ -571,7 +549,12 @@ def _tighten(path: Path, mode: int) -> None:
         current = path.stat().st_mode & 0o777
         if current & ~mode:
             os.chmod(path, current & mode)
-            log.info("job store: %s was mode %o, now %o (it holds interaction tokens)", path, current, current & mode)
+            log.info(
+                "job store: %s was mode %o, now %o (it holds interaction tokens)",
+                path,
+                current,
+                current & mode,
+            )
     except OSError as exc:
         log.warning("job store: cannot restrict the permissions of %s: %s", path, exc.strerror)
 

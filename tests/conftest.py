@@ -6,7 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.fake_service import FakeService
+from tests.fakes.gen_service import FakeService
+
+# The end-to-end fixtures (`world`, `start`) live with the rest of the harness.
+pytest_plugins = ("tests.e2e.harness",)
 
 
 @pytest.fixture

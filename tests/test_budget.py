@@ -8,7 +8,8 @@ import random
 import pytest
 
 from framecast.budget import Priority, RequestBudget
-from framecast.clock import ManualClock, ScaledClock, SystemClock
+from framecast.clock import ScaledClock, SystemClock
+from tests.fakes.clock import ManualClock
 
 
 class Holder:

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from framecast.catalog import ModelCache, best_match, is_model_id, split_version
 from framecast.clock import SystemClock
-from framecast.service import ModelCatalog
+from framecast.service import GenerationClient, ModelCatalog
+from tests.fakes.unused import unused
 
 VIDEO = "svc-video-v2.0"
 IMAGE = "svc-image-2.1-flash"
@@ -42,7 +43,10 @@ def test_the_configured_model_is_kept_while_listed() -> None:
 def test_the_newest_of_the_family_replaces_a_missing_model() -> None:
     listed = ["other-video-v9", "svc-video-v2.1", "svc-video-v10.0", "svc-video-v9.9", "svc-video-v3.0-beta"]
     assert best_match(VIDEO, listed) == "svc-video-v10.0"  # numbers, not text: 10 > 9.9 > 2.1
-    assert best_match(IMAGE, ["svc-image-2.2-pro", "svc-image-3.0-flash", "svc-image-2.2-flash"]) == "svc-image-3.0-flash"
+    assert (
+        best_match(IMAGE, ["svc-image-2.2-pro", "svc-image-3.0-flash", "svc-image-2.2-flash"])
+        == "svc-image-3.0-flash"
+    )
 
 
 def test_without_a_family_member_the_first_listed_model_is_used() -> None:
@@ -64,8 +68,13 @@ def test_best_match_never_raises_and_picks_a_listed_valid_id(wanted: str, listed
 
 def cache() -> ModelCache:
     # The client is never called: the tests feed lists through update(), as the refresh loop does.
-    return ModelCache(None, clock=SystemClock(), refresh_every=600,  # type: ignore[arg-type]
-                      default_video=VIDEO, default_image=IMAGE)
+    return ModelCache(
+        unused(GenerationClient),
+        clock=SystemClock(),
+        refresh_every=600,
+        default_video=VIDEO,
+        default_image=IMAGE,
+    )
 
 
 def catalog(video: tuple[str, ...] = (VIDEO,), image: tuple[str, ...] = (IMAGE,)) -> ModelCatalog:
@@ -73,7 +82,11 @@ def catalog(video: tuple[str, ...] = (VIDEO,), image: tuple[str, ...] = (IMAGE,)
 
 
 def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name == "framecast.catalog"]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name == "framecast.catalog"
+    ]
 
 
 def test_defaults_before_the_list_is_known() -> None:
@@ -118,7 +131,9 @@ def test_image_drift_and_an_unrelated_stand_in(caplog: pytest.LogCaptureFixture)
     assert any("first video model" in line for line in warnings(caplog))
 
 
-def test_a_list_without_usable_models_of_a_kind_keeps_the_configured_one(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_list_without_usable_models_of_a_kind_keeps_the_configured_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     models = cache()
     models.update(catalog(video=()))
     assert models.default("video") == VIDEO

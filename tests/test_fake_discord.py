@@ -1,4 +1,4 @@
-"""Tests of tests/fake_discord.py, driven by a minimal real discord.py ``commands.Bot``.
+"""Tests of tests/fakes/discord_api.py, driven by a minimal real discord.py ``commands.Bot``.
 
 The bot runs in the test's event loop with ``Route.BASE`` and ``DEFAULT_GATEWAY`` pointed at the
 fake (restored by monkeypatch). Tests wait on events (fake state changes or bot-side events),
@@ -23,7 +23,7 @@ import yarl
 from discord import app_commands
 from discord.ext import commands
 
-from tests.fake_discord import (
+from tests.fakes.discord_api import (
     ATTACH_FILES,
     SEND_MESSAGES,
     TEXT_PERMISSIONS,

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from tests.fake_service import FakeService, RecordedRequest, TaskPlan
+from tests.fakes.gen_service import FakeService, RecordedRequest, TaskPlan
 
 
 @pytest.fixture
@@ -121,12 +121,15 @@ async def test_hostile_knobs(fake_service: FakeService, http: aiohttp.ClientSess
 
     fake_service.result_url = "file:///proc/self/environ"
     fake_service.default_plan = TaskPlan(polls=0)
-    async with http.post(fake_service.base_url + "/v1/videos", headers=auth(fake_service),
-                         json={"model": "m", "prompt": "p", "width": 8, "height": 8, "num_frames": 1,
-                               "frame_rate": 1}) as r:
+    async with http.post(
+        fake_service.base_url + "/v1/videos",
+        headers=auth(fake_service),
+        json={"model": "m", "prompt": "p", "width": 8, "height": 8, "num_frames": 1, "frame_rate": 1},
+    ) as r:
         task_id = (await r.json())["video_id"]
-    async with http.get(fake_service.base_url + "/svcapi", params={"video_id": task_id},
-                        headers=auth(fake_service)) as r:
+    async with http.get(
+        fake_service.base_url + "/svcapi", params={"video_id": task_id}, headers=auth(fake_service)
+    ) as r:
         assert (await r.json())["video_url"] == "file:///proc/self/environ"
 
     fake_service.file_redirects = ["/files/one.png", "/files/two.png"]
@@ -145,12 +148,20 @@ async def test_hostile_knobs(fake_service: FakeService, http: aiohttp.ClientSess
         assert gzip.decompress(await r.read()) == fake_service.image_bytes()
 
     bomb = gzip.compress(b'{"status": "pending"' + b" " * 1_000_000 + b"}")
-    fake_service.path_scripted["/svcapi"] = [(200, bomb, {"Content-Encoding": "gzip"}), (200, b"[" * 1000, None)]
-    async with http.get(fake_service.base_url + "/svcapi", params={"video_id": task_id},
-                        headers=auth(fake_service), auto_decompress=False) as r:
+    fake_service.path_scripted["/svcapi"] = [
+        (200, bomb, {"Content-Encoding": "gzip"}),
+        (200, b"[" * 1000, None),
+    ]
+    async with http.get(
+        fake_service.base_url + "/svcapi",
+        params={"video_id": task_id},
+        headers=auth(fake_service),
+        auto_decompress=False,
+    ) as r:
         assert await r.read() == bomb
-    async with http.get(fake_service.base_url + "/svcapi", params={"video_id": task_id},
-                        headers=auth(fake_service)) as r:
+    async with http.get(
+        fake_service.base_url + "/svcapi", params={"video_id": task_id}, headers=auth(fake_service)
+    ) as r:
         assert await r.read() == b"[" * 1000
     async with http.get(fake_service.base_url + "/v1/models", headers=auth(fake_service)) as r:
         assert r.status == 200  # other paths are untouched by path_scripted

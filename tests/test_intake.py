@@ -20,6 +20,7 @@ from framecast.intake import Intake, IntakeError, Limits, Requester, clean_promp
 from framecast.jobs import Job, JobKind, JobState
 from framecast.scheduler import Scheduler
 from framecast.store import JobStore
+from tests.fakes.unused import unused
 
 S = JobState
 WAIT = 5.0
@@ -44,8 +45,11 @@ def expect_error(key: str, **params: Any) -> Callable[[IntakeError], None]:
 
 def bare_intake(prompt_chars: int = 200) -> Intake:
     """An Intake for the pure validation methods (they touch neither store nor scheduler)."""
-    return Intake(store=None, scheduler=None,  # type: ignore[arg-type]
-                  limits=Limits(member_jobs=2, guild_queue=25, prompt_chars=prompt_chars))
+    return Intake(
+        store=unused(JobStore),
+        scheduler=unused(Scheduler),
+        limits=Limits(member_jobs=2, guild_queue=25, prompt_chars=prompt_chars),
+    )
 
 
 # ---------------------------------------------------------------------- clean_prompt
@@ -115,10 +119,22 @@ def test_valid_prompts_come_back_byte_for_byte(prompt: str) -> None:
 def test_video_and_image_params_keep_the_prompt_exact() -> None:
     intake = bare_intake()
     prompt = "  Ein Hund 🐕 am Strand, e\u0301  "
-    video = intake.video_params(prompt=prompt, model=DEFAULT_VIDEO_MODEL, size=None, seconds=None,
-                                frame_rate=None, known_models=(), default_model=DEFAULT_VIDEO_MODEL)
-    image = intake.image_params(prompt=prompt, model=DEFAULT_IMAGE_MODEL, size=None, known_models=(),
-                                default_model=DEFAULT_IMAGE_MODEL)
+    video = intake.video_params(
+        prompt=prompt,
+        model=DEFAULT_VIDEO_MODEL,
+        size=None,
+        seconds=None,
+        frame_rate=None,
+        known_models=(),
+        default_model=DEFAULT_VIDEO_MODEL,
+    )
+    image = intake.image_params(
+        prompt=prompt,
+        model=DEFAULT_IMAGE_MODEL,
+        size=None,
+        known_models=(),
+        default_model=DEFAULT_IMAGE_MODEL,
+    )
     assert video["prompt"].encode() == prompt.encode()
     assert image["prompt"].encode() == prompt.encode()
 
@@ -126,12 +142,24 @@ def test_video_and_image_params_keep_the_prompt_exact() -> None:
 def test_params_apply_the_intake_prompt_limit() -> None:
     intake = bare_intake(prompt_chars=10)
     with pytest.raises(IntakeError) as info:
-        intake.video_params(prompt="z" * 11, model=DEFAULT_VIDEO_MODEL, size=None, seconds=None,
-                            frame_rate=None, known_models=(), default_model=DEFAULT_VIDEO_MODEL)
+        intake.video_params(
+            prompt="z" * 11,
+            model=DEFAULT_VIDEO_MODEL,
+            size=None,
+            seconds=None,
+            frame_rate=None,
+            known_models=(),
+            default_model=DEFAULT_VIDEO_MODEL,
+        )
     expect_error("error_prompt_too_long", max=10, length=11)(info.value)
     with pytest.raises(IntakeError) as info:
-        intake.image_params(prompt="\u200b ", model=DEFAULT_IMAGE_MODEL, size=None, known_models=(),
-                            default_model=DEFAULT_IMAGE_MODEL)
+        intake.image_params(
+            prompt="\u200b ",
+            model=DEFAULT_IMAGE_MODEL,
+            size=None,
+            known_models=(),
+            default_model=DEFAULT_IMAGE_MODEL,
+        )
     expect_error("error_prompt_empty")(info.value)
 
 
@@ -140,8 +168,13 @@ def test_params_apply_the_intake_prompt_limit() -> None:
 
 def test_video_defaults_follow_the_services_sample_request() -> None:
     params = bare_intake().video_params(
-        prompt="a cat", model=None, size=None, seconds=None, frame_rate=None,
-        known_models=VIDEO_MODELS, default_model=DEFAULT_VIDEO_MODEL,
+        prompt="a cat",
+        model=None,
+        size=None,
+        seconds=None,
+        frame_rate=None,
+        known_models=VIDEO_MODELS,
+        default_model=DEFAULT_VIDEO_MODEL,
     )
     assert params == {
         "model": "svc-video-v2.0",
@@ -170,7 +203,12 @@ def test_video_presets_stay_within_the_720p_class() -> None:
 @pytest.mark.parametrize("fps", presets.FRAME_RATES)
 def test_every_video_preset_combination(size: str, seconds: int, fps: int) -> None:
     params = bare_intake().video_params(
-        prompt="p", model=DEFAULT_VIDEO_MODEL, size=size, seconds=seconds, frame_rate=fps, known_models=(),
+        prompt="p",
+        model=DEFAULT_VIDEO_MODEL,
+        size=size,
+        seconds=seconds,
+        frame_rate=fps,
+        known_models=(),
         default_model=DEFAULT_VIDEO_MODEL,
     )
     preset = presets.VIDEO_SIZES[size]
@@ -203,8 +241,13 @@ def test_num_frames_examples() -> None:
 def test_video_options_outside_the_choices_are_refused(options: dict[str, Any], option: str) -> None:
     kwargs: dict[str, Any] = {"size": None, "seconds": None, "frame_rate": None, **options}
     with pytest.raises(IntakeError) as info:
-        bare_intake().video_params(prompt="p", model=DEFAULT_VIDEO_MODEL, known_models=(),
-                                   default_model=DEFAULT_VIDEO_MODEL, **kwargs)
+        bare_intake().video_params(
+            prompt="p",
+            model=DEFAULT_VIDEO_MODEL,
+            known_models=(),
+            default_model=DEFAULT_VIDEO_MODEL,
+            **kwargs,
+        )
     expect_error("error_bad_option", option=option)(info.value)
 
 
@@ -214,17 +257,42 @@ def test_video_options_outside_the_choices_are_refused(options: dict[str, Any], 
 def test_unknown_model_is_refused_when_the_service_list_is_known() -> None:
     intake = bare_intake()
     with pytest.raises(IntakeError) as info:
-        intake.video_params(prompt="p", model="svc-video-v9", size=None, seconds=None, frame_rate=None,
-                            known_models=VIDEO_MODELS, default_model=DEFAULT_VIDEO_MODEL)
+        intake.video_params(
+            prompt="p",
+            model="svc-video-v9",
+            size=None,
+            seconds=None,
+            frame_rate=None,
+            known_models=VIDEO_MODELS,
+            default_model=DEFAULT_VIDEO_MODEL,
+        )
     # Refused with the service's list, so the member can pick again.
-    expect_error("error_unknown_model_list", model="svc-video-v9", models="svc-video-v2.0, svc-video-v1.5")(info.value)
+    expect_error("error_unknown_model_list", model="svc-video-v9", models="svc-video-v2.0, svc-video-v1.5")(
+        info.value
+    )
     with pytest.raises(IntakeError) as info:
-        intake.image_params(prompt="p", model=DEFAULT_VIDEO_MODEL, size=None, known_models=IMAGE_MODELS,
-                            default_model=DEFAULT_IMAGE_MODEL)
-    expect_error("error_unknown_model_list", model=DEFAULT_VIDEO_MODEL,
-                 models="svc-image-2.1-flash, svc-image-2.0")(info.value)
-    assert intake.video_params(prompt="p", model="svc-video-v1.5", size=None, seconds=None, frame_rate=None,
-                               known_models=VIDEO_MODELS, default_model=DEFAULT_VIDEO_MODEL)["model"] == "svc-video-v1.5"
+        intake.image_params(
+            prompt="p",
+            model=DEFAULT_VIDEO_MODEL,
+            size=None,
+            known_models=IMAGE_MODELS,
+            default_model=DEFAULT_IMAGE_MODEL,
+        )
+    expect_error(
+        "error_unknown_model_list", model=DEFAULT_VIDEO_MODEL, models="svc-image-2.1-flash, svc-image-2.0"
+    )(info.value)
+    assert (
+        intake.video_params(
+            prompt="p",
+            model="svc-video-v1.5",
+            size=None,
+            seconds=None,
+            frame_rate=None,
+            known_models=VIDEO_MODELS,
+            default_model=DEFAULT_VIDEO_MODEL,
+        )["model"]
+        == "svc-video-v1.5"
+    )
 
 
 @pytest.mark.parametrize(
@@ -232,54 +300,107 @@ def test_unknown_model_is_refused_when_the_service_list_is_known() -> None:
     ["svc-video-v9", "vendor/model-name:latest", "a", "Model_1.2", "x" * 100, "org/sub/model:tag-1"],
 )
 def test_any_well_formed_model_is_accepted_without_a_list(model: str) -> None:
-    params = bare_intake().video_params(prompt="p", model=model, size=None, seconds=None, frame_rate=None,
-                                        known_models=(), default_model=DEFAULT_VIDEO_MODEL)
+    params = bare_intake().video_params(
+        prompt="p",
+        model=model,
+        size=None,
+        seconds=None,
+        frame_rate=None,
+        known_models=(),
+        default_model=DEFAULT_VIDEO_MODEL,
+    )
     assert params["model"] == model
 
 
 def test_model_id_is_trimmed() -> None:
-    params = bare_intake().image_params(prompt="p", model=f"  {DEFAULT_IMAGE_MODEL}\n", size=None,
-                                        known_models=IMAGE_MODELS, default_model=DEFAULT_IMAGE_MODEL)
+    params = bare_intake().image_params(
+        prompt="p",
+        model=f"  {DEFAULT_IMAGE_MODEL}\n",
+        size=None,
+        known_models=IMAGE_MODELS,
+        default_model=DEFAULT_IMAGE_MODEL,
+    )
     assert params["model"] == DEFAULT_IMAGE_MODEL
 
 
 def test_no_pick_means_the_default_the_bot_chose_unchecked() -> None:
     # The default is the configured model or its stand-in from the service's own list
     # (framecast.catalog): the member picked nothing, so there is nothing to refuse.
-    params = bare_intake().video_params(prompt="p", model=None, size=None, seconds=None, frame_rate=None,
-                                        known_models=("svc-video-v2.1",), default_model="svc-video-v2.1")
+    params = bare_intake().video_params(
+        prompt="p",
+        model=None,
+        size=None,
+        seconds=None,
+        frame_rate=None,
+        known_models=("svc-video-v2.1",),
+        default_model="svc-video-v2.1",
+    )
     assert (params["model"], params["model_default"]) == ("svc-video-v2.1", True)
-    image = bare_intake().image_params(prompt="p", model=None, size=None, known_models=(),
-                                       default_model=DEFAULT_IMAGE_MODEL)
+    image = bare_intake().image_params(
+        prompt="p", model=None, size=None, known_models=(), default_model=DEFAULT_IMAGE_MODEL
+    )
     assert (image["model"], image["model_default"]) == (DEFAULT_IMAGE_MODEL, True)
 
 
 def test_a_picked_model_is_marked_as_picked() -> None:
-    params = bare_intake().video_params(prompt="p", model="svc-video-v1.5", size=None, seconds=None,
-                                        frame_rate=None, known_models=VIDEO_MODELS, default_model=DEFAULT_VIDEO_MODEL)
+    params = bare_intake().video_params(
+        prompt="p",
+        model="svc-video-v1.5",
+        size=None,
+        seconds=None,
+        frame_rate=None,
+        known_models=VIDEO_MODELS,
+        default_model=DEFAULT_VIDEO_MODEL,
+    )
     assert (params["model"], params["model_default"]) == ("svc-video-v1.5", False)
 
 
 def test_the_list_shown_on_refusal_is_bounded() -> None:
     listed = tuple(f"svc-video-v{i}.0" for i in range(40))
     with pytest.raises(IntakeError) as info:
-        bare_intake().video_params(prompt="p", model="nope", size=None, seconds=None, frame_rate=None,
-                                   known_models=listed, default_model=listed[0])
+        bare_intake().video_params(
+            prompt="p",
+            model="nope",
+            size=None,
+            seconds=None,
+            frame_rate=None,
+            known_models=listed,
+            default_model=listed[0],
+        )
     assert info.value.params["models"].split(", ") == list(listed[:15])
 
 
 @pytest.mark.parametrize(
     "model",
-    ["", "   ", "two words", "-leading-dash", ".hidden", "semi;colon", "quote'd", "new\nline",
-     "mödel", "x" * 101, "<@123>", "../../etc/passwd?"],
+    [
+        "",
+        "   ",
+        "two words",
+        "-leading-dash",
+        ".hidden",
+        "semi;colon",
+        "quote'd",
+        "new\nline",
+        "mödel",
+        "x" * 101,
+        "<@123>",
+        "../../etc/passwd?",
+    ],
     ids=repr,
 )
 def test_malformed_model_ids_are_refused_even_without_a_list(model: str) -> None:
     intake = bare_intake()
     for known in ((), VIDEO_MODELS):
         with pytest.raises(IntakeError) as info:
-            intake.video_params(prompt="p", model=model, size=None, seconds=None, frame_rate=None,
-                                known_models=known, default_model=DEFAULT_VIDEO_MODEL)
+            intake.video_params(
+                prompt="p",
+                model=model,
+                size=None,
+                seconds=None,
+                frame_rate=None,
+                known_models=known,
+                default_model=DEFAULT_VIDEO_MODEL,
+            )
         assert info.value.key == "error_unknown_model"
         assert info.value.params["model"] == model.strip()[:100]
 
@@ -288,16 +409,27 @@ def test_malformed_model_ids_are_refused_even_without_a_list(model: str) -> None
 
 
 def test_image_defaults() -> None:
-    params = bare_intake().image_params(prompt="a cat", model=DEFAULT_IMAGE_MODEL, size=None,
-                                        known_models=IMAGE_MODELS, default_model=DEFAULT_IMAGE_MODEL)
-    assert params == {"model": "svc-image-2.1-flash", "model_default": False, "prompt": "a cat",
-                      "size": "1024x1024", "size_key": "square"}
+    params = bare_intake().image_params(
+        prompt="a cat",
+        model=DEFAULT_IMAGE_MODEL,
+        size=None,
+        known_models=IMAGE_MODELS,
+        default_model=DEFAULT_IMAGE_MODEL,
+    )
+    assert params == {
+        "model": "svc-image-2.1-flash",
+        "model_default": False,
+        "prompt": "a cat",
+        "size": "1024x1024",
+        "size_key": "square",
+    }
 
 
 @pytest.mark.parametrize("size", sorted(presets.IMAGE_SIZES))
 def test_every_image_preset(size: str) -> None:
-    params = bare_intake().image_params(prompt="p", model=DEFAULT_IMAGE_MODEL, size=size, known_models=(),
-                                        default_model=DEFAULT_IMAGE_MODEL)
+    params = bare_intake().image_params(
+        prompt="p", model=DEFAULT_IMAGE_MODEL, size=size, known_models=(), default_model=DEFAULT_IMAGE_MODEL
+    )
     preset = presets.IMAGE_SIZES[size]
     assert params["size"] == f"{preset.width}x{preset.height}"
     assert params["size_key"] == size
@@ -305,8 +437,13 @@ def test_every_image_preset(size: str) -> None:
 
 def test_bad_image_size_is_refused() -> None:
     with pytest.raises(IntakeError) as info:
-        bare_intake().image_params(prompt="p", model=DEFAULT_IMAGE_MODEL, size="small", known_models=(),
-                                   default_model=DEFAULT_IMAGE_MODEL)
+        bare_intake().image_params(
+            prompt="p",
+            model=DEFAULT_IMAGE_MODEL,
+            size="small",
+            known_models=(),
+            default_model=DEFAULT_IMAGE_MODEL,
+        )
     expect_error("error_bad_option", option="size")(info.value)
 
 
@@ -347,10 +484,9 @@ class World:
     def __init__(self, store: JobStore, limits: Limits, max_running: int) -> None:
         self.store = store
         self.runner = StandInRunner(store)
-        self.scheduler = Scheduler(store=store, runner=self.runner,  # type: ignore[arg-type]
-                                   max_running=max_running)
+        self.scheduler = Scheduler(store=store, runner=self.runner, max_running=max_running)
         self.intake = Intake(store=store, scheduler=self.scheduler, limits=limits)
-        store.subscribe(lambda job: self.intake.track([job]))  # as bot.py wires it
+        store.subscribe(self.intake.observe)  # as framecast.app wires it
         self.states: dict[int, JobState] = {}
         self._changed = asyncio.Event()
         store.subscribe(self._seen)
@@ -368,8 +504,15 @@ class World:
         await asyncio.wait_for(_wait(), WAIT)
 
     async def accept(self, requester: Requester, prompt: str = "a cat") -> tuple[Job, int]:
-        params = self.intake.video_params(prompt=prompt, model=DEFAULT_VIDEO_MODEL, size=None, seconds=None,
-                                          frame_rate=None, known_models=(), default_model=DEFAULT_VIDEO_MODEL)
+        params = self.intake.video_params(
+            prompt=prompt,
+            model=DEFAULT_VIDEO_MODEL,
+            size=None,
+            seconds=None,
+            frame_rate=None,
+            known_models=(),
+            default_model=DEFAULT_VIDEO_MODEL,
+        )
         return await self.intake.accept(requester, JobKind.VIDEO, params)
 
 
@@ -467,11 +610,18 @@ async def test_cancelled_job_frees_the_members_place(world: World) -> None:
 
 async def test_accept_persists_before_returning(world: World, tmp_path: Path) -> None:
     requester = who(user=42, locale="de")
-    params = world.intake.video_params(prompt="  Ein Hund 🐕 e\u0301  ", model=DEFAULT_VIDEO_MODEL,
-                                       size="portrait", seconds=8, frame_rate=30, known_models=(),
-                                       default_model=DEFAULT_VIDEO_MODEL)
-    job, position = await world.intake.accept(requester, JobKind.VIDEO, params,
-                                              discord={"application_id": 5}, retry_of=None)
+    params = world.intake.video_params(
+        prompt="  Ein Hund 🐕 e\u0301  ",
+        model=DEFAULT_VIDEO_MODEL,
+        size="portrait",
+        seconds=8,
+        frame_rate=30,
+        known_models=(),
+        default_model=DEFAULT_VIDEO_MODEL,
+    )
+    job, position = await world.intake.accept(
+        requester, JobKind.VIDEO, params, discord={"application_id": 5}, retry_of=None
+    )
     assert position == 1
     assert world.scheduler.position(job.id) == 1
 
@@ -494,7 +644,11 @@ async def test_accept_persists_before_returning(world: World, tmp_path: Path) ->
         assert found.state is S.QUEUED
         assert found.kind is JobKind.VIDEO
         assert (found.guild_id, found.channel_id, found.user_id, found.locale) == (
-            requester.guild_id, requester.channel_id, 42, "de")
+            requester.guild_id,
+            requester.channel_id,
+            42,
+            "de",
+        )
         assert found.params == params
         assert found.params["prompt"].encode() == "  Ein Hund 🐕 e\u0301  ".encode()
         assert found.discord == {"application_id": 5}
@@ -522,8 +676,15 @@ async def test_a_job_is_retried_at_most_once_even_by_simultaneous_clicks(world: 
 
 async def test_accept_survives_a_cancelled_caller(world: World) -> None:
     """accept() is shielded: a caller cancelled mid-way still leaves a job that is stored AND queued."""
-    params = world.intake.video_params(prompt="p", model=DEFAULT_VIDEO_MODEL, size=None, seconds=None,
-                                       frame_rate=None, known_models=(), default_model=DEFAULT_VIDEO_MODEL)
+    params = world.intake.video_params(
+        prompt="p",
+        model=DEFAULT_VIDEO_MODEL,
+        size=None,
+        seconds=None,
+        frame_rate=None,
+        known_models=(),
+        default_model=DEFAULT_VIDEO_MODEL,
+    )
     task = asyncio.create_task(world.intake.accept(who(user=9), JobKind.VIDEO, params))
     await asyncio.sleep(0)  # one yield: the caller is now waiting on the shielded step
     task.cancel()

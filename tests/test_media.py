@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from framecast import media
 from framecast.errors import MediaTooLarge, NotMedia
 from framecast.media import MediaError, MediaInfo, VideoInfo, fit_image, fit_video, probe_video, sniff
-from tests import mediagen
+from framecast.media.videofit import _ladder
+from tests.fakes import media as mediagen
 
 # -------------------------------------------------------------------------------------------
 # helpers
@@ -270,12 +271,12 @@ def test_fit_video_bad_slack() -> None:
 
 
 def test_ladder_is_even_and_shrinking() -> None:
-    sizes = media._ladder(1152, 768, 144)
+    sizes = _ladder(1152, 768, 144)
     assert sizes == [(1152, 768), (810, 540), (540, 360), (360, 240), (216, 144)]
-    portrait = media._ladder(768, 1152, 144)
+    portrait = _ladder(768, 1152, 144)
     assert portrait[1] == (540, 810)
-    assert media._ladder(321, 241, 144) == [(320, 240), (192, 144)]
-    assert media._ladder(160, 120, 144) == [(160, 120)]
+    assert _ladder(321, 241, 144) == [(320, 240), (192, 144)]
+    assert _ladder(160, 120, 144) == [(160, 120)]
 
 
 # -------------------------------------------------------------------------------------------
@@ -310,7 +311,9 @@ def test_fit_image_shrinks_oversized_png(large_png: bytes, limit: int) -> None:
     assert frame.width <= src.width
     assert frame.width / frame.height == pytest.approx(src.width / src.height, rel=0.05)
     # never a thumbnail: at least 256 px (or a quarter of the original) on the short side
-    assert min(frame.width, frame.height) >= min(min(src.width, src.height), max(256, min(src.width, src.height) // 4))
+    assert min(frame.width, frame.height) >= min(
+        min(src.width, src.height), max(256, min(src.width, src.height) // 4)
+    )
 
 
 def test_fit_image_gives_up_rather_than_return_a_thumbnail(large_png: bytes) -> None:
@@ -445,7 +448,14 @@ def _lying_mp4(width: int, height: int) -> bytes:
     return bytes(data)
 
 
-BMP_CORE = b"BM" + bytes(4) + bytes(4) + (26).to_bytes(4, "little") + (12).to_bytes(4, "little") + struct.pack("<HH", 300, 20)
+BMP_CORE = (
+    b"BM"
+    + bytes(4)
+    + bytes(4)
+    + (26).to_bytes(4, "little")
+    + (12).to_bytes(4, "little")
+    + struct.pack("<HH", 300, 20)
+)
 HTML_502 = b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body><center><h1>502 Bad Gateway</h1></center></body></html>"
 
 
@@ -518,7 +528,9 @@ def test_image_dimensions_refuse_broken_headers(data: bytes) -> None:
         media.image_dimensions(data)
 
 
-@pytest.mark.parametrize(("fmt", "codec"), [("mp4", "libx264"), ("mov", "libx264"), ("webm", "libvpx"), ("matroska", "libx264")])
+@pytest.mark.parametrize(
+    ("fmt", "codec"), [("mp4", "libx264"), ("mov", "libx264"), ("webm", "libvpx"), ("matroska", "libx264")]
+)
 def test_video_dimensions_of_real_containers(fmt: str, codec: str) -> None:
     data = _video(fmt, codec, 176, 144)
     assert media.video_dimensions(data) == (176, 144)
@@ -546,11 +558,22 @@ def test_container_walkers_stop_on_a_flood_of_tiny_boxes() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    magic=st.sampled_from([
-        b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF89a", b"RIFF\x00\x00\x00\x00WEBPVP8X", b"RIFF\x00\x00\x00\x00WEBPVP8 ",
-        b"RIFF\x00\x00\x00\x00WEBPVP8L", b"BM\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x28\x00\x00\x00",
-        b"\x00\x00\x00\x18ftypisom", b"\x00\x00\x00\x08moov", b"\x1a\x45\xdf\xa3", b"<html>", b"",
-    ]),
+    magic=st.sampled_from(
+        [
+            b"\x89PNG\r\n\x1a\n",
+            b"\xff\xd8\xff",
+            b"GIF89a",
+            b"RIFF\x00\x00\x00\x00WEBPVP8X",
+            b"RIFF\x00\x00\x00\x00WEBPVP8 ",
+            b"RIFF\x00\x00\x00\x00WEBPVP8L",
+            b"BM\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x28\x00\x00\x00",
+            b"\x00\x00\x00\x18ftypisom",
+            b"\x00\x00\x00\x08moov",
+            b"\x1a\x45\xdf\xa3",
+            b"<html>",
+            b"",
+        ]
+    ),
     rest=st.binary(max_size=300),
     limit=st.integers(min_value=1, max_value=10**9),
 )

@@ -13,7 +13,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framecast.netguard import (
+from framecast.service.netguard import (
     REASON_BAD_URL,
     REASON_INTERNAL,
     REASON_NOT_HTTP,
@@ -25,15 +25,51 @@ from framecast.netguard import (
 )
 
 INTERNAL = [
-    "127.0.0.1", "127.0.0.2", "127.255.255.254", "10.0.0.1", "172.16.0.1", "172.31.255.255", "192.168.1.1",
-    "169.254.169.254", "169.254.0.1", "100.64.0.1", "0.0.0.0", "0.1.2.3", "224.0.0.1", "239.255.255.250",
-    "240.0.0.1", "255.255.255.255", "192.0.0.1", "198.18.0.1", "192.0.2.1",
-    "::1", "::", "fe80::1", "fe80::1%eth0", "fc00::1", "fd12:3456::1", "ff02::1", "fec0::1", "2001:db8::1",
-    "::ffff:127.0.0.1", "::ffff:169.254.169.254", "::ffff:10.0.0.1", "64:ff9b::a9fe:a9fe",
-    "2002:7f00:1::1", "2002:a9fe:a9fe::", "::127.0.0.1",
+    "127.0.0.1",
+    "127.0.0.2",
+    "127.255.255.254",
+    "10.0.0.1",
+    "172.16.0.1",
+    "172.31.255.255",
+    "192.168.1.1",
+    "169.254.169.254",
+    "169.254.0.1",
+    "100.64.0.1",
+    "0.0.0.0",
+    "0.1.2.3",
+    "224.0.0.1",
+    "239.255.255.250",
+    "240.0.0.1",
+    "255.255.255.255",
+    "192.0.0.1",
+    "198.18.0.1",
+    "192.0.2.1",
+    "::1",
+    "::",
+    "fe80::1",
+    "fe80::1%eth0",
+    "fc00::1",
+    "fd12:3456::1",
+    "ff02::1",
+    "fec0::1",
+    "2001:db8::1",
+    "::ffff:127.0.0.1",
+    "::ffff:169.254.169.254",
+    "::ffff:10.0.0.1",
+    "64:ff9b::a9fe:a9fe",
+    "2002:7f00:1::1",
+    "2002:a9fe:a9fe::",
+    "::127.0.0.1",
 ]
-PUBLIC = ["8.8.8.8", "1.1.1.1", "93.184.216.34", "2606:4700:4700::1111", "2001:4860:4860::8888",
-          "::ffff:8.8.8.8", "2002:808:808::1"]
+PUBLIC = [
+    "8.8.8.8",
+    "1.1.1.1",
+    "93.184.216.34",
+    "2606:4700:4700::1111",
+    "2001:4860:4860::8888",
+    "::ffff:8.8.8.8",
+    "2002:808:808::1",
+]
 
 
 @pytest.mark.parametrize("address", INTERNAL)
@@ -46,7 +82,9 @@ def test_public_addresses(address: str) -> None:
     assert is_public_address(address)
 
 
-@pytest.mark.parametrize("text", ["", "localhost", "example.com", "127.1", "2130706433", "1.2.3.4.5", "[::1]"])
+@pytest.mark.parametrize(
+    "text", ["", "localhost", "example.com", "127.1", "2130706433", "1.2.3.4.5", "[::1]"]
+)
 def test_what_is_not_an_address_is_not_public(text: str) -> None:
     assert not is_public_address(text)
 
@@ -110,7 +148,10 @@ class Scripted(AbstractResolver):
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         addresses = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        return [{"hostname": host, "host": a, "port": port, "family": 0, "proto": 0, "flags": 0} for a in addresses]
+        return [
+            {"hostname": host, "host": a, "port": port, "family": 0, "proto": 0, "flags": 0}
+            for a in addresses
+        ]
 
     async def close(self) -> None:
         self.closed = True

@@ -15,9 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cogs.utils.i18n import ENGLISH
+from cogs.i18n import SOURCE, shipped, t
 from cogs.utils.render import (
     BAR_CELLS,
+    REASON_KEYS,
+    REASON_KEYS_WITHOUT_DETAIL,
     Rendered,
     as_text,
     format_elapsed,
@@ -26,29 +28,51 @@ from cogs.utils.render import (
     render_job,
     status_line,
 )
-from cogs.utils.translations import TRANSLATIONS
 from framecast.jobs import Job, JobKind, JobState
+from framecast.reasons import ErrorCode
 
 S = JobState
 NOW = 1_700_000_000.0
 POLL_TIMEOUT = 900.0
 USER = 333_333_333_333_333_333
 FULL, EMPTY = "▰", "▱"
-VIDEO_PARAMS = {"model": "svc-video-v2.0", "prompt": "a cat on the moon", "width": 1152, "height": 768,
-                "num_frames": 121, "frame_rate": 24, "seconds": 5}
+VIDEO_PARAMS = {
+    "model": "svc-video-v2.0",
+    "prompt": "a cat on the moon",
+    "width": 1152,
+    "height": 768,
+    "num_frames": 121,
+    "frame_rate": 24,
+    "seconds": 5,
+}
 IMAGE_PARAMS = {"model": "svc-image-2.1-flash", "prompt": "a red fox", "size": "1024x1024"}
+
+
+def english_keys() -> frozenset[str]:
+    """Every message key of the source (en-US) catalogue."""
+    return frozenset(shipped().by_locale[SOURCE].messages)
 
 
 def make_job(state: JobState = S.QUEUED, **overrides: Any) -> Job:
     fields: dict[str, Any] = {
-        "id": 7, "kind": JobKind.VIDEO, "state": state, "guild_id": 1, "channel_id": 2, "user_id": USER,
-        "locale": "en-US", "params": dict(VIDEO_PARAMS), "created_at": NOW - 600, "updated_at": NOW - 1,
+        "id": 7,
+        "kind": JobKind.VIDEO,
+        "state": state,
+        "guild_id": 1,
+        "channel_id": 2,
+        "user_id": USER,
+        "locale": "en-US",
+        "params": dict(VIDEO_PARAMS),
+        "created_at": NOW - 600,
+        "updated_at": NOW - 1,
     }
     fields.update(overrides)
     return Job(**fields)
 
 
-def status(job: Job, position: int | None = None, now: float = NOW, poll_timeout: float = POLL_TIMEOUT) -> str:
+def status(
+    job: Job, position: int | None = None, now: float = NOW, poll_timeout: float = POLL_TIMEOUT
+) -> str:
     return status_line(job, position=position, now=now, poll_timeout=poll_timeout)
 
 
@@ -83,7 +107,19 @@ def visible(rendered: Rendered) -> tuple[object, ...]:
 
 @pytest.mark.parametrize(
     ("fraction", "filled"),
-    [(0, 0), (0.0, 0), (0.5, 6), (1, 12), (1.0, 12), (0.25, 3), (1 / 12, 1), (-0.3, 0), (-5, 0), (1.2, 12), (40, 12)],
+    [
+        (0, 0),
+        (0.0, 0),
+        (0.5, 6),
+        (1, 12),
+        (1.0, 12),
+        (0.25, 3),
+        (1 / 12, 1),
+        (-0.3, 0),
+        (-5, 0),
+        (1.2, 12),
+        (40, 12),
+    ],
 )
 def test_progress_bar(fraction: float, filled: int) -> None:
     bar = progress_bar(fraction)
@@ -100,8 +136,20 @@ def test_progress_bar_grows_monotonically() -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(0, "0s"), (45, "45s"), (45.9, "45s"), (59, "59s"), (60, "1m 00s"), (185, "3m 05s"),
-     (3599, "59m 59s"), (3600, "1h 00m"), (3720, "1h 02m"), (3725, "1h 02m"), (36000, "10h 00m"), (-3, "0s")],
+    [
+        (0, "0s"),
+        (45, "45s"),
+        (45.9, "45s"),
+        (59, "59s"),
+        (60, "1m 00s"),
+        (185, "3m 05s"),
+        (3599, "59m 59s"),
+        (3600, "1h 00m"),
+        (3720, "1h 02m"),
+        (3725, "1h 02m"),
+        (36000, "10h 00m"),
+        (-3, "0s"),
+    ],
 )
 def test_format_elapsed(seconds: float, text: str) -> None:
     assert format_elapsed(seconds) == text
@@ -131,8 +179,13 @@ def test_position_is_only_shown_while_queued() -> None:
 
 @pytest.mark.parametrize(
     ("progress", "bar", "percent"),
-    [(0.0, EMPTY * 12, "0%"), (0.5, FULL * 6 + EMPTY * 6, "50%"), (0.4, FULL * 5 + EMPTY * 7, "40%"),
-     (0.41, FULL * 5 + EMPTY * 7, "41%"), (1.0, FULL * 12, "100%")],
+    [
+        (0.0, EMPTY * 12, "0%"),
+        (0.5, FULL * 6 + EMPTY * 6, "50%"),
+        (0.4, FULL * 5 + EMPTY * 7, "40%"),
+        (0.41, FULL * 5 + EMPTY * 7, "41%"),
+        (1.0, FULL * 12, "100%"),
+    ],
 )
 def test_status_running_with_progress(progress: float, bar: str, percent: str) -> None:
     job = make_job(S.RUNNING, progress=progress, started_at=NOW - 100)
@@ -164,23 +217,30 @@ def test_status_running_without_progress_shows_time_since_start() -> None:
 @pytest.mark.parametrize(
     ("code", "detail", "reason"),
     [
-        ("rejected", "prompt violates the content policy",
-         "the generation service refused this request: prompt violates the content policy"),
+        (
+            "rejected",
+            "prompt violates the content policy",
+            "the generation service refused this request: prompt violates the content policy",
+        ),
         ("rejected", None, "the generation service refused this request."),
         ("rejected", "", "the generation service refused this request."),
         ("task_failed", "GPU out of memory", "the generation service could not make it: GPU out of memory"),
         ("task_failed", None, "the generation service could not make it (it gave no reason)."),
         ("timeout", None, "the generation service did not finish within 15 minutes."),
-        ("auth", None, ENGLISH["reason_auth"]),
-        ("rate_limited", None, ENGLISH["reason_rate_limited"]),
-        ("unavailable", "HTTP 503", ENGLISH["reason_unavailable"]),
-        ("bad_response", None, ENGLISH["reason_bad_response"]),
-        ("download_failed", None, ENGLISH["reason_download_failed"]),
-        ("download_too_large", None, ENGLISH["reason_download_too_large"]),
-        ("result_refused", None, "the service's result link pointed somewhere Framecast does not fetch from."),
+        ("auth", None, t("reason_auth")),
+        ("rate_limited", None, t("reason_rate_limited")),
+        ("unavailable", "HTTP 503", t("reason_unavailable")),
+        ("bad_response", None, t("reason_bad_response")),
+        ("download_failed", None, t("reason_download_failed")),
+        ("download_too_large", None, t("reason_download_too_large")),
+        (
+            "result_refused",
+            None,
+            "the service's result link pointed somewhere Framecast does not fetch from.",
+        ),
         ("not_media", None, "the generation service returned something that is not a video."),
         ("media_too_large", None, "the finished image is too large to process (too many pixels)."),
-        ("bad_response", "3 malformed polls", ENGLISH["reason_bad_response"]),
+        ("bad_response", "3 malformed polls", t("reason_bad_response")),
         ("discord_forbidden", None, "something went wrong inside Framecast."),
         (None, None, "something went wrong inside Framecast."),
     ],
@@ -194,23 +254,45 @@ def test_not_media_names_what_the_job_asked_for() -> None:
     image = make_job(S.FAILED, kind=JobKind.IMAGE, params=dict(IMAGE_PARAMS), error_code="not_media")
     assert status(image) == "❌ Failed: the generation service returned something that is not an image."
     de = make_job(S.FAILED, locale="de", error_code="not_media")
-    assert status(de) == f"❌ Fehlgeschlagen: {TRANSLATIONS['de']['reason_not_media_video']}"
+    assert status(de) == f"❌ Fehlgeschlagen: {t('reason_not_media_video', 'de')}"
 
 
 @pytest.mark.parametrize("code", ["result_refused", "not_media", "media_too_large", "bad_response"])
 def test_new_failures_keep_the_retry_button(code: str) -> None:
-    assert buttons(render(make_job(S.FAILED, id=41, error_code=code))) == [(f"framecast:retry:41:{USER}", "Retry")]
+    assert buttons(render(make_job(S.FAILED, id=41, error_code=code))) == [
+        (f"framecast:retry:41:{USER}", "Retry")
+    ]
 
 
 def test_known_failure_reasons_are_distinct() -> None:
-    codes = ["auth", "rate_limited", "unavailable", "bad_response", "download_failed", "download_too_large",
-             "result_refused", "not_media", "media_too_large"]
+    codes = [
+        "auth",
+        "rate_limited",
+        "unavailable",
+        "bad_response",
+        "download_failed",
+        "download_too_large",
+        "result_refused",
+        "not_media",
+        "media_too_large",
+    ]
     texts = {status(make_job(S.FAILED, error_code=c)) for c in codes}
     assert len(texts) == len(codes)
     assert status(make_job(S.FAILED, error_code="internal")) not in texts
 
 
-@pytest.mark.parametrize(("poll_timeout", "minutes"), [(900, 15), (600, 10), (1800, 30), (30, 1), (89, 1), (170, 3)])
+def test_every_error_code_maps_to_a_message() -> None:
+    assert set(REASON_KEYS) == set(ErrorCode)
+    assert set(REASON_KEYS_WITHOUT_DETAIL) <= set(ErrorCode)
+    for key in [*REASON_KEYS.values(), *REASON_KEYS_WITHOUT_DETAIL.values()]:
+        assert key in english_keys(), key
+    for code in ErrorCode:
+        assert not status(make_job(S.FAILED, error_code=code)).endswith(": ")
+
+
+@pytest.mark.parametrize(
+    ("poll_timeout", "minutes"), [(900, 15), (600, 10), (1800, 30), (30, 1), (89, 1), (170, 3)]
+)
 def test_timeout_reason_uses_the_configured_poll_timeout(poll_timeout: float, minutes: int) -> None:
     job = make_job(S.FAILED, error_code="timeout")
     assert status(job, poll_timeout=poll_timeout).endswith(f"within {minutes} minutes.")
@@ -367,8 +449,10 @@ def test_the_services_error_text_is_shown_literally(code: str) -> None:
     ("url", "text"),
     [
         ("https://cdn.example/files/7.mp4?sig=a%2Fb&x=1", "https://cdn.example/files/7.mp4?sig=a%2Fb&x=1"),
-        ("https://cdn.example/a b[Free Nitro](https://evil.example)",
-         "https://cdn.example/a%20b%5BFree%20Nitro%5D(https://evil.example)"),
+        (
+            "https://cdn.example/a b[Free Nitro](https://evil.example)",
+            "https://cdn.example/a%20b%5BFree%20Nitro%5D(https://evil.example)",
+        ),
         ("https://cdn.example/<@&1>||x||", "https://cdn.example/%3C@&1%3E%7C%7Cx%7C%7C"),
     ],
 )
@@ -395,8 +479,10 @@ def test_requester_is_a_mention_inside_the_embed_field() -> None:
 @pytest.mark.parametrize("length", [3900, 3901, 4096, 4097, 20_000])
 def test_long_prompts_fit_discords_description_limit(length: int) -> None:
     prompt = "".join(itertools.islice(itertools.cycle("abcdefghij "), length))
-    rendered = render(make_job(S.RUNNING, params={**VIDEO_PARAMS, "prompt": prompt}),
-                      notes=("Framecast restarted; your job continues where it was.",))
+    rendered = render(
+        make_job(S.RUNNING, params={**VIDEO_PARAMS, "prompt": prompt}),
+        notes=("Framecast restarted; your job continues where it was.",),
+    )
     description = rendered.embed.description
     assert description is not None
     assert len(description) <= 4096
@@ -416,10 +502,12 @@ def test_german_locale() -> None:
     assert [f.name for f in rendered.embed.fields] == ["Angefordert von", "Einstellungen", "Status"]
     assert rendered.embed.fields[2].value == "⏳ In der Warteschlange: Platz #2 auf diesem Server"
     assert buttons(rendered) == [(f"framecast:cancel:9:{USER}", "Abbrechen")]
-    de = TRANSLATIONS["de"]
-    assert status(make_job(S.DELIVERED, locale="de")) == de["status_delivered"] == "✅ Fertig"
+    assert status(make_job(S.DELIVERED, locale="de")) == t("status_delivered", "de") == "✅ Fertig"
     failed = make_job(S.FAILED, locale="de", error_code="timeout")
-    assert status(failed) == "❌ Fehlgeschlagen: der Generierungsdienst ist nicht innerhalb von 15 Minuten fertig geworden."
+    assert (
+        status(failed)
+        == "❌ Fehlgeschlagen: der Generierungsdienst ist nicht innerhalb von 15 Minuten fertig geworden."
+    )
     assert buttons(render(failed)) == [(f"framecast:retry:7:{USER}", "Erneut versuchen")]
     # Discord's regional variants read the base language.
     assert status(make_job(S.CANCELLED, locale="de-AT")) == "🚫 Abgebrochen"
@@ -456,6 +544,7 @@ def test_invisible_progress_jitter_keeps_the_key() -> None:
 def test_key_changes_exactly_when_the_visible_text_changes() -> None:
     variants: list[tuple[Job, int | None, float, tuple[str, ...]]] = []
     for locale in ("en-US", "de"):
+
         def job(state: JobState, locale: str = locale, **kw: Any) -> Job:
             return make_job(state, locale=locale, id=7, user_id=USER, **kw)
 

@@ -22,17 +22,27 @@ from framecast.budget import RequestBudget
 from framecast.clock import SystemClock
 from framecast.config import Secret
 from framecast.jobs import Job, JobKind, JobState, NewJob
-from framecast.runner import JobRunner, RunnerSettings
+from framecast.reasons import Note
+from framecast.runner import DeliveryInterrupted, JobRunner, RunnerSettings, UploadTooLarge
 from framecast.service import GenerationClient
 from framecast.store import JobStore
-from tests.fake_service import FakeService, TaskPlan
-from tests.mediagen import make_large_mp4, make_png, make_png_bomb
+from tests.fakes.gen_service import FakeService, TaskPlan
+from tests.fakes.media import make_large_mp4, make_png, make_png_bomb
 
 MiB = 1024 * 1024
-HTML_502 = b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body><h1>502 Bad Gateway</h1></body></html>"
+HTML_502 = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body><h1>502 Bad Gateway</h1></body></html>"
+)
 SETTINGS = RunnerSettings(
-    poll_interval=0.01, poll_timeout=10, download_max_bytes=50 * MiB, download_timeout=10,
-    backoff_base=0.01, backoff_max=0.1, results_at_once=2, image_max_pixels=40_000_000, reencode_timeout=300,
+    poll_interval=0.01,
+    poll_timeout=10,
+    download_max_bytes=50 * MiB,
+    download_timeout=10,
+    backoff_base=0.01,
+    backoff_max=0.1,
+    results_at_once=2,
+    image_max_pixels=40_000_000,
+    reencode_timeout=300,
 )
 
 
@@ -43,29 +53,47 @@ class RecordingReporter:
     limit: int = 10 * MiB
     hold: bool = False
     files: list[tuple[int, bytes, str]] = field(default_factory=list)
-    links: list[tuple[int, str, str]] = field(default_factory=list)
+    links: list[tuple[int, str, Note]] = field(default_factory=list)
     changes: list[Job] = field(default_factory=list)
+    notices: list[Note | None] = field(default_factory=list)
     started: list[int] = field(default_factory=list)  # job ids whose delivery began, in order
     in_flight: int = 0
+    #: The next n deliveries fail with DeliveryInterrupted; with `interrupted_lands`, after landing.
+    interrupt: int = 0
+    interrupted_lands: bool = False
+    #: Files over this many bytes are refused as too large (HTTP 413).
+    refuse_over: int | None = None
+    limit_asks: list[int | None] = field(default_factory=list)
+    looks: int = 0
     _allowance: int = 0
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
         self.changes.append(job)
 
-    async def upload_limit(self, job: Job) -> int:
-        return self.limit
+    async def upload_limit(self, job: Job, refused: int | None = None) -> int:
+        self.limit_asks.append(refused)
+        return self.limit if refused is None else min(self.limit, refused // 2)
 
-    async def deliver_file(self, job: Job, data: bytes, filename: str, *, notice: str | None) -> None:
+    async def deliver_file(self, job: Job, data: bytes, filename: str, *, notice: Note | None) -> None:
+        if self.refuse_over is not None and len(data) > self.refuse_over:
+            raise UploadTooLarge("40005")
+        self.notices.append(notice)
         await self._deliver(job.id, lambda: self.files.append((job.id, data, filename)))
 
-    async def deliver_link(self, job: Job, url: str, reason: str) -> None:
+    async def deliver_link(self, job: Job, url: str, reason: Note) -> None:
         await self._deliver(job.id, lambda: self.links.append((job.id, url, reason)))
 
     async def was_delivered(self, job: Job) -> bool:
+        self.looks += 1
         return any(j == job.id for j, *_ in self.files + self.links)  # type: ignore[operator]
 
     async def _deliver(self, job_id: int, record: Callable[[], None]) -> None:
+        if self.interrupt:
+            self.interrupt -= 1
+            if self.interrupted_lands:
+                record()
+            raise DeliveryInterrupted(0.01)
         async with self._changed:
             self.started.append(job_id)
             self.in_flight += 1
@@ -102,8 +130,14 @@ class Rig:
 
     async def add(self, kind: JobKind, prompt: str) -> Job:
         if kind is JobKind.VIDEO:
-            params: dict[str, Any] = {"model": "svc-video-v2.0", "prompt": prompt, "width": 64, "height": 64,
-                                      "num_frames": 12, "frame_rate": 12}
+            params: dict[str, Any] = {
+                "model": "svc-video-v2.0",
+                "prompt": prompt,
+                "width": 64,
+                "height": 64,
+                "num_frames": 12,
+                "frame_rate": 12,
+            }
         else:
             params = {"model": "svc-image-2.1-flash", "prompt": prompt, "size": "64x64"}
         return await self.store.add(NewJob(kind, 1, 2, 3, "en-US", params), member_limit=None, guild_cap=None)
@@ -118,15 +152,30 @@ async def rig(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Rig]:
     store = await JobStore.open(tmp_path / "data" / "framecast.sqlite3", clock=clock)
     session = aiohttp.ClientSession()
     budget = RequestBudget(1000, 1.0, clock=clock, backoff_base=0.01, backoff_max=0.1)
-    client = GenerationClient(session, base_url=fake_service.base_url, api_key=Secret(fake_service.api_key),
-                              budget=budget, clock=clock, request_timeout=5, retry_max=2, backoff_base=0.01,
-                              backoff_max=0.1, rng=random.Random(1))
+    client = GenerationClient(
+        session,
+        base_url=fake_service.base_url,
+        api_key=Secret(fake_service.api_key),
+        budget=budget,
+        clock=clock,
+        request_timeout=5,
+        retry_max=2,
+        backoff_base=0.01,
+        backoff_max=0.1,
+        rng=random.Random(1),
+    )
     reporter = RecordingReporter()
     results_dir = tmp_path / "data" / "results"
 
     def make_runner(**overrides: Any) -> JobRunner:
-        return JobRunner(store=store, client=client, reporter=reporter, clock=clock,
-                         settings=replace(SETTINGS, **overrides), results_dir=results_dir)
+        return JobRunner(
+            store=store,
+            client=client,
+            reporter=reporter,
+            clock=clock,
+            settings=replace(SETTINGS, **overrides),
+            results_dir=results_dir,
+        )
 
     try:
         yield Rig(fake_service, store, client, reporter, results_dir, make_runner)
@@ -159,7 +208,9 @@ async def test_an_inline_image_is_kept_by_job_id_owner_only_and_delivered_from_t
 
 
 @pytest.mark.parametrize("scheme_path", ["file://{secret}", "file://localhost{secret}", "FILE:{secret}"])
-async def test_a_result_url_naming_a_local_file_is_never_read(rig: Rig, tmp_path: Path, scheme_path: str) -> None:
+async def test_a_result_url_naming_a_local_file_is_never_read(
+    rig: Rig, tmp_path: Path, scheme_path: str
+) -> None:
     secret = tmp_path / "environ"
     secret.write_bytes(b"DISCORD_TOKEN=very-secret\x00GEN_API_KEY=also-secret")
     rig.fake.result_url = scheme_path.format(secret=secret)
@@ -221,7 +272,7 @@ async def test_a_lone_surrogate_in_the_error_fails_the_job_with_a_clean_reason(r
     final = await rig.run(JobKind.VIDEO, "policy test")
     assert final.state is JobState.FAILED and final.error_code == "task_failed"
     assert final.error_detail == "policy \ufffd violation[31m"
-    assert await rig.store.count_active(1, 3) == 0  # no longer counts against the member
+    assert await rig.store.active() == []  # no longer counts against the member
 
 
 class DetailRefusingStore(JobStore):
@@ -234,19 +285,48 @@ class DetailRefusingStore(JobStore):
 
 
 async def test_a_failure_that_cannot_be_recorded_with_its_detail_is_recorded_without(
-    fake_service: FakeService, rig: Rig, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    fake_service: FakeService,
+    rig: Rig,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     store = await DetailRefusingStore.open(tmp_path / "other.sqlite3")
     try:
         fake_service.plans.append(("policy", TaskPlan(outcome="failed", error="policy violation")))
-        runner = JobRunner(store=store, client=rig.client, reporter=rig.reporter, clock=SystemClock(),
-                           settings=SETTINGS, results_dir=tmp_path / "results")
-        job = await store.add(NewJob(JobKind.VIDEO, 1, 2, 3, "en", {
-            "model": "svc-video-v2.0", "prompt": "policy", "width": 64, "height": 64, "num_frames": 12,
-            "frame_rate": 12}), member_limit=None, guild_cap=None)
+        runner = JobRunner(
+            store=store,
+            client=rig.client,
+            reporter=rig.reporter,
+            clock=SystemClock(),
+            settings=SETTINGS,
+            results_dir=tmp_path / "results",
+        )
+        job = await store.add(
+            NewJob(
+                JobKind.VIDEO,
+                1,
+                2,
+                3,
+                "en",
+                {
+                    "model": "svc-video-v2.0",
+                    "prompt": "policy",
+                    "width": 64,
+                    "height": 64,
+                    "num_frames": 12,
+                    "frame_rate": 12,
+                },
+            ),
+            member_limit=None,
+            guild_cap=None,
+        )
         with caplog.at_level(logging.ERROR, logger="framecast.runner"):
             final = await runner.run(job, release_service_slot=lambda: None)
-        assert final.state is JobState.FAILED and final.error_code == "task_failed" and final.error_detail is None
+        assert (
+            final.state is JobState.FAILED
+            and final.error_code == "task_failed"
+            and final.error_detail is None
+        )
         assert "recording its failure failed" in caplog.text
         assert await store.active() == []
     finally:
@@ -294,7 +374,7 @@ async def test_a_reencode_past_its_time_limit_falls_back_to_the_link(rig: Rig) -
     assert final.state is JobState.DELIVERED
     assert rig.reporter.files == []
     [(_, url, reason)] = rig.reporter.links
-    assert url.startswith(rig.fake.base_url + "/files/") and reason == "note_too_large"
+    assert url.startswith(rig.fake.base_url + "/files/") and reason is Note.TOO_LARGE
 
 
 async def test_a_saved_result_that_cannot_be_fitted_in_time_fails_without_a_link(rig: Rig) -> None:
@@ -312,3 +392,48 @@ async def test_healthy_results_still_arrive_untouched(rig: Rig) -> None:
     image = await rig.run(JobKind.IMAGE, "a healthy picture")
     assert (video.state, image.state) == (JobState.DELIVERED, JobState.DELIVERED)
     assert [data for _, data, _ in rig.reporter.files] == [rig.fake.video_bytes(), rig.fake.image_bytes()]
+
+
+# -- delivered exactly once: the runner looks, the reporter answers -------------------------------
+
+
+async def test_an_interrupted_delivery_is_tried_again_after_a_look(rig: Rig) -> None:
+    rig.reporter.interrupt = 2
+    final = await rig.run(JobKind.VIDEO, "a flaky chat")
+    assert final.state is JobState.DELIVERED
+    assert [job_id for job_id, *_ in rig.reporter.files] == [final.id]
+    assert rig.reporter.looks == 1 + 2  # before the first attempt, then before each retry
+
+
+async def test_an_interrupted_delivery_that_landed_is_not_repeated(rig: Rig) -> None:
+    rig.reporter.interrupt = 1
+    rig.reporter.interrupted_lands = True
+    final = await rig.run(JobKind.VIDEO, "a lost answer")
+    assert final.state is JobState.DELIVERED
+    assert len(rig.reporter.files) == 1 and rig.reporter.started == []  # the retry never happened
+
+
+async def test_a_result_already_delivered_before_a_restart_is_not_fetched_again(rig: Rig) -> None:
+    job = await rig.add(JobKind.VIDEO, "already there")
+    job = await rig.store.transition(job.id, JobState.SUBMITTING)
+    job = await rig.store.transition(job.id, JobState.RUNNING, task_id="t-1", started_at=time.time())
+    job = await rig.store.transition(
+        job.id, JobState.DELIVERING, result_url=rig.fake.base_url + "/files/x.mp4"
+    )
+    rig.reporter.files.append((job.id, b"", "framecast-0.mp4"))  # what the reporter finds on the message
+    final = await rig.make_runner().run(job, release_service_slot=lambda: None)
+    assert final.state is JobState.DELIVERED
+    assert rig.file_requests() == 0 and len(rig.reporter.files) == 1
+
+
+async def test_a_413_asks_the_chat_side_for_the_next_size_and_notes_the_reencode(rig: Rig) -> None:
+    rig.fake.image_shape = "url"
+    rig.fake.image_payload = make_png(300, 300, noise=True)
+    rig.reporter.refuse_over = 60_000  # the destination's real limit is below what it advertises
+    final = await rig.run(JobKind.IMAGE, "a noisy picture")
+    assert final.state is JobState.DELIVERED
+    [(_, data, _)] = rig.reporter.files
+    assert len(data) <= 60_000
+    assert rig.reporter.limit_asks[0] is None and len(rig.reporter.limit_asks) >= 2
+    assert all(a is not None for a in rig.reporter.limit_asks[1:])
+    assert rig.reporter.notices == [Note.REENCODED]

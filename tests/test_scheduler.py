@@ -113,6 +113,16 @@ class StandInRunner:
         self.waiting_for_critical.set()
         await self.signal.wait_for(lambda: not (ids & self.critical))
 
+    # -- what the scheduler let happen ---------------------------------------------------------------
+    def is_running(self, job_id: int) -> bool:
+        """The scheduler started the job and its run has not ended."""
+        return job_id in self.started and job_id not in self.ended
+
+    @property
+    def holding(self) -> int:
+        """Jobs started by the scheduler that still occupy a service slot."""
+        return len(self._holding)
+
     # -- test controls ------------------------------------------------------------------------------
     def release(self, job_id: int) -> None:
         self._queue(job_id).put_nowait("release")
@@ -149,9 +159,20 @@ class StandInRunner:
 
 def new_job(guild: int, user: int = 7, prompt: str = "a cat") -> NewJob:
     return NewJob(
-        kind=JobKind.VIDEO, guild_id=guild, channel_id=guild * 10, user_id=user, locale="en-US",
-        params={"model": "svc-video-v2.0", "prompt": prompt, "width": 1152, "height": 768,
-                "num_frames": 121, "frame_rate": 24, "seconds": 5},
+        kind=JobKind.VIDEO,
+        guild_id=guild,
+        channel_id=guild * 10,
+        user_id=user,
+        locale="en-US",
+        params={
+            "model": "svc-video-v2.0",
+            "prompt": prompt,
+            "width": 1152,
+            "height": 768,
+            "num_frames": 121,
+            "frame_rate": 24,
+            "seconds": 5,
+        },
     )
 
 
@@ -173,7 +194,8 @@ class Harness:
 
     def make(self, max_running: int) -> Scheduler:
         self.scheduler = Scheduler(
-            store=self.store, runner=self.runner,  # type: ignore[arg-type]
+            store=self.store,
+            runner=self.runner,
             max_running=max_running,
             on_positions_changed=lambda guild, ids: self.positions.append((guild, list(ids))),
         )
@@ -306,18 +328,18 @@ async def test_never_more_than_max_running_hold_a_slot(h: Harness) -> None:
     await h.runner.wait_started(2)
     await h.flush()
     assert h.runner.started == [jobs[0].id, jobs[1].id]
-    assert scheduler.running_count == 2
+    assert h.runner.holding == 2
     # Nothing beyond the two slots was taken off the queues: every other job keeps its place.
     assert [scheduler.position(j.id) for j in jobs[2:]] == [1, 1, 1, 2, 2]
     started, ended = h.runner.started, h.runner.ended
     for _ in jobs:
         await h.runner.wait_for(lambda: len(started) - len(ended) == min(2, len(jobs) - len(ended)))
-        assert scheduler.running_count <= 2
+        assert h.runner.holding <= 2
         victim = next(j for j in started if j not in ended)
         await h.runner.finish_and_wait(victim)
     assert sorted(started) == sorted(j.id for j in jobs)
     assert max(h.runner.concurrent_holders_seen) == 2
-    assert scheduler.running_count == 0
+    assert h.runner.holding == 0
     assert all(h.states[j.id] is S.DELIVERED for j in jobs)
 
 
@@ -333,12 +355,12 @@ async def test_releasing_the_slot_lets_the_next_job_start_while_delivering(h: Ha
     await h.runner.wait_started(2)
     assert h.runner.started == [first.id, second.id]
     assert first.id not in h.runner.ended  # still delivering
-    assert scheduler.is_running(first.id) and scheduler.is_running(second.id)
-    assert scheduler.running_count == 1  # only `second` holds a slot
+    assert h.runner.is_running(first.id) and h.runner.is_running(second.id)
+    assert h.runner.holding == 1  # only `second` holds a slot
     await h.runner.finish_and_wait(first.id)
     await h.runner.finish_and_wait(second.id)
-    assert scheduler.running_count == 0
-    assert not scheduler.is_running(first.id)
+    assert h.runner.holding == 0
+    assert not h.runner.is_running(first.id)
 
 
 # ---------------------------------------------------------------------- positions
@@ -422,7 +444,7 @@ async def test_cancel_a_running_job_cancels_its_task_and_frees_the_slot(h: Harne
     assert await state_of(h.store, job.id) is S.CANCELLED
     await h.runner.wait_started(2)  # the slot it held went to the next job
     assert h.runner.started == [job.id, waiting.id]
-    assert not scheduler.is_running(job.id)
+    assert not h.runner.is_running(job.id)
 
 
 async def test_cancel_a_submitting_job(h: Harness) -> None:
@@ -446,7 +468,7 @@ async def test_cancel_is_too_late_while_delivering_or_after_the_end(h: Harness) 
     assert outcome is CancelOutcome.TOO_LATE
     assert job is not None and job.state is S.DELIVERING
     assert await state_of(h.store, delivering.id) is S.DELIVERING
-    assert delivering.id not in h.runner.cancelled and scheduler.is_running(delivering.id)
+    assert delivering.id not in h.runner.cancelled and h.runner.is_running(delivering.id)
 
     await h.runner.finish_and_wait(delivering.id)
     outcome, job = await scheduler.cancel(delivering.id)
@@ -498,8 +520,8 @@ async def test_start_restores_unfinished_jobs(h: Harness) -> None:
     assert await state_of(h.store, sub.id) is S.QUEUED
     assert by_id[run.id].state is S.RUNNING and by_id[dlv.id].state is S.DELIVERING
     # Re-attached at once, without waiting for the dispatcher; RUNNING holds the only slot.
-    assert scheduler.is_running(run.id) and scheduler.is_running(dlv.id)
-    assert scheduler.running_count == 1
+    assert h.runner.is_running(run.id) and h.runner.is_running(dlv.id)
+    assert h.runner.holding == 1
     assert [scheduler.position(j) for j in (q1.id, sub.id, q3.id, q_b.id)] == [1, 2, 3, 1]
     assert scheduler.position(done.id) is None
 
@@ -507,7 +529,7 @@ async def test_start_restores_unfinished_jobs(h: Harness) -> None:
     await h.flush()
     assert sorted(h.runner.started) == sorted([run.id, dlv.id])
     assert h.positions == []  # the dispatcher took nothing off a queue: the RUNNING job holds the slot
-    assert not scheduler.is_running(done.id)
+    assert not h.runner.is_running(done.id)
 
     # The DELIVERING job does not hold a slot: only finishing the RUNNING one lets the queue move.
     await h.runner.finish_and_wait(run.id)
@@ -572,7 +594,8 @@ async def test_close_gives_up_on_a_critical_step_after_the_timeout(h: Harness) -
 
 
 async def test_a_crashing_runner_is_logged_and_frees_its_slot(
-    h: Harness, caplog: pytest.LogCaptureFixture,
+    h: Harness,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     scheduler = h.make(max_running=1)
     await scheduler.start()
@@ -584,11 +607,11 @@ async def test_a_crashing_runner_is_logged_and_frees_its_slot(
         h.runner.crash(doomed.id)
         await h.runner.wait_started(2)
     assert h.runner.started == [doomed.id, nxt.id]
-    assert not scheduler.is_running(doomed.id)
+    assert not h.runner.is_running(doomed.id)
     crash_logs = [r for r in caplog.records if r.name == "framecast.scheduler" and r.exc_info]
     assert len(crash_logs) == 1
     assert str(doomed.id) in crash_logs[0].getMessage()
     assert isinstance(crash_logs[0].exc_info[1], RuntimeError)  # type: ignore[index]
     await h.wait_state(nxt.id, S.RUNNING)
     await h.runner.finish_and_wait(nxt.id)
-    assert scheduler.running_count == 0
+    assert h.runner.holding == 0

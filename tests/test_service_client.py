@@ -50,7 +50,7 @@ from framecast.service import (
     normalize_progress,
     parse_retry_after,
 )
-from tests.fake_service import FakeService, TaskPlan
+from tests.fakes.gen_service import FakeService, TaskPlan
 
 VIDEO = VideoParams(
     model="svc-video-v2.0", prompt="a cat", width=1152, height=768, num_frames=121, frame_rate=24
@@ -770,7 +770,9 @@ async def test_key_never_leaks(
         await attempt(client.list_models())
         fake_service.malformed_next = 1
         await attempt(client.list_models())
-        fake_service.scripted.append((200, {"status": "failed", "error": f"echo {key[:3]}\x00{key[3:]}"}, None))
+        fake_service.scripted.append(
+            (200, {"status": "failed", "error": f"echo {key[:3]}\x00{key[3:]}"}, None)
+        )
         await attempt(client.wait_video("t-1", interval=0.01, timeout=1))
         fake_service.delays = [1.0, 1.0]
         await attempt(client.list_models())
@@ -823,7 +825,7 @@ async def test_from_settings(fake_service: FakeService, session: aiohttp.ClientS
         }
     )
     clock = SystemClock()
-    budget = RequestBudget.from_settings(settings, clock)
+    budget = RequestBudget(settings.gen_rate_limit.requests, settings.gen_rate_limit.window, clock=clock)
     client = GenerationClient.from_settings(session, settings, budget, clock)
     _OPEN.append(client)
     assert (budget.limit, budget.window) == (5, 1.0)
@@ -896,8 +898,14 @@ class ScriptedResolver(AbstractResolver):
         script = self.answers[host]
         addresses = script.pop(0) if len(script) > 1 else script[0]
         return [
-            {"hostname": host, "host": a, "port": port, "family": socket.AF_INET6 if ":" in a else socket.AF_INET,
-             "proto": 0, "flags": 0}
+            {
+                "hostname": host,
+                "host": a,
+                "port": port,
+                "family": socket.AF_INET6 if ":" in a else socket.AF_INET,
+                "proto": 0,
+                "flags": 0,
+            }
             for a in addresses
         ]
 
@@ -938,8 +946,19 @@ async def test_download_refuses_what_is_not_http(
 @pytest.mark.parametrize(
     "host",
     [
-        "127.0.0.2", "10.0.0.1", "169.254.169.254", "192.168.1.1", "172.16.0.1", "100.64.0.1", "0.0.0.0",
-        "[::1]", "[::ffff:127.0.0.1]", "[::ffff:169.254.169.254]", "[fd00::1]", "[fe80::1]", "224.0.0.1",
+        "127.0.0.2",
+        "10.0.0.1",
+        "169.254.169.254",
+        "192.168.1.1",
+        "172.16.0.1",
+        "100.64.0.1",
+        "0.0.0.0",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
+        "[::ffff:169.254.169.254]",
+        "[fd00::1]",
+        "[fe80::1]",
+        "224.0.0.1",
     ],
 )
 async def test_download_refuses_internal_addresses_before_connecting(
@@ -960,7 +979,9 @@ async def test_download_refuses_numeric_host_spellings(
     client = make_client(fake_service, session)
     for host in ("2130706433", "127.1", "0x7f.0.0.1"):
         with pytest.raises(UnsafeResultURL):
-            await client.download(f"http://{host}:{fake_service.port}/files/x.mp4", max_bytes=10**6, timeout=5)
+            await client.download(
+                f"http://{host}:{fake_service.port}/files/x.mp4", max_bytes=10**6, timeout=5
+            )
     assert fake_service.count() == 0
 
 
@@ -968,13 +989,15 @@ async def test_host_names_are_judged_where_the_connection_is_made(
     fake_service: FakeService, session: aiohttp.ClientSession
 ) -> None:
     port = fake_service.port
-    dns = ScriptedResolver({
-        "localhost": [["127.0.0.1"]],
-        "framecast.test": [["127.0.0.1"]],
-        "cdn.framecast.test": [["127.0.0.1"]],
-        "mixed.framecast.test": [["127.0.0.1", "10.1.2.3", "::1"]],
-        "rebind.framecast.test": [["127.0.0.1"]],
-    })
+    dns = ScriptedResolver(
+        {
+            "localhost": [["127.0.0.1"]],
+            "framecast.test": [["127.0.0.1"]],
+            "cdn.framecast.test": [["127.0.0.1"]],
+            "mixed.framecast.test": [["127.0.0.1", "10.1.2.3", "::1"]],
+            "rebind.framecast.test": [["127.0.0.1"]],
+        }
+    )
     client = make_client(fake_service, session, resolver=dns)
     for name in ("cdn.framecast.test", "mixed.framecast.test"):
         with pytest.raises(UnsafeResultURL) as info:
@@ -1000,14 +1023,19 @@ async def test_host_names_are_judged_where_the_connection_is_made(
         await listed.download(f"http://framecast.test:{port}/files/x.mp4", max_bytes=10, timeout=5)
 
 
-async def test_redirects_are_checked_hop_by_hop(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+async def test_redirects_are_checked_hop_by_hop(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
     port = fake_service.port
     client = make_client(fake_service, session, result_hosts=("localhost",), max_redirects=3)
     video = fake_service.base_url + "/files/a.mp4"
     # The service's origin redirects to its (listed) CDN: followed; the CDN gets no key.
     fake_service.file_redirects = [fake_service.alt_base_url + "/files/b.mp4"]
     assert await client.download(video, max_bytes=10**7, timeout=5) == fake_service.video_bytes()
-    assert [(r.path, r.auth) for r in fake_service.requests] == [("/files/a.mp4", "ok"), ("/files/b.mp4", "missing")]
+    assert [(r.path, r.auth) for r in fake_service.requests] == [
+        ("/files/a.mp4", "ok"),
+        ("/files/b.mp4", "missing"),
+    ]
     # ...a relative redirect stays on the origin, with the key.
     fake_service.clear()
     fake_service.file_redirects = ["/files/c.mp4"]
@@ -1041,7 +1069,9 @@ async def test_redirects_are_checked_hop_by_hop(fake_service: FakeService, sessi
     assert fake_service.count() == 1
 
 
-async def test_api_answers_are_never_redirected(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+async def test_api_answers_are_never_redirected(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
     fake_service.scripted.append((302, "", {"Location": "http://169.254.169.254/latest/meta-data/"}))
     with pytest.raises(BadResponse, match="redirect"):
         await make_client(fake_service, session).create_video(VIDEO)
@@ -1095,7 +1125,11 @@ async def test_json_answers_are_capped_after_decompression(
     raw = zlib.compressobj(6, zlib.DEFLATED, -15)
     fake_service.path_scripted["/svcapi"] = [
         (200, zlib.compress(b'{"status": "pending", "progress": 7}'), {"Content-Encoding": "deflate"}),
-        (200, raw.compress(b'{"status": "pending", "progress": 8}') + raw.flush(), {"Content-Encoding": "deflate"}),
+        (
+            200,
+            raw.compress(b'{"status": "pending", "progress": 8}') + raw.flush(),
+            {"Content-Encoding": "deflate"},
+        ),
     ]
     assert await client.poll_video("t1") == TaskStatus("pending", 0.07)
     assert await client.poll_video("t1") == TaskStatus("pending", 0.08)
@@ -1105,7 +1139,9 @@ async def test_json_answers_are_capped_after_decompression(
     assert (await client.create_image(IMAGE)).data == fake_service.image_payload
 
 
-async def test_error_bodies_are_read_only_in_part(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
+async def test_error_bodies_are_read_only_in_part(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
     fake_service.scripted.append((400, {"error": "width must be even " + "x" * 20_000_000}, None))
     with pytest.raises(RequestRejected) as info:
         await make_client(fake_service, session).create_video(VIDEO)
@@ -1127,7 +1163,17 @@ async def test_error_bodies_are_read_only_in_part(fake_service: FakeService, ses
         (b'{"status": "completed", "video_url": "http://x/\\u0000\\n"}', "not a usable URL"),
         (b"null", "expected a JSON object"),
     ],
-    ids=["huge-int", "huge-float", "nan", "deep", "not-utf8", "status-type", "url-type", "url-control", "null"],
+    ids=[
+        "huge-int",
+        "huge-float",
+        "nan",
+        "deep",
+        "not-utf8",
+        "status-type",
+        "url-type",
+        "url-control",
+        "null",
+    ],
 )
 async def test_malformed_poll_answers_are_bad_responses(
     fake_service: FakeService, session: aiohttp.ClientSession, body: bytes, why: str
@@ -1139,7 +1185,13 @@ async def test_malformed_poll_answers_are_bad_responses(
 
 @pytest.mark.parametrize(
     "answer",
-    [{"video_id": "abc\x1b[31mdef"}, {"video_id": "x" * 300}, {"task_id": "a b"}, {"video_id": "\ud800"}, {"id": -4}],
+    [
+        {"video_id": "abc\x1b[31mdef"},
+        {"video_id": "x" * 300},
+        {"task_id": "a b"},
+        {"video_id": "\ud800"},
+        {"id": -4},
+    ],
 )
 async def test_unusable_task_ids_are_bad_responses(
     fake_service: FakeService, session: aiohttp.ClientSession, answer: dict[str, Any]

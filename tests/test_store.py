@@ -104,6 +104,24 @@ async def on_worker(store: JobStore, sql: str) -> Any:
     return await store._call(lambda: store._conn.execute(sql).fetchall())
 
 
+async def count_active(store: JobStore, guild_id: int, user_id: int) -> int:
+    """What ``member_limit`` counts: the member's non-terminal jobs in the guild."""
+    return await store._call(store._count_active_sync, guild_id, user_id)
+
+
+async def count_queued(store: JobStore, guild_id: int) -> int:
+    """What ``guild_cap`` counts: the guild's QUEUED jobs."""
+    return await store._call(store._count_queued_sync, guild_id)
+
+
+async def queued_ids(store: JobStore, guild_id: int) -> list[int]:
+    """The guild's QUEUED job ids in FIFO (id) order."""
+    rows = await on_worker(
+        store, f"SELECT id FROM jobs WHERE guild_id = {int(guild_id)} AND state = 'queued' ORDER BY id"
+    )
+    return [row[0] for row in rows]
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
@@ -164,7 +182,6 @@ async def test_queries_use_the_indexes(store: JobStore) -> None:
         "active": f"EXPLAIN QUERY PLAN {_SELECT} WHERE {_OPEN} ORDER BY id",
         "count_queued": f"EXPLAIN QUERY PLAN SELECT COUNT(*) FROM jobs WHERE guild_id = 1 AND state = 'queued' AND {_OPEN}",
         "count_active": f"EXPLAIN QUERY PLAN SELECT COUNT(*) FROM jobs WHERE guild_id = 1 AND user_id = 2 AND {_OPEN}",
-        "recent": f"EXPLAIN QUERY PLAN {_SELECT} WHERE guild_id = 1 AND user_id = 2 ORDER BY id DESC LIMIT 5",
     }
     for name, sql in plans.items():
         detail = " ".join(row[3] for row in await on_worker(store, sql))
@@ -411,38 +428,22 @@ async def test_active_is_every_unfinished_job_in_id_order(store: JobStore) -> No
     assert all(j.state in ACTIVE for j in active)
 
 
-async def test_recent_for_user(store: JobStore) -> None:
-    mine = [(await add(store, prompt=f"p{i}")).id for i in range(5)]
-    await add(store, user_id=USER + 1)
-    await add(store, guild_id=GUILD + 1)
-    await store.transition(mine[0], S.FAILED, error_code="rejected", error_detail="nope")
-    recent = await store.recent_for_user(GUILD, USER, 3)
-    assert [j.id for j in recent] == mine[::-1][:3]
-    everything = await store.recent_for_user(GUILD, USER, 100)
-    assert [j.id for j in everything] == mine[::-1]
-    assert everything[-1].state is S.FAILED and everything[-1].error_detail == "nope"
-    assert await store.recent_for_user(GUILD, USER, 0) == []
-    assert await store.recent_for_user(5, 5, 10) == []
-    with pytest.raises(ValueError):
-        await store.recent_for_user(GUILD, USER, -1)
-
-
 async def test_counts_and_queued_ids(store: JobStore) -> None:
     a = await add(store)
     b = await add(store)
     c = await add(store, user_id=USER + 1)
     await add(store, guild_id=GUILD + 1)
-    assert await store.count_active(GUILD, USER) == 2
-    assert await store.count_queued(GUILD) == 3
-    assert await store.queued_ids(GUILD) == [a.id, b.id, c.id]
+    assert await count_active(store, GUILD, USER) == 2
+    assert await count_queued(store, GUILD) == 3
+    assert await queued_ids(store, GUILD) == [a.id, b.id, c.id]
     await store.transition(a.id, S.SUBMITTING)
-    assert await store.queued_ids(GUILD) == [b.id, c.id]
-    assert await store.count_active(GUILD, USER) == 2  # submitting still counts against the member
+    assert await queued_ids(store, GUILD) == [b.id, c.id]
+    assert await count_active(store, GUILD, USER) == 2  # submitting still counts against the member
     await store.transition(a.id, S.QUEUED)  # back to the queue keeps its place (id order)
-    assert await store.queued_ids(GUILD) == [a.id, b.id, c.id]
+    assert await queued_ids(store, GUILD) == [a.id, b.id, c.id]
     await store.transition(b.id, S.CANCELLED)
-    assert await store.count_active(GUILD, USER) == 1
-    assert await store.queued_ids(GUILD + 5) == []
+    assert await count_active(store, GUILD, USER) == 1
+    assert await queued_ids(store, GUILD + 5) == []
 
 
 # ---------------------------------------------------------------------- limits
@@ -466,7 +467,7 @@ async def test_member_limit_counts_every_non_terminal_state(store: JobStore) -> 
     await store.transition(first.id, S.DELIVERED)
     third = await store.add(new_job(), **limits)
     assert third.id > second.id
-    assert await store.count_active(GUILD, USER) == 2
+    assert await count_active(store, GUILD, USER) == 2
 
 
 async def test_guild_cap_counts_queued_jobs_only(store: JobStore) -> None:
@@ -479,7 +480,7 @@ async def test_guild_cap_counts_queued_jobs_only(store: JobStore) -> None:
     await store.add(new_job(user_id=3, guild_id=GUILD + 1), **limits)  # another guild
     await store.transition(a.id, S.SUBMITTING)  # no longer queued: frees a place
     await store.add(new_job(user_id=3), **limits)
-    assert await store.count_queued(GUILD) == 2
+    assert await count_queued(store, GUILD) == 2
 
 
 async def test_member_limit_is_checked_before_guild_cap(store: JobStore) -> None:
@@ -513,7 +514,7 @@ async def test_50_concurrent_adds_respect_the_member_limit(store: JobStore) -> N
     )
     assert sum(isinstance(r, Job) for r in results) == 2
     assert sum(isinstance(r, MemberLimitReached) for r in results) == 48
-    assert await store.count_active(GUILD, USER) == 2
+    assert await count_active(store, GUILD, USER) == 2
 
 
 async def test_50_concurrent_adds_respect_the_guild_cap(store: JobStore) -> None:
@@ -523,7 +524,7 @@ async def test_50_concurrent_adds_respect_the_guild_cap(store: JobStore) -> None
     )
     assert sum(isinstance(r, Job) for r in results) == 25
     assert sum(isinstance(r, GuildQueueFull) for r in results) == 25
-    assert await store.count_queued(GUILD) == 25
+    assert await count_queued(store, GUILD) == 25
 
 
 async def test_limits_hold_across_two_connections_to_one_file(db_path: Path) -> None:
@@ -544,7 +545,7 @@ async def test_limits_hold_across_two_connections_to_one_file(db_path: Path) -> 
         assert all(isinstance(r, (Job, MemberLimitReached)) for r in member)
         assert sum(isinstance(r, Job) for r in guild) == 25
         assert all(isinstance(r, (Job, GuildQueueFull)) for r in guild)
-        assert await one.count_queued(7) == 25
+        assert await count_queued(one, 7) == 25
 
 
 # ---------------------------------------------------------------------- close / restart
@@ -662,11 +663,22 @@ def _make_v1_database(path: Path, rows: list[dict[str, Any]]) -> None:
         for statement in _MIGRATIONS[0]:
             conn.execute(statement)
         for row in rows:
-            full = {"kind": "video", "state": "failed", "guild_id": GUILD, "channel_id": CHANNEL,
-                    "user_id": USER, "locale": "en-US", "params": '{"prompt":"a cat"}', "created_at": 1.0,
-                    "updated_at": 1.0, **row}
-            conn.execute(f"INSERT INTO jobs ({', '.join(full)}) VALUES ({', '.join('?' * len(full))})",
-                         tuple(full.values()))
+            full = {
+                "kind": "video",
+                "state": "failed",
+                "guild_id": GUILD,
+                "channel_id": CHANNEL,
+                "user_id": USER,
+                "locale": "en-US",
+                "params": '{"prompt":"a cat"}',
+                "created_at": 1.0,
+                "updated_at": 1.0,
+                **row,
+            }
+            conn.execute(
+                f"INSERT INTO jobs ({', '.join(full)}) VALUES ({', '.join('?' * len(full))})",
+                tuple(full.values()),
+            )
         conn.execute("PRAGMA user_version = 1")
         conn.commit()
     finally:
@@ -675,19 +687,26 @@ def _make_v1_database(path: Path, rows: list[dict[str, Any]]) -> None:
 
 async def test_migration_from_v1_flags_local_results_and_keeps_one_retry_per_job(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
-    _make_v1_database(path, [
-        {"id": 1, "state": "delivering", "kind": "image", "result_url": "file:///data/results/job-1.png"},
-        {"id": 2, "state": "delivering", "result_url": "https://cdn.example.com/r.mp4"},
-        {"id": 3},  # failed, then retried twice by a double click under v1
-        {"id": 4, "retry_of": 3},
-        {"id": 5, "retry_of": 3},
-        {"id": 6, "retry_of": 2},
-    ])
+    _make_v1_database(
+        path,
+        [
+            {"id": 1, "state": "delivering", "kind": "image", "result_url": "file:///data/results/job-1.png"},
+            {"id": 2, "state": "delivering", "result_url": "https://cdn.example.com/r.mp4"},
+            {"id": 3},  # failed, then retried twice by a double click under v1
+            {"id": 4, "retry_of": 3},
+            {"id": 5, "retry_of": 3},
+            {"id": 6, "retry_of": 2},
+        ],
+    )
     async with await JobStore.open(path) as store:
         assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 2
         local, linked = await store.get(1), await store.get(2)
         assert local is not None and local.result_local and local.result_url is None
-        assert linked is not None and not linked.result_local and linked.result_url == "https://cdn.example.com/r.mp4"
+        assert (
+            linked is not None
+            and not linked.result_local
+            and linked.result_url == "https://cdn.example.com/r.mp4"
+        )
         retries = {j: (await store.get(j)).retry_of for j in (4, 5, 6)}  # type: ignore[union-attr]
         assert retries == {4: 3, 5: None, 6: 2}  # the first retry keeps the link
         with pytest.raises(AlreadyRetried) as info:
@@ -724,14 +743,19 @@ async def test_concurrent_retries_of_one_job_create_exactly_one(db_path: Path) -
     async with await JobStore.open(db_path) as one, await JobStore.open(db_path) as two:
         failed = await add(one)
         results = await asyncio.gather(
-            *((one if i % 2 else two).add(new_job(retry_of=failed.id), member_limit=None, guild_cap=None)
-              for i in range(40)),
+            *(
+                (one if i % 2 else two).add(new_job(retry_of=failed.id), member_limit=None, guild_cap=None)
+                for i in range(40)
+            ),
             return_exceptions=True,
         )
         created = [r for r in results if isinstance(r, Job)]
         assert len(created) == 1
-        assert all(isinstance(r, AlreadyRetried) and r.existing_id == created[0].id
-                   for r in results if not isinstance(r, Job))
+        assert all(
+            isinstance(r, AlreadyRetried) and r.existing_id == created[0].id
+            for r in results
+            if not isinstance(r, Job)
+        )
 
 
 async def test_the_unique_index_refuses_a_second_retry_written_behind_the_store(store: JobStore) -> None:
@@ -741,7 +765,9 @@ async def test_the_unique_index_refuses_a_second_retry_written_behind_the_store(
     def insert_behind() -> None:
         store._conn.execute(
             "INSERT INTO jobs (kind, state, guild_id, channel_id, user_id, locale, params, created_at,"
-            " updated_at, retry_of) VALUES ('video', 'queued', 1, 2, 3, 'en', '{}', 1, 1, ?)", (first.id,))
+            " updated_at, retry_of) VALUES ('video', 'queued', 1, 2, 3, 'en', '{}', 1, 1, ?)",
+            (first.id,),
+        )
 
     with pytest.raises(sqlite3.IntegrityError):
         await store._call(insert_behind)
@@ -784,7 +810,9 @@ HOSTILE_CHARS = ["\ud800", "\udfff", "\udc80", "\x00", "\x1b", "\u202e", "\u2028
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=st.text(alphabet=st.one_of(st.characters(codec=None), st.sampled_from(HOSTILE_CHARS)), max_size=2000))
+@given(
+    text=st.text(alphabet=st.one_of(st.characters(codec=None), st.sampled_from(HOSTILE_CHARS)), max_size=2000)
+)
 async def test_the_store_accepts_every_cleaned_text(store: JobStore, text: str) -> None:
     job = await add(store)
     cleaned = clean_text(text, 300)

@@ -15,7 +15,13 @@ if TYPE_CHECKING:
 
 # What the bot needs in the channel to show progress and deliver the file there, also after the
 # interaction token expires (then it posts with the bot token).
-REQUIRED_PERMISSIONS = ("view_channel", "send_messages", "embed_links", "attach_files", "read_message_history")
+REQUIRED_PERMISSIONS = (
+    "view_channel",
+    "send_messages",
+    "embed_links",
+    "attach_files",
+    "read_message_history",
+)
 
 
 def requester(interaction: discord.Interaction[Any], user_id: int | None = None) -> Requester:
@@ -47,8 +53,13 @@ def may_manage(interaction: discord.Interaction[Any], owner_id: int) -> bool:
 
 
 async def start_job(
-    bot: Framecast, interaction: discord.Interaction[Any], who: Requester, kind: JobKind,
-    params: dict[str, Any], *, retry_of: int | None = None,
+    bot: Framecast,
+    interaction: discord.Interaction[Any],
+    who: Requester,
+    kind: JobKind,
+    params: dict[str, Any],
+    *,
+    retry_of: int | None = None,
 ) -> Job:
     """After the defer: persist and queue the job, then let the reporter show it.
 
@@ -62,6 +73,6 @@ async def start_job(
         "attachment_limit": interaction.filesize_limit,
         "message_id": "@original",
     }
-    job, _position = await bot.intake.accept(who, kind, params, discord=meta, retry_of=retry_of)
-    await bot.reporter.job_changed(job, urgent=True)
+    job, _position = await bot.core.intake.accept(who, kind, params, discord=meta, retry_of=retry_of)
+    await bot.core.reporter.job_changed(job, urgent=True)
     return job

@@ -13,9 +13,10 @@ from urllib.parse import quote
 
 import discord
 
-from cogs.utils.i18n import t
+from cogs.i18n import t
 from cogs.utils.views import CancelButton, RetryButton
 from framecast.jobs import Job, JobKind, JobState
+from framecast.reasons import ErrorCode
 
 BAR_CELLS = 12
 _COLOURS = {
@@ -48,7 +49,8 @@ def as_text(text: str, limit: int | None = None) -> str:
     """
     escaped = _INLINE_MARKUP.sub(r"\\\g<0>", text)
     escaped = _LINE_MARKUP.sub(
-        lambda m: f"{m[1]}\\{m[2]}" if m[2] else f"{m[1]}{m[3]}\\.", escaped,
+        lambda m: f"{m[1]}\\{m[2]}" if m[2] else f"{m[1]}{m[3]}\\.",
+        escaped,
     )
     if limit is None or len(escaped) <= limit:
         return escaped
@@ -98,23 +100,44 @@ def format_elapsed(seconds: float) -> str:
     return f"{s // 3600}h {(s % 3600) // 60:02d}m"
 
 
+#: The message key of each failure (:class:`ErrorCode` is what the core stores in ``Job.error_code``).
+REASON_KEYS: dict[ErrorCode, str] = {
+    ErrorCode.SERVICE_ERROR: "reason_internal",
+    ErrorCode.AUTH: "reason_auth",
+    ErrorCode.RATE_LIMITED: "reason_rate_limited",
+    ErrorCode.REJECTED: "reason_rejected",
+    ErrorCode.UNAVAILABLE: "reason_unavailable",
+    ErrorCode.BAD_RESPONSE: "reason_bad_response",
+    ErrorCode.TASK_FAILED: "reason_task_failed",
+    ErrorCode.TIMEOUT: "reason_timeout",
+    ErrorCode.DOWNLOAD_FAILED: "reason_download_failed",
+    ErrorCode.DOWNLOAD_TOO_LARGE: "reason_download_too_large",
+    ErrorCode.RESULT_REFUSED: "reason_result_refused",
+    ErrorCode.NOT_MEDIA: "reason_not_media_video",
+    ErrorCode.MEDIA_TOO_LARGE: "reason_media_too_large",
+    ErrorCode.INTERNAL: "reason_internal",
+}
+#: Failures that quote the service's own words, when the service gave none.
+REASON_KEYS_WITHOUT_DETAIL: dict[ErrorCode, str] = {
+    ErrorCode.REJECTED: "reason_rejected_unknown",
+    ErrorCode.TASK_FAILED: "reason_task_failed_unknown",
+}
+#: "Not media" names what was expected.
+_NOT_MEDIA_KEYS = {JobKind.VIDEO: "reason_not_media_video", JobKind.IMAGE: "reason_not_media_image"}
+
+
 def failure_reason(job: Job, *, poll_timeout: float) -> str:
     """The failure in plain words, in the job's language."""
-    code = job.error_code or "internal"
-    loc = job.locale
+    code = ErrorCode.parse(job.error_code)
     # The detail is the service's own text: shown literally, never as links or formatting.
     detail = as_text(job.error_detail) if job.error_detail else None
-    if code == "rejected":
-        return t("reason_rejected", loc, detail=detail) if detail else t("reason_rejected_unknown", loc)
-    if code == "task_failed":
-        return t("reason_task_failed", loc, detail=detail) if detail else t("reason_task_failed_unknown", loc)
-    if code == "timeout":
-        return t("reason_timeout", loc, minutes=max(1, round(poll_timeout / 60)))
-    if code == "not_media":
-        return t("reason_not_media_video" if job.kind is JobKind.VIDEO else "reason_not_media_image", loc)
-    known = {"auth", "rate_limited", "unavailable", "bad_response", "download_failed", "download_too_large",
-             "result_refused", "media_too_large"}
-    return t(f"reason_{code}" if code in known else "reason_internal", loc)
+    if code is ErrorCode.NOT_MEDIA:
+        key = _NOT_MEDIA_KEYS[job.kind]
+    elif detail is None and code in REASON_KEYS_WITHOUT_DETAIL:
+        key = REASON_KEYS_WITHOUT_DETAIL[code]
+    else:
+        key = REASON_KEYS[code]
+    return t(key, job.locale, detail=detail, minutes=max(1, round(poll_timeout / 60)))
 
 
 def settings_line(job: Job) -> str:
@@ -122,8 +145,15 @@ def settings_line(job: Job) -> str:
     p = job.params
     model = as_text(p["model"])  # an id from the service's list: shown literally
     if job.kind is JobKind.VIDEO:
-        return t("settings_video", job.locale, width=p["width"], height=p["height"],
-                 seconds=p.get("seconds", "?"), fps=p["frame_rate"], model=model)
+        return t(
+            "settings_video",
+            job.locale,
+            width=p["width"],
+            height=p["height"],
+            seconds=p.get("seconds", "?"),
+            fps=p["frame_rate"],
+            model=model,
+        )
     return t("settings_image", job.locale, size=p["size"].replace("x", "×"), model=model)
 
 
@@ -137,7 +167,12 @@ def status_line(job: Job, *, position: int | None, now: float, poll_timeout: flo
         return t("status_submitting", loc)
     if state is JobState.RUNNING:
         if job.progress is not None:
-            return t("status_generating_progress", loc, bar=progress_bar(job.progress), percent=int(job.progress * 100 + 1e-9))
+            return t(
+                "status_generating_progress",
+                loc,
+                bar=progress_bar(job.progress),
+                percent=int(job.progress * 100 + 1e-9),
+            )
         # No progress from the service: an honest elapsed time instead of a made-up percentage.
         started = job.started_at or job.created_at
         return t("status_generating_elapsed", loc, elapsed=format_elapsed(now - started))
@@ -151,7 +186,11 @@ def status_line(job: Job, *, position: int | None, now: float, poll_timeout: flo
 
 
 def render_job(
-    job: Job, *, position: int | None, now: float, poll_timeout: float,
+    job: Job,
+    *,
+    position: int | None,
+    now: float,
+    poll_timeout: float,
     notes: tuple[str, ...] = (),
 ) -> Rendered:
     """The whole message for `job`. `notes` are extra lines (already localised)."""
@@ -179,5 +218,12 @@ def render_job(
         view.add_item(CancelButton(job.id, job.user_id, label=t("button_cancel", loc)))
     elif job.state is JobState.FAILED:
         view.add_item(RetryButton(job.id, job.user_id, label=t("button_retry", loc)))
-    key = (embed.title, embed.description, status, notes, job.state, tuple(getattr(i, "custom_id", None) for i in view.children))
+    key = (
+        embed.title,
+        embed.description,
+        status,
+        notes,
+        job.state,
+        tuple(getattr(i, "custom_id", None) for i in view.children),
+    )
     return Rendered(embed=embed, view=view, key=key)

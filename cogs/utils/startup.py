@@ -20,30 +20,13 @@ import aiohttp
 import discord
 from discord.http import INTERNAL_API_VERSION
 
+from framecast.backoff import Backoff
+
 log = logging.getLogger(__name__)
 
+# Delays of 1, 2, 4, ... seconds up to the configured cap (which may be below 1, for tests). No
+# jitter: one bot waiting for its own network has nobody to spread out from.
 _FIRST_DELAY = 1.0
-
-
-class Backoff:
-    """Delays of 1, 2, 4, ... seconds, never more than `cap` (which may be below 1, for tests)."""
-
-    def __init__(self, cap: float) -> None:
-        self.cap = cap
-        self._attempt = 0
-
-    def __repr__(self) -> str:
-        return f"<Backoff cap={self.cap:g} attempt={self._attempt}>"
-
-    def next(self) -> float:
-        """The wait before the next attempt."""
-        delay = min(self.cap, _FIRST_DELAY * 2.0 ** min(self._attempt, 30))
-        self._attempt += 1
-        return delay
-
-    def reset(self) -> None:
-        """Start again from the shortest delay."""
-        self._attempt = 0
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -71,7 +54,7 @@ async def connect_patiently(client: discord.Client, token: str, *, max_delay: fl
     when the client is closed. Raises :class:`discord.LoginFailure` for a rejected token and any
     error that is not about reaching Discord.
     """
-    backoff = Backoff(max_delay)
+    backoff = Backoff(base=_FIRST_DELAY, cap=max_delay, jitter=0.0)
     while not client.is_closed():
         try:
             await client.login(token)

@@ -14,12 +14,19 @@ from typing import Any
 import discord
 from discord import app_commands
 
-from cogs.utils.i18n import t
+from cogs.i18n import t
 from cogs.utils.render import as_text
-from framecast.errors import AuthError
+from framecast.errors import ServiceError
 from framecast.intake import IntakeError
+from framecast.reasons import ErrorCode
 
 log = logging.getLogger(__name__)
+
+#: Service failures a command can meet before any job exists (listing models, say) that the member
+#: should hear about; any other service error is unexpected here and gets the generic reply.
+SERVICE_ERROR_KEYS: dict[ErrorCode, str] = {
+    ErrorCode.AUTH: "error_misconfigured",
+}
 
 
 class MissingChannelPermissions(app_commands.CheckFailure):
@@ -30,13 +37,12 @@ class MissingChannelPermissions(app_commands.CheckFailure):
         self.perms = perms
 
 
-class NotAllowed(app_commands.CheckFailure):
-    """The member may not act on this job."""
-
-
 def error_message(error: BaseException, locale: str | discord.Locale | None) -> str | None:
     """The localised reply for an expected error, or None when the error is a bug."""
-    if isinstance(error, (app_commands.CommandInvokeError, app_commands.TransformerError)) and error.__cause__:
+    if (
+        isinstance(error, (app_commands.CommandInvokeError, app_commands.TransformerError))
+        and error.__cause__
+    ):
         error = error.__cause__
     if isinstance(error, IntakeError):
         # Parameters may echo what a member typed or what the service listed: shown literally.
@@ -47,12 +53,12 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
         return t("error_missing_permissions", locale, perms=names)
     if isinstance(error, app_commands.NoPrivateMessage):
         return t("error_guild_only", locale)
-    if isinstance(error, (NotAllowed, app_commands.MissingPermissions)):
+    if isinstance(error, app_commands.MissingPermissions):
         return t("error_not_allowed", locale)
     if isinstance(error, app_commands.CommandOnCooldown):
         return t("error_cooldown", locale, seconds=max(1, round(error.retry_after)))
-    if isinstance(error, AuthError):
-        return t("error_misconfigured", locale)
+    if isinstance(error, ServiceError) and error.code in SERVICE_ERROR_KEYS:
+        return t(SERVICE_ERROR_KEYS[error.code], locale)
     return None
 
 
@@ -60,7 +66,9 @@ async def reply_privately(interaction: discord.Interaction[Any], text: str) -> N
     """Answer the member privately, whatever state the interaction is in."""
     try:
         if not interaction.response.is_done():
-            await interaction.response.send_message(text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
+            await interaction.response.send_message(
+                text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+            )
             return
         if interaction.is_expired():
             return
@@ -77,7 +85,9 @@ async def reply_privately(interaction: discord.Interaction[Any], text: str) -> N
 class FramecastTree(app_commands.CommandTree[Any]):
     """Command tree whose ``on_error`` turns expected errors into short localised replies."""
 
-    async def on_error(self, interaction: discord.Interaction[Any], error: app_commands.AppCommandError) -> None:
+    async def on_error(
+        self, interaction: discord.Interaction[Any], error: app_commands.AppCommandError
+    ) -> None:
         text = error_message(error, interaction.locale)
         if text is None:
             cause = error.__cause__ or error

@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.fake_service import TaskPlan
-from tests.harness import World, close_world, make_world
+from tests.e2e.harness import World, ack_latency, close_world, make_world
+from tests.fakes.gen_service import TaskPlan
 
 
 def create_log(world: World) -> list[tuple[float, str]]:
     """(receive time, prompt) of every create the service got, in order."""
-    return [(r.received, r.json["prompt"]) for r in world.service.requests
-            if r.method == "POST" and r.json and "prompt" in r.json]
+    return [
+        (r.received, r.json["prompt"])
+        for r in world.service.requests
+        if r.method == "POST" and r.json and "prompt" in r.json
+    ]
 
 
 async def test_burst_of_40_jobs_across_4_guilds(tmp_path: Path) -> None:
@@ -22,13 +25,20 @@ async def test_burst_of_40_jobs_across_4_guilds(tmp_path: Path) -> None:
         world.service.rate_limit = (16, 1.0)  # the service enforces exactly our configured budget
         world.service.default_plan = TaskPlan(duration=0.2)
         requests = [(g, m, j) for j in range(2) for m in range(5) for g in range(4)]
-        its = await asyncio.gather(*[
-            world.discord.slash(world.guilds[g], world.channels[g], world.members[g][m], "video",
-                                {"prompt": f"guild {g} member {m} job {j}"})
-            for g, m, j in requests
-        ])
+        its = await asyncio.gather(
+            *[
+                world.discord.slash(
+                    world.guilds[g],
+                    world.channels[g],
+                    world.members[g][m],
+                    "video",
+                    {"prompt": f"guild {g} member {m} job {j}"},
+                )
+                for g, m, j in requests
+            ]
+        )
         await asyncio.gather(*[it.wait_response(timeout=10) for it in its])
-        assert max(it.ack_latency for it in its) < 3
+        assert max(ack_latency(it) for it in its) < 3
         assert all(it.callbacks[0][0] == 5 for it in its)
         messages = await asyncio.gather(*[world.delivered(it, timeout=120) for it in its])
         job_ids = [await world.job_id(it) for it in its]
@@ -52,10 +62,18 @@ async def test_a_guild_with_one_job_does_not_wait_behind_a_guild_with_many(tmp_p
     try:
         await world.start_bot()
         world.service.default_plan = TaskPlan(duration=0.5)
-        big = await asyncio.gather(*[
-            world.discord.slash(world.guilds[0], world.channels[0], world.members[0][i // 2], "video",
-                                {"prompt": f"big {i}"}) for i in range(16)
-        ])
+        big = await asyncio.gather(
+            *[
+                world.discord.slash(
+                    world.guilds[0],
+                    world.channels[0],
+                    world.members[0][i // 2],
+                    "video",
+                    {"prompt": f"big {i}"},
+                )
+                for i in range(16)
+            ]
+        )
         for it in big:
             await world.job_id(it)  # all sixteen accepted and queued
         small = await world.video("small one", member=world.members[1][0], guild=1)

@@ -1,6 +1,6 @@
 """Results of every size reach the member: fitted to the destination's limit, or linked, never lost.
 
-Payloads are real media made with PyAV (tests/mediagen.py). Limits come from the places Discord
+Payloads are real media made with PyAV (tests/fakes/media.py). Limits come from the places Discord
 puts them: the interaction's ``attachment_size_limit`` for replies through the token, the guild's
 boost tier for channel messages; the fake refuses anything larger with 413 (code 40005).
 """
@@ -10,10 +10,8 @@ from __future__ import annotations
 import pytest
 
 from framecast.media import probe_video, sniff
-from tests.e2e.conftest import StartWorld
-from tests.fake_discord import ATTACH_FILES, SEND_MESSAGES, TEXT_PERMISSIONS
-from tests.fake_service import TaskPlan
-from tests.harness import (
+from tests.e2e.harness import (
+    StartWorld,
     World,
     bot_posts,
     button_ids,
@@ -23,7 +21,9 @@ from tests.harness import (
     status_of,
     wait_state,
 )
-from tests.mediagen import make_large_mp4, make_large_png
+from tests.fakes.discord_api import ATTACH_FILES, SEND_MESSAGES, TEXT_PERMISSIONS
+from tests.fakes.gen_service import TaskPlan
+from tests.fakes.media import make_large_mp4, make_large_png
 
 MiB = 1024 * 1024
 REENCODED = "re-encoded to fit"
@@ -31,11 +31,12 @@ TOO_LARGE = "too large for this server's upload limit"
 MOVE_SOON = 897.0  # token age: TOKEN_MARGIN is 2 s, so the job moves to a channel message ~1 s later
 
 
-
 def assert_same_clip(original: bytes, delivered: bytes) -> None:
     """A valid MP4 with the original's duration (within one frame)."""
     before, after = probe_video(original), probe_video(delivered)
-    assert sniff(delivered).ext == "mp4"
+    info = sniff(delivered)
+    assert info is not None
+    assert info.ext == "mp4"
     assert abs(after.duration - before.duration) <= 1 / before.fps + 1e-6, (before, after)
     assert after.frames >= before.frames - 1
 
@@ -73,7 +74,9 @@ async def test_video_and_image_over_the_default_10_mib_are_fitted(start: StartWo
     msg = await world.delivered(still)
     [attachment] = world.files_for(await world.job_id(still))
     assert attachment.size <= 10 * MiB
-    assert sniff(attachment.data).kind == "image" and attachment.filename.endswith("." + sniff(attachment.data).ext)
+    info = sniff(attachment.data)
+    assert info is not None
+    assert info.kind == "image" and attachment.filename.endswith("." + info.ext)
     assert REENCODED in footer_of(msg)
     assert world.discord.rejected(40005) == []  # fitted before uploading: Discord never refused
     no_crash(world)
@@ -181,8 +184,9 @@ async def test_a_413_from_discord_makes_the_bot_fit_the_file_again(start: StartW
 
 
 async def test_dead_oversized_or_stalled_downloads_fail_clearly_with_retry(start: StartWorld) -> None:
-    world = await start(extra_env={"GEN_DOWNLOAD_MAX_BYTES": "1000000", "GEN_DOWNLOAD_TIMEOUT": "1",
-                                   "MEMBER_JOB_LIMIT": "5"})
+    world = await start(
+        extra_env={"GEN_DOWNLOAD_MAX_BYTES": "1000000", "GEN_DOWNLOAD_TIMEOUT": "1", "MEMBER_JOB_LIMIT": "5"}
+    )
     world.service.file_status = 410  # the result link has expired
     expired = await world.video("an expired sunset")
     msg = await expired.wait_original(lambda m: status_of(m).startswith("❌"), timeout=20)
@@ -219,13 +223,20 @@ async def test_dead_oversized_or_stalled_downloads_fail_clearly_with_retry(start
 # -- missing permissions are caught when the command is accepted --------------------------------
 
 
-@pytest.mark.parametrize(("missing", "named"), [(ATTACH_FILES, "Attach Files"), (SEND_MESSAGES, "Send Messages")])
-async def test_missing_channel_permissions_are_refused_at_once(start: StartWorld, missing: int, named: str) -> None:
+@pytest.mark.parametrize(
+    ("missing", "named"), [(ATTACH_FILES, "Attach Files"), (SEND_MESSAGES, "Send Messages")]
+)
+async def test_missing_channel_permissions_are_refused_at_once(
+    start: StartWorld, missing: int, named: str
+) -> None:
     world = await start()
     channel = world.discord.add_channel(world.guild, "locked", bot_permissions=TEXT_PERMISSIONS & ~missing)
     for command in ("video", "image"):
-        it = await world.discord.slash(world.guild, channel, world.alice, command, {"prompt": "a locked door"})
+        it = await world.discord.slash(
+            world.guild, channel, world.alice, command, {"prompt": "a locked door"}
+        )
         kind, data = await it.wait_response()
+        assert data is not None
         assert kind == 4  # answered directly, privately: nothing was deferred or queued
         assert data["flags"] & 64
         assert named in data["content"]
@@ -241,8 +252,15 @@ async def test_discord_5xx_during_delivery_is_retried_and_delivers_once(world: W
     world.service.default_plan = TaskPlan(duration=2.0)
     it = await world.video("through a flaky Discord", age=MOVE_SOON)
     job_id = await world.job_id(it)
-    await world.wait_message(lambda m: not m.ephemeral and m.interaction is None and bool(m.embeds)
-                             and f"#{job_id}" in (m.embeds[0].get("title") or ""), what="moved to a channel message")
+    await world.wait_message(
+        lambda m: (
+            not m.ephemeral
+            and m.interaction is None
+            and bool(m.embeds)
+            and f"#{job_id}" in (m.embeds[0].get("title") or "")
+        ),
+        what="moved to a channel message",
+    )
     # As soon as the bot fetches the result, Discord fails its next channel edits with 503.
     await world.service.wait_for(lambda: any(r.path.startswith("/files/") for r in world.service.requests))
     world.discord.fail_next("PATCH /api/v10/channels", status=503, count=2)

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
 from framecast.media import probe_video, sniff
-from tests.fake_service import TaskPlan
-from tests.harness import World, button_ids, status_of, statuses_seen
+from tests.e2e.harness import World, button_ids, status_of, statuses_seen
+from tests.fakes.gen_service import ImageShape, ProgressShape, TaskPlan
+
+IdField = Literal["video_id", "task_id"]  # how the fake service names a created task's id
 
 
 def creates(world: World, prompt: str | None = None) -> list[dict]:
     """JSON bodies of the create requests the service received (optionally for one prompt)."""
     return [
-        r.json for r in world.service.requests
-        if r.method == "POST" and r.path in ("/v1/videos", "/v1/images/generations")
+        r.json
+        for r in world.service.requests
+        if r.method == "POST"
+        and r.path in ("/v1/videos", "/v1/images/generations")
         and (prompt is None or (r.json or {}).get("prompt") == prompt)
     ]
 
@@ -29,7 +35,9 @@ async def test_video_goes_queued_generating_done_with_the_file_attached(world: W
     assert not msg.ephemeral
     [attachment] = msg.attachments
     assert attachment.data == world.service.video_bytes()
-    assert sniff(attachment.data).kind == "video"
+    info = sniff(attachment.data)
+    assert info is not None
+    assert info.kind == "video"
     assert probe_video(attachment.data).frames > 0
     seen = statuses_seen(msg)
     assert seen[0].startswith("⏳") and "#1" in seen[0]
@@ -42,8 +50,14 @@ async def test_video_goes_queued_generating_done_with_the_file_attached(world: W
     assert fields["Settings"] == "1152×768 · 5 s · 24 fps · svc-video-v2.0"
     assert button_ids(msg) == []  # nothing left to cancel
     [body] = creates(world)
-    assert body == {"model": "svc-video-v2.0", "prompt": "a red fox running through snow",
-                    "width": 1152, "height": 768, "num_frames": 121, "frame_rate": 24}
+    assert body == {
+        "model": "svc-video-v2.0",
+        "prompt": "a red fox running through snow",
+        "width": 1152,
+        "height": 768,
+        "num_frames": 121,
+        "frame_rate": 24,
+    }
 
 
 async def test_video_options_reach_the_service(world: World) -> None:
@@ -55,7 +69,7 @@ async def test_video_options_reach_the_service(world: World) -> None:
 
 
 @pytest.mark.parametrize("shape", ["data_url", "data_b64", "url", "image_url", "task"])
-async def test_image_is_delivered_for_every_response_shape(world: World, shape: str) -> None:
+async def test_image_is_delivered_for_every_response_shape(world: World, shape: ImageShape) -> None:
     world.service.image_shape = shape
     it = await world.image("a lighthouse at dusk", opts={"size": "landscape"})
     msg = await world.delivered(it)
@@ -69,7 +83,9 @@ async def test_image_is_delivered_for_every_response_shape(world: World, shape: 
 
 @pytest.mark.parametrize("id_field", ["video_id", "task_id"])
 @pytest.mark.parametrize("shape", ["int", "float", "percent_str", "fraction_str", "int_str", "float_percent"])
-async def test_every_id_name_and_progress_shape_shows_a_real_percentage(world: World, id_field: str, shape: str) -> None:
+async def test_every_id_name_and_progress_shape_shows_a_real_percentage(
+    world: World, id_field: IdField, shape: ProgressShape
+) -> None:
     world.service.id_field = id_field
     world.service.progress_shape = shape
     world.service.default_plan = TaskPlan(polls=3)
@@ -82,7 +98,9 @@ async def test_every_id_name_and_progress_shape_shows_a_real_percentage(world: W
 
 
 @pytest.mark.parametrize("shape", ["missing", "null", "garbage"])
-async def test_unknown_progress_shows_elapsed_time_not_a_made_up_percentage(world: World, shape: str) -> None:
+async def test_unknown_progress_shows_elapsed_time_not_a_made_up_percentage(
+    world: World, shape: ProgressShape
+) -> None:
     world.service.progress_shape = shape
     world.service.default_plan = TaskPlan(polls=3)
     it = await world.video("a quiet library")
@@ -120,6 +138,7 @@ async def test_retry_is_refused_to_other_members(world: World) -> None:
     msg = await world.wait_message(lambda m: status_of(m).startswith("❌"), what="failure shown")
     click = await world.discord.click(msg, button_ids(msg)[0], world.bob)
     kind, data = await click.wait_response()
+    assert data is not None
     assert kind == 4 and data["flags"] & 64
     assert "Manage Server" in data["content"]
     assert len(creates(world, "doomed again")) == 1
@@ -127,7 +146,7 @@ async def test_retry_is_refused_to_other_members(world: World) -> None:
 
 
 async def test_cancel_queued_and_running_jobs(tmp_path) -> None:
-    from tests.harness import close_world, make_world
+    from tests.e2e.harness import close_world, make_world
 
     world = await make_world(tmp_path, extra_env={"GEN_MAX_RUNNING": "1"})
     try:
@@ -140,6 +159,7 @@ async def test_cancel_queued_and_running_jobs(tmp_path) -> None:
         carol = world.members[0][2]
         click = await world.discord.click(qmsg, button_ids(qmsg)[0], carol)
         kind, data = await click.wait_response()
+        assert data is not None
         assert kind == 4 and data["flags"] & 64
         # ...its requester may.
         click = await world.discord.click(qmsg, button_ids(qmsg)[0], world.bob)
@@ -150,8 +170,11 @@ async def test_cancel_queued_and_running_jobs(tmp_path) -> None:
         slow_task = next(iter(world.service.tasks))
 
         def slow_polls() -> int:
-            return sum(1 for r in world.service.requests
-                       if r.path == "/svcapi" and r.query.get("video_id") == slow_task)
+            return sum(
+                1
+                for r in world.service.requests
+                if r.path == "/svcapi" and r.query.get("video_id") == slow_task
+            )
 
         click = await world.discord.click(rmsg, button_ids(rmsg)[0], world.admins[0])
         await click.wait_response()
@@ -179,7 +202,9 @@ async def test_bad_api_key_tells_members_to_call_an_admin(world: World) -> None:
 
 
 @pytest.mark.parametrize("retry_after", [0.3, None])
-async def test_429_storm_from_a_shared_key_slows_down_but_delivers(world: World, retry_after: float | None) -> None:
+async def test_429_storm_from_a_shared_key_slows_down_but_delivers(
+    world: World, retry_after: float | None
+) -> None:
     # Another client shares the key: the service allows only 5 per second to us.
     world.service.rate_limit = (5, 1.0)
     world.service.retry_after = retry_after
@@ -196,7 +221,7 @@ async def test_429_storm_from_a_shared_key_slows_down_but_delivers(world: World,
 
 
 async def test_progress_edits_are_coalesced(tmp_path) -> None:
-    from tests.harness import close_world, make_world
+    from tests.e2e.harness import close_world, make_world
 
     world = await make_world(tmp_path, extra_env={"EDIT_INTERVAL": "0.5"})
     try:
@@ -238,14 +263,18 @@ async def test_malformed_polls_below_the_limit_are_polled_again_and_the_job_deli
 @pytest.mark.parametrize(
     ("plan", "expected"),
     [
-        (TaskPlan(reject_status=400, reject_message="prompt violates the content policy"),
-         "prompt violates the content policy"),
+        (
+            TaskPlan(reject_status=400, reject_message="prompt violates the content policy"),
+            "prompt violates the content policy",
+        ),
         (TaskPlan(omit_url=True), "does not understand"),
         (TaskPlan(status="exploded"), "does not understand"),
     ],
     ids=["rejected-create", "completed-without-url", "unknown-status"],
 )
-async def test_service_answers_we_cannot_use_fail_clearly_with_retry(world: World, plan: TaskPlan, expected: str) -> None:
+async def test_service_answers_we_cannot_use_fail_clearly_with_retry(
+    world: World, plan: TaskPlan, expected: str
+) -> None:
     world.service.default_plan = plan
     it = await world.video("edge case")
     msg = await it.wait_original(lambda m: status_of(m).startswith("❌"))
@@ -254,7 +283,7 @@ async def test_service_answers_we_cannot_use_fail_clearly_with_retry(world: Worl
 
 
 async def test_a_task_that_never_finishes_times_out(tmp_path) -> None:
-    from tests.harness import close_world, make_world
+    from tests.e2e.harness import close_world, make_world
 
     world = await make_world(tmp_path, extra_env={"GEN_POLL_TIMEOUT": "1.5"})
     try:

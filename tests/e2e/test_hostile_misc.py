@@ -7,10 +7,9 @@ import asyncio
 import re
 from typing import Any
 
-from tests.e2e.conftest import StartWorld
-from tests.fake_service import TaskPlan
-from tests.harness import (
+from tests.e2e.harness import (
     BotProcess,
+    StartWorld,
     World,
     button_ids,
     close_world,
@@ -20,6 +19,7 @@ from tests.harness import (
     status_of,
     wait_log,
 )
+from tests.fakes.gen_service import TaskPlan
 
 FAST_RETRIES = {"DISCORD_RETRY_MAX_DELAY": "0.2"}
 UNREACHABLE = "cannot reach Discord ("
@@ -58,8 +58,10 @@ async def wait_lines(world: World, text: str, count: int, timeout: float = 20.0)
 
 
 async def test_markup_in_a_prompt_is_shown_literally_and_sent_exactly(world: World) -> None:
-    prompt = ("[Claim your free Nitro](https://discord.gift/x) # big **bold** <@&1> @everyone "
-              "`code` ||spoiler|| <t:1700000000:R>")
+    prompt = (
+        "[Claim your free Nitro](https://discord.gift/x) # big **bold** <@&1> @everyone "
+        "`code` ||spoiler|| <t:1700000000:R>"
+    )
     it = await world.video(prompt)
     msg = await world.delivered(it)
     # The service gets the member's exact text...
@@ -93,9 +95,12 @@ async def test_two_simultaneous_retry_clicks_make_exactly_one_new_job(world: Wor
     clicks = await asyncio.gather(*(world.discord.click(msg, retry, world.alice) for _ in range(2)))
     await asyncio.gather(*(c.wait_response() for c in clicks))
     await world.discord.wait_for(
-        lambda: sum(1 for r in job_rows(world).values() if r["retry_of"] == job_id) >= 1
-        and any(c.followups for c in clicks),
-        timeout=10, what="one retry job and one refusal",
+        lambda: (
+            sum(1 for r in job_rows(world).values() if r["retry_of"] == job_id) >= 1
+            and any(c.followups for c in clicks)
+        ),
+        timeout=10,
+        what="one retry job and one refusal",
     )
     [new_id] = [i for i, r in job_rows(world).items() if r["retry_of"] == job_id]
     winner = next(c for c in clicks if not c.followups)
@@ -120,8 +125,12 @@ async def test_two_simultaneous_retry_clicks_make_exactly_one_new_job(world: Wor
 
 
 def drifted(world: World) -> None:
-    world.service.models = [("svc-video-v1.9", "video"), ("svc-video-v2.1", "video"),
-                            ("svc-image-2.1-flash", "image"), ("svc-text-1.5", "text")]
+    world.service.models = [
+        ("svc-video-v1.9", "video"),
+        ("svc-video-v2.1", "video"),
+        ("svc-image-2.1-flash", "image"),
+        ("svc-text-1.5", "text"),
+    ]
 
 
 async def test_a_default_model_the_service_dropped_is_replaced_by_the_newest_of_its_family(
@@ -141,8 +150,13 @@ async def test_a_default_model_the_service_dropped_is_replaced_by_the_newest_of_
     assert not lines_with(world, "GEN_IMAGE_MODEL")
 
     # A model a member picks that the list lacks is still refused, with the list.
-    pick = await world.discord.slash(world.guild, world.channel, world.bob, "video",
-                                     {"prompt": "a drifting glacier", "model": "svc-video-v2.0"})
+    pick = await world.discord.slash(
+        world.guild,
+        world.channel,
+        world.bob,
+        "video",
+        {"prompt": "a drifting glacier", "model": "svc-video-v2.0"},
+    )
     kind, data = await pick.wait_response()
     assert kind == 4 and data is not None and data["flags"] & 64
     assert "svc-video-v2.0" in data["content"] and "svc-video-v1.9, svc-video-v2.1" in data["content"]
@@ -165,8 +179,10 @@ async def test_retry_of_a_job_made_with_a_dropped_default_follows_the_list(start
     await click.wait_response()
     new_id = await world.job_id(click)
     await world.delivered(click)
-    assert [c.json["model"] for c in service_creates(world, "a moth at a lamp")] == ["svc-video-v2.0",
-                                                                                  "svc-video-v2.1"]
+    assert [c.json["model"] for c in service_creates(world, "a moth at a lamp")] == [
+        "svc-video-v2.0",
+        "svc-video-v2.1",
+    ]
     assert job_rows(world)[new_id]["retry_of"] == job_id
 
 
@@ -225,11 +241,16 @@ async def test_a_lost_gateway_is_one_log_line_and_the_bot_carries_on(world: Worl
     mark = world.discord.identify_count
     world.discord.gateway_failures = 1  # the first reconnection attempt meets a 503
     await world.discord.disconnect(code=4000)
-    await world.discord.wait_for(lambda: world.discord.gateway_refused == 1, timeout=10, what="a refused reconnect")
+    await world.discord.wait_for(
+        lambda: world.discord.gateway_refused == 1, timeout=10, what="a refused reconnect"
+    )
     await wait_log(world, "lost the connection to Discord's gateway (WSServerHandshakeError", timeout=10)
     # discord.py resumes the session (no new IDENTIFY) and the bot keeps serving.
-    await world.discord.wait_for(lambda: any(c for c in world.discord._connections if not c.closed),  # noqa: SLF001
-                                 timeout=20, what="a gateway connection again")
+    await world.discord.wait_for(
+        lambda: any(c for c in world.discord._connections if not c.closed),  # noqa: SLF001
+        timeout=20,
+        what="a gateway connection again",
+    )
     assert world.discord.identify_count == mark
     it = await world.video("a bridge after the storm")
     await world.delivered(it)

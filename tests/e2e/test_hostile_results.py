@@ -7,8 +7,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from tests.fake_service import TaskPlan
-from tests.harness import (
+from tests.e2e.harness import (
+    StartWorld,
     World,
     button_ids,
     hold_route,
@@ -16,9 +16,8 @@ from tests.harness import (
     status_of,
     wait_state,
 )
-from tests.mediagen import make_large_mp4, make_png_bomb
-
-from .conftest import StartWorld
+from tests.fakes.gen_service import TaskPlan
+from tests.fakes.media import make_large_mp4, make_png_bomb
 
 WEBHOOK_EDIT = "/webhooks/{app_id}/{token}/messages/{message_id}"
 HTML_502 = (

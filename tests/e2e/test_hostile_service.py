@@ -17,9 +17,17 @@ import json
 import zlib
 from typing import Any
 
-from tests.e2e.conftest import StartWorld
-from tests.fake_service import TaskPlan
-from tests.harness import World, button_ids, job_rows, service_creates, status_of, wait_log, wait_state
+from tests.e2e.harness import (
+    StartWorld,
+    World,
+    button_ids,
+    job_rows,
+    service_creates,
+    status_of,
+    wait_log,
+    wait_state,
+)
+from tests.fakes.gen_service import TaskPlan
 
 MiB = 1024 * 1024
 
@@ -182,20 +190,28 @@ async def test_malformed_polls_are_counted_then_the_job_goes_on(start: StartWorl
 async def test_malformed_polls_in_a_row_fail_the_job_plainly(start: StartWorld) -> None:
     world = await start()
     world.service.default_plan = TaskPlan(duration=3600)
-    world.service.path_scripted["/svcapi"] = [(200, DEEP, None), (200, HUGE_INT, None), (200, HUGE_FLOAT, None)]
+    world.service.path_scripted["/svcapi"] = [
+        (200, DEEP, None),
+        (200, HUGE_INT, None),
+        (200, HUGE_FLOAT, None),
+    ]
     it = await world.video("nothing but nonsense")
     row = await fails_with(world, it, "bad_response")
     assert row["error_detail"] is None
     await wait_log(world, "unreadable 3 times in a row")
     job = row["task_id"]
-    assert len([r for r in world.service.requests if r.path == "/svcapi" and r.query.get("video_id") == job]) == 3
+    assert (
+        len([r for r in world.service.requests if r.path == "/svcapi" and r.query.get("video_id") == job])
+        == 3
+    )
     no_internal_failure(world)
 
 
 async def test_an_unreadable_create_is_not_retried(start: StartWorld) -> None:
     world = await start()
-    world.service.path_scripted["/v1/videos"] = [(200, gzip.compress(b'{"video_id": "v1"' + b" " * 2 * MiB),
-                                                  {"Content-Encoding": "gzip"})]
+    world.service.path_scripted["/v1/videos"] = [
+        (200, gzip.compress(b'{"video_id": "v1"' + b" " * 2 * MiB), {"Content-Encoding": "gzip"})
+    ]
     it = await world.video("one create only")
     await fails_with(world, it, "bad_response")
     assert len(service_creates(world, "one create only")) == 1  # a retried create could start a second task

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.harness import World, close_world, make_world
+from tests.e2e.harness import World, close_world, make_world
 
 MULTILINGUAL = [
     "一只在雪地里奔跑的红狐狸，电影感，慢动作",
@@ -17,11 +17,17 @@ MULTILINGUAL = [
     "Zoë's café, naïve e\u0301 combining, zero\u200bwidth, RTL \u202eevil\u202c and tabs\tinside",
     "日本語とEnglishと한국어のmixed prompt — « guillemets » “quotes”",
 ]
-HOSTILE = "@everyone @here <@{uid}> <@&{rid}> <#123> ||spoiler|| **bold** `code` https://example.invalid/x?a=1"
+HOSTILE = (
+    "@everyone @here <@{uid}> <@&{rid}> <#123> ||spoiler|| **bold** `code` https://example.invalid/x?a=1"
+)
 
 
 async def service_prompts(world: World) -> list[str]:
-    return [r.json["prompt"] for r in world.service.requests if r.method == "POST" and r.json and "prompt" in r.json]
+    return [
+        r.json["prompt"]
+        for r in world.service.requests
+        if r.method == "POST" and r.json and "prompt" in r.json
+    ]
 
 
 @pytest.mark.parametrize("prompt", MULTILINGUAL)
@@ -55,6 +61,7 @@ async def test_mentions_in_prompts_never_ping(world: World) -> None:
 async def test_empty_prompts_get_a_private_error_and_queue_nothing(world: World, prompt: str) -> None:
     it = await world.discord.slash(world.guild, world.channel, world.alice, "video", {"prompt": prompt})
     kind, data = await it.wait_response()
+    assert data is not None
     assert kind == 4 and data["flags"] & 64
     assert "empty" in data["content"]
     await_nothing_queued(world)
@@ -63,24 +70,33 @@ async def test_empty_prompts_get_a_private_error_and_queue_nothing(world: World,
 async def test_overlong_prompt_gets_a_private_error_with_the_limit(world: World) -> None:
     it = await world.discord.slash(world.guild, world.channel, world.alice, "image", {"prompt": "x" * 2001})
     kind, data = await it.wait_response()
+    assert data is not None
     assert kind == 4 and data["flags"] & 64
     assert "2001" in data["content"] and "2000" in data["content"]
     await_nothing_queued(world)
 
 
 async def test_errors_follow_the_members_language(world: World) -> None:
-    it = await world.discord.slash(world.guild, world.channel, world.alice, "video", {"prompt": " "}, locale="de")
+    it = await world.discord.slash(
+        world.guild, world.channel, world.alice, "video", {"prompt": " "}, locale="de"
+    )
     _, data = await it.wait_response()
+    assert data is not None
     assert data["flags"] & 64 and "Prompt" in data["content"] and "leer" in data["content"]
-    it = await world.discord.slash(world.guild, world.channel, world.alice, "video", {"prompt": ""}, locale="zh-CN")
+    it = await world.discord.slash(
+        world.guild, world.channel, world.alice, "video", {"prompt": ""}, locale="zh-CN"
+    )
     _, data = await it.wait_response()
+    assert data is not None
     assert any("\u4e00" <= ch <= "\u9fff" for ch in data["content"])
 
 
 async def test_unknown_model_is_refused_privately(world: World) -> None:
-    it = await world.discord.slash(world.guild, world.channel, world.alice, "video",
-                                   {"prompt": "a cat", "model": "not-a-model"})
+    it = await world.discord.slash(
+        world.guild, world.channel, world.alice, "video", {"prompt": "a cat", "model": "not-a-model"}
+    )
     _, data = await it.wait_response()
+    assert data is not None
     assert data["flags"] & 64 and "not-a-model" in data["content"]
     await_nothing_queued(world)
 
@@ -88,29 +104,37 @@ async def test_unknown_model_is_refused_privately(world: World) -> None:
 async def test_model_autocomplete_answers_from_the_service_list(world: World) -> None:
     world.service.models.append(("svc-video-v3.0-preview", "video"))
     # the cache refreshes on its own schedule: the known default is there at once
-    it = await world.discord.autocomplete(world.guild, world.channel, world.alice, "video",
-                                          {"prompt": "x", "model": "svc"}, focused="model")
+    it = await world.discord.autocomplete(
+        world.guild, world.channel, world.alice, "video", {"prompt": "x", "model": "svc"}, focused="model"
+    )
     await it.wait_response()
-    assert it.ack_latency < 3
+    assert it.ack_latency is not None and it.ack_latency < 3
+    assert it.choices is not None
     names = [c["value"] for c in it.choices]
     assert names[0] == "svc-video-v2.0"
     assert all("image" not in n and "text" not in n for n in names)
-    it = await world.discord.autocomplete(world.guild, world.channel, world.alice, "image",
-                                          {"prompt": "x", "model": ""}, focused="model")
+    it = await world.discord.autocomplete(
+        world.guild, world.channel, world.alice, "image", {"prompt": "x", "model": ""}, focused="model"
+    )
     await it.wait_response()
+    assert it.choices is not None
     assert [c["value"] for c in it.choices] == ["svc-image-2.1-flash"]
 
 
 async def test_member_limit_and_guild_cap_give_clear_messages(tmp_path) -> None:
-    world = await make_world(tmp_path, members=4, extra_env={
-        "GEN_MAX_RUNNING": "1", "MEMBER_JOB_LIMIT": "2", "GUILD_QUEUE_CAP": "3"})
+    world = await make_world(
+        tmp_path,
+        members=4,
+        extra_env={"GEN_MAX_RUNNING": "1", "MEMBER_JOB_LIMIT": "2", "GUILD_QUEUE_CAP": "3"},
+    )
     try:
         await world.start_bot()
-        from tests.fake_service import TaskPlan
+        from tests.fakes.gen_service import TaskPlan
+
         world.service.default_plan = TaskPlan(duration=30)
         a, b, c, d = world.members[0]
-        await world.video("one", member=a)   # running
-        await world.video("two", member=a)   # queued 1
+        await world.video("one", member=a)  # running
+        await world.video("two", member=a)  # queued 1
         it = await world.discord.slash(world.guild, world.channel, a, "video", {"prompt": "three"})
         kind, data = await it.wait_response()
         assert data is not None, (kind, it.callbacks, it.errors)
@@ -119,6 +143,7 @@ async def test_member_limit_and_guild_cap_give_clear_messages(tmp_path) -> None:
         await world.video("five", member=c)  # queued 3
         it = await world.discord.slash(world.guild, world.channel, d, "video", {"prompt": "six"})
         _, data = await it.wait_response()
+        assert data is not None
         assert data["flags"] & 64 and "queue is full" in data["content"] and "3" in data["content"]
         assert [p for p in await service_prompts(world)] == ["one"]
     finally:
@@ -128,11 +153,13 @@ async def test_member_limit_and_guild_cap_give_clear_messages(tmp_path) -> None:
 async def test_missing_channel_permissions_are_caught_when_asked(tmp_path) -> None:
     world = await make_world(tmp_path)
     try:
-        no_attach = world.discord.add_channel(world.guild, "no-files",
-                                              bot_permissions=world.channel.bot_permissions & ~(1 << 15))
+        no_attach = world.discord.add_channel(
+            world.guild, "no-files", bot_permissions=world.channel.bot_permissions & ~(1 << 15)
+        )
         await world.start_bot()
         it = await world.discord.slash(world.guild, no_attach, world.alice, "video", {"prompt": "a cat"})
         _, data = await it.wait_response()
+        assert data is not None
         assert data["flags"] & 64 and "Attach Files" in data["content"]
         assert await service_prompts(world) == []
     finally:
@@ -146,7 +173,9 @@ async def test_commands_are_synced_only_on_request(tmp_path) -> None:
         assert not world.discord.requests_to("PUT", "/commands")
         await world.bot.terminate()
         await world.start_bot("--sync")
-        await world.discord.wait_for(lambda: world.discord.requests_to("PUT", "/commands"), what="command sync")
+        await world.discord.wait_for(
+            lambda: world.discord.requests_to("PUT", "/commands"), what="command sync"
+        )
         names = {c["name"] for c in world.discord.commands_for()}
         assert {"video", "image", "job", "sync"} <= names
         video = next(c for c in world.discord.commands_for() if c["name"] == "video")
@@ -158,18 +187,29 @@ async def test_commands_are_synced_only_on_request(tmp_path) -> None:
 
 def await_nothing_queued(world: World) -> None:
     assert not [r for r in world.service.requests if r.method == "POST"]
-    assert not [m for m in world.discord.messages.values() if m.embeds and "job #" in (m.embeds[0].get("title") or "")]
+    assert not [
+        m for m in world.discord.messages.values() if m.embeds and "job #" in (m.embeds[0].get("title") or "")
+    ]
 
 
 async def test_configuration_errors_stop_startup_with_one_readable_line(tmp_path) -> None:
     import os
     import sys
 
-    from tests.harness import REPO
+    from tests.e2e.harness import REPO
+
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GEN_", "DISCORD_"))}
-    env.update({"DISCORD_TOKEN": "x" * 30, "GEN_API_BASE_URL": "http://127.0.0.1:9", "GEN_RATE_LIMIT": "sixteen"})
-    proc = await asyncio.create_subprocess_exec(sys.executable, str(REPO / "bot.py"), cwd=str(tmp_path), env=env,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    env.update(
+        {"DISCORD_TOKEN": "x" * 30, "GEN_API_BASE_URL": "http://127.0.0.1:9", "GEN_RATE_LIMIT": "sixteen"}
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(REPO / "bot.py"),
+        cwd=str(tmp_path),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2
     lines = err.decode().strip().splitlines()
@@ -182,7 +222,9 @@ async def test_configuration_errors_stop_startup_with_one_readable_line(tmp_path
 async def test_sync_command_is_for_the_bot_owner_only(tmp_path) -> None:
     world = await make_world(tmp_path)
     try:
-        owner = world.discord.add_member(world.guild, world.discord.app_owner, permissions=(1 << 3) | (1 << 31))
+        owner = world.discord.add_member(
+            world.guild, world.discord.app_owner, permissions=(1 << 3) | (1 << 31)
+        )
         await world.start_bot()
         it = await world.discord.slash(world.guild, world.channel, world.admins[0], "sync", {})
         await it.wait_response()
@@ -199,7 +241,7 @@ async def test_sync_command_is_for_the_bot_owner_only(tmp_path) -> None:
 
 
 async def test_a_wrong_discord_token_exits_with_a_clear_message(tmp_path) -> None:
-    from tests.harness import BotProcess
+    from tests.e2e.harness import BotProcess
 
     world = await make_world(tmp_path)
     try:

@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import StartWorld
-from tests.fake_service import TaskPlan
-from tests.harness import (
+from tests.e2e.harness import (
+    StartWorld,
     World,
     bot_posts,
     button_ids,
@@ -27,7 +26,8 @@ from tests.harness import (
     task_for,
     wait_log,
 )
-from tests.mediagen import make_large_mp4
+from tests.fakes.gen_service import TaskPlan
+from tests.fakes.media import make_large_mp4
 
 MiB = 1024 * 1024
 RESUMED = "Framecast restarted"
@@ -36,7 +36,6 @@ FOREVER = 10**9  # a TaskPlan that stays pending until the test lets it finish
 WEBHOOK_EDIT = "/webhooks/{app_id}/{token}/messages/{message_id}"
 CHANNEL_EDIT = "/channels/{channel_id}/messages/{message_id}"
 TOKEN_TTL = 900.0
-
 
 
 def answered(requests: list[Any]) -> list[Any]:
@@ -49,7 +48,9 @@ def finish_task(world: World, prompt: str) -> None:
 
 
 async def wait_created(world: World, prompt: str) -> None:
-    await world.service.wait_for(lambda: any(r.status == 200 for r in service_creates(world, prompt)), timeout=10)
+    await world.service.wait_for(
+        lambda: any(r.status == 200 for r in service_creates(world, prompt)), timeout=10
+    )
 
 
 def seen_after(message: Any, since: float) -> list[dict[str, Any]]:
@@ -190,6 +191,7 @@ async def test_sigkill_mid_upload_delivers_exactly_once(start: StartWorld, where
     assert all(h["files"] == [] for h in seen_after(msg, restarted))
     assert all(s.startswith("✅") for s in _statuses(seen_after(msg, restarted)))
     assert job_rows(world)[job_id]["state"] == "delivered"
+    assert look.original is not None
     assert f"framecast-{job_id}.mp4" in look.original.content  # /job shows the file
     if where == "interaction":
         assert msg.id == it.original.id
@@ -254,6 +256,7 @@ async def test_sigterm_during_an_upload_lets_it_finish_and_records_it(start: Sta
     await world.discord.wait_for(lambda: held, timeout=15, what="the upload to be in flight")
 
     began = time.monotonic()
+    assert world.bot.proc is not None
     world.bot.proc.terminate()
     await wait_log(world, "stop requested")
     assert world.bot.running  # it waits for the upload in flight...
@@ -296,7 +299,7 @@ async def test_sigterm_during_a_long_reencode_does_not_wait_for_it(start: StartW
     assert attachment.size <= 2 * MiB and msg.id == it.original.id
     # The same re-encode, run to its end after the restart, took more encodes than the stopping bot
     # did: the stop did not sit waiting for it.
-    needed = world.bot.log_text()[len(first_run):].count("fit_video attempt")
+    needed = world.bot.log_text()[len(first_run) :].count("fit_video attempt")
     assert first_run.count("fit_video attempt") < needed
 
 
@@ -358,6 +361,7 @@ async def test_retry_button_works_after_a_restart(start: StartWorld) -> None:
     new_id = await world.job_id(click)
     assert new_id != job_id
     delivered = await world.delivered(click)
+    assert click.original is not None
     assert delivered.id == click.original.id
     assert len(world.files_for(new_id)) == 1
     assert [r.json["prompt"] for r in service_creates(world)] == [prompt, prompt]

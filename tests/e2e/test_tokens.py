@@ -14,10 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import StartWorld
-from tests.fake_discord import FakeMessage
-from tests.fake_service import TaskPlan
-from tests.harness import (
+from tests.e2e.harness import (
+    StartWorld,
     World,
     bot_posts,
     button_ids,
@@ -26,12 +24,13 @@ from tests.harness import (
     status_of,
     task_for,
 )
+from tests.fakes.discord_api import FakeMessage
+from tests.fakes.gen_service import TaskPlan
 
 FOREVER = 10**9
 MOVED = "This job continues in a new message"
 TOKEN_TTL = 900.0
 TOKEN_MARGIN = 2.0
-
 
 
 def token_requests(world: World, it: Any) -> list[Any]:
@@ -49,7 +48,11 @@ def job_posts(world: World, job_id: int) -> list[FakeMessage]:
 
 def pings(world: World) -> list[FakeMessage]:
     """Messages that notified somebody."""
-    return [m for m in world.discord.messages.values() if m.pinged_user_ids or m.pinged_role_ids or m.pinged_everyone]
+    return [
+        m
+        for m in world.discord.messages.values()
+        if m.pinged_user_ids or m.pinged_role_ids or m.pinged_everyone
+    ]
 
 
 def replied_to(message: FakeMessage) -> str | None:
@@ -57,7 +60,9 @@ def replied_to(message: FakeMessage) -> str | None:
     return str((payload.get("message_reference") or {}).get("message_id") or "") or None
 
 
-async def assert_delivered_on_channel_message_with_one_ping(world: World, it: Any, job_id: int) -> FakeMessage:
+async def assert_delivered_on_channel_message_with_one_ping(
+    world: World, it: Any, job_id: int
+) -> FakeMessage:
     delivered = await world.delivered(it)
     assert delivered.interaction is None, "expected the file on a channel message"
     assert delivered.id == job_posts(world, job_id)[-1].id  # the job's current message
@@ -178,7 +183,9 @@ async def test_a_failure_on_a_channel_message_mentions_the_requester_once(start:
     it = await world.video("an impossible staircase", age=TOKEN_TTL - 3)
     job_id = await world.job_id(it)
     failed = await world.wait_message(
-        lambda m: m in job_posts(world, job_id) and status_of(m).startswith("❌"), timeout=15, what="the failure",
+        lambda m: m in job_posts(world, job_id) and status_of(m).startswith("❌"),
+        timeout=15,
+        what="the failure",
     )
     assert "the model gave up" in status_of(failed)
     assert [c.split(":")[1] for c in button_ids(failed)] == ["retry"]

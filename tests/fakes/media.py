@@ -260,4 +260,9 @@ def make_png_bomb(width: int = 12_000, height: int = 12_000) -> bytes:
         parts.append(packer.compress(block[:remaining]))
         remaining -= len(block)
     parts.append(packer.flush())
-    return b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", b"".join(parts)) + _png_chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"IDAT", b"".join(parts))
+        + _png_chunk(b"IEND", b"")
+    )

@@ -192,7 +192,9 @@ class GuardedResolver(AbstractResolver):
         if not public:
             raise RefusedAddress()
         if len(public) < len(answers):
-            log.info("dropped %d internal address(es) from a result host's DNS answer", len(answers) - len(public))
+            log.info(
+                "dropped %d internal address(es) from a result host's DNS answer", len(answers) - len(public)
+            )
         return public
 
     async def close(self) -> None:

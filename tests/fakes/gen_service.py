@@ -133,7 +133,7 @@ def _default_png() -> bytes:
     global _PNG_CACHE
     if _PNG_CACHE is None:
         try:
-            from tests.mediagen import make_png
+            from tests.fakes.media import make_png
 
             _PNG_CACHE = make_png(64, 64)
         except Exception:  # mediagen missing or PyAV broken: a zlib PNG still is a real PNG
@@ -145,7 +145,7 @@ def _default_mp4() -> bytes:
     global _MP4_CACHE
     if _MP4_CACHE is None:
         try:
-            from tests.mediagen import make_mp4
+            from tests.fakes.media import make_mp4
 
             _MP4_CACHE = make_mp4(64, 64, 12, 12)
         except Exception:

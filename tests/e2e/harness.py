@@ -1,5 +1,8 @@
 """End-to-end harness: the real ``bot.py`` in a subprocess against the two fakes.
 
+The one module of the end-to-end tests' machinery: the :class:`World`, its helpers, and the
+``world`` / ``start`` fixtures (registered for the whole suite by ``tests/conftest.py``).
+
 A :class:`World` holds a fake Discord (guilds, channels, members), a fake generation service, a
 temporary database, and the bot process. Timings are scaled down through the bot's own
 configuration (a 16-per-60-seconds budget becomes 16 per second), never by patching code.
@@ -12,15 +15,17 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.fake_discord import FakeDiscord, FakeMessage
-from tests.fake_service import FakeService
+import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.fakes.discord_api import FakeDiscord, FakeInteraction, FakeMessage
+from tests.fakes.gen_service import FakeService
+
+REPO = Path(__file__).resolve().parents[2]
 # Manage Server, for members who may cancel or retry other people's jobs.
 MANAGE_GUILD = 1 << 5
 # A normal member: view channel, send messages, use application commands.
@@ -56,9 +61,14 @@ class BotProcess:
         """Start the bot (appending to the same log across restarts)."""
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115, ASYNC230 - tiny, closed in wait()
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(REPO / "bot.py"), *args,
-            cwd=str(REPO), env=self.env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=self._log_file, stderr=asyncio.subprocess.STDOUT,
+            sys.executable,
+            str(REPO / "bot.py"),
+            *args,
+            cwd=str(REPO),
+            env=self.env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=asyncio.subprocess.STDOUT,
         )
 
     async def kill(self) -> None:
@@ -111,7 +121,17 @@ class World:
     channels: list[Any] = field(default_factory=list)
     members: dict[int, list[Any]] = field(default_factory=dict)  # guild index -> members
     admins: list[Any] = field(default_factory=list)  # one member with Manage Server per guild
-    bot: BotProcess | None = None
+    process: BotProcess | None = None  # the bot, once started (see :attr:`bot`)
+
+    @property
+    def bot(self) -> BotProcess:
+        """The bot's process; only once :meth:`start_bot` (or a test) has started one."""
+        assert self.process is not None, "the bot was never started"
+        return self.process
+
+    @bot.setter
+    def bot(self, process: BotProcess) -> None:
+        self.process = process
 
     @property
     def guild(self) -> Any:
@@ -140,8 +160,10 @@ class World:
         try:
             await asyncio.wait({ready, exited}, return_when=asyncio.FIRST_COMPLETED)
             if not ready.done():
-                raise AssertionError(f"bot.py exited with {self.bot.proc.returncode} before connecting:\n"
-                                     + self.bot.log_text()[-3000:])
+                raise AssertionError(
+                    f"bot.py exited with {self.bot.proc.returncode} before connecting:\n"
+                    + self.bot.log_text()[-3000:]
+                )
             ready.result()
         except Exception:
             print(self.bot.log_text()[-5000:])
@@ -158,8 +180,14 @@ class World:
     async def video(self, prompt: str, *, member: Any = None, guild: int = 0, **options: Any) -> Any:
         """/video in guild `guild` by `member` (default: alice); returns the FakeInteraction."""
         member = member or self.members[guild][0]
-        it = await self.discord.slash(self.guilds[guild], self.channels[guild], member, "video",
-                                      {"prompt": prompt, **options.pop("opts", {})}, **options)
+        it = await self.discord.slash(
+            self.guilds[guild],
+            self.channels[guild],
+            member,
+            "video",
+            {"prompt": prompt, **options.pop("opts", {})},
+            **options,
+        )
         await it.wait_response(timeout=5)
         await self.job_id(it)  # accepted and shown: the next command sees this job
         return it
@@ -167,8 +195,14 @@ class World:
     async def image(self, prompt: str, *, member: Any = None, guild: int = 0, **options: Any) -> Any:
         """/image, like :meth:`video`."""
         member = member or self.members[guild][0]
-        it = await self.discord.slash(self.guilds[guild], self.channels[guild], member, "image",
-                                      {"prompt": prompt, **options.pop("opts", {})}, **options)
+        it = await self.discord.slash(
+            self.guilds[guild],
+            self.channels[guild],
+            member,
+            "image",
+            {"prompt": prompt, **options.pop("opts", {})},
+            **options,
+        )
         await it.wait_response(timeout=5)
         await self.job_id(it)  # accepted and shown: the next command sees this job
         return it
@@ -184,20 +218,25 @@ class World:
                     return m
             return None
 
-        await self.discord.wait_for(lambda: find() is not None, timeout=timeout, what=f"job {job_id} delivered")
+        await self.discord.wait_for(
+            lambda: find() is not None, timeout=timeout, what=f"job {job_id} delivered"
+        )
         found = find()
         assert found is not None
         return found
 
     async def job_id(self, it: Any, timeout: float = 10) -> int:
         """The job number shown in the interaction's message title."""
-        msg = await it.wait_original(lambda m: bool(m.embeds) and "#" in (m.embeds[0].get("title") or ""),
-                                     timeout=timeout)
+        msg = await it.wait_original(
+            lambda m: bool(m.embeds) and "#" in (m.embeds[0].get("title") or ""), timeout=timeout
+        )
         return int(msg.embeds[0]["title"].rsplit("#", 1)[1])
 
-    async def wait_message(self, predicate: Callable[[FakeMessage], bool], timeout: float = 30,
-                           what: str = "a message") -> FakeMessage:
+    async def wait_message(
+        self, predicate: Callable[[FakeMessage], bool], timeout: float = 30, what: str = "a message"
+    ) -> FakeMessage:
         """Wait for any message matching `predicate`."""
+
         def find() -> FakeMessage | None:
             return next((m for m in self.discord.messages.values() if predicate(m)), None)
 
@@ -209,6 +248,12 @@ class World:
     def files_for(self, job_id: int) -> list[Any]:
         """Every upload ever made of job `job_id`'s result."""
         return [a for a in self.discord.files_delivered() if a.filename.startswith(f"framecast-{job_id}.")]
+
+
+def ack_latency(it: FakeInteraction) -> float:
+    """Seconds from dispatch to the interaction's accepted initial response (it must have one)."""
+    assert it.ack_latency is not None, f"interaction {it.id} was never acknowledged"
+    return it.ack_latency
 
 
 def status_of(message: FakeMessage) -> str:
@@ -243,8 +288,14 @@ def button_ids(message: FakeMessage) -> list[str]:
     return list(message.custom_ids())
 
 
-async def make_world(tmp: Path, *, guilds: int = 1, members: int = 3, extra_env: dict[str, str] | None = None,
-                     **discord_kwargs: Any) -> World:
+async def make_world(
+    tmp: Path,
+    *,
+    guilds: int = 1,
+    members: int = 3,
+    extra_env: dict[str, str] | None = None,
+    **discord_kwargs: Any,
+) -> World:
     """Build and start both fakes (not the bot)."""
     discord_kwargs.setdefault("bot_token", f"bot-token-{secrets.token_hex(16)}")
     discord = FakeDiscord(**discord_kwargs)
@@ -254,20 +305,23 @@ async def make_world(tmp: Path, *, guilds: int = 1, members: int = 3, extra_env:
         guild = discord.add_guild(f"Guild {g}")
         world.guilds.append(guild)
         world.channels.append(discord.add_channel(guild, "general"))
-        world.members[g] = [discord.add_member(guild, f"member{g}-{i}", permissions=MEMBER_PERMS)
-                            for i in range(members)]
+        world.members[g] = [
+            discord.add_member(guild, f"member{g}-{i}", permissions=MEMBER_PERMS) for i in range(members)
+        ]
         world.admins.append(discord.add_member(guild, f"admin{g}", permissions=MEMBER_PERMS | MANAGE_GUILD))
     await discord.start()
     await service.start()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GEN_", "DISCORD_"))}
     env.update(discord.env())
     env.update(SCALED_ENV)
-    env.update({
-        "GEN_API_BASE_URL": service.base_url,
-        "GEN_API_KEY": service.api_key,
-        "DATABASE_PATH": str(tmp / "data" / "framecast.sqlite3"),
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "GEN_API_BASE_URL": service.base_url,
+            "GEN_API_KEY": service.api_key,
+            "DATABASE_PATH": str(tmp / "data" / "framecast.sqlite3"),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.update(extra_env or {})
     world.env = env
     return world
@@ -276,13 +330,13 @@ async def make_world(tmp: Path, *, guilds: int = 1, members: int = 3, extra_env:
 async def close_world(world: World) -> None:
     """Stop the bot (SIGTERM), then the fakes; check that no secret reached the log."""
     try:
-        if world.bot is not None and world.bot.running:
-            await world.bot.terminate()
+        if world.process is not None and world.process.running:
+            await world.process.terminate()
     finally:
         await world.service.stop()
         await world.discord.stop()
-    if world.bot is not None:
-        log = world.bot.log_text()
+    if world.process is not None:
+        log = world.process.log_text()
         for secret in (world.env["DISCORD_TOKEN"], world.env["GEN_API_KEY"]):
             assert secret not in log, "a secret reached the bot's log"
         for it in world.discord.interactions:
@@ -291,7 +345,10 @@ async def close_world(world: World) -> None:
 
 
 def hold_route(
-    discord: FakeDiscord, method: str, template: str, when: Callable[[Any], bool] | None = None,
+    discord: FakeDiscord,
+    method: str,
+    template: str,
+    when: Callable[[Any], bool] | None = None,
 ) -> tuple[asyncio.Event, list[Any]]:
     """Let the fake Discord fully process `method template` requests (store the message, the
     attachments...) but hold each answer until the returned event is set.
@@ -309,6 +366,7 @@ def hold_route(
     routes = discord._routes  # noqa: SLF001 - a test-side wrapper around one route of the fake
     for index, (m, pattern, handler, auth, tmpl) in enumerate(routes):
         if m == method and tmpl == template:
+
             async def holding(call: Any, _handler: Callable[[Any], Any] = handler) -> Any:
                 answer = await _handler(call)
                 if when is not None and not when(call):
@@ -362,8 +420,10 @@ async def wait_log(world: World, text: str, timeout: float = 10.0, *, start: int
 def service_creates(world: World, prompt: str | None = None) -> list[Any]:
     """Create requests (video and image) the fake service received, optionally for one prompt."""
     return [
-        r for r in world.service.requests
-        if r.method == "POST" and r.path in ("/v1/videos", "/v1/images/generations")
+        r
+        for r in world.service.requests
+        if r.method == "POST"
+        and r.path in ("/v1/videos", "/v1/images/generations")
         and (prompt is None or (isinstance(r.json, dict) and r.json.get("prompt") == prompt))
     ]
 
@@ -383,8 +443,11 @@ def task_for(world: World, prompt: str) -> Any:
 def bot_posts(world: World, channel: Any = None) -> list[FakeMessage]:
     """Messages the bot posted in a channel with its bot token (not interaction responses)."""
     channel = channel or world.channel
-    return [m for m in world.discord.messages_in(channel, include_deleted=True)
-            if m.interaction is None and m.author.id == world.discord.bot_user.id]
+    return [
+        m
+        for m in world.discord.messages_in(channel, include_deleted=True)
+        if m.interaction is None and m.author.id == world.discord.bot_user.id
+    ]
 
 
 def notes_seen(message: FakeMessage) -> list[str]:
@@ -408,5 +471,42 @@ async def wait_state(world: World, job_id: int, state: str, timeout: float = 10.
         if row is not None and row["state"] == state:
             return row
         if loop.time() > deadline:
-            raise TimeoutError(f"job {job_id} is {row and row['state']!r}, not {state!r}, after {timeout:g} s")
+            raise TimeoutError(
+                f"job {job_id} is {row and row['state']!r}, not {state!r}, after {timeout:g} s"
+            )
         await asyncio.sleep(0.02)
+
+
+# -- fixtures (registered for every test by tests/conftest.py) ------------------------------------
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    """One guild, three members and an admin; the bot running and connected."""
+    w = await make_world(tmp_path)
+    try:
+        await w.start_bot()
+        yield w
+    finally:
+        await close_world(w)
+
+
+StartWorld = Callable[..., Awaitable[World]]
+
+
+@pytest.fixture
+async def start(tmp_path: Path) -> AsyncIterator[StartWorld]:
+    """`await start(setup=..., extra_env=...)`: `setup(world)` runs before the bot starts."""
+    worlds: list[World] = []
+
+    async def factory(setup: Callable[[World], None] | None = None, **kwargs: Any) -> World:
+        world = await make_world(tmp_path, **kwargs)
+        worlds.append(world)
+        if setup is not None:
+            setup(world)
+        await world.start_bot()
+        return world
+
+    try:
+        yield factory
+    finally:
+        for world in worlds:
+            await close_world(world)

@@ -1,0 +1,60 @@
+"""What Discord's error answers mean for a job's message.
+
+Discord answers a refused request with an HTTP status and a JSON error code; only a handful of
+codes change what the delivery code does next, and they are named here once.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import aiohttp
+import discord
+
+from framecast.runner import UploadTooLarge
+
+__all__ = ["DISCORD_TROUBLE", "DiscordCode", "MessageUnusable", "TokenDead", "describe", "translate"]
+
+#: Failures of one request to Discord that leave the job as it was (logged, tried again later).
+DISCORD_TROUBLE = (discord.HTTPException, aiohttp.ClientError, TimeoutError)
+
+
+class DiscordCode(IntEnum):
+    """The JSON error codes of Discord's answers that the delivery code acts on."""
+
+    UNKNOWN_MESSAGE = 10008  # the message is gone (deleted)
+    UNKNOWN_WEBHOOK = 10015  # the interaction token is unknown (expired long ago)
+    MESSAGE_TOO_OLD = 30046  # no more edits of a message older than an hour
+    REQUEST_TOO_LARGE = 40005  # the upload is over the destination's limit (HTTP 413)
+    INVALID_WEBHOOK_TOKEN = 50027  # the interaction token expired
+
+
+class TokenDead(Exception):
+    """The interaction token can no longer reach the job's message: move to a channel message."""
+
+
+class MessageUnusable(Exception):
+    """Discord refuses edits of the channel message (too old) or it is gone: post a fresh one."""
+
+
+def translate(exc: discord.HTTPException, *, via_token: bool) -> Exception:
+    """The exception an edit of the job's message raises for Discord's refusal `exc`.
+
+    :class:`~framecast.runner.UploadTooLarge` for a 413, :class:`TokenDead` when the token is dead,
+    :class:`MessageUnusable` when a channel message cannot be edited any more; `exc` itself otherwise.
+    """
+    if exc.status == 413 or exc.code == DiscordCode.REQUEST_TOO_LARGE:
+        return UploadTooLarge(str(exc.code))
+    dead = (DiscordCode.INVALID_WEBHOOK_TOKEN, DiscordCode.UNKNOWN_WEBHOOK)
+    if via_token and (exc.code in dead or exc.status == 401):
+        return TokenDead()
+    if not via_token and exc.code in (DiscordCode.MESSAGE_TOO_OLD, DiscordCode.UNKNOWN_MESSAGE):
+        return MessageUnusable()
+    return exc
+
+
+def describe(exc: BaseException) -> str:
+    """A short, secret-free description of a failed request, for the log."""
+    if isinstance(exc, discord.HTTPException):
+        return f"HTTP {exc.status} (code {exc.code})"
+    return type(exc).__name__

@@ -1,0 +1,65 @@
+"""Mentioning the requester once their job ended on a channel message.
+
+On the interaction's own message the member is already looking at their command's answer; a
+channel message (the token expired) changes silently, since edits never notify anybody, so the
+result gets one short reply that mentions the requester.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+import discord
+
+from cogs.delivery.codes import DISCORD_TROUBLE, describe
+from cogs.delivery.placement import Target
+from cogs.delivery.slot import Slot
+from cogs.i18n import t
+from framecast.jobs import Job, JobKind, JobState
+
+__all__ = ["ping_requester"]
+
+log = logging.getLogger(__name__)
+
+
+async def ping_requester(
+    client: discord.Client,
+    slot: Slot,
+    target: Target,
+    shown: Job,
+    *,
+    persist: Callable[[Slot], Awaitable[None]],
+) -> None:
+    """Reply to the job's channel message `target`, mentioning the requester (once; best effort).
+
+    `shown` is the job as the message shows it (DELIVERED: "ready", otherwise "finished").
+    """
+    job = slot.job
+    if job.discord.get("pinged"):
+        return
+    kind = t("kind_video" if job.kind is JobKind.VIDEO else "kind_image", job.locale)
+    mention = f"<@{job.user_id}>"
+    text = (
+        t("note_ready", job.locale, mention=mention, kind=kind.lower())
+        if shown.state is JobState.DELIVERED
+        else t("note_finished", job.locale, mention=mention, id=job.id)
+    )
+    channel = client.get_partial_messageable(target.channel_id, guild_id=job.guild_id)
+    try:
+        await channel.send(
+            text,
+            reference=discord.MessageReference(
+                message_id=int(target.message_id), channel_id=target.channel_id, fail_if_not_exists=False
+            ),
+            allowed_mentions=discord.AllowedMentions(
+                everyone=False, roles=False, replied_user=False, users=[discord.Object(job.user_id)]
+            ),
+        )
+    except DISCORD_TROUBLE as exc:
+        log.warning("job %s: could not mention the requester: %s", job.id, describe(exc))
+        return
+    slot.job.discord["pinged"] = True
+    with contextlib.suppress(Exception):
+        await persist(slot)

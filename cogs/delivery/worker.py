@@ -1,0 +1,155 @@
+"""One task per unfinished job: the one writer of that job's message.
+
+Renders are coalesced (only when the visible text changes, at most one edit per ``EDIT_INTERVAL``,
+an urgent change at once), and deliveries go through the same task so two writers never race. What
+a draw or a delivery does is the owner's (:class:`SlotOwner`, the reporter); when and in which
+order is decided here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from typing import Protocol
+
+import discord
+
+from cogs.delivery.codes import DISCORD_TROUBLE, describe
+from cogs.delivery.slot import Delivery, Slot, with_state
+from framecast.clock import Clock
+from framecast.jobs import Job, JobState
+
+__all__ = ["SlotOwner", "Workers"]
+
+log = logging.getLogger(__name__)
+
+#: Longest pause after Discord's rate limit before the message is drawn again.
+_RATE_LIMIT_PAUSE = 30.0
+
+
+class SlotOwner(Protocol):
+    """What a job's worker does with the job's message."""
+
+    async def deliver(self, slot: Slot, delivery: Delivery) -> None:
+        """Put the result on the message (raises when it could not)."""
+        ...
+
+    async def redraw(self, slot: Slot) -> None:
+        """Draw the job's current state (a no-op when the message already shows it)."""
+        ...
+
+    async def landed(self, slot: Slot) -> None:
+        """The runner found the result already on the message: finish it off (the ping)."""
+        ...
+
+    def until_move(self, slot: Slot) -> float | None:
+        """Seconds until the message must move (None: no deadline)."""
+        ...
+
+
+class Workers:
+    """The slots of unfinished jobs, each with its worker task."""
+
+    def __init__(self, owner: SlotOwner, *, clock: Clock, interval: float) -> None:
+        self._owner = owner
+        self._clock = clock
+        self._interval = interval
+        self._slots: dict[int, Slot] = {}
+        self._closing = False
+
+    def __repr__(self) -> str:
+        return f"<Workers slots={len(self._slots)}>"
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def get(self, job_id: int) -> Slot | None:
+        """The job's slot, if it has one."""
+        return self._slots.get(job_id)
+
+    def slot(self, job: Job) -> Slot:
+        """The job's slot, created (with its task) if needed; a task that ended is started again."""
+        slot = self._slots.get(job.id)
+        if slot is None:
+            slot = Slot(job=job)
+            self._slots[job.id] = slot
+        if (slot.task is None or slot.task.done()) and not self._closing:
+            slot.task = asyncio.create_task(self._run(slot), name=f"framecast-message-{job.id}")
+            slot.task.add_done_callback(functools.partial(self._done, job.id))
+        return slot
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Stop every task (their jobs' state is in the database; nothing is lost)."""
+        self._closing = True
+        tasks = [s.task for s in self._slots.values() if s.task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
+    def _done(self, job_id: int, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("message task of job %s died", job_id, exc_info=task.exception())
+        slot = self._slots.get(job_id)
+        if slot is not None and slot.task is task:
+            if slot.delivery is not None and not slot.delivery.future.done():
+                slot.delivery.future.set_exception(RuntimeError("the message task stopped"))
+            if slot.job.is_terminal or self._closing:
+                del self._slots[job_id]
+            elif not task.cancelled():
+                # Restart a task that died: a job must never lose its message.
+                self.slot(slot.job).wake.set()
+
+    async def _wait(self, slot: Slot) -> None:
+        """Until there is something to do: a wake, or the deadline to move the message."""
+        timeout = None if slot.awaits_look else self._owner.until_move(slot)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(slot.wake.wait(), timeout)
+        if slot.delivery is None and not slot.urgent.is_set():
+            # Coalesce: at most one edit per interval; an urgent change cuts the wait short.
+            wait = slot.last_edit + self._interval - self._clock.monotonic()
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(slot.urgent.wait(), wait)
+        slot.wake.clear()
+        slot.urgent.clear()
+
+    async def _run(self, slot: Slot) -> None:
+        while True:
+            await self._wait(slot)
+            delivery, slot.delivery = slot.delivery, None
+            if delivery is not None:
+                try:
+                    await self._owner.deliver(slot, delivery)
+                except BaseException as exc:
+                    if not delivery.future.done():
+                        delivery.future.set_exception(
+                            exc if isinstance(exc, Exception) else RuntimeError("stopped")
+                        )
+                    if not isinstance(exc, Exception):
+                        raise
+                    continue
+                # The delivery's edit showed the finished message (file, notices, link): nothing is
+                # left to draw, and the message must not move or change any more.
+                slot.job = with_state(slot.job, JobState.DELIVERED)
+                if not delivery.future.done():
+                    delivery.future.set_result(None)
+                return
+            if slot.landed:
+                await self._owner.landed(slot)
+                return
+            if slot.job.state is JobState.DELIVERED:
+                return
+            if slot.awaits_look:
+                continue
+            try:
+                await self._owner.redraw(slot)
+            except discord.RateLimited as exc:
+                slot.wake.set()
+                await asyncio.sleep(min(exc.retry_after, _RATE_LIMIT_PAUSE))
+            except DISCORD_TROUBLE as exc:
+                log.warning("job %s: could not update its message: %s", slot.job.id, describe(exc))
+            if slot.job.is_terminal and slot.delivery is None and not slot.wake.is_set():
+                return

@@ -1,0 +1,378 @@
+"""The generation-service client: the operations of ``SERVICE_API.md`` on top of the transport.
+
+Create, poll and wait for tasks, list models, download results. The requests themselves (budget,
+retries, caps, error mapping) are :class:`~framecast.service.transport.Transport`'s; result
+downloads are :class:`~framecast.service.download.ResultFetcher`'s; answers are read by the pure
+functions of :mod:`framecast.service.parsing`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import aiohttp
+from aiohttp.abc import AbstractResolver
+
+from framecast.budget import Priority, RequestBudget
+from framecast.clock import Clock
+from framecast.config import Secret
+from framecast.errors import (
+    BadResponse,
+    RateLimited,
+    ServiceError,
+    ServiceUnavailable,
+    TaskFailed,
+    TaskTimedOut,
+)
+from framecast.safetext import clean_text
+from framecast.service.download import ResultFetcher
+from framecast.service.parsing import (
+    parse_image_answer,
+    parse_model_list,
+    parse_poll,
+    parse_task_id,
+    type_name,
+)
+from framecast.service.transport import Transport
+from framecast.service.types import (
+    ImageParams,
+    ImageResult,
+    ModelCatalog,
+    ProgressCallback,
+    TaskStatus,
+    VideoParams,
+)
+
+if TYPE_CHECKING:
+    from framecast.config import Settings
+
+__all__ = ["GenerationClient"]
+
+log = logging.getLogger(__name__)
+
+_REASON_MAX = 500  # a failed task's reason (stored with the job, shown to its member)
+
+
+class GenerationClient:
+    """The asyncio client of the generation service.
+
+    `session` is shared and owned by the caller; it carries every request to the service's own
+    origin (``base_url``), each with the API key and through `budget` (one per key). Result URLs
+    on any other host go through a session this client owns (see :meth:`close`), whose connector
+    only connects to public addresses or to `result_hosts` (``GEN_RESULT_HOSTS``), and never
+    carry the key. `request_timeout` bounds one HTTP request in real seconds; `retry_max` is the
+    number of attempts for 429s and transient failures; backoff between transient retries grows
+    from `backoff_base` to `backoff_max` seconds of `clock` time, with jitter.
+
+    Every answer is read with a cap counted after decompression: `json_max_bytes` for JSON
+    answers, `image_json_max_bytes` for image creates (they may carry the image as base64).
+    `max_redirects` bounds the redirects of one result download; `malformed_polls` is how many
+    unreadable poll answers in a row end a wait. `resolver` is the DNS resolver behind the guard
+    for foreign hosts (default: the system's).
+    """
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        *,
+        base_url: str,
+        api_key: Secret,
+        budget: RequestBudget,
+        clock: Clock,
+        request_timeout: float = 60,
+        retry_max: int = 6,
+        backoff_base: float = 2,
+        backoff_max: float = 120,
+        rng: random.Random | None = None,
+        json_max_bytes: int = 1_048_576,
+        image_json_max_bytes: int = 50_331_648,
+        result_hosts: Iterable[str] = (),
+        max_redirects: int = 3,
+        malformed_polls: int = 3,
+        resolver: AbstractResolver | None = None,
+    ) -> None:
+        if not isinstance(api_key, Secret):
+            raise TypeError("api_key must be a Secret")
+        if retry_max < 1 or malformed_polls < 1:
+            raise ValueError("retry_max and malformed_polls must be >= 1")
+        if max_redirects < 0 or json_max_bytes < 1 or image_json_max_bytes < 1:
+            raise ValueError("max_redirects must be >= 0 and the answer caps >= 1")
+        if backoff_base <= 0 or backoff_max <= 0:
+            raise ValueError("backoff_base and backoff_max must be > 0")
+        self._base_url = base_url.rstrip("/")
+        self._budget = budget
+        self._clock = clock
+        self._image_json_max_bytes = int(image_json_max_bytes)
+        self._malformed_polls = int(malformed_polls)
+        self._transport = Transport(
+            session,
+            base_url=self._base_url,
+            api_key=api_key,
+            budget=budget,
+            clock=clock,
+            request_timeout=request_timeout,
+            retry_max=retry_max,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+            rng=rng or random.Random(),
+            json_max_bytes=json_max_bytes,
+        )
+        self._results = ResultFetcher(
+            self._transport, result_hosts=result_hosts, max_redirects=max_redirects, resolver=resolver
+        )
+        self._progress_warned: OrderedDict[str, None] = OrderedDict()
+
+    @classmethod
+    def from_settings(
+        cls, session: aiohttp.ClientSession, settings: Settings, budget: RequestBudget, clock: Clock
+    ) -> GenerationClient:
+        """A client configured from :class:`~framecast.config.Settings`."""
+        return cls(
+            session,
+            base_url=settings.gen_api_base_url,
+            api_key=settings.gen_api_key,
+            budget=budget,
+            clock=clock,
+            request_timeout=settings.gen_request_timeout,
+            retry_max=settings.gen_retry_max,
+            backoff_base=settings.gen_backoff_base,
+            backoff_max=settings.gen_backoff_max,
+            json_max_bytes=settings.gen_json_max_bytes,
+            image_json_max_bytes=settings.gen_image_json_max_bytes,
+            result_hosts=settings.gen_result_hosts,
+            max_redirects=settings.gen_max_redirects,
+            malformed_polls=settings.gen_malformed_polls,
+        )
+
+    def __repr__(self) -> str:
+        return f"<GenerationClient base_url={self._base_url!r}>"
+
+    @property
+    def base_url(self) -> str:
+        """The service's base URL (no trailing slash)."""
+        return self._base_url
+
+    @property
+    def budget(self) -> RequestBudget:
+        """The request budget every call goes through."""
+        return self._budget
+
+    async def close(self) -> None:
+        """Close what this client opened itself (the session for foreign result hosts).
+
+        The shared session given to the constructor is the caller's to close. Safe to call twice.
+        """
+        await self._results.close()
+
+    # -- operations -----------------------------------------------------------------------------
+    async def create_video(self, params: VideoParams, *, priority: Priority | int = Priority.NORMAL) -> str:
+        """Create a video task (``POST /v1/videos``) and return its id.
+
+        An unreadable or unusable answer raises :class:`BadResponse` and is not retried: a second
+        create could start a second task.
+        """
+        body = {
+            "model": params.model,
+            "prompt": params.prompt,
+            "width": params.width,
+            "height": params.height,
+            "num_frames": params.num_frames,
+            "frame_rate": params.frame_rate,
+        }
+        data = await self._transport.request_json(
+            "POST", "/v1/videos", json_body=body, priority=priority, what="create video"
+        )
+        task_id = parse_task_id(data, what="create video")
+        log.debug("created video task %s", task_id)
+        return task_id
+
+    async def poll_video(self, task_id: str, *, priority: Priority | int = Priority.HIGH) -> TaskStatus:
+        """Poll a video task once (``GET /svcapi?video_id=...``).
+
+        A ``failed`` task is returned as a status (not raised). Raises :class:`BadResponse` for an
+        unreadable answer, a ``completed`` answer without ``video_url`` or an unknown status.
+        """
+        return await self._poll(task_id, kind="video", priority=priority)
+
+    async def wait_video(
+        self,
+        task_id: str,
+        *,
+        interval: float,
+        timeout: float,  # noqa: ASYNC109 -- a poll deadline in clock seconds, part of the contract
+        started_at: float | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> TaskStatus:
+        """Poll a video task every `interval` seconds until it ends; return the completed status.
+
+        The deadline is `timeout` seconds after `started_at` (the wall-clock time the task was
+        created, ``clock.time()``; default now), so a restarted bot keeps the original deadline.
+        The first poll comes one interval after `started_at`. `on_progress` is awaited after every
+        pending poll (its exceptions propagate). A poll that fails transiently (the service
+        unavailable or rate limiting after the client's own retries) does not end the wait, nor
+        does an unreadable answer (too big, not JSON, too deep, of the wrong shape), which is not
+        retried at once but polled again next interval: only ``malformed_polls`` of them in a
+        row raise :class:`BadResponse`. Raises :class:`TaskFailed` or :class:`TaskTimedOut`.
+        """
+        return await self._wait(task_id, "video", interval, timeout, started_at, on_progress)
+
+    async def wait_image(
+        self,
+        task_id: str,
+        *,
+        interval: float,
+        timeout: float,  # noqa: ASYNC109 -- a poll deadline in clock seconds, part of the contract
+        started_at: float | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> TaskStatus:
+        """Like :meth:`wait_video`, for an image task returned by :meth:`create_image`.
+
+        The result URL may be in ``image_url``, ``url``, ``video_url``, ``result_url`` or
+        ``data[0].url``.
+        """
+        return await self._wait(task_id, "image", interval, timeout, started_at, on_progress)
+
+    async def create_image(
+        self, params: ImageParams, *, priority: Priority | int = Priority.NORMAL
+    ) -> ImageResult:
+        """Create an image (``POST /v1/images/generations``).
+
+        The response shape is not specified; see :func:`parse_image_answer`. The answer may be up
+        to ``image_json_max_bytes`` (an inline base64 image). Raises :class:`TaskFailed` when the
+        service says the image failed, :class:`BadResponse` (not retried) for anything unusable.
+        """
+        body = {"model": params.model, "prompt": params.prompt, "size": params.size}
+        data = await self._transport.request_json(
+            "POST",
+            "/v1/images/generations",
+            json_body=body,
+            priority=priority,
+            what="create image",
+            max_bytes=self._image_json_max_bytes,
+        )
+        try:
+            return parse_image_answer(data, base_url=self._base_url)
+        except TaskFailed as exc:
+            raise TaskFailed(self._transport.shown(exc.reason, _REASON_MAX)) from None
+
+    async def list_models(self, *, priority: Priority | int = Priority.LOW) -> ModelCatalog:
+        """List the service's models (``GET /v1/models``), grouped into video, image and text."""
+        data = await self._transport.request_json("GET", "/v1/models", priority=priority, what="list models")
+        catalog, skipped = parse_model_list(data)
+        if skipped:
+            log.warning("list models: skipped %d entries without a usable model id", skipped)
+        return catalog
+
+    async def download(
+        self,
+        url: str,
+        *,
+        max_bytes: int,
+        timeout: float,  # noqa: ASYNC109 -- passed to aiohttp as each request's total timeout
+        priority: Priority | int = Priority.HIGH,
+    ) -> bytes:
+        """Fetch a result URL, streaming, at most `max_bytes` bytes (after decompression).
+
+        Only ``http(s)``. The service's own origin gets the key and goes through the budget; any
+        other host gets neither, and is fetched only when it is in ``result_hosts`` or resolves
+        to public addresses (checked where the connection is made). Redirects are followed by
+        hand, at most ``max_redirects``, each checked like the first URL. Each request has
+        `timeout` real seconds. Raises :class:`UnsafeResultURL` for a refused link (its message
+        says why, never the URL), :class:`DownloadTooLarge` past the cap and
+        :class:`DownloadError` for a dead or expired link (403/404/410), a timeout, broken
+        compression, or a failure that persists after retries.
+        """
+        return await self._results.download(url, max_bytes=max_bytes, timeout=timeout, priority=priority)
+
+    # -- polling ------------------------------------------------------------------------------------
+    async def _poll(self, task_id: str, *, kind: str, priority: Priority | int) -> TaskStatus:
+        what = f"poll task {task_id}"
+        data = await self._transport.request_json(
+            "GET", "/svcapi", params={"video_id": task_id}, priority=priority, what=what
+        )
+        try:
+            status = parse_poll(data, kind=kind, base_url=self._base_url)
+        except BadResponse as exc:
+            raise BadResponse(f"{what}: {exc.message.removeprefix('poll: ')}") from None
+        if status.progress is None and isinstance(data, dict) and data.get("progress") is not None:
+            self._warn_progress(task_id, data["progress"])
+        if status.error is not None:
+            status = replace(status, error=self._transport.shown(status.error, _REASON_MAX))
+        return status
+
+    def _warn_progress(self, task_id: str, raw: object) -> None:
+        if task_id in self._progress_warned:
+            return
+        self._progress_warned[task_id] = None
+        if len(self._progress_warned) > 1000:  # a long-running bot must not grow this forever
+            self._progress_warned.popitem(last=False)
+        shown = clean_text(raw if isinstance(raw, str) else type_name(raw), 60)
+        log.warning("task %s: unreadable progress %r; showing it as unknown", task_id, shown)
+
+    async def _wait(
+        self,
+        task_id: str,
+        kind: str,
+        interval: float,
+        timeout: float,  # noqa: ASYNC109
+        started_at: float | None,
+        on_progress: ProgressCallback | None,
+    ) -> TaskStatus:
+        if interval <= 0 or timeout <= 0:
+            raise ValueError("interval and timeout must be > 0")
+        now_wall = self._clock.time()
+        elapsed = max(0.0, now_wall - started_at) if started_at is not None else 0.0
+        start = self._clock.monotonic()
+        deadline = start + max(0.0, timeout - elapsed)
+        next_poll = start + max(0.0, interval - elapsed)
+        last_problem: ServiceError | None = None
+        unreadable = 0  # unreadable answers in a row
+        while True:
+            delay = min(next_poll, deadline) - self._clock.monotonic()
+            if delay > 0:
+                await self._clock.sleep(delay)
+            try:
+                status = await self._poll(task_id, kind=kind, priority=Priority.HIGH)
+            except BadResponse as exc:
+                # One garbled answer says little about the task: ask again next interval, and
+                # give up only when the service keeps answering nonsense.
+                unreadable += 1
+                last_problem = exc
+                if unreadable >= self._malformed_polls:
+                    raise BadResponse(
+                        f"the service's answers about task {task_id} were unreadable {unreadable} times "
+                        f"in a row (last: {exc.message})"
+                    ) from None
+                log.warning(
+                    "task %s: unreadable answer %d of %d in a row (%s); will poll again",
+                    task_id,
+                    unreadable,
+                    self._malformed_polls,
+                    exc.message,
+                )
+            except (ServiceUnavailable, RateLimited) as exc:
+                # A long task must not fail because one poll met a bad minute: keep going until
+                # the deadline.
+                last_problem = exc
+                log.warning("task %s: poll failed (%s); will poll again", task_id, exc)
+            else:
+                last_problem = None
+                unreadable = 0
+                if status.state == "completed":
+                    return status
+                if status.state == "failed":
+                    raise TaskFailed(status.error, task_id=task_id)
+                if on_progress is not None:
+                    await on_progress(status)
+            now = self._clock.monotonic()
+            if now >= deadline:
+                message = None
+                if last_problem is not None:
+                    message = f"generation task {task_id} did not finish within {timeout:g} s (last poll: {last_problem})"
+                raise TaskTimedOut(message, task_id=task_id, timeout=timeout)
+            next_poll = now + interval

@@ -1,0 +1,193 @@
+"""Fetching a result the service names, from where :mod:`~framecast.service.netguard` allows.
+
+The service's own origin gets the API key and goes through the budget. Any other host gets
+neither, and is reached only through a session of its own whose connector resolves names with
+:class:`~framecast.service.netguard.GuardedResolver`: only public addresses, or hosts the operator
+listed in ``GEN_RESULT_HOSTS``, are ever connected to. Redirects are followed by hand, each hop
+checked like the first URL. Retries and backoff are the transport's (:meth:`Transport.retrying`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import aiohttp
+import yarl
+from aiohttp.abc import AbstractResolver
+
+from framecast.budget import Priority
+from framecast.errors import AuthError, DownloadError, DownloadTooLarge, UnsafeResultURL
+from framecast.safetext import clean_text
+from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge
+from framecast.service.netguard import (
+    REASON_BAD_URL,
+    REASON_INTERNAL,
+    REASON_TOO_MANY_REDIRECTS,
+    GuardedResolver,
+    RefusedAddress,
+    normalize_host,
+    refusal_before_connecting,
+)
+from framecast.service.transport import Answer, Retry, Transport
+
+__all__ = ["ResultFetcher"]
+
+log = logging.getLogger(__name__)
+
+_Origin = tuple[str, str, int | None]
+
+
+class ResultFetcher:
+    """Downloads of result URLs over `transport`, guarded for every host but the service's.
+
+    `result_hosts` are the operator's trusted hosts (``GEN_RESULT_HOSTS``); `max_redirects` bounds
+    the redirects of one attempt; `resolver` is the DNS resolver behind the guard (default: the
+    system's). The session for foreign hosts is opened on first use and closed by :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        result_hosts: Iterable[str],
+        max_redirects: int,
+        resolver: AbstractResolver | None,
+    ) -> None:
+        self._transport = transport
+        self._origin = _origin(yarl.URL(transport.base_url))
+        self._result_hosts = tuple(result_hosts)
+        self._max_redirects = int(max_redirects)
+        self._resolver = resolver
+        self._guard: GuardedResolver | None = None
+        self._foreign: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        """Close the session for foreign hosts and its resolver, if opened. Safe to call twice."""
+        foreign, guard = self._foreign, self._guard
+        self._foreign = self._guard = None
+        if foreign is not None:
+            await foreign.close()
+        if guard is not None:
+            await guard.close()
+
+    async def download(
+        self,
+        url: str,
+        *,
+        max_bytes: int,
+        timeout: float,  # noqa: ASYNC109 -- passed to aiohttp as each request's total timeout
+        priority: Priority | int,
+    ) -> bytes:
+        """Fetch `url`, streaming, at most `max_bytes` bytes after decompression (see the client)."""
+        try:
+            target = yarl.URL(url)
+        except (ValueError, TypeError):
+            raise self._refuse(REASON_BAD_URL) from None
+
+        async def attempt() -> bytes | Retry:
+            return await self._attempt(target, max_bytes, timeout, priority)
+
+        return await self._transport.retrying("download", attempt)
+
+    async def _attempt(
+        self,
+        url: yarl.URL,
+        max_bytes: int,
+        timeout: float,
+        priority: Priority | int,  # noqa: ASYNC109
+    ) -> bytes | Retry:
+        """One attempt, redirects followed: the bytes, or a :class:`Retry`."""
+        transport = self._transport
+        hops = 0
+        while True:
+            same_origin = _origin(url) == self._origin
+            if not same_origin:
+                reason = refusal_before_connecting(url, self._result_hosts)
+                if reason is not None:
+                    raise self._refuse(reason, url)
+            answer = await transport.exchange(
+                transport.session if same_origin else await self._foreign_session(),
+                "GET",
+                url,
+                headers=transport.headers() if same_origin else {"Accept-Encoding": ACCEPT_ENCODING},
+                budgeted=same_origin,
+                priority=priority,
+                timeout=timeout,
+                max_bytes=max_bytes,
+            )
+            if answer.timed_out:
+                raise DownloadError(f"the download did not finish within {timeout:g} s")
+            if isinstance(answer.failure, aiohttp.InvalidURL):
+                raise self._refuse(REASON_BAD_URL, url)
+            if isinstance(answer.failure, aiohttp.ClientConnectorError) and _refused_by_guard(answer.failure):
+                raise self._refuse(REASON_INTERNAL, url)
+            if answer.ok:
+                if isinstance(answer.unreadable, BodyTooLarge):
+                    raise DownloadTooLarge(limit=max_bytes, size=answer.unreadable.size)
+                if answer.unreadable is not None:
+                    raise DownloadError("the result's compression is broken or unknown")
+                if same_origin:
+                    transport.budget.reward()
+                return answer.body
+            if answer.location is None:
+                return self._retry(answer, same_origin)
+            hops += 1
+            if hops > self._max_redirects:
+                raise self._refuse(REASON_TOO_MANY_REDIRECTS, url)
+            try:
+                url = url.join(yarl.URL(answer.location))
+            except (ValueError, TypeError):
+                raise self._refuse(REASON_BAD_URL, url) from None
+
+    def _retry(self, answer: Answer, same_origin: bool) -> Retry:
+        """The :class:`Retry` for a failed download, or the error that ends it."""
+        status = answer.status
+        if status is not None:
+            if status == 401 and same_origin:
+                raise AuthError(f"download: the service rejected the API key (HTTP {status})", status=status)
+            if status in (401, 403, 404, 410):
+                raise DownloadError(
+                    f"the result link has expired or is not accessible (HTTP {status})", status=status
+                )
+            if not (status == 429 or status >= 500 or status == 408):
+                raise DownloadError(f"the result could not be downloaded (HTTP {status})", status=status)
+        problem = f"HTTP {status}" if status is not None else answer.problem
+
+        def give_up(attempts: int) -> DownloadError:
+            return DownloadError(
+                f"the result could not be downloaded after {attempts} attempts ({problem})", status=status
+            )
+
+        return Retry(problem, give_up, self._transport.retry_after(answer), answer.penalty)
+
+    async def _foreign_session(self) -> aiohttp.ClientSession:
+        # Created on first use (a session wants a running loop) and closed by close(). No proxy
+        # from the environment (trust_env=False): the connection must go where the guard looked.
+        if self._foreign is None:
+            self._guard = GuardedResolver(self._result_hosts, self._resolver)
+            connector = aiohttp.TCPConnector(resolver=self._guard, use_dns_cache=False)
+            self._foreign = aiohttp.ClientSession(connector=connector, trust_env=False)
+        return self._foreign
+
+    def _refuse(self, reason: str, url: yarl.URL | None = None) -> UnsafeResultURL:
+        # The operator may need the host to fill GEN_RESULT_HOSTS; the error itself names nothing.
+        host = clean_text(url.raw_host or "", 100) if url is not None else ""
+        log.warning("refused a result link: %s%s", reason, f" (host {host})" if host else "")
+        return UnsafeResultURL(reason)
+
+
+def _refused_by_guard(exc: aiohttp.ClientConnectorError) -> bool:
+    """Whether a connection failed because the guard refused every address of the host."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, RefusedAddress) or isinstance(getattr(seen, "os_error", None), RefusedAddress):
+            return True
+        seen = seen.__cause__
+    return False
+
+
+def _origin(url: yarl.URL) -> _Origin:
+    return url.scheme.lower(), normalize_host(url.raw_host or ""), url.port

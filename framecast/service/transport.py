@@ -1,0 +1,356 @@
+"""The one way a request reaches the network: a budget slot, retries with backoff, caps, errors.
+
+Every request the client makes, API calls and result downloads alike, goes through
+:class:`Transport`:
+
+* :meth:`Transport.exchange` is one HTTP request: inside a slot of the shared
+  :class:`~framecast.budget.RequestBudget` when it carries the key, its body read with a cap counted
+  after decompression (:func:`~framecast.service.body.read_body`), and a 429 pausing the budget
+  while the slot is still held. It raises nothing of its own: what happened is in the
+  :class:`Answer`.
+* :meth:`Transport.retrying` is the retry loop: an attempt gives a value, raises an error that must
+  not be retried, or returns a :class:`Retry`. The wait before the next attempt is the budget's
+  pause after a 429, else the answer's ``Retry-After``, else
+  :func:`~framecast.backoff.backoff_delay`.
+* :meth:`Transport.request_json` is an API call on both: statuses mapped to the errors of
+  :mod:`framecast.errors`, the answer parsed with :func:`~framecast.service.jsonread.load_json`.
+
+The API key is put into each request's headers and nowhere else: never into a log line, an error
+or a repr (:meth:`Transport.scrub` removes it from the service's own words).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import aiohttp
+import yarl
+
+from framecast.backoff import backoff_delay
+from framecast.budget import Priority, RequestBudget
+from framecast.clock import Clock
+from framecast.config import Secret
+from framecast.errors import (
+    AuthError,
+    BadResponse,
+    RateLimited,
+    RequestRejected,
+    ServiceError,
+    ServiceUnavailable,
+)
+from framecast.safetext import clean_text
+from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge, BodyUndecodable, read_body
+from framecast.service.fields import parse_retry_after
+from framecast.service.jsonread import load_json
+from framecast.service.parsing import error_detail
+
+__all__ = ["DETAIL_MAX", "Answer", "Retry", "Transport"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: The service's own words are shown to members: keep them short.
+DETAIL_MAX = 300
+_ERROR_BODY_MAX = 16 * 1024  # the beginning of an error body is all its message needs
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+@dataclass
+class Answer:
+    """What one :meth:`Transport.exchange` got.
+
+    ``status`` is ``None`` when no answer came (``problem`` says why: a timeout, a connection
+    error kept in ``failure``). A 2xx body is in ``body``, or ``unreadable`` says why it could not
+    be read within the cap; of a 4xx, ``body`` holds the beginning (when asked for). ``penalty`` is
+    the budget's pause after a 429 of a request that went through the budget.
+    """
+
+    status: int | None = None
+    retry_after: str | None = None  # the raw header; see Transport.retry_after
+    location: str | None = None  # a redirect's target, as sent
+    body: bytes = b""
+    unreadable: BodyTooLarge | BodyUndecodable | None = None
+    problem: str = ""
+    timed_out: bool = False
+    failure: aiohttp.ClientError | None = None
+    penalty: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """A 2xx whose body was read to its end (or found unreadable) without a network problem."""
+        return self.status is not None and 200 <= self.status < 300 and not self.problem
+
+
+@dataclass(frozen=True)
+class Retry:
+    """An attempt that failed in a way another attempt may fix.
+
+    `give_up` builds the error raised when it was the last attempt (it gets the number of attempts
+    made). With `budget_pause`, the budget already holds every request back that long (a 429), so
+    the loop does not wait on its own; otherwise it waits `retry_after` seconds (capped) or the
+    backoff. `problem` is for the log line.
+    """
+
+    problem: str
+    give_up: Callable[[int], ServiceError]
+    retry_after: float | None = None
+    budget_pause: float | None = None
+
+
+class Transport:
+    """Requests to the service at `base_url` through `session` (shared, the caller's to close).
+
+    `request_timeout` bounds one API request in real seconds; `retry_max` is the number of attempts
+    for 429s and transient failures; the backoff between them grows from `backoff_base` to
+    `backoff_max` seconds of `clock` time, with jitter drawn from `rng`. JSON answers are read with
+    a cap of `json_max_bytes` unless a call says otherwise.
+    """
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        *,
+        base_url: str,
+        api_key: Secret,
+        budget: RequestBudget,
+        clock: Clock,
+        request_timeout: float,
+        retry_max: int,
+        backoff_base: float,
+        backoff_max: float,
+        rng: random.Random,
+        json_max_bytes: int,
+    ) -> None:
+        self.session = session
+        self.base_url = base_url
+        self.budget = budget
+        self.clock = clock
+        self._api_key = api_key
+        self._request_timeout = float(request_timeout)
+        self._retry_max = int(retry_max)
+        self._backoff_base = float(backoff_base)
+        self._backoff_max = float(backoff_max)
+        self._rng = rng
+        self._json_max_bytes = int(json_max_bytes)
+
+    # -- the key and the service's words ------------------------------------------------------------
+    def headers(self) -> dict[str, str]:
+        """The headers of a request to the service (built per request, never stored or logged)."""
+        return {
+            "Authorization": f"Bearer {self._api_key.reveal()}",
+            "Accept": "application/json",
+            "Accept-Encoding": ACCEPT_ENCODING,
+        }
+
+    def scrub(self, text: str) -> str:
+        """`text` with the API key (if it is in it) replaced by ``***``."""
+        key = self._api_key.reveal()
+        if len(key) >= 4:
+            text = text.replace(key, "***")
+        return text
+
+    def shown(self, text: str | None, limit: int) -> str | None:
+        """Service text (already cleaned, maybe longer than `limit`) without the key, cut to `limit`.
+
+        The key is scrubbed before cutting, so a cut can never leave part of it behind.
+        """
+        if not text:
+            return None
+        return clean_text(self.scrub(text), limit) or None
+
+    def describe(self, exc: BaseException) -> str:
+        """A connection error, fit for a message: scrubbed, short, nothing chained."""
+        # aiohttp's messages name host and port at most, but scrub anyway; never chain the
+        # original exception (response errors carry the request headers in request_info).
+        return clean_text(self.scrub(f"{type(exc).__name__}: {exc}"), 200)
+
+    def retry_after(self, answer: Answer) -> float | None:
+        """The seconds the answer's ``Retry-After`` asks for, if it says."""
+        return parse_retry_after(answer.retry_after, self.clock.time())
+
+    # -- one exchange, and the retry loop -----------------------------------------------------------
+    async def exchange(
+        self,
+        session: aiohttp.ClientSession,
+        method: str,
+        url: str | yarl.URL,
+        *,
+        headers: dict[str, str],
+        budgeted: bool,
+        priority: Priority | int,
+        timeout: float,  # noqa: ASYNC109 -- real seconds for the whole request, given to aiohttp
+        max_bytes: int,
+        error_body: bool = False,
+        params: dict[str, str] | None = None,
+        data: bytes | None = None,
+    ) -> Answer:
+        """One HTTP request, redirects not followed, inside a budget slot when `budgeted`.
+
+        A 2xx body is read with the cap `max_bytes`; with `error_body`, the beginning of a 4xx body
+        too. Timeouts and connection errors end up in the answer, not raised.
+        """
+        answer = Answer()
+        slot = self.budget.slot(priority) if budgeted else contextlib.nullcontext()
+        async with slot:
+            try:
+                async with session.request(
+                    method,
+                    url,
+                    params=params,
+                    data=data,
+                    headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=timeout),
+                    allow_redirects=False,
+                    auto_decompress=False,
+                ) as resp:
+                    answer.status = status = resp.status
+                    answer.retry_after = resp.headers.get("Retry-After")
+                    if status in _REDIRECTS:
+                        answer.location = resp.headers.get("Location")
+                    elif 200 <= status < 300:
+                        try:
+                            answer.body = await read_body(resp, max_bytes)
+                        except (BodyTooLarge, BodyUndecodable) as exc:
+                            answer.unreadable = exc
+                    elif 400 <= status < 500 and error_body:
+                        answer.body = await read_body(resp, _ERROR_BODY_MAX, truncate=True)
+            except TimeoutError:
+                answer.problem = f"no answer within {timeout:g} s"
+                answer.timed_out = True
+            except aiohttp.ClientError as exc:
+                answer.problem = f"connection problem ({self.describe(exc)})"
+                answer.failure = exc
+            if answer.status == 429 and budgeted:
+                # Paused while this request still holds its slot: releasing it first would let a
+                # waiting request slip out between the 429 and the pause, and a server that counts
+                # rejected requests would then never see the window drain.
+                answer.penalty = self.budget.penalize(self.retry_after(answer))
+        return answer
+
+    async def retrying(self, what: str, attempt: Callable[[], Awaitable[T | Retry]]) -> T:
+        """Run `attempt` until it gives a value or raises, at most ``retry_max`` times."""
+        for n in range(1, self._retry_max + 1):
+            outcome = await attempt()
+            if not isinstance(outcome, Retry):
+                return outcome
+            if n >= self._retry_max:
+                raise outcome.give_up(n)
+            if outcome.budget_pause is not None:
+                # The budget's pause is the backoff: the next slot waits for it.
+                log.warning(
+                    "%s: %s; retry %d/%d after the budget's %.1fs pause",
+                    what, outcome.problem, n + 1, self._retry_max, outcome.budget_pause,
+                )  # fmt: skip
+                continue
+            if outcome.retry_after is not None:
+                delay = min(self._backoff_max, outcome.retry_after)
+            else:
+                delay = backoff_delay(n, base=self._backoff_base, cap=self._backoff_max, rng=self._rng)
+            log.warning("%s: %s; retry %d/%d in %.1fs", what, outcome.problem, n + 1, self._retry_max, delay)
+            await self.clock.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- API calls ----------------------------------------------------------------------------------
+    async def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        priority: Priority | int,
+        what: str,
+        params: dict[str, str] | None = None,
+        json_body: dict[str, Any] | None = None,
+        max_bytes: int | None = None,
+    ) -> Any:
+        """One API call with budget, retries and error mapping; returns the parsed JSON.
+
+        429s, 5xx, 408, timeouts and connection errors are retried. An answer that cannot be read
+        (larger than `max_bytes` after decompression, not UTF-8 JSON, too deep...) raises
+        :class:`BadResponse` at once: retrying it blindly would spend the budget, and for a create
+        could start a second task. 401/403 raise :class:`AuthError`, other 4xx
+        :class:`RequestRejected` (with the service's message, scrubbed).
+        """
+        limit = max_bytes if max_bytes is not None else self._json_max_bytes
+        url = self.base_url + path
+        headers = self.headers()
+        data = _json_bytes(json_body) if json_body is not None else None
+        if data is not None:
+            headers["Content-Type"] = "application/json; charset=utf-8"
+
+        async def attempt() -> Any:
+            answer = await self.exchange(
+                self.session, method, url, headers=headers, budgeted=True, priority=priority,
+                timeout=self._request_timeout, max_bytes=limit, error_body=True, params=params, data=data,
+            )  # fmt: skip
+            return self._judge(answer, what, limit)
+
+        return await self.retrying(what, attempt)
+
+    def _judge(self, answer: Answer, what: str, limit: int) -> Any:
+        """The parsed answer of an API call, or a :class:`Retry`; raises what must not be retried."""
+        status = answer.status
+        if status is None:
+            failure = ServiceUnavailable(f"{what}: {answer.problem}")
+            return Retry(answer.problem, lambda n: _exhausted(failure, n), self.retry_after(answer))
+        if 200 <= status < 300:
+            self.budget.reward()
+            if isinstance(answer.unreadable, BodyTooLarge):
+                unreadable = f"the answer is larger than the {limit}-byte limit"
+            elif answer.unreadable is not None:
+                unreadable = "the answer's compression is broken or unknown"
+            else:
+                try:
+                    return load_json(answer.body)
+                except BadResponse as exc:
+                    unreadable = exc.message
+            raise BadResponse(f"{what}: {unreadable} (HTTP {status})", status=status)
+        if 300 <= status < 400:
+            raise BadResponse(f"{what}: the service answered with a redirect (HTTP {status})", status=status)
+        if status in (401, 403):
+            raise AuthError(f"{what}: the service rejected the API key (HTTP {status})", status=status)
+        if status == 429:
+            retry_after = self.retry_after(answer)
+            pause = answer.penalty
+            assert pause is not None  # every API call goes through the budget
+
+            def rate_limited(n: int) -> ServiceError:
+                return RateLimited(
+                    f"{what}: still rate limited after {n} attempts",
+                    retry_after=retry_after if retry_after is not None else pause,
+                )
+
+            return Retry("rate limited (HTTP 429)", rate_limited, budget_pause=pause)
+        if 400 <= status < 500 and status != 408:
+            detail = self.shown(error_detail(answer.body), DETAIL_MAX)
+            raise RequestRejected(
+                f"{what}: the service rejected the request (HTTP {status})"
+                + (f": {detail}" if detail else ""),
+                status=status,
+                detail=detail,
+            )
+        failure = ServiceUnavailable(f"{what}: the service answered HTTP {status}", status=status)
+        return Retry(f"HTTP {status}", lambda n: _exhausted(failure, n), self.retry_after(answer))
+
+
+def _exhausted(failure: ServiceUnavailable, attempts: int) -> ServiceError:
+    return ServiceUnavailable(f"{failure.message} (after {attempts} attempts)", status=failure.status)
+
+
+def _json_bytes(body: dict[str, Any]) -> bytes:
+    """The request body as UTF-8 JSON, non-ASCII text unescaped.
+
+    Prompts in Chinese, Hindi, Arabic or emoji then travel as the very UTF-8 bytes the member typed,
+    not as ``\\uXXXX`` escapes. Text that cannot be UTF-8 (a lone surrogate) falls back to escapes.
+    """
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":")).encode("ascii")

@@ -1,0 +1,188 @@
+"""The core assembled by framecast.app: opens, runs a job to the chat side, restores, closes. No Discord.
+
+A real store (SQLite in ``tmp_path``), the real client against the fake service, and a recording
+chat side in place of the Discord reporter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from framecast.app import Core
+from framecast.clock import Clock
+from framecast.config import Secret, Settings
+from framecast.intake import Requester
+from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.queues import QueuePositions
+from framecast.reasons import Note
+from framecast.store import JobStore
+from tests.fakes.gen_service import FakeService
+
+WAIT = 20.0
+WHO = Requester(guild_id=1, channel_id=10, user_id=7, locale="en-US")
+
+
+class RecordingChat:
+    """A chat side that records what the core tells it and accepts every file."""
+
+    def __init__(self, store: JobStore, positions: QueuePositions) -> None:
+        self.store = store
+        self.positions = positions
+        self.changes: list[tuple[int, JobState, bool]] = []
+        self.notes: list[tuple[int, Note]] = []
+        self.files: list[tuple[int, str, int]] = []  # (job id, filename, size)
+        self.links: list[tuple[int, str]] = []
+        self.moves: list[tuple[int, list[int]]] = []
+        self.closed = False
+        self.changed = asyncio.Event()
+
+    async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
+        self.changes.append((job.id, job.state, urgent))
+        self.changed.set()
+
+    async def upload_limit(self, job: Job, refused: int | None = None) -> int:
+        return 25 * 1024 * 1024
+
+    async def deliver_file(self, job: Job, data: bytes, filename: str, *, notice: object = None) -> None:
+        self.files.append((job.id, filename, len(data)))
+        self.changed.set()
+
+    async def deliver_link(self, job: Job, url: str, reason: object) -> None:
+        self.links.append((job.id, url))
+        self.changed.set()
+
+    async def was_delivered(self, job: Job) -> bool:
+        return any(job_id == job.id for job_id, _, _ in self.files)
+
+    def positions_changed(self, guild_id: int, queued: list[int]) -> None:
+        self.moves.append((guild_id, queued))
+
+    def add_note(self, job: Job, note: Note) -> None:
+        self.notes.append((job.id, note))
+
+    async def close(self) -> None:
+        self.closed = True
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        async def _wait() -> None:
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()
+
+        await asyncio.wait_for(_wait(), WAIT)
+
+
+class Factory:
+    """The chat-side factory handed to Core.open; keeps what it built (or fails on purpose)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.built: RecordingChat | None = None
+        self.store: JobStore | None = None
+
+    def __call__(self, *, store: JobStore, positions: QueuePositions, clock: Clock) -> RecordingChat:
+        self.store = store
+        if self.fail:
+            raise RuntimeError("the chat side could not be built")
+        self.built = RecordingChat(store, positions)
+        return self.built
+
+
+def settings_for(service: FakeService, tmp_path: Path) -> Settings:
+    return Settings(
+        discord_token=Secret("discord-token-not-used-here"),
+        gen_api_base_url=service.base_url,
+        gen_api_key=Secret(service.api_key),
+        gen_poll_interval=0.05,
+        gen_backoff_base=0.05,
+        gen_backoff_max=0.2,
+        database_path=tmp_path / "data" / "framecast.sqlite3",
+        shutdown_timeout=2.0,
+    )
+
+
+async def opened(settings: Settings, factory: Factory) -> Core[RecordingChat]:
+    return await asyncio.wait_for(Core.open(settings, reporter=factory), WAIT)
+
+
+async def test_the_core_opens_on_a_fresh_database_and_closes(
+    fake_service: FakeService, tmp_path: Path
+) -> None:
+    settings = settings_for(fake_service, tmp_path)
+    factory = Factory()
+    core = await opened(settings, factory)
+    try:
+        assert factory.built is core.reporter and factory.store is core.store
+        assert core.restored == []
+        assert settings.database_path.is_file()
+        await fake_service.wait_for(lambda: fake_service.count(path="/v1/models") >= 1)  # the refresh started
+    finally:
+        await core.close()
+    assert core.reporter.closed and core.store.closed and core.session.closed
+    await core.close()  # twice is fine
+
+
+async def test_a_job_goes_from_the_intake_to_the_chat_side(fake_service: FakeService, tmp_path: Path) -> None:
+    core = await opened(settings_for(fake_service, tmp_path), Factory())
+    chat = core.reporter
+    try:
+        params = core.intake.video_params(
+            prompt="a cat on the moon",
+            model=None,
+            size=None,
+            seconds=None,
+            frame_rate=None,
+            known_models=core.models.ids("video"),
+            default_model=core.models.default("video"),
+        )
+        delivered = asyncio.Event()
+        core.store.subscribe(lambda changed: delivered.set() if changed.state is JobState.DELIVERED else None)
+        job, position = await core.intake.accept(WHO, JobKind.VIDEO, params)
+        assert position == 1
+        await chat.wait_for(lambda: bool(chat.files))
+        assert chat.files[0][:2] == (job.id, f"framecast-{job.id}.mp4")
+        await asyncio.wait_for(delivered.wait(), WAIT)
+        states = [state for job_id, state, _ in chat.changes if job_id == job.id]
+        assert JobState.RUNNING in states
+        # The member's limit follows the store: the job no longer counts once it is done.
+        core.intake.precheck(WHO)
+    finally:
+        await core.close()
+
+
+async def test_unfinished_jobs_are_restored_with_a_resumed_note(
+    fake_service: FakeService, tmp_path: Path
+) -> None:
+    settings = settings_for(fake_service, tmp_path)
+    store = await JobStore.open(settings.database_path)
+    new = NewJob(
+        kind=JobKind.IMAGE,
+        guild_id=1,
+        channel_id=10,
+        user_id=7,
+        locale="de",
+        params={"model": "svc-image-2.1-flash", "prompt": "ein Hund", "size": "1024x1024"},
+    )
+    waiting = await store.add(new, member_limit=None, guild_cap=None)
+    await store.close()
+
+    core = await opened(settings, Factory())
+    try:
+        assert [j.id for j in core.restored] == [waiting.id]
+        assert core.reporter.notes == [(waiting.id, Note.RESUMED)]
+        assert (waiting.id, JobState.QUEUED, True) in core.reporter.changes
+        # Restored jobs count against the member's limit at once (limit 2: one more is fine).
+        core.intake.precheck(WHO)
+    finally:
+        await core.close()
+
+
+async def test_a_failed_open_closes_what_it_had_opened(fake_service: FakeService, tmp_path: Path) -> None:
+    factory = Factory(fail=True)
+    with pytest.raises(RuntimeError, match="could not be built"):
+        await opened(settings_for(fake_service, tmp_path), factory)
+    assert factory.store is not None and factory.store.closed

@@ -1,0 +1,408 @@
+"""The Discord side of delivery against a real discord.py client talking to the fake Discord.
+
+Placement (interaction token or channel message, moving), Discord's error codes, retry decisions
+on real refusals, delivery and the requester's ping, the upload limit, and the look for an earlier
+delivery after a restart. Nothing here is mocked: the client, the store and the fake are real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import discord
+import pytest
+import yarl
+
+from cogs.delivery import DiscordReporter, result_attachments
+from cogs.delivery.codes import MessageUnusable, TokenDead
+from cogs.delivery.limits import UPLOAD_SLACK, limit_below
+from cogs.delivery.placement import Placement, Target
+from cogs.delivery.retries import ATTEMPTS, retry_delay
+from framecast.clock import SystemClock
+from framecast.config import Secret, Settings
+from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.reasons import Note
+from framecast.runner import UploadTooLarge, result_filename
+from framecast.store import JobStore
+from tests.fakes.discord_api import (
+    FakeChannel,
+    FakeDiscord,
+    FakeGuild,
+    FakeInteraction,
+    FakeMember,
+    FakeMessage,
+    MiB,
+)
+
+TOKEN_TTL = 900.0
+MARGIN = 60.0
+VIDEO = {
+    "model": "svc-video-v2.0",
+    "prompt": "a paper boat",
+    "width": 64,
+    "height": 64,
+    "num_frames": 12,
+    "frame_rate": 12,
+}
+
+
+class Client(discord.Client):
+    """A bare client that acknowledges every interaction (as /video does) and hands it to the test."""
+
+    def __init__(self) -> None:
+        intents = discord.Intents.none()
+        intents.guilds = True
+        super().__init__(
+            intents=intents,
+            allowed_mentions=discord.AllowedMentions.none(),
+            max_ratelimit_timeout=30.0,
+            guild_ready_timeout=0.05,
+        )
+        self.interactions: asyncio.Queue[discord.Interaction] = asyncio.Queue()
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        await interaction.response.defer()
+        self.interactions.put_nowait(interaction)
+
+
+@dataclass
+class Rig:
+    fake: FakeDiscord
+    guild: FakeGuild
+    channel: FakeChannel
+    member: FakeMember
+    client: Client
+    store: JobStore
+    settings: Settings
+    reporter: DiscordReporter
+
+    async def job(self, *, age: float = 0.0, limit: int | None = None) -> tuple[Job, FakeInteraction]:
+        """A job started by a /video command `age` seconds old, as ``jobflow.start_job`` stores it."""
+        it = await self.fake.slash(
+            self.guild,
+            self.channel,
+            self.member,
+            "video",
+            {"prompt": "a paper boat"},
+            age=age,
+            attachment_size_limit=limit,
+        )
+        interaction = await asyncio.wait_for(self.client.interactions.get(), 10)
+        meta = {
+            "application_id": interaction.application_id,
+            "token": interaction.token,
+            "token_expires_at": interaction.expires_at.timestamp(),
+            "attachment_limit": interaction.filesize_limit,
+            "message_id": "@original",
+        }
+        job = await self.store.add(
+            NewJob(
+                JobKind.VIDEO,
+                self.guild.id,
+                self.channel.id,
+                self.member.id,
+                "en-US",
+                dict(VIDEO),
+                discord=meta,
+            ),
+            member_limit=None,
+            guild_cap=None,
+        )
+        return job, it
+
+    async def advance(self, job: Job, *to: JobState) -> Job:
+        fields: dict[JobState, dict[str, Any]] = {
+            JobState.RUNNING: {"task_id": "task-1", "started_at": time.time()},
+            JobState.DELIVERING: {"result_url": "https://files.example/r/1.mp4"},
+        }
+        for state in to:
+            job = await self.store.transition(job.id, state, **fields.get(state, {}))
+        return job
+
+    async def stored(self, job: Job, predicate: Callable[[Job], bool]) -> Job:
+        """The job's record once `predicate` holds for it (the reporter persists in the background)."""
+        async with asyncio.timeout(10):
+            while True:
+                current = await self.store.get(job.id)
+                assert current is not None
+                if predicate(current):
+                    return current
+                await asyncio.sleep(0.02)
+
+    def bot_posts(self) -> list[FakeMessage]:
+        return [
+            m
+            for m in self.fake.messages_in(self.channel)
+            if m.interaction is None and m.author.id == self.fake.bot_user.id
+        ]
+
+    def pings(self) -> list[FakeMessage]:
+        return [m for m in self.fake.messages.values() if m.pinged_user_ids]
+
+
+def title(message: FakeMessage) -> str:
+    return str(message.embeds[0].get("title") or "") if message.embeds else ""
+
+
+def footer(message: FakeMessage) -> str:
+    return str((message.embeds[0].get("footer") or {}).get("text") or "") if message.embeds else ""
+
+
+def status(message: FakeMessage) -> str:
+    for embed in message.embeds:
+        for f in embed.get("fields", []):
+            if f.get("name") == "Status":
+                return str(f.get("value"))
+    return ""
+
+
+@pytest.fixture
+async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
+    f = FakeDiscord(token_ttl=TOKEN_TTL)
+    await f.start()
+    monkeypatch.setattr(discord.http.Route, "BASE", f.api_base)
+    monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(f.gateway_url))
+    try:
+        yield f
+    finally:
+        await f.stop()
+
+
+@pytest.fixture
+async def rig(fake: FakeDiscord, tmp_path: Path) -> AsyncIterator[Rig]:
+    guild = fake.add_guild("Test Guild", premium_tier=2)
+    channel = fake.add_channel(guild, "general")
+    member = fake.add_member(guild, "alice")
+    settings = Settings(
+        discord_token=Secret(fake.bot_token),
+        gen_api_base_url="http://127.0.0.1:9",
+        gen_api_key=Secret("key"),
+        edit_interval=0.05,
+        token_margin=MARGIN,
+    )
+    client = Client()
+    store = await JobStore.open(tmp_path / "framecast.sqlite3")
+    reporter = DiscordReporter(
+        client, store=store, settings=settings, clock=SystemClock(), position=lambda _: 1
+    )
+    runner = asyncio.create_task(client.start(fake.bot_token))
+    try:
+        await fake.wait_ready(timeout=10)
+        await asyncio.wait_for(client.wait_until_ready(), 10)
+        yield Rig(fake, guild, channel, member, client, store, settings, reporter)
+    finally:
+        await reporter.close()
+        await client.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(runner, 10)
+        await store.close()
+
+
+# -- placement ----------------------------------------------------------------------------------
+
+
+async def test_a_job_is_drawn_on_its_interaction_and_learns_the_message_id(rig: Rig) -> None:
+    job, it = await rig.job()
+    await rig.reporter.job_changed(job, urgent=True)
+    msg = await it.wait_original(lambda m: f"#{job.id}" in title(m))
+    assert "Queued" in status(msg) or "queue" in status(msg).lower()
+    stored = await rig.stored(job, lambda j: j.discord.get("message_id") != "@original")
+    assert stored.discord["message_id"] == msg.id
+    assert rig.bot_posts() == []
+
+
+async def test_a_token_about_to_expire_moves_the_job_and_points_the_old_message_at_it(rig: Rig) -> None:
+    job, it = await rig.job(age=TOKEN_TTL - MARGIN / 2)  # inside the margin: must move now
+    await rig.reporter.job_changed(job, urgent=True)
+    [moved] = await rig.fake.wait_for(
+        lambda: [m for m in rig.bot_posts() if f"#{job.id}" in title(m)] or None
+    )
+    stored = await rig.stored(job, lambda j: bool(j.discord.get("channel_message_id")))
+    assert stored.discord["channel_message_id"] == moved.id
+    old = await it.wait_original(lambda m: str(moved.id) in footer(m))  # "moved to <jump link>"
+    assert old.components == []  # no buttons on the old message
+
+
+@pytest.mark.parametrize(("status_code", "code"), [(404, 10015), (401, 50027)])
+async def test_a_dead_token_answer_moves_the_job_at_once(rig: Rig, status_code: int, code: int) -> None:
+    job, it = await rig.job()
+    rig.fake.fail_next("/webhooks/", status=status_code, code=code)
+    await rig.reporter.job_changed(job, urgent=True)
+    await rig.fake.wait_for(lambda: [m for m in rig.bot_posts() if f"#{job.id}" in title(m)] or None)
+    stored = await rig.stored(job, lambda j: bool(j.discord.get("channel_message_id")))
+    assert stored.discord["token_dead"] is True
+
+
+async def test_a_refused_edit_of_a_channel_message_gets_a_fresh_one(rig: Rig) -> None:
+    job, _ = await rig.job(age=TOKEN_TTL - MARGIN / 2)
+    await rig.reporter.job_changed(job, urgent=True)
+    first = (await rig.stored(job, lambda j: bool(j.discord.get("channel_message_id")))).discord[
+        "channel_message_id"
+    ]
+    rig.fake.fail_next("PATCH /api/v10/channels", status=400, code=30046)
+    job = await rig.advance(job, JobState.SUBMITTING)  # a change worth drawing
+    await rig.reporter.job_changed(job, urgent=True)
+    second = (await rig.stored(job, lambda j: j.discord.get("channel_message_id") != first)).discord[
+        "channel_message_id"
+    ]
+    assert second != first
+    # No further attempt on the refused message (no pointer to the new one either).
+    assert rig.fake.messages[first].edit_count == 0
+
+
+# -- Discord's error codes ----------------------------------------------------------------------
+
+
+async def refusal(rig: Rig, placement: Placement, target: Target, status_code: int, code: int) -> Exception:
+    route = "/webhooks/" if target.via_token else "PATCH /api/v10/channels"
+    rig.fake.fail_next(route, status=status_code, code=code)
+    with pytest.raises(Exception) as caught:
+        await placement.edit(target, content="x", embed=discord.Embed(title="x"), view=None)
+    return caught.value
+
+
+async def test_discord_error_codes_map_to_what_the_delivery_does_next(rig: Rig) -> None:
+    placement = Placement(rig.client, settings=rig.settings, clock=SystemClock(), drawer=rig.reporter)
+    job, it = await rig.job()
+    token = Target(
+        True, "@original", job.channel_id, int(job.discord["application_id"]), job.discord["token"]
+    )
+    posted = await rig.client.get_partial_messageable(rig.channel.id).send("a job message")
+    channel = Target(False, posted.id, rig.channel.id)
+
+    assert isinstance(await refusal(rig, placement, token, 401, 50027), TokenDead)
+    assert isinstance(await refusal(rig, placement, token, 404, 10015), TokenDead)
+    assert isinstance(await refusal(rig, placement, channel, 400, 30046), MessageUnusable)
+    assert isinstance(await refusal(rig, placement, channel, 404, 10008), MessageUnusable)
+    # The same codes on the other kind of message mean nothing special.
+    assert type(await refusal(rig, placement, channel, 404, 10015)) is discord.NotFound
+    forbidden = await refusal(rig, placement, channel, 403, 50013)
+    assert isinstance(forbidden, discord.Forbidden)
+
+    rig.guild.upload_limit = 2000  # a real 413 from the fake's size check
+    with pytest.raises(UploadTooLarge):
+        await placement.edit(
+            channel,
+            content=None,
+            embed=discord.Embed(title="x"),
+            view=None,
+            files=[discord.File(io.BytesIO(b"x" * 5000), filename="framecast-1.mp4")],
+        )
+    assert rig.fake.rejected(40005)
+
+
+async def test_retry_decisions_on_real_refusals(rig: Rig) -> None:
+    placement = Placement(rig.client, settings=rig.settings, clock=SystemClock(), drawer=rig.reporter)
+    posted = await rig.client.get_partial_messageable(rig.channel.id).send("a job message")
+    channel = Target(False, posted.id, rig.channel.id)
+    unavailable = await refusal(rig, placement, channel, 503, 0)
+    assert [retry_delay(unavailable, n) for n in range(1, ATTEMPTS + 1)] == [1.0, 2.0, 4.0, 8.0, None]
+    assert retry_delay(await refusal(rig, placement, channel, 403, 50013), 1) is None
+    assert retry_delay(discord.RateLimited(7.5), 1) == 7.5
+    assert retry_delay(aiohttp.ServerDisconnectedError(), 2) == 2.0
+    assert retry_delay(TimeoutError(), 1) == 1.0
+    assert retry_delay(UploadTooLarge("40005"), 1) is None
+    assert retry_delay(RuntimeError("no message could be updated"), 1) is None
+
+
+# -- delivery, ping, limits, lookup -------------------------------------------------------------
+
+
+async def test_a_file_is_delivered_on_the_interaction_with_its_note_and_no_ping(rig: Rig) -> None:
+    job, it = await rig.job()
+    await rig.reporter.job_changed(job, urgent=True)
+    job = await rig.advance(job, JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING)
+    name = result_filename(job.id, "mp4")
+    await asyncio.wait_for(rig.reporter.deliver_file(job, b"\x00" * 1000, name, notice=Note.REENCODED), 10)
+    msg = it.original
+    assert msg is not None and [a.filename for a in msg.attachments] == [name]
+    assert "re-encoded" in footer(msg) and status(msg).startswith("✅")
+    assert rig.pings() == [] and rig.bot_posts() == []
+    assert await rig.reporter.was_delivered(job)
+    current = await rig.reporter.job_message(job)
+    assert current is not None and [a.filename for a in result_attachments(current, job.id)] == [name]
+
+
+async def test_a_result_on_a_channel_message_pings_the_requester_once(rig: Rig) -> None:
+    job, _ = await rig.job(age=TOKEN_TTL - MARGIN / 2)
+    await rig.reporter.job_changed(job, urgent=True)
+    await rig.stored(job, lambda j: bool(j.discord.get("channel_message_id")))
+    job = await rig.advance(job, JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING)
+    assert not await rig.reporter.was_delivered(job)
+    await asyncio.wait_for(
+        rig.reporter.deliver_link(job, "https://files.example/r/1.mp4", Note.TOO_LARGE), 10
+    )
+    [ping] = await rig.fake.wait_for(lambda: rig.pings() or None)
+    assert ping.pinged_user_ids == {rig.member.id}
+    assert (await rig.stored(job, lambda j: bool(j.discord.get("pinged")))).discord["pinged"] is True
+    assert await rig.reporter.was_delivered(job)  # the link is on the message
+    await rig.reporter.job_changed(await rig.store.transition(job.id, JobState.DELIVERED), urgent=True)
+    await asyncio.sleep(0.2)
+    assert len(rig.pings()) == 1
+
+
+async def test_upload_limits_follow_the_destination_and_the_last_refusal(rig: Rig) -> None:
+    job, _ = await rig.job(limit=2 * MiB)
+    assert await rig.reporter.upload_limit(job) == 2 * MiB - UPLOAD_SLACK
+    assert await rig.reporter.upload_limit(job, refused=1_500_000) == 750_000
+    moved, _ = await rig.job(age=TOKEN_TTL - MARGIN / 2)  # too close to expiry: the guild's limit
+    assert await rig.reporter.upload_limit(moved) == 50 * MiB - UPLOAD_SLACK  # boost tier 2
+    assert (
+        await rig.reporter.upload_limit(moved, refused=50 * MiB)
+        == limit_below(50 * MiB)
+        == 25 * MiB - 64 * 1024
+    )
+
+
+# -- after a restart: the runner looks, the reporter answers --------------------------------------
+
+
+async def restored_delivering_job(rig: Rig, *, with_file: bool) -> tuple[Job, discord.Message]:
+    """A job that had moved to a channel message and was being delivered when the bot died."""
+    job, _ = await rig.job()
+    job = await rig.advance(job, JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING)
+    channel = rig.client.get_partial_messageable(rig.channel.id)
+    files = (
+        [discord.File(io.BytesIO(b"\x00" * 100), filename=result_filename(job.id, "mp4"))]
+        if with_file
+        else []
+    )
+    posted = await channel.send(embed=discord.Embed(title=f"Video · job #{job.id}"), files=files)
+    job = await rig.store.patch_discord(job.id, {"channel_message_id": posted.id, "token_dead": True})
+    return job, posted
+
+
+async def test_a_restored_job_whose_result_landed_is_left_alone_and_its_requester_pinged(rig: Rig) -> None:
+    job, posted = await restored_delivering_job(rig, with_file=True)
+    rig.reporter.add_note(job, Note.RESUMED)
+    await rig.reporter.job_changed(job, urgent=True)
+    await asyncio.sleep(0.3)
+    assert rig.fake.messages[posted.id].edit_count == 0  # nothing drawn before the runner looked
+    assert await rig.reporter.was_delivered(job)
+    [ping] = await rig.fake.wait_for(lambda: rig.pings() or None)
+    assert ping.pinged_user_ids == {rig.member.id}
+    await rig.reporter.job_changed(await rig.store.transition(job.id, JobState.DELIVERED))
+    await asyncio.sleep(0.3)
+    assert rig.fake.messages[posted.id].edit_count == 0 and len(rig.pings()) == 1
+
+
+async def test_a_restored_job_without_its_result_is_drawn_once_the_runner_looked(rig: Rig) -> None:
+    job, posted = await restored_delivering_job(rig, with_file=False)
+    rig.reporter.add_note(job, Note.RESUMED)
+    await rig.reporter.job_changed(job, urgent=True)
+    await asyncio.sleep(0.3)
+    assert rig.fake.messages[posted.id].edit_count == 0
+    assert not await rig.reporter.was_delivered(job)
+    msg = await rig.fake.wait_for(
+        lambda: rig.fake.messages[posted.id].edit_count and rig.fake.messages[posted.id]
+    )
+    assert "restarted" in footer(msg)
+    assert rig.pings() == []

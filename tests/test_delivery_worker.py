@@ -1,0 +1,192 @@
+"""The per-job worker: coalescing, urgency, deliveries and the wait for the runner's look.
+
+The worker is real; its owner (what a draw or a delivery does) is a recording stand-in, and the
+clock is a settable one, so timing is decided by the test, not by Discord.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from cogs.delivery.slot import Delivery, Slot
+from cogs.delivery.worker import Workers
+from framecast.jobs import Job, JobKind, JobState
+
+INTERVAL = 0.3
+
+
+class SettableClock:
+    """Monotonic time the test sets; wall time is real (unused by the worker)."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+@dataclass
+class Owner:
+    clock: SettableClock
+    drawn: list[JobState] = field(default_factory=list)
+    delivered: list[bytes | None] = field(default_factory=list)
+    landings: list[int] = field(default_factory=list)
+    fail_next_draw: bool = False
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def deliver(self, slot: Slot, delivery: Delivery) -> None:
+        self.delivered.append(delivery.data)
+        self.changed.set()
+
+    async def redraw(self, slot: Slot) -> None:
+        if self.fail_next_draw:
+            self.fail_next_draw = False
+            raise RuntimeError("a bug in drawing")
+        self.drawn.append(slot.job.state)
+        slot.last_edit = self.clock.monotonic()
+        self.changed.set()
+
+    async def landed(self, slot: Slot) -> None:
+        self.landings.append(slot.job.id)
+        self.changed.set()
+
+    def until_move(self, slot: Slot) -> float | None:
+        return None
+
+    async def wait(self, predicate: object, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+        async with asyncio.timeout(timeout):
+            while not predicate():  # type: ignore[operator]
+                self.changed.clear()
+                await self.changed.wait()
+
+
+def make_job(state: JobState = JobState.QUEUED, job_id: int = 1) -> Job:
+    return Job(
+        id=job_id,
+        kind=JobKind.VIDEO,
+        state=state,
+        guild_id=1,
+        channel_id=2,
+        user_id=3,
+        locale="en-US",
+        params={},
+        created_at=0.0,
+        updated_at=0.0,
+    )
+
+
+@pytest.fixture
+async def rig() -> AsyncIterator[tuple[Workers, Owner, SettableClock]]:
+    clock = SettableClock()
+    owner = Owner(clock)
+    workers = Workers(owner, clock=clock, interval=INTERVAL)
+    try:
+        yield workers, owner, clock
+    finally:
+        await workers.close()
+
+
+def change(workers: Workers, job: Job, *, urgent: bool = False) -> Slot:
+    slot = workers.slot(job)
+    slot.job = job
+    slot.wake.set()
+    if urgent:
+        slot.urgent.set()
+    return slot
+
+
+async def test_changes_within_the_interval_are_coalesced_into_one_draw(
+    rig: tuple[Workers, Owner, SettableClock],
+) -> None:
+    workers, owner, _ = rig
+    change(workers, make_job(), urgent=True)
+    await owner.wait(lambda: owner.drawn == [JobState.QUEUED])  # the first draw: at once
+    change(workers, make_job(JobState.SUBMITTING))
+    change(workers, make_job(JobState.RUNNING))
+    await asyncio.sleep(INTERVAL / 2)
+    assert owner.drawn == [JobState.QUEUED]  # the clock has not moved: still inside the interval
+    await owner.wait(lambda: len(owner.drawn) == 2)
+    assert owner.drawn == [JobState.QUEUED, JobState.RUNNING]  # one draw, of the latest state
+
+
+async def test_an_urgent_change_cuts_the_wait_short(rig: tuple[Workers, Owner, SettableClock]) -> None:
+    workers, owner, _ = rig
+    change(workers, make_job(), urgent=True)
+    await owner.wait(lambda: len(owner.drawn) == 1)
+    change(workers, make_job(JobState.SUBMITTING))
+    await asyncio.sleep(0.02)
+    change(workers, make_job(JobState.RUNNING), urgent=True)
+    await owner.wait(lambda: len(owner.drawn) == 2, timeout=INTERVAL / 2)
+
+
+async def test_once_the_interval_has_passed_a_change_is_drawn_at_once(
+    rig: tuple[Workers, Owner, SettableClock],
+) -> None:
+    workers, owner, clock = rig
+    change(workers, make_job(), urgent=True)
+    await owner.wait(lambda: len(owner.drawn) == 1)
+    clock.now += INTERVAL
+    change(workers, make_job(JobState.SUBMITTING))
+    await owner.wait(lambda: len(owner.drawn) == 2, timeout=INTERVAL / 2)
+
+
+async def test_a_delivery_goes_through_the_worker_and_ends_it(
+    rig: tuple[Workers, Owner, SettableClock],
+) -> None:
+    workers, owner, _ = rig
+    slot = workers.slot(make_job(JobState.DELIVERING))
+    slot.looked = True  # the runner always looks before it delivers
+    change(workers, slot.job, urgent=True)
+    await owner.wait(lambda: len(owner.drawn) == 1)
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    slot.delivery = Delivery(b"file", "framecast-1.mp4", None, None, future)
+    slot.wake.set()
+    await asyncio.wait_for(future, 5)  # not held back by the interval
+    assert owner.delivered == [b"file"]
+    assert slot.task is not None
+    await asyncio.wait_for(asyncio.shield(slot.task), 5)
+    assert workers.get(1) is None  # finished: the slot is gone
+    assert owner.drawn == [JobState.DELIVERING]
+
+
+async def test_a_restored_delivering_job_waits_for_the_runners_look(
+    rig: tuple[Workers, Owner, SettableClock],
+) -> None:
+    workers, owner, _ = rig
+    slot = change(workers, make_job(JobState.DELIVERING), urgent=True)
+    await asyncio.sleep(INTERVAL)
+    assert owner.drawn == []
+    slot.looked = True
+    slot.wake.set()
+    slot.urgent.set()
+    await owner.wait(lambda: owner.drawn == [JobState.DELIVERING])
+
+
+async def test_a_result_the_runner_found_is_not_drawn_over(rig: tuple[Workers, Owner, SettableClock]) -> None:
+    workers, owner, _ = rig
+    slot = change(workers, make_job(JobState.DELIVERING, job_id=7), urgent=True)
+    slot.looked = slot.landed = True
+    slot.job = make_job(JobState.DELIVERED, job_id=7)
+    slot.wake.set()
+    await owner.wait(lambda: owner.landings == [7])
+    assert owner.drawn == []
+
+
+async def test_a_worker_that_died_is_started_again(rig: tuple[Workers, Owner, SettableClock]) -> None:
+    workers, owner, clock = rig
+    owner.fail_next_draw = True
+    change(workers, make_job(), urgent=True)
+    await asyncio.sleep(0.05)
+    clock.now += INTERVAL
+    await owner.wait(lambda: owner.drawn == [JobState.QUEUED])

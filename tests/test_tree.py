@@ -1,0 +1,102 @@
+"""The command tree's one error handler: which errors get which localised reply (no Discord needed)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from discord import app_commands
+
+from cogs.i18n import SOURCE, shipped, t
+from cogs.utils.tree import SERVICE_ERROR_KEYS, MissingChannelPermissions, error_message
+from framecast.errors import AuthError, ServiceError
+from framecast.intake import IntakeError
+from framecast.reasons import ErrorCode
+
+# Every IntakeError the core raises, with the parameters it gives.
+INTAKE_ERRORS: list[tuple[str, dict[str, Any]]] = [
+    ("error_prompt_empty", {}),
+    ("error_prompt_too_long", {"max": 2000, "length": 2345}),
+    ("error_bad_option", {"option": "size"}),
+    ("error_member_limit", {"limit": 2}),
+    ("error_guild_queue_full", {"cap": 25}),
+    ("error_already_retried", {"job": 4, "id": 9}),
+    ("error_unknown_model", {"model": "svc-video-v9"}),
+    ("error_unknown_model_list", {"model": "svc-video-v9", "models": "svc-video-v2.0, svc-video-v2.1"}),
+]
+LOCALES = ["en-US", "de", "es-ES", "fr"]
+
+
+def english_keys() -> frozenset[str]:
+    """Every message key of the source (en-US) catalogue."""
+    return frozenset(shipped().by_locale[SOURCE].messages)
+
+
+def wrapped(error: Exception) -> app_commands.CommandInvokeError:
+    """`error` as discord.py hands it to the tree's on_error after a command raised it."""
+    command: Any = SimpleNamespace(name="video")  # discord.py reads only the name, for its message
+    try:
+        raise app_commands.CommandInvokeError(command, error) from error
+    except app_commands.CommandInvokeError as exc:
+        return exc
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+@pytest.mark.parametrize(("key", "params"), INTAKE_ERRORS)
+def test_every_intake_error_gets_its_localised_message(key: str, params: dict[str, Any], locale: str) -> None:
+    assert key in english_keys()
+    text = error_message(IntakeError(key, **params), locale)
+    assert text == t(key, locale, **params)
+    assert text and text != key
+    # The same when discord.py wrapped it (raised inside the command callback).
+    assert error_message(wrapped(IntakeError(key, **params)), locale) == text
+
+
+def test_intake_parameters_are_shown_literally() -> None:
+    text = error_message(IntakeError("error_unknown_model", model="**bold** @everyone"), "en-US")
+    assert text is not None
+    assert "\\*\\*bold\\*\\*" in text and "\\@everyone" in text
+
+
+def test_missing_channel_permissions_are_named() -> None:
+    text = error_message(MissingChannelPermissions(["attach_files", "embed_links"]), "en-US")
+    assert text == t("error_missing_permissions", "en-US", perms="Attach Files, Embed Links")
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_discord_check_failures(locale: str) -> None:
+    assert error_message(app_commands.NoPrivateMessage(), locale) == t("error_guild_only", locale)
+    assert error_message(app_commands.MissingPermissions(["manage_guild"]), locale) == t(
+        "error_not_allowed", locale
+    )
+    cooldown = app_commands.CommandOnCooldown(app_commands.Cooldown(1, 10.0), 4.4)
+    assert error_message(cooldown, locale) == t("error_cooldown", locale, seconds=4)
+    quick = app_commands.CommandOnCooldown(app_commands.Cooldown(1, 10.0), 0.2)
+    assert error_message(quick, locale) == t("error_cooldown", locale, seconds=1)
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_a_rejected_api_key_says_the_bot_is_misconfigured(locale: str) -> None:
+    assert error_message(AuthError(), locale) == t("error_misconfigured", locale)
+    assert error_message(wrapped(AuthError()), locale) == t("error_misconfigured", locale)
+
+
+def test_service_error_keys_are_real_messages() -> None:
+    assert set(SERVICE_ERROR_KEYS) <= set(ErrorCode)
+    for key in SERVICE_ERROR_KEYS.values():
+        assert key in english_keys()
+
+
+@pytest.mark.parametrize("code", [c for c in ErrorCode if c not in SERVICE_ERROR_KEYS])
+def test_other_service_errors_are_bugs_here(code: ErrorCode) -> None:
+    # A command meets the service only through the model list: anything but a bad key is unexpected.
+    error = type("SomeServiceError", (ServiceError,), {"code": code})()
+    assert error_message(error, "en-US") is None
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), KeyError("x"), wrapped(ValueError("bad"))])
+def test_unexpected_errors_give_none(error: Exception) -> None:
+    # None: the tree logs the traceback and replies with the generic apology.
+    assert error_message(error, "en-US") is None
+    assert "error_generic" in english_keys()
