@@ -25,6 +25,7 @@ from framecast.app import Core
 from framecast.clock import Clock
 from framecast.config import ConfigError, Settings, load_settings
 from framecast.logsetup import setup_logging
+from framecast.planner.estimate import Estimates
 from framecast.queues import QueuePositions
 from framecast.store import JobStore
 
@@ -78,10 +79,17 @@ class Framecast(commands.Bot):
             log.info("synced %d global command(s)", len(synced))
             self._sync_commands = False
 
-    def _reporter(self, *, store: JobStore, positions: QueuePositions, clock: Clock) -> DiscordReporter:
+    def _reporter(
+        self, *, store: JobStore, positions: QueuePositions, estimates: Estimates, clock: Clock
+    ) -> DiscordReporter:
         # Called once by Core.open, when the store and the queues exist.
         return DiscordReporter(
-            self, store=store, settings=self.settings, clock=clock, position=positions.position
+            self,
+            store=store,
+            settings=self.settings,
+            clock=clock,
+            position=positions.position,
+            estimates=estimates,
         )
 
     async def close(self) -> None:

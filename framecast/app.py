@@ -31,6 +31,8 @@ from framecast.clock import Clock, SystemClock
 from framecast.config import Settings
 from framecast.intake import Intake, Limits
 from framecast.jobs import Job
+from framecast.planner.estimate import Estimates
+from framecast.planner.planner import Planner, PlannerSettings
 from framecast.queues import GuildQueues, QueuePositions
 from framecast.reasons import Note
 from framecast.runner import JobReporter, JobRunner, RunnerSettings
@@ -69,8 +71,10 @@ R_co = TypeVar("R_co", bound=ChatSide, covariant=True)
 class ChatSideFactory(Protocol[R_co]):
     """Builds the chat side once the parts it needs exist (called once by :meth:`Core.open`)."""
 
-    def __call__(self, *, store: JobStore, positions: QueuePositions, clock: Clock) -> R_co:
-        """The chat side, writing its bookkeeping to `store` and showing `positions`."""
+    def __call__(
+        self, *, store: JobStore, positions: QueuePositions, estimates: Estimates, clock: Clock
+    ) -> R_co:
+        """The chat side, writing its bookkeeping to `store`, showing `positions` and `estimates`."""
         ...
 
 
@@ -86,6 +90,7 @@ class Core(Generic[R]):
     client: GenerationClient
     models: ModelCache
     queues: GuildQueues
+    planner: Planner
     reporter: R
     runner: JobRunner
     scheduler: Scheduler
@@ -134,7 +139,11 @@ class Core(Generic[R]):
                 default_image=s.gen_image_model,
             )
             queues = GuildQueues()
-            chat = reporter(store=store, positions=queues, clock=clock)
+            # One planner per API key: it decides what each request of the key's budget buys.
+            planner = await Planner.open(
+                budget=budget, clock=clock, store=store, queues=queues, settings=_planner_settings(s)
+            )
+            chat = reporter(store=store, positions=queues, estimates=planner, clock=clock)
             undo.push_async_callback(chat.close)
             runner = JobRunner(
                 store=store,
@@ -143,13 +152,15 @@ class Core(Generic[R]):
                 clock=clock,
                 settings=_runner_settings(s),
                 results_dir=s.database_path.parent / "results",
+                planner=planner,
             )
             scheduler = Scheduler(
                 store=store,
                 runner=runner,
-                max_running=s.gen_max_running,
+                admission=planner,
                 queues=queues,
                 on_positions_changed=chat.positions_changed,
+                clock=clock,
             )
             intake = Intake(
                 store=store,
@@ -171,6 +182,7 @@ class Core(Generic[R]):
                 client=client,
                 models=models,
                 queues=queues,
+                planner=planner,
                 reporter=chat,
                 runner=runner,
                 scheduler=scheduler,
@@ -225,4 +237,12 @@ def _runner_settings(s: Settings) -> RunnerSettings:
         results_at_once=s.results_at_once,
         image_max_pixels=s.image_max_pixels,
         reencode_timeout=s.reencode_timeout,
+    )
+
+
+def _planner_settings(s: Settings) -> PlannerSettings:
+    return PlannerSettings(
+        poll_interval=s.gen_poll_interval,
+        poll_max_interval=s.gen_poll_max_interval or 6 * s.gen_poll_interval,
+        ceiling=s.gen_max_running,
     )

@@ -41,9 +41,10 @@ log = logging.getLogger(__name__)
 class Priority(IntEnum):
     """What a request is for; lower values are served first."""
 
-    HIGH = 0  # polls of running tasks, downloads of finished results
+    HIGH = 0  # polls likely to find a task finished, downloads of finished results
     NORMAL = 1  # creates
-    LOW = 2  # model lists and other housekeeping
+    PROGRESS = 2  # polls that only refresh progress (the task is not expected to be done yet)
+    LOW = 3  # model lists and other housekeeping
 
 
 class _Waiter:

@@ -131,7 +131,8 @@ class Settings:
     gen_backoff_max: float = 120.0
     gen_download_max_bytes: int = 209_715_200
     gen_download_timeout: float = 300.0
-    gen_max_running: int = 4
+    gen_max_running: int | None = None
+    gen_poll_max_interval: float | None = None
     gen_result_hosts: tuple[str, ...] = ()
     gen_json_max_bytes: int = 1_048_576
     gen_image_json_max_bytes: int = 50_331_648
@@ -303,6 +304,9 @@ def load_settings(
         ),
         gen_download_timeout=r.optional("GEN_DOWNLOAD_TIMEOUT", _parse_float, Settings.gen_download_timeout),
         gen_max_running=r.optional("GEN_MAX_RUNNING", _parse_int, Settings.gen_max_running),
+        gen_poll_max_interval=r.optional(
+            "GEN_POLL_MAX_INTERVAL", _parse_float, Settings.gen_poll_max_interval
+        ),
         gen_result_hosts=r.optional("GEN_RESULT_HOSTS", _parse_hosts, Settings.gen_result_hosts),
         gen_json_max_bytes=r.optional("GEN_JSON_MAX_BYTES", _parse_int, Settings.gen_json_max_bytes),
         gen_image_json_max_bytes=r.optional(

@@ -97,6 +97,25 @@ class GuildQueues:
         """The guild's queued job ids, head first."""
         return list(self._queues.get(guild_id, ()))
 
+    def total(self) -> int:
+        """How many jobs wait in all queues together."""
+        return len(self._guild_of)
+
+    def ahead(self, job_id: int) -> int | None:
+        """How many queued jobs, across all guilds, round-robin starts before `job_id` (None: not queued)."""
+        guild = self._guild_of.get(job_id)
+        if guild is None:
+            return None
+        mine = self._queues[guild].index(job_id)  # whole rounds before this job's turn
+        before = True  # guilds whose turn comes before this guild's in the current round
+        count = mine
+        for other in self._turns:
+            if other == guild:
+                before = False
+                continue
+            count += min(len(self._queues.get(other, ())), mine + 1 if before else mine)
+        return count
+
     def position(self, job_id: int) -> int | None:
         """1-based place of a queued job in its guild's queue (1 once it is being started), else None."""
         guild = self._guild_of.get(job_id)

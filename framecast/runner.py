@@ -19,12 +19,13 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from framecast import media
 from framecast.backoff import Backoff
@@ -34,6 +35,7 @@ from framecast.errors import (
     AuthError,
     DownloadError,
     RateLimited,
+    RequestRejected,
     ServiceError,
     ServiceUnavailable,
 )
@@ -42,6 +44,9 @@ from framecast.reasons import ErrorCode, Note
 from framecast.safetext import clean_text
 from framecast.service import GenerationClient, ImageParams, TaskStatus, VideoParams
 from framecast.store import JobStore
+
+if TYPE_CHECKING:
+    from framecast.planner.planner import Planner
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +159,10 @@ class JobRunner:
         clock: Clock,
         settings: RunnerSettings,
         results_dir: Path,
+        planner: Planner | None = None,
     ) -> None:
+        """`planner`: the key's planner, which paces polls and learns durations (None: fixed pace)."""
+        self._planner = planner
         self._store = store
         self._client = client
         self._reporter = reporter
@@ -286,11 +294,20 @@ class JobRunner:
                                 expect=JobState.SUBMITTING,
                                 result_local=True,
                             )
+                if self._planner is not None:
+                    self._planner.create_finished(ok=True)
                 await self._reporter.job_changed(job, urgent=True)
                 return job
-            except (RateLimited, ServiceUnavailable) as exc:
+            except (RateLimited, ServiceUnavailable, RequestRejected) as exc:
                 # The client already backed off and retried; the job is kept and tried again later
-                # rather than failed, as long as the poll timeout allows.
+                # rather than failed, as long as the poll timeout allows. A 429 on a create, or a
+                # refusal saying the service runs too many tasks, is the service pushing back on
+                # concurrency: the planner runs fewer tasks for a while.
+                pushed_back = isinstance(exc, RateLimited) or _too_many_tasks(exc)
+                if isinstance(exc, RequestRejected) and not pushed_back:
+                    raise
+                if self._planner is not None:
+                    self._planner.create_finished(ok=False, pushed_back=pushed_back)
                 waited = self._clock.time() - job.updated_at
                 if waited > self._settings.poll_timeout:
                     raise
@@ -313,13 +330,22 @@ class JobRunner:
             await self._reporter.job_changed(job)
 
         waiter = self._client.wait_video if job.kind is JobKind.VIDEO else self._client.wait_image
-        status = await waiter(
-            job.task_id,
-            interval=self._settings.poll_interval,
-            timeout=self._settings.poll_timeout,
-            started_at=job.started_at,
-            on_progress=on_progress,
-        )
+        planner = self._planner
+        try:
+            status = await waiter(
+                job.task_id,
+                interval=self._settings.poll_interval,
+                timeout=self._settings.poll_timeout,
+                started_at=job.started_at,
+                on_progress=on_progress,
+                pacer=planner.pacer(job) if planner is not None else None,
+            )
+        except BaseException:
+            if planner is not None:
+                planner.forget(job.id)
+            raise
+        if planner is not None:
+            await planner.finished(job, completed=True)
         assert status.result_url is not None
         job = await self._store.transition(
             job.id,
@@ -611,3 +637,14 @@ def _detail(exc: ServiceError) -> str | None:
             if cleaned:
                 return cleaned
     return None
+
+
+_TOO_MANY = re.compile(
+    r"too many (?:tasks|jobs|requests|videos|concurrent)|concurren|capacity", re.IGNORECASE
+)
+
+
+def _too_many_tasks(exc: ServiceError) -> bool:
+    """Whether a refused create says the service runs too many of our tasks (not a bad request)."""
+    detail = getattr(exc, "detail", None) or ""
+    return bool(_TOO_MANY.search(detail))

@@ -2,9 +2,10 @@
 
 Jobs wait in :class:`~framecast.queues.GuildQueues` (a FIFO per guild, guilds served round-robin), so
 a guild with thirty waiting jobs cannot make a guild with one wait behind all thirty. The one
-dispatcher takes the next job whenever a service slot is free: at most ``max_running`` jobs occupy
-the service at once, and every one of their requests still goes through the shared request budget.
-What a job does once started is the :class:`Runner`'s business.
+dispatcher takes the next job whenever its :class:`Admission` says one more may start (the key's
+planner: as many as the budget can sustain; or a fixed ``max_running``), and every request still
+goes through the shared request budget. What a job does once started is the :class:`Runner`'s
+business.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import math
 from collections.abc import Callable
 from typing import Protocol
 
+from framecast.clock import Clock, SystemClock
 from framecast.jobs import Job, JobState
 from framecast.queues import GuildQueues
 from framecast.runner import ShuttingDown
@@ -54,6 +57,43 @@ class Runner(Protocol):
         ...
 
 
+class Admission(Protocol):
+    """Whether the next job may start (:class:`framecast.planner.planner.Planner` implements it)."""
+
+    def may_start(self, running: int) -> bool:
+        """With `running` jobs occupying the service, may one more start now?"""
+        ...
+
+    def recheck_in(self) -> float:
+        """Clock seconds after which a refusal should be asked again, even without a change."""
+        ...
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call `listener` whenever the answer may have changed."""
+        ...
+
+
+class FixedAdmission:
+    """At most `max_running` jobs on the service at once (tests, and a fixed ceiling)."""
+
+    def __init__(self, max_running: int) -> None:
+        self.max_running = max_running
+
+    def __repr__(self) -> str:
+        return f"<FixedAdmission {self.max_running}>"
+
+    def may_start(self, running: int) -> bool:
+        """Below the fixed number."""
+        return running < self.max_running
+
+    def recheck_in(self) -> float:
+        """A fixed number only changes when a job releases its slot (which wakes the dispatcher)."""
+        return math.inf
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Nothing changes by itself."""
+
+
 class Scheduler:
     """Owns the dispatcher and the tasks of running jobs."""
 
@@ -62,14 +102,20 @@ class Scheduler:
         *,
         store: JobStore,
         runner: Runner,
-        max_running: int,
+        admission: Admission | int,
         queues: GuildQueues | None = None,
         on_positions_changed: Callable[[int, list[int]], None] | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        """`on_positions_changed(guild_id, queued_job_ids)` is called when a guild's queue moves."""
+        """`admission`: the key's planner, or a fixed number of jobs on the service at once.
+
+        `on_positions_changed(guild_id, queued_job_ids)` is called when a guild's queue moves.
+        """
         self._store = store
         self._runner = runner
-        self._max_running = max_running
+        self._admission = FixedAdmission(admission) if isinstance(admission, int) else admission
+        self._admission.on_change(self._wake)
+        self._clock = clock or SystemClock()
         self._queues = queues if queues is not None else GuildQueues()
         self._on_positions_changed = on_positions_changed
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -189,11 +235,19 @@ class Scheduler:
                 log.exception("dispatcher crashed; restarting it")
                 await asyncio.sleep(0.5)
 
+    def _wake(self) -> None:
+        self._wakeup.set()
+
     async def _dispatch(self) -> None:
+        refused = False
         while not self._closing:
-            await self._wakeup.wait()
+            await self._wait_for_wakeup(self._admission.recheck_in() if refused else math.inf)
             self._wakeup.clear()
-            while len(self._holding_slot) < self._max_running and not self._closing:
+            refused = False
+            while not self._closing and self._queues.total():
+                if not self._admission.may_start(len(self._holding_slot)):
+                    refused = True
+                    break
                 job_id = self._next_job_id()
                 if job_id is None:
                     break
@@ -207,6 +261,19 @@ class Scheduler:
                     self._queues.finished(job_id)
                     continue  # cancelled while queued
                 self._start_task(job, holds_slot=True)
+
+    async def _wait_for_wakeup(self, timeout: float) -> None:  # noqa: ASYNC109
+        """Until woken, or `timeout` clock seconds (the admission may change with time alone)."""
+        if math.isinf(timeout):
+            await self._wakeup.wait()
+            return
+        waiter = asyncio.ensure_future(self._wakeup.wait())
+        sleeper = asyncio.ensure_future(self._clock.sleep(timeout))
+        try:
+            await asyncio.wait({waiter, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            sleeper.cancel()
 
     def _start_task(self, job: Job, *, holds_slot: bool) -> None:
         if holds_slot:

@@ -1,4 +1,4 @@
-"""SQLite persistence of jobs.
+"""SQLite persistence of jobs (and of the planner's learned task durations).
 
 Every accepted job is written here, committed with ``synchronous=FULL``, before the member is told it
 is queued, so a crash or restart (even SIGKILL) loses nothing: after a restart :meth:`JobStore.active`
@@ -53,6 +53,7 @@ from framecast.jobs import (
     NewJob,
     check_transition,
 )
+from framecast.planner.predict import DurationRow
 
 if TYPE_CHECKING:
     from framecast.clock import Clock
@@ -75,7 +76,7 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 #: Current schema version (``PRAGMA user_version``).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Seconds a connection waits for another connection's write lock. Only matters when a second process
 # (an operator's sqlite3 shell, a second bot by mistake) holds the file; our own writes are serialised
@@ -138,6 +139,20 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
           AND id NOT IN (SELECT MIN(id) FROM jobs WHERE retry_of IS NOT NULL GROUP BY retry_of)
         """,
         "CREATE UNIQUE INDEX jobs_retry_of ON jobs (retry_of) WHERE retry_of IS NOT NULL",
+    ),
+    (
+        # The planner's learned task durations (framecast/planner/predict.py: DurationRow), one row
+        # per model and size bucket, so predictions survive a restart instead of starting from the
+        # prior again.
+        """
+        CREATE TABLE durations (
+            key        TEXT    PRIMARY KEY,
+            mean       REAL    NOT NULL,
+            spread     REAL    NOT NULL,
+            count      INTEGER NOT NULL,
+            updated_at REAL    NOT NULL
+        )
+        """,
     ),
 )
 
@@ -360,6 +375,21 @@ class JobStore:
         """Every non-terminal job, ordered by id (acceptance order: the FIFO order after a restart)."""
         return await self._call(self._query_sync, f"{_SELECT} WHERE {_OPEN} ORDER BY id", ())
 
+    # ------------------------------------------------------------------ learned durations
+
+    async def load_durations(self) -> list[DurationRow]:
+        """Every stored duration row, ordered by key."""
+        return await self._call(self._load_durations_sync)
+
+    async def save_duration(self, row: DurationRow) -> None:
+        """Insert or replace the row with ``row.key``, committed to disk.
+
+        Raises ``TypeError``/``ValueError`` (nothing written) for a value SQLite would store wrongly:
+        a non-string key, non-finite figures, a negative or non-integer count.
+        """
+        values = _encode_duration(row)
+        await self._call(self._save_duration_sync, values)
+
     # ------------------------------------------------------------------ worker-thread side
 
     def _timestamp(self) -> float:
@@ -493,6 +523,21 @@ class JobStore:
             job = self._fetch(job_id)
         assert job is not None
         return job
+
+    def _load_durations_sync(self) -> list[DurationRow]:
+        sql = "SELECT key, mean, spread, count, updated_at FROM durations ORDER BY key"
+        return [
+            DurationRow(row["key"], row["mean"], row["spread"], row["count"], row["updated_at"])
+            for row in self._conn.execute(sql)
+        ]
+
+    def _save_duration_sync(self, values: tuple[str, float, float, int, float]) -> None:
+        with _immediate(self._conn):
+            # The key is the whole primary key: replacing the row is the upsert.
+            self._conn.execute(
+                "INSERT OR REPLACE INTO durations (key, mean, spread, count, updated_at) VALUES (?, ?, ?, ?, ?)",
+                values,
+            )
 
 
 # ---------------------------------------------------------------------- helpers (worker thread)
@@ -678,6 +723,30 @@ def _encode(name: str, value: Any) -> Any:
     if not isinstance(value, Mapping):
         raise TypeError(f"job field {name!r} must be a dict, not {type(value).__name__}")
     return _dumps(value)
+
+
+def _encode_duration(row: DurationRow) -> tuple[str, float, float, int, float]:
+    """Validate a duration row and convert it to what SQLite stores (caller side, like _encode)."""
+    if not isinstance(row.key, str):
+        raise TypeError(f"duration key must be str, not {type(row.key).__name__}")
+    try:
+        row.key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("duration key is not valid Unicode text (lone surrogate)") from None
+    figures = []
+    for name in ("mean", "spread", "updated_at"):
+        value = getattr(row, name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"duration {name} must be a number, not {type(value).__name__}")
+        if not math.isfinite(value):
+            raise ValueError(f"duration {name} must be finite")  # SQLite would store NaN as NULL
+        figures.append(float(value))
+    if isinstance(row.count, bool) or not isinstance(row.count, int):
+        raise TypeError(f"duration count must be int, not {type(row.count).__name__}")
+    if row.count < 0:
+        raise ValueError("duration count must not be negative")
+    mean, spread, updated_at = figures
+    return row.key, mean, spread, int(row.count), updated_at
 
 
 def _encode_fields(fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from framecast.clock import Clock
 from framecast.config import Secret, Settings
 from framecast.intake import Requester
 from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.planner.estimate import Estimates
 from framecast.queues import QueuePositions
 from framecast.reasons import Note
 from framecast.store import JobStore
@@ -84,8 +85,11 @@ class Factory:
         self.built: RecordingChat | None = None
         self.store: JobStore | None = None
 
-    def __call__(self, *, store: JobStore, positions: QueuePositions, clock: Clock) -> RecordingChat:
+    def __call__(
+        self, *, store: JobStore, positions: QueuePositions, estimates: Estimates, clock: Clock
+    ) -> RecordingChat:
         self.store = store
+        self.estimates = estimates
         if self.fail:
             raise RuntimeError("the chat side could not be built")
         self.built = RecordingChat(store, positions)

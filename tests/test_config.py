@@ -32,7 +32,8 @@ DEFAULTS = {
     "gen_backoff_max": 120.0,
     "gen_download_max_bytes": 209_715_200,
     "gen_download_timeout": 300.0,
-    "gen_max_running": 4,
+    "gen_max_running": None,
+    "gen_poll_max_interval": None,
     "database_path": Path("data/framecast.sqlite3"),
     "log_level": "INFO",
     "member_job_limit": 2,
@@ -66,7 +67,7 @@ def test_env_example_documents_every_variable() -> None:
         "GEN_API_BASE_URL", "GEN_API_KEY",
         "GEN_VIDEO_MODEL", "GEN_IMAGE_MODEL", "GEN_RATE_LIMIT", "GEN_POLL_INTERVAL", "GEN_POLL_TIMEOUT",
         "GEN_REQUEST_TIMEOUT", "GEN_RETRY_MAX", "GEN_BACKOFF_BASE", "GEN_BACKOFF_MAX", "GEN_DOWNLOAD_MAX_BYTES",
-        "GEN_DOWNLOAD_TIMEOUT", "GEN_MAX_RUNNING", "DATABASE_PATH", "LOG_LEVEL", "MEMBER_JOB_LIMIT",
+        "GEN_DOWNLOAD_TIMEOUT", "GEN_MAX_RUNNING", "GEN_POLL_MAX_INTERVAL", "DATABASE_PATH", "LOG_LEVEL", "MEMBER_JOB_LIMIT",
         "GUILD_QUEUE_CAP", "PROMPT_MAX_CHARS", "EDIT_INTERVAL", "TOKEN_MARGIN", "STATUS_MESSAGE_MAX_AGE",
         "SHUTDOWN_TIMEOUT",
     }  # fmt: skip

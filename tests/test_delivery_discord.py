@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import itertools
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from cogs.delivery.retries import ATTEMPTS, retry_delay
 from framecast.clock import SystemClock
 from framecast.config import Secret, Settings
 from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.planner.estimate import Estimate
 from framecast.reasons import Note
 from framecast.runner import UploadTooLarge, result_filename
 from framecast.store import JobStore
@@ -406,3 +409,142 @@ async def test_a_restored_job_without_its_result_is_drawn_once_the_runner_looked
     )
     assert "restarted" in footer(msg)
     assert rig.pings() == []
+
+
+# -- estimates between polls ------------------------------------------------------------------------
+
+
+class Planned:
+    """The planner's side of ``Estimates``: whatever the test says it expects of each job."""
+
+    def __init__(self) -> None:
+        self.by_job: dict[int, Estimate] = {}
+        self.asked = 0
+        self._asked = asyncio.Event()
+
+    def estimate(self, job: Job) -> Estimate:
+        self.asked += 1
+        self._asked.set()
+        return self.by_job.get(job.id, Estimate())
+
+    async def asked_again(self, times: int) -> None:
+        """Until the reporter has asked `times` more times (each draw asks once)."""
+        target = self.asked + times
+        async with asyncio.timeout(10):
+            while self.asked < target:
+                self._asked.clear()
+                await self._asked.wait()
+
+
+@contextlib.asynccontextmanager
+async def estimating(rig: Rig, planned: Planned) -> AsyncIterator[DiscordReporter]:
+    """A reporter (with its own workers) that shows `planned`'s estimates."""
+    reporter = DiscordReporter(
+        rig.client,
+        store=rig.store,
+        settings=rig.settings,
+        clock=SystemClock(),
+        position=lambda _: 2,
+        estimates=planned,
+    )
+    try:
+        yield reporter
+    finally:
+        await reporter.close()
+
+
+def shown_statuses(message: FakeMessage) -> list[str]:
+    """The status of every version of the message, oldest first."""
+    out = []
+    for entry in message.history:
+        for embed in (entry["payload"] or {}).get("embeds") or []:
+            out += [str(f["value"]) for f in embed.get("fields", []) if f.get("name") == "Status"]
+    return out
+
+
+def percents(statuses: list[str]) -> list[int]:
+    return [int(m) for text in statuses for m in re.findall(r"(\d+)%", text)]
+
+
+async def test_the_estimate_moves_on_the_message_between_polls_and_never_goes_back(rig: Rig) -> None:
+    planned = Planned()
+    job, it = await rig.job()
+    job = await rig.advance(job, JobState.SUBMITTING, JobState.RUNNING)
+    planned.by_job[job.id] = Estimate(progress=0.22, remaining=130)
+    async with estimating(rig, planned) as reporter:
+        await reporter.job_changed(job, urgent=True)
+        await it.wait_original(lambda m: status(m).endswith("≈ 20% · about 2 minutes left"))
+        # No new record from the runner (no poll): the worker draws the planner's newer estimate.
+        planned.by_job[job.id] = Estimate(progress=0.47, remaining=65)
+        msg = await it.wait_original(lambda m: status(m).endswith("≈ 45% · about 1 minute left"))
+        # The service then reports less than was shown: the message keeps 45 %.
+        planned.by_job[job.id] = Estimate(progress=0.31, remaining=80, measured=True)
+        await planned.asked_again(3)  # drawn a few times meanwhile
+        assert status(msg).endswith("≈ 45% · about 1 minute left")
+        planned.by_job[job.id] = Estimate(progress=0.52, remaining=40, measured=True)
+        await it.wait_original(lambda m: status(m).endswith(" 52% · less than a minute left"))
+        assert "≈" not in status(msg)
+        stored = await rig.stored(job, lambda j: j.discord.get("shown_percent") == 52)
+    assert stored.discord["shown_percent"] == 52  # kept for a restart
+    shown = percents(shown_statuses(msg))
+    assert shown == sorted(shown) and shown[-1] == 52
+    # Only changes of the visible text were sent: no two versions in a row read the same.
+    statuses = shown_statuses(msg)
+    assert all(a != b for a, b in itertools.pairwise(statuses)), statuses
+
+
+async def test_a_restarted_bot_does_not_show_less_than_before(rig: Rig) -> None:
+    planned = Planned()
+    job, it = await rig.job()
+    job = await rig.advance(job, JobState.SUBMITTING, JobState.RUNNING)
+    planned.by_job[job.id] = Estimate(progress=0.64, remaining=60)
+    async with estimating(rig, planned) as reporter:
+        await reporter.job_changed(job, urgent=True)
+        await it.wait_original(lambda m: "≈ 60%" in status(m))
+        await rig.stored(job, lambda j: j.discord.get("shown_percent") == 60)
+    # A new process: a fresh reporter, the job as stored, and a planner that knows less.
+    restored = await rig.store.get(job.id)
+    assert restored is not None
+    planned.by_job[job.id] = Estimate(progress=0.1, remaining=200)
+    async with estimating(rig, planned) as reporter:
+        await reporter.job_changed(restored, urgent=True)
+        msg = await it.wait_original(lambda m: "about 3 minutes left" in status(m))
+        assert "≈ 60%" in status(msg)
+
+
+async def test_a_queued_job_shows_when_it_is_expected_to_start(rig: Rig) -> None:
+    planned = Planned()
+    job, it = await rig.job()
+    planned.by_job[job.id] = Estimate(starts_in=250)
+    async with estimating(rig, planned) as reporter:
+        await reporter.job_changed(job, urgent=True)
+        await it.wait_original(
+            lambda m: status(m) == "⏳ Queued: #2 in this server's queue · starts in about 4 minutes"
+        )
+        planned.by_job[job.id] = Estimate(starts_in=20)
+        await it.wait_original(lambda m: status(m).endswith("· starts in less than a minute"))
+
+
+async def test_a_broken_estimate_does_not_stop_the_message(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Broken:
+        def estimate(self, job: Job) -> Estimate:
+            raise ZeroDivisionError("a bug in the planner")
+
+    job, it = await rig.job()
+    job = await rig.advance(job, JobState.SUBMITTING, JobState.RUNNING)
+    reporter = DiscordReporter(
+        rig.client,
+        store=rig.store,
+        settings=rig.settings,
+        clock=SystemClock(),
+        position=lambda _: 1,
+        estimates=Broken(),
+    )
+    try:
+        await reporter.job_changed(job, urgent=True)
+        await it.wait_original(lambda m: "elapsed" in status(m))
+    finally:
+        await reporter.close()
+    assert "no estimate" in caplog.text

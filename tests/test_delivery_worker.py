@@ -1,7 +1,8 @@
 """The per-job worker: coalescing, urgency, deliveries and the wait for the runner's look.
 
 The worker is real; its owner (what a draw or a delivery does) is a recording stand-in, and the
-clock is a settable one, so timing is decided by the test, not by Discord.
+clock is a settable one (or the manual one, for the periodic refresh), so timing is decided by the
+test, not by Discord.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ import pytest
 
 from cogs.delivery.slot import Delivery, Slot
 from cogs.delivery.worker import Workers
+from framecast.clock import Clock
 from framecast.jobs import Job, JobKind, JobState
+from tests.fakes.clock import ManualClock
 
 INTERVAL = 0.3
+REFRESH = 5.0
 
 
 class SettableClock:
@@ -38,7 +42,7 @@ class SettableClock:
 
 @dataclass
 class Owner:
-    clock: SettableClock
+    clock: Clock
     drawn: list[JobState] = field(default_factory=list)
     delivered: list[bytes | None] = field(default_factory=list)
     landings: list[int] = field(default_factory=list)
@@ -190,3 +194,110 @@ async def test_a_worker_that_died_is_started_again(rig: tuple[Workers, Owner, Se
     await asyncio.sleep(0.05)
     clock.now += INTERVAL
     await owner.wait(lambda: owner.drawn == [JobState.QUEUED])
+
+
+# ---------------------------------------------------------------------- the periodic refresh
+
+
+@pytest.fixture
+async def manual() -> AsyncIterator[tuple[Workers, Owner, ManualClock]]:
+    """Workers that refresh moving estimates every REFRESH seconds of a clock only the test moves."""
+    clock = ManualClock(100.0)
+    owner = Owner(clock)
+    workers = Workers(owner, clock=clock, interval=INTERVAL, refresh=REFRESH)
+    try:
+        yield workers, owner, clock
+    finally:
+        await workers.close()
+
+
+async def nothing_drawn_meanwhile(owner: Owner, count: int) -> None:
+    await asyncio.sleep(0.05)  # real time for the worker to act, were it going to
+    assert len(owner.drawn) == count
+
+
+@pytest.mark.parametrize("state", [JobState.QUEUED, JobState.RUNNING])
+async def test_a_moving_estimate_is_drawn_again_every_refresh_without_any_change(
+    manual: tuple[Workers, Owner, ManualClock], state: JobState
+) -> None:
+    workers, owner, clock = manual
+    change(workers, make_job(state), urgent=True)
+    await owner.wait(lambda: len(owner.drawn) == 1)
+    await clock.advance(REFRESH - 0.5)
+    await nothing_drawn_meanwhile(owner, 1)
+    await clock.advance(0.5)
+    await owner.wait(lambda: len(owner.drawn) == 2)
+    await clock.advance(REFRESH)
+    await owner.wait(lambda: len(owner.drawn) == 3)
+    assert owner.drawn == [state] * 3
+
+
+async def test_a_change_restarts_the_refresh_period(manual: tuple[Workers, Owner, ManualClock]) -> None:
+    workers, owner, clock = manual
+    change(workers, make_job(JobState.RUNNING), urgent=True)
+    await owner.wait(lambda: len(owner.drawn) == 1)
+    await clock.advance(REFRESH / 2)
+    change(workers, make_job(JobState.RUNNING))  # a poll's answer: drawn now (the interval passed)
+    await owner.wait(lambda: len(owner.drawn) == 2)
+    await clock.advance(REFRESH / 2 + 0.5)
+    await nothing_drawn_meanwhile(owner, 2)  # the next refresh counts from that draw
+    await clock.advance(REFRESH / 2)
+    await owner.wait(lambda: len(owner.drawn) == 3)
+
+
+@pytest.mark.parametrize("state", [JobState.SUBMITTING, JobState.DELIVERING])
+async def test_only_queued_and_running_jobs_are_refreshed(
+    manual: tuple[Workers, Owner, ManualClock], state: JobState
+) -> None:
+    workers, owner, clock = manual
+    slot = workers.slot(make_job(state))
+    slot.looked = True
+    change(workers, slot.job, urgent=True)
+    await owner.wait(lambda: len(owner.drawn) == 1)
+    for _ in range(3):
+        await clock.advance(REFRESH)
+    await nothing_drawn_meanwhile(owner, 1)
+
+
+async def test_a_refresh_is_never_faster_than_the_edit_interval() -> None:
+    clock = ManualClock(100.0)
+    owner = Owner(clock)
+    workers = Workers(owner, clock=clock, interval=INTERVAL, refresh=INTERVAL / 10)
+    try:
+        change(workers, make_job(JobState.RUNNING), urgent=True)
+        await owner.wait(lambda: len(owner.drawn) == 1)
+        await clock.advance(INTERVAL / 2)
+        await nothing_drawn_meanwhile(owner, 1)
+        await clock.advance(INTERVAL / 2)
+        await owner.wait(lambda: len(owner.drawn) == 2)
+    finally:
+        await workers.close()
+
+
+async def test_without_a_refresh_nothing_is_drawn_unprompted() -> None:
+    clock = ManualClock(100.0)
+    owner = Owner(clock)
+    workers = Workers(owner, clock=clock, interval=INTERVAL)
+    try:
+        change(workers, make_job(JobState.RUNNING), urgent=True)
+        await owner.wait(lambda: len(owner.drawn) == 1)
+        for _ in range(3):
+            await clock.advance(REFRESH)
+        await nothing_drawn_meanwhile(owner, 1)
+    finally:
+        await workers.close()
+
+
+async def test_a_finished_job_stops_refreshing(manual: tuple[Workers, Owner, ManualClock]) -> None:
+    workers, owner, clock = manual
+    slot = change(workers, make_job(JobState.RUNNING), urgent=True)
+    await owner.wait(lambda: len(owner.drawn) == 1)
+    await clock.advance(REFRESH)
+    change(workers, make_job(JobState.CANCELLED), urgent=True)
+    await owner.wait(lambda: owner.drawn[-1] is JobState.CANCELLED)
+    assert slot.task is not None
+    await asyncio.wait_for(asyncio.shield(slot.task), 5)  # the worker ended
+    count = len(owner.drawn)
+    await clock.advance(REFRESH * 3)
+    await nothing_drawn_meanwhile(owner, count)
+    assert clock.sleepers == 0  # no timer left behind

@@ -84,6 +84,10 @@ COUNTED = {
     "error_cooldown": "seconds",
     "info_synced": "count",
     "reason_timeout": "minutes",
+    "left_minutes": "minutes",
+    "left_hours": "hours",
+    "starts_minutes": "minutes",
+    "starts_hours": "hours",
 }
 NOT_PLURAL_YET = {(SOURCE, "reason_timeout")}
 
@@ -352,11 +356,53 @@ def test_french_zero_and_one_are_singular_and_millions_take_de() -> None:
     assert t("info_synced", "fr", count=1_000_000) == "1000000 de commandes synchronisées."
 
 
+@pytest.mark.parametrize(
+    ("n", "left", "starts"),
+    [
+        (1, "около 1 минуты", "через 1 минуту"),
+        (2, "около 2 минут", "через 2 минуты"),
+        (5, "около 5 минут", "через 5 минут"),
+        (21, "около 21 минуты", "через 21 минуту"),
+        (25, "около 25 минут", "через 25 минут"),
+    ],
+)
+def test_russian_time_ahead_agrees_with_the_number(n: int, left: str, starts: str) -> None:
+    # "около" takes the genitive, "через" the accusative: each its own forms.
+    assert t("left_minutes", "ru", minutes=n) == f"осталось {left}"
+    assert t("starts_minutes", "ru", minutes=n) == f"начнётся примерно {starts}"
+
+
+@pytest.mark.parametrize(
+    ("n", "left", "starts"),
+    [
+        (1, "około 1 minuty", "za mniej więcej 1 minutę"),
+        (2, "około 2 minut", "za mniej więcej 2 minuty"),
+        (5, "około 5 minut", "za mniej więcej 5 minut"),
+        (22, "około 22 minut", "za mniej więcej 22 minuty"),
+        (25, "około 25 minut", "za mniej więcej 25 minut"),
+    ],
+)
+def test_polish_time_ahead_agrees_with_the_number(n: int, left: str, starts: str) -> None:
+    assert t("left_minutes", "pl", minutes=n) == f"pozostało {left}"
+    assert t("starts_minutes", "pl", minutes=n) == f"zacznie się {starts}"
+    assert t("left_hours", "pl", hours=2) == "pozostało około 2 godzin"
+
+
+def test_english_time_ahead() -> None:
+    assert t("left_minutes", "en-US", minutes=1) == "about 1 minute left"
+    assert t("left_minutes", "en-US", minutes=4) == "about 4 minutes left"
+    assert t("starts_hours", "en-US", hours=1) == "starts in about 1 hour"
+    assert t("starts_hours", "en-US", hours=2) == "starts in about 2 hours"
+
+
 @pytest.mark.parametrize("locale", ["ja", "zh-CN", "zh-TW", "ko"])
 def test_languages_without_plural_forms_use_one_text(locale: str) -> None:
     one, two = t("info_synced", locale, count=1), t("info_synced", locale, count=2)
     assert one.replace("1", "2") == two
     assert t("info_synced", "ja", count=5) == "5 件のコマンドを同期しました。"
+    for key, param in (("left_minutes", "minutes"), ("starts_hours", "hours")):
+        assert t(key, locale, **{param: 1}).replace("1", "2") == t(key, locale, **{param: 2})
+    assert t("left_minutes", "ja", minutes=3) == "残り約 3 分"
 
 
 def test_a_plural_without_a_number_takes_the_other_form() -> None:

@@ -484,7 +484,7 @@ class World:
     def __init__(self, store: JobStore, limits: Limits, max_running: int) -> None:
         self.store = store
         self.runner = StandInRunner(store)
-        self.scheduler = Scheduler(store=store, runner=self.runner, max_running=max_running)
+        self.scheduler = Scheduler(store=store, runner=self.runner, admission=max_running)
         self.intake = Intake(store=store, scheduler=self.scheduler, limits=limits)
         store.subscribe(self.intake.observe)  # as framecast.app wires it
         self.states: dict[int, JobState] = {}

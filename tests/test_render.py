@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from cogs.i18n import SOURCE, shipped, t
 from cogs.utils.render import (
     BAR_CELLS,
+    ESTIMATE_CEILING,
     REASON_KEYS,
     REASON_KEYS_WITHOUT_DETAIL,
     Rendered,
@@ -26,9 +27,12 @@ from cogs.utils.render import (
     link_text,
     progress_bar,
     render_job,
+    shown_percent,
     status_line,
+    time_ahead,
 )
 from framecast.jobs import Job, JobKind, JobState
+from framecast.planner.estimate import Estimate
 from framecast.reasons import ErrorCode
 
 S = JobState
@@ -71,13 +75,35 @@ def make_job(state: JobState = S.QUEUED, **overrides: Any) -> Job:
 
 
 def status(
-    job: Job, position: int | None = None, now: float = NOW, poll_timeout: float = POLL_TIMEOUT
+    job: Job,
+    position: int | None = None,
+    now: float = NOW,
+    poll_timeout: float = POLL_TIMEOUT,
+    estimate: Estimate | None = None,
+    floor: int = 0,
 ) -> str:
-    return status_line(job, position=position, now=now, poll_timeout=poll_timeout)
+    return status_line(
+        job, position=position, now=now, poll_timeout=poll_timeout, estimate=estimate, floor=floor
+    )
 
 
-def render(job: Job, position: int | None = None, now: float = NOW, notes: tuple[str, ...] = ()) -> Rendered:
-    return render_job(job, position=position, now=now, poll_timeout=POLL_TIMEOUT, notes=notes)
+def render(
+    job: Job,
+    position: int | None = None,
+    now: float = NOW,
+    notes: tuple[str, ...] = (),
+    estimate: Estimate | None = None,
+    floor: int = 0,
+) -> Rendered:
+    return render_job(
+        job,
+        position=position,
+        now=now,
+        poll_timeout=POLL_TIMEOUT,
+        notes=notes,
+        estimate=estimate,
+        floor=floor,
+    )
 
 
 def buttons(rendered: Rendered) -> list[tuple[str, str | None]]:
@@ -212,6 +238,240 @@ def test_status_running_without_progress_shows_time_since_start() -> None:
     # Not started yet on the service (e.g. restored): counted from acceptance.
     unstarted = make_job(S.RUNNING, progress=None, started_at=None, created_at=NOW - 45)
     assert status(unstarted) == "🎬 Generating… 45s elapsed"
+
+
+# ---------------------------------------------------------------------- estimates between polls
+
+
+def bar(percent: int) -> str:
+    return progress_bar(percent / 100)
+
+
+def test_an_estimate_between_polls_is_marked_and_coarse() -> None:
+    job = make_job(S.RUNNING, progress=0.4, started_at=NOW - 100)
+    shown = status(job, estimate=Estimate(progress=0.62, remaining=70))
+    assert shown == f"🎬 Generating… {bar(60)} ≈ 60% · about 1 minute left"
+
+
+def test_the_services_own_figure_is_shown_exactly_and_without_the_mark() -> None:
+    job = make_job(S.RUNNING, progress=0.62, started_at=NOW - 100)
+    shown = status(job, estimate=Estimate(progress=0.62, remaining=70, measured=True))
+    assert shown == f"🎬 Generating… {bar(62)} 62% · about 1 minute left"
+    assert "≈" not in shown
+
+
+def test_only_the_time_left_is_known_without_progress_from_the_service() -> None:
+    job = make_job(S.RUNNING, progress=None, started_at=NOW - 100)
+    shown = status(job, estimate=Estimate(remaining=130))
+    assert shown == "🎬 Generating… about 2 minutes left"
+    assert "%" not in shown and "▰" not in shown and "▱" not in shown
+
+
+def test_nothing_known_keeps_the_elapsed_time() -> None:
+    job = make_job(S.RUNNING, progress=None, started_at=NOW - 185)
+    assert status(job, estimate=Estimate()) == "🎬 Generating… 3m 05s elapsed"
+    assert status(job, estimate=None) == "🎬 Generating… 3m 05s elapsed"
+
+
+def test_without_an_estimate_of_progress_the_services_last_report_is_shown() -> None:
+    job = make_job(S.RUNNING, progress=0.41, started_at=NOW - 100)
+    assert status(job, estimate=Estimate(remaining=30)) == (
+        f"🎬 Generating… {bar(41)} 41% · less than a minute left"
+    )
+
+
+@pytest.mark.parametrize("remaining", [0.0, -0.1, -30.0, -3600.0])
+def test_an_overdue_estimate_says_finishing_never_a_negative_time(remaining: float) -> None:
+    job = make_job(S.RUNNING, progress=None, started_at=NOW - 600)
+    assert status(job, estimate=Estimate(remaining=remaining)) == "🎬 Generating… finishing…"
+    with_progress = status(job, estimate=Estimate(progress=0.97, remaining=remaining))
+    assert with_progress == f"🎬 Generating… {bar(ESTIMATE_CEILING)} ≈ 95% · finishing…"
+    assert "-" not in with_progress
+
+
+@pytest.mark.parametrize("remaining", [float("inf"), float("-inf"), float("nan")])
+def test_a_time_that_is_not_a_number_is_not_shown(remaining: float) -> None:
+    job = make_job(S.RUNNING, progress=None, started_at=NOW - 185)
+    assert status(job, estimate=Estimate(remaining=remaining)) == "🎬 Generating… 3m 05s elapsed"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "reading"),
+    [
+        (-5, ("overdue", 0)),
+        (0, ("overdue", 0)),
+        (1, ("under_minute", 0)),
+        (59.9, ("under_minute", 0)),
+        (60, ("minutes", 1)),
+        (89, ("minutes", 1)),
+        (90, ("minutes", 2)),
+        (9 * 60 + 29, ("minutes", 9)),
+        (9 * 60 + 31, ("minutes", 10)),
+        (12 * 60, ("minutes", 10)),
+        (13 * 60, ("minutes", 15)),
+        (57 * 60, ("minutes", 55)),
+        (58 * 60, ("hours", 1)),
+        (3600, ("hours", 1)),
+        (5399, ("hours", 1)),
+        (5400, ("hours", 2)),
+        (21 * 3600, ("hours", 21)),
+    ],
+)
+def test_time_ahead_is_read_coarsely(seconds: float, reading: tuple[str, int]) -> None:
+    assert time_ahead(seconds) == reading
+
+
+@given(st.floats(min_value=-1e6, max_value=1e6), st.floats(min_value=0, max_value=1e6))
+def test_a_later_time_never_reads_sooner(a: float, extra: float) -> None:
+    order = {"overdue": 0, "under_minute": 1, "minutes": 2, "hours": 3}
+    sooner, later = time_ahead(a), time_ahead(a + extra)
+    seconds = {"overdue": 0, "under_minute": 0, "minutes": 60, "hours": 3600}
+    assert (order[later[0]], later[1] * seconds[later[0]]) >= (
+        order[sooner[0]],
+        sooner[1] * seconds[sooner[0]],
+    )
+
+
+def test_hours_read_as_hours() -> None:
+    job = make_job(S.RUNNING, progress=None)
+    assert status(job, estimate=Estimate(remaining=2 * 3600)) == "🎬 Generating… about 2 hours left"
+    assert status(job, estimate=Estimate(remaining=3600)) == "🎬 Generating… about 1 hour left"
+
+
+def test_an_estimate_never_claims_the_end() -> None:
+    job = make_job(S.RUNNING, progress=None)
+    assert shown_percent(job, Estimate(progress=1.0)) == (ESTIMATE_CEILING, False)
+    assert shown_percent(job, Estimate(progress=1.0, measured=True)) == (100, True)
+    assert shown_percent(job, Estimate(progress=0.04)) == (0, False)
+    assert shown_percent(job, Estimate(progress=-0.5)) == (0, False)
+    assert shown_percent(job, Estimate(progress=float("nan"))) is None
+    assert shown_percent(job, None) is None
+    assert shown_percent(job, Estimate(remaining=60)) is None
+
+
+# ---------------------------------------------------------------------- no percentage goes backwards
+
+
+def test_a_lower_figure_shows_the_floor_again_as_an_estimate() -> None:
+    job = make_job(S.RUNNING, progress=0.55, started_at=NOW - 100)
+    # The service says 55 % after the message showed 63 %: 63 % stays, marked as an estimate.
+    rendered = render(job, estimate=Estimate(progress=0.55, remaining=70, measured=True), floor=63)
+    assert rendered.embed.fields[2].value == f"🎬 Generating… {bar(63)} ≈ 63% · about 1 minute left"
+    assert rendered.percent == 63
+    # A higher figure moves on, and is the next floor.
+    higher = render(job, estimate=Estimate(progress=0.7, measured=True), floor=63)
+    assert higher.percent == 70 and "≈" not in str(higher.embed.fields[2].value)
+
+
+def test_a_percentage_once_shown_does_not_vanish() -> None:
+    job = make_job(S.RUNNING, progress=None, started_at=NOW - 100)
+    assert status(job, estimate=Estimate(remaining=60), floor=40) == (
+        f"🎬 Generating… {bar(40)} ≈ 40% · about 1 minute left"
+    )
+
+
+def test_the_rendered_percent_is_what_the_status_shows() -> None:
+    job = make_job(S.RUNNING, progress=None)
+    assert render(job, estimate=Estimate(progress=0.33)).percent == 30
+    assert render(job, estimate=Estimate(remaining=60)).percent is None
+    assert render(make_job(S.QUEUED), position=1, estimate=Estimate(starts_in=60)).percent is None
+    assert render(make_job(S.RUNNING, progress=0.41)).percent == 41
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.floats(min_value=-0.5, max_value=1.5, allow_nan=False)),
+            st.booleans(),
+            st.one_of(st.none(), st.floats(min_value=-100, max_value=10_000, allow_nan=False)),
+        ),
+        max_size=25,
+    )
+)
+def test_shown_percentages_never_go_backwards(steps: list[tuple[float | None, bool, float | None]]) -> None:
+    # The reporter feeds each render's percent back as the next floor.
+    job = make_job(S.RUNNING, progress=None, started_at=NOW - 100)
+    floor, seen = 0, [0]
+    for progress, measured, remaining in steps:
+        rendered = render(job, estimate=Estimate(progress, remaining, None, measured), floor=floor)
+        if rendered.percent is not None:
+            floor = rendered.percent
+            seen.append(floor)
+            assert f" {floor}%" in str(rendered.embed.fields[2].value)
+        else:
+            assert floor == 0  # a percentage, once shown, never vanishes
+    assert seen == sorted(seen)
+
+
+# ---------------------------------------------------------------------- queued: the expected start
+
+
+@pytest.mark.parametrize(
+    ("starts_in", "text"),
+    [
+        (240, "⏳ Queued: #3 in this server's queue · starts in about 4 minutes"),
+        (61, "⏳ Queued: #3 in this server's queue · starts in about 1 minute"),
+        (30, "⏳ Queued: #3 in this server's queue · starts in less than a minute"),
+        (0, "⏳ Queued: #3 in this server's queue · starting soon"),
+        (-20, "⏳ Queued: #3 in this server's queue · starting soon"),
+        (7200, "⏳ Queued: #3 in this server's queue · starts in about 2 hours"),
+        (None, "⏳ Queued: #3 in this server's queue"),
+    ],
+)
+def test_a_queued_job_shows_its_place_and_expected_start(starts_in: float | None, text: str) -> None:
+    assert status(make_job(S.QUEUED), position=3, estimate=Estimate(starts_in=starts_in)) == text
+
+
+def test_a_queued_job_without_a_place_still_shows_its_start() -> None:
+    assert (
+        status(make_job(S.QUEUED), estimate=Estimate(starts_in=240))
+        == "⏳ Queued · starts in about 4 minutes"
+    )
+
+
+@pytest.mark.parametrize("state", [S.SUBMITTING, S.DELIVERING, S.DELIVERED, S.FAILED, S.CANCELLED])
+def test_an_estimate_changes_nothing_past_the_queue_and_the_service(state: JobState) -> None:
+    job = make_job(state, progress=0.5, error_code="timeout")
+    estimate = Estimate(progress=0.9, remaining=60, starts_in=60)
+    assert status(job, estimate=estimate, floor=80) == status(job)
+
+
+# ---------------------------------------------------------------------- estimates in other languages
+
+
+@pytest.mark.parametrize(
+    ("remaining", "left"),
+    [
+        (60, "осталось около 1 минуты"),
+        (120, "осталось около 2 минут"),
+        (300, "осталось около 5 минут"),
+        (21 * 3600, "осталось около 21 часа"),
+    ],
+)
+def test_russian_time_left(remaining: float, left: str) -> None:
+    job = make_job(S.RUNNING, locale="ru", progress=None)
+    assert status(job, estimate=Estimate(remaining=remaining)) == f"🎬 Генерация… {left}"
+
+
+@pytest.mark.parametrize(
+    ("starts_in", "starts"),
+    [(60, "za mniej więcej 1 minutę"), (180, "za mniej więcej 3 minuty"), (300, "za mniej więcej 5 minut")],
+)
+def test_polish_expected_start(starts_in: float, starts: str) -> None:
+    job = make_job(S.QUEUED, locale="pl")
+    assert status(job, position=2, estimate=Estimate(starts_in=starts_in)) == (
+        f"⏳ W kolejce: #2 w kolejce tego serwera · zacznie się {starts}"
+    )
+
+
+def test_japanese_estimate() -> None:
+    job = make_job(S.RUNNING, locale="ja", progress=None)
+    assert status(job, estimate=Estimate(progress=0.5, remaining=150)) == (
+        f"🎬 生成中… {bar(50)} ≈ 50% · 残り約 3 分"
+    )
+    assert status(make_job(S.QUEUED, locale="ja"), position=1, estimate=Estimate(starts_in=3600)) == (
+        "⏳ 待機中: このサーバーのキューで #1 番目 · 約 1 時間後に開始"
+    )
 
 
 @pytest.mark.parametrize(
@@ -404,7 +664,7 @@ def test_prompt_is_shown_as_typed_and_never_as_markup(prompt: str) -> None:
     assert shown(description) == prompt  # exactly what was typed, character for character
     assert live_markup(description) == []  # no link, mention, heading, list, code or emphasis
     # Never message content (which could ping): a Rendered has no content at all...
-    assert {f.name for f in dataclasses.fields(Rendered)} == {"embed", "view", "key"}
+    assert {f.name for f in dataclasses.fields(Rendered)} == {"embed", "view", "key", "percent"}
     # ...and the prompt appears nowhere else in the embed.
     assert all(description not in (f.value or "") for f in rendered.embed.fields)
     assert description not in (rendered.embed.title or "")
@@ -578,3 +838,29 @@ def test_key_changes_exactly_when_the_visible_text_changes() -> None:
     for (i, a), (k, b) in itertools.combinations(enumerate(rendered), 2):
         same_text = visible(a) == visible(b)
         assert (a.key == b.key) == same_text, (variants[i], variants[k])
+
+
+def test_key_follows_the_estimates_visible_text() -> None:
+    running = make_job(S.RUNNING, progress=None, started_at=NOW - 100)
+    queued = make_job(S.QUEUED)
+    variants: list[tuple[Job, Estimate, int]] = [
+        (running, Estimate(progress=0.61, remaining=70), 0),
+        (running, Estimate(progress=0.63, remaining=80), 0),  # still "≈ 60% · about 1 minute"
+        (running, Estimate(progress=0.66, remaining=80), 0),
+        (running, Estimate(progress=0.61, remaining=70, measured=True), 0),
+        (running, Estimate(progress=0.61, remaining=130), 0),
+        (running, Estimate(progress=0.61, remaining=70), 65),
+        (running, Estimate(remaining=130), 0),
+        (running, Estimate(remaining=150), 0),
+        (running, Estimate(remaining=-1), 0),
+        (running, Estimate(remaining=-100), 0),
+        (queued, Estimate(starts_in=240), 0),
+        (queued, Estimate(starts_in=250), 0),
+        (queued, Estimate(starts_in=400), 0),
+        (queued, Estimate(), 0),
+    ]
+    rendered = [render(job, position=2, estimate=estimate, floor=floor) for job, estimate, floor in variants]
+    for (i, a), (k, b) in itertools.combinations(enumerate(rendered), 2):
+        assert (a.key == b.key) == (visible(a) == visible(b)), (variants[i], variants[k])
+    assert rendered[0].key == rendered[1].key  # estimate jitter inside a step: no edit
+    assert rendered[8].key == rendered[9].key  # overdue is overdue, however late

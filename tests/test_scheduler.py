@@ -196,7 +196,7 @@ class Harness:
         self.scheduler = Scheduler(
             store=self.store,
             runner=self.runner,
-            max_running=max_running,
+            admission=max_running,
             on_positions_changed=lambda guild, ids: self.positions.append((guild, list(ids))),
         )
         return self.scheduler

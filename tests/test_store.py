@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import signal
 import sqlite3
 import sys
 import threading
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from framecast.jobs import ACTIVE, TERMINAL, TRANSITIONS, Job, JobError, JobKind, JobState, NewJob
+from framecast.planner.predict import DurationRow
 from framecast.safetext import clean_text
 from framecast.store import (
     SCHEMA_VERSION,
@@ -149,7 +152,7 @@ async def test_open_creates_directory_wal_full_and_schema(store: JobStore, db_pa
     assert store.path == db_path
     assert (await on_worker(store, "PRAGMA journal_mode"))[0][0] == "wal"
     assert (await on_worker(store, "PRAGMA synchronous"))[0][0] == 2  # FULL
-    assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 2
+    assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 3
 
 
 async def test_all_sql_runs_on_one_worker_thread(store: JobStore) -> None:
@@ -699,7 +702,7 @@ async def test_migration_from_v1_flags_local_results_and_keeps_one_retry_per_job
         ],
     )
     async with await JobStore.open(path) as store:
-        assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 2
+        assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 3
         local, linked = await store.get(1), await store.get(2)
         assert local is not None and local.result_local and local.result_url is None
         assert (
@@ -818,3 +821,75 @@ async def test_the_store_accepts_every_cleaned_text(store: JobStore, text: str) 
     cleaned = clean_text(text, 300)
     stored = await store.update(job.id, error_detail=cleaned, error_code=clean_text(text, 40))
     assert stored.error_detail == cleaned
+
+
+# ---------------------------------------------------------------------- schema v3: learned durations (issue 9)
+
+
+def _make_v2_database(path: Path) -> None:
+    """A database exactly as Framecast's schema v2 left it, with one running job."""
+    from framecast.store import _MIGRATIONS
+
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        for step in _MIGRATIONS[:2]:
+            for statement in step:
+                conn.execute(statement)
+        conn.execute(
+            "INSERT INTO jobs (id, kind, state, guild_id, channel_id, user_id, locale, params, created_at,"
+            " updated_at, task_id, started_at, progress) VALUES"
+            " (7, 'video', 'running', ?, ?, ?, 'en-US', '{\"prompt\":\"a cat\"}', 1.0, 2.0, 'task-7', 2.0, 0.25)",
+            (GUILD, CHANNEL, USER),
+        )
+        conn.execute("PRAGMA user_version = 2")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+async def test_migration_from_v2_adds_durations_and_keeps_jobs(tmp_path: Path) -> None:
+    path = tmp_path / "v2.sqlite3"
+    _make_v2_database(path)
+    async with await JobStore.open(path) as store:
+        assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 3
+        assert await store.load_durations() == []
+        job = await store.get(7)
+        assert job is not None and job.state is S.RUNNING and job.task_id == "task-7" and job.progress == 0.25
+        row = DurationRow("video:27:svc-video-v2.0", 95.0, 20.0, 3, 10.0)
+        await store.save_duration(row)
+        assert await store.load_durations() == [row]
+
+
+async def test_durations_upsert_and_survive_a_reopen(db_path: Path) -> None:
+    first = DurationRow("video:27:svc-video-v2.0", 120.0, 60.0, 1, 100.0)
+    image = DurationRow("image:20:svc-image-2.1-flash", 18.5, 4.0, 9, 101.0)
+    async with await JobStore.open(db_path) as store:
+        await store.save_duration(first)
+        await store.save_duration(image)
+        await store.save_duration(replace(first, mean=90.0, count=2, updated_at=102.0))
+    async with await JobStore.open(db_path) as store:
+        assert await store.load_durations() == [
+            image,
+            DurationRow("video:27:svc-video-v2.0", 90.0, 60.0, 2, 102.0),
+        ]
+
+
+@pytest.mark.parametrize(
+    ("row", "error"),
+    [
+        (DurationRow("k", math.nan, 1.0, 1, 1.0), ValueError),
+        (DurationRow("k", 1.0, math.inf, 1, 1.0), ValueError),
+        (DurationRow("k", 1.0, 1.0, -1, 1.0), ValueError),
+        (DurationRow("k", 1.0, 1.0, 1.5, 1.0), TypeError),  # type: ignore[arg-type]
+        (DurationRow("k", "1", 1.0, 1, 1.0), TypeError),  # type: ignore[arg-type]
+        (DurationRow(3, 1.0, 1.0, 1, 1.0), TypeError),  # type: ignore[arg-type]
+        (DurationRow("k\ud800", 1.0, 1.0, 1, 1.0), ValueError),
+    ],
+)
+async def test_save_duration_refuses_what_sqlite_would_store_wrongly(
+    store: JobStore, row: DurationRow, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        await store.save_duration(row)
+    assert await store.load_durations() == []

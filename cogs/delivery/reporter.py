@@ -4,6 +4,11 @@ Thin by design: each job's message has one worker (:mod:`.worker`) that draws it
 :mod:`cogs.utils.render` at the place :mod:`.placement` chooses; deliveries go through that worker,
 Discord's transient failures are judged by :mod:`.retries`, the requester is pinged by :mod:`.ping`,
 and the runner's "was it delivered already?" is answered by :mod:`.recovery`.
+
+Between polls, a queued or running job's message shows the key's planner's estimate (its
+:class:`~framecast.planner.estimate.Estimates`), read from memory: no request to the service. The
+worker draws it again every ``EDIT_INTERVAL``; an edit is made only when the text changes, and a
+percentage never goes backwards (the highest one shown is kept with the job).
 """
 
 from __future__ import annotations
@@ -21,12 +26,13 @@ from cogs.delivery.notes import note_text
 from cogs.delivery.ping import ping_requester
 from cogs.delivery.placement import Placement, Target
 from cogs.delivery.recovery import result_on_messages, where_now
-from cogs.delivery.slot import Delivery, Slot, merge, with_state
+from cogs.delivery.slot import SHOWN_PERCENT, Delivery, Slot, merge, percent_floor, with_state
 from cogs.delivery.worker import Workers
 from cogs.utils.render import Rendered, link_text, render_job
 from framecast.clock import Clock
 from framecast.config import Settings
 from framecast.jobs import Job, JobState
+from framecast.planner.estimate import Estimate, Estimates
 from framecast.reasons import Note
 from framecast.runner import DeliveryInterrupted
 from framecast.store import JobStore
@@ -47,15 +53,24 @@ class DiscordReporter:
         settings: Settings,
         clock: Clock,
         position: Callable[[int], int | None],
+        estimates: Estimates | None = None,
     ) -> None:
+        """`estimates`: what the key's planner expects of each job (None: no estimates shown)."""
         self._client = client
         self._store = store
         self._settings = settings
         self._clock = clock
         self._position = position
+        self._estimates = estimates
         self._placement = Placement(client, settings=settings, clock=clock, drawer=self)
         self._messages = JobMessages(client, self._placement)
-        self._workers = Workers(self, clock=clock, interval=settings.edit_interval)
+        # With estimates, queued and running jobs are drawn again between changes: the estimate moves.
+        self._workers = Workers(
+            self,
+            clock=clock,
+            interval=settings.edit_interval,
+            refresh=settings.edit_interval if estimates is not None else None,
+        )
 
     def __repr__(self) -> str:
         return f"<DiscordReporter slots={len(self._workers)}>"
@@ -177,16 +192,26 @@ class DiscordReporter:
 
     # -- the placement's drawer (see placement.Drawer) ------------------------------------------------
     def rendered(self, slot: Slot, *, extra: tuple[str, ...] = ()) -> Rendered:
-        """The job's message as it should look now: state, queue place, notes, then `extra` lines."""
+        """The job's message as it should look now: state, queue place, estimate, notes, then `extra`.
+
+        The percentage shown becomes the job's floor at once (``SHOWN_PERCENT``): a later draw never
+        shows less, even if this one never reaches Discord.
+        """
         job = slot.job
         notes = tuple(note_text(note, job.locale) for note in slot.notes) + extra
-        return render_job(
+        floor = percent_floor(job)
+        rendered = render_job(
             job,
             position=self._position(job.id) if job.state is JobState.QUEUED else None,
             now=self._clock.time(),
             poll_timeout=self._settings.gen_poll_timeout,
             notes=notes if job.state is not JobState.DELIVERED else extra,
+            estimate=self._estimate(job),
+            floor=floor,
         )
+        if rendered.percent is not None and rendered.percent > floor:
+            job.discord[SHOWN_PERCENT] = rendered.percent
+        return rendered
 
     async def persist(self, slot: Slot) -> None:
         """Save the slot's Discord bookkeeping, merged in one transaction with other writers'."""
@@ -194,6 +219,17 @@ class DiscordReporter:
         slot.job = merge(updated, slot.job)
 
     # -- internals ----------------------------------------------------------------------------------
+    def _estimate(self, job: Job) -> Estimate | None:
+        """The planner's estimate for a queued or running job (None: nothing to add)."""
+        if self._estimates is None or job.state not in (JobState.QUEUED, JobState.RUNNING):
+            return None
+        try:
+            return self._estimates.estimate(job)
+        except Exception:
+            # An estimate is a nicety: a bug there must not stop the job's message from updating.
+            log.exception("job %s: no estimate", job.id)
+            return None
+
     async def _deliver(self, job: Job, delivery: Delivery) -> None:
         slot = self._workers.slot(job)
         slot.job = merge(job, slot.job)
@@ -226,6 +262,11 @@ class DiscordReporter:
             slot.job = saved
         if delivery is None and rendered.key == slot.last_key:
             return
+        percent = percent_floor(slot.job)
+        if percent > slot.saved_percent:
+            # Saved before it shows, so that a restarted bot never shows less (one write per rise).
+            slot.saved_percent = percent
+            await self.persist(slot)
         message = await self._placement.edit(
             target, content=content, embed=rendered.embed, view=rendered.view, files=files
         )

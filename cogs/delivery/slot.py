@@ -10,10 +10,13 @@ from dataclasses import dataclass, field
 from framecast.jobs import Job, JobState
 from framecast.reasons import Note
 
-__all__ = ["REPORTER_KEYS", "Delivery", "Slot", "merge", "with_state"]
+__all__ = ["REPORTER_KEYS", "SHOWN_PERCENT", "Delivery", "Slot", "merge", "percent_floor", "with_state"]
 
+#: The highest percentage the job's message has shown (kept in ``job.discord``): the floor of the
+#: next one, so that no percentage goes backwards on screen, restarts included.
+SHOWN_PERCENT = "shown_percent"
 #: Bookkeeping in ``job.discord`` that only the delivery package writes (see :func:`merge`).
-REPORTER_KEYS = ("message_id", "channel_message_id", "token_dead", "pinged")
+REPORTER_KEYS = ("message_id", "channel_message_id", "token_dead", "pinged", SHOWN_PERCENT)
 
 
 @dataclass
@@ -39,6 +42,11 @@ class Slot:
     last_key: tuple[object, ...] | None = None
     #: Clock monotonic time of the last edit (-inf: nothing drawn since this process started).
     last_edit: float = -math.inf
+    #: Clock monotonic time the worker last drew the message or found nothing to change (the
+    #: periodic refresh counts from it).
+    last_draw: float = -math.inf
+    #: The highest percentage saved with the job (``SHOWN_PERCENT``): saved again only when it rises.
+    saved_percent: int = field(init=False, default=0)
     delivery: Delivery | None = None
     task: asyncio.Task[None] | None = None
     #: The runner has looked for an earlier delivery (``was_delivered``) and said...
@@ -48,6 +56,10 @@ class Slot:
     #: Failed delivery attempts in a row (for the retry rule, see ``retries``).
     failed_attempts: int = 0
 
+    def __post_init__(self) -> None:
+        # A slot starts from a stored record: whatever floor it carries is saved already.
+        self.saved_percent = percent_floor(self.job)
+
     @property
     def awaits_look(self) -> bool:
         """A job restored while delivering, not drawn yet: its message may already hold the result.
@@ -56,6 +68,12 @@ class Slot:
         runner has looked (it always does before a delivery).
         """
         return self.job.state is JobState.DELIVERING and not self.looked and self.last_edit == -math.inf
+
+
+def percent_floor(job: Job) -> int:
+    """The highest percentage the job's message has shown (0: none yet): the next one's floor."""
+    value = job.discord.get(SHOWN_PERCENT)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def merge(new: Job, old: Job) -> Job:

@@ -1,9 +1,11 @@
 """One task per unfinished job: the one writer of that job's message.
 
 Renders are coalesced (only when the visible text changes, at most one edit per ``EDIT_INTERVAL``,
-an urgent change at once), and deliveries go through the same task so two writers never race. What
-a draw or a delivery does is the owner's (:class:`SlotOwner`, the reporter); when and in which
-order is decided here.
+an urgent change at once), and deliveries go through the same task so two writers never race. A
+queued or running job is also drawn again every `refresh` seconds without any change, so that its
+estimate (progress, time left, start) moves between polls; the draw is a no-op when the text reads
+the same. What a draw or a delivery does is the owner's (:class:`SlotOwner`, the reporter); when
+and in which order is decided here.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ log = logging.getLogger(__name__)
 
 #: Longest pause after Discord's rate limit before the message is drawn again.
 _RATE_LIMIT_PAUSE = 30.0
+#: States whose message shows an estimate that moves with time (see ``refresh``).
+_MOVING = frozenset({JobState.QUEUED, JobState.RUNNING})
 
 
 class SlotOwner(Protocol):
@@ -52,10 +56,15 @@ class SlotOwner(Protocol):
 class Workers:
     """The slots of unfinished jobs, each with its worker task."""
 
-    def __init__(self, owner: SlotOwner, *, clock: Clock, interval: float) -> None:
+    def __init__(
+        self, owner: SlotOwner, *, clock: Clock, interval: float, refresh: float | None = None
+    ) -> None:
+        """`interval`: the least time between two edits; `refresh`: how often a queued or running
+        job is drawn again unprompted (None: only on a change), never more often than `interval`."""
         self._owner = owner
         self._clock = clock
         self._interval = interval
+        self._refresh = None if refresh is None else max(refresh, interval)
         self._slots: dict[int, Slot] = {}
         self._closing = False
 
@@ -102,11 +111,30 @@ class Workers:
                 # Restart a task that died: a job must never lose its message.
                 self.slot(slot.job).wake.set()
 
+    def _until_refresh(self, slot: Slot) -> float | None:
+        """Clock seconds until the job's estimate is drawn again unprompted (None: never)."""
+        if self._refresh is None or slot.job.state not in _MOVING:
+            return None
+        return max(0.0, slot.last_draw + self._refresh - self._clock.monotonic())
+
+    async def _woken(self, slot: Slot) -> None:
+        """Until the slot is woken or, for a moving estimate, its refresh is due (on the clock)."""
+        refresh = self._until_refresh(slot)
+        if refresh is None:
+            await slot.wake.wait()
+            return
+        waiters = (asyncio.ensure_future(slot.wake.wait()), asyncio.ensure_future(self._clock.sleep(refresh)))
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
     async def _wait(self, slot: Slot) -> None:
-        """Until there is something to do: a wake, or the deadline to move the message."""
+        """Until there is something to do: a wake, a refresh, or the deadline to move the message."""
         timeout = None if slot.awaits_look else self._owner.until_move(slot)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(slot.wake.wait(), timeout)
+            await asyncio.wait_for(self._woken(slot), timeout)
         if slot.delivery is None and not slot.urgent.is_set():
             # Coalesce: at most one edit per interval; an urgent change cuts the wait short.
             wait = slot.last_edit + self._interval - self._clock.monotonic()
@@ -144,6 +172,7 @@ class Workers:
                 return
             if slot.awaits_look:
                 continue
+            slot.last_draw = self._clock.monotonic()
             try:
                 await self._owner.redraw(slot)
             except discord.RateLimited as exc:

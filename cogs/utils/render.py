@@ -7,6 +7,7 @@ requester is pinged by a separate short reply, see the reporter.)
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from urllib.parse import quote
@@ -16,9 +17,15 @@ import discord
 from cogs.i18n import t
 from cogs.utils.views import CancelButton, RetryButton
 from framecast.jobs import Job, JobKind, JobState
+from framecast.planner.estimate import Estimate
 from framecast.reasons import ErrorCode
 
 BAR_CELLS = 12
+#: An estimated percentage moves in steps of this size ("≈ 60%"): an estimate is not precise to
+#: the percent, and coarse steps keep the edits of a message between polls few.
+ESTIMATE_STEP = 5
+#: An estimate never shows more than this: only the service may say a task is at 100 %.
+ESTIMATE_CEILING = 95
 _COLOURS = {
     JobState.QUEUED: discord.Colour.light_grey(),
     JobState.SUBMITTING: discord.Colour.blurple(),
@@ -82,6 +89,8 @@ class Rendered:
     embed: discord.Embed
     view: discord.ui.View | None
     key: tuple[object, ...] = field(default_factory=tuple)
+    #: The percentage the status shows (None: none), for the caller to keep as the next floor.
+    percent: int | None = None
 
 
 def progress_bar(fraction: float) -> str:
@@ -157,25 +166,123 @@ def settings_line(job: Job) -> str:
     return t("settings_image", job.locale, size=p["size"].replace("x", "×"), model=model)
 
 
-def status_line(job: Job, *, position: int | None, now: float, poll_timeout: float) -> str:
-    """The one line that says where the job is."""
+def shown_percent(job: Job, estimate: Estimate | None, floor: int = 0) -> tuple[int, bool] | None:
+    """The percentage a running job's status shows, and whether it is the service's own figure.
+
+    The estimate's progress when it has one, else the service's last report (``job.progress``).
+    The service's figure is shown to the percent; an estimate in steps of :data:`ESTIMATE_STEP`,
+    never above :data:`ESTIMATE_CEILING`. Never below `floor`, the highest percentage the message
+    showed before: a figure that would go backwards shows `floor` again, as an estimate. ``None``
+    when there is nothing honest to show.
+    """
+    fraction: float | None = job.progress
+    measured = True
+    if estimate is not None and estimate.progress is not None:
+        fraction, measured = estimate.progress, estimate.measured
+    if fraction is None or not math.isfinite(fraction):
+        return (floor, False) if floor > 0 else None
+    whole = int(fraction * 100 + 1e-9)  # 0.29 * 100 is 28.999...: still 29 %
+    if measured:
+        percent = max(0, min(100, whole))
+    else:
+        percent = max(0, min(ESTIMATE_CEILING, whole - whole % ESTIMATE_STEP))
+    if percent < floor:
+        return floor, False
+    return percent, measured
+
+
+def time_ahead(seconds: float) -> tuple[str, int]:
+    """A coarse reading of a time ahead, as (unit, count).
+
+    ``("overdue", 0)`` when it is due already, ``("under_minute", 0)`` under a minute, then
+    ``("minutes", n)`` to the nearest minute, to the nearest five from ten minutes on, and
+    ``("hours", n)`` to the nearest hour from an hour on. An estimate is never precise to the
+    second: a coarse reading claims no more than is known, and changes rarely.
+    """
+    if seconds <= 0:
+        return "overdue", 0
+    if seconds < 60:
+        return "under_minute", 0
+    minutes = max(1, math.floor(seconds / 60 + 0.5))
+    if minutes >= 10:
+        minutes = 5 * math.floor(minutes / 5 + 0.5)
+    if minutes < 60:
+        return "minutes", minutes
+    return "hours", max(1, math.floor(seconds / 3600 + 0.5))
+
+
+#: The words for a time ahead (see :func:`time_ahead`): until a running job's result, and until
+#: a queued job starts.
+_LEFT_KEYS = {
+    "overdue": "left_finishing",
+    "under_minute": "left_under_minute",
+    "minutes": "left_minutes",
+    "hours": "left_hours",
+}
+_STARTS_KEYS = {
+    "overdue": "starts_soon",
+    "under_minute": "starts_under_minute",
+    "minutes": "starts_minutes",
+    "hours": "starts_hours",
+}
+
+
+def _time_text(keys: dict[str, str], seconds: float | None, locale: str) -> str | None:
+    """The words for `seconds` ahead, or None when the time is unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    unit, count = time_ahead(seconds)
+    return t(keys[unit], locale, minutes=count, hours=count)
+
+
+def _status(
+    job: Job, *, position: int | None, now: float, poll_timeout: float, estimate: Estimate | None, floor: int
+) -> tuple[str, int | None]:
+    """The status line and the percentage it shows."""
     loc = job.locale
     state = job.state
     if state is JobState.QUEUED:
-        return t("status_queued", loc, position=position) if position else t("status_queued_waiting", loc)
+        queued = t("status_queued", loc, position=position) if position else t("status_queued_waiting", loc)
+        starts = _time_text(_STARTS_KEYS, estimate.starts_in if estimate else None, loc)
+        return (queued if starts is None else t("status_and_time", loc, status=queued, time=starts)), None
     if state is JobState.SUBMITTING:
-        return t("status_submitting", loc)
+        return t("status_submitting", loc), None
     if state is JobState.RUNNING:
-        if job.progress is not None:
-            return t(
-                "status_generating_progress",
-                loc,
-                bar=progress_bar(job.progress),
-                percent=int(job.progress * 100 + 1e-9),
-            )
-        # No progress from the service: an honest elapsed time instead of a made-up percentage.
+        left = _time_text(_LEFT_KEYS, estimate.remaining if estimate else None, loc)
+        shown = shown_percent(job, estimate, floor)
+        if shown is not None:
+            percent, measured = shown
+            key = "status_generating_progress" if measured else "status_generating_estimate"
+            text = t(key, loc, bar=progress_bar(percent / 100), percent=percent)
+            return (text if left is None else t("status_and_time", loc, status=text, time=left)), percent
+        if left is not None:
+            return t("status_generating_left", loc, left=left), None
+        # Nothing known about progress: an honest elapsed time instead of a made-up figure.
         started = job.started_at or job.created_at
-        return t("status_generating_elapsed", loc, elapsed=format_elapsed(now - started))
+        return t("status_generating_elapsed", loc, elapsed=format_elapsed(now - started)), None
+    return _final_status(job, poll_timeout=poll_timeout), None
+
+
+def status_line(
+    job: Job,
+    *,
+    position: int | None,
+    now: float,
+    poll_timeout: float,
+    estimate: Estimate | None = None,
+    floor: int = 0,
+) -> str:
+    """The one line that says where the job is (see :func:`render_job` for `estimate` and `floor`)."""
+    text, _ = _status(
+        job, position=position, now=now, poll_timeout=poll_timeout, estimate=estimate, floor=floor
+    )
+    return text
+
+
+def _final_status(job: Job, *, poll_timeout: float) -> str:
+    """The status of a job past the service: delivering, or finished one way or another."""
+    loc = job.locale
+    state = job.state
     if state is JobState.DELIVERING:
         return t("status_delivering", loc)
     if state is JobState.DELIVERED:
@@ -192,8 +299,15 @@ def render_job(
     now: float,
     poll_timeout: float,
     notes: tuple[str, ...] = (),
+    estimate: Estimate | None = None,
+    floor: int = 0,
 ) -> Rendered:
-    """The whole message for `job`. `notes` are extra lines (already localised)."""
+    """The whole message for `job`. `notes` are extra lines (already localised).
+
+    `estimate` is what is known between polls (a running job's progress and time left, a queued
+    job's start); `floor` the highest percentage the message has shown, so that no percentage
+    ever goes backwards on screen (``Rendered.percent`` is the next floor).
+    """
     loc = job.locale
     kind = t("kind_video" if job.kind is JobKind.VIDEO else "kind_image", loc)
     # The prompt is the member's text: shown as typed, never as markdown, links or mentions (the
@@ -206,7 +320,9 @@ def render_job(
     )
     embed.add_field(name=t("field_requested_by", loc), value=f"<@{job.user_id}>", inline=True)
     embed.add_field(name=t("field_settings", loc), value=settings_line(job), inline=True)
-    status = status_line(job, position=position, now=now, poll_timeout=poll_timeout)
+    status, percent = _status(
+        job, position=position, now=now, poll_timeout=poll_timeout, estimate=estimate, floor=floor
+    )
     embed.add_field(name=t("field_status", loc), value=status, inline=False)
     if notes:
         # Discord caps a footer at 2048 characters and a whole embed at 6000.
@@ -226,4 +342,4 @@ def render_job(
         job.state,
         tuple(getattr(i, "custom_id", None) for i in view.children),
     )
-    return Rendered(embed=embed, view=view, key=key)
+    return Rendered(embed=embed, view=view, key=key, percent=percent)

@@ -35,7 +35,7 @@ from framecast.service.parsing import (
     parse_poll,
     parse_task_id,
 )
-from framecast.service.types import ImageParams, ImageResult, ModelCatalog, TaskStatus, VideoParams
+from framecast.service.types import ImageParams, ImageResult, ModelCatalog, PollPacer, TaskStatus, VideoParams
 
 __all__ = [
     "JSON_MAX_DEPTH",
@@ -43,6 +43,7 @@ __all__ = [
     "ImageParams",
     "ImageResult",
     "ModelCatalog",
+    "PollPacer",
     "TaskStatus",
     "VideoParams",
     "error_detail",

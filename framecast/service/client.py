@@ -43,6 +43,7 @@ from framecast.service.types import (
     ImageParams,
     ImageResult,
     ModelCatalog,
+    PollPacer,
     ProgressCallback,
     TaskStatus,
     VideoParams,
@@ -207,8 +208,12 @@ class GenerationClient:
         timeout: float,  # noqa: ASYNC109 -- a poll deadline in clock seconds, part of the contract
         started_at: float | None = None,
         on_progress: ProgressCallback | None = None,
+        pacer: PollPacer | None = None,
     ) -> TaskStatus:
         """Poll a video task every `interval` seconds until it ends; return the completed status.
+
+        With a `pacer` (the key's planner), the pacer decides when each poll is sent and at which
+        budget priority; without one, polls come every `interval` at high priority.
 
         The deadline is `timeout` seconds after `started_at` (the wall-clock time the task was
         created, ``clock.time()``; default now), so a restarted bot keeps the original deadline.
@@ -219,7 +224,7 @@ class GenerationClient:
         retried at once but polled again next interval: only ``malformed_polls`` of them in a
         row raise :class:`BadResponse`. Raises :class:`TaskFailed` or :class:`TaskTimedOut`.
         """
-        return await self._wait(task_id, "video", interval, timeout, started_at, on_progress)
+        return await self._wait(task_id, "video", interval, timeout, started_at, on_progress, pacer)
 
     async def wait_image(
         self,
@@ -229,13 +234,14 @@ class GenerationClient:
         timeout: float,  # noqa: ASYNC109 -- a poll deadline in clock seconds, part of the contract
         started_at: float | None = None,
         on_progress: ProgressCallback | None = None,
+        pacer: PollPacer | None = None,
     ) -> TaskStatus:
         """Like :meth:`wait_video`, for an image task returned by :meth:`create_image`.
 
         The result URL may be in ``image_url``, ``url``, ``video_url``, ``result_url`` or
         ``data[0].url``.
         """
-        return await self._wait(task_id, "image", interval, timeout, started_at, on_progress)
+        return await self._wait(task_id, "image", interval, timeout, started_at, on_progress, pacer)
 
     async def create_image(
         self, params: ImageParams, *, priority: Priority | int = Priority.NORMAL
@@ -322,6 +328,7 @@ class GenerationClient:
         timeout: float,  # noqa: ASYNC109
         started_at: float | None,
         on_progress: ProgressCallback | None,
+        pacer: PollPacer | None,
     ) -> TaskStatus:
         if interval <= 0 or timeout <= 0:
             raise ValueError("interval and timeout must be > 0")
@@ -329,15 +336,19 @@ class GenerationClient:
         elapsed = max(0.0, now_wall - started_at) if started_at is not None else 0.0
         start = self._clock.monotonic()
         deadline = start + max(0.0, timeout - elapsed)
-        next_poll = start + max(0.0, interval - elapsed)
+        if pacer is None:
+            pacer = FixedPacer(interval, first=start + max(0.0, interval - elapsed))
+        last_poll: float | None = None
         last_problem: ServiceError | None = None
         unreadable = 0  # unreadable answers in a row
         while True:
-            delay = min(next_poll, deadline) - self._clock.monotonic()
+            when, priority = pacer.next_poll(self._clock.monotonic(), last_poll)
+            delay = min(when, deadline) - self._clock.monotonic()
             if delay > 0:
                 await self._clock.sleep(delay)
+            status: TaskStatus | None = None
             try:
-                status = await self._poll(task_id, kind=kind, priority=Priority.HIGH)
+                status = await self._poll(task_id, kind=kind, priority=priority)
             except BadResponse as exc:
                 # One garbled answer says little about the task: ask again next interval, and
                 # give up only when the service keeps answering nonsense.
@@ -360,7 +371,11 @@ class GenerationClient:
                 # the deadline.
                 last_problem = exc
                 log.warning("task %s: poll failed (%s); will poll again", task_id, exc)
-            else:
+            # Measured from the answer, not the plan: a poll that waited for the budget still keeps
+            # the next one a whole interval away at the service.
+            last_poll = self._clock.monotonic()
+            pacer.observed(status)
+            if status is not None:
                 last_problem = None
                 unreadable = 0
                 if status.state == "completed":
@@ -375,4 +390,21 @@ class GenerationClient:
                 if last_problem is not None:
                     message = f"generation task {task_id} did not finish within {timeout:g} s (last poll: {last_problem})"
                 raise TaskTimedOut(message, task_id=task_id, timeout=timeout)
-            next_poll = now + interval
+
+
+class FixedPacer:
+    """Polls every `interval` seconds at high priority, the first poll at `first` (monotonic)."""
+
+    def __init__(self, interval: float, *, first: float) -> None:
+        self._interval = interval
+        self._first = first
+
+    def __repr__(self) -> str:
+        return f"<FixedPacer every {self._interval:g}s>"
+
+    def next_poll(self, now: float, last_poll: float | None) -> tuple[float, int]:
+        """One interval after the previous poll (the first one at `first`)."""
+        return (self._first if last_poll is None else last_poll + self._interval), Priority.HIGH
+
+    def observed(self, status: TaskStatus | None) -> None:
+        """A fixed pace learns nothing."""

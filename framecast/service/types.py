@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 __all__ = [
     "ImageParams",
     "ImageResult",
     "ModelCatalog",
+    "PollPacer",
     "ProgressCallback",
     "TaskState",
     "TaskStatus",
@@ -19,6 +20,22 @@ __all__ = [
 TaskState = Literal["pending", "completed", "failed"]
 #: Awaited by the ``wait_*`` methods after every poll that finds the task still pending.
 ProgressCallback = Callable[["TaskStatus"], Awaitable[None]]
+
+
+class PollPacer(Protocol):
+    """Decides when a task is polled next, and how urgently (the planner implements it).
+
+    Times are ``clock.monotonic()`` seconds. ``last_poll`` is when the previous poll of this task
+    was sent (``None`` before the first one).
+    """
+
+    def next_poll(self, now: float, last_poll: float | None) -> tuple[float, int]:
+        """``(when, priority)``: the monotonic time of the next poll and its budget priority."""
+        ...
+
+    def observed(self, status: TaskStatus | None) -> None:
+        """The answer of the poll just made (``None``: it failed or was unreadable)."""
+        ...
 
 
 @dataclass(frozen=True)

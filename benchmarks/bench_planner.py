@@ -1,0 +1,581 @@
+"""Planner benchmark: how well the bot spends one API key's 16 requests a minute (issue 9).
+
+The real core (``framecast.app.Core``: store, budget, client, runner, scheduler and whatever plans
+the key's requests) runs against the fake generation service under a :class:`ScaledClock`, at the
+production ratio: ``GEN_RATE_LIMIT=16/60``, ``GEN_POLL_INTERVAL=30``, video durations drawn
+uniformly from 60 to 180 clock seconds (seeded), a batch of videos across several guilds, all
+accepted at once through ``core.intake.accept``. It runs twice, with the service reporting progress
+(an integer percentage) and without it, and once more as a naive bot: the same client and budget,
+every job created at once as the budget allows, each task polled every 30 s, the result downloaded
+when completed, no concurrency cap. The three columns are printed side by side:
+
+* makespan and its ratio to the physical bound: every video needs a create, one poll that sees it
+  completed and a download from the service's origin (3 requests), so the batch needs at least
+  ``3 x jobs`` requests at the budget's rate, or the longest video, whichever is larger;
+* requests per delivered video, counted by the fake (every request carrying the key, 429s too);
+* the delay from the service's completion (the task's drawn duration elapsed) to the file reaching
+  the chat side, median and p90, as a fraction of the poll interval;
+* the largest error of the ETA the chat side would show, from the ``Estimates`` provider the core
+  hands the chat side (``n/a`` when the core hands none), sampled at every change of a job and
+  every ``EDIT_INTERVAL``; likewise the estimated start of queued jobs; and how often the
+  percentage a message is drawn from fell below one it showed before (the chat side then holds
+  its highest figure, so the screen never goes back; a count above zero is an estimate that ran
+  ahead of the truth).
+
+All times are printed in clock seconds (real seconds x scale). The rate window (60 s / scale real
+seconds) must stay far above the local round trip (a few milliseconds): scale 20 gives 3 s.
+
+Run: ``python3 benchmarks/bench_planner.py [--jobs 48] [--guilds 4] [--scale 20] [--seed 9]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import math
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from framecast import presets  # noqa: E402
+from framecast.app import Core  # noqa: E402
+from framecast.budget import RequestBudget  # noqa: E402
+from framecast.clock import Clock, ScaledClock  # noqa: E402
+from framecast.config import Settings, load_settings  # noqa: E402
+from framecast.intake import Requester  # noqa: E402
+from framecast.jobs import Job, JobKind, JobState  # noqa: E402
+from framecast.planner.estimate import Estimate, Estimates  # noqa: E402
+from framecast.queues import QueuePositions  # noqa: E402
+from framecast.reasons import Note  # noqa: E402
+from framecast.service import GenerationClient, VideoParams  # noqa: E402
+from framecast.store import JobStore  # noqa: E402
+from tests.fakes.gen_service import FakeService, TaskPlan  # noqa: E402
+
+RATE_REQUESTS = 16
+RATE_WINDOW = 60.0  # clock seconds
+POLL_INTERVAL = 30.0  # clock seconds
+DURATION_RANGE = (60.0, 180.0)  # clock seconds a video takes on the service
+REQUESTS_PER_VIDEO = 3  # create, the poll that sees it completed, the download
+#: How often the chat side would refresh a message between changes (``EDIT_INTERVAL``'s default).
+SAMPLE_EVERY = 5.0  # clock seconds
+#: Give up on a run after this many times the physical bound (a stuck run still prints its figures).
+GIVE_UP_AFTER = 8.0
+
+Run = Literal["progress", "no-progress", "naive"]
+RUNS: dict[str, Run] = {"progress": "progress", "no-progress": "no-progress", "naive": "naive"}
+
+_ACTIVE_SHOWN = (JobState.SUBMITTING, JobState.RUNNING)
+_TERMINAL = (JobState.DELIVERED, JobState.FAILED, JobState.CANCELLED)
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One video of the batch: who asks for it and how long the service takes (clock seconds)."""
+
+    tag: str  # unique marker inside the prompt: how the fake's task and the job are matched
+    guild: int
+    member: int
+    duration: float
+
+    @property
+    def prompt(self) -> str:
+        """The prompt sent for this clip."""
+        return f"a benchmark clip {self.tag}"
+
+
+def make_batch(jobs: int, guilds: int, seed: int) -> list[Clip]:
+    """`jobs` clips spread evenly over `guilds` (two per member), durations drawn with `seed`."""
+    rng = random.Random(seed)
+    return [
+        Clip(
+            f"[j{n:03d}]", guild=n % guilds, member=(n // guilds) // 2, duration=rng.uniform(*DURATION_RANGE)
+        )
+        for n in range(jobs)
+    ]
+
+
+def physical_bound(batch: Sequence[Clip]) -> float:
+    """The shortest possible makespan: 3 requests per video at the budget's rate, or the longest video."""
+    requests = REQUESTS_PER_VIDEO * len(batch)
+    return max(requests / RATE_REQUESTS * RATE_WINDOW, max(c.duration for c in batch))
+
+
+def tag_of(prompt: str) -> str:
+    """The clip tag inside a prompt (``[jNNN]``)."""
+    start = prompt.index("[j")
+    return prompt[start : prompt.index("]", start) + 1]
+
+
+# -- the recording chat side ------------------------------------------------------------------------
+
+
+@dataclass
+class Shown:
+    """One look at a job as its message would show it (real monotonic time)."""
+
+    at: float
+    state: JobState
+    estimate: Estimate | None
+
+
+@dataclass
+class Track:
+    """What the chat side saw of one job."""
+
+    job: Job
+    shown: list[Shown] = field(default_factory=list)
+    started: float | None = None  # real time it left the queue
+    delivered: float | None = None  # real time the file reached the chat side
+    last_percent: int | None = None
+    backwards: int = 0  # times the percentage fell below the highest one shown before
+
+
+class RecordingChat:
+    """A chat side that shows nothing: it records when each job changed, what it would show, and
+    when its file arrived. Uploads are instant and never too large (no re-encode).
+    """
+
+    def __init__(self, *, clock: Clock, estimates: Estimates | None) -> None:
+        self._clock = clock
+        self.estimates = estimates
+        self.tracks: dict[int, Track] = {}
+        self.all_done = asyncio.Event()
+        self._expected = 0
+        self._sampler: asyncio.Task[None] | None = None
+
+    def expect(self, jobs: int) -> None:
+        """How many jobs the run submits (``all_done`` is set once that many are finished)."""
+        self._expected = jobs
+
+    def start_sampling(self) -> None:
+        """Look at every unfinished job every ``SAMPLE_EVERY`` clock seconds, as message refreshes would."""
+        self._sampler = asyncio.create_task(self._sample_loop())
+
+    async def _sample_loop(self) -> None:
+        while True:
+            await self._clock.sleep(SAMPLE_EVERY)
+            for track in list(self.tracks.values()):
+                if track.job.state not in _TERMINAL:
+                    self._look(track)
+
+    def _look(self, track: Track) -> None:
+        job = track.job
+        # Estimates are for jobs still waiting on the service; past that the message shows facts.
+        waiting = job.state in (JobState.QUEUED, *_ACTIVE_SHOWN)
+        estimate = self.estimates.estimate(job) if self.estimates is not None and waiting else None
+        track.shown.append(Shown(time.monotonic(), job.state, estimate))
+        # The percentage the message is drawn from: the estimate when there is one, else the
+        # service's last report. The chat side never shows it going down (it holds the highest
+        # figure shown), so this counts how often that floor had to hold: an estimate that ran
+        # ahead of the truth.
+        progress = (
+            estimate.progress if estimate is not None and estimate.progress is not None else job.progress
+        )
+        if progress is None:
+            return
+        percent = int(progress * 100 + 1e-9)
+        if track.last_percent is not None and percent < track.last_percent:
+            track.backwards += 1
+        track.last_percent = max(percent, track.last_percent or 0)
+
+    def finished(self) -> list[Track]:
+        """Tracks of the jobs that reached a terminal state."""
+        return [t for t in self.tracks.values() if t.job.state in _TERMINAL]
+
+    # -- ChatSide -----------------------------------------------------------------------------------
+    async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
+        """Record the change and look at the job as its message would show it."""
+        track = self.tracks.get(job.id)
+        if track is None:
+            track = self.tracks[job.id] = Track(job)
+        track.job = job
+        if track.started is None and job.state is not JobState.QUEUED:
+            track.started = time.monotonic()
+        self._look(track)
+        if self._expected and len(self.finished()) >= self._expected:
+            self.all_done.set()
+
+    async def upload_limit(self, job: Job, refused: int | None = None) -> int:
+        """Far above any result: the benchmark measures requests, not re-encodes."""
+        return 1 << 40
+
+    async def deliver_file(self, job: Job, data: bytes, filename: str, *, notice: Note | None) -> None:
+        """The file reached the chat: note when."""
+        self.tracks[job.id].delivered = time.monotonic()
+
+    async def deliver_link(self, job: Job, url: str, reason: Note) -> None:
+        """Never expected (every result fits); counted as a delivery all the same."""
+        self.tracks[job.id].delivered = time.monotonic()
+
+    async def was_delivered(self, job: Job) -> bool:
+        """Whether the file already arrived."""
+        track = self.tracks.get(job.id)
+        return track is not None and track.delivered is not None
+
+    def positions_changed(self, guild_id: int, queued: list[int]) -> None:
+        """Positions are not measured."""
+
+    def add_note(self, job: Job, note: Note) -> None:
+        """Notes are not measured."""
+
+    async def close(self) -> None:
+        """Stop sampling."""
+        if self._sampler is not None:
+            self._sampler.cancel()
+            try:
+                await self._sampler
+            except asyncio.CancelledError:
+                pass
+
+
+class RecordingChatFactory:
+    """Builds the :class:`RecordingChat` for ``Core.open`` and keeps it for the benchmark."""
+
+    def __init__(self) -> None:
+        self.chat: RecordingChat | None = None
+
+    def __call__(
+        self, *, store: JobStore, positions: QueuePositions, clock: Clock, estimates: Estimates | None = None
+    ) -> RecordingChat:
+        """The chat side; `estimates` is the key's planner once the core passes one."""
+        self.chat = RecordingChat(clock=clock, estimates=estimates)
+        return self.chat
+
+
+# -- one run's figures ------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    """The figures of one run, in clock seconds."""
+
+    label: str
+    jobs: int
+    delivered: int
+    makespan: float
+    requests: int
+    rejected: int  # 429 answers
+    busiest_window: int  # most requests the fake received in one rate window
+    polls: int
+    delays: list[float]  # service completion -> file in the chat side, per delivered video
+    fastest_repoll: float | None  # the shortest gap between two polls of one task
+    eta_errors: list[float] | None  # |shown ETA - actual delivery| over all looks at started jobs
+    start_errors: list[float] | None  # |shown start - actual start| over all looks at queued jobs
+    backwards: int | None  # percentages below one shown before (held by the chat side's floor)
+
+
+def settings_for(fake: FakeService, data_dir: Path, batch: Sequence[Clip]) -> Settings:
+    """Production timings; limits wide enough that the whole batch is accepted at once."""
+    per_member = max(Counter((c.guild, c.member) for c in batch).values())
+    per_guild = max(Counter(c.guild for c in batch).values())
+    return load_settings(
+        {
+            "DISCORD_TOKEN": "benchmark",
+            "GEN_API_BASE_URL": fake.base_url,
+            "GEN_API_KEY": fake.api_key,
+            "GEN_RATE_LIMIT": f"{RATE_REQUESTS}/{RATE_WINDOW:g}",
+            "GEN_POLL_INTERVAL": f"{POLL_INTERVAL:g}",
+            "DATABASE_PATH": str(data_dir / "framecast.sqlite3"),
+            "MEMBER_JOB_LIMIT": str(per_member),
+            "GUILD_QUEUE_CAP": str(per_guild),
+            "EDIT_INTERVAL": f"{SAMPLE_EVERY:g}",
+        }
+    )
+
+
+async def fake_for(batch: Sequence[Clip], scale: float, progress: bool) -> FakeService:
+    """A started fake service: the key's real limit (in real seconds) and one plan per clip."""
+    fake = FakeService()
+    await fake.start()
+    fake.rate_limit = (RATE_REQUESTS, RATE_WINDOW / scale)
+    fake.progress_shape = "int" if progress else "missing"
+    # polls=0: a task completes when its duration has elapsed, however often it was polled.
+    fake.plans = [(c.tag, TaskPlan(duration=c.duration / scale, polls=0)) for c in batch]
+    return fake
+
+
+async def run_core(batch: Sequence[Clip], scale: float, *, progress: bool) -> RunResult:
+    """The real core against the fake; all jobs accepted at once."""
+    clock = ScaledClock(scale)
+    fake = await fake_for(batch, scale, progress)
+    factory = RecordingChatFactory()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = settings_for(fake, Path(tmp), batch)
+            core = await Core.open(settings, reporter=factory, clock=clock)
+            chat = factory.chat
+            assert chat is not None
+            try:
+                chat.expect(len(batch))
+                chat.start_sampling()
+                params = {
+                    c.tag: core.intake.video_params(
+                        prompt=c.prompt,
+                        model=None,
+                        size=None,
+                        seconds=None,
+                        frame_rate=None,
+                        known_models=(),
+                        default_model=settings.gen_video_model,
+                    )
+                    for c in batch
+                }
+                started = time.monotonic()
+
+                async def submit(c: Clip) -> None:
+                    who = Requester(
+                        guild_id=1000 + c.guild,
+                        channel_id=2000 + c.guild,
+                        user_id=3000 + c.member,
+                        locale="en-US",
+                    )
+                    job, _ = await core.intake.accept(who, JobKind.VIDEO, params[c.tag])
+                    await chat.job_changed(job, urgent=True)  # "Queued: #n", as the bot shows it
+
+                await asyncio.gather(*(submit(c) for c in batch))
+                await _wait_done(chat.all_done.wait(), batch, scale)
+            finally:
+                await core.close()
+    finally:
+        await fake.stop()
+    tracks = {tag_of(t.job.params["prompt"]): t for t in chat.tracks.values()}
+    delivered = {tag: t.delivered for tag, t in tracks.items() if t.delivered is not None}
+    label = f"framecast, {'with' if progress else 'no'} progress"
+    result = _figures(label, batch, fake, started, delivered, scale)
+    if chat.estimates is not None:
+        result.eta_errors, result.start_errors = _estimate_errors(tracks.values(), scale)
+        result.backwards = sum(t.backwards for t in tracks.values())
+    return result
+
+
+async def run_naive(batch: Sequence[Clip], scale: float) -> RunResult:
+    """A naive bot on the same client and budget: create all, poll each every 30 s, no cap."""
+    clock = ScaledClock(scale)
+    fake = await fake_for(batch, scale, progress=True)
+    delivered: dict[str, float] = {}
+    size = presets.VIDEO_SIZES[presets.DEFAULT_VIDEO_SIZE]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            s = settings_for(fake, Path(tmp), batch)
+            budget = RequestBudget(
+                s.gen_rate_limit.requests,
+                s.gen_rate_limit.window,
+                clock=clock,
+                backoff_base=s.gen_backoff_base,
+                backoff_max=s.gen_backoff_max,
+            )
+            async with aiohttp.ClientSession() as session:
+                client = GenerationClient.from_settings(session, s, budget, clock)
+
+                async def one(c: Clip) -> None:
+                    params = VideoParams(
+                        model=s.gen_video_model,
+                        prompt=c.prompt,
+                        width=size.width,
+                        height=size.height,
+                        num_frames=presets.num_frames(
+                            presets.DEFAULT_VIDEO_SECONDS, presets.DEFAULT_FRAME_RATE
+                        ),
+                        frame_rate=presets.DEFAULT_FRAME_RATE,
+                    )
+                    task_id = await client.create_video(params)
+                    status = await client.wait_video(
+                        task_id, interval=s.gen_poll_interval, timeout=s.gen_poll_timeout
+                    )
+                    assert status.result_url is not None
+                    await client.download(
+                        status.result_url, max_bytes=s.gen_download_max_bytes, timeout=s.gen_download_timeout
+                    )
+                    delivered[c.tag] = time.monotonic()
+
+                started = time.monotonic()
+                try:
+                    await _wait_done(asyncio.gather(*(one(c) for c in batch)), batch, scale)
+                finally:
+                    await client.close()
+                    budget.close()
+    finally:
+        await fake.stop()
+    return _figures("naive: every 30 s, no cap", batch, fake, started, delivered, scale)
+
+
+async def _wait_done(done: Awaitable[object], batch: Sequence[Clip], scale: float) -> None:
+    """Wait for the run to end, giving up after ``GIVE_UP_AFTER`` times the physical bound."""
+    limit = physical_bound(batch) * GIVE_UP_AFTER / scale
+    try:
+        await asyncio.wait_for(done, limit)
+    except TimeoutError:
+        print(f"(a run gave up after {limit:.0f} real seconds; its figures cover what finished)")
+
+
+def _figures(
+    label: str,
+    batch: Sequence[Clip],
+    fake: FakeService,
+    started: float,
+    delivered: dict[str, float],
+    scale: float,
+) -> RunResult:
+    authorised = [r for r in fake.requests if r.auth_ok]
+    polls = [r for r in authorised if r.path == "/svcapi"]
+    # A task is done on the service once its drawn duration has elapsed since its create was answered.
+    completed = {tag_of(t.prompt): t.created + t.plan.duration for t in fake.tasks.values()}
+    delays = [(at - completed[tag]) * scale for tag, at in delivered.items() if tag in completed]
+    by_task: dict[str, list[float]] = {}
+    for r in polls:
+        by_task.setdefault(r.query.get("video_id", ""), []).append(r.received)
+    gaps = [(b - a) * scale for times in by_task.values() for a, b in zip(times, times[1:], strict=False)]
+    return RunResult(
+        label=label,
+        jobs=len(batch),
+        delivered=len(delivered),
+        makespan=(max(delivered.values(), default=started) - started) * scale,
+        requests=len(authorised),
+        rejected=sum(1 for r in authorised if r.status == 429),
+        busiest_window=fake.max_in_window(),
+        polls=len(polls),
+        delays=delays,
+        fastest_repoll=min(gaps, default=None),
+        eta_errors=None,
+        start_errors=None,
+        backwards=None,
+    )
+
+
+def _estimate_errors(tracks: Iterable[Track], scale: float) -> tuple[list[float], list[float]]:
+    """Errors of every shown ETA (started jobs) and estimated start (queued jobs), in clock seconds."""
+    eta: list[float] = []
+    start: list[float] = []
+    for track in tracks:
+        for look in track.shown:
+            e = look.estimate
+            if e is None:
+                continue
+            if look.state in _ACTIVE_SHOWN and e.remaining is not None and track.delivered is not None:
+                eta.append(abs(look.at + e.remaining / scale - track.delivered) * scale)
+            if look.state is JobState.QUEUED and e.starts_in is not None and track.started is not None:
+                start.append(abs(look.at + e.starts_in / scale - track.started) * scale)
+    return eta, start
+
+
+# -- the table --------------------------------------------------------------------------------------
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def _errors_cell(values: list[float] | None) -> str:
+    if values is None:
+        return "n/a"
+    if not values:
+        return "none shown"
+    return f"{max(values):.0f} s (p90 {_quantile(values, 0.9):.0f} s)"
+
+
+Row = tuple[str, Callable[[RunResult], str]]
+
+
+def rows(bound: float) -> list[Row]:
+    """The table's rows: a label and how to print one run's figure."""
+
+    def per_video(n: int, r: RunResult) -> str:
+        return f"{n / r.delivered:.2f}" if r.delivered else "-"
+
+    def delay(q: float) -> Callable[[RunResult], str]:
+        def cell(r: RunResult) -> str:
+            if not r.delays:
+                return "-"
+            value = statistics.median(r.delays) if q == 0.5 else _quantile(r.delays, q)
+            return f"{value / POLL_INTERVAL:.2f} ({value:.0f} s)"
+
+        return cell
+
+    return [
+        ("delivered", lambda r: f"{r.delivered}/{r.jobs}"),
+        ("makespan", lambda r: f"{r.makespan:.0f} s"),
+        ("makespan / bound", lambda r: f"{r.makespan / bound:.2f}x"),
+        ("requests per video", lambda r: per_video(r.requests, r)),
+        ("polls per video", lambda r: per_video(r.polls, r)),
+        ("429 answers", lambda r: str(r.rejected)),
+        ("busiest rate window", lambda r: f"{r.busiest_window}/{RATE_REQUESTS}"),
+        ("completion -> file, median (x poll interval)", delay(0.5)),
+        ("completion -> file, p90 (x poll interval)", delay(0.9)),
+        (
+            "fastest re-poll of a task (x poll interval)",
+            lambda r: "-" if r.fastest_repoll is None else f"{r.fastest_repoll / POLL_INTERVAL:.2f}",
+        ),
+        ("largest ETA error (running jobs)", lambda r: _errors_cell(r.eta_errors)),
+        ("largest start-estimate error (queued)", lambda r: _errors_cell(r.start_errors)),
+        (
+            "% below one shown before (screen holds)",
+            lambda r: "n/a" if r.backwards is None else str(r.backwards),
+        ),
+    ]
+
+
+def print_table(results: Sequence[RunResult], bound: float) -> None:
+    """The runs side by side, as a Markdown table."""
+    table = [["", *(r.label for r in results)]]
+    table += [[label, *(cell(r) for r in results)] for label, cell in rows(bound)]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    for n, line in enumerate(table):
+        print("| " + " | ".join(text.ljust(w) for text, w in zip(line, widths, strict=True)) + " |")
+        if n == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+
+
+async def main_async(jobs: int, guilds: int, scale: float, seed: int, runs: Sequence[Run]) -> None:
+    """Run the benchmark and print the table."""
+    batch = make_batch(jobs, guilds, seed)
+    bound = physical_bound(batch)
+    print(
+        f"{jobs} videos across {guilds} guilds, durations {DURATION_RANGE[0]:.0f}-{DURATION_RANGE[1]:.0f} s "
+        f"(seed {seed}; mean {statistics.mean(c.duration for c in batch):.0f} s); key {RATE_REQUESTS}/"
+        f"{RATE_WINDOW:.0f} s, polls every {POLL_INTERVAL:.0f} s; clock x{scale:g}. Times in clock seconds."
+    )
+    print(f"physical bound: {bound:.0f} s ({REQUESTS_PER_VIDEO} requests per video at the key's rate)")
+    results: list[RunResult] = []
+    for run in runs:
+        wall = time.monotonic()
+        if run == "naive":
+            results.append(await run_naive(batch, scale))
+        else:
+            results.append(await run_core(batch, scale, progress=run == "progress"))
+        print(f"  {results[-1].label}: {time.monotonic() - wall:.0f} real seconds", file=sys.stderr)
+    print_table(results, bound)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=48)
+    parser.add_argument("--guilds", type=int, default=4)
+    parser.add_argument("--scale", type=float, default=20.0, help="clock seconds per real second")
+    parser.add_argument("--seed", type=int, default=9)
+    parser.add_argument(
+        "--runs", default=",".join(RUNS), help=f"which runs, comma-separated, of {', '.join(RUNS)}"
+    )
+    args = parser.parse_args()
+    names = [r for r in args.runs.split(",") if r]
+    unknown = [r for r in names if r not in RUNS]
+    if unknown:
+        parser.error(f"unknown run(s): {', '.join(unknown)}")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    asyncio.run(main_async(args.jobs, args.guilds, args.scale, args.seed, [RUNS[r] for r in names]))
+
+
+if __name__ == "__main__":
+    main()

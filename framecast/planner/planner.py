@@ -1,0 +1,333 @@
+"""The request planner of one API key: what each request of its budget is spent on.
+
+The key's budget (16 requests a minute) decides how many videos members get, so every request
+should buy as much as it can. The planner decides three things, from what it predicts about each
+task on the service (:mod:`framecast.planner.predict`):
+
+* **When each task is polled, and how urgently.** A task is polled when it is likely to have
+  finished: from the slope of its reported progress, or else from the durations learned from
+  finished tasks of the same model and size. Such polls (and downloads) go first in the budget;
+  polls that can only refresh progress come after creates. Never more often than
+  ``GEN_POLL_INTERVAL``; never longer apart than ``GEN_POLL_MAX_INTERVAL``, so a wrong estimate
+  corrects itself. Until a kind of task has been seen to finish a few times, polls come every
+  interval, as a cautious bot would.
+* **How many tasks run at once** (adaptive concurrency): the scheduler starts the next job only
+  while the budget can sustain the requests the running tasks are expected to need within the
+  next window plus one create, and one create at a time waits for the budget (so the queues, not
+  the budget, keep the order). ``GEN_MAX_RUNNING`` is an optional ceiling. When the service
+  pushes back on creates (429s on creates, or "too many tasks"), the planner lowers its own
+  ceiling to what runs now and raises it again by one per create that goes through.
+* **What members are told between polls** (:class:`~framecast.planner.estimate.Estimate`),
+  computed locally: no request is spent on it.
+
+One planner per key; planners share nothing but the code.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from framecast.budget import Priority, RequestBudget
+from framecast.clock import Clock
+from framecast.jobs import Job, JobState
+from framecast.planner.estimate import Estimate
+from framecast.planner.predict import DurationKey, DurationModel, ProgressTrack
+from framecast.queues import GuildQueues
+from framecast.service import TaskStatus
+from framecast.store import JobStore
+
+__all__ = ["Planner", "PlannerSettings"]
+
+log = logging.getLogger(__name__)
+
+#: Finished tasks of a kind before their learned durations are trusted to skip polls.
+LEARNED_AFTER = 3
+#: Requests a video costs at the least: create, the poll that sees it done, the download.
+_MIN_REQUESTS_PER_TASK = 3.0
+
+
+@dataclass(frozen=True)
+class PlannerSettings:
+    """The planner's knobs (from configuration)."""
+
+    poll_interval: float  # never poll one task more often (GEN_POLL_INTERVAL)
+    poll_max_interval: float  # never leave a running task unpolled longer (GEN_POLL_MAX_INTERVAL)
+    ceiling: int | None = None  # GEN_MAX_RUNNING; None: automatic
+
+
+@dataclass
+class _Task:
+    """What the planner knows of one task on the service."""
+
+    job_id: int
+    key: DurationKey | None  # None: parameters the model cannot bucket (never predicted)
+    started: float  # wall clock (the job's started_at)
+    track: ProgressTrack
+    polls: int = 0
+    next_at: float = 0.0  # monotonic time of the next poll, as last planned
+    likely_done: bool = False  # the next poll is expected to find it finished
+    last_pending: float | None = None  # wall time of the last poll that found it pending
+    seen_progress: float | None = None
+
+
+@dataclass
+class _Pushback:
+    """The planner's own ceiling after the service pushed back on creates (None: none)."""
+
+    ceiling: float | None = None
+    successes: int = field(default=0)
+
+
+class Planner:
+    """Spends one key's :class:`RequestBudget` (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        budget: RequestBudget,
+        clock: Clock,
+        store: JobStore,
+        queues: GuildQueues,
+        model: DurationModel,
+        settings: PlannerSettings,
+    ) -> None:
+        self._budget = budget
+        self._clock = clock
+        self._store = store
+        self._queues = queues
+        self._model = model
+        self._settings = settings
+        self._tasks: dict[int, _Task] = {}
+        self._pushback = _Pushback()
+        self._listener: Callable[[], None] | None = None
+        self._requests_per_task = _MIN_REQUESTS_PER_TASK + 0.5  # learned as tasks finish
+
+    def __repr__(self) -> str:
+        return f"<Planner tasks={len(self._tasks)} ceiling={self.ceiling()}>"
+
+    @classmethod
+    async def open(
+        cls,
+        *,
+        budget: RequestBudget,
+        clock: Clock,
+        store: JobStore,
+        queues: GuildQueues,
+        settings: PlannerSettings,
+    ) -> Planner:
+        """A planner whose duration model starts from what the store learned before a restart."""
+        # Cautious priors in poll intervals: they only shape estimates until real durations arrive.
+        model = DurationModel(video_prior=4 * settings.poll_interval, image_prior=settings.poll_interval)
+        model.restore(await store.load_durations())
+        return cls(budget=budget, clock=clock, store=store, queues=queues, model=model, settings=settings)
+
+    # -- admission (the scheduler asks before starting the next job) ---------------------------------
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call `listener` whenever admission may have changed (the scheduler's wake-up)."""
+        self._listener = listener
+
+    def ceiling(self) -> int | None:
+        """The most tasks allowed on the service now (None: no fixed number)."""
+        limits = [c for c in (self._settings.ceiling, self._pushback.ceiling) if c is not None]
+        return max(1, math.floor(min(limits))) if limits else None
+
+    def may_start(self, running: int) -> bool:
+        """Whether one more job may start now, with `running` jobs occupying the service."""
+        ceiling = self.ceiling()
+        if ceiling is not None and running >= ceiling:
+            return False
+        if running > len(self._tasks):
+            # A started job whose create has not gone through yet: one create waits for the budget
+            # at a time, so the queues (round-robin, cancellable) keep the order, not the budget.
+            return False
+        return self.demand() + 1 <= self._budget.allowed
+
+    def demand(self) -> float:
+        """Requests the running tasks are expected to need within the next window."""
+        now = self._clock.monotonic()
+        horizon = now + self._budget.window
+        interval = self._settings.poll_interval
+        total = 0.0
+        for task in self._tasks.values():
+            if task.next_at > horizon:
+                continue
+            if task.likely_done:
+                total += 2  # the poll that sees it done, then the download
+            else:
+                total += 1 + math.floor((horizon - max(now, task.next_at)) / interval)
+        return total
+
+    def recheck_in(self) -> float:
+        """Clock seconds after which admission should be asked again even without a change."""
+        return max(0.05, self._settings.poll_interval / 4)
+
+    def create_finished(self, *, ok: bool, pushed_back: bool = False) -> None:
+        """A create ended: `ok`, or refused because the service has too many tasks (`pushed_back`)."""
+        p = self._pushback
+        if pushed_back:
+            p.ceiling = float(max(1, len(self._tasks)))
+            p.successes = 0
+            log.warning(
+                "the service pushed back on a create; running at most %d tasks for now", self.ceiling()
+            )
+        elif ok and p.ceiling is not None:
+            # Additive increase: one more task per create that went through, until none binds.
+            p.ceiling += 1
+            p.successes += 1
+            if p.successes > 32:
+                p.ceiling = None
+        self._changed()
+
+    # -- polling (the client's wait loop asks through a pacer) ------------------------------------
+    def pacer(self, job: Job) -> TaskPacer:
+        """The poll pacer of `job`'s task (registers the task; a restored job keeps its times)."""
+        task = self._tasks.get(job.id)
+        if task is None:
+            started = job.started_at if job.started_at is not None else self._clock.time()
+            task = _Task(
+                job_id=job.id,
+                key=DurationModel.key_for_params(job.params),
+                started=started,
+                track=ProgressTrack(started),
+            )
+            if job.progress is not None:
+                # Restored after a restart: the last progress was saved with the job.
+                task.track.observe(job.updated_at, job.progress)
+                task.seen_progress = job.progress
+            self._tasks[job.id] = task
+            self._changed()
+        return TaskPacer(self, task)
+
+    def forget(self, job_id: int) -> None:
+        """The job stopped waiting for its task (failed, cancelled, or paused for a shutdown)."""
+        if self._tasks.pop(job_id, None) is not None:
+            self._changed()
+
+    async def finished(self, job: Job, *, completed: bool) -> None:
+        """The task ended; a completed one teaches the duration model (persisted)."""
+        task = self._tasks.pop(job.id, None)
+        self._changed()
+        if task is None or not completed:
+            return
+        seconds = task.track.duration()
+        if seconds is None:
+            # No completing poll seen by the track: it finished between the last "pending" and now.
+            done = self._clock.time()
+            if task.last_pending is not None:
+                done -= min(done - task.last_pending, self._settings.poll_interval) / 2
+            seconds = done - task.started
+        self._requests_per_task += 0.1 * ((task.polls + 2) - self._requests_per_task)
+        row = self._model.learn(task.key, seconds, at=self._clock.time()) if task.key is not None else None
+        if row is not None:
+            try:
+                await self._store.save_duration(row)
+            except Exception:  # losing one lesson must not fail the job
+                log.exception("could not save a learned duration")
+
+    def _plan(self, task: _Task, now: float, last_poll: float | None) -> tuple[float, int]:
+        s = self._settings
+        now_wall = self._clock.time()
+        to_mono = now - now_wall  # monotonic = wall + to_mono
+        if last_poll is None:
+            # The first poll: one interval after the create (kept across a restart).
+            earliest = task.started + to_mono + s.poll_interval
+        else:
+            earliest = last_poll + s.poll_interval
+        latest = (last_poll if last_poll is not None else task.started + to_mono) + s.poll_max_interval
+        done_at = self._predicted_done(task)
+        if done_at is None:
+            when, likely = earliest, True  # nothing learned yet: poll as often as allowed
+        else:
+            when = min(max(earliest, done_at + to_mono), max(earliest, latest))
+            likely = done_at + to_mono <= when + 1e-9
+        task.next_at = when
+        task.likely_done = likely
+        return when, Priority.HIGH if likely else Priority.PROGRESS
+
+    def _predicted_done(self, task: _Task) -> float | None:
+        """Wall time the task is expected to be done, or None when nothing is known yet."""
+        done = task.track.predicted_done()
+        if done is not None:
+            # Aim a little after the predicted end, so the poll finds it done: missing it by a
+            # hair costs a whole interval. Reports in whole percents blur the end by ~1 %.
+            margin = max(0.1 * self._settings.poll_interval, 0.02 * (done - task.started))
+            return done + margin
+        if not self._learned(task):
+            return None
+        # Without progress: the first poll at the learned median, then each later one at the next
+        # quantile, so a long task costs a few polls more rather than many.
+        assert task.key is not None
+        q = min(0.95, 0.5 + 0.15 * task.polls)
+        return task.started + self._model.quantile(task.key, q)
+
+    def _learned(self, task: _Task) -> bool:
+        return task.key is not None and self._model.expected(task.key).count >= LEARNED_AFTER
+
+    def _observed(self, task: _Task, status: TaskStatus | None) -> None:
+        task.polls += 1
+        if status is not None and status.state == "completed":
+            task.track.complete(self._clock.time())
+        elif status is not None and status.state == "pending":
+            now = self._clock.time()
+            task.last_pending = now
+            task.track.observe(now, status.progress)
+            if status.progress is not None:
+                task.seen_progress = status.progress
+        self._changed()
+
+    # -- estimates (what the chat side shows between polls) -----------------------------------------
+    def estimate(self, job: Job) -> Estimate:
+        """The job's progress and timing as far as they are known (see :class:`Estimate`)."""
+        if job.state is JobState.QUEUED:
+            ahead = self._queues.ahead(job.id)
+            if ahead is None:
+                return Estimate()
+            return Estimate(starts_in=(ahead + 1) / self._start_rate())
+        task = self._tasks.get(job.id)
+        if job.state is not JobState.RUNNING or task is None:
+            return Estimate()
+        now = self._clock.time()
+        done = task.track.predicted_done()
+        progress = task.track.progress_at(now)
+        if done is None and task.key is not None and self._learned(task):
+            done = task.started + self._model.quantile(task.key, 0.5)
+            elapsed = now - task.started
+            total = done - task.started
+            if total > 0 and task.seen_progress is None:
+                progress = None  # the service says nothing of progress: show only the time
+            if elapsed > total:
+                done = now  # overdue: "finishing", never a negative time
+        remaining = None if done is None else max(0.0, done - now)
+        measured = progress is not None and progress == task.seen_progress
+        return Estimate(progress=progress, remaining=remaining, measured=measured)
+
+    def _start_rate(self) -> float:
+        """Jobs started per clock second the budget can sustain."""
+        per_second = self._budget.allowed / self._budget.window
+        return per_second / max(_MIN_REQUESTS_PER_TASK, self._requests_per_task)
+
+    def _changed(self) -> None:
+        if self._listener is not None:
+            self._listener()
+
+
+class TaskPacer:
+    """One task's :class:`~framecast.service.PollPacer`, backed by its planner."""
+
+    def __init__(self, planner: Planner, task: _Task) -> None:
+        self._planner = planner
+        self._task = task
+
+    def __repr__(self) -> str:
+        return f"<TaskPacer job={self._task.job_id}>"
+
+    def next_poll(self, now: float, last_poll: float | None) -> tuple[float, int]:
+        """When to poll next and at which budget priority."""
+        return self._planner._plan(self._task, now, last_poll)
+
+    def observed(self, status: TaskStatus | None) -> None:
+        """Learn from the poll's answer."""
+        self._planner._observed(self._task, status)

@@ -1,0 +1,246 @@
+"""The planner's decisions in constructed situations: which request the next slot buys, and when.
+
+A real store (durations persist), a real budget and real queues; time is a ManualClock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from framecast.budget import Priority, RequestBudget
+from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.planner.planner import LEARNED_AFTER, Planner, PlannerSettings
+from framecast.queues import GuildQueues
+from framecast.service import TaskStatus
+from framecast.store import JobStore
+from tests.fakes.clock import ManualClock
+
+INTERVAL = 30.0
+VIDEO = {
+    "model": "svc-video-v2.0",
+    "prompt": "p",
+    "width": 1152,
+    "height": 768,
+    "num_frames": 121,
+    "frame_rate": 24,
+}
+
+
+@dataclasses.dataclass
+class Rig:
+    clock: ManualClock
+    store: JobStore
+    budget: RequestBudget
+    queues: GuildQueues
+    planner: Planner
+
+    async def job(self, guild: int = 1, *, running: bool = True) -> Job:
+        job = await self.store.add(
+            NewJob(
+                kind=JobKind.VIDEO,
+                guild_id=guild,
+                channel_id=2,
+                user_id=3,
+                locale="en-US",
+                params=dict(VIDEO),
+            ),
+            member_limit=None,
+            guild_cap=None,
+        )
+        if running:
+            job = dataclasses.replace(
+                job, state=JobState.RUNNING, started_at=self.clock.time(), task_id=f"t{job.id}"
+            )
+        return job
+
+    async def reopen(self, **settings: object) -> Planner:
+        self.planner = await Planner.open(
+            budget=self.budget,
+            clock=self.clock,
+            store=self.store,
+            queues=self.queues,
+            settings=dataclasses.replace(self.planner_settings, **settings),  # type: ignore[arg-type]
+        )
+        return self.planner
+
+    planner_settings: PlannerSettings = dataclasses.field(
+        default_factory=lambda: PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
+    )
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    clock = ManualClock()
+    store = await JobStore.open(tmp_path / "db.sqlite3", clock=clock)
+    budget = RequestBudget(16, 60.0, clock=clock)
+    queues = GuildQueues()
+    settings = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
+    planner = await Planner.open(budget=budget, clock=clock, store=store, queues=queues, settings=settings)
+    try:
+        yield Rig(clock, store, budget, queues, planner, settings)
+    finally:
+        budget.close()
+        await store.close()
+
+
+async def teach(rig: Rig, seconds: float, times: int = LEARNED_AFTER) -> None:
+    """Let `times` tasks of the VIDEO kind finish after `seconds`, polled every interval meanwhile."""
+    for _ in range(times):
+        job = await rig.job()
+        pacer = rig.planner.pacer(job)
+        elapsed = 0.0
+        while elapsed + INTERVAL < seconds:
+            await rig.clock.advance(INTERVAL)
+            elapsed += INTERVAL
+            pacer.observed(TaskStatus("pending", None))
+        await rig.clock.advance(INTERVAL)
+        pacer.observed(TaskStatus("completed", 1.0, "http://x/v.mp4"))
+        await rig.planner.finished(job, completed=True)
+
+
+async def test_nothing_learned_yet_polls_every_interval_at_high_priority(rig: Rig) -> None:
+    job = await rig.job()
+    pacer = rig.planner.pacer(job)
+    start = rig.clock.monotonic()
+    when, priority = pacer.next_poll(start, None)
+    assert (when, priority) == (start + INTERVAL, Priority.HIGH)
+    pacer.observed(TaskStatus("pending", None))
+    assert pacer.next_poll(start + INTERVAL, start + INTERVAL) == (start + 2 * INTERVAL, Priority.HIGH)
+
+
+async def test_progress_slope_times_the_poll_that_finds_it_done(rig: Rig) -> None:
+    job = await rig.job()
+    pacer = rig.planner.pacer(job)
+    t0 = rig.clock.monotonic()
+    await rig.clock.advance(INTERVAL)
+    pacer.observed(TaskStatus("pending", 0.25))  # a quarter done after 30 s: 120 s in all
+    when, priority = pacer.next_poll(rig.clock.monotonic(), rig.clock.monotonic())
+    assert priority is Priority.HIGH
+    assert t0 + 120 <= when <= t0 + 120 + 0.1 * INTERVAL  # just after the predicted end, not every 30 s
+
+
+async def test_a_task_predicted_far_from_done_waits_but_never_past_the_bound(rig: Rig) -> None:
+    job = await rig.job()
+    pacer = rig.planner.pacer(job)
+    t0 = rig.clock.monotonic()
+    await rig.clock.advance(INTERVAL)
+    pacer.observed(TaskStatus("pending", 0.01))  # 1 % after 30 s: about 50 minutes to go
+    now = rig.clock.monotonic()
+    when, priority = pacer.next_poll(now, now)
+    assert when == now + 6 * INTERVAL  # the bound, so a wrong estimate corrects itself
+    assert priority is Priority.PROGRESS  # only refreshes progress: after creates in the budget
+    assert when > t0
+
+
+async def test_never_more_often_than_the_poll_interval(rig: Rig) -> None:
+    job = await rig.job()
+    pacer = rig.planner.pacer(job)
+    await rig.clock.advance(INTERVAL)
+    pacer.observed(TaskStatus("pending", 0.99))  # done "any moment now"
+    now = rig.clock.monotonic()
+    when, _ = pacer.next_poll(now, now)
+    assert when >= now + INTERVAL
+
+
+async def test_without_progress_the_learned_median_times_the_first_poll(rig: Rig) -> None:
+    await teach(rig, 150.0)
+    job = await rig.job()
+    pacer = rig.planner.pacer(job)
+    t0 = rig.clock.monotonic()
+    when, priority = pacer.next_poll(t0, None)
+    assert 120 <= when - t0 <= 165 and priority is Priority.HIGH  # learned: finished in 120..150 s
+    # Still pending there: the next poll aims at a later quantile, at least one interval on.
+    await rig.clock.advance(when - t0)
+    pacer.observed(TaskStatus("pending", None))
+    now = rig.clock.monotonic()
+    later, _ = pacer.next_poll(now, now)
+    assert later >= now + INTERVAL
+
+
+async def test_learned_durations_survive_a_restart(rig: Rig) -> None:
+    await teach(rig, 150.0)
+    planner = await rig.reopen()
+    job = await rig.job()
+    t0 = rig.clock.monotonic()
+    when, _ = planner.pacer(job).next_poll(t0, None)
+    assert 120 <= when - t0 <= 165
+
+
+async def test_a_restored_task_keeps_its_first_poll_relative_to_its_creation(rig: Rig) -> None:
+    job = await rig.job()
+    await rig.clock.advance(20)
+    when, _ = rig.planner.pacer(job).next_poll(rig.clock.monotonic(), None)
+    assert when == pytest.approx(rig.clock.monotonic() + INTERVAL - 20)
+
+
+async def test_admission_starts_tasks_while_the_budget_can_sustain_them(rig: Rig) -> None:
+    planner = rig.planner
+    running = 0
+    while planner.may_start(running) and running < 100:
+        job = await rig.job()
+        planner.pacer(job).next_poll(rig.clock.monotonic(), None)  # its create went through
+        running += 1
+    # Nothing learned: every task polls every 30 s, so two polls each fit in the 60-s window.
+    assert 5 <= running <= 8, running
+    assert not planner.may_start(running)
+    assert planner.demand() + 1 > rig.budget.allowed
+
+
+async def test_admission_allows_more_tasks_when_they_are_known_to_take_long(rig: Rig) -> None:
+    await teach(rig, 170.0)
+    running = 0
+    while rig.planner.may_start(running) and running < 100:
+        job = await rig.job()
+        rig.planner.pacer(job).next_poll(rig.clock.monotonic(), None)
+        running += 1
+    assert running >= 15, running  # no poll of theirs is due within the next window
+
+
+async def test_one_create_at_a_time_waits_for_the_budget(rig: Rig) -> None:
+    assert rig.planner.may_start(0)
+    assert not rig.planner.may_start(1)  # started, but its task is not known yet: create pending
+
+
+async def test_fixed_ceiling_is_respected(rig: Rig) -> None:
+    planner = await rig.reopen(ceiling=2)
+    for _ in range(2):
+        planner.pacer(await rig.job())
+    assert not planner.may_start(2)
+
+
+async def test_pushback_lowers_the_ceiling_and_successes_raise_it_again(rig: Rig) -> None:
+    planner = rig.planner
+    for _ in range(4):
+        planner.pacer(await rig.job())
+    planner.create_finished(ok=False, pushed_back=True)
+    assert planner.ceiling() == 4
+    assert not planner.may_start(4)
+    planner.create_finished(ok=True)
+    assert planner.ceiling() == 5
+
+
+async def test_queued_jobs_get_an_estimated_start_and_running_ones_an_eta(rig: Rig) -> None:
+    queued = [await rig.job(running=False) for _ in range(3)]
+    for job in queued:
+        rig.queues.push(job)
+    first, third = rig.planner.estimate(queued[0]), rig.planner.estimate(queued[2])
+    assert first.starts_in is not None and third.starts_in is not None
+    assert third.starts_in > first.starts_in > 0
+
+    job = await rig.job()
+    pacer = rig.planner.pacer(job)
+    assert rig.planner.estimate(job).remaining is None  # nothing known: no claim
+    await rig.clock.advance(INTERVAL)
+    pacer.observed(TaskStatus("pending", 0.5))
+    shown = rig.planner.estimate(job)
+    assert shown.progress == pytest.approx(0.5) and shown.measured
+    assert shown.remaining == pytest.approx(INTERVAL, abs=1)
+    await rig.clock.advance(INTERVAL / 2)
+    between = rig.planner.estimate(job)
+    assert between.progress is not None and 0.5 < between.progress < 1 and not between.measured
+    assert between.remaining is not None and shown.remaining is not None
+    assert between.remaining < shown.remaining
