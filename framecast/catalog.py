@@ -25,6 +25,7 @@ MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/\-]{0,99}$")
 # A version part of an id: "v2.0", "2.1", "2024"; numbers bounded so int() never meets a giant.
 _VERSION_PART = re.compile(r"^v?(\d{1,9}(?:\.\d{1,9})*)$", re.IGNORECASE)
 _SEPARATOR = re.compile(r"([-_/:])")
+_VERSION_SLOT = re.compile(r"[-_/:]?#")  # a version part in a family, with its separator
 _SETTING = {"video": "GEN_VIDEO_MODEL", "image": "GEN_IMAGE_MODEL"}
 
 
@@ -52,19 +53,36 @@ def split_version(model_id: str) -> tuple[str, tuple[int, ...]]:
     return "".join(family), tuple(version)
 
 
+def _base(family: str) -> str:
+    """A family without its version parts: ``svc-video-#`` -> ``svc-video`` (an unversioned id's kin)."""
+    return _VERSION_SLOT.sub("", family)
+
+
+def _relatives(wanted: str, candidates: Sequence[str]) -> list[str]:
+    """The models of `wanted`'s family among `candidates`: the same family (``svc-video-v2.0`` and
+    ``svc-video-v2.1``), else the same family once versions are set aside (``svc-video`` and
+    ``svc-video-v2.1``: an id without a version, or a family that dropped or gained one)."""
+    family, _ = split_version(wanted)
+    same = [model for model in candidates if split_version(model)[0] == family]
+    if same:
+        return same
+    base = _base(family)
+    return [model for model in candidates if _base(split_version(model)[0]) == base]
+
+
 def best_match(wanted: str, available: Sequence[str]) -> str | None:
     """The model to use for `wanted` among `available` (the service's models of one kind).
 
     `wanted` itself when listed; else the newest version of its family (versions compared as
-    numbers, so v10 beats v9); else the first model listed; ``None`` when nothing usable is listed.
+    numbers, so v10 beats v9; an id without a version counts as its family's oldest); else the
+    first model listed; ``None`` when nothing usable is listed.
     """
     candidates = [model for model in available if is_model_id(model)]
     if wanted in candidates:
         return wanted
     if not candidates:
         return None
-    family, _ = split_version(wanted)
-    relatives = [model for model in candidates if split_version(model)[0] == family]
+    relatives = _relatives(wanted, candidates)
     if relatives:
         return max(relatives, key=lambda model: split_version(model)[1])  # a tie: the first listed
     return candidates[0]
@@ -134,7 +152,7 @@ class ModelCache:
 
     def _choose_default(self, kind: str) -> None:
         configured = self.configured(kind)
-        listed = self.ids(kind)
+        listed = tuple(getattr(self.catalog, kind)) if self.catalog is not None else ()
         chosen = best_match(configured, listed) or configured
         state = (chosen, configured in listed or not listed)
         previous = self._defaults.get(kind, (configured, True))
@@ -145,7 +163,7 @@ class ModelCache:
         if chosen != configured:
             how = (
                 "the newest of its family"
-                if split_version(chosen)[0] == split_version(configured)[0]
+                if chosen in _relatives(configured, [chosen])
                 else f"the first {kind} model listed"
             )
             log.warning(
@@ -175,10 +193,14 @@ class ModelCache:
         return self._defaults.get(kind, (self.configured(kind), True))[0]
 
     def ids(self, kind: str) -> tuple[str, ...]:
-        """Known model ids of `kind` ("video" or "image"); empty while the list is unknown."""
+        """Known model ids of `kind` ("video" or "image"); empty while the list is unknown.
+
+        Only ids of the shape a member may pick (:func:`is_model_id`): one the bot would refuse is
+        never offered, listed in a refusal or chosen as a stand-in.
+        """
         if self.catalog is None:
             return ()
-        return tuple(getattr(self.catalog, kind))
+        return tuple(model for model in getattr(self.catalog, kind) if is_model_id(model))
 
     def suggest(self, kind: str, typed: str, limit: int = 25) -> list[str]:
         """Autocomplete: the default first, then the service's models matching what was typed.

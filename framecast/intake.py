@@ -1,7 +1,8 @@
 """Accepting a request: validate it, persist it, queue it. No Discord here.
 
-Errors a member can fix are :class:`IntakeError`; each carries a message key (see the bot's
-localisation catalogue) and its parameters, so the chat side can answer in the member's language.
+Errors a member can fix are :class:`IntakeError`; each carries a typed :class:`IntakeProblem` and
+its parameters, and the chat side maps the problem to a message in the member's language (the core
+never builds message keys).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from framecast import presets
@@ -25,12 +27,25 @@ log = logging.getLogger(__name__)
 _LISTED_MODELS = 15
 
 
-class IntakeError(Exception):
-    """A request the member can fix; `key` names the localised message, `params` fill it in."""
+class IntakeProblem(StrEnum):
+    """What is wrong with a request (the chat side words it; see :class:`IntakeError`)."""
 
-    def __init__(self, key: str, **params: Any) -> None:
-        super().__init__(key)
-        self.key = key
+    PROMPT_EMPTY = "prompt_empty"  # nothing visible in the prompt
+    PROMPT_TOO_LONG = "prompt_too_long"  # params: max, length
+    BAD_OPTION = "bad_option"  # params: option (the option's name: size, length, fps)
+    MEMBER_LIMIT = "member_limit"  # params: limit
+    GUILD_QUEUE_FULL = "guild_queue_full"  # params: cap
+    ALREADY_RETRIED = "already_retried"  # params: job (the failed one), id (its retry)
+    UNKNOWN_MODEL = "unknown_model"  # params: model (not even shaped like a model id)
+    UNLISTED_MODEL = "unlisted_model"  # params: model, models (the service's list, comma-separated)
+
+
+class IntakeError(Exception):
+    """A request the member can fix: `problem` says what is wrong, `params` give the details."""
+
+    def __init__(self, problem: IntakeProblem, **params: Any) -> None:
+        super().__init__(problem.value)
+        self.problem = problem
         self.params = params
 
 
@@ -78,9 +93,9 @@ def clean_prompt(prompt: str | None, max_chars: int) -> str:
     Only emptiness is judged on a stripped copy: what the member typed is what the service gets.
     """
     if prompt is None or not "".join(ch for ch in prompt if not _invisible(ch)).strip():
-        raise IntakeError("error_prompt_empty")
+        raise IntakeError(IntakeProblem.PROMPT_EMPTY)
     if len(prompt) > max_chars:
-        raise IntakeError("error_prompt_too_long", max=max_chars, length=len(prompt))
+        raise IntakeError(IntakeProblem.PROMPT_TOO_LONG, max=max_chars, length=len(prompt))
     return prompt
 
 
@@ -110,9 +125,9 @@ class Intake:
     def precheck(self, who: Requester) -> None:
         """Refuse at once, from memory, when a limit is already reached (no I/O: safe before ack)."""
         if self._index.member_count(who.guild_id, who.user_id) >= self.limits.member_jobs:
-            raise IntakeError("error_member_limit", limit=self.limits.member_jobs)
+            raise IntakeError(IntakeProblem.MEMBER_LIMIT, limit=self.limits.member_jobs)
         if self._index.queued_count(who.guild_id) >= self.limits.guild_queue:
-            raise IntakeError("error_guild_queue_full", cap=self.limits.guild_queue)
+            raise IntakeError(IntakeProblem.GUILD_QUEUE_FULL, cap=self.limits.guild_queue)
 
     def video_params(
         self,
@@ -134,13 +149,13 @@ class Intake:
         prompt = clean_prompt(prompt, self.limits.prompt_chars)
         preset = presets.VIDEO_SIZES.get(size or presets.DEFAULT_VIDEO_SIZE)
         if preset is None:
-            raise IntakeError("error_bad_option", option="size")
+            raise IntakeError(IntakeProblem.BAD_OPTION, option="size")
         secs = seconds or presets.DEFAULT_VIDEO_SECONDS
         fps = frame_rate or presets.DEFAULT_FRAME_RATE
         if secs not in presets.VIDEO_SECONDS:
-            raise IntakeError("error_bad_option", option="length")
+            raise IntakeError(IntakeProblem.BAD_OPTION, option="length")
         if fps not in presets.FRAME_RATES:
-            raise IntakeError("error_bad_option", option="fps")
+            raise IntakeError(IntakeProblem.BAD_OPTION, option="fps")
         return {
             **_model_params(model, default_model, known_models),
             "prompt": prompt,
@@ -165,7 +180,7 @@ class Intake:
         prompt = clean_prompt(prompt, self.limits.prompt_chars)
         preset = presets.IMAGE_SIZES.get(size or presets.DEFAULT_IMAGE_SIZE)
         if preset is None:
-            raise IntakeError("error_bad_option", option="size")
+            raise IntakeError(IntakeProblem.BAD_OPTION, option="size")
         return {
             **_model_params(model, default_model, known_models),
             "prompt": prompt,
@@ -211,11 +226,11 @@ class Intake:
                 guild_cap=self.limits.guild_queue,
             )
         except MemberLimitReached:
-            raise IntakeError("error_member_limit", limit=self.limits.member_jobs) from None
+            raise IntakeError(IntakeProblem.MEMBER_LIMIT, limit=self.limits.member_jobs) from None
         except GuildQueueFull:
-            raise IntakeError("error_guild_queue_full", cap=self.limits.guild_queue) from None
+            raise IntakeError(IntakeProblem.GUILD_QUEUE_FULL, cap=self.limits.guild_queue) from None
         except AlreadyRetried as exc:
-            raise IntakeError("error_already_retried", job=new.retry_of, id=exc.existing_id) from None
+            raise IntakeError(IntakeProblem.ALREADY_RETRIED, job=new.retry_of, id=exc.existing_id) from None
         self._index.track(job)
         return job, self._scheduler.submit(job)
 
@@ -233,7 +248,9 @@ def _check_model(model: str, known: Iterable[str]) -> str:
     # Autocomplete values are not validated by Discord: check against the service's list when we
     # have one, and at least the shape otherwise (the service will judge the rest).
     if not is_model_id(model):
-        raise IntakeError("error_unknown_model", model=model[:100])
+        raise IntakeError(IntakeProblem.UNKNOWN_MODEL, model=model[:100])
     if listed and model not in listed:
-        raise IntakeError("error_unknown_model_list", model=model, models=", ".join(listed[:_LISTED_MODELS]))
+        raise IntakeError(
+            IntakeProblem.UNLISTED_MODEL, model=model, models=", ".join(listed[:_LISTED_MODELS])
+        )
     return model

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from framecast import media
 from framecast.backoff import Backoff
@@ -313,20 +314,27 @@ class JobRunner:
                     raise
                 delay = backoff.next()
                 log.info("job %s: create deferred (%s), next try in %.1fs", job.id, exc.code, delay)
-                await self._clock.sleep(delay)
+                # Meanwhile this create is not "the one in flight": a create that the service keeps
+                # failing must not hold up every other guild's jobs until the poll timeout.
+                if self._planner is not None and not pushed_back:
+                    self._planner.create_deferred(job.id)
+                try:
+                    await self._clock.sleep(delay)
+                finally:
+                    if self._planner is not None:
+                        self._planner.create_resumed(job.id)
 
     async def _wait(self, job: Job) -> Job:
         """Poll the running task until it ends; progress is persisted and shown as it comes."""
         assert job.task_id is not None
-        last_progress: list[float | None] = [job.progress]
 
         async def on_progress(status: TaskStatus) -> None:
             if self._stopping:
                 raise ShuttingDown
             nonlocal job
-            if status.progress != last_progress[0]:
-                last_progress[0] = status.progress
-                job = await self._store.update(job.id, progress=status.progress)
+            # Written after every poll, progress or not: the job's updated_at is then the time of
+            # its last poll, which a restarted bot keeps the next poll a whole interval away from.
+            job = await self._store.update(job.id, progress=status.progress)
             await self._reporter.job_changed(job)
 
         waiter = self._client.wait_video if job.kind is JobKind.VIDEO else self._client.wait_image
@@ -396,7 +404,7 @@ class JobRunner:
                 # a move to a channel message): the chat side names the next size worth trying.
                 log.info("job %s: upload of %d bytes refused as too large", job.id, len(payload))
                 limit = await self._reporter.upload_limit(job, refused=len(payload))
-        link = job.result_url
+        link = _without_credentials(job.result_url) if job.result_url is not None else None
         if link is None:
             raise DownloadError("the result is too large to upload and the service gave no link")
         return await self._hand_over(job, lambda: self._reporter.deliver_link(job, link, Note.TOO_LARGE))
@@ -648,3 +656,11 @@ def _too_many_tasks(exc: ServiceError) -> bool:
     """Whether a refused create says the service runs too many of our tasks (not a bad request)."""
     detail = getattr(exc, "detail", None) or ""
     return bool(_TOO_MANY.search(detail))
+
+
+def _without_credentials(url: str) -> str:
+    """`url` with any ``user:password@`` removed: a link posted in a channel must not carry secrets."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))

@@ -49,6 +49,29 @@ def test_the_newest_of_the_family_replaces_a_missing_model() -> None:
     )
 
 
+def test_ids_without_versions_have_a_family_too() -> None:
+    # A configured id without a version: the newest versioned model of that name, not the first listed.
+    listed = ["other-video-v9", "svc-video-v2.9", "svc-video-v2.10", "svc-video-v2.10-beta"]
+    assert best_match("svc-video", listed) == "svc-video-v2.10"
+    # ...and the other way round: the service dropped the version from the name.
+    assert best_match(VIDEO, ["other-video-v9", "svc-video"]) == "svc-video"
+    # A versioned relative still wins over the unversioned one when both are listed.
+    assert best_match(VIDEO, ["svc-video", "svc-video-v2.1"]) == "svc-video-v2.1"
+    assert best_match("svc-image-flash", ["svc-image-2.2-pro", "svc-image-3-flash"]) == "svc-image-3-flash"
+    assert best_match("svc-video", ["acme-clip-1", "acme-clip-2"]) == "acme-clip-1"
+
+
+def test_drift_from_an_unversioned_id_names_the_family(caplog: pytest.LogCaptureFixture) -> None:
+    models = cache()
+    models.default_video = "svc-video"
+    models.update(catalog(video=("other-video-v9", "svc-video-v2.9", "svc-video-v2.10")))
+    assert models.default("video") == "svc-video-v2.10"
+    assert any(
+        "svc-video" in line and "svc-video-v2.10" in line and "newest of its family" in line
+        for line in warnings(caplog)
+    )
+
+
 def test_without_a_family_member_the_first_listed_model_is_used() -> None:
     assert best_match(VIDEO, ["acme-clip-1", "acme-clip-2"]) == "acme-clip-1"
 
@@ -151,3 +174,13 @@ def test_autocomplete_offers_the_model_in_use_first() -> None:
     assert models.suggest("video", "V1") == ["svc-video-v1.0"]
     models.update(catalog(video=("svc-video-v2.1", "x" * 101, "bad id <@1>")))
     assert models.suggest("video", "") == ["svc-video-v2.1"]
+
+
+def test_ids_of_a_shape_the_bot_refuses_are_not_known() -> None:
+    # A member can never pick them (the intake refuses the shape), so they are neither offered nor
+    # listed back in a refusal: "[Free_Nitro](https://x)" has no space, and the parser keeps it.
+    models = cache()
+    odd = ("[Free_Nitro](https://evil.example)", "<@&123>", "svc-video-v2.1\u202e", "svc-video-v2.1")
+    models.update(catalog(video=(VIDEO, *odd)))
+    assert models.ids("video") == (VIDEO, "svc-video-v2.1")
+    assert models.suggest("video", "") == [VIDEO, "svc-video-v2.1"]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from cogs.delivery.limits import DEFAULT_UPLOAD_LIMIT, KNOWN_LIMITS, UPLOAD_SLACK, aim, limit_below
 from cogs.delivery.notes import NOTE_KEYS, note_text
+from cogs.delivery.ping import ping_text
+from framecast.jobs import Job, JobKind, JobState
 from framecast.reasons import Note
 from framecast.runner import is_result_filename, result_filename
 
@@ -52,3 +56,38 @@ def test_every_note_has_a_text() -> None:
     for note in Note:
         assert note_text(note, "en-US", url="https://x.example/r.mp4")
     assert "https://x.example/r.mp4" in note_text(Note.TOO_LARGE, "de", url="https://x.example/r.mp4")
+
+
+def _job(kind: JobKind, locale: str) -> Job:
+    return Job(
+        id=7,
+        kind=kind,
+        state=JobState.DELIVERED,
+        guild_id=1,
+        channel_id=2,
+        user_id=3,
+        locale=locale,
+        params={},
+        created_at=0.0,
+        updated_at=0.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("locale", "kind", "text"),
+    [
+        ("en-US", JobKind.VIDEO, "<@3>, your video is ready!"),
+        ("en-US", JobKind.IMAGE, "<@3>, your image is ready!"),
+        # German capitalises nouns: the catalogue's wording is used as written, never lower-cased.
+        ("de", JobKind.VIDEO, "<@3>, dein Video ist fertig!"),
+        ("de", JobKind.IMAGE, "<@3>, dein Bild ist fertig!"),
+        ("es-419", JobKind.IMAGE, "<@3>, ¡ya tienes tu imagen!"),
+    ],
+)
+def test_the_ready_ping_reads_as_the_catalogue_writes_it(locale: str, kind: JobKind, text: str) -> None:
+    assert ping_text(_job(kind, locale), JobState.DELIVERED) == text
+
+
+def test_a_failed_job_on_a_channel_message_pings_with_its_number() -> None:
+    job = dataclasses.replace(_job(JobKind.VIDEO, "en-US"), state=JobState.FAILED)
+    assert ping_text(job, JobState.FAILED) == "<@3>, your job #7 has finished."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import string
@@ -684,3 +685,16 @@ async def test_the_synced_payload_names_the_command_in_each_members_language() -
     assert names["de"] == "bild" and names["pt-BR"] == "imagem"
     assert "en-US" not in names and "nl" not in names
     assert payload["description_localizations"]["es-419"] == "Genera una imagen a partir de un texto"
+
+
+def test_the_core_never_names_a_message_key() -> None:
+    """The core reports typed reasons (enums); only the Discord side knows the catalogue's keys."""
+    keys = set(shipped().by_locale[SOURCE].messages)
+    core = Path(__file__).resolve().parent.parent / "framecast"
+    found = [
+        f"{path.relative_to(core.parent)}:{node.lineno}: {node.value!r}"
+        for path in sorted(core.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in keys
+    ]
+    assert not found, "message keys in the core:\n" + "\n".join(found)

@@ -16,7 +16,7 @@ import pytest
 
 from framecast import presets
 from framecast.config import Settings
-from framecast.intake import Intake, IntakeError, Limits, Requester, clean_prompt
+from framecast.intake import Intake, IntakeError, IntakeProblem, Limits, Requester, clean_prompt
 from framecast.jobs import Job, JobKind, JobState
 from framecast.scheduler import Scheduler
 from framecast.store import JobStore
@@ -35,9 +35,9 @@ def who(user: int = 1, guild: int = GUILD, locale: str = "en-US") -> Requester:
     return Requester(guild_id=guild, channel_id=guild + 7, user_id=user, locale=locale)
 
 
-def expect_error(key: str, **params: Any) -> Callable[[IntakeError], None]:
+def expect_error(problem: IntakeProblem, **params: Any) -> Callable[[IntakeError], None]:
     def check(err: IntakeError) -> None:
-        assert err.key == key
+        assert err.problem is problem
         assert err.params == params
 
     return check
@@ -75,18 +75,18 @@ def bare_intake(prompt_chars: int = 200) -> Intake:
 def test_empty_prompts_are_refused(prompt: str | None) -> None:
     with pytest.raises(IntakeError) as info:
         clean_prompt(prompt, 100)
-    expect_error("error_prompt_empty")(info.value)
+    expect_error(IntakeProblem.PROMPT_EMPTY)(info.value)
 
 
 def test_too_long_prompt_names_the_limit_and_the_length() -> None:
     with pytest.raises(IntakeError) as info:
         clean_prompt("x" * 101, 100)
-    expect_error("error_prompt_too_long", max=100, length=101)(info.value)
-    assert str(info.value) == "error_prompt_too_long"
+    expect_error(IntakeProblem.PROMPT_TOO_LONG, max=100, length=101)(info.value)
+    assert str(info.value) == "prompt_too_long"
     # Spaces count: the length judged is the length of what the member typed.
     with pytest.raises(IntakeError) as info:
         clean_prompt("   " + "x" * 98, 100)
-    expect_error("error_prompt_too_long", max=100, length=101)(info.value)
+    expect_error(IntakeProblem.PROMPT_TOO_LONG, max=100, length=101)(info.value)
 
 
 def test_prompt_at_the_limit_is_accepted() -> None:
@@ -151,7 +151,7 @@ def test_params_apply_the_intake_prompt_limit() -> None:
             known_models=(),
             default_model=DEFAULT_VIDEO_MODEL,
         )
-    expect_error("error_prompt_too_long", max=10, length=11)(info.value)
+    expect_error(IntakeProblem.PROMPT_TOO_LONG, max=10, length=11)(info.value)
     with pytest.raises(IntakeError) as info:
         intake.image_params(
             prompt="\u200b ",
@@ -160,7 +160,7 @@ def test_params_apply_the_intake_prompt_limit() -> None:
             known_models=(),
             default_model=DEFAULT_IMAGE_MODEL,
         )
-    expect_error("error_prompt_empty")(info.value)
+    expect_error(IntakeProblem.PROMPT_EMPTY)(info.value)
 
 
 # ---------------------------------------------------------------------- /video options
@@ -248,7 +248,7 @@ def test_video_options_outside_the_choices_are_refused(options: dict[str, Any], 
             default_model=DEFAULT_VIDEO_MODEL,
             **kwargs,
         )
-    expect_error("error_bad_option", option=option)(info.value)
+    expect_error(IntakeProblem.BAD_OPTION, option=option)(info.value)
 
 
 # ---------------------------------------------------------------------- models
@@ -267,7 +267,7 @@ def test_unknown_model_is_refused_when_the_service_list_is_known() -> None:
             default_model=DEFAULT_VIDEO_MODEL,
         )
     # Refused with the service's list, so the member can pick again.
-    expect_error("error_unknown_model_list", model="svc-video-v9", models="svc-video-v2.0, svc-video-v1.5")(
+    expect_error(IntakeProblem.UNLISTED_MODEL, model="svc-video-v9", models="svc-video-v2.0, svc-video-v1.5")(
         info.value
     )
     with pytest.raises(IntakeError) as info:
@@ -279,7 +279,7 @@ def test_unknown_model_is_refused_when_the_service_list_is_known() -> None:
             default_model=DEFAULT_IMAGE_MODEL,
         )
     expect_error(
-        "error_unknown_model_list", model=DEFAULT_VIDEO_MODEL, models="svc-image-2.1-flash, svc-image-2.0"
+        IntakeProblem.UNLISTED_MODEL, model=DEFAULT_VIDEO_MODEL, models="svc-image-2.1-flash, svc-image-2.0"
     )(info.value)
     assert (
         intake.video_params(
@@ -401,7 +401,7 @@ def test_malformed_model_ids_are_refused_even_without_a_list(model: str) -> None
                 known_models=known,
                 default_model=DEFAULT_VIDEO_MODEL,
             )
-        assert info.value.key == "error_unknown_model"
+        assert info.value.problem is IntakeProblem.UNKNOWN_MODEL
         assert info.value.params["model"] == model.strip()[:100]
 
 
@@ -444,7 +444,7 @@ def test_bad_image_size_is_refused() -> None:
             known_models=(),
             default_model=DEFAULT_IMAGE_MODEL,
         )
-    expect_error("error_bad_option", option="size")(info.value)
+    expect_error(IntakeProblem.BAD_OPTION, option="size")(info.value)
 
 
 # ---------------------------------------------------------------------- limits, accept, durability
@@ -540,13 +540,13 @@ async def test_member_limit_is_refused_from_memory_after_accepts(world: World) -
     assert first.state is S.QUEUED and second.state is S.QUEUED
     with pytest.raises(IntakeError) as info:
         world.intake.precheck(who(user=1))  # synchronous: no I/O before the acknowledgement
-    expect_error("error_member_limit", limit=2)(info.value)
+    expect_error(IntakeProblem.MEMBER_LIMIT, limit=2)(info.value)
     world.intake.precheck(who(user=2))  # another member of the same guild
     world.intake.precheck(who(user=1, guild=OTHER_GUILD))  # the same member elsewhere
     # accept() itself enforces the limit in the store's transaction, even when precheck was skipped.
     with pytest.raises(IntakeError) as info:
         await world.accept(who(user=1))
-    expect_error("error_member_limit", limit=2)(info.value)
+    expect_error(IntakeProblem.MEMBER_LIMIT, limit=2)(info.value)
     assert len(await world.store.active()) == 2
 
 
@@ -555,17 +555,17 @@ async def test_guild_queue_cap_is_refused_from_memory_after_accepts(world: World
     assert positions == [1, 2, 3]
     with pytest.raises(IntakeError) as info:
         world.intake.precheck(who(user=4))
-    expect_error("error_guild_queue_full", cap=3)(info.value)
+    expect_error(IntakeProblem.GUILD_QUEUE_FULL, cap=3)(info.value)
     world.intake.precheck(who(user=4, guild=OTHER_GUILD))
     with pytest.raises(IntakeError) as info:
         await world.accept(who(user=4))
-    expect_error("error_guild_queue_full", cap=3)(info.value)
+    expect_error(IntakeProblem.GUILD_QUEUE_FULL, cap=3)(info.value)
     # The member limit is checked first.
     await world.accept(who(user=1, guild=OTHER_GUILD))
     await world.accept(who(user=1, guild=OTHER_GUILD))
     with pytest.raises(IntakeError) as info:
         world.intake.precheck(who(user=1, guild=OTHER_GUILD))
-    assert info.value.key == "error_member_limit"
+    assert info.value.problem is IntakeProblem.MEMBER_LIMIT
 
 
 async def test_the_store_subscription_keeps_the_index_in_step(world: World) -> None:
@@ -578,10 +578,10 @@ async def test_the_store_subscription_keeps_the_index_in_step(world: World) -> N
     # Member 1: one running + one queued; the guild: three queued.
     with pytest.raises(IntakeError) as info:
         world.intake.precheck(who(user=1))
-    assert info.value.key == "error_member_limit"
+    assert info.value.problem is IntakeProblem.MEMBER_LIMIT
     with pytest.raises(IntakeError) as info:
         world.intake.precheck(who(user=4))
-    assert info.value.key == "error_guild_queue_full"
+    assert info.value.problem is IntakeProblem.GUILD_QUEUE_FULL
 
     world.runner.gate(first.id).set()  # the runner finishes `first` through the store
     await world.wait_state(first.id, S.DELIVERED)
@@ -666,11 +666,11 @@ async def test_a_job_is_retried_at_most_once_even_by_simultaneous_clicks(world: 
     refused = [r for r in results if isinstance(r, IntakeError)]
     assert len(retries) == 1 and len(refused) == 1, results
     [(retry, _)] = retries
-    expect_error("error_already_retried", job=failed.id, id=retry.id)(refused[0])
+    expect_error(IntakeProblem.ALREADY_RETRIED, job=failed.id, id=retry.id)(refused[0])
     # Later clicks too, and nothing extra was stored or queued.
     with pytest.raises(IntakeError) as info:
         await world.intake.accept(who(user=2), JobKind.VIDEO, params, retry_of=failed.id)
-    expect_error("error_already_retried", job=failed.id, id=retry.id)(info.value)
+    expect_error(IntakeProblem.ALREADY_RETRIED, job=failed.id, id=retry.id)(info.value)
     assert [j.id for j in await world.store.active()] == [failed.id, retry.id]
 
 

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import av
 import pytest
+from av.audio.stream import AudioStream
 from av.video.codeccontext import VideoCodecContext
 from av.video.stream import VideoStream
 from hypothesis import given, settings
@@ -651,3 +652,41 @@ def test_reencode_deadline_ends_a_long_encode_midway(noisy_clip: bytes) -> None:
     with pytest.raises(media.ReencodeTimeout):
         fit_video(noisy_clip, 200_000, deadline=started + full / 10)
     assert time.monotonic() - started < full / 2
+
+
+def _audio_only(fmt: str, codec: str) -> bytes:
+    buf = io.BytesIO()
+    with av.open(buf, "w", format=fmt) as container:
+        stream = cast(AudioStream, container.add_stream(codec, rate=48_000, layout="stereo"))
+        for start in range(0, 48_000, 1024):
+            frame = av.AudioFrame(format="fltp", layout="stereo", samples=1024)
+            frame.sample_rate = 48_000
+            frame.pts = start
+            for plane in frame.planes:
+                plane.update(bytes(plane.buffer_size))
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "codec"), [("mp4", "aac"), ("ipod", "aac"), ("matroska", "aac"), ("webm", "libopus")]
+)
+def test_a_container_without_a_video_track_is_not_a_video(fmt: str, codec: str) -> None:
+    # An .m4a or a .weba has a video container's magic bytes, but nothing to watch: never uploaded
+    # as framecast-N.mp4 (it would be, being small enough to need no re-encode).
+    sound = _audio_only(fmt, codec)
+    assert sniff(sound) is not None and sniff(sound).kind == "video"  # type: ignore[union-attr]
+    with pytest.raises(NotMedia, match="not a video"):
+        media.check_result(sound, "video", 40_000_000)
+
+
+def test_a_container_with_no_track_list_is_not_a_video() -> None:
+    ftyp = b"\x00\x00\x00\x14ftypisom\x00\x00\x02\x00isom"
+    for data in (ftyp + b"<html>502 Bad Gateway</html>", ftyp + b"\x00\x00\x00\x08free" * 100):
+        with pytest.raises(NotMedia, match="not a video"):
+            media.check_result(data, "video", 40_000_000)
+    # Real videos of every container still pass, with or without sound.
+    assert media.check_result(mediagen.make_mp4(160, 120, 12, 12, audio=True), "video", 40_000_000)
+    for fmt, codec in (("mov", "libx264"), ("webm", "libvpx"), ("matroska", "libx264")):
+        assert media.check_result(_video(fmt, codec, 176, 144), "video", 40_000_000).kind == "video"

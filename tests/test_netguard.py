@@ -131,6 +131,9 @@ def test_host_allow_list() -> None:
         ("http://8.8.8.8/x", (), None),
         ("https://cdn.example.com/x", (), None),  # a name: judged by the resolver, later
         ("http://localhost/x", (), None),
+        ("http://localhost./x", (), None),  # a trailing dot is a valid name (judged by the resolver)
+        ("http://a..b/x", (), REASON_BAD_URL),  # an empty label: getaddrinfo would raise UnicodeError
+        ("http://" + "a" * 64 + ".example.com/x", (), REASON_BAD_URL),  # a label over 63 characters
     ],
 )
 def test_refusal_before_connecting(url: str, allowed: tuple[str, ...], reason: str | None) -> None:
@@ -178,3 +181,21 @@ async def test_guard_trusts_listed_hosts() -> None:
     assert len(await guard.resolve("localhost", 80)) == 2
     with pytest.raises(RefusedAddress):
         await guard.resolve("corp.example", 80)
+
+
+class Unencodable(AbstractResolver):
+    """The system resolver's answer for a name it cannot encode (``a..b``): a UnicodeError."""
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        raise UnicodeError("encoding with 'idna' codec failed (UnicodeError: label empty or too long)")
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_guard_turns_an_unencodable_name_into_a_failed_lookup() -> None:
+    # aiohttp reports an OSError from the resolver as a failed connection; anything else escapes.
+    with pytest.raises(OSError, match="not a valid host name"):
+        await GuardedResolver((), Unencodable()).resolve("a..b", 80)

@@ -14,6 +14,7 @@ import pytest
 from framecast.budget import Priority, RequestBudget
 from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.planner.planner import LEARNED_AFTER, Planner, PlannerSettings
+from framecast.planner.predict import DurationModel
 from framecast.queues import GuildQueues
 from framecast.service import TaskStatus
 from framecast.store import JobStore
@@ -177,6 +178,26 @@ async def test_a_restored_task_keeps_its_first_poll_relative_to_its_creation(rig
     assert when == pytest.approx(rig.clock.monotonic() + INTERVAL - 20)
 
 
+async def test_a_restored_task_waits_a_whole_interval_after_its_last_recorded_poll(rig: Rig) -> None:
+    # Created long ago, last polled (recorded on the job) 5 s before the restart: the first poll of
+    # the restarted bot must not come sooner than one interval after that poll.
+    job = await rig.job()
+    await rig.clock.advance(95)
+    job = dataclasses.replace(job, updated_at=rig.clock.time())
+    await rig.clock.advance(5)
+    planner = await rig.reopen()
+    when, _ = planner.pacer(job).next_poll(rig.clock.monotonic(), None)
+    assert when == pytest.approx(rig.clock.monotonic() + INTERVAL - 5)
+
+
+async def test_a_restored_task_recorded_in_the_future_is_not_postponed_for_ever(rig: Rig) -> None:
+    job = await rig.job()
+    job = dataclasses.replace(job, updated_at=rig.clock.time() + 10_000)  # the clock went back
+    await rig.clock.advance(40)
+    when, _ = rig.planner.pacer(job).next_poll(rig.clock.monotonic(), None)
+    assert when <= rig.clock.monotonic() + INTERVAL
+
+
 async def test_admission_starts_tasks_while_the_budget_can_sustain_them(rig: Rig) -> None:
     planner = rig.planner
     running = 0
@@ -203,6 +224,20 @@ async def test_admission_allows_more_tasks_when_they_are_known_to_take_long(rig:
 async def test_one_create_at_a_time_waits_for_the_budget(rig: Rig) -> None:
     assert rig.planner.may_start(0)
     assert not rig.planner.may_start(1)  # started, but its task is not known yet: create pending
+
+
+async def test_a_create_backing_off_does_not_hold_up_the_next_job(rig: Rig) -> None:
+    assert not rig.planner.may_start(1)  # one create in flight: the next waits for it
+    rig.planner.create_deferred(1)  # ...until the service fails it and it backs off
+    assert rig.planner.may_start(1)
+    rig.planner.create_deferred(2)  # the next one fails as well: creates fail altogether
+    assert not rig.planner.may_start(2)
+    rig.planner.create_resumed(2)
+    assert not rig.planner.may_start(2)  # job 2's create is in flight again
+    rig.planner.create_resumed(1)
+    rig.planner.create_resumed(2)
+    assert not rig.planner.may_start(2)
+    assert rig.planner.may_start(0)
 
 
 async def test_fixed_ceiling_is_respected(rig: Rig) -> None:
@@ -244,3 +279,37 @@ async def test_queued_jobs_get_an_estimated_start_and_running_ones_an_eta(rig: R
     assert between.progress is not None and 0.5 < between.progress < 1 and not between.measured
     assert between.remaining is not None and shown.remaining is not None
     assert between.remaining < shown.remaining
+
+
+async def test_behind_a_full_ceiling_a_queued_job_starts_when_a_slot_frees(rig: Rig) -> None:
+    # One task at a time (GEN_MAX_RUNNING=1), the running one half-way through a 4-minute video:
+    # the queued job starts in about 2 minutes, not "soon" at the budget's pace.
+    planner = await rig.reopen(ceiling=1)
+    running = await rig.job()
+    pacer = planner.pacer(running)
+    await rig.clock.advance(120)
+    pacer.observed(TaskStatus("pending", 0.5))
+    assert not planner.may_start(1)
+    queued = [await rig.job(running=False) for _ in range(2)]
+    for job in queued:
+        rig.queues.push(job)
+    first = planner.estimate(queued[0]).starts_in
+    assert first is not None and first == pytest.approx(120, abs=15)
+    # The second waits for the first to run too: nothing learned of such jobs, so no claim.
+    assert planner.estimate(queued[1]).starts_in is None
+
+
+async def test_behind_a_full_ceiling_later_waves_use_the_learned_duration(rig: Rig) -> None:
+    await teach(rig, 150.0)
+    planner = await rig.reopen(ceiling=1)
+    running = await rig.job()
+    planner.pacer(running)
+    await rig.clock.advance(30)
+    assert not planner.may_start(1)
+    queued = [await rig.job(running=False) for _ in range(2)]
+    for job in queued:
+        rig.queues.push(job)
+    first, second = (planner.estimate(job).starts_in for job in queued)
+    assert first is not None and second is not None
+    assert 90 <= first <= 150
+    assert second == pytest.approx(first + planner._model.quantile(DurationModel.key_for_params(VIDEO), 0.5))  # type: ignore[arg-type]

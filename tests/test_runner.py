@@ -437,3 +437,28 @@ async def test_a_413_asks_the_chat_side_for_the_next_size_and_notes_the_reencode
     assert rig.reporter.limit_asks[0] is None and len(rig.reporter.limit_asks) >= 2
     assert all(a is not None for a in rig.reporter.limit_asks[1:])
     assert rig.reporter.notices == [Note.REENCODED]
+
+
+# -- what a restarted bot needs to know -------------------------------------------------------------
+
+
+async def test_every_pending_poll_is_recorded_on_the_job_even_without_progress(rig: Rig) -> None:
+    # A restarted bot keeps its first poll a whole interval after the last one recorded: a poll
+    # that reported no progress (or the same progress) must still be recorded.
+    rig.fake.progress_shape = "missing"
+    rig.fake.default_plan = TaskPlan(duration=0, polls=3)
+    job = await rig.run(JobKind.VIDEO, "three pending polls")
+    assert job.state is JobState.DELIVERED
+    pending = [c for c in rig.reporter.changes if c.state is JobState.RUNNING and c.task_id]
+    stamps = [c.updated_at for c in pending]
+    assert len(stamps) >= 4  # the RUNNING transition, then one per pending poll
+    assert len(set(stamps)) == len(stamps), stamps
+
+
+def test_a_posted_link_never_carries_credentials() -> None:
+    from framecast.runner import _without_credentials
+
+    assert _without_credentials("http://user:pw@cdn.example.com:8080/v.mp4?sig=1") == (
+        "http://cdn.example.com:8080/v.mp4?sig=1"
+    )
+    assert _without_credentials("https://cdn.example.com/v.mp4") == "https://cdn.example.com/v.mp4"

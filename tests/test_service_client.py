@@ -337,6 +337,22 @@ async def test_wait_survives_a_bad_minute(fake_service: FakeService, session: ai
     assert fake_service.count(status=503) == 2
 
 
+async def test_a_failed_poll_is_asked_again_only_an_interval_later(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    # A 503 on a poll is not retried at once (the client's backoff is 0.02 s): the wait loop polls
+    # again an interval later, so the service never sees the task polled faster than that.
+    fake_service.default_plan = TaskPlan(polls=2)
+    client = make_client(fake_service, session, retry_max=4)
+    task_id = await client.create_video(VIDEO)
+    fake_service.fail_next = 2
+    done = await client.wait_video(task_id, interval=0.3, timeout=30.0)
+    assert done.state == "completed"
+    polls = [r.received for r in fake_service.requests if r.path == "/svcapi"]
+    assert fake_service.count(status=503) == 2
+    assert all(b - a >= 0.3 * 0.95 for a, b in zip(polls, polls[1:], strict=False)), polls
+
+
 async def test_on_progress_exceptions_propagate(
     fake_service: FakeService, session: aiohttp.ClientSession
 ) -> None:
@@ -1069,6 +1085,57 @@ async def test_redirects_are_checked_hop_by_hop(
     assert fake_service.count() == 1
 
 
+async def test_credentials_in_a_result_url_are_not_a_crash(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    # Userinfo on the service's own origin: the key is its credential, the URL's are dropped (aiohttp
+    # would raise a ValueError for both at once, failing the job as "internal").
+    port = fake_service.port
+    client = make_client(fake_service, session, max_redirects=2)
+    for url in (
+        f"http://user@127.0.0.1:{port}/files/a.mp4",
+        f"http://user:secret@127.0.0.1:{port}/files/a.mp4",
+    ):
+        fake_service.clear()
+        assert await client.download(url, max_bytes=10**7, timeout=5) == fake_service.video_bytes()
+        assert [r.auth for r in fake_service.requests] == ["ok"]
+    # ...the same after a redirect from the origin to itself with credentials.
+    fake_service.clear()
+    fake_service.file_redirects = [f"http://x:y@127.0.0.1:{port}/files/b.mp4"]
+    data = await client.download(fake_service.base_url + "/files/a.mp4", max_bytes=10**7, timeout=5)
+    assert data == fake_service.video_bytes()
+    assert [r.auth for r in fake_service.requests] == ["ok", "ok"]
+    # On any other host, credentials change nothing: an internal address is still refused.
+    for url in (
+        f"http://user@127.0.0.2:{port}/files/a.mp4",
+        f"http://127.0.0.1:{port}@127.0.0.2/files/a.mp4",
+        "http://user@127.0.0.1/files/a.mp4",
+    ):
+        fake_service.clear()
+        with pytest.raises(UnsafeResultURL) as info:
+            await client.download(url, max_bytes=10**7, timeout=5)
+        refused(info, url, "internal address")
+        assert fake_service.count() == 0
+
+
+async def test_host_names_the_resolver_cannot_encode_are_refused(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    # getaddrinfo raises UnicodeError (a ValueError, not a failed lookup) for an empty or over-long
+    # label: it must be a refusal with a reason, not an exception that fails the job as "internal".
+    client = make_client(fake_service, session)
+    for url in ("http://a..invalid/x.mp4", "http://" + "a" * 70 + ".invalid/x.mp4", "http://.invalid/x"):
+        with pytest.raises(UnsafeResultURL) as info:
+            await client.download(url, max_bytes=10**6, timeout=5)
+        refused(info, url, "not a valid URL")
+    # ...and after a redirect, hop by hop.
+    fake_service.file_redirects = ["http://a..invalid/x.mp4"]
+    with pytest.raises(UnsafeResultURL) as info:
+        await client.download(fake_service.base_url + "/files/a.mp4", max_bytes=10**6, timeout=5)
+    refused(info, "a..invalid", "not a valid URL")
+    assert fake_service.count() == 1
+
+
 async def test_api_answers_are_never_redirected(
     fake_service: FakeService, session: aiohttp.ClientSession
 ) -> None:
@@ -1137,6 +1204,47 @@ async def test_json_answers_are_capped_after_decompression(
     fake_service.image_shape = "data_b64"
     fake_service.image_payload = os.urandom(20_000)
     assert (await client.create_image(IMAGE)).data == fake_service.image_payload
+
+
+async def test_stacked_encodings_are_undone_within_the_cap(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    # "Content-Encoding: gzip, deflate" (gzip applied first): undone last-first, each layer capped.
+    client = make_client(fake_service, session, json_max_bytes=4096)
+    answer = b'{"status": "pending", "progress": 9}'
+    bomb = _gzip(_gzip(b'{"status": "pending", "pad": "' + b" " * 50_000_000 + b'"}'))
+    assert len(bomb) < 100_000
+    fake_service.path_scripted["/svcapi"] = [
+        (200, _gzip(_gzip(answer)), {"Content-Encoding": "gzip, gzip"}),
+        (200, zlib.compress(_gzip(answer)), {"Content-Encoding": "gzip, deflate"}),
+        (200, _gzip(zlib.compress(answer)), {"Content-Encoding": "deflate,gzip"}),
+        (200, _gzip(answer), {"Content-Encoding": "identity, gzip"}),
+        (200, bomb, {"Content-Encoding": "gzip, gzip"}),
+        (200, _gzip(answer), {"Content-Encoding": "gzip, br"}),
+        (200, _gzip(answer), {"Content-Encoding": "gzip, gzip"}),  # says two, has one
+        (200, _gzip(_gzip(_gzip(_gzip(answer)))), {"Content-Encoding": "gzip, gzip, gzip, gzip"}),
+    ]
+    for _ in range(4):
+        assert await client.poll_video("t1") == TaskStatus("pending", 0.09)
+    with pytest.raises(BadResponse, match="larger than the 4096-byte limit"):
+        await client.poll_video("t1")
+    for _ in range(3):
+        with pytest.raises(BadResponse, match="compression is broken or unknown"):
+            await client.poll_video("t1")
+    # A result download the same way, and a stacked bomb over the download cap.
+    fake_service.file_gzip = True
+    video = fake_service.base_url + "/files/a.mp4"
+    for coding in ("gzip, gzip", "deflate, gzip", "gzip, deflate, gzip"):
+        fake_service.file_encoding = coding
+        assert await client.download(video, max_bytes=10**7, timeout=5) == fake_service.video_bytes()
+    fake_service.file_encoding = "gzip, gzip"
+    fake_service.video_payload = bytes(60_000_000)
+    with pytest.raises(DownloadTooLarge):
+        await client.download(video, max_bytes=10**7, timeout=5)
+    fake_service.video_payload = None
+    fake_service.file_encoding = "gzip, br"
+    with pytest.raises(DownloadError, match="compression is broken or unknown"):
+        await client.download(video, max_bytes=10**7, timeout=5)
 
 
 async def test_error_bodies_are_read_only_in_part(

@@ -9,21 +9,26 @@ import pytest
 from discord import app_commands
 
 from cogs.i18n import SOURCE, shipped, t
-from cogs.utils.tree import SERVICE_ERROR_KEYS, MissingChannelPermissions, error_message
+from cogs.utils.tree import INTAKE_KEYS, SERVICE_ERROR_KEYS, MissingChannelPermissions, error_message
 from framecast.errors import AuthError, ServiceError
-from framecast.intake import IntakeError
+from framecast.intake import IntakeError, IntakeProblem
 from framecast.reasons import ErrorCode
 
-# Every IntakeError the core raises, with the parameters it gives.
-INTAKE_ERRORS: list[tuple[str, dict[str, Any]]] = [
-    ("error_prompt_empty", {}),
-    ("error_prompt_too_long", {"max": 2000, "length": 2345}),
-    ("error_bad_option", {"option": "size"}),
-    ("error_member_limit", {"limit": 2}),
-    ("error_guild_queue_full", {"cap": 25}),
-    ("error_already_retried", {"job": 4, "id": 9}),
-    ("error_unknown_model", {"model": "svc-video-v9"}),
-    ("error_unknown_model_list", {"model": "svc-video-v9", "models": "svc-video-v2.0, svc-video-v2.1"}),
+P = IntakeProblem
+# Every IntakeError the core raises, with the parameters it gives, and the message it reads as.
+INTAKE_ERRORS: list[tuple[IntakeProblem, dict[str, Any], str]] = [
+    (P.PROMPT_EMPTY, {}, "error_prompt_empty"),
+    (P.PROMPT_TOO_LONG, {"max": 2000, "length": 2345}, "error_prompt_too_long"),
+    (P.BAD_OPTION, {"option": "size"}, "error_bad_option"),
+    (P.MEMBER_LIMIT, {"limit": 2}, "error_member_limit"),
+    (P.GUILD_QUEUE_FULL, {"cap": 25}, "error_guild_queue_full"),
+    (P.ALREADY_RETRIED, {"job": 4, "id": 9}, "error_already_retried"),
+    (P.UNKNOWN_MODEL, {"model": "svc-video-v9"}, "error_unknown_model"),
+    (
+        P.UNLISTED_MODEL,
+        {"model": "svc-video-v9", "models": "svc-video-v2.0, svc-video-v2.1"},
+        "error_unknown_model_list",
+    ),
 ]
 LOCALES = ["en-US", "de", "es-ES", "fr"]
 
@@ -42,19 +47,26 @@ def wrapped(error: Exception) -> app_commands.CommandInvokeError:
         return exc
 
 
+def test_every_intake_problem_has_exactly_one_message() -> None:
+    assert set(INTAKE_KEYS) == set(IntakeProblem) == {problem for problem, _, _ in INTAKE_ERRORS}
+    assert set(INTAKE_KEYS.values()) <= english_keys()
+
+
 @pytest.mark.parametrize("locale", LOCALES)
-@pytest.mark.parametrize(("key", "params"), INTAKE_ERRORS)
-def test_every_intake_error_gets_its_localised_message(key: str, params: dict[str, Any], locale: str) -> None:
+@pytest.mark.parametrize(("problem", "params", "key"), INTAKE_ERRORS)
+def test_every_intake_error_gets_its_localised_message(
+    problem: IntakeProblem, params: dict[str, Any], key: str, locale: str
+) -> None:
     assert key in english_keys()
-    text = error_message(IntakeError(key, **params), locale)
+    text = error_message(IntakeError(problem, **params), locale)
     assert text == t(key, locale, **params)
     assert text and text != key
     # The same when discord.py wrapped it (raised inside the command callback).
-    assert error_message(wrapped(IntakeError(key, **params)), locale) == text
+    assert error_message(wrapped(IntakeError(problem, **params)), locale) == text
 
 
 def test_intake_parameters_are_shown_literally() -> None:
-    text = error_message(IntakeError("error_unknown_model", model="**bold** @everyone"), "en-US")
+    text = error_message(IntakeError(P.UNKNOWN_MODEL, model="**bold** @everyone"), "en-US")
     assert text is not None
     assert "\\*\\*bold\\*\\*" in text and "\\@everyone" in text
 

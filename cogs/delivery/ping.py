@@ -19,9 +19,22 @@ from cogs.delivery.slot import Slot
 from cogs.i18n import t
 from framecast.jobs import Job, JobKind, JobState
 
-__all__ = ["ping_requester"]
+__all__ = ["ping_requester", "ping_text"]
 
 log = logging.getLogger(__name__)
+
+
+def ping_text(job: Job, shown: JobState) -> str:
+    """The reply mentioning the requester: "your video is ready" when `shown` is DELIVERED.
+
+    One message per kind (``note_ready_video``, ``note_ready_image``), so each language words and
+    inflects it as it needs (German capitalises nouns; French and Italian agree in gender).
+    """
+    mention = f"<@{job.user_id}>"
+    if shown is JobState.DELIVERED:
+        key = "note_ready_video" if job.kind is JobKind.VIDEO else "note_ready_image"
+        return t(key, job.locale, mention=mention)
+    return t("note_finished", job.locale, mention=mention, id=job.id)
 
 
 async def ping_requester(
@@ -39,13 +52,7 @@ async def ping_requester(
     job = slot.job
     if job.discord.get("pinged"):
         return
-    kind = t("kind_video" if job.kind is JobKind.VIDEO else "kind_image", job.locale)
-    mention = f"<@{job.user_id}>"
-    text = (
-        t("note_ready", job.locale, mention=mention, kind=kind.lower())
-        if shown.state is JobState.DELIVERED
-        else t("note_finished", job.locale, mention=mention, id=job.id)
-    )
+    text = ping_text(job, shown.state)
     channel = client.get_partial_messageable(target.channel_id, guild_id=job.guild_id)
     try:
         await channel.send(

@@ -17,10 +17,22 @@ from discord import app_commands
 from cogs.i18n import t
 from cogs.utils.render import as_text
 from framecast.errors import ServiceError
-from framecast.intake import IntakeError
+from framecast.intake import IntakeError, IntakeProblem
 from framecast.reasons import ErrorCode
 
 log = logging.getLogger(__name__)
+
+#: The one mapping from the core's typed intake problems to the message a member reads.
+INTAKE_KEYS: dict[IntakeProblem, str] = {
+    IntakeProblem.PROMPT_EMPTY: "error_prompt_empty",
+    IntakeProblem.PROMPT_TOO_LONG: "error_prompt_too_long",
+    IntakeProblem.BAD_OPTION: "error_bad_option",
+    IntakeProblem.MEMBER_LIMIT: "error_member_limit",
+    IntakeProblem.GUILD_QUEUE_FULL: "error_guild_queue_full",
+    IntakeProblem.ALREADY_RETRIED: "error_already_retried",
+    IntakeProblem.UNKNOWN_MODEL: "error_unknown_model",
+    IntakeProblem.UNLISTED_MODEL: "error_unknown_model_list",
+}
 
 #: Service failures a command can meet before any job exists (listing models, say) that the member
 #: should hear about; any other service error is unexpected here and gets the generic reply.
@@ -47,7 +59,7 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
     if isinstance(error, IntakeError):
         # Parameters may echo what a member typed or what the service listed: shown literally.
         params = {k: as_text(v) if isinstance(v, str) else v for k, v in error.params.items()}
-        return t(error.key, locale, **params)
+        return t(INTAKE_KEYS[error.problem], locale, **params)
     if isinstance(error, MissingChannelPermissions):
         names = ", ".join(p.replace("_", " ").title() for p in error.perms)
         return t("error_missing_permissions", locale, perms=names)

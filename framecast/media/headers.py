@@ -29,8 +29,9 @@ def check_result(data: bytes, expected: Literal["video", "image"], max_pixels: i
     Raises :class:`~framecast.errors.NotMedia` when the bytes are not a recognised `expected`
     (an HTML error page, an image for a video job, a PNG whose header is cut off...) and
     :class:`~framecast.errors.MediaTooLarge` when the declared width x height is over the limit.
-    An image must declare its size; a video container that declares none passes (the decoders get
-    the same limit if it is ever re-encoded).
+    An image must declare its size; a video must declare a video track (MP4/MOV: a ``vide``
+    handler; WebM/MKV: a video track), but one that declares no size passes (the decoders get the
+    same limit if it is ever re-encoded).
     """
     info = sniff(data)
     if info is None or info.kind != expected:
@@ -39,6 +40,10 @@ def check_result(data: bytes, expected: Literal["video", "image"], max_pixels: i
         size = image_dimensions(data) if info.kind == "image" else video_dimensions(data)
     except MediaError as exc:
         raise NotMedia(expected, f"the {expected} the service returned is broken ({exc})") from None
+    if info.kind == "video" and not _declares_video_track(data, info.ext):
+        # A container with only audio (an .m4a, a .weba), or no track list at all (an ftyp box in
+        # front of anything): not a video, whatever its magic bytes say.
+        raise NotMedia(expected)
     if size is None and info.kind == "image":
         raise NotMedia(expected, "the image the service returned declares no size")
     if size is not None and size[0] * size[1] > max_pixels:
@@ -187,7 +192,8 @@ def _mp4_boxes(data: bytes, start: int, end: int, budget: list[int]) -> list[tup
     return boxes
 
 
-def _mp4_sizes(data: bytes) -> list[tuple[int, int]]:
+def _mp4_sizes(data: bytes, tracks: list[bytes] | None = None) -> list[tuple[int, int]]:
+    """The sizes the video tracks declare; `tracks` (when given) gets one entry per video track."""
     budget = [_MAX_ELEMENTS]
     sizes: list[tuple[int, int]] = []
 
@@ -201,6 +207,8 @@ def _mp4_sizes(data: bytes) -> list[tuple[int, int]]:
             ]
             if handlers and b"vide" not in handlers:
                 continue  # an audio or text track
+            if tracks is not None and (handlers or children(b"tkhd", *trak)):
+                tracks.append(b"vide")
             for start, end in children(b"tkhd", *trak):
                 # Width and height are 16.16 fixed point at the end of the box (offset by version).
                 at = start + (88 if data[start : start + 1] == b"\x01" else 76)
@@ -220,6 +228,7 @@ def _mp4_sizes(data: bytes) -> list[tuple[int, int]]:
 # Matroska element ids (with their length marker bits, as written in the file).
 _MKV_SEGMENT, _MKV_TRACKS, _MKV_TRACK, _MKV_VIDEO = 0x18538067, 0x1654AE6B, 0xAE, 0xE0
 _MKV_PIXEL_WIDTH, _MKV_PIXEL_HEIGHT = 0xB0, 0xBA
+_MKV_TRACK_TYPE = 0x83  # 1: video, 2: audio, 17: subtitles
 _MKV_CLUSTER = 0x1F43B675
 
 
@@ -255,7 +264,13 @@ def _mkv_elements(data: bytes, start: int, end: int, budget: list[int]) -> list[
     return elements
 
 
-def _mkv_sizes(data: bytes) -> list[tuple[int, int]]:
+def _u64_at(data: bytes, start: int, end: int) -> int:
+    """An EBML unsigned integer (its first 8 bytes at most; nothing else is copied)."""
+    return int.from_bytes(data[start : min(end, start + 8)], "big")
+
+
+def _mkv_sizes(data: bytes, tracks: list[bytes] | None = None) -> list[tuple[int, int]]:
+    """The sizes the video tracks declare; `tracks` (when given) gets one entry per video track."""
     budget = [_MAX_ELEMENTS]
     sizes: list[tuple[int, int]] = []
 
@@ -263,12 +278,24 @@ def _mkv_sizes(data: bytes) -> list[tuple[int, int]]:
         return [(s, e) for k, s, e in _mkv_elements(data, start, end, budget) if k == element]
 
     for segment in children(_MKV_SEGMENT, 0, len(data)):
-        for tracks in children(_MKV_TRACKS, *segment):
-            for track in children(_MKV_TRACK, *tracks):
-                for video in children(_MKV_VIDEO, *track):
-                    fields = {
-                        k: int.from_bytes(data[s:e][:8], "big")
-                        for k, s, e in _mkv_elements(data, *video, budget)
-                    }
+        for tracks_element in children(_MKV_TRACKS, *segment):
+            for track in children(_MKV_TRACK, *tracks_element):
+                entries = _mkv_elements(data, *track, budget)
+                kind = next((_u64_at(data, s, e) for k, s, e in entries if k == _MKV_TRACK_TYPE), None)
+                videos = [(s, e) for k, s, e in entries if k == _MKV_VIDEO]
+                if tracks is not None and (kind == 1 or (kind is None and videos)):
+                    tracks.append(b"vide")
+                for video in videos:
+                    fields = {k: _u64_at(data, s, e) for k, s, e in _mkv_elements(data, *video, budget)}
                     sizes.append((fields.get(_MKV_PIXEL_WIDTH, 0), fields.get(_MKV_PIXEL_HEIGHT, 0)))
     return sizes
+
+
+def _declares_video_track(data: bytes, ext: str) -> bool:
+    """Whether a video container (as :func:`sniff` named it) declares at least one video track."""
+    tracks: list[bytes] = []
+    if ext in ("webm", "mkv"):
+        _mkv_sizes(data, tracks)
+    else:
+        _mp4_sizes(data, tracks)
+    return bool(tracks)

@@ -14,7 +14,9 @@ task on the service (:mod:`framecast.planner.predict`):
 * **How many tasks run at once** (adaptive concurrency): the scheduler starts the next job only
   while the budget can sustain the requests the running tasks are expected to need within the
   next window plus one create, and one create at a time waits for the budget (so the queues, not
-  the budget, keep the order). ``GEN_MAX_RUNNING`` is an optional ceiling. When the service
+  the budget, keep the order); a create the service failed, backing off before its next try, does
+  not count as that one (but two such stop admission: creates then fail altogether).
+  ``GEN_MAX_RUNNING`` is an optional ceiling. When the service
   pushes back on creates (429s on creates, or "too many tasks"), the planner lowers its own
   ceiling to what runs now and raises it again by one per create that goes through.
 * **What members are told between polls** (:class:`~framecast.planner.estimate.Estimate`),
@@ -25,6 +27,7 @@ One planner per key; planners share nothing but the code.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 from collections.abc import Callable
@@ -47,6 +50,8 @@ log = logging.getLogger(__name__)
 LEARNED_AFTER = 3
 #: Requests a video costs at the least: create, the poll that sees it done, the download.
 _MIN_REQUESTS_PER_TASK = 3.0
+#: Creates backing off after a failure that admission looks past (see Planner.may_start).
+_MAX_DEFERRED = 1
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,9 @@ class _Task:
     key: DurationKey | None  # None: parameters the model cannot bucket (never predicted)
     started: float  # wall clock (the job's started_at)
     track: ProgressTrack
+    # Wall time of the last known contact with the task before this planner saw it: its creation,
+    # or for a job restored after a restart its last recorded poll (the job's updated_at).
+    seen_at: float = 0.0
     polls: int = 0
     next_at: float = 0.0  # monotonic time of the next poll, as last planned
     likely_done: bool = False  # the next poll is expected to find it finished
@@ -101,6 +109,8 @@ class Planner:
         self._model = model
         self._settings = settings
         self._tasks: dict[int, _Task] = {}
+        self._deferred: set[int] = set()  # jobs whose create is backing off after a failure
+        self._occupied = 0  # jobs occupying the service when admission was last asked
         self._pushback = _Pushback()
         self._listener: Callable[[], None] | None = None
         self._requests_per_task = _MIN_REQUESTS_PER_TASK + 0.5  # learned as tasks finish
@@ -136,12 +146,18 @@ class Planner:
 
     def may_start(self, running: int) -> bool:
         """Whether one more job may start now, with `running` jobs occupying the service."""
+        self._occupied = running  # for the estimated start of queued jobs
         ceiling = self.ceiling()
         if ceiling is not None and running >= ceiling:
             return False
-        if running > len(self._tasks):
+        deferred = len(self._deferred)
+        if running - deferred > len(self._tasks):
             # A started job whose create has not gone through yet: one create waits for the budget
             # at a time, so the queues (round-robin, cancellable) keep the order, not the budget.
+            return False
+        if deferred > _MAX_DEFERRED:
+            # More than one create failing: the service likely refuses creates altogether; more
+            # jobs taken off the queues would only retry in a crowd (and out of turn) later.
             return False
         return self.demand() + 1 <= self._budget.allowed
 
@@ -163,6 +179,21 @@ class Planner:
     def recheck_in(self) -> float:
         """Clock seconds after which admission should be asked again even without a change."""
         return max(0.05, self._settings.poll_interval / 4)
+
+    def create_deferred(self, job_id: int) -> None:
+        """The job's create failed for now and waits before trying again (the service's 5xx).
+
+        A create backing off (for as long as the poll timeout allows) is not the one create in
+        flight: the next job, of this or another guild, may start meanwhile.
+        """
+        self._deferred.add(job_id)
+        self._changed()
+
+    def create_resumed(self, job_id: int) -> None:
+        """The job's deferred create is tried again (or given up)."""
+        if job_id in self._deferred:
+            self._deferred.discard(job_id)
+            self._changed()
 
     def create_finished(self, *, ok: bool, pushed_back: bool = False) -> None:
         """A create ended: `ok`, or refused because the service has too many tasks (`pushed_back`)."""
@@ -186,12 +217,18 @@ class Planner:
         """The poll pacer of `job`'s task (registers the task; a restored job keeps its times)."""
         task = self._tasks.get(job.id)
         if task is None:
-            started = job.started_at if job.started_at is not None else self._clock.time()
+            now_wall = self._clock.time()
+            started = job.started_at if job.started_at is not None else now_wall
+            # The runner records every poll on the job (updated_at), so a restarted bot knows when
+            # the task was last asked about and keeps the next poll a whole interval from it.
+            # Never later than now: a clock that went back must not postpone the poll for ever.
+            seen_at = min(max(started, job.updated_at), max(started, now_wall))
             task = _Task(
                 job_id=job.id,
                 key=DurationModel.key_for_params(job.params),
                 started=started,
                 track=ProgressTrack(started),
+                seen_at=seen_at,
             )
             if job.progress is not None:
                 # Restored after a restart: the last progress was saved with the job.
@@ -232,11 +269,11 @@ class Planner:
         now_wall = self._clock.time()
         to_mono = now - now_wall  # monotonic = wall + to_mono
         if last_poll is None:
-            # The first poll: one interval after the create (kept across a restart).
-            earliest = task.started + to_mono + s.poll_interval
-        else:
-            earliest = last_poll + s.poll_interval
-        latest = (last_poll if last_poll is not None else task.started + to_mono) + s.poll_max_interval
+            # The first poll: one interval after the create, or after the last poll recorded
+            # before a restart (kept across it: a restart never makes a poll come sooner).
+            last_poll = task.seen_at + to_mono
+        earliest = last_poll + s.poll_interval
+        latest = last_poll + s.poll_max_interval
         done_at = self._predicted_done(task)
         if done_at is None:
             when, likely = earliest, True  # nothing learned yet: poll as often as allowed
@@ -285,7 +322,7 @@ class Planner:
             ahead = self._queues.ahead(job.id)
             if ahead is None:
                 return Estimate()
-            return Estimate(starts_in=(ahead + 1) / self._start_rate())
+            return Estimate(starts_in=self._starts_in(ahead, job))
         task = self._tasks.get(job.id)
         if job.state is not JobState.RUNNING or task is None:
             return Estimate()
@@ -303,6 +340,47 @@ class Planner:
         remaining = None if done is None else max(0.0, done - now)
         measured = progress is not None and progress == task.seen_progress
         return Estimate(progress=progress, remaining=remaining, measured=measured)
+
+    def _starts_in(self, ahead: int, job: Job) -> float | None:
+        """Seconds until a queued job with `ahead` jobs before it starts, or None when unknown.
+
+        The budget sets the pace at which jobs start; a ceiling on tasks at once (GEN_MAX_RUNNING,
+        or the service's pushback) can hold it back further: then the job starts when a slot
+        frees for it, which is only known from the running tasks' predictions (and, for later
+        waves, the learned duration of such jobs). Unknown means nothing is claimed.
+        """
+        by_rate = (ahead + 1) / self._start_rate()
+        ceiling = self.ceiling()
+        occupied = max(len(self._tasks), self._occupied)
+        if ceiling is None or ahead + 1 <= ceiling - occupied:
+            return by_rate
+        now = self._clock.time()
+        key = DurationModel.key_for_params(job.params)
+        duration = (
+            self._model.quantile(key, 0.5)
+            if key is not None and self._model.expected(key).count >= LEARNED_AFTER
+            else None
+        )
+        # When each slot frees: free now, after a running task's predicted end, or unknown (inf);
+        # a job being created holds its slot for a whole expected duration.
+        frees = [0.0] * max(0, ceiling - occupied)
+        for task in self._tasks.values():
+            left = self._remaining(task, now)
+            frees.append(math.inf if left is None else left)
+        frees += [math.inf if duration is None else duration] * max(0, occupied - len(self._tasks))
+        heapq.heapify(frees)
+        for _ in range(ahead):
+            at = heapq.heappop(frees)
+            heapq.heappush(frees, math.inf if duration is None else at + duration)
+        at = heapq.heappop(frees) if frees else math.inf
+        return None if math.isinf(at) else max(by_rate, at)
+
+    def _remaining(self, task: _Task, now: float) -> float | None:
+        """Seconds until the running task is expected to finish (0: overdue), or None: unknown."""
+        done = task.track.predicted_done()
+        if done is None and task.key is not None and self._learned(task):
+            done = task.started + self._model.quantile(task.key, 0.5)
+        return None if done is None else max(0.0, done - now)
 
     def _start_rate(self) -> float:
         """Jobs started per clock second the budget can sustain."""

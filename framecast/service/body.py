@@ -16,6 +16,7 @@ import aiohttp
 __all__ = ["ACCEPT_ENCODING", "BodyTooLarge", "BodyUndecodable", "read_body"]
 
 #: Only what :func:`read_body` inflates itself (no brotli or zstd, whose decoders it does not bound).
+#: A body may stack them (``gzip, deflate``), up to three.
 ACCEPT_ENCODING = "gzip, deflate"
 _READ_CHUNK = 64 * 1024
 
@@ -72,38 +73,54 @@ class _Inflater:
             raise BodyUndecodable()
 
 
+#: Most codings one body may stack (``Content-Encoding: gzip, gzip``): each layer is capped alone.
+_MAX_LAYERS = 3
+
+
+def _layers(header: str) -> list[_Inflater] | None:
+    """The inflaters that undo `header`'s codings, last applied first; ``None`` if one is unknown."""
+    codings = [c.strip().lower() for c in header.split(",")]
+    codings = [c for c in codings if c not in ("", "identity")]
+    if len(codings) > _MAX_LAYERS or any(c not in ("gzip", "x-gzip", "deflate") for c in codings):
+        return None
+    return [_Inflater(c) for c in reversed(codings)]
+
+
 async def read_body(resp: aiohttp.ClientResponse, limit: int, *, truncate: bool = False) -> bytes:
     """The body of `resp`, inflated, streaming, never holding much more than `limit` bytes.
 
-    The cap counts the bytes after decompression, and the compressed bytes too. Past it, raises
+    The cap counts the bytes after decompression, and the compressed bytes too (and, for stacked
+    codings such as ``gzip, gzip``, the bytes between the layers). Past it, raises
     :class:`BodyTooLarge`, or with `truncate` returns the first `limit` bytes (error bodies, whose
     beginning is all a message needs). Raises :class:`BodyUndecodable` for an unknown or broken
     Content-Encoding (with `truncate`: returns what could be read).
     """
-    encoding = resp.headers.get("Content-Encoding", "").strip().lower()
-    inflater: _Inflater | None = None
-    if encoding in ("gzip", "x-gzip", "deflate"):
-        inflater = _Inflater(encoding)
-    elif encoding not in ("", "identity"):
+    layers = _layers(resp.headers.get("Content-Encoding", ""))
+    if layers is None:
         if truncate:
             return b""
         raise BodyUndecodable()
     length = resp.content_length
     if length is not None and length > limit and not truncate:
-        raise BodyTooLarge(length if inflater is None else None)
+        raise BodyTooLarge(length if not layers else None)
     buf = bytearray()
     wire = 0
+    between = [0] * len(layers)  # bytes each layer has produced (the last one's are `buf`)
     try:
         async for chunk in resp.content.iter_chunked(_READ_CHUNK):
             wire += len(chunk)
-            buf += inflater.feed(chunk, limit - len(buf)) if inflater is not None else chunk
-            if len(buf) > limit or wire > limit:
+            piece = chunk
+            for index, layer in enumerate(layers):
+                piece = layer.feed(piece, limit - between[index])
+                between[index] += len(piece)
+            buf += piece
+            if len(buf) > limit or wire > limit or any(n > limit for n in between):
                 # Stop reading at once: the rest may be gigabytes.
                 if truncate:
                     return bytes(buf[:limit])
                 raise BodyTooLarge()
-        if inflater is not None:
-            inflater.finish()
+        for layer in layers:
+            layer.finish()
     except BodyUndecodable:
         if truncate:
             return bytes(buf[:limit])

@@ -298,8 +298,10 @@ class GenerationClient:
     # -- polling ------------------------------------------------------------------------------------
     async def _poll(self, task_id: str, *, kind: str, priority: Priority | int) -> TaskStatus:
         what = f"poll task {task_id}"
+        # One attempt: a failed poll is asked again by the wait loop an interval later, never
+        # sooner, so no task is polled faster than the interval whatever the service does.
         data = await self._transport.request_json(
-            "GET", "/svcapi", params={"video_id": task_id}, priority=priority, what=what
+            "GET", "/svcapi", params={"video_id": task_id}, priority=priority, what=what, attempts=1
         )
         try:
             status = parse_poll(data, kind=kind, base_url=self._base_url)

@@ -102,6 +102,10 @@ class ResultFetcher:
         hops = 0
         while True:
             same_origin = _origin(url) == self._origin
+            if same_origin and (url.raw_user is not None or url.raw_password is not None):
+                # The key is the service's credential: aiohttp refuses to send it along with
+                # credentials in the URL (a ValueError, not a failed download), so drop those.
+                url = url.with_user(None)
             if not same_origin:
                 reason = refusal_before_connecting(url, self._result_hosts)
                 if reason is not None:

@@ -154,9 +154,25 @@ def refusal_before_connecting(url: yarl.URL, allowed_hosts: Iterable[str]) -> st
     if not url.is_absolute() or not host:
         return REASON_BAD_URL
     literal = _ip_literal(host)
+    if literal is None and not _resolvable_name(host):
+        return REASON_BAD_URL
     if literal is not None and not is_public_address(literal) and not host_allowed(host, allowed_hosts):
         return REASON_INTERNAL
     return None
+
+
+def _resolvable_name(host: str) -> bool:
+    """Whether the system resolver can be asked about `host` at all.
+
+    ``getaddrinfo`` encodes a name with the ``idna`` codec first, which raises a ``UnicodeError``
+    (not an ``OSError``, so not a failed lookup to aiohttp) for an empty or over-long label
+    (``a..b``, 64 characters between dots): such a URL is simply not valid.
+    """
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return False
+    return True
 
 
 class GuardedResolver(AbstractResolver):
@@ -185,7 +201,11 @@ class GuardedResolver(AbstractResolver):
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         """The addresses of `host` the bot may connect to (all of them for a listed host)."""
-        answers = await self._resolver().resolve(host, port, family)
+        try:
+            answers = await self._resolver().resolve(host, port, family)
+        except ValueError as exc:
+            # A name getaddrinfo cannot even encode (UnicodeError): a failed lookup, not a crash.
+            raise OSError(f"not a valid host name ({type(exc).__name__})") from None
         if host_allowed(host, self._allowed):
             return answers
         public = [answer for answer in answers if is_public_address(answer["host"])]

@@ -234,26 +234,29 @@ class Transport:
                 answer.penalty = self.budget.penalize(self.retry_after(answer))
         return answer
 
-    async def retrying(self, what: str, attempt: Callable[[], Awaitable[T | Retry]]) -> T:
-        """Run `attempt` until it gives a value or raises, at most ``retry_max`` times."""
-        for n in range(1, self._retry_max + 1):
+    async def retrying(
+        self, what: str, attempt: Callable[[], Awaitable[T | Retry]], *, attempts: int | None = None
+    ) -> T:
+        """Run `attempt` until it gives a value or raises, at most `attempts` (``retry_max``) times."""
+        limit = attempts if attempts is not None else self._retry_max
+        for n in range(1, limit + 1):
             outcome = await attempt()
             if not isinstance(outcome, Retry):
                 return outcome
-            if n >= self._retry_max:
+            if n >= limit:
                 raise outcome.give_up(n)
             if outcome.budget_pause is not None:
                 # The budget's pause is the backoff: the next slot waits for it.
                 log.warning(
                     "%s: %s; retry %d/%d after the budget's %.1fs pause",
-                    what, outcome.problem, n + 1, self._retry_max, outcome.budget_pause,
+                    what, outcome.problem, n + 1, limit, outcome.budget_pause,
                 )  # fmt: skip
                 continue
             if outcome.retry_after is not None:
                 delay = min(self._backoff_max, outcome.retry_after)
             else:
                 delay = backoff_delay(n, base=self._backoff_base, cap=self._backoff_max, rng=self._rng)
-            log.warning("%s: %s; retry %d/%d in %.1fs", what, outcome.problem, n + 1, self._retry_max, delay)
+            log.warning("%s: %s; retry %d/%d in %.1fs", what, outcome.problem, n + 1, limit, delay)
             await self.clock.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -268,8 +271,12 @@ class Transport:
         params: dict[str, str] | None = None,
         json_body: dict[str, Any] | None = None,
         max_bytes: int | None = None,
+        attempts: int | None = None,
     ) -> Any:
         """One API call with budget, retries and error mapping; returns the parsed JSON.
+
+        `attempts` caps the tries (default ``retry_max``): a poll makes one, since its wait loop
+        asks again an interval later anyway (a quick retry would poll the task too often).
 
         429s, 5xx, 408, timeouts and connection errors are retried. An answer that cannot be read
         (larger than `max_bytes` after decompression, not UTF-8 JSON, too deep...) raises
@@ -291,7 +298,7 @@ class Transport:
             )  # fmt: skip
             return self._judge(answer, what, limit)
 
-        return await self.retrying(what, attempt)
+        return await self.retrying(what, attempt, attempts=attempts)
 
     def _judge(self, answer: Answer, what: str, limit: int) -> Any:
         """The parsed answer of an API call, or a :class:`Retry`; raises what must not be retried."""

@@ -65,7 +65,7 @@ async def test_finished_results_are_downloaded_one_at_a_time_and_all_delivered(s
     world.service.video_payload = make_large_mp4(2_000_000, seconds=1.0)
     # Every download stalls a while after its first chunk: downloads that overlap cannot hide.
     world.service.file_chunked = True
-    world.service.file_stall = 1.0
+    world.service.file_stall = 2.0
     world.service.default_plan = TaskPlan(duration=1.0)  # all four finish at about the same time
     in_flight: list[int] = []
 
@@ -153,6 +153,38 @@ async def test_an_html_error_page_as_the_video_fails_and_is_never_posted(start: 
     # Not linked either: the service's URL appears in no message the bot wrote.
     for message in world.discord.messages.values():
         assert "/files/" not in str(message.content) + str(message.embeds)
+    no_crash(world)
+
+
+def _sound_only_mp4() -> bytes:
+    """A real MP4 (an .m4a, really) with one second of silence and no picture at all."""
+    import io
+
+    import av
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="mp4") as container:
+        stream: Any = container.add_stream("aac", rate=48_000, layout="stereo")
+        for start in range(0, 48_000, 1024):
+            frame = av.AudioFrame(format="fltp", layout="stereo", samples=1024)
+            frame.sample_rate, frame.pts = 48_000, start
+            for plane in frame.planes:
+                plane.update(bytes(plane.buffer_size))
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return buf.getvalue()
+
+
+async def test_a_sound_only_mp4_as_the_video_fails_and_is_never_posted(start: StartWorld) -> None:
+    # MP4 magic bytes, small enough to upload without re-encoding: still not a video.
+    world = await start()
+    world.service.video_payload = _sound_only_mp4()
+    it = await world.video("a clip that is only a sound")
+    job_id = await world.job_id(it)
+    msg = await it.wait_original(lambda m: status_of(m).startswith("❌"), timeout=15)
+    assert "not a video" in status_of(msg)
+    assert job_rows(world)[job_id]["error_code"] == "not_media"
+    assert world.files_for(job_id) == [] and world.discord.files_delivered() == []
     no_crash(world)
 
 

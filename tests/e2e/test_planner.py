@@ -141,3 +141,25 @@ async def test_the_message_shows_honest_estimates_between_polls_that_never_go_ba
         await world.delivered(second, timeout=60)
     finally:
         await close_world(world)
+
+
+async def test_a_create_the_service_keeps_failing_does_not_hold_up_other_guilds(tmp_path: Path) -> None:
+    world = await make_world(tmp_path, guilds=2, extra_env=PLANNED)
+    try:
+        await world.start_bot()
+        # The service answers 503 to this one create for as long as the job may wait (60 s).
+        world.service.plans = [("stuck ", TaskPlan(reject_status=503, reject_message="upstream trouble"))]
+        world.service.default_plan = TaskPlan(duration=0.5, polls=0)
+        stuck = await world.video("stuck in creation", member=world.members[0][0], guild=0)
+        await world.service.wait_for(lambda: world.service.count(status=503) >= 1)
+        others = [
+            await world.video(f"other {g} {i}", member=world.members[g][0], guild=g)
+            for g in (0, 1)
+            for i in range(1)
+        ]
+        # Delivered while the stuck create is still retrying, not after it gives up.
+        await asyncio.gather(*[world.delivered(it, timeout=20) for it in others])
+        stuck_id = await world.job_id(stuck)
+        assert not world.files_for(stuck_id)
+    finally:
+        await close_world(world)

@@ -222,6 +222,8 @@ class FakeService:
     * ``file_redirects``: ``Location`` values answered (302), one per file request, before
       ``file_redirect`` and the file itself: a chain of hops that ends somewhere.
     * ``file_gzip``: serve files gzip-compressed (``Content-Encoding: gzip``), e.g. a bomb.
+      ``file_encoding``: the codings applied then, in order, and named in the header (``"gzip,
+      gzip"``, ``"deflate"``...; one it cannot apply, such as ``br``, is only named).
     * ``path_scripted``: like ``scripted``, per path (``"/svcapi"``, ``"/v1/videos"``, ...), so a
       hostile poll answer is not eaten by a model-list refresh; consumed before ``scripted``.
     """
@@ -261,6 +263,7 @@ class FakeService:
         self.file_redirect: str | None = None
         self.file_redirects: list[str] = []
         self.file_gzip = False
+        self.file_encoding = "gzip"
         self.path_scripted: dict[str, list[tuple[int, Any, dict[str, str] | None]]] = {}
 
         self.requests: list[RecordedRequest] = []
@@ -613,8 +616,13 @@ class FakeService:
         else:
             return _error(404, "no such file")
         if self.file_gzip:
+            for coding in self.file_encoding.split(","):
+                if coding.strip() == "gzip":
+                    payload = gzip.compress(payload, 9)
+                elif coding.strip() == "deflate":
+                    payload = zlib.compress(payload, 9)
             return web.Response(
-                body=gzip.compress(payload, 9), content_type=mime, headers={"Content-Encoding": "gzip"}
+                body=payload, content_type=mime, headers={"Content-Encoding": self.file_encoding}
             )
         if not self.file_chunked and self.file_stall <= 0:
             return web.Response(body=payload, content_type=mime)
