@@ -77,7 +77,6 @@ class _Task:
     polls: int = 0
     next_at: float = 0.0  # monotonic time of the next poll, as last planned
     likely_done: bool = False  # the next poll is expected to find it finished
-    last_pending: float | None = None  # wall time of the last poll that found it pending
     seen_progress: float | None = None
 
 
@@ -249,13 +248,10 @@ class Planner:
         self._changed()
         if task is None or not completed:
             return
+        # The track places the end between the last "pending" poll and the one that saw it done.
         seconds = task.track.duration()
         if seconds is None:
-            # No completing poll seen by the track: it finished between the last "pending" and now.
-            done = self._clock.time()
-            if task.last_pending is not None:
-                done -= min(done - task.last_pending, self._settings.poll_interval) / 2
-            seconds = done - task.started
+            return  # no poll saw it complete (the runner reports completion only after one does)
         self._requests_per_task += 0.1 * ((task.polls + 2) - self._requests_per_task)
         row = self._model.learn(task.key, seconds, at=self._clock.time()) if task.key is not None else None
         if row is not None:
@@ -308,9 +304,7 @@ class Planner:
         if status is not None and status.state == "completed":
             task.track.complete(self._clock.time())
         elif status is not None and status.state == "pending":
-            now = self._clock.time()
-            task.last_pending = now
-            task.track.observe(now, status.progress)
+            task.track.observe(self._clock.time(), status.progress)
             if status.progress is not None:
                 task.seen_progress = status.progress
         self._changed()
