@@ -1,25 +1,41 @@
-# Framecast bot image: non-root user, database on a volume.
+# Framecast bot image: non-root user, database on a volume, health check on the ops port.
+#
+# Order matters for rebuilds: everything that rarely changes (user, dependencies, image settings) comes
+# first; the code is one COPY at the very end, so a code change rebuilds a single layer.
 FROM python:3.11-slim
 
+# HTTP_PORT: the ops server (/healthz, /readyz, /metrics); the HEALTHCHECK below depends on it.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
     DATABASE_PATH=/data/framecast.sqlite3 \
+    HTTP_PORT=8080 \
     SHUTDOWN_TIMEOUT=8
 
+# The bot's user owns /data only; the code stays root-owned (read-only for the bot).
+RUN useradd --create-home --uid 10001 framecast \
+    && mkdir -p /data && chown framecast:framecast /data && chmod 700 /data
+
 WORKDIR /app
-# PyAV's wheel carries its own FFmpeg: no system packages are needed.
+# PyAV's wheel carries its own FFmpeg: no system packages are needed. pip uses whatever index the build
+# environment configures (no extra index, nothing fetched outside the requirements).
 COPY requirements.txt ./
 RUN pip install --no-cache-dir -r requirements.txt
 
-COPY bot.py ./
-COPY framecast ./framecast
-COPY cogs ./cogs
-
-RUN useradd --create-home --uid 10001 framecast \
-    && mkdir -p /data && chown framecast:framecast /data && chmod 700 /data
-USER framecast
 VOLUME ["/data"]
+EXPOSE 8080
+
+# The slim image has no curl: ask /healthz with the standard library. Proxies are bypassed on purpose
+# (an HTTP_PROXY meant for outgoing traffic must not swallow a loopback probe). Without HTTP_PORT the bot
+# serves no ops endpoints and the container reports unhealthy, saying so.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import os, sys, urllib.request as u\nport = os.environ.get('HTTP_PORT') or sys.exit('HTTP_PORT is not set: no /healthz')\ntry:\n    u.build_opener(u.ProxyHandler({})).open(f'http://127.0.0.1:{port}/healthz', timeout=4).close()\nexcept Exception as exc:\n    sys.exit(f'/healthz: {exc}')"]
 
 # `docker stop` sends SIGTERM and waits 10 s: SHUTDOWN_TIMEOUT=8 keeps the clean shutdown inside it.
+# Exec-form CMD: python is PID 1 and receives the signal itself (no shell in between).
 STOPSIGNAL SIGTERM
+USER framecast
 CMD ["python", "bot.py"]
+
+# .dockerignore lets in only bot.py, framecast/ and cogs/ (and requirements.txt, copied above).
+COPY . ./

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import Any
 
 import discord
 import yarl
@@ -25,13 +26,15 @@ from framecast.app import Core
 from framecast.clock import Clock
 from framecast.config import ConfigError, Settings, load_settings
 from framecast.logsetup import setup_logging
+from framecast.ops.http import OpsServer
+from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
 from framecast.queues import QueuePositions
-from framecast.store import JobStore
+from framecast.stores import Store
 
 log = logging.getLogger("framecast")
 
-EXTENSIONS = ("cogs.generate", "cogs.jobs", "cogs.admin")
+EXTENSIONS = ("cogs.generate", "cogs.jobs", "cogs.admin", "cogs.settings", "cogs.queue", "cogs.info")
 # Never let a stalled Discord rate limit block a worker for long: raise instead and retry later.
 MAX_RATELIMIT_TIMEOUT = 30.0
 
@@ -52,12 +55,14 @@ class Framecast(commands.Bot):
             # Prompts are user text: nothing pings unless a send names the requester explicitly.
             allowed_mentions=discord.AllowedMentions.none(),
             max_ratelimit_timeout=MAX_RATELIMIT_TIMEOUT,
+            **self._gateway_options(settings),
         )
         self.settings = settings
         #: Where the job buttons' clicks go; the Jobs cog registers its handlers when it loads.
         self.job_buttons = JobButtons()
         self._sync_commands = sync_commands
         self._opened = False
+        self._ops: OpsServer | None = None
 
     def __repr__(self) -> str:
         return f"<Framecast user={self.user!s}>"
@@ -72,6 +77,7 @@ class Framecast(commands.Bot):
             await self.tree.set_translator(FramecastTranslator())
             self.core = await Core.open(self.settings, reporter=self._reporter)
             self._opened = True
+            await self._serve_ops()
             for extension in EXTENSIONS:
                 await self.load_extension(extension)
         if self._sync_commands:
@@ -80,7 +86,7 @@ class Framecast(commands.Bot):
             self._sync_commands = False
 
     def _reporter(
-        self, *, store: JobStore, positions: QueuePositions, estimates: Estimates, clock: Clock
+        self, *, store: Store, positions: QueuePositions, estimates: Estimates, clock: Clock, metrics: Metrics
     ) -> DiscordReporter:
         # Called once by Core.open, when the store and the queues exist.
         return DiscordReporter(
@@ -90,7 +96,28 @@ class Framecast(commands.Bot):
             clock=clock,
             position=positions.position,
             estimates=estimates,
+            metrics=metrics,
         )
+
+    async def _serve_ops(self) -> None:
+        """Serve /healthz, /readyz and /metrics on HTTP_PORT (when set)."""
+        if self.settings.http_port is None:
+            return
+        ops = OpsServer(self.core.metrics, port=self.settings.http_port)
+        ops.add_check("gateway", self.gateway_connected)
+        ops.add_check("database", self.core.store.ping)
+        ops.add_check("models", lambda: self.core.models.catalog is not None)
+        await ops.start()
+        self._ops = ops
+        log.info("operator endpoints on port %d", ops.port)
+
+    def gateway_connected(self) -> bool:
+        """Whether the gateway connection is up now (``is_ready()`` stays true through an outage)."""
+        if not self.is_ready() or self.is_closed():
+            return False
+        if isinstance(self, commands.AutoShardedBot):
+            return bool(self.shards) and not any(shard.is_closed() for shard in self.shards.values())
+        return self.ws is not None and self.ws.open
 
     async def close(self) -> None:
         """Stop taking work, checkpoint running jobs, then close Discord and the core."""
@@ -100,12 +127,39 @@ class Framecast(commands.Bot):
         await super().close()
         if opened:
             await self.core.close()
+        if self._ops is not None:
+            ops, self._ops = self._ops, None
+            await ops.close()
 
     async def on_ready(self) -> None:
         """Log who we are (no command sync here: on_ready fires on every reconnect)."""
         log.info(
             "connected as %s (%s) in %d guild(s)", self.user, getattr(self.user, "id", "?"), len(self.guilds)
         )
+
+    @staticmethod
+    def _gateway_options(settings: Settings) -> dict[str, Any]:
+        """Extra client options for the gateway connection (none: one unsharded connection)."""
+        return {}
+
+
+class ShardedFramecast(Framecast, commands.AutoShardedBot):
+    """The same bot on some of the gateway's shards (``SHARD_COUNT``, ``SHARD_IDS``).
+
+    Each process receives only its shards' servers; the core runs those servers' jobs and takes
+    over other processes' jobs when their leases lapse (framecast/takeover.py).
+    """
+
+    @staticmethod
+    def _gateway_options(settings: Settings) -> dict[str, Any]:
+        ids = list(settings.shard_ids) if settings.shard_ids is not None else None
+        return {"shard_count": settings.shard_count, "shard_ids": ids}
+
+
+def make_bot(settings: Settings, *, sync_commands: bool = False) -> Framecast:
+    """The bot for this configuration: sharded when ``SHARD_COUNT`` is set."""
+    cls = ShardedFramecast if settings.shard_count is not None else Framecast
+    return cls(settings, sync_commands=sync_commands)
 
 
 def point_discord_at(settings: Settings) -> None:
@@ -122,7 +176,7 @@ async def run(settings: Settings, *, sync_commands: bool = False) -> int:
     Exit codes: 0 after a stop, 2 when Discord rejects the token, 1 on any other failure.
     """
     point_discord_at(settings)
-    bot = Framecast(settings, sync_commands=sync_commands)
+    bot = make_bot(settings, sync_commands=sync_commands)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -180,9 +234,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"framecast: configuration error: {exc}", file=sys.stderr)
         return 2
-    setup_logging(
-        settings.log_level, secrets=[settings.discord_token.reveal(), settings.gen_api_key.reveal()]
-    )
+    secrets = [settings.discord_token.reveal(), settings.gen_api_key.reveal()]
+    for extra in (settings.key_encryption_secret, settings.database_url, settings.redis_url):
+        if extra is not None:
+            secrets.append(extra.reveal())
+    # Servers' own API keys are masked too: each is added when an admin sets it (cogs/settings.py,
+    # framecast.logsetup.add_secret), and discord.py's DEBUG dump of the key modal is scrubbed.
+    setup_logging(settings.log_level, secrets=secrets)
     logging.getLogger("discord.client").addFilter(ReconnectLogFilter())
     return asyncio.run(run(settings, sync_commands=args.sync))
 

@@ -56,11 +56,12 @@ from framecast.clock import Clock, ScaledClock  # noqa: E402
 from framecast.config import Settings, load_settings  # noqa: E402
 from framecast.intake import Requester  # noqa: E402
 from framecast.jobs import Job, JobKind, JobState  # noqa: E402
+from framecast.ops.metrics import Metrics  # noqa: E402
 from framecast.planner.estimate import Estimate, Estimates  # noqa: E402
 from framecast.queues import QueuePositions  # noqa: E402
 from framecast.reasons import Note  # noqa: E402
 from framecast.service import GenerationClient, VideoParams  # noqa: E402
-from framecast.store import JobStore  # noqa: E402
+from framecast.stores import Store
 from tests.fakes.gen_service import FakeService, TaskPlan  # noqa: E402
 
 RATE_REQUESTS = 16
@@ -247,7 +248,13 @@ class RecordingChatFactory:
         self.chat: RecordingChat | None = None
 
     def __call__(
-        self, *, store: JobStore, positions: QueuePositions, clock: Clock, estimates: Estimates | None = None
+        self,
+        *,
+        store: Store,
+        positions: QueuePositions,
+        clock: Clock,
+        estimates: Estimates | None = None,
+        metrics: Metrics | None = None,
     ) -> RecordingChat:
         """The chat side; `estimates` is the key's planner once the core passes one."""
         self.chat = RecordingChat(clock=clock, estimates=estimates)
@@ -322,6 +329,7 @@ async def run_core(batch: Sequence[Clip], scale: float, *, progress: bool) -> Ru
                 chat.start_sampling()
                 params = {
                     c.tag: core.intake.video_params(
+                        guild_id=1000 + c.guild,
                         prompt=c.prompt,
                         model=None,
                         size=None,

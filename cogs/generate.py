@@ -74,19 +74,12 @@ class Generate(commands.Cog):
     ) -> None:
         """Queue a video."""
         # Everything before the defer is synchronous: Discord must hear from us within 3 s.
-        core = self.bot.core
         who = jobflow.requester(interaction)
         jobflow.check_channel(interaction)
-        params = core.intake.video_params(
-            prompt=prompt,
-            model=model or None,
-            size=size,
-            seconds=length,
-            frame_rate=fps,
-            known_models=core.models.ids("video"),
-            default_model=core.models.default("video"),
-        )
-        core.intake.precheck(who)
+        # Where and whether first (channel, NSFW, limits), then what: the server's rules and defaults.
+        self.bot.core.intake.precheck(who, JobKind.VIDEO)
+        options = jobflow.Options(prompt=prompt, size=size, seconds=length, fps=fps, model=model)
+        params = jobflow.job_params(self.bot, who.guild_id, JobKind.VIDEO, options)
         await interaction.response.defer(thinking=True)
         await jobflow.start_job(self.bot, interaction, who, JobKind.VIDEO, params)
 
@@ -109,17 +102,12 @@ class Generate(commands.Cog):
         model: str | None = None,
     ) -> None:
         """Queue an image."""
-        core = self.bot.core
         who = jobflow.requester(interaction)
         jobflow.check_channel(interaction)
-        params = core.intake.image_params(
-            prompt=prompt,
-            model=model or None,
-            size=size,
-            known_models=core.models.ids("image"),
-            default_model=core.models.default("image"),
+        self.bot.core.intake.precheck(who, JobKind.IMAGE)
+        params = jobflow.job_params(
+            self.bot, who.guild_id, JobKind.IMAGE, jobflow.Options(prompt=prompt, size=size, model=model)
         )
-        core.intake.precheck(who)
         await interaction.response.defer(thinking=True)
         await jobflow.start_job(self.bot, interaction, who, JobKind.IMAGE, params)
 

@@ -1,14 +1,18 @@
-"""/job and the job buttons (Cancel, Retry): thin handlers over the scheduler and intake.
+"""/job and the job buttons (Cancel, Retry, Again, Remix): thin handlers over the scheduler and intake.
 
 The buttons are registered here, with the bot's :class:`~cogs.utils.views.JobButtons`, when the cog
-loads (and removed when it unloads): a click reaches :meth:`Jobs.on_cancel_click` or
-:meth:`Jobs.on_retry_click` through that registry.
+loads (and removed when it unloads): a click reaches :meth:`Jobs.on_cancel_click`,
+:meth:`Jobs.on_retry_click`, :meth:`Jobs.on_again_click` or :meth:`Jobs.on_remix_click` through
+that registry. The Remix form's submit reaches :meth:`Jobs.on_remix_submit` through this cog's
+``on_interaction`` listener (by the form's custom id), so it works after a restart too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import discord
 from discord import app_commands
@@ -20,15 +24,40 @@ from cogs.i18n import t
 from cogs.utils import jobflow
 from cogs.utils.render import link_text, render_job
 from cogs.utils.tree import error_message, reply_privately
-from cogs.utils.views import ButtonAction, CancelButton, RetryButton
-from framecast.intake import IntakeError
-from framecast.jobs import JobState
+from cogs.utils.views import (
+    AgainButton,
+    ButtonAction,
+    CancelButton,
+    RemixButton,
+    RemixField,
+    RetryButton,
+    form_values,
+    remix_form,
+    remix_form_target,
+)
+from framecast import presets
+from framecast.intake import IntakeError, Requester
+from framecast.jobs import Job, JobKind, JobState
 from framecast.scheduler import CancelOutcome
 
 if TYPE_CHECKING:
     from bot import Framecast
 
 log = logging.getLogger(__name__)
+
+#: Remix must answer with its form, so it reads the job before the 3-second acknowledgement: a
+#: store that takes longer than this gets a "try again" instead of "This interaction failed".
+REMIX_LOOKUP_TIMEOUT = 1.5
+#: Discord's longest text input value.
+FORM_VALUE_MAX = 4000
+_BUTTONS = (CancelButton, RetryButton, AgainButton, RemixButton)
+_REMIX_LABELS = {
+    RemixField.PROMPT: "remix_label_prompt",
+    RemixField.SIZE: "remix_label_size",
+    RemixField.LENGTH: "remix_label_length",
+    RemixField.FPS: "remix_label_fps",
+    RemixField.MODEL: "remix_label_model",
+}
 
 
 class Jobs(commands.Cog):
@@ -40,14 +69,21 @@ class Jobs(commands.Cog):
     async def cog_load(self) -> None:
         """Route the job buttons' clicks here (the buttons work on any message, after any restart)."""
         self.bot.job_buttons.register(
-            {ButtonAction.CANCEL: self.on_cancel_click, ButtonAction.RETRY: self.on_retry_click}
+            {
+                ButtonAction.CANCEL: self.on_cancel_click,
+                ButtonAction.RETRY: self.on_retry_click,
+                ButtonAction.AGAIN: self.on_again_click,
+                ButtonAction.REMIX: self.on_remix_click,
+            }
         )
-        self.bot.add_dynamic_items(CancelButton, RetryButton)
+        self.bot.add_dynamic_items(*_BUTTONS)
 
     async def cog_unload(self) -> None:
         """Stop routing the job buttons."""
-        self.bot.remove_dynamic_items(CancelButton, RetryButton)
-        self.bot.job_buttons.unregister((ButtonAction.CANCEL, ButtonAction.RETRY))
+        self.bot.remove_dynamic_items(*_BUTTONS)
+        self.bot.job_buttons.unregister(
+            (ButtonAction.CANCEL, ButtonAction.RETRY, ButtonAction.AGAIN, ButtonAction.REMIX)
+        )
 
     @app_commands.command(
         name=locale_str("job"), description=locale_str("Show a job's current state and result")
@@ -151,6 +187,132 @@ class Jobs(commands.Cog):
             await reply_privately(interaction, error_message(exc, loc) or t("error_generic", loc))
             return
         await self.bot.core.store.patch_discord(old.id, {"retried_as": new.id})
+
+    # -- Again and Remix: any member iterates on a delivered result, as a job of their own ----------
+    def _clicker(self, interaction: discord.Interaction[Framecast], kind: JobKind | None = None) -> Requester:
+        """The member who clicked, as the new job's requester, after the checks that need no I/O."""
+        who = jobflow.requester(interaction)
+        jobflow.check_channel(interaction)
+        self.bot.core.intake.precheck(who, kind)
+        return who
+
+    async def _delivered(self, job_id: int, guild_id: int | None) -> Job | None:
+        """The delivered job `job_id` of this server, or None."""
+        job = await self.bot.core.store.get(job_id)
+        if job is None or job.guild_id != guild_id or job.state is not JobState.DELIVERED:
+            return None
+        return job
+
+    async def on_again_click(
+        self, interaction: discord.Interaction[Framecast], job_id: int, owner_id: int
+    ) -> None:
+        """Again button: the same prompt and settings as a new job of the clicker's, in a new message.
+
+        The settings are validated again under today's rules (blocklist, models, the server's
+        default model when the job had the default), and the clicker's limits and quota apply.
+        """
+        loc = interaction.locale
+        try:
+            who = self._clicker(interaction)
+        except (IntakeError, app_commands.AppCommandError) as exc:
+            await reply_privately(interaction, error_message(exc, loc) or t("error_generic", loc))
+            return
+        await interaction.response.defer(thinking=True)
+        old = await self._delivered(job_id, interaction.guild_id)
+        if old is None:
+            await reply_privately(interaction, t("error_job_not_found", loc, id=job_id))
+            return
+        try:
+            self.bot.core.intake.precheck(who, old.kind)
+            params = jobflow.job_params(self.bot, who.guild_id, old.kind, jobflow.options_of(old))
+            new = await jobflow.start_job(self.bot, interaction, who, old.kind, params)
+        except IntakeError as exc:
+            await reply_privately(interaction, error_message(exc, loc) or t("error_generic", loc))
+            return
+        log.info("job %s: again of job %s, by user %s", new.id, old.id, who.user_id)
+
+    async def on_remix_click(
+        self, interaction: discord.Interaction[Framecast], job_id: int, owner_id: int
+    ) -> None:
+        """Remix button: a form with the job's prompt and options to edit; its submit queues the job."""
+        loc = interaction.locale
+        core = self.bot.core
+        try:
+            who = self._clicker(interaction)
+            # The form is the acknowledgement itself, so the job is read before it (bounded).
+            old = await asyncio.wait_for(self._delivered(job_id, interaction.guild_id), REMIX_LOOKUP_TIMEOUT)
+            if old is None:
+                await reply_privately(interaction, t("error_job_not_found", loc, id=job_id))
+                return
+            core.intake.precheck(who, old.kind)  # the kind's daily quota, now that it is known
+        except (IntakeError, app_commands.AppCommandError) as exc:
+            await reply_privately(interaction, error_message(exc, loc) or t("error_generic", loc))
+            return
+        except TimeoutError:
+            await reply_privately(interaction, t("error_generic", loc))
+            return
+        default = jobflow.default_model(self.bot, old.guild_id, old.kind)
+        sizes = presets.VIDEO_SIZES if old.kind is JobKind.VIDEO else presets.IMAGE_SIZES
+        form = remix_form(
+            old.id,
+            old.kind,
+            title=t("remix_title", loc, id=old.id),
+            values=jobflow.form_prefill(jobflow.options_of(old)),
+            labels={name: t(key, loc) for name, key in _REMIX_LABELS.items()},
+            placeholders={
+                RemixField.SIZE: t("remix_hint_choices", loc, choices=", ".join(sizes)),
+                RemixField.LENGTH: t(
+                    "remix_hint_choices", loc, choices=", ".join(map(str, presets.VIDEO_SECONDS))
+                ),
+                RemixField.FPS: t(
+                    "remix_hint_choices", loc, choices=", ".join(map(str, presets.FRAME_RATES))
+                ),
+                RemixField.MODEL: t("remix_hint_model", loc, model=default),
+            },
+            prompt_max=min(core.settings.prompt_max_chars, FORM_VALUE_MAX),
+        )
+        await interaction.response.send_modal(form)
+
+    @commands.Cog.listener()
+    async def on_interaction(self, interaction: discord.Interaction[Framecast]) -> None:
+        """Route a Remix form's submit (by its custom id) to :meth:`on_remix_submit`."""
+        if interaction.type is not discord.InteractionType.modal_submit:
+            return
+        data: Mapping[str, Any] = interaction.data or {}  # type: ignore[assignment]  # a TypedDict union
+        target = remix_form_target(str(data.get("custom_id", "")))
+        if target is None:
+            return
+        kind, job_id = target
+        try:
+            await self.on_remix_submit(interaction, kind, job_id, form_values(data))
+        except Exception:
+            # A listener's error reaches no tree handler: log it and answer, never "interaction failed".
+            log.exception("remix of job %s failed", job_id)
+            await reply_privately(interaction, t("error_generic", interaction.locale))
+
+    async def on_remix_submit(
+        self,
+        interaction: discord.Interaction[Framecast],
+        kind: JobKind,
+        job_id: int,
+        values: Mapping[str, str],
+    ) -> None:
+        """The Remix form was sent: validate it like /video or /image, then queue the clicker's job."""
+        loc = interaction.locale
+        try:
+            who = self._clicker(interaction, kind)
+            options = jobflow.options_from_form(kind, values)
+            params = jobflow.job_params(self.bot, who.guild_id, kind, options)
+        except (IntakeError, app_commands.AppCommandError) as exc:
+            await reply_privately(interaction, error_message(exc, loc) or t("error_generic", loc))
+            return
+        await interaction.response.defer(thinking=True)
+        try:
+            new = await jobflow.start_job(self.bot, interaction, who, kind, params)
+        except IntakeError as exc:
+            await reply_privately(interaction, error_message(exc, loc) or t("error_generic", loc))
+            return
+        log.info("job %s: remix of job %s, by user %s", new.id, job_id, who.user_id)
 
 
 async def setup(bot: Framecast) -> None:

@@ -2,12 +2,16 @@
 
 :meth:`Core.open` builds the parts from :class:`~framecast.config.Settings` in dependency order:
 
-1. the HTTP session, the job store (SQLite), the request budget and the service client;
-2. the model cache (the service's model list, refreshed in the background);
-3. the guild queues, then the chat side (a :class:`ChatSide`, built by the caller's factory from
-   the store and the queues: it shows positions and writes its bookkeeping into the store);
-4. the runner (talks to the service, reports to the chat side), the scheduler (queues and slots)
-   and the intake (validates and accepts requests);
+1. the HTTP session, the job store (SQLite), the servers' settings (cached in memory), the key
+   vault, the guild queues and the accounts: one request budget, service client and planner per
+   API key (the operator's, and each server's own, see :mod:`framecast.accounts`);
+2. the model cache (the service's model list, read with the operator's key, refreshed in the
+   background);
+3. the chat side (a :class:`ChatSide`, built by the caller's factory from the store, the queues
+   and the accounts' estimates: it shows positions and writes its bookkeeping into the store);
+4. the runner (talks to the service with each job's key, reports to the chat side), the scheduler
+   (queues, and slots per key) and the intake (validates and accepts requests under each server's
+   policy);
 5. then it starts: the model refresh, the scheduler (which restores unfinished jobs) and a
    "resumed" note on every restored job.
 
@@ -20,17 +24,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 import aiohttp
 
-from framecast.budget import RequestBudget
+from framecast.accounts import Accounts
+from framecast.budget import Budget
 from framecast.catalog import ModelCache
 from framecast.clock import Clock, SystemClock
 from framecast.config import Settings
+from framecast.guildsettings import Ceilings, GuildSettings, Policy, Setting, check_change, resolve
 from framecast.intake import Intake, Limits
 from framecast.jobs import Job
+from framecast.keyvault import KeyVault
+from framecast.ops.metrics import ActiveJobs, Metrics
 from framecast.planner.estimate import Estimates
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.queues import GuildQueues, QueuePositions
@@ -38,7 +47,8 @@ from framecast.reasons import Note
 from framecast.runner import JobReporter, JobRunner, RunnerSettings
 from framecast.scheduler import Scheduler
 from framecast.service import GenerationClient
-from framecast.store import JobStore
+from framecast.stores import Store, open_store
+from framecast.takeover import Leases
 
 __all__ = ["MODEL_REFRESH_SECONDS", "ChatSide", "ChatSideFactory", "Core"]
 
@@ -72,9 +82,10 @@ class ChatSideFactory(Protocol[R_co]):
     """Builds the chat side once the parts it needs exist (called once by :meth:`Core.open`)."""
 
     def __call__(
-        self, *, store: JobStore, positions: QueuePositions, estimates: Estimates, clock: Clock
+        self, *, store: Store, positions: QueuePositions, estimates: Estimates, clock: Clock, metrics: Metrics
     ) -> R_co:
-        """The chat side, writing its bookkeeping to `store`, showing `positions` and `estimates`."""
+        """The chat side, writing its bookkeeping to `store`, showing `positions` and `estimates`,
+        counting its failed requests in `metrics`."""
         ...
 
 
@@ -85,16 +96,25 @@ class Core(Generic[R]):
     settings: Settings
     clock: Clock
     session: aiohttp.ClientSession
-    store: JobStore
-    budget: RequestBudget
-    client: GenerationClient
+    store: Store
+    vault: KeyVault
+    accounts: Accounts
     models: ModelCache
     queues: GuildQueues
-    planner: Planner
     reporter: R
     runner: JobRunner
     scheduler: Scheduler
     intake: Intake
+    #: The operator's ceilings (and defaults) every server's settings are capped by.
+    ceilings: Ceilings
+    #: This process's leases on jobs (which process runs which job).
+    leases: Leases
+    #: What /metrics shows (served when HTTP_PORT is set).
+    metrics: Metrics
+    #: Unfinished jobs by state and kind, kept from the store's change events (read by /metrics).
+    active_jobs: ActiveJobs = field(default_factory=ActiveJobs, repr=False)
+    #: Every server's own settings (servers without any are absent), kept in step with the store.
+    _guild_settings: dict[int, GuildSettings] = field(default_factory=dict, repr=False)
     #: The unfinished jobs found in the store at start-up (they continue).
     restored: list[Job] = field(default_factory=list)
     _stopped: bool = field(default=False, repr=False)
@@ -102,6 +122,47 @@ class Core(Generic[R]):
 
     def __repr__(self) -> str:
         return f"<Core scheduler={self.scheduler!r} stopped={self._stopped}>"
+
+    # -- the operator's key (what a single-key bot had) ----------------------------------------------
+    @property
+    def budget(self) -> Budget:
+        """The operator's key's request budget."""
+        return self.accounts.operator.budget
+
+    @property
+    def client(self) -> GenerationClient:
+        """The service client with the operator's key."""
+        return self.accounts.operator.client
+
+    @property
+    def planner(self) -> Planner:
+        """The operator's key's planner."""
+        return self.accounts.operator.planner
+
+    # -- servers' settings ---------------------------------------------------------------------------
+    def guild_settings(self, guild_id: int) -> GuildSettings:
+        """The server's own settings (defaults if it set none), from memory."""
+        return self._guild_settings.get(guild_id) or GuildSettings()
+
+    def guild_policy(self, guild_id: int) -> Policy:
+        """The server's effective policy: its settings capped by the operator's ceilings."""
+        return resolve(self.guild_settings(guild_id), self.ceilings)
+
+    async def update_settings(self, guild_id: int, *, by: int, **changes: object) -> GuildSettings:
+        """Validate and persist `changes` to the server's settings (user `by` made them); the new settings.
+
+        Raises :class:`~framecast.guildsettings.SettingsError` for a value the server may not have.
+        Only settings whose value really changes are saved and logged (by name, never by value).
+        """
+        current = self.guild_settings(guild_id)
+        new = check_change(current, self.ceilings, **changes)
+        changed = [Setting(name) for name in changes if getattr(new, name) != getattr(current, name)]
+        if not changed:
+            return current
+        await self.store.save_guild_settings(guild_id, new, by=by, changed=changed)
+        self._guild_settings[guild_id] = new
+        log.info("guild %s: user %s changed %s", guild_id, by, ", ".join(c.value for c in changed))
+        return new
 
     @classmethod
     async def open(
@@ -120,48 +181,67 @@ class Core(Generic[R]):
         async with contextlib.AsyncExitStack() as undo:
             session = aiohttp.ClientSession()
             undo.push_async_callback(session.close)
-            store = await JobStore.open(s.database_path, clock=clock)
+            store = await open_store(s, clock=clock)
             undo.push_async_callback(store.close)
-            budget = RequestBudget(
-                s.gen_rate_limit.requests,
-                s.gen_rate_limit.window,
+            guild_settings = await store.all_guild_settings()
+            vault = KeyVault(enabled=s.guild_keys, secret=s.key_encryption_secret)
+            queues = GuildQueues()
+            # First: every part below records into it (the accounts each key's requests and budget).
+            metrics = Metrics()
+            # One budget, client and planner per API key: the operator's and each server's own.
+            accounts = await Accounts.open(
+                settings=s,
+                session=session,
                 clock=clock,
-                backoff_base=s.gen_backoff_base,
-                backoff_max=s.gen_backoff_max,
+                store=store,
+                queues=queues,
+                vault=vault,
+                planner_settings=_planner_settings(s),
+                metrics=metrics,
             )
-            client = GenerationClient.from_settings(session, s, budget, clock)
-            undo.push_async_callback(client.close)
+            undo.push_async_callback(accounts.close)
             models = ModelCache(
-                client,
+                accounts.operator.client,
                 clock=clock,
                 refresh_every=MODEL_REFRESH_SECONDS,
                 default_video=s.gen_video_model,
                 default_image=s.gen_image_model,
             )
-            queues = GuildQueues()
-            # One planner per API key: it decides what each request of the key's budget buys.
-            planner = await Planner.open(
-                budget=budget, clock=clock, store=store, queues=queues, settings=_planner_settings(s)
-            )
-            chat = reporter(store=store, positions=queues, estimates=planner, clock=clock)
+            chat = reporter(store=store, positions=queues, estimates=accounts, clock=clock, metrics=metrics)
             undo.push_async_callback(chat.close)
             runner = JobRunner(
                 store=store,
-                client=client,
                 reporter=chat,
                 clock=clock,
                 settings=_runner_settings(s),
                 results_dir=s.database_path.parent / "results",
-                planner=planner,
+                accounts=accounts,
+                metrics=metrics,
+            )
+            # Every unfinished job is held by one process through a lease (several processes on one
+            # PostgreSQL store); with one process the leases are simply always ours.
+            leases = Leases(
+                store,
+                owner=lease_owner(s),
+                lease_seconds=s.lease_seconds,
+                clock=clock,
+                serves=serves_guild(s),
             )
             scheduler = Scheduler(
                 store=store,
                 runner=runner,
-                admission=planner,
+                admission=accounts,
                 queues=queues,
                 on_positions_changed=chat.positions_changed,
                 clock=clock,
+                leases=leases,
             )
+            ceilings = Ceilings.from_settings(s)
+
+            def policy_for(guild_id: int) -> Policy:
+                # The same cache the core keeps up to date in update_settings.
+                return resolve(guild_settings.get(guild_id) or GuildSettings(), ceilings)
+
             intake = Intake(
                 store=store,
                 scheduler=scheduler,
@@ -170,23 +250,35 @@ class Core(Generic[R]):
                     guild_queue=s.guild_queue_cap,
                     prompt_chars=s.prompt_max_chars,
                 ),
+                policy_for=policy_for,
+                clock=clock,
+                quota_period=s.quota_period,
+                key_state=accounts.guild_key_state,
             )
             # The intake's in-memory limit counts follow every committed change of a job.
             store.subscribe(intake.observe)
+            active_jobs = ActiveJobs()
+            store.subscribe(active_jobs.observe)
+            metrics.track_jobs(active_jobs.counts)
+            metrics.track_queue(queues.total)
             core = cls(
                 settings=s,
                 clock=clock,
                 session=session,
                 store=store,
-                budget=budget,
-                client=client,
+                vault=vault,
+                accounts=accounts,
                 models=models,
                 queues=queues,
-                planner=planner,
                 reporter=chat,
                 runner=runner,
                 scheduler=scheduler,
                 intake=intake,
+                ceilings=ceilings,
+                leases=leases,
+                metrics=metrics,
+                active_jobs=active_jobs,
+                _guild_settings=guild_settings,
             )
             undo.push_async_callback(core.stop)
             await core._start()
@@ -196,11 +288,22 @@ class Core(Generic[R]):
     async def _start(self) -> None:
         self.models.start()
         self.restored = await self.scheduler.start()
-        self.intake.track(self.restored)
-        # One edit of each surviving job's own message, never a new post: no channel spam.
         for job in self.restored:
-            self.reporter.add_note(job, Note.RESUMED)
-            await self.reporter.job_changed(job, urgent=True)
+            await self._resumed(job)
+        self.leases.start(self._adopt)
+
+    async def _adopt(self, job: Job) -> None:
+        """A job whose lease lapsed (its process died) continues here."""
+        adopted = await self.scheduler.adopt(job)
+        if adopted is not None:
+            await self._resumed(adopted)
+
+    async def _resumed(self, job: Job) -> None:
+        self.intake.track([job])
+        self.active_jobs.observe(job)
+        # One edit of each surviving job's own message, never a new post: no channel spam.
+        self.reporter.add_note(job, Note.RESUMED)
+        await self.reporter.job_changed(job, urgent=True)
 
     async def stop(self) -> None:
         """Stop taking work: running jobs stop at a safe point and keep their persisted state.
@@ -211,19 +314,37 @@ class Core(Generic[R]):
         if self._stopped:
             return
         self._stopped = True
+        await self.leases.close()
         await self.scheduler.close(self.settings.shutdown_timeout)
         await self.models.close()
         await self.reporter.close()
 
     async def close(self) -> None:
-        """:meth:`stop` if not done yet, then close the store, the service client and the session."""
+        """:meth:`stop` if not done yet, then close the store, every key's client and the session."""
         if self._closed:
             return
         await self.stop()
         self._closed = True
         await self.store.close()
-        await self.client.close()
+        await self.accounts.close()
         await self.session.close()
+
+
+def serves_guild(s: Settings) -> Callable[[int], bool] | None:
+    """Whether this process serves a guild: its gateway shards' guilds (None: every guild)."""
+    if s.shard_count is None or s.shard_ids is None:
+        return None
+    count, mine = s.shard_count, frozenset(s.shard_ids)
+    # Discord's rule for which shard receives a guild's events.
+    return lambda guild_id: (guild_id >> 22) % count in mine
+
+
+def lease_owner(s: Settings) -> str:
+    """This process's name on job leases: stable across restarts, so a restarted process gets its
+    own jobs back at once instead of waiting for their leases to lapse."""
+    if s.shard_ids is None:
+        return "framecast"
+    return "framecast-shards-" + "-".join(str(i) for i in s.shard_ids)
 
 
 def _runner_settings(s: Settings) -> RunnerSettings:

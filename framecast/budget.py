@@ -22,6 +22,7 @@ from a single timer task, never by polling.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import logging
@@ -29,11 +30,12 @@ import random
 from collections import deque
 from enum import IntEnum
 from types import TracebackType
+from typing import Protocol
 
 from framecast.backoff import backoff_delay
 from framecast.clock import Clock
 
-__all__ = ["Priority", "RequestBudget"]
+__all__ = ["Budget", "Priority", "Pushback", "RequestBudget"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,128 @@ class Priority(IntEnum):
     NORMAL = 1  # creates
     PROGRESS = 2  # polls that only refresh progress (the task is not expected to be done yet)
     LOW = 3  # model lists and other housekeeping
+
+
+class Budget(Protocol):
+    """A key's request budget: :class:`RequestBudget` in one process, or
+    :class:`framecast.sharedbudget.RedisBudget` shared by several processes through Redis."""
+
+    limit: int
+    window: float
+
+    def slot(self, priority: Priority | int = ...) -> contextlib.AbstractAsyncContextManager[None]:
+        """Wait for a slot and hold it for one request."""
+        ...
+
+    def penalize(self, retry_after: float | None = None) -> float:
+        """A 429: pause every grant; returns the pause in seconds."""
+        ...
+
+    def reward(self) -> None:
+        """A success after a 429."""
+        ...
+
+    @property
+    def in_flight(self) -> int:
+        """Requests holding a slot now."""
+        ...
+
+    @property
+    def waiting(self) -> int:
+        """Callers waiting for a slot."""
+        ...
+
+    @property
+    def streak(self) -> int:
+        """429s in a row."""
+        ...
+
+    @property
+    def granted_total(self) -> int:
+        """Slots granted since start."""
+        ...
+
+    @property
+    def allowed(self) -> int:
+        """Requests per window allowed now (the limit, lowered after 429s)."""
+        ...
+
+    def paused_for(self) -> float:
+        """Seconds left of a 429 pause."""
+        ...
+
+    def available(self) -> int:
+        """Slots that could be granted now."""
+        ...
+
+    def used(self) -> int:
+        """Requests in flight or finished inside the current window."""
+        ...
+
+    def close(self) -> None:
+        """Stop the timer; waiters are released with an error."""
+        ...
+
+
+class Pushback:
+    """The one rule for 429s, kept by every budget: how long grants pause, and the share allowed.
+
+    ``Retry-After`` is honoured when given (capped at `backoff_max`); otherwise the pause grows
+    exponentially with the streak of 429s (:func:`~framecast.backoff.backoff_delay`: at least half
+    of ``backoff_base * 2**streak``, capped). Both get a little jitter so that several clients
+    sharing the key do not come back in lock-step. 429s of requests that were already in flight when
+    the pause began do not escalate it. The share of the window allowed is the full limit until a
+    429 says the key is also spent elsewhere; then halved per 429 and grown back by about one
+    request per window of successes (additive increase, multiplicative decrease).
+    """
+
+    def __init__(self, limit: int, *, backoff_base: float, backoff_max: float, rng: random.Random) -> None:
+        self.limit = limit
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self._rng = rng
+        #: Consecutive 429s since the last success.
+        self.streak = 0
+        #: Requests per window allowed now.
+        self.allowed = float(limit)
+        #: Monotonic clock time until which no grant is made.
+        self.paused_until = float("-inf")
+
+    def __repr__(self) -> str:
+        return f"<Pushback streak={self.streak} allowed={self.allowed:.1f}>"
+
+    def penalize(self, now: float, retry_after: float | None) -> tuple[float, bool]:
+        """A 429 at `now`: ``(seconds paused from now, whether this began or lengthened a pause)``."""
+        if now < self.paused_until:
+            # Already paused by an earlier 429 of the same burst: only honour a longer Retry-After.
+            remaining = self.paused_until - now
+            if retry_after is not None and retry_after > remaining:
+                delay = min(self.backoff_max, retry_after) * self._rng.uniform(1.0, 1.1)
+                if delay > remaining:
+                    self.paused_until = now + delay
+                    return delay, True
+            return remaining, False
+        backoff = backoff_delay(self.streak + 1, base=self.backoff_base, cap=self.backoff_max, rng=self._rng)
+        if retry_after is not None and retry_after >= 0:
+            delay = min(self.backoff_max, retry_after) * self._rng.uniform(1.0, 1.1)
+            if self.streak:
+                # 429s in a row despite honouring Retry-After (the key is shared, or the server counts
+                # rejected requests): keep growing, or the window never drains.
+                delay = max(delay, backoff)
+        else:
+            delay = backoff
+        self.streak += 1
+        self.allowed = max(1.0, self.allowed / 2)
+        self.paused_until = now + delay
+        return delay, True
+
+    def reward(self) -> bool:
+        """A success: grow the share back; True when it ended a streak of 429s."""
+        if self.allowed < self.limit:
+            self.allowed = min(float(self.limit), self.allowed + 1.0 / self.allowed)
+        ended = self.streak > 0
+        self.streak = 0
+        return ended
 
 
 class _Waiter:
@@ -120,12 +244,7 @@ class RequestBudget:
         self._waiters: list[_Waiter] = []  # heap; cancelled entries are dropped lazily
         self._live_waiters = 0
         self._seq = itertools.count()
-        self._paused_until = float("-inf")
-        self._streak = 0
-        # The share of the window we allow ourselves: the full limit until a 429 says the key is also
-        # spent elsewhere; then halved per 429 and grown back by about one request per window of
-        # successes (additive increase, multiplicative decrease).
-        self._allowed = float(self.limit)
+        self._push = Pushback(self.limit, backoff_base=backoff_base, backoff_max=backoff_max, rng=self._rng)
         self._timer: asyncio.Task[None] | None = None
         self._timer_deadline = float("inf")
         self._granted_total = 0
@@ -149,36 +268,15 @@ class RequestBudget:
         429s of requests that were already in flight when the pause began do not escalate it.
         Until the next :meth:`reward`, at most one request is in flight at a time.
         """
-        now = self._clock.monotonic()
-        if now < self._paused_until:
-            # Already paused by an earlier 429 of the same burst: only honour a longer Retry-After.
-            remaining = self._paused_until - now
-            if retry_after is not None and retry_after > remaining:
-                delay = min(self.backoff_max, retry_after) * self._rng.uniform(1.0, 1.1)
-                self._paused_until = max(self._paused_until, now + delay)
-            return self._paused_until - now
-        backoff = backoff_delay(self._streak + 1, base=self.backoff_base, cap=self.backoff_max, rng=self._rng)
-        if retry_after is not None and retry_after >= 0:
-            delay = min(self.backoff_max, retry_after) * self._rng.uniform(1.0, 1.1)
-            if self._streak:
-                # 429s in a row despite honouring Retry-After (the key is shared, or the server counts
-                # rejected requests): keep growing, or the window never drains.
-                delay = max(delay, backoff)
-        else:
-            delay = backoff
-        self._streak += 1
-        self._allowed = max(1.0, self._allowed / 2)
-        self._paused_until = now + delay
-        log.info("request budget paused for %.2fs after a 429 (streak %d)", delay, self._streak)
-        self._dispatch()
+        delay, new = self._push.penalize(self._clock.monotonic(), retry_after)
+        if new:
+            log.info("request budget paused for %.2fs after a 429 (streak %d)", delay, self._push.streak)
+            self._dispatch()
         return delay
 
     def reward(self) -> None:
         """Record a success: the next 429 starts the backoff from the beginning."""
-        if self._allowed < self.limit:
-            self._allowed = min(float(self.limit), self._allowed + 1.0 / self._allowed)
-        if self._streak:
-            self._streak = 0
+        if self._push.reward():
             self._dispatch()  # leave probing: every free slot may be granted again
 
     # -- introspection (status commands, tests, benchmarks) ----------------------------------------
@@ -195,7 +293,7 @@ class RequestBudget:
     @property
     def streak(self) -> int:
         """Consecutive 429s since the last success."""
-        return self._streak
+        return self._push.streak
 
     @property
     def granted_total(self) -> int:
@@ -205,16 +303,21 @@ class RequestBudget:
     @property
     def allowed(self) -> int:
         """Requests per window we currently allow ourselves (the limit, less after 429s)."""
-        return int(self._allowed)
+        return int(self._push.allowed)
 
     def paused_for(self) -> float:
         """Clock seconds left in a 429 pause (0 when not paused)."""
-        return max(0.0, self._paused_until - self._clock.monotonic())
+        return max(0.0, self._push.paused_until - self._clock.monotonic())
 
     def available(self) -> int:
         """Slots that could be granted right now (ignoring a pause)."""
         self._prune(self._clock.monotonic())
         return max(0, self.allowed - self._in_flight - len(self._ends))
+
+    def used(self) -> int:
+        """Requests in flight or finished inside the current window."""
+        self._prune(self._clock.monotonic())
+        return self._in_flight + len(self._ends)
 
     def close(self) -> None:
         """Stop the internal timer (waiters still parked stay parked)."""
@@ -226,7 +329,7 @@ class RequestBudget:
     def __repr__(self) -> str:
         return (
             f"<RequestBudget {self.limit}/{self.window:g}s in_flight={self._in_flight} "
-            f"waiting={self._live_waiters} streak={self._streak}>"
+            f"waiting={self._live_waiters} streak={self._push.streak}>"
         )
 
     # -- internals --------------------------------------------------------------------------------
@@ -265,8 +368,8 @@ class RequestBudget:
         if not self._live_waiters:
             return
         now = self._clock.monotonic()
-        if now < self._paused_until:
-            self._arm(self._paused_until)
+        if now < self._push.paused_until:
+            self._arm(self._push.paused_until)
             return
         self._prune(now)
         waiters = self._waiters
@@ -277,7 +380,7 @@ class RequestBudget:
                 continue
             if self._in_flight + len(self._ends) >= self.allowed:
                 break
-            if self._streak and self._in_flight:
+            if self._push.streak and self._in_flight:
                 # After a 429, one request probes the service before everyone comes back at once.
                 break
             heapq.heappop(waiters)

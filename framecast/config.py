@@ -9,6 +9,7 @@ anywhere. Secret values are never echoed in those messages.
 
 from __future__ import annotations
 
+import base64
 import logging
 import math
 import os
@@ -145,11 +146,22 @@ class Settings:
     log_level: str = "INFO"
     member_job_limit: int = 2
     guild_queue_cap: int = 25
+    daily_video_quota: int | None = None
+    daily_image_quota: int | None = None
+    quota_period: float = 86400.0
+    guild_keys: bool = True
+    key_encryption_secret: Secret | None = None
     prompt_max_chars: int = 2000
     edit_interval: float = 5.0
     token_margin: float = 60.0
     status_message_max_age: float = 3000.0
     shutdown_timeout: float = 20.0
+    http_port: int | None = None
+    database_url: Secret | None = None
+    redis_url: Secret | None = None
+    shard_count: int | None = None
+    shard_ids: tuple[int, ...] | None = None
+    lease_seconds: float = 60.0
 
 
 # -- value parsers: each raises ValueError with a short reason (never the raw secret) ------------
@@ -321,6 +333,11 @@ def load_settings(
         log_level=r.optional("LOG_LEVEL", _parse_level, Settings.log_level),
         member_job_limit=r.optional("MEMBER_JOB_LIMIT", _parse_int, Settings.member_job_limit),
         guild_queue_cap=r.optional("GUILD_QUEUE_CAP", _parse_int, Settings.guild_queue_cap),
+        daily_video_quota=r.optional("DAILY_VIDEO_QUOTA", _parse_count, Settings.daily_video_quota),
+        daily_image_quota=r.optional("DAILY_IMAGE_QUOTA", _parse_count, Settings.daily_image_quota),
+        quota_period=r.optional("QUOTA_PERIOD", _parse_float, Settings.quota_period),
+        guild_keys=r.optional("GUILD_KEYS", _parse_switch, Settings.guild_keys),
+        key_encryption_secret=_key_secret(r),
         prompt_max_chars=r.optional("PROMPT_MAX_CHARS", _parse_int, Settings.prompt_max_chars),
         edit_interval=r.optional("EDIT_INTERVAL", _parse_float, Settings.edit_interval),
         token_margin=r.optional("TOKEN_MARGIN", _parse_float, Settings.token_margin),
@@ -328,9 +345,85 @@ def load_settings(
             "STATUS_MESSAGE_MAX_AGE", _parse_float, Settings.status_message_max_age
         ),
         shutdown_timeout=r.optional("SHUTDOWN_TIMEOUT", _parse_float, Settings.shutdown_timeout),
+        http_port=r.optional("HTTP_PORT", _parse_port, Settings.http_port),
+        database_url=_secret_url(r, "DATABASE_URL", ("postgresql", "postgres")),
+        redis_url=_secret_url(r, "REDIS_URL", ("redis", "rediss", "unix")),
+        shard_count=r.optional("SHARD_COUNT", _parse_int, Settings.shard_count),
+        shard_ids=r.optional("SHARD_IDS", _parse_ids, Settings.shard_ids),
+        lease_seconds=r.optional("LEASE_SECONDS", _parse_float, Settings.lease_seconds),
     )
+    if settings.shard_ids is not None:
+        if settings.shard_count is None:
+            raise ConfigError("SHARD_IDS", "needs SHARD_COUNT (the total number of shards)")
+        too_big = [i for i in settings.shard_ids if i >= settings.shard_count]
+        if too_big:
+            raise ConfigError(
+                "SHARD_IDS", f"shard {too_big[0]} is not below SHARD_COUNT={settings.shard_count}"
+            )
     logging.getLogger(__name__).debug("configuration loaded (rate limit %s)", settings.gen_rate_limit)
     return settings
+
+
+_SWITCH = {
+    "on": True,
+    "true": True,
+    "yes": True,
+    "1": True,
+    "off": False,
+    "false": False,
+    "no": False,
+    "0": False,
+}
+
+
+def _parse_switch(text: str) -> bool:
+    value = _SWITCH.get(text.lower())
+    if value is None:
+        raise ValueError("must be on or off")
+    return value
+
+
+def _key_secret(r: _Reader) -> Secret | None:
+    """KEY_ENCRYPTION_SECRET: a Fernet key (urlsafe base64 of 32 bytes); never echoed when malformed."""
+    text = r.raw("KEY_ENCRYPTION_SECRET")
+    if text is None:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(text.encode("ascii"))
+    except (ValueError, UnicodeEncodeError):
+        raw = b""
+    if len(raw) != 32:
+        raise ConfigError(
+            "KEY_ENCRYPTION_SECRET",
+            'must be a Fernet key (make one with: python -c "from cryptography.fernet import Fernet; '
+            'print(Fernet.generate_key().decode())")',
+        )
+    return Secret(text)
+
+
+def _parse_port(text: str) -> int:
+    value = _parse_count(text)
+    if not 0 < value < 65536:
+        raise ValueError("must be a TCP port (1-65535)")
+    return value
+
+
+def _parse_ids(text: str) -> tuple[int, ...]:
+    ids = [part.strip() for part in text.replace(",", " ").split()]
+    if not ids or not all(_INT_RE.fullmatch(i) for i in ids):
+        raise ValueError("must be shard numbers separated by commas, e.g. 0,1")
+    return tuple(sorted(dict.fromkeys(int(i) for i in ids)))
+
+
+def _secret_url(r: _Reader, name: str, schemes: tuple[str, ...]) -> Secret | None:
+    """A connection URL that may carry a password: checked for its scheme, never echoed."""
+    text = r.raw(name)
+    if text is None:
+        return None
+    scheme = urlsplit(text).scheme.lower()
+    if scheme not in schemes:
+        raise ConfigError(name, f"must be a {schemes[0]}:// URL")
+    return Secret(text)
 
 
 def _parse_gateway_url(text: str) -> str:

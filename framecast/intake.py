@@ -3,6 +3,12 @@
 Errors a member can fix are :class:`IntakeError`; each carries a typed :class:`IntakeProblem` and
 its parameters, and the chat side maps the problem to a message in the member's language (the core
 never builds message keys).
+
+Each server's own rules (:class:`framecast.guildsettings.Policy`: limits capped by the operator's
+ceilings, allowed channels, NSFW-only, a prompt blocklist, daily quotas and defaults for the
+options a member leaves out) are applied here, from memory, so the chat side can refuse before it
+acknowledges the interaction; the store re-checks the limits and the quota in the inserting
+transaction.
 """
 
 from __future__ import annotations
@@ -10,16 +16,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from framecast import presets
 from framecast.catalog import is_model_id
-from framecast.jobs import ACTIVE, AlreadyRetried, Job, JobKind, JobState, NewJob
+from framecast.clock import Clock, SystemClock
+from framecast.guildsettings import (
+    Ceilings,
+    GuildSettings,
+    KeyStatus,
+    Policy,
+    blocked_term,
+    quota_window,
+    resolve,
+)
+from framecast.jobs import ACTIVE, AlreadyRetried, DailyQuotaReached, Job, JobKind, JobState, NewJob
 from framecast.scheduler import Scheduler
-from framecast.store import GuildQueueFull, JobStore, MemberLimitReached
+from framecast.store import GuildQueueFull, MemberLimitReached
+from framecast.stores import Store
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +55,11 @@ class IntakeProblem(StrEnum):
     ALREADY_RETRIED = "already_retried"  # params: job (the failed one), id (its retry)
     UNKNOWN_MODEL = "unknown_model"  # params: model (not even shaped like a model id)
     UNLISTED_MODEL = "unlisted_model"  # params: model, models (the service's list, comma-separated)
+    CHANNEL_NOT_ALLOWED = "channel_not_allowed"  # params: channels (the allowed channel ids)
+    NSFW_ONLY = "nsfw_only"  # this server generates only in age-restricted channels
+    PROMPT_BLOCKED = "prompt_blocked"  # no params: the blocked term is never echoed
+    DAILY_QUOTA = "daily_quota"  # params: kind (JobKind), limit, resets_at (epoch seconds)
+    GUILD_KEY_REJECTED = "guild_key_rejected"  # the server's own key was refused; an admin must replace it
 
 
 class IntakeError(Exception):
@@ -57,6 +79,8 @@ class Requester:
     channel_id: int
     user_id: int
     locale: str
+    parent_id: int | None = None  # a thread's parent channel (channel rules apply to it too)
+    nsfw: bool = False  # the channel, or the thread's parent, is age-restricted
 
 
 @dataclass
@@ -105,13 +129,50 @@ def _invisible(ch: str) -> bool:
 
 
 class Intake:
-    """Turns a validated request into a persisted, queued job."""
+    """Turns a validated request into a persisted, queued job, under the guild's policy.
 
-    def __init__(self, *, store: JobStore, scheduler: Scheduler, limits: Limits) -> None:
+    ``policy_for(guild_id)`` gives a guild's effective :class:`Policy` (from memory: it is called
+    before the interaction is acknowledged); without it every guild gets the fixed ``limits``.
+    ``key_state(guild_id)`` says whether the guild's own API key was rejected by the service.
+    ``clock`` and ``quota_period`` place the daily quota windows (see :func:`quota_window`).
+    """
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        scheduler: Scheduler,
+        limits: Limits,
+        policy_for: Callable[[int], Policy] | None = None,
+        clock: Clock | None = None,
+        quota_period: float = 86400.0,
+        key_state: Callable[[int], KeyStatus | None] | None = None,
+    ) -> None:
         self._store = store
         self._scheduler = scheduler
         self.limits = limits
+        self._policy_for = policy_for
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        quota_window(0.0, quota_period)  # refuses a period that is not a positive number, now
+        self._quota_period = quota_period
+        self._key_state = key_state
         self._index = _ActiveIndex()
+
+    def policy(self, guild_id: int) -> Policy:
+        """The guild's effective policy (the fixed :class:`Limits` when no ``policy_for`` was given)."""
+        if self._policy_for is not None:
+            return self._policy_for(guild_id)
+        ceilings = Ceilings(
+            member_jobs=self.limits.member_jobs,
+            queue_cap=self.limits.guild_queue,
+            daily_videos=None,
+            daily_images=None,
+        )
+        return resolve(GuildSettings(), ceilings)
+
+    def quota_window(self) -> tuple[float, float]:
+        """``(start, reset_at)`` of the current quota period, in epoch seconds."""
+        return quota_window(self._clock.time(), self._quota_period)
 
     def track(self, jobs: Iterable[Job]) -> None:
         """Record the state of `jobs` (the unfinished jobs restored at start-up)."""
@@ -122,16 +183,44 @@ class Intake:
         """Record one job's state change (a :meth:`JobStore.subscribe` listener)."""
         self._index.track(job)
 
-    def precheck(self, who: Requester) -> None:
-        """Refuse at once, from memory, when a limit is already reached (no I/O: safe before ack)."""
-        if self._index.member_count(who.guild_id, who.user_id) >= self.limits.member_jobs:
-            raise IntakeError(IntakeProblem.MEMBER_LIMIT, limit=self.limits.member_jobs)
-        if self._index.queued_count(who.guild_id) >= self.limits.guild_queue:
-            raise IntakeError(IntakeProblem.GUILD_QUEUE_FULL, cap=self.limits.guild_queue)
+    def precheck(self, who: Requester, kind: JobKind | None = None) -> None:
+        """Refuse at once, from memory, what the guild's policy forbids (no I/O: safe before ack).
+
+        In order: the guild's own key was rejected; the channel is not one of the allowed ones
+        (a thread counts as its parent channel); the server is NSFW-only and the channel is not
+        age-restricted; a daily quota of 0 for ``kind``; the member limit; the guild's queue cap.
+        """
+        if self._key_state is not None and self._key_state(who.guild_id) is KeyStatus.REJECTED:
+            raise IntakeError(IntakeProblem.GUILD_KEY_REJECTED)
+        policy = self.policy(who.guild_id)
+        channels = policy.settings.channels
+        if channels and who.channel_id not in channels and who.parent_id not in channels:
+            raise IntakeError(IntakeProblem.CHANNEL_NOT_ALLOWED, channels=list(channels))
+        if policy.settings.nsfw_only and not who.nsfw:
+            raise IntakeError(IntakeProblem.NSFW_ONLY)
+        if kind is not None and policy.daily_quota(kind) == 0:
+            # Counting needs the store; a quota of 0 ("no videos here") needs nothing.
+            raise self._quota_error(JobKind(kind), 0)
+        if self._index.member_count(who.guild_id, who.user_id) >= policy.member_jobs:
+            raise IntakeError(IntakeProblem.MEMBER_LIMIT, limit=policy.member_jobs)
+        if self._index.queued_count(who.guild_id) >= policy.queue_cap:
+            raise IntakeError(IntakeProblem.GUILD_QUEUE_FULL, cap=policy.queue_cap)
+
+    def check_prompt(self, guild_id: int, prompt: str | None) -> str:
+        """The prompt unchanged, or :class:`IntakeError`: empty, too long, or on the guild's blocklist.
+
+        PROMPT_BLOCKED carries no parameters: the blocked term is never shown back.
+        """
+        prompt = clean_prompt(prompt, self.limits.prompt_chars)
+        blocklist = self.policy(guild_id).settings.blocklist
+        if blocklist and blocked_term(prompt, blocklist) is not None:
+            raise IntakeError(IntakeProblem.PROMPT_BLOCKED)
+        return prompt
 
     def video_params(
         self,
         *,
+        guild_id: int,
         prompt: str,
         model: str | None,
         size: str | None,
@@ -142,22 +231,27 @@ class Intake:
     ) -> dict[str, Any]:
         """Validate /video options and return the job's parameters.
 
-        `model` is the member's pick (checked against `known_models`, the service's list); with
-        none, `default_model` is used and ``model_default`` is set in the parameters, so a retry
-        can follow the service's list if that default disappears from it.
+        `model` is the member's pick (checked against `known_models`, the service's list). With
+        none, the server's default model is used if the service still lists it, else
+        `default_model` with ``model_default`` set in the parameters, so a retry can follow the
+        service's list if that default disappears from it. Other options the member left out take
+        the server's defaults, then the operator's presets.
         """
-        prompt = clean_prompt(prompt, self.limits.prompt_chars)
-        preset = presets.VIDEO_SIZES.get(size or presets.DEFAULT_VIDEO_SIZE)
+        prompt = self.check_prompt(guild_id, prompt)
+        server = self.policy(guild_id).settings
+        listed = tuple(known_models)
+        size_key = size or _valid(server.video_size, presets.VIDEO_SIZES) or presets.DEFAULT_VIDEO_SIZE
+        preset = presets.VIDEO_SIZES.get(size_key)
         if preset is None:
             raise IntakeError(IntakeProblem.BAD_OPTION, option="size")
-        secs = seconds or presets.DEFAULT_VIDEO_SECONDS
-        fps = frame_rate or presets.DEFAULT_FRAME_RATE
+        secs = seconds or _valid(server.video_seconds, presets.VIDEO_SECONDS) or presets.DEFAULT_VIDEO_SECONDS
+        fps = frame_rate or _valid(server.video_fps, presets.FRAME_RATES) or presets.DEFAULT_FRAME_RATE
         if secs not in presets.VIDEO_SECONDS:
             raise IntakeError(IntakeProblem.BAD_OPTION, option="length")
         if fps not in presets.FRAME_RATES:
             raise IntakeError(IntakeProblem.BAD_OPTION, option="fps")
         return {
-            **_model_params(model, default_model, known_models),
+            **_model_params(model, server.video_model, default_model, listed),
             "prompt": prompt,
             "width": preset.width,
             "height": preset.height,
@@ -170,19 +264,22 @@ class Intake:
     def image_params(
         self,
         *,
+        guild_id: int,
         prompt: str,
         model: str | None,
         size: str | None,
         known_models: Iterable[str],
         default_model: str,
     ) -> dict[str, Any]:
-        """Validate /image options and return the job's parameters (models as for :meth:`video_params`)."""
-        prompt = clean_prompt(prompt, self.limits.prompt_chars)
-        preset = presets.IMAGE_SIZES.get(size or presets.DEFAULT_IMAGE_SIZE)
+        """Validate /image options and return the job's parameters (defaults as for :meth:`video_params`)."""
+        prompt = self.check_prompt(guild_id, prompt)
+        server = self.policy(guild_id).settings
+        size_key = size or _valid(server.image_size, presets.IMAGE_SIZES) or presets.DEFAULT_IMAGE_SIZE
+        preset = presets.IMAGE_SIZES.get(size_key)
         if preset is None:
             raise IntakeError(IntakeProblem.BAD_OPTION, option="size")
         return {
-            **_model_params(model, default_model, known_models),
+            **_model_params(model, server.image_model, default_model, tuple(known_models)),
             "prompt": prompt,
             "size": preset.size,
             "size_key": preset.key,
@@ -197,7 +294,7 @@ class Intake:
         discord: dict[str, Any] | None = None,
         retry_of: int | None = None,
     ) -> tuple[Job, int]:
-        """Persist the job (limits checked in the same transaction), then queue it.
+        """Persist the job (limits and daily quota checked in the same transaction), then queue it.
 
         Returns the job and its place in the guild's queue. The job is committed to the database
         before this returns, so it is safe to tell the member it is queued. A second retry of the
@@ -214,32 +311,59 @@ class Intake:
             discord=dict(discord or {}),
         )
         # Shielded as one unit: a cancelled caller must not leave a committed job that was never queued.
-        job, position = await asyncio.shield(self._persist_and_queue(new))
+        job, position = await asyncio.shield(self._persist_and_queue(new, self.policy(who.guild_id)))
         log.info("job %s accepted: %s for user %s in guild %s", job.id, kind, who.user_id, who.guild_id)
         return job, position
 
-    async def _persist_and_queue(self, new: NewJob) -> tuple[Job, int]:
+    async def _persist_and_queue(self, new: NewJob, policy: Policy) -> tuple[Job, int]:
+        limit = policy.daily_quota(new.kind)
+        quota = None
+        if limit is not None:
+            since, _ = self.quota_window()
+            quota = (limit, since)
         try:
             job = await self._store.add(
                 new,
-                member_limit=self.limits.member_jobs,
-                guild_cap=self.limits.guild_queue,
+                member_limit=policy.member_jobs,
+                guild_cap=policy.queue_cap,
+                quota=quota,
             )
+        except DailyQuotaReached as exc:
+            raise self._quota_error(new.kind, exc.limit) from None
         except MemberLimitReached:
-            raise IntakeError(IntakeProblem.MEMBER_LIMIT, limit=self.limits.member_jobs) from None
+            raise IntakeError(IntakeProblem.MEMBER_LIMIT, limit=policy.member_jobs) from None
         except GuildQueueFull:
-            raise IntakeError(IntakeProblem.GUILD_QUEUE_FULL, cap=self.limits.guild_queue) from None
+            raise IntakeError(IntakeProblem.GUILD_QUEUE_FULL, cap=policy.queue_cap) from None
         except AlreadyRetried as exc:
             raise IntakeError(IntakeProblem.ALREADY_RETRIED, job=new.retry_of, id=exc.existing_id) from None
         self._index.track(job)
+        if not await self._scheduler.claim(job):
+            # Another process on the shared store took it over in the instant before our claim:
+            # it runs there (and shows its place there); queuing it here too would run it twice.
+            return job, 1
         return job, self._scheduler.submit(job)
 
+    def _quota_error(self, kind: JobKind, limit: int) -> IntakeError:
+        _, reset_at = self.quota_window()
+        return IntakeError(IntakeProblem.DAILY_QUOTA, kind=kind, limit=limit, resets_at=reset_at)
 
-def _model_params(model: str | None, default: str, known: Iterable[str]) -> dict[str, Any]:
-    if model is None:
-        # The default comes from the configuration or the service's own list: no member to refuse.
-        return {"model": default, "model_default": True}
-    return {"model": _check_model(model, known), "model_default": False}
+
+def _valid(value: Any, choices: Iterable[Any]) -> Any:
+    """A server default if it is still one of the presets (an older preset list may have had it)."""
+    return value if value is not None and value in choices else None
+
+
+def _model_params(
+    model: str | None, server_default: str | None, default: str, known: tuple[str, ...]
+) -> dict[str, Any]:
+    if model is not None:
+        return {"model": _check_model(model, known), "model_default": False}
+    if server_default is not None and is_model_id(server_default) and (not known or server_default in known):
+        # The server's choice stands for the member's: a retry keeps it, like a model picked by hand.
+        return {"model": server_default, "model_default": False}
+    # The default comes from the configuration or the service's own list (also when the service
+    # dropped the server's default model): no member to refuse.
+    return {"model": default, "model_default": True}
 
 
 def _check_model(model: str, known: Iterable[str]) -> str:

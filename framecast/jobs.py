@@ -17,6 +17,7 @@ from typing import Any
 __all__ = [
     "ACTIVE",
     "AlreadyRetried",
+    "DailyQuotaReached",
     "TERMINAL",
     "TRANSITIONS",
     "GuildQueueFull",
@@ -139,6 +140,17 @@ class GuildQueueFull(JobLimitError):
         super().__init__(f"server queue is full ({cap} queued job(s))")
 
 
+class DailyQuotaReached(JobLimitError):
+    """The member already had ``limit`` jobs of this kind in this guild in the current quota period.
+
+    Failed jobs do not count (the member got nothing for them); cancelled ones do.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"member reached the daily quota ({limit} job(s))")
+
+
 class AlreadyRetried(JobError):
     """The failed job ``retry_of`` already has its retry job ``existing_id``: one failure, one retry.
 
@@ -169,6 +181,7 @@ class NewJob:
     locale: str
     params: dict[str, Any]  # model, prompt, width/height/num_frames/frame_rate or size
     retry_of: int | None = None  # id of the job this one retries
+    key_owner: int | None = None  # the guild whose own API key runs the task (None: the operator's)
     # Opaque to the core (the Discord side's message/token bookkeeping). Kept out of repr() because it
     # may hold interaction tokens.
     discord: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -199,6 +212,8 @@ class Job:
     error_code: str | None = None  # machine-readable (ServiceError.code or a Discord-side code)
     error_detail: str | None = None  # safe-to-show detail
     retry_of: int | None = None
+    # The guild whose own API key created (and polls) the service task; None: the operator's key.
+    key_owner: int | None = None
     discord: dict[str, Any] = field(default_factory=dict, repr=False)  # may hold tokens: not in repr()
 
     @property

@@ -8,6 +8,7 @@ scheduler and the chat side, so both can be handed it without a forward referenc
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
 from framecast.jobs import Job
@@ -62,18 +63,24 @@ class GuildQueues:
             self._turns.remove(guild)
         return guild
 
-    def take_next(self) -> tuple[int, int] | None:
+    def take_next(self, eligible: Callable[[int], bool] | None = None) -> tuple[int, int] | None:
         """``(job_id, guild_id)`` of the head of the next guild's queue in round-robin order.
 
-        The job counts as started (position 1) until :meth:`finished` is called for it.
+        With `eligible`, guilds for which it answers False are passed over and keep their place in
+        the round (each API key admits its own jobs: a guild whose key is saturated must not lose its
+        turn to guilds on other keys). The job counts as started (position 1) until :meth:`finished`
+        is called for it.
         """
-        self._just_served = None
-        while self._turns:
-            guild = self._turns.popleft()
+        for guild in list(self._turns):
             queue = self._queues.get(guild)
             if not queue:
                 self._queues.pop(guild, None)
+                self._turns.remove(guild)
                 continue
+            if eligible is not None and not eligible(guild):
+                continue
+            self._just_served = None
+            self._turns.remove(guild)
             job_id = queue.popleft()
             self._guild_of.pop(job_id, None)
             if queue:
@@ -101,8 +108,12 @@ class GuildQueues:
         """How many jobs wait in all queues together."""
         return len(self._guild_of)
 
-    def ahead(self, job_id: int) -> int | None:
-        """How many queued jobs, across all guilds, round-robin starts before `job_id` (None: not queued)."""
+    def ahead(self, job_id: int, in_scope: Callable[[int], bool] | None = None) -> int | None:
+        """How many queued jobs round-robin starts before `job_id` (None: not queued).
+
+        Across all guilds, or only those for which `in_scope` answers True (the guilds on the same
+        API key: the others' jobs do not wait for this key's budget).
+        """
         guild = self._guild_of.get(job_id)
         if guild is None:
             return None
@@ -112,6 +123,8 @@ class GuildQueues:
         for other in self._turns:
             if other == guild:
                 before = False
+                continue
+            if in_scope is not None and not in_scope(other):
                 continue
             count += min(len(self._queues.get(other, ())), mine + 1 if before else mine)
         return count

@@ -29,6 +29,8 @@ class ErrorCode(StrEnum):
     NOT_MEDIA = "not_media"
     MEDIA_TOO_LARGE = "media_too_large"
     INTERNAL = "internal"
+    GUILD_KEY_REJECTED = "guild_key_rejected"  # the server's own API key was refused (401)
+    KEY_REMOVED = "key_removed"  # the server key that created the task was removed before it finished
 
     @classmethod
     def parse(cls, value: str | None) -> ErrorCode:

@@ -4,6 +4,9 @@ The runner is the only code that moves a job through the service-facing part of 
 Every step is persisted through :class:`~framecast.store.JobStore` before the next one starts, so a
 restarted bot can pick the job up where it stopped (see :meth:`JobRunner.run`).
 Discord is reached only through the :class:`JobReporter` protocol, which the bot implements.
+Each job runs on one API key (:class:`KeyAccount`: the operator's, or its server's own), found
+through :class:`JobAccounts`; the key's client carries every request of the job, its planner paces
+them, and the task records which key created it (``key_owner``) so a restart polls with the same key.
 
 Everything the service hands over is untrusted. A result is fetched only from the job's own record:
 a file the runner saved itself (an image sent inline, kept under its results directory by job id)
@@ -11,6 +14,10 @@ or the service's link through :meth:`GenerationClient.download`, which refuses a
 http(s). At most ``results_at_once`` results are downloaded or held at once; the bytes must be
 what the job asked for (a video, an image) within the pixel limit before anything decodes or
 posts them; a re-encode has a deadline; the service's text is cleaned before it is stored.
+
+What the runner sees is counted in the process's :class:`~framecast.ops.metrics.Metrics` (when
+given): jobs delivered and failed (by kind, and error code), the delay from the task's completion
+to its file in Discord, and every re-encode with its outcome and time.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import re
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -41,10 +48,11 @@ from framecast.errors import (
     ServiceUnavailable,
 )
 from framecast.jobs import ACTIVE, InvalidTransition, Job, JobKind, JobState
+from framecast.ops.metrics import Metrics, ReencodeOutcome
 from framecast.reasons import ErrorCode, Note
 from framecast.safetext import clean_text
 from framecast.service import GenerationClient, ImageParams, TaskStatus, VideoParams
-from framecast.store import JobStore
+from framecast.stores import Store
 
 if TYPE_CHECKING:
     from framecast.planner.planner import Planner
@@ -72,6 +80,82 @@ class DeliveryInterrupted(Exception):
 
 class ShuttingDown(Exception):
     """Raised inside a runner when the bot stops: the job keeps its persisted state."""
+
+
+class KeyAccount(Protocol):
+    """One API key as the runner uses it (:class:`framecast.accounts.Account` implements it)."""
+
+    @property
+    def owner(self) -> int | None:
+        """The guild whose own key this is (None: the operator's key)."""
+        ...
+
+    @property
+    def client(self) -> GenerationClient:
+        """The service client carrying this key (with its own request budget)."""
+        ...
+
+    @property
+    def planner(self) -> Planner | None:
+        """The key's planner (None: fixed pace, nothing learned)."""
+        ...
+
+
+class JobAccounts(Protocol):
+    """Which key runs which job (:class:`framecast.accounts.Accounts` implements it)."""
+
+    def for_job(self, job: Job) -> KeyAccount | None:
+        """The key `job` runs on (None: the key that created its task is gone).
+
+        Not created yet: its guild's key now; else the key that created its task.
+        """
+        ...
+
+    def bind(self, job_id: int, account: KeyAccount) -> None:
+        """The runner works on the job with `account` (kept open until :meth:`unbind`)."""
+        ...
+
+    def unbind(self, job_id: int) -> None:
+        """The runner is done with the job."""
+        ...
+
+    async def key_rejected(self, account: KeyAccount) -> None:
+        """A server's own key got a 401 (told once per key; the operator's key is not reported here)."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Key:
+    """The one key of a runner built from a single client (tests, a single-key setup)."""
+
+    client: GenerationClient
+    planner: Planner | None = None
+    owner: int | None = None
+
+
+@dataclass
+class SingleKey:
+    """:class:`JobAccounts` with one key for every job: `client` and its `planner`."""
+
+    client: GenerationClient
+    planner: Planner | None = None
+    _key: _Key = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._key = _Key(self.client, self.planner)
+
+    def for_job(self, job: Job) -> KeyAccount | None:
+        """The one key."""
+        return self._key
+
+    def bind(self, job_id: int, account: KeyAccount) -> None:
+        """Nothing to keep: the one key lives as long as the runner."""
+
+    def unbind(self, job_id: int) -> None:
+        """Nothing to release."""
+
+    async def key_rejected(self, account: KeyAccount) -> None:
+        """Never called: the operator's key is not a server's."""
 
 
 class JobReporter(Protocol):
@@ -154,18 +238,27 @@ class JobRunner:
     def __init__(
         self,
         *,
-        store: JobStore,
-        client: GenerationClient,
+        store: Store,
         reporter: JobReporter,
         clock: Clock,
         settings: RunnerSettings,
         results_dir: Path,
+        accounts: JobAccounts | None = None,
+        client: GenerationClient | None = None,
         planner: Planner | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
-        """`planner`: the key's planner, which paces polls and learns durations (None: fixed pace)."""
-        self._planner = planner
+        """`accounts`: which API key runs each job; or, for a single key, its `client` and `planner`.
+
+        The key's planner paces polls and learns durations (None: a fixed pace). `metrics`: where
+        outcomes, delivery delays and re-encodes are counted (None: not recorded).
+        """
+        if accounts is None:
+            if client is None:
+                raise TypeError("give accounts, or a client")
+            accounts = SingleKey(client, planner)
+        self._accounts = accounts
         self._store = store
-        self._client = client
         self._reporter = reporter
         self._clock = clock
         self._settings = settings
@@ -177,6 +270,10 @@ class JobRunner:
         self._result_slots = asyncio.Semaphore(max(1, settings.results_at_once))
         self._critical: set[int] = set()
         self._critical_changed = asyncio.Event()
+        self._metrics = metrics
+        # Clock time each job entered DELIVERING in this process: the service had just reported its
+        # result. A job restored in DELIVERING has none (the moment was in another process's life).
+        self._completed_at: dict[int, float] = {}
 
     def __repr__(self) -> str:
         return f"<JobRunner critical={sorted(self._critical)} stopping={self._stopping}>"
@@ -219,11 +316,30 @@ class JobRunner:
         is known), so the scheduler can start the next job while this one is being delivered.
         Returns the final job. Raises :class:`ShuttingDown` (state kept) or ``CancelledError``.
         """
+        account = self._accounts.for_job(job)
+        if account is None and not (job.state is JobState.DELIVERING and job.result_local):
+            # The server's own key that created the task was removed (and the bot restarted): no
+            # other key may poll it, and the operator's key must not silently take over.
+            log.warning("job %s: the server key that created its task is gone; the job fails", job.id)
+            return await self._fail(job.id, ErrorCode.KEY_REMOVED, None)
+        if account is not None:
+            self._accounts.bind(job.id, account)
         try:
-            return await self._run(job, release_service_slot)
+            return await self._run(job, account, release_service_slot)
         except (ShuttingDown, asyncio.CancelledError):
             raise
         except AuthError as exc:
+            if account is not None and account.owner is not None:
+                # The server's own key: its admins are told (once per key), not the operator.
+                log.warning(
+                    "job %s: the service rejected server %s's own API key: %s", job.id, account.owner, exc
+                )
+                failed = await self._fail(job.id, ErrorCode.GUILD_KEY_REJECTED, None)
+                try:
+                    await self._accounts.key_rejected(account)
+                except Exception:
+                    log.exception("job %s: could not record the rejected server key", job.id)
+                return failed
             # An operator problem, not the member's: say so loudly in the log (never the key).
             log.error(
                 "job %s: the generation service rejected the API key (check GEN_API_KEY): %s", job.id, exc
@@ -236,30 +352,41 @@ class JobRunner:
         except Exception:
             log.exception("job %s: unexpected error", job.id)
             return await self._fail(job.id, ErrorCode.INTERNAL, None)
+        finally:
+            self._completed_at.pop(job.id, None)
+            if account is not None:
+                self._accounts.unbind(job.id)
 
-    async def _run(self, job: Job, release_service_slot: Callable[[], None]) -> Job:
+    async def _run(
+        self, job: Job, account: KeyAccount | None, release_service_slot: Callable[[], None]
+    ) -> Job:
+        if job.state in (JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING):
+            assert account is not None  # only a saved result is delivered without a key
         if job.state is JobState.QUEUED:
             job = await self._store.transition(job.id, JobState.SUBMITTING, expect=JobState.QUEUED)
             await self._reporter.job_changed(job, urgent=True)
         if job.state is JobState.SUBMITTING:
-            job = await self._submit(job)
+            assert account is not None
+            job = await self._submit(job, account)
         if job.state is JobState.RUNNING:
-            job = await self._wait(job)
+            assert account is not None
+            job = await self._wait(job, account)
         release_service_slot()
         if job.state is JobState.DELIVERING:
-            job = await self._deliver(job)
+            job = await self._deliver(job, account)
         return job
 
-    async def _submit(self, job: Job) -> Job:
+    async def _submit(self, job: Job, account: KeyAccount) -> Job:
         """Create the task on the service; the create is retried while the service is busy."""
         backoff = Backoff(base=self._settings.backoff_base, cap=self._settings.backoff_max)
+        client, planner = account.client, account.planner
+        # Which key created the task, written with it: after a restart the same key polls it.
+        owner: dict[str, Any] = {"key_owner": account.owner} if account.owner is not None else {}
         while True:
             try:
                 async with self._critical_step(job.id):
                     if job.kind is JobKind.VIDEO:
-                        task_id = await self._client.create_video(
-                            _video_params(job), priority=Priority.NORMAL
-                        )
+                        task_id = await client.create_video(_video_params(job), priority=Priority.NORMAL)
                         # Written straight away: the crash window for a duplicate create is between
                         # the service's answer and this commit (see README, "what happens when").
                         job = await self._store.transition(
@@ -268,9 +395,10 @@ class JobRunner:
                             expect=JobState.SUBMITTING,
                             task_id=task_id,
                             started_at=self._clock.time(),
+                            **owner,
                         )
                     else:
-                        result = await self._client.create_image(_image_params(job), priority=Priority.NORMAL)
+                        result = await client.create_image(_image_params(job), priority=Priority.NORMAL)
                         if result.task_id is not None:
                             job = await self._store.transition(
                                 job.id,
@@ -278,6 +406,7 @@ class JobRunner:
                                 expect=JobState.SUBMITTING,
                                 task_id=result.task_id,
                                 started_at=self._clock.time(),
+                                **owner,
                             )
                         elif result.url is not None:
                             job = await self._store.transition(
@@ -285,6 +414,7 @@ class JobRunner:
                                 JobState.DELIVERING,
                                 expect=JobState.SUBMITTING,
                                 result_url=result.url,
+                                **owner,
                             )
                         else:
                             assert result.data is not None
@@ -294,9 +424,12 @@ class JobRunner:
                                 JobState.DELIVERING,
                                 expect=JobState.SUBMITTING,
                                 result_local=True,
+                                **owner,
                             )
-                if self._planner is not None:
-                    self._planner.create_finished(ok=True)
+                if planner is not None:
+                    planner.create_finished(ok=True)
+                if job.state is JobState.DELIVERING:
+                    self._completed_at[job.id] = self._clock.monotonic()  # the create answered the result
                 await self._reporter.job_changed(job, urgent=True)
                 return job
             except (RateLimited, ServiceUnavailable, RequestRejected) as exc:
@@ -307,8 +440,8 @@ class JobRunner:
                 pushed_back = isinstance(exc, RateLimited) or _too_many_tasks(exc)
                 if isinstance(exc, RequestRejected) and not pushed_back:
                     raise
-                if self._planner is not None:
-                    self._planner.create_finished(ok=False, pushed_back=pushed_back)
+                if planner is not None:
+                    planner.create_finished(ok=False, pushed_back=pushed_back)
                 waited = self._clock.time() - job.updated_at
                 if waited > self._settings.poll_timeout:
                     raise
@@ -316,15 +449,15 @@ class JobRunner:
                 log.info("job %s: create deferred (%s), next try in %.1fs", job.id, exc.code, delay)
                 # Meanwhile this create is not "the one in flight": a create that the service keeps
                 # failing must not hold up every other guild's jobs until the poll timeout.
-                if self._planner is not None and not pushed_back:
-                    self._planner.create_deferred(job.id)
+                if planner is not None and not pushed_back:
+                    planner.create_deferred(job.id)
                 try:
                     await self._clock.sleep(delay)
                 finally:
-                    if self._planner is not None:
-                        self._planner.create_resumed(job.id)
+                    if planner is not None:
+                        planner.create_resumed(job.id)
 
-    async def _wait(self, job: Job) -> Job:
+    async def _wait(self, job: Job, account: KeyAccount) -> Job:
         """Poll the running task until it ends; progress is persisted and shown as it comes."""
         assert job.task_id is not None
 
@@ -337,8 +470,8 @@ class JobRunner:
             job = await self._store.update(job.id, progress=status.progress)
             await self._reporter.job_changed(job)
 
-        waiter = self._client.wait_video if job.kind is JobKind.VIDEO else self._client.wait_image
-        planner = self._planner
+        client, planner = account.client, account.planner
+        waiter = client.wait_video if job.kind is JobKind.VIDEO else client.wait_image
         try:
             status = await waiter(
                 job.task_id,
@@ -362,10 +495,11 @@ class JobRunner:
             result_url=status.result_url,
             progress=1.0,
         )
+        self._completed_at[job.id] = self._clock.monotonic()
         await self._reporter.job_changed(job, urgent=True)
         return job
 
-    async def _deliver(self, job: Job) -> Job:
+    async def _deliver(self, job: Job, account: KeyAccount | None) -> Job:
         """Fetch the result, check it, make it fit the destination and deliver it exactly once."""
         if job.result_url is None and not job.result_local:
             raise DownloadError("the service named no result")
@@ -376,10 +510,10 @@ class JobRunner:
         # memory however many jobs finish at once. The result's bytes live only in _deliver_held's
         # frame, so they are gone when the slot is given back.
         async with self._result_slots:
-            return await self._deliver_held(job)
+            return await self._deliver_held(job, account)
 
-    async def _deliver_held(self, job: Job) -> Job:
-        data = await self._load_result(job)
+    async def _deliver_held(self, job: Job, account: KeyAccount | None) -> Job:
+        data = await self._load_result(job, account)
         expected: Literal["video", "image"] = "video" if job.kind is JobKind.VIDEO else "image"
         # Headers only, nothing decoded: the wrong kind (an HTML error page) or a picture over the
         # pixel limit (a decompression bomb) fails the job here, never uploaded, never linked.
@@ -387,7 +521,7 @@ class JobRunner:
         limit = await self._reporter.upload_limit(job)
         notice: Note | None = None
         for _ in range(_UPLOAD_ATTEMPTS):
-            fitted = await self._fit(data, info, limit)
+            fitted = await self._fit(job.kind, data, info, limit)
             if fitted is None:
                 break
             payload, ext_out = fitted
@@ -463,38 +597,59 @@ class JobRunner:
                 log.info("job %s: the failed attempt had reached the chat after all", job.id)
                 return
 
-    async def _fit(self, data: bytes, info: media.MediaInfo, limit: int) -> tuple[bytes, str] | None:
-        """`data` itself when it fits, else a re-encoded copy and its extension; None if nothing fits."""
+    async def _fit(
+        self, kind: JobKind, data: bytes, info: media.MediaInfo, limit: int
+    ) -> tuple[bytes, str] | None:
+        """`data` itself when it fits, else a re-encoded copy and its extension; None if nothing fits.
+
+        Each re-encode is counted in the metrics with its outcome and time (waiting for the slot
+        excluded).
+        """
         if len(data) <= limit:
             return data, info.ext
         # One re-encode at a time: each takes both cores and ~100 MiB at 720p (benchmarks/). The
         # slot is taken by hand because a stuck re-encode keeps it until its thread really ends.
         await self._fit_slots.acquire()
-        deadline = time.monotonic() + self._settings.reencode_timeout
+        began = time.monotonic()
+        deadline = began + self._settings.reencode_timeout
         work = _start_daemon_thread(
             _fit_media, info.kind, data, limit, self._settings.image_max_pixels, deadline
         )
         work.add_done_callback(self._fit_ended)
+        outcome = ReencodeOutcome.ERROR
         try:
             # The deadline is checked inside, between frames and encodes; this outer limit only
             # catches a re-encode stuck inside a single FFmpeg call.
-            return await asyncio.wait_for(
+            fitted = await asyncio.wait_for(
                 asyncio.shield(work), self._settings.reencode_timeout + _REENCODE_GRACE
             )
+            outcome = ReencodeOutcome.FITTED if fitted is not None else ReencodeOutcome.NO_FIT
+            return fitted
         except TimeoutError:
+            outcome = ReencodeOutcome.TIMEOUT
             log.warning("re-encode to fit %d bytes is stuck; given up (its thread is abandoned)", limit)
+            return None
+        except media.ReencodeTimeout as exc:
+            outcome = ReencodeOutcome.TIMEOUT
+            log.warning("could not re-encode a result to fit %d bytes: %s", limit, exc)
             return None
         except media.MediaError as exc:
             log.warning("could not re-encode a result to fit %d bytes: %s", limit, exc)
             return None
+        finally:
+            if self._metrics is not None:
+                self._metrics.reencode(kind, time.monotonic() - began, outcome)
 
     def _fit_ended(self, work: asyncio.Future[tuple[bytes, str] | None]) -> None:
         self._fit_slots.release()
         if not work.cancelled():
             work.exception()  # retrieved: an abandoned re-encode's error is not reported as lost
 
-    async def _load_result(self, job: Job) -> bytes:
-        """The result's bytes: the file the bot saved itself, or a download of the service's link."""
+    async def _load_result(self, job: Job, account: KeyAccount | None) -> bytes:
+        """The result's bytes: the file the bot saved itself, or a download of the service's link.
+
+        The download goes through the job's own key (`account`): its origin gets that key only.
+        """
         if job.result_local:
             # Found by job id under our own directory: never a path or URL the service named.
             path = self._local_result(job.id)
@@ -504,8 +659,8 @@ class JobRunner:
                 return await asyncio.to_thread(path.read_bytes)
             except OSError as exc:
                 raise DownloadError(f"the stored result cannot be read ({exc.strerror})") from None
-        assert job.result_url is not None
-        return await self._client.download(
+        assert job.result_url is not None and account is not None
+        return await account.client.download(
             job.result_url,
             max_bytes=self._settings.download_max_bytes,
             timeout=self._settings.download_timeout,
@@ -513,6 +668,11 @@ class JobRunner:
 
     async def _finish(self, job: Job) -> Job:
         job = await self._store.transition(job.id, JobState.DELIVERED, expect=JobState.DELIVERING)
+        if self._metrics is not None:
+            self._metrics.job_delivered(job.kind)
+            completed_at = self._completed_at.pop(job.id, None)
+            if completed_at is not None:
+                self._metrics.completion_to_file(job.kind, self._clock.monotonic() - completed_at)
         self._forget_result(job.id)
         await self._reporter.job_changed(job)
         return job
@@ -546,6 +706,8 @@ class JobRunner:
                 if attempt == len(attempts):
                     raise
                 log.exception("job %s: recording its failure failed; recording it without the detail", job_id)
+        if self._metrics is not None:
+            self._metrics.job_failed(job.kind, code)
         self._forget_result(job_id)
         await self._reporter.job_changed(job, urgent=True)
         return job

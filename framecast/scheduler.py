@@ -4,8 +4,10 @@ Jobs wait in :class:`~framecast.queues.GuildQueues` (a FIFO per guild, guilds se
 a guild with thirty waiting jobs cannot make a guild with one wait behind all thirty. The one
 dispatcher takes the next job whenever its :class:`Admission` says one more may start (the key's
 planner: as many as the budget can sustain; or a fixed ``max_running``), and every request still
-goes through the shared request budget. What a job does once started is the :class:`Runner`'s
-business.
+goes through the key's request budget. With several API keys (servers with their own key), each
+key admits its own jobs (:class:`AccountAdmission`): slots are counted per key, and a guild whose
+key is saturated is passed over without losing its turn. What a job does once started is the
+:class:`Runner`'s business.
 """
 
 from __future__ import annotations
@@ -14,16 +16,21 @@ import asyncio
 import enum
 import logging
 import math
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Hashable
+from typing import Protocol, runtime_checkable
 
 from framecast.clock import Clock, SystemClock
 from framecast.jobs import Job, JobState
 from framecast.queues import GuildQueues
 from framecast.runner import ShuttingDown
-from framecast.store import InvalidTransition, JobStore
+from framecast.store import InvalidTransition
+from framecast.stores import Store
+from framecast.takeover import Leases
 
 log = logging.getLogger(__name__)
+
+_NOT_HELD = object()
+_UNKNOWN = object()
 
 
 class CancelOutcome(enum.Enum):
@@ -73,6 +80,48 @@ class Admission(Protocol):
         ...
 
 
+@runtime_checkable
+class AccountAdmission(Protocol):
+    """Admission per API key (:class:`framecast.accounts.Accounts` implements it).
+
+    Keys are opaque hashable values naming an account; slots are counted per key.
+    """
+
+    def admission_for(self, guild_id: int) -> tuple[Hashable, Admission]:
+        """The key a guild's next job would run on, and that key's admission."""
+        ...
+
+    def admission_for_job(self, job: Job) -> tuple[Hashable, Admission]:
+        """The key an already started (or restored) job runs on, and that key's admission."""
+        ...
+
+    def on_admission_change(self, listener: Callable[[], None]) -> None:
+        """Call `listener` whenever any key's answer may have changed (keys opened later too)."""
+        ...
+
+
+class SharedAdmission:
+    """One :class:`Admission` for every guild: a single API key."""
+
+    def __init__(self, admission: Admission) -> None:
+        self.admission = admission
+
+    def __repr__(self) -> str:
+        return f"<SharedAdmission {self.admission!r}>"
+
+    def admission_for(self, guild_id: int) -> tuple[Hashable, Admission]:
+        """The one key."""
+        return None, self.admission
+
+    def admission_for_job(self, job: Job) -> tuple[Hashable, Admission]:
+        """The one key."""
+        return None, self.admission
+
+    def on_admission_change(self, listener: Callable[[], None]) -> None:
+        """The one admission's changes."""
+        self.admission.on_change(listener)
+
+
 class FixedAdmission:
     """At most `max_running` jobs on the service at once (tests, and a fixed ceiling)."""
 
@@ -100,26 +149,34 @@ class Scheduler:
     def __init__(
         self,
         *,
-        store: JobStore,
+        store: Store,
         runner: Runner,
-        admission: Admission | int,
+        admission: Admission | AccountAdmission | int,
         queues: GuildQueues | None = None,
         on_positions_changed: Callable[[int, list[int]], None] | None = None,
         clock: Clock | None = None,
+        leases: Leases | None = None,
     ) -> None:
-        """`admission`: the key's planner, or a fixed number of jobs on the service at once.
+        """`admission`: per key (:class:`AccountAdmission`), the one key's planner, or a fixed number
+        of jobs on the service at once.
 
         `on_positions_changed(guild_id, queued_job_ids)` is called when a guild's queue moves.
+        `leases`: this process's job leases (several processes on one store); None: every job is ours.
         """
+        self._leases = leases
         self._store = store
         self._runner = runner
-        self._admission = FixedAdmission(admission) if isinstance(admission, int) else admission
-        self._admission.on_change(self._wake)
+        if isinstance(admission, int):
+            admission = FixedAdmission(admission)
+        self._admissions: AccountAdmission = (
+            admission if isinstance(admission, AccountAdmission) else SharedAdmission(admission)
+        )
+        self._admissions.on_admission_change(self._wake)
         self._clock = clock or SystemClock()
         self._queues = queues if queues is not None else GuildQueues()
         self._on_positions_changed = on_positions_changed
         self._tasks: dict[int, asyncio.Task[None]] = {}
-        self._holding_slot: set[int] = set()
+        self._holding_slot: dict[int, Hashable] = {}  # job id -> the key whose slot it holds
         self._wakeup = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
         self._closing = False
@@ -129,26 +186,46 @@ class Scheduler:
 
     # -- start-up and shutdown ----------------------------------------------------------------------
     async def start(self) -> list[Job]:
-        """Restore every unfinished job from the store and start dispatching.
+        """Restore the unfinished jobs from the store and start dispatching.
 
-        Returns the restored jobs so the caller can tell their members they continue.
+        With leases, only the jobs of this process's guilds that no other live process holds are
+        restored (the others come through :meth:`adopt` once their lease lapses). Returns the
+        restored jobs so the caller can tell their members they continue.
         """
         restored: list[Job] = []
         for job in await self._store.active():
-            if job.state is JobState.SUBMITTING:
-                # The create may or may not have reached the service before the crash; the only safe
-                # choice that loses nothing is to create again (the documented duplicate window).
-                job = await self._store.transition(job.id, JobState.QUEUED, expect=JobState.SUBMITTING)
-            if job.state is JobState.QUEUED:
-                self._queues.push(job)
-            else:
-                # Already created on the service (or being delivered): re-attach, never re-create.
-                self._start_task(job, holds_slot=job.state is JobState.RUNNING)
-            restored.append(job)
+            if self._leases is not None and not (
+                self._leases.serves(job.guild_id) and await self._leases.take(job)
+            ):
+                continue
+            restored.append(await self._restore(job))
         self._dispatcher = asyncio.create_task(self._dispatch_forever(), name="framecast-dispatcher")
         self._wakeup.set()
         log.info("scheduler started with %d unfinished job(s)", len(restored))
         return restored
+
+    async def adopt(self, job: Job) -> Job | None:
+        """Take on an unfinished job this process now holds (a lapsed lease); None if it already runs here."""
+        if self._closing or job.id in self._tasks or self._queues.position(job.id) is not None:
+            return None
+        current = await self._store.get(job.id)
+        if current is None or current.is_terminal:
+            return None
+        job = await self._restore(current)
+        self._wakeup.set()
+        return job
+
+    async def _restore(self, job: Job) -> Job:
+        if job.state is JobState.SUBMITTING:
+            # The create may or may not have reached the service before the crash; the only safe
+            # choice that loses nothing is to create again (the documented duplicate window).
+            job = await self._store.transition(job.id, JobState.QUEUED, expect=JobState.SUBMITTING)
+        if job.state is JobState.QUEUED:
+            self._queues.push(job)
+        else:
+            # Already created on the service (or being delivered): re-attach, never re-create.
+            self._start_task(job, holds_slot=job.state is JobState.RUNNING)
+        return job
 
     async def close(self, timeout: float) -> None:
         """Stop taking work, let critical steps finish (within `timeout`), keep every job's state."""
@@ -173,8 +250,14 @@ class Scheduler:
             await asyncio.wait(tasks.values(), timeout=max(1.0, timeout / 4))
 
     # -- the queue ----------------------------------------------------------------------------------
+    async def claim(self, job: Job) -> bool:
+        """Claim a freshly accepted job for this process (always true without leases)."""
+        return self._leases is None or await self._leases.take(job)
+
     def submit(self, job: Job) -> int:
         """Queue a freshly accepted (already persisted) job; returns its place in its guild's queue."""
+        if job.id in self._tasks or self._queues.position(job.id) is not None:
+            return self.position(job.id) or 1  # already here (adopted): never queued twice
         self._queues.push(job)
         self._wakeup.set()
         return self.position(job.id) or 1
@@ -215,14 +298,36 @@ class Scheduler:
         if self._on_positions_changed is not None:
             self._on_positions_changed(guild, self._queues.queued(guild))
 
-    def _next_job_id(self) -> int | None:
-        """Head of the next guild's queue in round-robin order (it counts as started from now)."""
-        taken = self._queues.take_next()
+    def _running_on(self, key: Hashable) -> int:
+        """Jobs holding a service slot of `key`."""
+        return sum(1 for held in self._holding_slot.values() if held == key)
+
+    def _take_admitted(self) -> tuple[int, Hashable] | float:
+        """``(job_id, key)``: the next job whose key admits one more, in round-robin order.
+
+        The job counts as started from now. When none may start: the clock seconds after which the
+        refusing keys should be asked again (inf: only a wake-up changes anything).
+        """
+        answers: dict[Hashable, bool] = {}
+        refusing: list[Admission] = []
+        key_of: dict[int, Hashable] = {}
+
+        def admitted(guild: int) -> bool:
+            # Each key is asked once per take: its answer holds for every guild on it.
+            key, admission = self._admissions.admission_for(guild)
+            key_of[guild] = key
+            if key not in answers:
+                answers[key] = admission.may_start(self._running_on(key))
+                if not answers[key]:
+                    refusing.append(admission)
+            return answers[key]
+
+        taken = self._queues.take_next(admitted)
         if taken is None:
-            return None
+            return min((a.recheck_in() for a in refusing), default=math.inf)
         job_id, guild = taken
         self._positions_changed(guild)
-        return job_id
+        return job_id, key_of[guild]
 
     async def _dispatch_forever(self) -> None:
         # Restarted if it ever dies: a dead dispatcher would silently stall every queue.
@@ -239,18 +344,17 @@ class Scheduler:
         self._wakeup.set()
 
     async def _dispatch(self) -> None:
-        refused = False
+        recheck = math.inf
         while not self._closing:
-            await self._wait_for_wakeup(self._admission.recheck_in() if refused else math.inf)
+            await self._wait_for_wakeup(recheck)
             self._wakeup.clear()
-            refused = False
+            recheck = math.inf
             while not self._closing and self._queues.total():
-                if not self._admission.may_start(len(self._holding_slot)):
-                    refused = True
+                taken = self._take_admitted()
+                if isinstance(taken, float):
+                    recheck = taken
                     break
-                job_id = self._next_job_id()
-                if job_id is None:
-                    break
+                job_id, key = taken
                 # Still "first in line" (position 1) while we read it back.
                 try:
                     job = await self._store.get(job_id)
@@ -260,7 +364,7 @@ class Scheduler:
                 if job is None or job.state is not JobState.QUEUED:
                     self._queues.finished(job_id)
                     continue  # cancelled while queued
-                self._start_task(job, holds_slot=True)
+                self._start_task(job, holds_slot=True, key=key)
 
     async def _wait_for_wakeup(self, timeout: float) -> None:  # noqa: ASYNC109
         """Until woken, or `timeout` clock seconds (the admission may change with time alone)."""
@@ -275,16 +379,18 @@ class Scheduler:
             waiter.cancel()
             sleeper.cancel()
 
-    def _start_task(self, job: Job, *, holds_slot: bool) -> None:
+    def _start_task(self, job: Job, *, holds_slot: bool, key: Hashable = _UNKNOWN) -> None:
+        """Start the job's task; `key`: the key whose slot it holds (default: asked for the job)."""
         if holds_slot:
-            self._holding_slot.add(job.id)
+            if key is _UNKNOWN:
+                key, _ = self._admissions.admission_for_job(job)
+            self._holding_slot[job.id] = key
         self._queues.started(job.id)
         task = asyncio.create_task(self._run_job(job), name=f"framecast-job-{job.id}")
         self._tasks[job.id] = task
 
     def _release(self, job_id: int) -> None:
-        if job_id in self._holding_slot:
-            self._holding_slot.discard(job_id)
+        if self._holding_slot.pop(job_id, _NOT_HELD) is not _NOT_HELD:
             self._wakeup.set()
 
     async def _run_job(self, job: Job) -> None:
@@ -301,3 +407,5 @@ class Scheduler:
             self._tasks.pop(job.id, None)
             self._queues.finished(job.id)
             self._release(job.id)
+            if self._leases is not None:
+                self._leases.done(job.id)

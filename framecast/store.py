@@ -17,6 +17,8 @@ Design:
 * ``params`` and ``discord`` are JSON text (``ensure_ascii=False``: prompts stay readable in the file
   and round-trip exactly).
 * The schema is versioned with ``PRAGMA user_version``; :data:`_MIGRATIONS` holds one step per version.
+* The guild tables (server settings, servers' encrypted API keys, the settings audit log) are read and
+  written by the :class:`framecast.guildstore.GuildTables` mixin, on the same connection and thread.
 
 Cancellation: an operation already handed to the worker thread completes even if the awaiting task is
 cancelled (a thread cannot be interrupted); one still waiting in the worker's queue is dropped. So a
@@ -34,13 +36,16 @@ import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from framecast.guildsettings import KeyStatus
+from framecast.guildstore import GuildTables, SettingsChange, StoredKey
 from framecast.jobs import (
     ACTIVE,
     AlreadyRetried,
+    DailyQuotaReached,
     GuildQueueFull,
     InvalidTransition,
     Job,
@@ -53,6 +58,7 @@ from framecast.jobs import (
     NewJob,
     check_transition,
 )
+from framecast.leases import LEASE_MIGRATION, SqliteLeases
 from framecast.planner.predict import DurationRow
 
 if TYPE_CHECKING:
@@ -61,14 +67,17 @@ if TYPE_CHECKING:
 __all__ = [
     "SCHEMA_VERSION",
     "AlreadyRetried",
+    "DailyQuotaReached",
     "GuildQueueFull",
     "InvalidTransition",
     "JobLimitError",
     "JobNotFound",
     "JobStore",
     "MemberLimitReached",
+    "SettingsChange",
     "StoreClosed",
     "StoreError",
+    "StoredKey",
 ]
 
 log = logging.getLogger(__name__)
@@ -76,7 +85,7 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 #: Current schema version (``PRAGMA user_version``).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Seconds a connection waits for another connection's write lock. Only matters when a second process
 # (an operator's sqlite3 shell, a second bot by mistake) holds the file; our own writes are serialised
@@ -86,6 +95,7 @@ _BUSY_TIMEOUT = 10.0
 _ACTIVE_SQL = ", ".join(f"'{s.value}'" for s in sorted(ACTIVE))
 _STATES_SQL = ", ".join(f"'{s.value}'" for s in JobState)
 _KINDS_SQL = ", ".join(f"'{k.value}'" for k in JobKind)
+_KEY_STATUSES_SQL = ", ".join(f"'{k.value}'" for k in KeyStatus)
 
 # One tuple of statements per schema version: _MIGRATIONS[n] upgrades version n to n + 1. Never edit a
 # released step; append a new one. Plain column types (no STRICT, no RETURNING) so that older system
@@ -154,6 +164,44 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    (
+        # Issue 10. The guild whose own API key created a job's service task (NULL: the operator's).
+        "ALTER TABLE jobs ADD COLUMN key_owner INTEGER",
+        # Daily quota counts (add(quota=...)): a range scan over one member's jobs of one kind.
+        "CREATE INDEX jobs_quota ON jobs (guild_id, user_id, kind, created_at)",
+        # A server's own settings, as GuildSettings.to_json() text (only the overridden fields).
+        """
+        CREATE TABLE guild_settings (
+            guild_id   INTEGER PRIMARY KEY,
+            data       TEXT    NOT NULL,
+            updated_at REAL    NOT NULL,
+            updated_by INTEGER NOT NULL
+        )
+        """,
+        # A server's own API key: Fernet ciphertext only; last4 is the one plain part (shown to admins).
+        f"""
+        CREATE TABLE guild_keys (
+            guild_id INTEGER PRIMARY KEY,
+            token    BLOB    NOT NULL,
+            last4    TEXT    NOT NULL,
+            status   TEXT    NOT NULL CHECK (status IN ({_KEY_STATUSES_SQL})),
+            set_by   INTEGER NOT NULL,
+            set_at   REAL    NOT NULL
+        )
+        """,
+        # Who changed which setting when (never the values: one of them is the API key).
+        """
+        CREATE TABLE settings_log (
+            id       INTEGER PRIMARY KEY AUTOINCREMENT,
+            guild_id INTEGER NOT NULL,
+            user_id  INTEGER NOT NULL,
+            setting  TEXT    NOT NULL,
+            at       REAL    NOT NULL
+        )
+        """,
+        "CREATE INDEX settings_log_guild ON settings_log (guild_id, id)",
+        *LEASE_MIGRATION,
+    ),
 )
 
 _COLUMNS = (
@@ -175,6 +223,7 @@ _COLUMNS = (
     "error_code",
     "error_detail",
     "retry_of",
+    "key_owner",
     "discord",
 )
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM jobs"
@@ -199,9 +248,20 @@ _FIELD_TYPES: dict[str, tuple[type, bool]] = {
     "error_code": (str, True),
     "error_detail": (str, True),
     "retry_of": (int, True),
+    "key_owner": (int, True),
     "discord": (dict, False),
 }
-_NEW_JOB_FIELDS = ("kind", "guild_id", "channel_id", "user_id", "locale", "params", "retry_of", "discord")
+_NEW_JOB_FIELDS = (
+    "kind",
+    "guild_id",
+    "channel_id",
+    "user_id",
+    "locale",
+    "params",
+    "retry_of",
+    "key_owner",
+    "discord",
+)
 
 
 class StoreError(JobError):
@@ -212,7 +272,7 @@ class StoreClosed(StoreError, RuntimeError):
     """The store was closed; no further operations are accepted."""
 
 
-class JobStore:
+class JobStore(SqliteLeases, GuildTables):
     """Durable job storage. Create with :meth:`open`, release with :meth:`close`.
 
     All methods are coroutines that run their SQL on the store's single worker thread. Every write is
@@ -306,20 +366,32 @@ class JobStore:
 
     # ------------------------------------------------------------------ writes
 
-    async def add(self, job: NewJob, *, member_limit: int | None, guild_cap: int | None) -> Job:
+    async def add(
+        self,
+        job: NewJob,
+        *,
+        member_limit: int | None,
+        guild_cap: int | None,
+        quota: tuple[int, float] | None = None,
+    ) -> Job:
         """Store a new QUEUED job and return it, committed to disk.
 
-        In one transaction: if ``member_limit`` is not None and the member already has that many
+        In one transaction: if ``quota`` is ``(limit, since)`` and the member already has ``limit``
+        jobs of this kind in the guild created at or after ``since`` (epoch seconds, on the store's
+        clock) that did not fail, raises :class:`DailyQuotaReached`; if ``member_limit`` is not None and the member already has that many
         active (non-terminal) jobs in the guild, raises :class:`MemberLimitReached`; if ``guild_cap``
         is not None and the guild already has that many QUEUED jobs, raises :class:`GuildQueueFull`
-        (the member limit is checked first). If ``job.retry_of`` is set and that job already has a
+        (in that order: the quota, then the member limit, then the guild cap). If ``job.retry_of`` is set and that job already has a
         retry, raises :class:`AlreadyRetried` (checked before the limits: a second click of Retry
         is told about the first one). Nothing is stored when it raises. ``params`` and
         ``discord`` must be JSON-serialisable dicts with string keys (tuples come back as lists).
         """
         values = {name: _encode(name, getattr(job, name)) for name in _NEW_JOB_FIELDS}
+        checked_quota = _check_quota(quota)
         return self._notify(
-            await self._call(self._add_sync, values, member_limit, guild_cap, self._timestamp())
+            await self._call(
+                self._add_sync, values, member_limit, guild_cap, checked_quota, self._timestamp()
+            )
         )
 
     async def transition(
@@ -371,6 +443,10 @@ class JobStore:
         """The job with this id, or None."""
         return await self._call(self._get_sync, job_id)
 
+    async def ping(self) -> bool:
+        """Whether the database answers (a readiness check)."""
+        return await self._call(lambda: self._conn.execute("SELECT 1").fetchone() is not None)
+
     async def active(self) -> list[Job]:
         """Every non-terminal job, ordered by id (acceptance order: the FIFO order after a restart)."""
         return await self._call(self._query_sync, f"{_SELECT} WHERE {_OPEN} ORDER BY id", ())
@@ -395,6 +471,9 @@ class JobStore:
     def _timestamp(self) -> float:
         # Read on the event-loop thread: the clock is not promised to be thread-safe.
         return _encode("created_at", self._now())
+
+    def _transaction(self) -> AbstractContextManager[None]:
+        return _immediate(self._conn)
 
     async def _call(self, fn: Callable[..., _T], /, *args: Any) -> _T:
         if self._closing:
@@ -433,8 +512,22 @@ class JobStore:
         sql = f"SELECT COUNT(*) FROM jobs WHERE guild_id = ? AND state = ? AND {_OPEN}"
         return int(self._conn.execute(sql, (guild_id, JobState.QUEUED.value)).fetchone()[0])
 
+    def _count_quota_sync(self, guild_id: int, user_id: int, kind: str, since: float) -> int:
+        # Failed jobs gave the member nothing: they do not use up the quota.
+        sql = (
+            "SELECT COUNT(*) FROM jobs WHERE guild_id = ? AND user_id = ? AND kind = ? AND created_at >= ?"
+            " AND state != ?"
+        )
+        args = (guild_id, user_id, kind, since, JobState.FAILED.value)
+        return int(self._conn.execute(sql, args).fetchone()[0])
+
     def _add_sync(
-        self, values: dict[str, Any], member_limit: int | None, guild_cap: int | None, now: float
+        self,
+        values: dict[str, Any],
+        member_limit: int | None,
+        guild_cap: int | None,
+        quota: tuple[int, float] | None,
+        now: float,
     ) -> Job:
         with _immediate(self._conn):
             # The write lock is held from here: no other writer can slip a job in between the counts
@@ -447,6 +540,11 @@ class JobStore:
                 ).fetchone()
                 if existing is not None:
                     raise AlreadyRetried(retry_of, int(existing[0]))
+            if quota is not None:
+                limit, since = quota
+                used = self._count_quota_sync(values["guild_id"], values["user_id"], values["kind"], since)
+                if used >= limit:
+                    raise DailyQuotaReached(limit)
             if member_limit is not None:
                 if self._count_active_sync(values["guild_id"], values["user_id"]) >= member_limit:
                     raise MemberLimitReached(member_limit)
@@ -664,6 +762,7 @@ def _row_to_job(row: sqlite3.Row) -> Job:
         error_code=row["error_code"],
         error_detail=row["error_detail"],
         retry_of=row["retry_of"],
+        key_owner=row["key_owner"],
         discord=json.loads(row["discord"]),
     )
 
@@ -723,6 +822,16 @@ def _encode(name: str, value: Any) -> Any:
     if not isinstance(value, Mapping):
         raise TypeError(f"job field {name!r} must be a dict, not {type(value).__name__}")
     return _dumps(value)
+
+
+def _check_quota(quota: tuple[int, float] | None) -> tuple[int, float] | None:
+    """Validate add()'s ``quota`` = ``(limit, since)`` on the caller's side."""
+    if quota is None:
+        return None
+    limit, since = quota
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValueError("quota limit must be an int >= 0")
+    return int(limit), _encode("created_at", since)
 
 
 def _encode_duration(row: DurationRow) -> tuple[str, float, float, int, float]:

@@ -7,30 +7,38 @@ chat side in place of the Discord reporter.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
+from framecast.accounts import KeyCheck
 from framecast.app import Core
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
-from framecast.intake import Requester
+from framecast.guildsettings import Setting, SettingsError
+from framecast.intake import IntakeError, IntakeProblem, Requester
 from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
 from framecast.queues import QueuePositions
-from framecast.reasons import Note
+from framecast.reasons import ErrorCode, Note
 from framecast.store import JobStore
+from framecast.stores import Store
 from tests.fakes.gen_service import FakeService
 
 WAIT = 20.0
 WHO = Requester(guild_id=1, channel_id=10, user_id=7, locale="en-US")
+ADMIN = 77
 
 
 class RecordingChat:
     """A chat side that records what the core tells it and accepts every file."""
 
-    def __init__(self, store: JobStore, positions: QueuePositions) -> None:
+    def __init__(self, store: Store, positions: QueuePositions) -> None:
         self.store = store
         self.positions = positions
         self.changes: list[tuple[int, JobState, bool]] = []
@@ -83,10 +91,10 @@ class Factory:
     def __init__(self, fail: bool = False) -> None:
         self.fail = fail
         self.built: RecordingChat | None = None
-        self.store: JobStore | None = None
+        self.store: Store | None = None
 
     def __call__(
-        self, *, store: JobStore, positions: QueuePositions, estimates: Estimates, clock: Clock
+        self, *, store: Store, positions: QueuePositions, estimates: Estimates, clock: Clock, metrics: Metrics
     ) -> RecordingChat:
         self.store = store
         self.estimates = estimates
@@ -135,6 +143,7 @@ async def test_a_job_goes_from_the_intake_to_the_chat_side(fake_service: FakeSer
     chat = core.reporter
     try:
         params = core.intake.video_params(
+            guild_id=WHO.guild_id,
             prompt="a cat on the moon",
             model=None,
             size=None,
@@ -190,3 +199,80 @@ async def test_a_failed_open_closes_what_it_had_opened(fake_service: FakeService
     with pytest.raises(RuntimeError, match="could not be built"):
         await opened(settings_for(fake_service, tmp_path), factory)
     assert factory.store is not None and factory.store.closed
+
+
+async def test_server_settings_are_validated_saved_logged_and_cached_across_a_restart(
+    fake_service: FakeService, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = settings_for(fake_service, tmp_path)
+    core = await opened(settings, Factory())
+    try:
+        assert core.guild_policy(WHO.guild_id).member_jobs == settings.member_job_limit
+        with pytest.raises(SettingsError):
+            await core.update_settings(WHO.guild_id, by=ADMIN, member_jobs=settings.member_job_limit + 1)
+        with caplog.at_level(logging.INFO, logger="framecast.app"):
+            changed = await core.update_settings(WHO.guild_id, by=ADMIN, member_jobs=1, nsfw_only=True)
+        assert changed.member_jobs == 1 and core.guild_settings(WHO.guild_id) == changed
+        assert core.guild_policy(WHO.guild_id).member_jobs == 1
+        assert core.guild_policy(WHO.guild_id + 1).member_jobs == settings.member_job_limit
+        assert f"guild {WHO.guild_id}: user {ADMIN} changed member_jobs, nsfw_only" in caplog.text
+        log_rows = await core.store.settings_log(WHO.guild_id)
+        assert sorted(r.setting for r in log_rows) == [Setting.MEMBER_JOBS, Setting.NSFW_ONLY]
+        # The intake applies the server's policy (NSFW-only here) from the cache.
+        with pytest.raises(IntakeError) as refused:
+            core.intake.precheck(WHO)
+        assert refused.value.problem is IntakeProblem.NSFW_ONLY
+        # Setting the same value again changes nothing and logs nothing.
+        await core.update_settings(WHO.guild_id, by=ADMIN, member_jobs=1)
+        assert len(await core.store.settings_log(WHO.guild_id)) == 2
+    finally:
+        await core.close()
+    core = await opened(settings, Factory())
+    try:
+        assert core.guild_settings(WHO.guild_id) == changed  # read back at open
+    finally:
+        await core.close()
+
+
+async def test_a_servers_own_key_runs_its_jobs_and_a_rejected_one_refuses_new_ones(
+    fake_service: FakeService, tmp_path: Path
+) -> None:
+    server_key = "a-servers-own-key-4242"
+    fake_service.api_keys.add(server_key)
+    settings = replace(
+        settings_for(fake_service, tmp_path), key_encryption_secret=Secret(Fernet.generate_key().decode())
+    )
+    factory = Factory()
+    core = await opened(settings, factory)
+    try:
+        assert factory.estimates is core.accounts  # the chat side asks each key's planner
+        assert await core.accounts.check_key(server_key) is KeyCheck.OK
+        await core.accounts.set_guild_key(WHO.guild_id, server_key, by=ADMIN)
+        params = core.intake.video_params(
+            guild_id=WHO.guild_id,
+            prompt="a fox in the snow",
+            model=None,
+            size=None,
+            seconds=None,
+            frame_rate=None,
+            known_models=core.models.ids("video"),
+            default_model=core.models.default("video"),
+        )
+        job, _ = await core.intake.accept(WHO, JobKind.VIDEO, params)
+        chat = core.reporter
+        await chat.wait_for(lambda: any(f[0] == job.id for f in chat.files))
+        done = await core.store.get(job.id)
+        assert done is not None and done.key_owner == WHO.guild_id
+        assert fake_service.count(path="/v1/videos", key=server_key) == 1
+        assert fake_service.count(path="/v1/videos", key=fake_service.api_key) == 0
+
+        fake_service.revoke(server_key)
+        job, _ = await core.intake.accept(WHO, JobKind.VIDEO, params)
+        await chat.wait_for(lambda: (job.id, JobState.FAILED, True) in chat.changes)
+        failed = await core.store.get(job.id)
+        assert failed is not None and failed.error_code == ErrorCode.GUILD_KEY_REJECTED
+        with pytest.raises(IntakeError) as refused:
+            core.intake.precheck(WHO)
+        assert refused.value.problem is IntakeProblem.GUILD_KEY_REJECTED
+    finally:
+        await core.close()

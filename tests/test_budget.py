@@ -289,7 +289,7 @@ async def test_429s_halve_our_share_of_the_window_and_successes_win_it_back() ->
     budget.penalize(None)
     assert budget.allowed == 8
     budget.reward()
-    budget._paused_until = float("-inf")  # the pause is over
+    budget._push.paused_until = float("-inf")  # the pause is over
     budget.penalize(None)
     assert budget.allowed == 4
     for _ in range(4 + 5 + 6):  # about one window's worth of successes per extra request

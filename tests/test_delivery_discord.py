@@ -25,12 +25,15 @@ import yarl
 
 from cogs.delivery import DiscordReporter, result_attachments
 from cogs.delivery.codes import MessageUnusable, TokenDead
+from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.limits import UPLOAD_SLACK, limit_below
+from cogs.delivery.lookup import JobMessages
 from cogs.delivery.placement import Placement, Target
 from cogs.delivery.retries import ATTEMPTS, retry_delay
 from framecast.clock import SystemClock
 from framecast.config import Secret, Settings
 from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimate
 from framecast.reasons import Note
 from framecast.runner import UploadTooLarge, result_filename
@@ -548,3 +551,72 @@ async def test_a_broken_estimate_does_not_stop_the_message(
     finally:
         await reporter.close()
     assert "no estimate" in caplog.text
+
+
+# -- metrics ------------------------------------------------------------------------------------------
+
+
+def discord_errors(metrics: Metrics, status: str, code: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "framecast_discord_errors_total", {"status": status, "code": code}
+    )
+    return value or 0.0
+
+
+async def test_each_failed_request_to_discord_is_counted_once_by_status_and_code(rig: Rig) -> None:
+    metrics = Metrics(process=False)
+    reporter = DiscordReporter(
+        rig.client,
+        store=rig.store,
+        settings=rig.settings,
+        clock=SystemClock(),
+        position=lambda _: 1,
+        metrics=metrics,
+    )
+    try:
+        job, _ = await rig.job()
+        rig.fake.fail_next("/webhooks/", status=401, code=50027)
+        await reporter.job_changed(job, urgent=True)
+        await rig.stored(job, lambda j: bool(j.discord.get("channel_message_id")))
+        # The refused edit is counted where it was made, not again by the code that moved the job.
+        assert discord_errors(metrics, "401", "50027") == 1
+
+        rig.fake.fail_next("PATCH /api/v10/channels", status=403, code=50013)
+        job = await rig.advance(job, JobState.SUBMITTING)
+        await reporter.job_changed(job, urgent=True)
+        async with asyncio.timeout(10):
+            while True:
+                if discord_errors(metrics, "403", "50013"):
+                    break
+                await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)  # the worker logged it and moves on: nothing counts it again
+        assert discord_errors(metrics, "403", "50013") == 1
+    finally:
+        await reporter.close()
+
+
+async def test_a_refused_upload_and_a_failed_look_are_counted(rig: Rig) -> None:
+    metrics = Metrics(process=False)
+    errors = DiscordErrors(metrics)
+    placement = Placement(
+        rig.client, settings=rig.settings, clock=SystemClock(), drawer=rig.reporter, errors=errors
+    )
+    posted = await rig.client.get_partial_messageable(rig.channel.id).send("a job message")
+    rig.guild.upload_limit = 2000
+    with pytest.raises(UploadTooLarge):
+        await placement.edit(
+            Target(False, posted.id, rig.channel.id),
+            content=None,
+            embed=discord.Embed(title="x"),
+            view=None,
+            files=[discord.File(io.BytesIO(b"x" * 5000), filename="framecast-1.mp4")],
+        )
+    assert discord_errors(metrics, "413", "40005") == 1
+    # A look for a message that is gone (a restart after a member deleted it) is a refusal too.
+    job, _ = await rig.job()
+    messages = JobMessages(rig.client, placement, errors)
+    assert await messages.fetch(job, posted.id + 12345, via_token=False) is None
+    assert discord_errors(metrics, "404", "10008") == 1
+    errors.record(RuntimeError("not a request"))  # only failed requests count
+    errors.record(aiohttp.ServerDisconnectedError())
+    assert discord_errors(metrics, "error", "none") == 1

@@ -24,15 +24,18 @@ from discord import app_commands
 from discord.ext import commands
 
 from tests.fakes.discord_api import (
+    ADMINISTRATOR,
     ATTACH_FILES,
     SEND_MESSAGES,
     TEXT_PERMISSIONS,
+    CommandHidden,
     FakeChannel,
     FakeDiscord,
     FakeGuild,
     FakeMember,
     FakeUpload,
     MiB,
+    ModalRefused,
     snowflake_at,
     snowflake_time,
 )
@@ -40,6 +43,8 @@ from tests.fakes.discord_api import (
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
+
+MANAGE_GUILD = 1 << 5
 
 
 class Outcomes:
@@ -681,3 +686,108 @@ async def test_sharded_bot_gets_its_guilds_per_shard(fake: FakeDiscord) -> None:
         assert (await it.wait_original()).content == "shard 1"
         shard1 = next(s for s in fake.sessions if s.shard == (1, 2))
         assert any(e["t"] == "INTERACTION_CREATE" for e in shard1.events)
+
+
+class KeyForm(discord.ui.Modal, title="Key"):
+    key: discord.ui.TextInput = discord.ui.TextInput(
+        label="Key", custom_id="key:value", min_length=8, max_length=20
+    )
+    note: discord.ui.TextInput = discord.ui.TextInput(
+        label="Note", custom_id="key:note", required=False, max_length=5
+    )
+
+    async def on_submit(self, interaction: discord.Interaction) -> None:
+        await interaction.response.send_message(f"key of {len(self.key.value)}", ephemeral=True)
+
+
+class GatedBot(commands.Bot):
+    """A bot with one Manage-Server command, one that reports the channel's age restriction, a modal."""
+
+    async def setup_hook(self) -> None:
+        @self.tree.command(name="admin", description="Manage Server only")
+        @app_commands.default_permissions(manage_guild=True)
+        async def admin(interaction: discord.Interaction) -> None:
+            await interaction.response.send_message("admin ok", ephemeral=True)
+
+        @self.tree.command(name="owneronly", description="Nobody but administrators")
+        @app_commands.default_permissions()
+        async def owneronly(interaction: discord.Interaction) -> None:
+            await interaction.response.send_message("owner ok", ephemeral=True)
+
+        @self.tree.command(name="where", description="Is this channel age-restricted")
+        async def where(interaction: discord.Interaction) -> None:
+            channel = interaction.channel
+            nsfw = channel.is_nsfw() if isinstance(channel, discord.TextChannel) else None
+            await interaction.response.send_message(f"nsfw={nsfw}")
+
+        @self.tree.command(name="key", description="Opens a modal with length rules")
+        async def key(interaction: discord.Interaction) -> None:
+            await interaction.response.send_modal(KeyForm())
+
+        await self.tree.sync()
+
+
+async def test_permission_gates_nsfw_channels_and_modal_rules(fake: FakeDiscord, world: World) -> None:
+    manager = fake.add_member(world.guild, "manager", permissions=TEXT_PERMISSIONS | MANAGE_GUILD)
+    boss = fake.add_member(world.guild, "boss", permissions=ADMINISTRATOR)
+    adult = fake.add_channel(world.guild, "adult", nsfw=True)
+    notices = fake.add_channel(world.guild, "notices", system=True)
+    bot = GatedBot(command_prefix="!", intents=discord.Intents.default(), guild_ready_timeout=0.05)
+    async with running(fake, bot):
+        # The synced definition keeps default_member_permissions, as Discord answers it.
+        assert fake.synced_command(None, "admin")["default_member_permissions"] == str(MANAGE_GUILD)  # type: ignore[index]
+        assert fake.synced_command(None, "owneronly")["default_member_permissions"] == "0"  # type: ignore[index]
+        assert fake.synced_command(None, "where")["default_member_permissions"] is None  # type: ignore[index]
+
+        # A member without Manage Server does not even see /admin.
+        with pytest.raises(CommandHidden, match="default_member_permissions"):
+            await fake.slash(world.guild, world.channel, world.member, "admin", {})
+        with pytest.raises(CommandHidden):
+            await fake.autocomplete(world.guild, world.channel, world.member, "admin", {}, "x")
+        for who in (manager, boss):
+            it = await fake.slash(world.guild, world.channel, who, "admin", {})
+            assert (await it.wait_original()).content == "admin ok"
+        # "0": administrators (and the owner) only.
+        with pytest.raises(CommandHidden):
+            await fake.slash(world.guild, world.channel, manager, "owneronly", {})
+        it = await fake.slash(world.guild, world.channel, boss, "owneronly", {})
+        assert (await it.wait_original()).content == "owner ok"
+        # Server Settings -> Integrations can widen or narrow it per member.
+        fake.override_command(world.guild, "admin", world.member)
+        it = await fake.slash(world.guild, world.channel, world.member, "admin", {})
+        assert (await it.wait_original()).content == "admin ok"
+        fake.override_command(world.guild, "admin", manager, allow=False)
+        with pytest.raises(CommandHidden, match="override"):
+            await fake.slash(world.guild, world.channel, manager, "admin", {})
+        fake.override_command(world.guild, "admin", manager, allow=None)
+        await fake.slash(world.guild, world.channel, manager, "admin", {})
+
+        # Age-restricted channels, in the guild cache and in the interaction's channel.
+        it = await fake.slash(world.guild, adult, world.member, "where", {})
+        assert (await it.wait_original()).content == "nsfw=True"
+        assert it.payload["channel"]["nsfw"] is True
+        it = await fake.slash(world.guild, world.channel, world.member, "where", {})
+        assert (await it.wait_original()).content == "nsfw=False"
+        updated = asyncio.ensure_future(bot.wait_for("guild_channel_update", timeout=5))
+        await fake.update_channel(world.channel, nsfw=True)
+        before, after = await updated
+        assert not before.is_nsfw() and after.is_nsfw() and after.id == world.channel.id
+        guild = bot.get_guild(world.guild.id)
+        assert guild is not None and guild.system_channel is not None
+        assert guild.system_channel.id == notices.id
+
+        # Modal text inputs: required, min_length and max_length are enforced on submit.
+        ask = await fake.slash(world.guild, world.channel, world.member, "key", {})
+        await ask.wait_response()
+        assert ask.modal is not None
+        for values, problem in [
+            ({}, "required"),
+            ({"key:value": "short"}, "8-20"),
+            ({"key:value": "x" * 21}, "8-20"),
+            ({"key:value": "x" * 10, "key:note": "toolong"}, "0-5"),
+            ({"key:value": "x" * 10, "key:other": "?"}, "no text input"),
+        ]:
+            with pytest.raises(ModalRefused, match=problem):
+                await fake.submit_modal(ask, values)
+        submit = await fake.submit_modal(ask, {"key:value": "x" * 10})
+        assert (await submit.wait_original()).content == "key of 10"

@@ -165,3 +165,39 @@ async def test_hostile_knobs(fake_service: FakeService, http: aiohttp.ClientSess
         assert await r.read() == b"[" * 1000
     async with http.get(fake_service.base_url + "/v1/models", headers=auth(fake_service)) as r:
         assert r.status == 200  # other paths are untouched by path_scripted
+
+
+async def test_several_keys_each_with_its_own_window_tasks_and_revocation(
+    fake_service: FakeService, http: aiohttp.ClientSession
+) -> None:
+    other = "server-key-0123456789"
+    fake_service.api_keys.add(other)
+    fake_service.rate_limit = (2, 5.0)
+    url = fake_service.base_url + "/v1/models"
+    theirs = {"Authorization": f"Bearer {other}"}
+    statuses = []
+    for headers in (auth(fake_service), auth(fake_service), theirs, theirs, theirs):
+        async with http.get(url, headers=headers) as r:
+            statuses.append(r.status)
+    # Two each go through: the windows are per key; the third of the second key is over its own.
+    assert statuses == [200, 200, 200, 200, 429]
+    assert fake_service.count(key=other) == 3 and fake_service.count(key=fake_service.api_key) == 2
+    assert fake_service.max_in_window(5.0, key=other) == 3  # the 429'd one was authorised too
+    assert other not in repr(fake_service.requests[-1])  # a failing assertion never prints a key
+
+    fake_service.rate_limit = None
+    body = {"model": "m", "prompt": "p", "width": 8, "height": 8, "num_frames": 1, "frame_rate": 1}
+    async with http.post(fake_service.base_url + "/v1/videos", json=body, headers=theirs) as r:
+        task_id = (await r.json())["video_id"]
+    poll = fake_service.base_url + f"/svcapi?video_id={task_id}"
+    async with http.get(poll, headers=auth(fake_service)) as r:
+        assert r.status == 404  # another tenant's task does not exist for this key
+    async with http.get(poll, headers=theirs) as r:
+        assert r.status == 200
+
+    fake_service.revoke(other)
+    async with http.get(url, headers=theirs) as r:
+        assert r.status == 401
+    async with http.get(url, headers=auth(fake_service)) as r:
+        assert r.status == 200
+    assert fake_service.requests[-2].auth == "wrong" and fake_service.requests[-2].key == other

@@ -8,6 +8,7 @@ the store when the test says so.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 
 from framecast import presets
 from framecast.config import Settings
+from framecast.guildsettings import Ceilings, GuildSettings, KeyStatus, Policy, check_change, resolve
 from framecast.intake import Intake, IntakeError, IntakeProblem, Limits, Requester, clean_prompt
 from framecast.jobs import Job, JobKind, JobState
 from framecast.scheduler import Scheduler
@@ -120,6 +122,7 @@ def test_video_and_image_params_keep_the_prompt_exact() -> None:
     intake = bare_intake()
     prompt = "  Ein Hund 🐕 am Strand, e\u0301  "
     video = intake.video_params(
+        guild_id=GUILD,
         prompt=prompt,
         model=DEFAULT_VIDEO_MODEL,
         size=None,
@@ -129,6 +132,7 @@ def test_video_and_image_params_keep_the_prompt_exact() -> None:
         default_model=DEFAULT_VIDEO_MODEL,
     )
     image = intake.image_params(
+        guild_id=GUILD,
         prompt=prompt,
         model=DEFAULT_IMAGE_MODEL,
         size=None,
@@ -143,6 +147,7 @@ def test_params_apply_the_intake_prompt_limit() -> None:
     intake = bare_intake(prompt_chars=10)
     with pytest.raises(IntakeError) as info:
         intake.video_params(
+            guild_id=GUILD,
             prompt="z" * 11,
             model=DEFAULT_VIDEO_MODEL,
             size=None,
@@ -154,6 +159,7 @@ def test_params_apply_the_intake_prompt_limit() -> None:
     expect_error(IntakeProblem.PROMPT_TOO_LONG, max=10, length=11)(info.value)
     with pytest.raises(IntakeError) as info:
         intake.image_params(
+            guild_id=GUILD,
             prompt="\u200b ",
             model=DEFAULT_IMAGE_MODEL,
             size=None,
@@ -168,6 +174,7 @@ def test_params_apply_the_intake_prompt_limit() -> None:
 
 def test_video_defaults_follow_the_services_sample_request() -> None:
     params = bare_intake().video_params(
+        guild_id=GUILD,
         prompt="a cat",
         model=None,
         size=None,
@@ -203,6 +210,7 @@ def test_video_presets_stay_within_the_720p_class() -> None:
 @pytest.mark.parametrize("fps", presets.FRAME_RATES)
 def test_every_video_preset_combination(size: str, seconds: int, fps: int) -> None:
     params = bare_intake().video_params(
+        guild_id=GUILD,
         prompt="p",
         model=DEFAULT_VIDEO_MODEL,
         size=size,
@@ -242,6 +250,7 @@ def test_video_options_outside_the_choices_are_refused(options: dict[str, Any], 
     kwargs: dict[str, Any] = {"size": None, "seconds": None, "frame_rate": None, **options}
     with pytest.raises(IntakeError) as info:
         bare_intake().video_params(
+            guild_id=GUILD,
             prompt="p",
             model=DEFAULT_VIDEO_MODEL,
             known_models=(),
@@ -258,6 +267,7 @@ def test_unknown_model_is_refused_when_the_service_list_is_known() -> None:
     intake = bare_intake()
     with pytest.raises(IntakeError) as info:
         intake.video_params(
+            guild_id=GUILD,
             prompt="p",
             model="svc-video-v9",
             size=None,
@@ -272,6 +282,7 @@ def test_unknown_model_is_refused_when_the_service_list_is_known() -> None:
     )
     with pytest.raises(IntakeError) as info:
         intake.image_params(
+            guild_id=GUILD,
             prompt="p",
             model=DEFAULT_VIDEO_MODEL,
             size=None,
@@ -283,6 +294,7 @@ def test_unknown_model_is_refused_when_the_service_list_is_known() -> None:
     )(info.value)
     assert (
         intake.video_params(
+            guild_id=GUILD,
             prompt="p",
             model="svc-video-v1.5",
             size=None,
@@ -301,6 +313,7 @@ def test_unknown_model_is_refused_when_the_service_list_is_known() -> None:
 )
 def test_any_well_formed_model_is_accepted_without_a_list(model: str) -> None:
     params = bare_intake().video_params(
+        guild_id=GUILD,
         prompt="p",
         model=model,
         size=None,
@@ -314,6 +327,7 @@ def test_any_well_formed_model_is_accepted_without_a_list(model: str) -> None:
 
 def test_model_id_is_trimmed() -> None:
     params = bare_intake().image_params(
+        guild_id=GUILD,
         prompt="p",
         model=f"  {DEFAULT_IMAGE_MODEL}\n",
         size=None,
@@ -327,6 +341,7 @@ def test_no_pick_means_the_default_the_bot_chose_unchecked() -> None:
     # The default is the configured model or its stand-in from the service's own list
     # (framecast.catalog): the member picked nothing, so there is nothing to refuse.
     params = bare_intake().video_params(
+        guild_id=GUILD,
         prompt="p",
         model=None,
         size=None,
@@ -337,13 +352,14 @@ def test_no_pick_means_the_default_the_bot_chose_unchecked() -> None:
     )
     assert (params["model"], params["model_default"]) == ("svc-video-v2.1", True)
     image = bare_intake().image_params(
-        prompt="p", model=None, size=None, known_models=(), default_model=DEFAULT_IMAGE_MODEL
+        guild_id=GUILD, prompt="p", model=None, size=None, known_models=(), default_model=DEFAULT_IMAGE_MODEL
     )
     assert (image["model"], image["model_default"]) == (DEFAULT_IMAGE_MODEL, True)
 
 
 def test_a_picked_model_is_marked_as_picked() -> None:
     params = bare_intake().video_params(
+        guild_id=GUILD,
         prompt="p",
         model="svc-video-v1.5",
         size=None,
@@ -359,6 +375,7 @@ def test_the_list_shown_on_refusal_is_bounded() -> None:
     listed = tuple(f"svc-video-v{i}.0" for i in range(40))
     with pytest.raises(IntakeError) as info:
         bare_intake().video_params(
+            guild_id=GUILD,
             prompt="p",
             model="nope",
             size=None,
@@ -393,6 +410,7 @@ def test_malformed_model_ids_are_refused_even_without_a_list(model: str) -> None
     for known in ((), VIDEO_MODELS):
         with pytest.raises(IntakeError) as info:
             intake.video_params(
+                guild_id=GUILD,
                 prompt="p",
                 model=model,
                 size=None,
@@ -410,6 +428,7 @@ def test_malformed_model_ids_are_refused_even_without_a_list(model: str) -> None
 
 def test_image_defaults() -> None:
     params = bare_intake().image_params(
+        guild_id=GUILD,
         prompt="a cat",
         model=DEFAULT_IMAGE_MODEL,
         size=None,
@@ -428,7 +447,12 @@ def test_image_defaults() -> None:
 @pytest.mark.parametrize("size", sorted(presets.IMAGE_SIZES))
 def test_every_image_preset(size: str) -> None:
     params = bare_intake().image_params(
-        prompt="p", model=DEFAULT_IMAGE_MODEL, size=size, known_models=(), default_model=DEFAULT_IMAGE_MODEL
+        guild_id=GUILD,
+        prompt="p",
+        model=DEFAULT_IMAGE_MODEL,
+        size=size,
+        known_models=(),
+        default_model=DEFAULT_IMAGE_MODEL,
     )
     preset = presets.IMAGE_SIZES[size]
     assert params["size"] == f"{preset.width}x{preset.height}"
@@ -438,6 +462,7 @@ def test_every_image_preset(size: str) -> None:
 def test_bad_image_size_is_refused() -> None:
     with pytest.raises(IntakeError) as info:
         bare_intake().image_params(
+            guild_id=GUILD,
             prompt="p",
             model=DEFAULT_IMAGE_MODEL,
             size="small",
@@ -481,11 +506,11 @@ class StandInRunner:
 
 
 class World:
-    def __init__(self, store: JobStore, limits: Limits, max_running: int) -> None:
+    def __init__(self, store: JobStore, limits: Limits, max_running: int, **intake_options: Any) -> None:
         self.store = store
         self.runner = StandInRunner(store)
         self.scheduler = Scheduler(store=store, runner=self.runner, admission=max_running)
-        self.intake = Intake(store=store, scheduler=self.scheduler, limits=limits)
+        self.intake = Intake(store=store, scheduler=self.scheduler, limits=limits, **intake_options)
         store.subscribe(self.intake.observe)  # as framecast.app wires it
         self.states: dict[int, JobState] = {}
         self._changed = asyncio.Event()
@@ -503,8 +528,21 @@ class World:
 
         await asyncio.wait_for(_wait(), WAIT)
 
-    async def accept(self, requester: Requester, prompt: str = "a cat") -> tuple[Job, int]:
+    async def accept(
+        self, requester: Requester, prompt: str = "a cat", kind: JobKind = JobKind.VIDEO
+    ) -> tuple[Job, int]:
+        if kind is JobKind.IMAGE:
+            image = self.intake.image_params(
+                guild_id=requester.guild_id,
+                prompt=prompt,
+                model=None,
+                size=None,
+                known_models=(),
+                default_model=DEFAULT_IMAGE_MODEL,
+            )
+            return await self.intake.accept(requester, kind, image)
         params = self.intake.video_params(
+            guild_id=requester.guild_id,
             prompt=prompt,
             model=DEFAULT_VIDEO_MODEL,
             size=None,
@@ -611,6 +649,7 @@ async def test_cancelled_job_frees_the_members_place(world: World) -> None:
 async def test_accept_persists_before_returning(world: World, tmp_path: Path) -> None:
     requester = who(user=42, locale="de")
     params = world.intake.video_params(
+        guild_id=GUILD,
         prompt="  Ein Hund 🐕 e\u0301  ",
         model=DEFAULT_VIDEO_MODEL,
         size="portrait",
@@ -677,6 +716,7 @@ async def test_a_job_is_retried_at_most_once_even_by_simultaneous_clicks(world: 
 async def test_accept_survives_a_cancelled_caller(world: World) -> None:
     """accept() is shielded: a caller cancelled mid-way still leaves a job that is stored AND queued."""
     params = world.intake.video_params(
+        guild_id=GUILD,
         prompt="p",
         model=DEFAULT_VIDEO_MODEL,
         size=None,
@@ -693,3 +733,376 @@ async def test_accept_survives_a_cancelled_caller(world: World) -> None:
     await world.wait_state(1, S.QUEUED)  # the shielded step went on and stored the job...
     assert world.scheduler.position(1) == 1  # ...and queued it in the same step
     assert [j.id for j in await world.store.active()] == [1]
+
+
+# ---------------------------------------------------------------------- per-guild policy (issue 10)
+
+
+CEILINGS = Ceilings(member_jobs=5, queue_cap=10, daily_videos=None, daily_images=None)
+DAY = 86_400.0
+MIDNIGHT = 19_675 * DAY  # a UTC midnight (2023-11-14)
+
+
+class WallClock:
+    """A settable wall clock shared by the store (created_at) and the intake (quota windows)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Book:
+    """Guild settings as the core keeps them in memory: ``policy_for`` reads this."""
+
+    def __init__(self, ceilings: Ceilings = CEILINGS) -> None:
+        self.ceilings = ceilings
+        self.guilds: dict[int, GuildSettings] = {}
+        self.keys: dict[int, KeyStatus] = {}
+
+    def set(self, guild_id: int = GUILD, **changes: Any) -> None:
+        current = self.guilds.get(guild_id, GuildSettings())
+        self.guilds[guild_id] = check_change(current, self.ceilings, **changes)
+
+    def policy_for(self, guild_id: int) -> Policy:
+        return resolve(self.guilds.get(guild_id, GuildSettings()), self.ceilings)
+
+    def key_state(self, guild_id: int) -> KeyStatus | None:
+        return self.keys.get(guild_id)
+
+
+def guild_intake(book: Book, prompt_chars: int = 200) -> Intake:
+    """An Intake with a policy, for the validation methods (no store or scheduler touched)."""
+    return Intake(
+        store=unused(JobStore),
+        scheduler=unused(Scheduler),
+        limits=Limits(member_jobs=2, guild_queue=25, prompt_chars=prompt_chars),
+        policy_for=book.policy_for,
+        key_state=book.key_state,
+    )
+
+
+def where(
+    channel: int, *, parent: int | None = None, nsfw: bool = False, user: int = 1, guild: int = GUILD
+) -> Requester:
+    return Requester(
+        guild_id=guild, channel_id=channel, user_id=user, locale="en-US", parent_id=parent, nsfw=nsfw
+    )
+
+
+@pytest.fixture
+def book() -> Book:
+    return Book()
+
+
+@pytest.fixture
+def wall() -> WallClock:
+    return WallClock(MIDNIGHT + 3_600.0)
+
+
+@pytest.fixture
+async def guild_world(tmp_path: Path, limits: Limits, book: Book, wall: WallClock) -> AsyncIterator[World]:
+    store = await JobStore.open(tmp_path / "db.sqlite3", clock=wall)
+    w = World(
+        store,
+        limits,
+        max_running=1,
+        policy_for=book.policy_for,
+        clock=wall,
+        quota_period=DAY,
+        key_state=book.key_state,
+    )
+    try:
+        yield w
+    finally:
+        await w.scheduler.close(timeout=1.0)
+        await store.close()
+
+
+def test_channels_restrict_where_members_generate(book: Book) -> None:
+    intake = guild_intake(book)
+    intake.precheck(where(555))  # no list: everywhere
+    book.set(channels=[10, 20])
+    with pytest.raises(IntakeError) as info:
+        intake.precheck(where(555))
+    expect_error(IntakeProblem.CHANNEL_NOT_ALLOWED, channels=[10, 20])(info.value)
+    intake.precheck(where(10))
+    intake.precheck(where(777, parent=20))  # a thread of an allowed channel
+    with pytest.raises(IntakeError):
+        intake.precheck(where(777, parent=30))  # a thread elsewhere
+    intake.precheck(where(555, guild=OTHER_GUILD))  # another server's rules are its own
+
+
+def test_nsfw_only_servers_generate_only_in_age_restricted_channels(book: Book) -> None:
+    intake = guild_intake(book)
+    intake.precheck(where(1))
+    book.set(nsfw_only=True)
+    with pytest.raises(IntakeError) as info:
+        intake.precheck(where(1))
+    expect_error(IntakeProblem.NSFW_ONLY)(info.value)
+    intake.precheck(where(1, nsfw=True))
+    intake.precheck(where(1, guild=OTHER_GUILD))
+
+
+def test_a_rejected_server_key_is_refused_first(book: Book) -> None:
+    intake = guild_intake(book)
+    book.set(channels=[10])
+    book.keys[GUILD] = KeyStatus.OK
+    intake.precheck(where(10))
+    book.keys[GUILD] = KeyStatus.REJECTED
+    with pytest.raises(IntakeError) as info:
+        intake.precheck(where(555))  # the channel is wrong too: the key problem is named first
+    expect_error(IntakeProblem.GUILD_KEY_REJECTED)(info.value)
+    intake.precheck(where(1, guild=OTHER_GUILD))
+
+
+def test_a_zero_quota_is_refused_before_any_io(book: Book, wall: WallClock) -> None:
+    intake = Intake(
+        store=unused(JobStore),
+        scheduler=unused(Scheduler),
+        limits=Limits(member_jobs=2, guild_queue=25, prompt_chars=200),
+        policy_for=book.policy_for,
+        clock=wall,
+        quota_period=DAY,
+    )
+    book.set(daily_videos=0)
+    with pytest.raises(IntakeError) as info:
+        intake.precheck(where(1), JobKind.VIDEO)
+    expect_error(IntakeProblem.DAILY_QUOTA, kind=JobKind.VIDEO, limit=0, resets_at=MIDNIGHT + DAY)(info.value)
+    intake.precheck(where(1), JobKind.IMAGE)
+    intake.precheck(where(1))  # without a kind, no quota is judged
+
+
+def test_the_quota_period_must_be_positive() -> None:
+    for period in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError):
+            Intake(
+                store=unused(JobStore),
+                scheduler=unused(Scheduler),
+                limits=Limits(member_jobs=2, guild_queue=25, prompt_chars=200),
+                quota_period=period,
+            )
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    ["a CAFÉ at night", "un cafe", "cafe\u0301 au lait", "ＣＡＦＥ", "the  Café\u200b latte"],
+)
+def test_blocked_prompts_are_refused_without_echoing_the_term(book: Book, prompt: str) -> None:
+    intake = guild_intake(book)
+    book.set(blocklist=["café", "猫"])
+    for call in (
+        lambda: intake.check_prompt(GUILD, prompt),
+        lambda: intake.video_params(
+            guild_id=GUILD,
+            prompt=prompt,
+            model=None,
+            size=None,
+            seconds=None,
+            frame_rate=None,
+            known_models=(),
+            default_model=DEFAULT_VIDEO_MODEL,
+        ),
+        lambda: intake.image_params(
+            guild_id=GUILD, prompt=prompt, model=None, size=None, known_models=(), default_model="m"
+        ),
+    ):
+        with pytest.raises(IntakeError) as info:
+            call()
+        expect_error(IntakeProblem.PROMPT_BLOCKED)(info.value)
+        assert "caf" not in str(info.value).lower()
+    assert intake.check_prompt(OTHER_GUILD, prompt) == prompt  # not this server's list
+
+
+def test_blocklist_scripts_in_intake(book: Book) -> None:
+    intake = guild_intake(book)
+    book.set(blocklist=["猫", "राम"])
+    with pytest.raises(IntakeError):
+        intake.check_prompt(GUILD, "一只猫在月球上")
+    with pytest.raises(IntakeError):
+        intake.check_prompt(GUILD, "राम और सीता")
+    assert intake.check_prompt(GUILD, "रामायण की कहानी") == "रामायण की कहानी"  # a different word
+    assert intake.check_prompt(GUILD, "a classic scene") == "a classic scene"
+
+
+def test_prompt_shape_is_judged_before_the_blocklist(book: Book) -> None:
+    intake = guild_intake(book, prompt_chars=10)
+    book.set(blocklist=["cat"])
+    with pytest.raises(IntakeError) as info:
+        intake.check_prompt(GUILD, " \u200b ")
+    expect_error(IntakeProblem.PROMPT_EMPTY)(info.value)
+    with pytest.raises(IntakeError) as info:
+        intake.check_prompt(GUILD, "cat " * 5)
+    expect_error(IntakeProblem.PROMPT_TOO_LONG, max=10, length=20)(info.value)
+    assert intake.check_prompt(GUILD, " dog 🐕 ") == " dog 🐕 "  # unchanged, byte for byte
+
+
+def video(intake: Intake, known: tuple[str, ...] = VIDEO_MODELS, **options: Any) -> dict[str, Any]:
+    given: dict[str, Any] = {"model": None, "size": None, "seconds": None, "frame_rate": None}
+    return intake.video_params(
+        guild_id=GUILD,
+        prompt="p",
+        known_models=known,
+        default_model=DEFAULT_VIDEO_MODEL,
+        **(given | options),
+    )
+
+
+def image(intake: Intake, known: tuple[str, ...] = IMAGE_MODELS, **options: Any) -> dict[str, Any]:
+    given: dict[str, Any] = {"model": None, "size": None}
+    return intake.image_params(
+        guild_id=GUILD, prompt="p", known_models=known, default_model=DEFAULT_IMAGE_MODEL, **(given | options)
+    )
+
+
+def test_server_defaults_fill_what_the_member_left_out(book: Book) -> None:
+    intake = guild_intake(book)
+    book.set(video_size="vertical", video_seconds=8, video_fps=16, video_model="svc-video-v1.5")
+    book.set(image_size="widescreen", image_model="svc-image-2.0")
+    params = video(intake)
+    assert (params["width"], params["height"], params["seconds"], params["frame_rate"]) == (720, 1280, 8, 16)
+    assert params["num_frames"] == 8 * 16 + 1 and params["size_key"] == "vertical"
+    assert (params["model"], params["model_default"]) == ("svc-video-v1.5", False)
+    assert image(intake) | {"prompt": "p"} == {
+        "model": "svc-image-2.0",
+        "model_default": False,
+        "prompt": "p",
+        "size": "1280x720",
+        "size_key": "widescreen",
+    }
+    # The member's own choices win over the server's.
+    mine = video(intake, size="square", seconds=3, frame_rate=30, model=DEFAULT_VIDEO_MODEL)
+    assert (mine["size_key"], mine["seconds"], mine["frame_rate"], mine["model"]) == (
+        "square",
+        3,
+        30,
+        DEFAULT_VIDEO_MODEL,
+    )
+    # Another server keeps the operator's presets.
+    other = intake.video_params(
+        guild_id=OTHER_GUILD,
+        prompt="p",
+        model=None,
+        size=None,
+        seconds=None,
+        frame_rate=None,
+        known_models=VIDEO_MODELS,
+        default_model=DEFAULT_VIDEO_MODEL,
+    )
+    assert (other["size_key"], other["seconds"], other["model"], other["model_default"]) == (
+        presets.DEFAULT_VIDEO_SIZE,
+        presets.DEFAULT_VIDEO_SECONDS,
+        DEFAULT_VIDEO_MODEL,
+        True,
+    )
+
+
+def test_a_server_default_model_the_service_dropped_falls_back_to_the_default(book: Book) -> None:
+    intake = guild_intake(book)
+    book.set(video_model="svc-video-v0.9", image_model="svc-image-0.1")
+    params = video(intake)
+    assert (params["model"], params["model_default"]) == (DEFAULT_VIDEO_MODEL, True)
+    assert (image(intake)["model"], image(intake)["model_default"]) == (DEFAULT_IMAGE_MODEL, True)
+    # Without the service's list (not fetched yet) the server's pick stands, as a member's would.
+    assert (video(intake, known=())["model"], video(intake, known=())["model_default"]) == (
+        "svc-video-v0.9",
+        False,
+    )
+
+
+def test_stale_server_defaults_give_way_to_the_operators_presets(book: Book) -> None:
+    intake = guild_intake(book)
+    # As loaded from a database written when other presets existed (from_json does not validate).
+    stale = GuildSettings.from_json(
+        {"video_size": "imax", "video_seconds": 60, "video_fps": 120, "image_size": "x"}
+    )
+    book.guilds[GUILD] = stale
+    params = video(intake)
+    assert (params["size_key"], params["seconds"], params["frame_rate"]) == (
+        presets.DEFAULT_VIDEO_SIZE,
+        presets.DEFAULT_VIDEO_SECONDS,
+        presets.DEFAULT_FRAME_RATE,
+    )
+    assert image(intake)["size_key"] == presets.DEFAULT_IMAGE_SIZE
+
+
+async def test_the_servers_limits_replace_the_fixed_ones(guild_world: World, book: Book) -> None:
+    book.set(member_jobs=1, queue_cap=2)
+    await guild_world.accept(who(user=1))
+    with pytest.raises(IntakeError) as info:
+        guild_world.intake.precheck(who(user=1))
+    expect_error(IntakeProblem.MEMBER_LIMIT, limit=1)(info.value)
+    with pytest.raises(IntakeError) as info:
+        await guild_world.accept(who(user=1))  # the store's transaction enforces it too
+    expect_error(IntakeProblem.MEMBER_LIMIT, limit=1)(info.value)
+    await guild_world.accept(who(user=2))
+    with pytest.raises(IntakeError) as info:
+        guild_world.intake.precheck(who(user=3))
+    expect_error(IntakeProblem.GUILD_QUEUE_FULL, cap=2)(info.value)
+    with pytest.raises(IntakeError) as info:
+        await guild_world.accept(who(user=3))
+    expect_error(IntakeProblem.GUILD_QUEUE_FULL, cap=2)(info.value)
+    # The other server has the operator's ceilings (5 per member, 10 queued), not the fixed Limits.
+    for _ in range(3):
+        await guild_world.accept(who(user=1, guild=OTHER_GUILD))
+    guild_world.intake.precheck(who(user=1, guild=OTHER_GUILD))
+
+
+async def test_a_daily_quota_refuses_the_next_job_until_the_period_ends(
+    guild_world: World, book: Book, wall: WallClock
+) -> None:
+    book.set(daily_videos=2, daily_images=1)
+    first, _ = await guild_world.accept(who(user=1))
+    await guild_world.accept(who(user=1))
+    with pytest.raises(IntakeError) as info:
+        await guild_world.accept(who(user=1))
+    expect_error(IntakeProblem.DAILY_QUOTA, kind=JobKind.VIDEO, limit=2, resets_at=MIDNIGHT + DAY)(info.value)
+    # Images have their own quota; other members and other servers theirs.
+    await guild_world.accept(who(user=1), kind=JobKind.IMAGE)
+    with pytest.raises(IntakeError) as info:
+        await guild_world.accept(who(user=1), kind=JobKind.IMAGE)
+    expect_error(IntakeProblem.DAILY_QUOTA, kind=JobKind.IMAGE, limit=1, resets_at=MIDNIGHT + DAY)(info.value)
+    await guild_world.accept(who(user=2))
+    await guild_world.accept(who(user=1, guild=OTHER_GUILD))
+    # A failed job gave the member nothing: it does not use up the quota.
+    await guild_world.store.transition(first.id, S.FAILED, error_code="internal")
+    await guild_world.accept(who(user=1))
+    with pytest.raises(IntakeError):
+        await guild_world.accept(who(user=1))
+    # The last instant of the period still belongs to it; the reset moment starts a new one.
+    wall.now = MIDNIGHT + DAY - 0.001
+    with pytest.raises(IntakeError):
+        await guild_world.accept(who(user=1))
+    wall.now = MIDNIGHT + DAY
+    await guild_world.accept(who(user=1))
+    await guild_world.accept(who(user=1), kind=JobKind.IMAGE)
+    with pytest.raises(IntakeError) as info:
+        await guild_world.accept(who(user=1), kind=JobKind.IMAGE)
+    expect_error(IntakeProblem.DAILY_QUOTA, kind=JobKind.IMAGE, limit=1, resets_at=MIDNIGHT + 2 * DAY)(
+        info.value
+    )
+
+
+async def test_the_operators_quota_applies_when_the_server_sets_none(
+    tmp_path: Path, limits: Limits, wall: WallClock
+) -> None:
+    book = Book(Ceilings(member_jobs=5, queue_cap=10, daily_videos=1, daily_images=None))
+    store = await JobStore.open(tmp_path / "db.sqlite3", clock=wall)
+    w = World(store, limits, max_running=1, policy_for=book.policy_for, clock=wall, quota_period=DAY)
+    try:
+        await w.accept(who(user=1))
+        with pytest.raises(IntakeError) as info:
+            await w.accept(who(user=1))
+        assert info.value.problem is IntakeProblem.DAILY_QUOTA and info.value.params["limit"] == 1
+        await w.accept(who(user=1), kind=JobKind.IMAGE)
+        await w.accept(who(user=1), kind=JobKind.IMAGE)
+    finally:
+        await w.scheduler.close(timeout=1.0)
+        await store.close()

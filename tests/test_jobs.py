@@ -9,6 +9,7 @@ from framecast.jobs import (
     TERMINAL,
     TRANSITIONS,
     AlreadyRetried,
+    DailyQuotaReached,
     GuildQueueFull,
     InvalidTransition,
     Job,
@@ -119,11 +120,13 @@ def test_error_hierarchy_and_messages() -> None:
     assert isinstance(retried, JobError) and not isinstance(retried, JobLimitError)
     assert (retried.retry_of, retried.existing_id) == (4, 9)
     assert str(retried) == "job 4 was already retried as job 9"
+    quota = DailyQuotaReached(3)
+    assert isinstance(quota, JobLimitError) and quota.limit == 3 and "3" in str(quota)
 
 
 def test_new_job_defaults_and_repr_hides_discord() -> None:
     new = NewJob(JobKind.IMAGE, 1, 2, 3, "fr", {"prompt": "x"})
-    assert new.retry_of is None and new.discord == {}
+    assert new.retry_of is None and new.discord == {} and new.key_owner is None
     assert NewJob(JobKind.IMAGE, 1, 2, 3, "fr", {}).discord is not new.discord  # no shared default
     secret = NewJob(JobKind.IMAGE, 1, 2, 3, "fr", {}, discord={"token": "s3cr3t"})
     assert "s3cr3t" not in repr(secret)
@@ -140,4 +143,5 @@ def test_job_properties() -> None:
     assert make_job(params={"size": "1024x1024"}).prompt == ""
     assert make_job(params={"prompt": None}).prompt == ""
     assert job.task_id is None and job.discord == {} and job.retry_of is None
+    assert job.key_owner is None  # the operator's key unless a server's own key ran the task
     assert job.result_url is None and job.result_local is False  # a result held by the bot is a flag

@@ -313,3 +313,28 @@ async def test_behind_a_full_ceiling_later_waves_use_the_learned_duration(rig: R
     assert first is not None and second is not None
     assert 90 <= first <= 150
     assert second == pytest.approx(first + planner._model.quantile(DurationModel.key_for_params(VIDEO), 0.5))  # type: ignore[arg-type]
+
+
+async def test_a_queued_job_only_waits_for_jobs_on_its_own_key(rig: Rig) -> None:
+    own_key_guild = 9
+    scoped = await Planner.open(
+        budget=rig.budget,
+        clock=rig.clock,
+        store=rig.store,
+        queues=rig.queues,
+        settings=rig.planner_settings,
+        scope=lambda guild: guild != own_key_guild,  # the operator key's planner: every guild but 9
+    )
+    others = [await rig.job(guild=own_key_guild, running=False) for _ in range(6)]
+    for job in others:
+        rig.queues.push(job)
+    mine = await rig.job(guild=1, running=False)
+    rig.queues.push(mine)
+    alone = await rig.job(guild=2, running=False)
+    rig.queues.push(alone)
+    unscoped, with_scope = rig.planner.estimate(mine).starts_in, scoped.estimate(mine).starts_in
+    assert unscoped is not None and with_scope is not None
+    # Guild 9's backlog runs on guild 9's own key: it does not delay guild 1's job on this key.
+    assert with_scope < unscoped
+    after = scoped.estimate(alone).starts_in
+    assert after is not None and with_scope < after  # guild 2's job comes after guild 1's on this key

@@ -39,3 +39,31 @@ def test_ahead_after_a_guild_was_just_served() -> None:
     assert q.take_next() == (1, 1)
     # Guild 2 has its turn before guild 1 comes again.
     assert (q.ahead(3), q.ahead(2)) == (0, 1)
+
+
+def test_take_next_passes_over_ineligible_guilds_and_keeps_their_turn() -> None:
+    q = GuildQueues()
+    # guild 1 (its key saturated): jobs 1, 2; guild 2: jobs 3, 4; guild 3: job 5
+    for job_id, guild in ((1, 1), (2, 1), (3, 2), (4, 2), (5, 3)):
+        q.push(job(job_id, guild))
+    blocked = {1}
+    assert q.take_next(lambda g: g not in blocked) == (3, 2)
+    assert q.take_next(lambda g: g not in blocked) == (5, 3)
+    assert q.take_next(lambda g: g not in blocked) == (4, 2)
+    assert q.take_next(lambda g: False) is None
+    assert q.total() == 2
+    blocked.clear()
+    # Guild 1 kept its place at the head of the round: it goes first once its key admits again.
+    assert q.take_next(lambda g: g not in blocked) == (1, 1)
+    assert q.take_next() == (2, 1)
+    assert q.take_next() is None
+
+
+def test_ahead_in_scope_counts_only_guilds_on_the_same_key() -> None:
+    q = GuildQueues()
+    for job_id, guild in ((1, 1), (2, 2), (3, 3), (4, 1), (5, 2), (6, 3)):
+        q.push(job(job_id, guild))
+    assert q.ahead(6) == 5
+    # Guild 2 runs on its own key: its jobs do not wait for (nor delay) guilds 1 and 3.
+    assert q.ahead(6, in_scope=lambda g: g != 2) == 3
+    assert q.ahead(5, in_scope=lambda g: g == 2) == 1

@@ -572,16 +572,28 @@ def test_retry_button_when_failed() -> None:
     assert buttons(rendered) == [(f"framecast:retry:41:{USER}", "Retry")]
 
 
-@pytest.mark.parametrize("state", [S.DELIVERING, S.DELIVERED, S.CANCELLED])
+def test_again_and_remix_buttons_when_delivered() -> None:
+    rendered = render(make_job(S.DELIVERED, id=41, user_id=USER))
+    assert buttons(rendered) == [
+        (f"framecast:again:41:{USER}", "Again"),
+        (f"framecast:remix:41:{USER}", "Remix"),
+    ]
+    german = render(make_job(S.DELIVERED, id=41, locale="de"))
+    assert [label for _, label in buttons(german)] == ["Nochmal", "Remixen"]
+
+
+@pytest.mark.parametrize("state", [S.DELIVERING, S.CANCELLED])
 def test_no_buttons_otherwise(state: JobState) -> None:
     assert buttons(render(make_job(state))) == []
 
 
 def test_every_state_is_covered_by_the_button_rules() -> None:
-    with_cancel = {s for s in JobState if any(":cancel:" in c for c, _ in buttons(render(make_job(s))))}
-    with_retry = {s for s in JobState if any(":retry:" in c for c, _ in buttons(render(make_job(s))))}
-    assert with_cancel == {S.QUEUED, S.SUBMITTING, S.RUNNING}
-    assert with_retry == {S.FAILED}
+    def having(action: str) -> set[JobState]:
+        return {s for s in JobState if any(f":{action}:" in c for c, _ in buttons(render(make_job(s))))}
+
+    assert having("cancel") == {S.QUEUED, S.SUBMITTING, S.RUNNING}
+    assert having("retry") == {S.FAILED}
+    assert having("again") == having("remix") == {S.DELIVERED}
 
 
 def test_embed_layout() -> None:

@@ -22,6 +22,7 @@ from framecast.budget import RequestBudget
 from framecast.clock import SystemClock
 from framecast.config import Secret
 from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.ops.metrics import Metrics
 from framecast.reasons import Note
 from framecast.runner import DeliveryInterrupted, JobRunner, RunnerSettings, UploadTooLarge
 from framecast.service import GenerationClient
@@ -462,3 +463,85 @@ def test_a_posted_link_never_carries_credentials() -> None:
         "http://cdn.example.com:8080/v.mp4?sig=1"
     )
     assert _without_credentials("https://cdn.example.com/v.mp4") == "https://cdn.example.com/v.mp4"
+
+
+# -- metrics ------------------------------------------------------------------------------------------
+
+
+def metered(rig: Rig, metrics: Metrics, **overrides: Any) -> JobRunner:
+    return JobRunner(
+        store=rig.store,
+        client=rig.client,
+        reporter=rig.reporter,
+        clock=SystemClock(),
+        settings=replace(SETTINGS, **overrides),
+        results_dir=rig.results_dir,
+        metrics=metrics,
+    )
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+async def test_a_delivery_is_counted_with_its_delay_from_completion_to_file(rig: Rig) -> None:
+    metrics = Metrics(process=False)
+    rig.reporter.hold = True
+    job = await rig.add(JobKind.VIDEO, "a timed clip")
+    task = asyncio.create_task(metered(rig, metrics).run(job, release_service_slot=lambda: None))
+    await rig.reporter.wait_until(lambda: rig.reporter.in_flight == 1)
+    await asyncio.sleep(0.3)  # the upload takes a while: the delay counts from the completion
+    await rig.reporter.allow()
+    assert (await task).state is JobState.DELIVERED
+    assert sample(metrics, "framecast_jobs_delivered_total", kind="video") == 1
+    assert sample(metrics, "framecast_completion_to_file_seconds_count", kind="video") == 1
+    delay = sample(metrics, "framecast_completion_to_file_seconds_sum", kind="video")
+    assert 0.3 <= delay < 5
+    assert sample(metrics, "framecast_jobs_failed_total", kind="video", code="task_failed") == 0
+
+
+async def test_a_job_restored_mid_delivery_counts_as_delivered_without_a_delay(rig: Rig) -> None:
+    metrics = Metrics(process=False)
+    job = await rig.add(JobKind.VIDEO, "restored")
+    await rig.store.transition(job.id, JobState.SUBMITTING)
+    await rig.store.transition(job.id, JobState.RUNNING, task_id="t-1", started_at=time.time())
+    job = await rig.store.transition(
+        job.id, JobState.DELIVERING, result_url=rig.fake.base_url + "/files/x.mp4"
+    )
+    rig.reporter.files.append((job.id, b"", "framecast-0.mp4"))  # it landed before the restart
+    final = await metered(rig, metrics).run(job, release_service_slot=lambda: None)
+    assert final.state is JobState.DELIVERED
+    assert sample(metrics, "framecast_jobs_delivered_total", kind="video") == 1
+    # When the service reported it completed was in the previous process's life: not guessed.
+    assert sample(metrics, "framecast_completion_to_file_seconds_count", kind="video") == 0
+
+
+async def test_a_failure_is_counted_by_kind_and_code(rig: Rig) -> None:
+    metrics = Metrics(process=False)
+    rig.fake.plans.append(("policy", TaskPlan(outcome="failed", error="policy violation")))
+    final = await rig.run(JobKind.VIDEO, "policy test", metered(rig, metrics))
+    assert final.state is JobState.FAILED
+    assert sample(metrics, "framecast_jobs_failed_total", kind="video", code="task_failed") == 1
+    assert sample(metrics, "framecast_jobs_delivered_total", kind="video") == 0
+
+
+async def test_reencodes_are_counted_with_their_outcome_and_time(rig: Rig) -> None:
+    metrics = Metrics(process=False)
+    rig.fake.image_shape = "url"
+    rig.fake.image_payload = make_png(300, 300, noise=True)
+    rig.reporter.refuse_over = 60_000  # the first upload is refused: a re-encode fits the next size
+    image = await rig.run(JobKind.IMAGE, "a noisy picture", metered(rig, metrics))
+    assert image.state is JobState.DELIVERED
+    assert sample(metrics, "framecast_reencodes_total", kind="image", outcome="fitted") >= 1
+    assert sample(metrics, "framecast_reencode_seconds_count", kind="image") == sample(
+        metrics, "framecast_reencodes_total", kind="image", outcome="fitted"
+    )
+
+    rig.reporter.refuse_over = None
+    rig.fake.video_payload = make_large_mp4(600_000, seconds=1.0)
+    rig.reporter.limit = 200_000
+    video = await rig.run(JobKind.VIDEO, "a slow clip", metered(rig, metrics, reencode_timeout=0.0))
+    assert video.state is JobState.DELIVERED and rig.reporter.links  # the link instead
+    assert sample(metrics, "framecast_reencodes_total", kind="video", outcome="timeout") == 1
+    assert sample(metrics, "framecast_reencodes_total", kind="video", outcome="fitted") == 0
+    assert sample(metrics, "framecast_reencode_seconds_count", kind="video") == 1

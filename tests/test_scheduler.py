@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from pathlib import Path
 
 import pytest
 
 from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.runner import ShuttingDown
-from framecast.scheduler import CancelOutcome, Scheduler
+from framecast.scheduler import AccountAdmission, Admission, CancelOutcome, FixedAdmission, Scheduler
 from framecast.store import JobStore
 
 S = JobState
@@ -192,7 +192,7 @@ class Harness:
         self.states[job.id] = job.state
         self.signal.fire()
 
-    def make(self, max_running: int) -> Scheduler:
+    def make(self, max_running: int | AccountAdmission) -> Scheduler:
         self.scheduler = Scheduler(
             store=self.store,
             runner=self.runner,
@@ -615,3 +615,72 @@ async def test_a_crashing_runner_is_logged_and_frees_its_slot(
     await h.wait_state(nxt.id, S.RUNNING)
     await h.runner.finish_and_wait(nxt.id)
     assert h.runner.holding == 0
+
+
+# ---------------------------------------------------------------------- one admission per API key
+
+
+class Keys:
+    """Guilds on API keys, each key with its own fixed number of slots (what Accounts provides)."""
+
+    def __init__(self, slots: dict[str, int], key_of: dict[int, str]) -> None:
+        self.admissions: dict[str, Admission] = {k: FixedAdmission(n) for k, n in slots.items()}
+        self.key_of = key_of
+        self.listeners: list[Callable[[], None]] = []
+
+    def admission_for(self, guild_id: int) -> tuple[Hashable, Admission]:
+        key = self.key_of.get(guild_id, "operator")
+        return key, self.admissions[key]
+
+    def admission_for_job(self, job: Job) -> tuple[Hashable, Admission]:
+        return self.admission_for(job.guild_id)
+
+    def on_admission_change(self, listener: Callable[[], None]) -> None:
+        self.listeners.append(listener)
+
+    def open_key(self, guild: int, key: str, slots: int) -> None:
+        """A guild sets its own key: new admission, and every listener hears of it."""
+        self.admissions[key] = FixedAdmission(slots)
+        self.key_of[guild] = key
+        for listener in self.listeners:
+            listener()
+
+
+async def test_each_key_admits_its_own_jobs_and_a_saturated_key_keeps_its_guilds_turn(h: Harness) -> None:
+    keys = Keys({"operator": 1, "own": 1}, {GUILD_B: "own"})
+    scheduler = h.make(keys)
+    await scheduler.start()
+    a1, a2, b1, b2, c1 = await h.add_many([GUILD_A, GUILD_A, GUILD_B, GUILD_B, GUILD_C])
+    for job in (a1, a2, b1, b2, c1):
+        scheduler.submit(job)
+    # One slot per key: A's first job on the operator's key, B's on its own key, at once.
+    await h.runner.wait_started(2)
+    await h.flush()
+    assert h.runner.started == [a1.id, b1.id]
+    # B's key frees a slot: B's next job starts; A and C (operator key, full) still wait.
+    await h.runner.finish_and_wait(b1.id)
+    await h.runner.wait_started(3)
+    await h.flush()
+    assert h.runner.started[2] == b2.id
+    # The operator key frees a slot: C goes first (A was served last on that key), then A.
+    await h.runner.finish_and_wait(a1.id)
+    await h.runner.wait_started(4)
+    assert h.runner.started[3] == c1.id
+    await h.runner.finish_and_wait(c1.id)
+    await h.runner.wait_started(5)
+    assert h.runner.started[4] == a2.id
+
+
+async def test_a_key_opened_later_wakes_the_dispatcher(h: Harness) -> None:
+    keys = Keys({"operator": 1}, {})
+    scheduler = h.make(keys)
+    await scheduler.start()
+    a, b = await h.add_many([GUILD_A, GUILD_B])
+    scheduler.submit(a)
+    scheduler.submit(b)
+    await h.runner.wait_started(1)
+    await h.flush()
+    assert h.runner.started == [a.id]  # B waits behind A on the one operator slot
+    keys.open_key(GUILD_B, "own", 1)  # B's admin sets the server's own key
+    await h.runner.wait_started(2)
+    assert h.runner.started == [a.id, b.id] and h.runner.is_running(a.id)

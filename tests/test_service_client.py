@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
+from prometheus_client import generate_latest
 
 from framecast.budget import Priority, RequestBudget
 from framecast.clock import Clock, ScaledClock, SystemClock
@@ -40,6 +41,7 @@ from framecast.errors import (
     TaskTimedOut,
     UnsafeResultURL,
 )
+from framecast.ops.metrics import Metrics, key_label
 from framecast.service import (
     GenerationClient,
     ImageParams,
@@ -1363,3 +1365,53 @@ async def test_service_text_is_made_safe(fake_service: FakeService, session: aio
     fake_service.scripted.append((200, {"status": "failed", "error": {"message": "bad \ud83d image"}}, None))
     with pytest.raises(TaskFailed, match="bad \ufffd image"):
         await client.create_image(IMAGE)
+
+
+# -- metrics ------------------------------------------------------------------------------------------
+def requests_counted(metrics: Metrics, kind: str, status: str) -> float:
+    value = metrics.registry.get_sample_value(
+        "framecast_service_requests_total", {"kind": kind, "status": status}
+    )
+    return value or 0.0
+
+
+async def test_every_request_is_counted_by_kind_and_status_never_by_key(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    metrics = Metrics(process=False)
+    label = key_label(fake_service.api_key)
+    fake_service.default_plan = TaskPlan(polls=0)
+    client = make_client(fake_service, session, metrics=metrics, key_label=label, retry_max=3)
+    await client.list_models()
+    status = await client.poll_video(await client.create_video(VIDEO))
+    assert status.result_url is not None
+    await client.download(status.result_url, max_bytes=10**7, timeout=5)
+    fake_service.image_shape = "url"
+    await client.create_image(IMAGE)
+    counted = {
+        kind: requests_counted(metrics, kind, "200")
+        for kind in ("models", "create_video", "poll", "download", "create_image")
+    }
+    assert counted == {"models": 1, "create_video": 1, "poll": 1, "download": 1, "create_image": 1}
+
+    # A 429 is counted as a request and once more under the key's label; the retry that follows too.
+    fake_service.scripted.append((429, {"error": "slow down"}, {"Retry-After": "0"}))
+    await client.list_models()
+    assert requests_counted(metrics, "models", "429") == 1 and requests_counted(metrics, "models", "200") == 2
+    assert metrics.registry.get_sample_value("framecast_service_429_total", {"key": label}) == 1
+
+    text = generate_latest(metrics.registry).decode()
+    assert fake_service.api_key not in text and label.startswith("guild-") and label in text
+
+
+async def test_a_request_without_an_answer_is_counted_as_an_error(session: aiohttp.ClientSession) -> None:
+    fake = FakeService()
+    await fake.start()
+    url = fake.base_url
+    await fake.stop()
+    metrics = Metrics(process=False)
+    client = make_client(fake, session, base_url=url, retry_max=2, key="k-123456", metrics=metrics)
+    with pytest.raises(ServiceUnavailable):
+        await client.list_models()
+    assert requests_counted(metrics, "models", "error") == 2  # both attempts, no status
+    assert metrics.registry.get_sample_value("framecast_service_429_total", {"key": "operator"}) is None

@@ -6,6 +6,7 @@ import asyncio
 import math
 import signal
 import sqlite3
+import stat
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -14,10 +15,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from framecast.jobs import ACTIVE, TERMINAL, TRANSITIONS, Job, JobError, JobKind, JobState, NewJob
+from framecast.config import Secret
+from framecast.guildsettings import GuildSettings, KeyStatus, Setting
+from framecast.jobs import (
+    ACTIVE,
+    TERMINAL,
+    TRANSITIONS,
+    DailyQuotaReached,
+    Job,
+    JobError,
+    JobKind,
+    JobState,
+    NewJob,
+)
+from framecast.keyvault import KeyVault, last4
 from framecast.planner.predict import DurationRow
 from framecast.safetext import clean_text
 from framecast.store import (
@@ -29,6 +44,7 @@ from framecast.store import (
     JobNotFound,
     JobStore,
     MemberLimitReached,
+    SettingsChange,
     StoreClosed,
     StoreError,
 )
@@ -79,6 +95,7 @@ def new_job(
     kind: JobKind = JobKind.VIDEO,
     discord: dict[str, Any] | None = None,
     retry_of: int | None = None,
+    key_owner: int | None = None,
 ) -> NewJob:
     params: dict[str, Any] = {"model": "svc-video-v2.0", "prompt": prompt, "width": 1280, "height": 720}
     return NewJob(
@@ -89,6 +106,7 @@ def new_job(
         locale="en-US",
         params=params,
         retry_of=retry_of,
+        key_owner=key_owner,
         discord=discord if discord is not None else {},
     )
 
@@ -152,7 +170,7 @@ async def test_open_creates_directory_wal_full_and_schema(store: JobStore, db_pa
     assert store.path == db_path
     assert (await on_worker(store, "PRAGMA journal_mode"))[0][0] == "wal"
     assert (await on_worker(store, "PRAGMA synchronous"))[0][0] == 2  # FULL
-    assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 3
+    assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 4
 
 
 async def test_all_sql_runs_on_one_worker_thread(store: JobStore) -> None:
@@ -185,6 +203,8 @@ async def test_queries_use_the_indexes(store: JobStore) -> None:
         "active": f"EXPLAIN QUERY PLAN {_SELECT} WHERE {_OPEN} ORDER BY id",
         "count_queued": f"EXPLAIN QUERY PLAN SELECT COUNT(*) FROM jobs WHERE guild_id = 1 AND state = 'queued' AND {_OPEN}",
         "count_active": f"EXPLAIN QUERY PLAN SELECT COUNT(*) FROM jobs WHERE guild_id = 1 AND user_id = 2 AND {_OPEN}",
+        "count_quota": "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM jobs WHERE guild_id = 1 AND user_id = 2"
+        " AND kind = 'video' AND created_at >= 5.0 AND state != 'failed'",
     }
     for name, sql in plans.items():
         detail = " ".join(row[3] for row in await on_worker(store, sql))
@@ -453,7 +473,7 @@ async def test_counts_and_queued_ids(store: JobStore) -> None:
 
 
 async def test_member_limit_counts_every_non_terminal_state(store: JobStore) -> None:
-    limits = {"member_limit": 2, "guild_cap": None}
+    limits: dict[str, Any] = {"member_limit": 2, "guild_cap": None}
     first = await store.add(new_job(), **limits)
     await store.transition(first.id, S.SUBMITTING)
     await store.transition(first.id, S.RUNNING)
@@ -474,7 +494,7 @@ async def test_member_limit_counts_every_non_terminal_state(store: JobStore) -> 
 
 
 async def test_guild_cap_counts_queued_jobs_only(store: JobStore) -> None:
-    limits = {"member_limit": None, "guild_cap": 2}
+    limits: dict[str, Any] = {"member_limit": None, "guild_cap": 2}
     a = await store.add(new_job(user_id=1), **limits)
     await store.add(new_job(user_id=2), **limits)
     with pytest.raises(GuildQueueFull) as info:
@@ -702,7 +722,7 @@ async def test_migration_from_v1_flags_local_results_and_keeps_one_retry_per_job
         ],
     )
     async with await JobStore.open(path) as store:
-        assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 3
+        assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 4
         local, linked = await store.get(1), await store.get(2)
         assert local is not None and local.result_local and local.result_url is None
         assert (
@@ -852,7 +872,7 @@ async def test_migration_from_v2_adds_durations_and_keeps_jobs(tmp_path: Path) -
     path = tmp_path / "v2.sqlite3"
     _make_v2_database(path)
     async with await JobStore.open(path) as store:
-        assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 3
+        assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 4
         assert await store.load_durations() == []
         job = await store.get(7)
         assert job is not None and job.state is S.RUNNING and job.task_id == "task-7" and job.progress == 0.25
@@ -893,3 +913,238 @@ async def test_save_duration_refuses_what_sqlite_would_store_wrongly(
     with pytest.raises(error):
         await store.save_duration(row)
     assert await store.load_durations() == []
+
+
+# ---------------------------------------------------------------------- schema v4: issue 10
+
+
+async def test_key_owner_is_a_job_field(store: JobStore) -> None:
+    assert (await add(store)).key_owner is None
+    owned = await store.add(new_job(key_owner=GUILD), member_limit=None, guild_cap=None)
+    assert owned.key_owner == GUILD
+    job = await add(store)
+    await store.transition(job.id, S.SUBMITTING, key_owner=GUILD)
+    assert (await store.get(job.id)).key_owner == GUILD  # type: ignore[union-attr]
+    assert (await store.update(job.id, key_owner=None)).key_owner is None
+    with pytest.raises(TypeError):
+        await store.update(job.id, key_owner=True)
+    with pytest.raises(TypeError):
+        await store.update(job.id, key_owner="123")
+
+
+async def quota_add(store: JobStore, limit: int, since: float, **kwargs: Any) -> Job:
+    return await store.add(new_job(**kwargs), member_limit=None, guild_cap=None, quota=(limit, since))
+
+
+async def test_daily_quota_counts_the_members_jobs_of_one_kind_since_the_start(
+    store: JobStore, clock: FakeClock
+) -> None:
+    since = clock.now
+    clock.now = since - 0.001  # the previous period: does not count
+    await add(store)
+    clock.now = since  # exactly at the start: counts
+    first = await quota_add(store, 2, since)
+    clock.now = since + 10
+    await quota_add(store, 2, since)
+    with pytest.raises(DailyQuotaReached) as info:
+        await quota_add(store, 2, since)
+    assert info.value.limit == 2 and isinstance(info.value, JobLimitError)
+    # Another kind, member or guild has its own count.
+    await quota_add(store, 2, since, kind=JobKind.IMAGE)
+    await quota_add(store, 2, since, user_id=USER + 1)
+    await quota_add(store, 2, since, guild_id=GUILD + 1)
+    # Failed jobs do not count; finished, cancelled and running ones do.
+    await store.transition(first.id, S.FAILED, error_code="internal")
+    second = await quota_add(store, 2, since)
+    with pytest.raises(DailyQuotaReached):
+        await quota_add(store, 2, since)
+    await store.transition(second.id, S.CANCELLED)
+    with pytest.raises(DailyQuotaReached):
+        await quota_add(store, 2, since)
+    # A new period starts with nothing used.
+    clock.now += 100
+    await quota_add(store, 1, clock.now)
+    with pytest.raises(DailyQuotaReached):
+        await quota_add(store, 1, clock.now)
+    with pytest.raises(DailyQuotaReached):
+        await quota_add(store, 0, since + 1_000_000)  # a zero quota refuses everything
+
+
+async def test_quota_refusal_stores_nothing_and_comes_before_the_member_limit(store: JobStore) -> None:
+    await store.add(new_job(), member_limit=1, guild_cap=None, quota=(1, 0.0))
+    with pytest.raises(DailyQuotaReached):
+        await store.add(new_job(), member_limit=1, guild_cap=None, quota=(1, 0.0))
+    assert len(await store.active()) == 1
+    assert (await add(store, user_id=5)).id == 2
+    with pytest.raises(ValueError):
+        await store.add(new_job(), member_limit=None, guild_cap=None, quota=(-1, 0.0))
+    with pytest.raises(ValueError):
+        await store.add(new_job(), member_limit=None, guild_cap=None, quota=(1, math.nan))
+
+
+async def test_50_concurrent_adds_respect_the_daily_quota(store: JobStore) -> None:
+    results = await asyncio.gather(
+        *(quota_add(store, 3, 0.0, prompt=str(i)) for i in range(50)),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(r, Job) for r in results) == 3
+    assert sum(isinstance(r, DailyQuotaReached) for r in results) == 47
+
+
+async def test_guild_settings_default_save_log_and_survive_a_reopen(db_path: Path, clock: FakeClock) -> None:
+    settings = GuildSettings(member_jobs=1, channels=(5, 6), blocklist=("café", "猫"), nsfw_only=True)
+    async with await JobStore.open(db_path, clock=clock) as store:
+        assert await store.guild_settings(GUILD) == GuildSettings()
+        assert await store.all_guild_settings() == {}
+        await store.save_guild_settings(
+            GUILD, settings, by=USER, changed=[Setting.MEMBER_JOBS, Setting.CHANNELS, Setting.BLOCKLIST]
+        )
+        clock.now += 60
+        other = GuildSettings(daily_videos=0)
+        await store.save_guild_settings(GUILD + 1, other, by=USER + 1, changed=[Setting.DAILY_VIDEOS])
+        clock.now += 60
+        await store.save_guild_settings(
+            GUILD, settings.replace(nsfw_only=False), by=USER + 2, changed=[Setting.NSFW_ONLY]
+        )
+    async with await JobStore.open(db_path, clock=clock) as store:
+        assert await store.guild_settings(GUILD) == settings.replace(nsfw_only=False)
+        assert await store.all_guild_settings() == {
+            GUILD: settings.replace(nsfw_only=False),
+            GUILD + 1: other,
+        }
+        log = await store.settings_log(GUILD)
+        assert log == [
+            SettingsChange(GUILD, USER + 2, Setting.NSFW_ONLY, clock.now),
+            SettingsChange(GUILD, USER, Setting.BLOCKLIST, clock.now - 120),
+            SettingsChange(GUILD, USER, Setting.CHANNELS, clock.now - 120),
+            SettingsChange(GUILD, USER, Setting.MEMBER_JOBS, clock.now - 120),
+        ]
+        assert await store.settings_log(GUILD, limit=1) == log[:1]
+        assert await store.settings_log(GUILD + 1) == [
+            SettingsChange(GUILD + 1, USER + 1, Setting.DAILY_VIDEOS, clock.now - 60)
+        ]
+        # The log records which setting, never its value.
+        rows = await on_worker(store, "SELECT * FROM settings_log")
+        assert all("café" not in str(tuple(row)) for row in rows)
+
+
+async def test_unreadable_stored_settings_fall_back_to_the_defaults(store: JobStore) -> None:
+    await store._call(
+        lambda: store._conn.execute(
+            "INSERT INTO guild_settings VALUES (?, ?, 1.0, 1), (?, ?, 1.0, 1)",
+            (GUILD, "{not json", GUILD + 1, '{"member_jobs": 2, "from_the_future": 1}'),
+        )
+    )
+    assert await store.guild_settings(GUILD) == GuildSettings()
+    assert await store.guild_settings(GUILD + 1) == GuildSettings(member_jobs=2)
+
+
+async def test_guild_keys_set_mark_delete_and_log(store: JobStore, clock: FakeClock) -> None:
+    assert await store.guild_key(GUILD) is None
+    await store.set_guild_key(GUILD, b"token-1", "abcd", by=USER)
+    clock.now += 5
+    await store.set_guild_key(GUILD + 1, b"token-2", "wxyz", by=USER + 1)
+    key = await store.guild_key(GUILD)
+    assert key is not None
+    assert (key.guild_id, key.token, key.last4, key.status, key.set_by, key.set_at) == (
+        GUILD,
+        b"token-1",
+        "abcd",
+        KeyStatus.OK,
+        USER,
+        clock.now - 5,
+    )
+    assert "token-1" not in repr(key)
+    await store.mark_guild_key(GUILD, KeyStatus.REJECTED)
+    assert [(k.guild_id, k.status) for k in await store.all_guild_keys()] == [
+        (GUILD, KeyStatus.REJECTED),
+        (GUILD + 1, KeyStatus.OK),
+    ]
+    # A new key replaces the old one and is OK again.
+    await store.set_guild_key(GUILD, b"token-3", "efgh", by=USER + 2)
+    key = await store.guild_key(GUILD)
+    assert key is not None and (key.token, key.last4, key.status) == (b"token-3", "efgh", KeyStatus.OK)
+    assert await store.delete_guild_key(GUILD, by=USER + 3) is True
+    assert await store.delete_guild_key(GUILD, by=USER + 3) is False  # nothing to delete: not logged
+    assert await store.guild_key(GUILD) is None
+    assert [(c.user_id, c.setting) for c in await store.settings_log(GUILD)] == [
+        (USER + 3, Setting.API_KEY),
+        (USER + 2, Setting.API_KEY),
+        (USER, Setting.API_KEY),
+    ]
+    with pytest.raises(TypeError):
+        await store.set_guild_key(GUILD, "plain text", "abcd", by=USER)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        await store.set_guild_key(GUILD, b"t", "abcde", by=USER)
+
+
+async def test_the_database_file_never_holds_a_key_in_clear(db_path: Path) -> None:
+    key = "sk-live-PLAINTEXT-needle-9f8e7d6c5b4a"
+    vault = KeyVault(enabled=True, secret=Secret(Fernet.generate_key().decode()))
+    async with await JobStore.open(db_path) as store:
+        await store.set_guild_key(GUILD, vault.encrypt(key), last4(key), by=USER)
+        await store.save_guild_settings(
+            GUILD, GuildSettings(member_jobs=1), by=USER, changed=[Setting.MEMBER_JOBS]
+        )
+        await store.mark_guild_key(GUILD, KeyStatus.REJECTED)
+        # While open: the main file and its WAL.
+        files = [db_path, Path(f"{db_path}-wal")]
+        blobs = [await asyncio.to_thread(p.read_bytes) for p in files if p.exists()]
+        stored = await store.guild_key(GUILD)
+    blobs.append(await asyncio.to_thread(db_path.read_bytes))  # after the checkpoint at close
+    for blob in blobs:
+        assert key.encode() not in blob
+        assert b"PLAINTEXT-needle" not in blob
+    assert any(b"5b4a" in blob for blob in blobs)  # last4 is the one plain part
+    assert stored is not None and vault.decrypt(stored.token).reveal() == key
+
+
+def _make_v3_database(path: Path) -> None:
+    """A database exactly as Framecast's schema v3 left it: one job, one learned duration."""
+    from framecast.store import _MIGRATIONS
+
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        for step in _MIGRATIONS[:3]:
+            for statement in step:
+                conn.execute(statement)
+        conn.execute(
+            "INSERT INTO jobs (id, kind, state, guild_id, channel_id, user_id, locale, params, created_at,"
+            " updated_at, task_id, started_at, progress) VALUES"
+            " (9, 'video', 'running', ?, ?, ?, 'en-US', '{\"prompt\":\"a cat\"}', 100.0, 101.0, 'task-9', 101.0, 0.5)",
+            (GUILD, CHANNEL, USER),
+        )
+        conn.execute("INSERT INTO durations VALUES ('video:27:m', 90.0, 10.0, 4, 5.0)")
+        conn.execute("PRAGMA user_version = 3")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+async def test_migration_from_v3_adds_the_guild_tables_and_key_owner(tmp_path: Path) -> None:
+    path = tmp_path / "v3.sqlite3"
+    _make_v3_database(path)
+    async with await JobStore.open(path) as store:
+        assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 4
+        job = await store.get(9)
+        assert (
+            job is not None and job.state is S.RUNNING and job.task_id == "task-9" and job.key_owner is None
+        )
+        assert await store.load_durations() == [DurationRow("video:27:m", 90.0, 10.0, 4, 5.0)]
+        tables = {
+            row[0] for row in await on_worker(store, "SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        assert {"guild_settings", "guild_keys", "settings_log"} <= tables
+        indexes = {
+            row[0] for row in await on_worker(store, "SELECT name FROM sqlite_master WHERE type='index'")
+        }
+        assert "jobs_quota" in indexes
+        # The v3 job counts against a quota that started before it.
+        with pytest.raises(DailyQuotaReached):
+            await quota_add(store, 1, 50.0)
+        await store.save_guild_settings(
+            GUILD, GuildSettings(queue_cap=3), by=USER, changed=[Setting.QUEUE_CAP]
+        )
+        assert await store.guild_settings(GUILD) == GuildSettings(queue_cap=3)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # tightened on open, like any database

@@ -9,9 +9,20 @@ import pytest
 from discord import app_commands
 
 from cogs.i18n import SOURCE, shipped, t
-from cogs.utils.tree import INTAKE_KEYS, SERVICE_ERROR_KEYS, MissingChannelPermissions, error_message
+from cogs.utils.tree import (
+    DAILY_QUOTA_KEYS,
+    INTAKE_KEYS,
+    SERVICE_ERROR_KEYS,
+    SETTING_NAME_KEYS,
+    SETTINGS_KEYS,
+    MissingChannelPermissions,
+    NotServerManager,
+    error_message,
+)
 from framecast.errors import AuthError, ServiceError
+from framecast.guildsettings import Setting, SettingsError, SettingsProblem
 from framecast.intake import IntakeError, IntakeProblem
+from framecast.jobs import JobKind
 from framecast.reasons import ErrorCode
 
 P = IntakeProblem
@@ -29,7 +40,12 @@ INTAKE_ERRORS: list[tuple[IntakeProblem, dict[str, Any], str]] = [
         {"model": "svc-video-v9", "models": "svc-video-v2.0, svc-video-v2.1"},
         "error_unknown_model_list",
     ),
+    (P.NSFW_ONLY, {}, "settings_refuse_nsfw"),
+    (P.PROMPT_BLOCKED, {}, "settings_refuse_blocked"),
+    (P.GUILD_KEY_REJECTED, {}, "settings_refuse_key_rejected"),
 ]
+#: Problems whose parameters are shaped for Discord (channel mentions, a relative timestamp).
+SHAPED_PROBLEMS = {P.CHANNEL_NOT_ALLOWED, P.DAILY_QUOTA}
 LOCALES = ["en-US", "de", "es-ES", "fr"]
 
 
@@ -48,7 +64,11 @@ def wrapped(error: Exception) -> app_commands.CommandInvokeError:
 
 
 def test_every_intake_problem_has_exactly_one_message() -> None:
-    assert set(INTAKE_KEYS) == set(IntakeProblem) == {problem for problem, _, _ in INTAKE_ERRORS}
+    assert (
+        set(INTAKE_KEYS)
+        == set(IntakeProblem)
+        == {problem for problem, _, _ in INTAKE_ERRORS} | SHAPED_PROBLEMS
+    )
     assert set(INTAKE_KEYS.values()) <= english_keys()
 
 
@@ -112,3 +132,82 @@ def test_unexpected_errors_give_none(error: Exception) -> None:
     # None: the tree logs the traceback and replies with the generic apology.
     assert error_message(error, "en-US") is None
     assert "error_generic" in english_keys()
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_allowed_channels_are_channel_mentions(locale: str) -> None:
+    text = error_message(IntakeError(P.CHANNEL_NOT_ALLOWED, channels=[111, 222]), locale)
+    assert text == t("settings_refuse_channel", locale, channels="<#111>, <#222>")
+    assert error_message(wrapped(IntakeError(P.CHANNEL_NOT_ALLOWED, channels=[111])), locale) == t(
+        "settings_refuse_channel", locale, channels="<#111>"
+    )
+
+
+@pytest.mark.parametrize("locale", [*LOCALES, "ru", "pl", "ja"])
+@pytest.mark.parametrize("kind", list(JobKind))
+def test_daily_quota_names_the_kind_the_limit_and_a_relative_reset(kind: JobKind, locale: str) -> None:
+    text = error_message(IntakeError(P.DAILY_QUOTA, kind=kind, limit=3, resets_at=1_700_000_123.7), locale)
+    assert text == t(DAILY_QUOTA_KEYS[kind], locale, limit=3, resets="<t:1700000123:R>")
+    assert text is not None and "3" in text and "<t:1700000123:R>" in text
+    # The kind may come back from the store as its string value.
+    assert error_message(IntakeError(P.DAILY_QUOTA, kind=kind.value, limit=3, resets_at=1.0e9), locale)
+    other = next(k for k in JobKind if k is not kind)
+    assert text != error_message(
+        IntakeError(P.DAILY_QUOTA, kind=other, limit=3, resets_at=1_700_000_123.7), locale
+    )
+
+
+def test_a_blocked_prompt_never_echoes_the_term() -> None:
+    for locale in LOCALES:
+        text = error_message(IntakeError(P.PROMPT_BLOCKED), locale)
+        assert text == t("settings_refuse_blocked", locale)
+        assert "{" not in (text or "")
+
+
+def test_every_settings_problem_and_setting_has_a_message() -> None:
+    assert set(SETTINGS_KEYS) == set(SettingsProblem)
+    assert set(SETTING_NAME_KEYS) == set(Setting)
+    assert set(SETTINGS_KEYS.values()) | set(SETTING_NAME_KEYS.values()) | set(DAILY_QUOTA_KEYS.values()) <= (
+        english_keys()
+    )
+
+
+SETTINGS_ERRORS: list[tuple[SettingsError, str, dict[str, Any]]] = [
+    (
+        SettingsError(SettingsProblem.ABOVE_CEILING, setting=Setting.MEMBER_JOBS, ceiling=3),
+        "settings_error_above_ceiling",
+        {"ceiling": 3},
+    ),
+    (
+        SettingsError(SettingsProblem.BAD_VALUE, setting="video_size"),
+        "settings_error_bad_value",
+        {},
+    ),
+    (SettingsError(SettingsProblem.TOO_MANY_TERMS, max=200), "settings_error_too_many_terms", {"max": 200}),
+    (SettingsError(SettingsProblem.TERM_TOO_LONG, max=100), "settings_error_term_too_long", {"max": 100}),
+    (
+        SettingsError(SettingsProblem.TOO_MANY_CHANNELS, max=50),
+        "settings_error_too_many_channels",
+        {"max": 50},
+    ),
+]
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+@pytest.mark.parametrize(("error", "key", "params"), SETTINGS_ERRORS)
+def test_settings_errors_name_the_setting_in_the_admins_language(
+    error: SettingsError, key: str, params: dict[str, Any], locale: str
+) -> None:
+    setting = error.params.get("setting")
+    if setting is not None:
+        params = {**params, "setting": t(SETTING_NAME_KEYS[Setting(setting)], locale)}
+    text = error_message(error, locale)
+    assert text == t(key, locale, **params)
+    assert text and text != key and "member_jobs" not in text and "video_size" not in text
+    assert error_message(wrapped(error), locale) == text
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_a_member_without_manage_server_is_told_so(locale: str) -> None:
+    assert error_message(NotServerManager(), locale) == t("settings_error_not_manager", locale)
+    assert t("settings_error_not_manager", locale) != t("error_not_allowed", locale)

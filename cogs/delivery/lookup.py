@@ -6,6 +6,7 @@ import contextlib
 
 import discord
 
+from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.placement import Placement
 from framecast.jobs import Job
 from framecast.runner import is_result_filename
@@ -16,9 +17,13 @@ __all__ = ["JobMessages", "result_attachments"]
 class JobMessages:
     """Fetches the messages a job has had: its channel message, then its interaction's message."""
 
-    def __init__(self, client: discord.Client, placement: Placement) -> None:
+    def __init__(
+        self, client: discord.Client, placement: Placement, errors: DiscordErrors | None = None
+    ) -> None:
+        """`errors`: where failed fetches are counted (default: nowhere)."""
         self._client = client
         self._placement = placement
+        self._errors = errors or DiscordErrors()
 
     def __repr__(self) -> str:
         return "<JobMessages>"
@@ -44,12 +49,13 @@ class JobMessages:
         """One message of the job: with the bot token, else through its interaction token while it lives."""
         try:
             channel = self._client.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
-            return await channel.fetch_message(message_id)
+            with self._errors.counted():
+                return await channel.fetch_message(message_id)
         except discord.HTTPException:
             pass
         d = job.discord
         if via_token and self._placement.token_usable(d, spare=-self._placement.token_margin):
-            with contextlib.suppress(discord.HTTPException):
+            with contextlib.suppress(discord.HTTPException), self._errors.counted():
                 webhook = discord.Webhook.partial(
                     int(d["application_id"]), str(d["token"]), client=self._client
                 )

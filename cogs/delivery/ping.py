@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 import discord
 
 from cogs.delivery.codes import DISCORD_TROUBLE, describe
+from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.placement import Target
 from cogs.delivery.slot import Slot
 from cogs.i18n import t
@@ -44,10 +45,12 @@ async def ping_requester(
     shown: Job,
     *,
     persist: Callable[[Slot], Awaitable[None]],
+    errors: DiscordErrors | None = None,
 ) -> None:
     """Reply to the job's channel message `target`, mentioning the requester (once; best effort).
 
-    `shown` is the job as the message shows it (DELIVERED: "ready", otherwise "finished").
+    `shown` is the job as the message shows it (DELIVERED: "ready", otherwise "finished"); a failed
+    reply is counted in `errors`.
     """
     job = slot.job
     if job.discord.get("pinged"):
@@ -65,6 +68,8 @@ async def ping_requester(
             ),
         )
     except DISCORD_TROUBLE as exc:
+        if errors is not None:
+            errors.record(exc)
         log.warning("job %s: could not mention the requester: %s", job.id, describe(exc))
         return
     slot.job.discord["pinged"] = True

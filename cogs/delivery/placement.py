@@ -18,6 +18,7 @@ import aiohttp
 import discord
 
 from cogs.delivery.codes import MessageUnusable, TokenDead, describe, translate
+from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.slot import Slot
 from cogs.i18n import t
 from cogs.utils.render import Rendered
@@ -62,8 +63,18 @@ class Drawer(Protocol):
 class Placement:
     """Chooses the job message to edit, edits it, and moves it when it must."""
 
-    def __init__(self, client: discord.Client, *, settings: Settings, clock: Clock, drawer: Drawer) -> None:
+    def __init__(
+        self,
+        client: discord.Client,
+        *,
+        settings: Settings,
+        clock: Clock,
+        drawer: Drawer,
+        errors: DiscordErrors | None = None,
+    ) -> None:
+        """`errors`: where failed edits and posts are counted (default: nowhere)."""
         self._client = client
+        self._errors = errors or DiscordErrors()
         self._settings = settings
         self._clock = clock
         self._drawer = drawer
@@ -167,11 +178,14 @@ class Placement:
         if files is not None:
             kwargs["attachments"] = files
         try:
-            if target.via_token:
-                webhook = discord.Webhook.partial(target.application_id, target.token, client=self._client)
-                return await webhook.edit_message(target.message_id, **kwargs)  # type: ignore[arg-type]
-            channel = self._client.get_partial_messageable(target.channel_id)
-            return await channel.get_partial_message(int(target.message_id)).edit(**kwargs)
+            with self._errors.counted():
+                if target.via_token:
+                    webhook = discord.Webhook.partial(
+                        target.application_id, target.token, client=self._client
+                    )
+                    return await webhook.edit_message(target.message_id, **kwargs)  # type: ignore[arg-type]
+                channel = self._client.get_partial_messageable(target.channel_id)
+                return await channel.get_partial_message(int(target.message_id)).edit(**kwargs)
         except discord.HTTPException as exc:
             translated = translate(exc, via_token=target.via_token)
             if translated is exc:
@@ -188,9 +202,10 @@ class Placement:
         channel = self._client.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
         # render_job always builds a view (possibly empty): an empty one simply sends no buttons.
         view = rendered.view or discord.ui.View(timeout=None)
-        message = await channel.send(
-            embed=rendered.embed, view=view, allowed_mentions=discord.AllowedMentions.none()
-        )
+        with self._errors.counted():
+            message = await channel.send(
+                embed=rendered.embed, view=view, allowed_mentions=discord.AllowedMentions.none()
+            )
         slot.job.discord["channel_message_id"] = message.id
         await self._drawer.persist(slot)
         slot.last_key = rendered.key

@@ -9,6 +9,9 @@ Between polls, a queued or running job's message shows the key's planner's estim
 :class:`~framecast.planner.estimate.Estimates`), read from memory: no request to the service. The
 worker draws it again every ``EDIT_INTERVAL``; an edit is made only when the text changes, and a
 percentage never goes backwards (the highest one shown is kept with the job).
+
+Every failed request to Discord made here is counted once in the process's metrics (see
+:mod:`.errors_metric`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Callable
 import discord
 
 from cogs.delivery import limits, retries
+from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.lookup import JobMessages
 from cogs.delivery.notes import note_text
 from cogs.delivery.ping import ping_requester
@@ -32,10 +36,11 @@ from cogs.utils.render import Rendered, link_text, render_job
 from framecast.clock import Clock
 from framecast.config import Settings
 from framecast.jobs import Job, JobState
+from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimate, Estimates
 from framecast.reasons import Note
 from framecast.runner import DeliveryInterrupted
-from framecast.store import JobStore
+from framecast.stores import Store
 
 __all__ = ["DiscordReporter"]
 
@@ -49,21 +54,24 @@ class DiscordReporter:
         self,
         client: discord.Client,
         *,
-        store: JobStore,
+        store: Store,
         settings: Settings,
         clock: Clock,
         position: Callable[[int], int | None],
         estimates: Estimates | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
-        """`estimates`: what the key's planner expects of each job (None: no estimates shown)."""
+        """`estimates`: what the key's planner expects of each job (None: no estimates shown);
+        `metrics`: where failed requests to Discord are counted (None: not recorded)."""
         self._client = client
         self._store = store
         self._settings = settings
         self._clock = clock
         self._position = position
         self._estimates = estimates
-        self._placement = Placement(client, settings=settings, clock=clock, drawer=self)
-        self._messages = JobMessages(client, self._placement)
+        self._errors = DiscordErrors(metrics)
+        self._placement = Placement(client, settings=settings, clock=clock, drawer=self, errors=self._errors)
+        self._messages = JobMessages(client, self._placement, self._errors)
         # With estimates, queued and running jobs are drawn again between changes: the estimate moves.
         self._workers = Workers(
             self,
@@ -184,7 +192,9 @@ class DiscordReporter:
         """The result was found on the message: mention the requester if a crash cut the ping off."""
         target = self._placement.on_channel(slot.job)
         if target is not None:
-            await ping_requester(self._client, slot, target, slot.job, persist=self.persist)
+            await ping_requester(
+                self._client, slot, target, slot.job, persist=self.persist, errors=self._errors
+            )
 
     def until_move(self, slot: Slot) -> float | None:
         """Seconds until the job must leave its interaction token."""
@@ -278,4 +288,4 @@ class DiscordReporter:
         slot.last_edit = self._clock.monotonic()
         # Edits never notify anybody: on a channel message the requester gets a short reply.
         if not target.via_token and shown.state in (JobState.DELIVERED, JobState.FAILED):
-            await ping_requester(self._client, slot, target, shown, persist=self.persist)
+            await ping_requester(self._client, slot, target, shown, persist=self.persist, errors=self._errors)

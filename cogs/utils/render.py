@@ -1,6 +1,7 @@
 """What a job's message looks like in each state (pure functions of the job: easy to test).
 
-The message is one embed (prompt, requester, settings, status) plus the buttons that fit the state.
+The message is one embed (prompt, requester, settings, status) plus the buttons that fit the state:
+Cancel while it can be cancelled, Retry after a failure, Again and Remix on a delivered result.
 Embeds never ping, and every edit carries ``AllowedMentions.none()``: prompts are user text. (The
 requester is pinged by a separate short reply, see the reporter.)
 """
@@ -15,7 +16,7 @@ from urllib.parse import quote
 import discord
 
 from cogs.i18n import t
-from cogs.utils.views import CancelButton, RetryButton
+from cogs.utils.views import AgainButton, CancelButton, RemixButton, RetryButton
 from framecast.jobs import Job, JobKind, JobState
 from framecast.planner.estimate import Estimate
 from framecast.reasons import ErrorCode
@@ -125,6 +126,8 @@ REASON_KEYS: dict[ErrorCode, str] = {
     ErrorCode.NOT_MEDIA: "reason_not_media_video",
     ErrorCode.MEDIA_TOO_LARGE: "reason_media_too_large",
     ErrorCode.INTERNAL: "reason_internal",
+    ErrorCode.GUILD_KEY_REJECTED: "reason_guild_key_rejected",
+    ErrorCode.KEY_REMOVED: "reason_key_removed",
 }
 #: Failures that quote the service's own words, when the service gave none.
 REASON_KEYS_WITHOUT_DETAIL: dict[ErrorCode, str] = {
@@ -334,6 +337,10 @@ def render_job(
         view.add_item(CancelButton(job.id, job.user_id, label=t("button_cancel", loc)))
     elif job.state is JobState.FAILED:
         view.add_item(RetryButton(job.id, job.user_id, label=t("button_retry", loc)))
+    elif job.state is JobState.DELIVERED:
+        # Any member may iterate on a result: the new job is theirs, under their own limits.
+        view.add_item(AgainButton(job.id, job.user_id, label=t("button_again", loc)))
+        view.add_item(RemixButton(job.id, job.user_id, label=t("button_remix", loc)))
     key = (
         embed.title,
         embed.description,

@@ -17,7 +17,9 @@ from discord import app_commands
 from cogs.i18n import t
 from cogs.utils.render import as_text
 from framecast.errors import ServiceError
+from framecast.guildsettings import Setting, SettingsError, SettingsProblem
 from framecast.intake import IntakeError, IntakeProblem
+from framecast.jobs import JobKind
 from framecast.reasons import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,44 @@ INTAKE_KEYS: dict[IntakeProblem, str] = {
     IntakeProblem.ALREADY_RETRIED: "error_already_retried",
     IntakeProblem.UNKNOWN_MODEL: "error_unknown_model",
     IntakeProblem.UNLISTED_MODEL: "error_unknown_model_list",
+    IntakeProblem.CHANNEL_NOT_ALLOWED: "settings_refuse_channel",
+    IntakeProblem.NSFW_ONLY: "settings_refuse_nsfw",
+    # Never echoes the blocked term: the member rephrases without learning the list.
+    IntakeProblem.PROMPT_BLOCKED: "settings_refuse_blocked",
+    IntakeProblem.DAILY_QUOTA: "settings_refuse_quota_video",  # by kind: DAILY_QUOTA_KEYS
+    IntakeProblem.GUILD_KEY_REJECTED: "settings_refuse_key_rejected",
+}
+#: The daily quota's refusal names what was counted.
+DAILY_QUOTA_KEYS: dict[JobKind, str] = {
+    JobKind.VIDEO: "settings_refuse_quota_video",
+    JobKind.IMAGE: "settings_refuse_quota_image",
+}
+
+#: The one mapping from a refused /settings change to the admin's words.
+SETTINGS_KEYS: dict[SettingsProblem, str] = {
+    SettingsProblem.ABOVE_CEILING: "settings_error_above_ceiling",
+    SettingsProblem.BAD_VALUE: "settings_error_bad_value",
+    SettingsProblem.TOO_MANY_TERMS: "settings_error_too_many_terms",
+    SettingsProblem.TERM_TOO_LONG: "settings_error_term_too_long",
+    SettingsProblem.TOO_MANY_CHANNELS: "settings_error_too_many_channels",
+}
+
+#: The message naming each server setting (in /settings replies and its refusals).
+SETTING_NAME_KEYS: dict[Setting, str] = {
+    Setting.MEMBER_JOBS: "settings_name_member_jobs",
+    Setting.DAILY_VIDEOS: "settings_name_daily_videos",
+    Setting.DAILY_IMAGES: "settings_name_daily_images",
+    Setting.QUEUE_CAP: "settings_name_queue_cap",
+    Setting.VIDEO_SIZE: "settings_name_video_size",
+    Setting.VIDEO_SECONDS: "settings_name_video_seconds",
+    Setting.VIDEO_FPS: "settings_name_video_fps",
+    Setting.VIDEO_MODEL: "settings_name_video_model",
+    Setting.IMAGE_SIZE: "settings_name_image_size",
+    Setting.IMAGE_MODEL: "settings_name_image_model",
+    Setting.CHANNELS: "settings_name_channels",
+    Setting.NSFW_ONLY: "settings_name_nsfw_only",
+    Setting.BLOCKLIST: "settings_name_blocklist",
+    Setting.API_KEY: "settings_name_api_key",
 }
 
 #: Service failures a command can meet before any job exists (listing models, say) that the member
@@ -39,6 +79,42 @@ INTAKE_KEYS: dict[IntakeProblem, str] = {
 SERVICE_ERROR_KEYS: dict[ErrorCode, str] = {
     ErrorCode.AUTH: "error_misconfigured",
 }
+
+
+class NotServerManager(app_commands.CheckFailure):
+    """/settings used by a member without Manage Server (an Integrations override showed it to them)."""
+
+
+def relative_time(epoch: float) -> str:
+    """A Discord timestamp shown relative to now ("in 3 hours"), in each reader's language and zone."""
+    return f"<t:{int(epoch)}:R>"
+
+
+def _intake_message(error: IntakeError, locale: str | discord.Locale | None) -> str:
+    params: dict[str, Any] = dict(error.params)
+    key = INTAKE_KEYS[error.problem]
+    if error.problem is IntakeProblem.DAILY_QUOTA:
+        key = DAILY_QUOTA_KEYS[JobKind(params.pop("kind"))]
+        params["resets"] = relative_time(float(params.pop("resets_at")))
+        return t(key, locale, **params)
+    if error.problem is IntakeProblem.CHANNEL_NOT_ALLOWED:
+        # Channel mentions show the channel's name and never ping anyone.
+        params["channels"] = ", ".join(f"<#{int(c)}>" for c in params.get("channels", ()))
+        return t(key, locale, **params)
+    # Parameters may echo what a member typed or what the service listed: shown literally.
+    params = {k: as_text(v) if isinstance(v, str) else v for k, v in params.items()}
+    return t(key, locale, **params)
+
+
+def _settings_message(error: SettingsError, locale: str | discord.Locale | None) -> str:
+    params: dict[str, Any] = dict(error.params)
+    setting = params.get("setting")
+    if setting is not None:
+        try:
+            params["setting"] = t(SETTING_NAME_KEYS[Setting(setting)], locale)
+        except ValueError:
+            params["setting"] = as_text(str(setting))
+    return t(SETTINGS_KEYS[error.problem], locale, **params)
 
 
 class MissingChannelPermissions(app_commands.CheckFailure):
@@ -57,9 +133,11 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
     ):
         error = error.__cause__
     if isinstance(error, IntakeError):
-        # Parameters may echo what a member typed or what the service listed: shown literally.
-        params = {k: as_text(v) if isinstance(v, str) else v for k, v in error.params.items()}
-        return t(INTAKE_KEYS[error.problem], locale, **params)
+        return _intake_message(error, locale)
+    if isinstance(error, SettingsError):
+        return _settings_message(error, locale)
+    if isinstance(error, NotServerManager):
+        return t("settings_error_not_manager", locale)
     if isinstance(error, MissingChannelPermissions):
         names = ", ".join(p.replace("_", " ").title() for p in error.perms)
         return t("error_missing_permissions", locale, perms=names)

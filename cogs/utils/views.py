@@ -1,7 +1,9 @@
 """Persistent buttons that carry the job id (and requester) in their custom id.
 
 They are :class:`discord.ui.DynamicItem` subclasses, so a click works on any message, after any
-restart. The requester's id rides along so the permission check needs no database read before the
+restart. The Remix form (a modal) works the same way: its custom id carries the job, and the
+Jobs cog's ``on_interaction`` listener handles every submit (discord.py keeps no modal across a
+restart, so none is kept at all: one path before and after). The requester's id rides along so the permission check needs no database read before the
 3-second acknowledgement. A click reaches its handler through the bot's :class:`JobButtons`
 registry, which the cog that owns the handlers fills when it loads.
 """
@@ -15,7 +17,22 @@ from typing import Any, Protocol, runtime_checkable
 
 import discord
 
-__all__ = ["ButtonAction", "ButtonHandler", "ButtonHost", "CancelButton", "JobButtons", "RetryButton"]
+from framecast.jobs import JobKind
+
+__all__ = [
+    "AgainButton",
+    "ButtonAction",
+    "ButtonHandler",
+    "ButtonHost",
+    "CancelButton",
+    "JobButtons",
+    "RemixButton",
+    "RemixField",
+    "RetryButton",
+    "form_values",
+    "remix_form",
+    "remix_form_target",
+]
 
 
 class ButtonAction(enum.StrEnum):
@@ -23,6 +40,8 @@ class ButtonAction(enum.StrEnum):
 
     CANCEL = "cancel"
     RETRY = "retry"
+    AGAIN = "again"
+    REMIX = "remix"
 
 
 #: ``handler(interaction, job_id, owner_id)``: what a click on a job button runs.
@@ -118,3 +137,103 @@ class RetryButton(_JobButton, template=r"framecast:retry:(?P<job_id>[0-9]{1,20})
 
     action = ButtonAction.RETRY
     style = discord.ButtonStyle.primary
+
+
+class AgainButton(_JobButton, template=r"framecast:again:(?P<job_id>[0-9]{1,20}):(?P<owner_id>[0-9]{1,20})"):
+    """Queues a new job with a delivered job's prompt and settings (any member, as their own job)."""
+
+    action = ButtonAction.AGAIN
+    style = discord.ButtonStyle.primary
+
+
+class RemixButton(_JobButton, template=r"framecast:remix:(?P<job_id>[0-9]{1,20}):(?P<owner_id>[0-9]{1,20})"):
+    """Opens a form with a delivered job's prompt and settings to edit and queue (any member)."""
+
+    action = ButtonAction.REMIX
+    style = discord.ButtonStyle.secondary
+
+
+class RemixField(enum.StrEnum):
+    """A text input of the Remix form (also its custom id)."""
+
+    PROMPT = "prompt"
+    SIZE = "size"
+    LENGTH = "length"
+    FPS = "fps"
+    MODEL = "model"
+
+
+#: The fields of each kind's Remix form, in order (a modal holds at most five).
+REMIX_FIELDS: dict[JobKind, tuple[RemixField, ...]] = {
+    JobKind.VIDEO: (RemixField.PROMPT, RemixField.SIZE, RemixField.LENGTH, RemixField.FPS, RemixField.MODEL),
+    JobKind.IMAGE: (RemixField.PROMPT, RemixField.SIZE, RemixField.MODEL),
+}
+# The kind rides in the form's id so a submit is validated before the 3-second acknowledgement,
+# without a database read.
+_REMIX_FORM = re.compile(r"framecast:remix-form:(?P<kind>video|image):(?P<job_id>[0-9]{1,20})")
+#: Discord's limits: a modal title and a label hold 45 characters, a placeholder 100, a value 4000.
+_TITLE_MAX, _LABEL_MAX, _PLACEHOLDER_MAX, _VALUE_MAX = 45, 45, 100, 4000
+_SHORT_MAX = 100  # a size key, a number, a model id (model ids are at most 100 characters)
+
+
+def remix_form(
+    job_id: int,
+    kind: JobKind,
+    *,
+    title: str,
+    values: Mapping[RemixField, str | None],
+    labels: Mapping[RemixField, str],
+    placeholders: Mapping[RemixField, str] | None = None,
+    prompt_max: int,
+) -> discord.ui.Modal:
+    """The Remix form of job `job_id`: its prompt (a paragraph) and options, prefilled with `values`.
+
+    Only the prompt is required; an option left empty takes the server's default. The modal is
+    stopped before it is sent, so discord.py never keeps it: the submit reaches the
+    ``on_interaction`` listener through its custom id (see :func:`remix_form_target`).
+    """
+    modal = discord.ui.Modal(
+        title=title[:_TITLE_MAX], custom_id=f"framecast:remix-form:{kind}:{job_id}", timeout=None
+    )
+    for name in REMIX_FIELDS[kind]:
+        prompt = name is RemixField.PROMPT
+        limit = max(1, min(prompt_max, _VALUE_MAX)) if prompt else _SHORT_MAX
+        value = values.get(name) or None
+        placeholder = (placeholders or {}).get(name)
+        text_input: discord.ui.TextInput[Any] = discord.ui.TextInput(
+            custom_id=name.value,
+            style=discord.TextStyle.paragraph if prompt else discord.TextStyle.short,
+            default=value[:limit] if value else None,
+            placeholder=placeholder[:_PLACEHOLDER_MAX] if placeholder else None,
+            required=prompt,
+            max_length=limit,
+        )
+        modal.add_item(discord.ui.Label(text=labels[name][:_LABEL_MAX], component=text_input))
+    modal.stop()
+    return modal
+
+
+def remix_form_target(custom_id: str) -> tuple[JobKind, int] | None:
+    """``(kind, job id)`` of a Remix form's custom id; None for any other custom id."""
+    match = _REMIX_FORM.fullmatch(custom_id)
+    if match is None:
+        return None
+    return JobKind(match["kind"]), int(match["job_id"])
+
+
+def form_values(data: Mapping[str, Any] | None) -> dict[str, str]:
+    """``custom_id -> value`` of every text input in a modal submit's ``data`` (rows and labels alike)."""
+    found: dict[str, str] = {}
+
+    def walk(components: Any) -> None:
+        for component in components if isinstance(components, list) else ():
+            if not isinstance(component, Mapping):
+                continue
+            if isinstance(component.get("custom_id"), str) and isinstance(component.get("value"), str):
+                found[component["custom_id"]] = component["value"]
+            walk(component.get("components"))
+            if isinstance(component.get("component"), Mapping):
+                walk([component["component"]])
+
+    walk((data or {}).get("components"))
+    return found

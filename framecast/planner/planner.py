@@ -22,7 +22,11 @@ task on the service (:mod:`framecast.planner.predict`):
 * **What members are told between polls** (:class:`~framecast.planner.estimate.Estimate`),
   computed locally: no request is spent on it.
 
-One planner per key; planners share nothing but the code.
+One planner per key in each process. When several processes use one key (``REDIS_URL``), their
+planners share through :class:`~framecast.planner.shared.SharedPlanState` what the key's budget
+must cover: admission counts the other processes' demand too, the pushback ceiling is key-wide
+(less what the others run), and start estimates divide the key's rate among the processes
+spending it. Only a cached view is read here; without Redis each planner plans on its own.
 """
 
 from __future__ import annotations
@@ -31,16 +35,17 @@ import heapq
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from framecast.budget import Priority, RequestBudget
+from framecast.budget import Budget, Priority
 from framecast.clock import Clock
 from framecast.jobs import Job, JobState
 from framecast.planner.estimate import Estimate
 from framecast.planner.predict import DurationKey, DurationModel, ProgressTrack
+from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
 from framecast.queues import GuildQueues
 from framecast.service import TaskStatus
-from framecast.store import JobStore
+from framecast.stores import Store
 
 __all__ = ["Planner", "PlannerSettings"]
 
@@ -52,6 +57,8 @@ LEARNED_AFTER = 3
 _MIN_REQUESTS_PER_TASK = 3.0
 #: Creates backing off after a failure that admission looks past (see Planner.may_start).
 _MAX_DEFERRED = 1
+#: The view without other processes (no shared state).
+_NOBODY_ELSE = SharedView()
 
 
 @dataclass(frozen=True)
@@ -80,28 +87,28 @@ class _Task:
     seen_progress: float | None = None
 
 
-@dataclass
-class _Pushback:
-    """The planner's own ceiling after the service pushed back on creates (None: none)."""
-
-    ceiling: float | None = None
-    successes: int = field(default=0)
-
-
 class Planner:
-    """Spends one key's :class:`RequestBudget` (see the module docstring)."""
+    """Spends one key's :class:`~framecast.budget.Budget` (see the module docstring)."""
 
     def __init__(
         self,
         *,
-        budget: RequestBudget,
+        budget: Budget,
         clock: Clock,
-        store: JobStore,
+        store: Store,
         queues: GuildQueues,
         model: DurationModel,
         settings: PlannerSettings,
+        scope: Callable[[int], bool] | None = None,
+        shared: SharedPlanState | None = None,
     ) -> None:
+        """`scope(guild_id)`: whether a guild's jobs run on this planner's key (None: every guild's).
+
+        `shared`: the key's state shared with other processes (``REDIS_URL``); this planner
+        publishes its share through it (the caller starts and closes it). None: this process alone.
+        """
         self._budget = budget
+        self._scope = scope
         self._clock = clock
         self._store = store
         self._queues = queues
@@ -110,9 +117,13 @@ class Planner:
         self._tasks: dict[int, _Task] = {}
         self._deferred: set[int] = set()  # jobs whose create is backing off after a failure
         self._occupied = 0  # jobs occupying the service when admission was last asked
-        self._pushback = _Pushback()
+        # The ceiling after the service pushed back on creates; key-wide when shared (see ceiling()).
+        self._pushback = Pushback()
+        self._shared = shared
         self._listener: Callable[[], None] | None = None
         self._requests_per_task = _MIN_REQUESTS_PER_TASK + 0.5  # learned as tasks finish
+        if shared is not None:
+            shared.attach(self._share, self._changed)
 
     def __repr__(self) -> str:
         return f"<Planner tasks={len(self._tasks)} ceiling={self.ceiling()}>"
@@ -121,17 +132,32 @@ class Planner:
     async def open(
         cls,
         *,
-        budget: RequestBudget,
+        budget: Budget,
         clock: Clock,
-        store: JobStore,
+        store: Store,
         queues: GuildQueues,
         settings: PlannerSettings,
+        scope: Callable[[int], bool] | None = None,
+        shared: SharedPlanState | None = None,
     ) -> Planner:
-        """A planner whose duration model starts from what the store learned before a restart."""
+        """A planner whose duration model starts from what the store learned before a restart.
+
+        Every key's planner learns from the same durations (the service is the same); `scope` says
+        which guilds' queued jobs wait for this key (see :meth:`estimate`).
+        """
         # Cautious priors in poll intervals: they only shape estimates until real durations arrive.
         model = DurationModel(video_prior=4 * settings.poll_interval, image_prior=settings.poll_interval)
         model.restore(await store.load_durations())
-        return cls(budget=budget, clock=clock, store=store, queues=queues, model=model, settings=settings)
+        return cls(
+            budget=budget,
+            clock=clock,
+            store=store,
+            queues=queues,
+            model=model,
+            settings=settings,
+            scope=scope,
+            shared=shared,
+        )
 
     # -- admission (the scheduler asks before starting the next job) ---------------------------------
     def on_change(self, listener: Callable[[], None]) -> None:
@@ -139,9 +165,20 @@ class Planner:
         self._listener = listener
 
     def ceiling(self) -> int | None:
-        """The most tasks allowed on the service now (None: no fixed number)."""
-        limits = [c for c in (self._settings.ceiling, self._pushback.ceiling) if c is not None]
+        """The most tasks this process may have on the service now (None: no fixed number).
+
+        ``GEN_MAX_RUNNING`` is this process's own; the pushback ceiling counts every process's tasks
+        on the key, so what the others run is taken off it.
+        """
+        limits: list[float] = [] if self._settings.ceiling is None else [self._settings.ceiling]
+        pushback = self._current_pushback()
+        if pushback.ceiling is not None:
+            limits.append(pushback.ceiling - self._others().running)
         return max(1, math.floor(min(limits))) if limits else None
+
+    def concurrency(self) -> int:
+        """Tasks this planner has on the service now (what adaptive concurrency has reached)."""
+        return len(self._tasks)
 
     def may_start(self, running: int) -> bool:
         """Whether one more job may start now, with `running` jobs occupying the service."""
@@ -158,7 +195,11 @@ class Planner:
             # More than one create failing: the service likely refuses creates altogether; more
             # jobs taken off the queues would only retry in a crowd (and out of turn) later.
             return False
-        return self.demand() + 1 <= self._budget.allowed
+        # The other processes' tasks on this key are polled from the same window. A process with
+        # nothing on the key may still start one: whoever sees a task end first (its own, at once;
+        # the others a refresh later) would otherwise always win, and shut other shards' guilds out.
+        others = self._others().demand if running > 0 else 0.0
+        return self.demand() + others + 1 <= self._budget.allowed
 
     def demand(self) -> float:
         """Requests the running tasks are expected to need within the next window."""
@@ -196,20 +237,38 @@ class Planner:
 
     def create_finished(self, *, ok: bool, pushed_back: bool = False) -> None:
         """A create ended: `ok`, or refused because the service has too many tasks (`pushed_back`)."""
-        p = self._pushback
+        p = self._current_pushback()
+        # A change is one revision above every one seen, so every process adopts it (see shared).
+        rev = p.rev + 1
         if pushed_back:
-            p.ceiling = float(max(1, len(self._tasks)))
-            p.successes = 0
+            # The service counts the key's tasks, whichever process created them.
+            ceiling = float(max(1, len(self._tasks) + self._others().running))
+            self._pushback = Pushback(ceiling=ceiling, successes=0, rev=rev)
             log.warning(
                 "the service pushed back on a create; running at most %d tasks for now", self.ceiling()
             )
         elif ok and p.ceiling is not None:
             # Additive increase: one more task per create that went through, until none binds.
-            p.ceiling += 1
-            p.successes += 1
-            if p.successes > 32:
-                p.ceiling = None
+            successes = p.successes + 1
+            raised = None if successes > 32 else p.ceiling + 1
+            self._pushback = Pushback(ceiling=raised, successes=successes, rev=rev)
         self._changed()
+
+    # -- what is shared with the other processes on this key ---------------------------------------
+    def _others(self) -> SharedView:
+        """The other processes on this key as last read (nobody without shared state)."""
+        return self._shared.view if self._shared is not None else _NOBODY_ELSE
+
+    def _current_pushback(self) -> Pushback:
+        """The freshest pushback change, ours or another process's (adopted as ours)."""
+        theirs = self._others().pushback
+        if theirs.newer_than(self._pushback):
+            self._pushback = theirs
+        return self._pushback
+
+    def _share(self) -> Share:
+        """What this planner publishes for the other processes."""
+        return Share(demand=self.demand(), running=len(self._tasks), pushback=self._current_pushback())
 
     # -- polling (the client's wait loop asks through a pacer) ------------------------------------
     def pacer(self, job: Job) -> TaskPacer:
@@ -313,7 +372,8 @@ class Planner:
     def estimate(self, job: Job) -> Estimate:
         """The job's progress and timing as far as they are known (see :class:`Estimate`)."""
         if job.state is JobState.QUEUED:
-            ahead = self._queues.ahead(job.id)
+            # Only jobs on this key wait for its budget: other keys' guilds start on their own.
+            ahead = self._queues.ahead(job.id, self._scope)
             if ahead is None:
                 return Estimate()
             return Estimate(starts_in=self._starts_in(ahead, job))
@@ -377,9 +437,11 @@ class Planner:
         return None if done is None else max(0.0, done - now)
 
     def _start_rate(self) -> float:
-        """Jobs started per clock second the budget can sustain."""
+        """Jobs started per clock second the budget can sustain (this process's part of the key's)."""
         per_second = self._budget.allowed / self._budget.window
-        return per_second / max(_MIN_REQUESTS_PER_TASK, self._requests_per_task)
+        # The key's rate is spent by every process with tasks on it: ours is an even part.
+        sharing = 1 + self._others().active
+        return per_second / sharing / max(_MIN_REQUESTS_PER_TASK, self._requests_per_task)
 
     def _changed(self) -> None:
         if self._listener is not None:

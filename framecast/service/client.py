@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 from aiohttp.abc import AbstractResolver
 
-from framecast.budget import Priority, RequestBudget
+from framecast.budget import Budget, Priority
 from framecast.clock import Clock
 from framecast.config import Secret
 from framecast.errors import (
@@ -29,6 +29,7 @@ from framecast.errors import (
     TaskFailed,
     TaskTimedOut,
 )
+from framecast.ops.metrics import OPERATOR_KEY, Metrics, RequestKind
 from framecast.safetext import clean_text
 from framecast.service.download import ResultFetcher
 from framecast.service.parsing import (
@@ -75,6 +76,9 @@ class GenerationClient:
     `max_redirects` bounds the redirects of one result download; `malformed_polls` is how many
     unreadable poll answers in a row end a wait. `resolver` is the DNS resolver behind the guard
     for foreign hosts (default: the system's).
+
+    Every request is counted in `metrics` (None: not recorded) by what it was for and its status;
+    `key_label` names the key there (:func:`~framecast.ops.metrics.key_label`, never the key).
     """
 
     def __init__(
@@ -83,7 +87,7 @@ class GenerationClient:
         *,
         base_url: str,
         api_key: Secret,
-        budget: RequestBudget,
+        budget: Budget,
         clock: Clock,
         request_timeout: float = 60,
         retry_max: int = 6,
@@ -96,6 +100,8 @@ class GenerationClient:
         max_redirects: int = 3,
         malformed_polls: int = 3,
         resolver: AbstractResolver | None = None,
+        metrics: Metrics | None = None,
+        key_label: str = OPERATOR_KEY,
     ) -> None:
         if not isinstance(api_key, Secret):
             raise TypeError("api_key must be a Secret")
@@ -122,6 +128,8 @@ class GenerationClient:
             backoff_max=backoff_max,
             rng=rng or random.Random(),
             json_max_bytes=json_max_bytes,
+            metrics=metrics,
+            key_label=key_label,
         )
         self._results = ResultFetcher(
             self._transport, result_hosts=result_hosts, max_redirects=max_redirects, resolver=resolver
@@ -130,9 +138,16 @@ class GenerationClient:
 
     @classmethod
     def from_settings(
-        cls, session: aiohttp.ClientSession, settings: Settings, budget: RequestBudget, clock: Clock
+        cls,
+        session: aiohttp.ClientSession,
+        settings: Settings,
+        budget: Budget,
+        clock: Clock,
+        *,
+        metrics: Metrics | None = None,
+        key_label: str = OPERATOR_KEY,
     ) -> GenerationClient:
-        """A client configured from :class:`~framecast.config.Settings`."""
+        """A client configured from :class:`~framecast.config.Settings` (the key: ``gen_api_key``)."""
         return cls(
             session,
             base_url=settings.gen_api_base_url,
@@ -148,6 +163,8 @@ class GenerationClient:
             result_hosts=settings.gen_result_hosts,
             max_redirects=settings.gen_max_redirects,
             malformed_polls=settings.gen_malformed_polls,
+            metrics=metrics,
+            key_label=key_label,
         )
 
     def __repr__(self) -> str:
@@ -159,7 +176,7 @@ class GenerationClient:
         return self._base_url
 
     @property
-    def budget(self) -> RequestBudget:
+    def budget(self) -> Budget:
         """The request budget every call goes through."""
         return self._budget
 
@@ -186,7 +203,12 @@ class GenerationClient:
             "frame_rate": params.frame_rate,
         }
         data = await self._transport.request_json(
-            "POST", "/v1/videos", json_body=body, priority=priority, what="create video"
+            "POST",
+            "/v1/videos",
+            json_body=body,
+            priority=priority,
+            what="create video",
+            kind=RequestKind.CREATE_VIDEO,
         )
         task_id = parse_task_id(data, what="create video")
         log.debug("created video task %s", task_id)
@@ -259,6 +281,7 @@ class GenerationClient:
             json_body=body,
             priority=priority,
             what="create image",
+            kind=RequestKind.CREATE_IMAGE,
             max_bytes=self._image_json_max_bytes,
         )
         try:
@@ -268,7 +291,9 @@ class GenerationClient:
 
     async def list_models(self, *, priority: Priority | int = Priority.LOW) -> ModelCatalog:
         """List the service's models (``GET /v1/models``), grouped into video, image and text."""
-        data = await self._transport.request_json("GET", "/v1/models", priority=priority, what="list models")
+        data = await self._transport.request_json(
+            "GET", "/v1/models", priority=priority, what="list models", kind=RequestKind.MODELS
+        )
         catalog, skipped = parse_model_list(data)
         if skipped:
             log.warning("list models: skipped %d entries without a usable model id", skipped)
@@ -301,7 +326,13 @@ class GenerationClient:
         # One attempt: a failed poll is asked again by the wait loop an interval later, never
         # sooner, so no task is polled faster than the interval whatever the service does.
         data = await self._transport.request_json(
-            "GET", "/svcapi", params={"video_id": task_id}, priority=priority, what=what, attempts=1
+            "GET",
+            "/svcapi",
+            params={"video_id": task_id},
+            priority=priority,
+            what=what,
+            kind=RequestKind.POLL,
+            attempts=1,
         )
         try:
             status = parse_poll(data, kind=kind, base_url=self._base_url)

@@ -5,6 +5,8 @@ neither, and is reached only through a session of its own whose connector resolv
 :class:`~framecast.service.netguard.GuardedResolver`: only public addresses, or hosts the operator
 listed in ``GEN_RESULT_HOSTS``, are ever connected to. Redirects are followed by hand, each hop
 checked like the first URL. Retries and backoff are the transport's (:meth:`Transport.retrying`).
+Every request of a download, each redirect hop and each host included, is counted in the metrics as
+:attr:`~framecast.ops.metrics.RequestKind.DOWNLOAD`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from aiohttp.abc import AbstractResolver
 
 from framecast.budget import Priority
 from framecast.errors import AuthError, DownloadError, DownloadTooLarge, UnsafeResultURL
+from framecast.ops.metrics import RequestKind
 from framecast.safetext import clean_text
 from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge
 from framecast.service.netguard import (
@@ -115,6 +118,7 @@ class ResultFetcher:
                 "GET",
                 url,
                 headers=transport.headers() if same_origin else {"Accept-Encoding": ACCEPT_ENCODING},
+                kind=RequestKind.DOWNLOAD,
                 budgeted=same_origin,
                 priority=priority,
                 timeout=timeout,

@@ -16,7 +16,9 @@ Every request the client makes, API calls and result downloads alike, goes throu
   :mod:`framecast.errors`, the answer parsed with :func:`~framecast.service.jsonread.load_json`.
 
 The API key is put into each request's headers and nowhere else: never into a log line, an error
-or a repr (:meth:`Transport.scrub` removes it from the service's own words).
+or a repr (:meth:`Transport.scrub` removes it from the service's own words). Every exchange is
+counted in the process's :class:`~framecast.ops.metrics.Metrics` (when given) by what it was for
+and its status, the key named only by its :func:`~framecast.ops.metrics.key_label`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import aiohttp
 import yarl
 
 from framecast.backoff import backoff_delay
-from framecast.budget import Priority, RequestBudget
+from framecast.budget import Budget, Priority
 from framecast.clock import Clock
 from framecast.config import Secret
 from framecast.errors import (
@@ -44,6 +46,7 @@ from framecast.errors import (
     ServiceError,
     ServiceUnavailable,
 )
+from framecast.ops.metrics import OPERATOR_KEY, Metrics, RequestKind
 from framecast.safetext import clean_text
 from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge, BodyUndecodable, read_body
 from framecast.service.fields import parse_retry_after
@@ -110,7 +113,8 @@ class Transport:
     `request_timeout` bounds one API request in real seconds; `retry_max` is the number of attempts
     for 429s and transient failures; the backoff between them grows from `backoff_base` to
     `backoff_max` seconds of `clock` time, with jitter drawn from `rng`. JSON answers are read with
-    a cap of `json_max_bytes` unless a call says otherwise.
+    a cap of `json_max_bytes` unless a call says otherwise. Each exchange is recorded in `metrics`
+    (None: not recorded), its 429s under `key_label` (a :func:`~framecast.ops.metrics.key_label`).
     """
 
     def __init__(
@@ -119,7 +123,7 @@ class Transport:
         *,
         base_url: str,
         api_key: Secret,
-        budget: RequestBudget,
+        budget: Budget,
         clock: Clock,
         request_timeout: float,
         retry_max: int,
@@ -127,6 +131,8 @@ class Transport:
         backoff_max: float,
         rng: random.Random,
         json_max_bytes: int,
+        metrics: Metrics | None = None,
+        key_label: str = OPERATOR_KEY,
     ) -> None:
         self.session = session
         self.base_url = base_url
@@ -139,6 +145,8 @@ class Transport:
         self._backoff_max = float(backoff_max)
         self._rng = rng
         self._json_max_bytes = int(json_max_bytes)
+        self._metrics = metrics
+        self._key_label = key_label
 
     # -- the key and the service's words ------------------------------------------------------------
     def headers(self) -> dict[str, str]:
@@ -183,6 +191,7 @@ class Transport:
         url: str | yarl.URL,
         *,
         headers: dict[str, str],
+        kind: RequestKind,
         budgeted: bool,
         priority: Priority | int,
         timeout: float,  # noqa: ASYNC109 -- real seconds for the whole request, given to aiohttp
@@ -194,7 +203,8 @@ class Transport:
         """One HTTP request, redirects not followed, inside a budget slot when `budgeted`.
 
         A 2xx body is read with the cap `max_bytes`; with `error_body`, the beginning of a 4xx body
-        too. Timeouts and connection errors end up in the answer, not raised.
+        too. Timeouts and connection errors end up in the answer, not raised. The request is
+        counted as `kind` with its status (none: no answer) once it is over.
         """
         answer = Answer()
         slot = self.budget.slot(priority) if budgeted else contextlib.nullcontext()
@@ -232,6 +242,8 @@ class Transport:
                 # waiting request slip out between the 429 and the pause, and a server that counts
                 # rejected requests would then never see the window drain.
                 answer.penalty = self.budget.penalize(self.retry_after(answer))
+        if self._metrics is not None:
+            self._metrics.service_request(kind, answer.status, key=self._key_label)
         return answer
 
     async def retrying(
@@ -268,6 +280,7 @@ class Transport:
         *,
         priority: Priority | int,
         what: str,
+        kind: RequestKind,
         params: dict[str, str] | None = None,
         json_body: dict[str, Any] | None = None,
         max_bytes: int | None = None,
@@ -275,8 +288,9 @@ class Transport:
     ) -> Any:
         """One API call with budget, retries and error mapping; returns the parsed JSON.
 
-        `attempts` caps the tries (default ``retry_max``): a poll makes one, since its wait loop
-        asks again an interval later anyway (a quick retry would poll the task too often).
+        `kind` names the call in the metrics. `attempts` caps the tries (default ``retry_max``): a
+        poll makes one, since its wait loop asks again an interval later anyway (a quick retry would
+        poll the task too often).
 
         429s, 5xx, 408, timeouts and connection errors are retried. An answer that cannot be read
         (larger than `max_bytes` after decompression, not UTF-8 JSON, too deep...) raises
@@ -293,7 +307,7 @@ class Transport:
 
         async def attempt() -> Any:
             answer = await self.exchange(
-                self.session, method, url, headers=headers, budgeted=True, priority=priority,
+                self.session, method, url, headers=headers, kind=kind, budgeted=True, priority=priority,
                 timeout=self._request_timeout, max_bytes=limit, error_body=True, params=params, data=data,
             )  # fmt: skip
             return self._judge(answer, what, limit)

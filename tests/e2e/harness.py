@@ -342,6 +342,8 @@ async def close_world(world: World) -> None:
         for it in world.discord.interactions:
             token = getattr(it, "token", "")
             assert not token or token not in log, "an interaction token reached the bot's log"
+    # Everything the bot sent must be what real Discord accepts (its published OpenAPI spec).
+    assert not world.discord.spec_violations, [str(v) for v in world.discord.spec_violations]
 
 
 def hold_route(

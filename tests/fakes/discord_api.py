@@ -61,10 +61,13 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from tests.fakes.openapi import SpecViolation, form_errors, spec
+
 __all__ = [
     "ADMINISTRATOR",
     "ALL_PERMISSIONS",
     "ATTACH_FILES",
+    "CommandHidden",
     "DEFAULT_EVERYONE_PERMISSIONS",
     "DISCORD_EPOCH_MS",
     "EMBED_LINKS",
@@ -87,6 +90,8 @@ __all__ = [
     "FakeRole",
     "FakeUpload",
     "FakeUser",
+    "ModalRefused",
+    "SpecViolation",
     "snowflake_at",
     "snowflake_time",
 ]
@@ -221,6 +226,37 @@ def _describe(predicate: Callable[..., Any]) -> str:
 # --------------------------------------------------------------------------------------------
 # Errors
 # --------------------------------------------------------------------------------------------
+
+
+class CommandHidden(Exception):
+    """A slash command Discord would not show to this member, so they cannot invoke it."""
+
+
+class ModalRefused(ValueError):
+    """A modal submission Discord's client would not send (a text input's length or required rule)."""
+
+
+def _text_inputs(components: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    for comp in _walk_components(components):
+        if comp.get("type") == 4 and comp.get("custom_id"):
+            yield comp
+
+
+def _check_modal_values(modal: Mapping[str, Any], values: Mapping[str, str]) -> None:
+    """Refuse what Discord refuses on submit: a required input left empty, a value too short or long."""
+    inputs = {str(c["custom_id"]): c for c in _text_inputs(modal.get("components") or [])}
+    unknown = set(values) - set(inputs)
+    if unknown:
+        raise ModalRefused(f"the modal has no text input {sorted(unknown)}")
+    for custom_id, comp in inputs.items():
+        value = values.get(custom_id, "")
+        if not value:
+            if comp.get("required", True):
+                raise ModalRefused(f"text input {custom_id!r} is required")
+            continue
+        low, high = int(comp.get("min_length") or 0), int(comp.get("max_length") or 4000)
+        if not low <= len(value) <= high:
+            raise ModalRefused(f"text input {custom_id!r} takes {low}-{high} characters, got {len(value)}")
 
 
 class ApiError(Exception):
@@ -410,6 +446,8 @@ class FakeChannel:
     type: int = 0
     position: int = 0
     recipient: FakeUser | None = None
+    #: Age-restricted ("NSFW") channel, as Server Settings sets it.
+    nsfw: bool = False
     _bot_user_id: int = 0
 
     @property
@@ -451,7 +489,7 @@ class FakeChannel:
             ],
             "parent_id": None,
             "topic": None,
-            "nsfw": False,
+            "nsfw": self.nsfw,
             "last_message_id": None,
             "rate_limit_per_user": 0,
             "flags": 0,
@@ -471,6 +509,8 @@ class FakeGuild:
     members: dict[int, FakeMember] = field(default_factory=dict)
     roles: list[FakeRole] = field(default_factory=list)
     joined_at: float = field(default_factory=time.time)
+    #: Where Discord posts join messages; bots may post server notices there (None: not set).
+    system_channel_id: int | None = None
     _upload_limit: int | None = None
 
     @property
@@ -514,7 +554,7 @@ class FakeGuild:
             "features": [],
             "mfa_level": 0,
             "application_id": None,
-            "system_channel_id": None,
+            "system_channel_id": str(self.system_channel_id) if self.system_channel_id else None,
             "system_channel_flags": 0,
             "rules_channel_id": None,
             "public_updates_channel_id": None,
@@ -1020,6 +1060,12 @@ class FakeDiscord:
     instead of upgrading them), plus ``FakeGuild.upload_limit``, ``FakeChannel.bot_permissions``,
     ``FakeInteraction.attachment_size_limit``. ``stop()`` then ``start()`` is Discord going away and
     coming back: the fake listens on the same port again.
+
+    ``validate_requests`` (default True): every REST request's JSON body (or ``payload_json``) and query
+    string is checked against Discord's OpenAPI spec (:mod:`tests.fakes.openapi`) before its handler
+    runs; one the spec refuses is answered 400 code 50035 "Invalid Form Body" with Discord's nested
+    ``errors``, as Discord would. Each refusal, and each route the fake serves that the spec does not
+    describe (reported, not refused), lands in ``spec_violations``.
     """
 
     def __init__(
@@ -1032,6 +1078,7 @@ class FakeDiscord:
         token_ttl: float = 900.0,
         ack_deadline: float = 3.0,
         message_edit_max_age: float = 3600.0,
+        validate_requests: bool = True,
     ) -> None:
         now = time.time()
         self.bot_token = bot_token
@@ -1051,6 +1098,7 @@ class FakeDiscord:
         self.gateway_failure_status = 503
         #: gateway connection attempts answered with gateway_failure_status
         self.gateway_refused = 0
+        self.validate_requests = validate_requests
 
         # world
         self.guilds: list[FakeGuild] = []
@@ -1067,6 +1115,8 @@ class FakeDiscord:
         self._by_id: dict[int, FakeInteraction] = {}
         self.global_commands: list[dict[str, Any]] = []
         self.guild_commands: dict[int, list[dict[str, Any]]] = {}
+        #: Integrations overrides per (guild id, command name, user id): True allows, False forbids.
+        self.command_overrides: dict[tuple[int, str, int], bool] = {}
         self._command_ids: dict[tuple[int | None, str, int], int] = {}
         self.command_syncs = 0
         self.sessions: list[FakeGatewaySession] = []
@@ -1075,6 +1125,8 @@ class FakeDiscord:
         self._connections: list[_GatewayConnection] = []
         #: crashes of the fake's own handlers (answered 501); should stay empty
         self.fake_errors: list[str] = []
+        #: requests Discord's OpenAPI spec refuses (answered 400) or does not describe; should stay empty
+        self.spec_violations: list[SpecViolation] = []
 
         # injected failures: [route_contains, remaining, kind, args]
         self._injections: list[list[Any]] = []
@@ -1086,6 +1138,8 @@ class FakeDiscord:
 
     # ------------------------------------------------------------------ lifecycle ---------
     async def start(self) -> None:
+        if self.validate_requests:
+            spec()  # load the spec now (once per process), not while the first request waits
         app = web.Application(client_max_size=1024 * MiB)
         app.router.add_get("/gateway", self._gateway_handler)
         app.router.add_get("/attachments/{channel_id}/{attachment_id}/{filename}", self._attachment_handler)
@@ -1195,19 +1249,50 @@ class FakeDiscord:
         return role
 
     def add_channel(
-        self, guild: FakeGuild, name: str, *, bot_permissions: int = TEXT_PERMISSIONS
+        self,
+        guild: FakeGuild,
+        name: str,
+        *,
+        bot_permissions: int = TEXT_PERMISSIONS,
+        nsfw: bool = False,
+        system: bool = False,
     ) -> FakeChannel:
+        """Add a text channel; ``nsfw`` makes it age-restricted, ``system`` the guild's system channel."""
         channel = FakeChannel(
             id=snowflake_at(time.time()),
             name=name,
             guild=guild,
             bot_permissions=bot_permissions,
             position=len(guild.channels),
+            nsfw=nsfw,
             _bot_user_id=self.bot_user.id,
         )
         guild.channels.append(channel)
         self.channels[channel.id] = channel
+        if system:
+            guild.system_channel_id = channel.id
         return channel
+
+    async def update_channel(self, channel: FakeChannel, *, nsfw: bool | None = None) -> None:
+        """Change a channel (its age restriction) and tell the bot (CHANNEL_UPDATE)."""
+        if nsfw is not None:
+            channel.nsfw = nsfw
+        if channel.guild is not None:
+            await self._dispatch_guild_event(
+                channel.guild.id, "CHANNEL_UPDATE", channel.to_payload(), INTENT_GUILDS
+            )
+        await self._notify()
+
+    def override_command(
+        self, guild: FakeGuild, name: str, member: FakeMember | FakeUser, *, allow: bool | None = True
+    ) -> None:
+        """Server Settings -> Integrations: let (or forbid) `member` use command `name` in `guild`,
+        whatever the command's ``default_member_permissions``; ``allow=None`` removes the override."""
+        key = (guild.id, name, member.id)
+        if allow is None:
+            self.command_overrides.pop(key, None)
+        else:
+            self.command_overrides[key] = allow
 
     def add_user(self, name: str, *, bot: bool = False) -> FakeUser:
         user = FakeUser(id=snowflake_at(time.time() - 86400 * 100), name=name, bot=bot)
@@ -1605,6 +1690,40 @@ class FakeDiscord:
             raise ValueError(f"user {user.name!r} is not a member of guild {guild.name!r}")
         return member
 
+    def synced_command(self, guild: FakeGuild | None, name: str, type_: int = 1) -> dict[str, Any] | None:
+        """The synced definition of command `name` a member of `guild` sees (guild first), if any."""
+        for cmd in (
+            self.guild_commands.get(guild.id, []) if guild is not None else []
+        ) + self.global_commands:
+            if cmd["name"] == name and cmd.get("type", 1) == type_:
+                return cmd
+        return None
+
+    def _check_command_visible(self, guild: FakeGuild | None, user: FakeMember | FakeUser, name: str) -> None:
+        # Discord hides a command whose default_member_permissions the member lacks (the owner and
+        # administrators see everything); Server Settings -> Integrations can override per member.
+        cmd = self.synced_command(guild, name)
+        if guild is None or cmd is None or cmd.get("default_member_permissions") is None:
+            return
+        member = self._resolve_member(guild, user)
+        assert isinstance(member, FakeMember)
+        override = self.command_overrides.get((guild.id, name, member.id))
+        if override is not None:
+            if override:
+                return
+            raise CommandHidden(f"/{name} is disabled for {member.name!r} by an Integrations override")
+        required = int(cmd["default_member_permissions"])
+        perms = member.permissions
+        if guild.owner_id == member.id or perms & ADMINISTRATOR:
+            return
+        # "0" hides the command from everyone but administrators.
+        if required and perms & required == required:
+            return
+        raise CommandHidden(
+            f"/{name} needs permissions {required:#x} (default_member_permissions); {member.name!r} has "
+            f"{perms:#x}: Discord does not show it to them"
+        )
+
     def _command_id(self, guild: FakeGuild | None, name: str, type_: int = 1) -> tuple[int, int | None]:
         """(command id, guild id of the command if it is a guild command)."""
         if guild is not None:
@@ -1784,7 +1903,12 @@ class FakeDiscord:
         app_permissions: int | None = None,
         subcommand: str | None = None,
     ) -> FakeInteraction:
-        """Send a slash command (INTERACTION_CREATE type 2). ``subcommand``: "sub" or "group sub"."""
+        """Send a slash command (INTERACTION_CREATE type 2). ``subcommand``: "sub" or "group sub".
+
+        Raises :class:`CommandHidden` when Discord would not even show the command to `user`: its
+        synced ``default_member_permissions`` are more than the member has (and no Integrations
+        override, see :meth:`override_command`, lets them)."""
+        self._check_command_visible(guild, user, name)
         it = self._base_interaction(
             type_=IT_COMMAND,
             guild=guild,
@@ -1839,6 +1963,7 @@ class FakeDiscord:
         subcommand: str | None = None,
     ) -> FakeInteraction:
         """Send an autocomplete interaction (type 4); the bot's choices land in ``it.choices``."""
+        self._check_command_visible(guild, user, name)
         it = self._base_interaction(
             type_=IT_AUTOCOMPLETE,
             guild=guild,
@@ -1921,6 +2046,7 @@ class FakeDiscord:
         modal = source.modal
         if modal is None:
             raise ValueError(f"{source!r} was not answered with a modal")
+        _check_modal_values(modal, values)
 
         def convert(comps: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out = []
@@ -2075,6 +2201,8 @@ class FakeDiscord:
             if auth and not record.authorized:
                 raise ApiError(*UNAUTHORIZED)
             self._apply_injection(request.method, sub)
+            if self.validate_requests:
+                self._check_spec(request.method, sub, record)
             call = _Call(
                 request=request,
                 method=request.method,
@@ -2100,6 +2228,21 @@ class FakeDiscord:
             self._attach_error_to_interaction(record)
         await self._notify()
         return _json_response(status, body, extra_headers)
+
+    def _check_spec(self, method: str, path: str, record: FakeRequest) -> None:
+        """Refuse, as Discord does, a request whose body or query the spec refuses."""
+        check = spec().check(method, path, query=record.query, body=record.body)
+        if not check.in_spec:
+            # A route the fake serves but the spec lacks: worth knowing, not worth failing the request.
+            violation = SpecViolation(method, path, check.template, [], refused=False)
+            log.warning("fake discord: %s", violation)
+            self.spec_violations.append(violation)
+            return
+        if check.problems:
+            violation = SpecViolation(method, path, check.template, check.problems, refused=True)
+            log.warning("fake discord: the spec refuses %s", violation)
+            self.spec_violations.append(violation)
+            raise ApiError(400, 50035, "Invalid Form Body", errors=form_errors(check.problems))
 
     def _attach_error_to_interaction(self, record: FakeRequest) -> None:
         m = re.search(r"/(?:interactions/(\d+)|webhooks/\d+)/([^/]+)", record.path)
@@ -2245,6 +2388,7 @@ class FakeDiscord:
                 "version": str(snowflake_at(time.time())),
                 "default_member_permissions": None,
                 "type": type_,
+                "description": "",
                 "name_localizations": None,
                 "description_localizations": None,
                 "dm_permission": True,
@@ -2255,6 +2399,9 @@ class FakeDiscord:
                 **cmd,
             }
             out["type"] = type_
+            # Discord answers with the permission bits as a string (or null: everyone may use it).
+            perms = cmd.get("default_member_permissions")
+            out["default_member_permissions"] = None if perms is None else str(int(perms))
             if guild is not None:
                 out["guild_id"] = str(guild.id)
             stored.append(out)

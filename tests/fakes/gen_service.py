@@ -9,8 +9,10 @@ subprocess against this fake) can steer it while it runs::
     fake.progress_shape = "percent_str"
     fake.plans.append(("explode", TaskPlan(outcome="failed", error="content policy")))
     fake.rate_limit = (16, 1.0)
+    fake.api_keys.add("a-server-key")  # a second tenant: its own window, its own tasks
     ...
     assert fake.max_in_window(1.0) <= 16 and fake.count(status=429) == 0
+    assert fake.count(key="a-server-key") == 3
     await fake.stop()
 
 Every request is recorded (:class:`RecordedRequest`); :meth:`FakeService.wait_for` wakes on each
@@ -30,7 +32,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aiohttp import web
@@ -78,6 +80,7 @@ class FakeTask:
     created: float  # time.monotonic()
     polls: int = 0  # pending polls answered so far
     state: str = "pending"
+    key: str | None = field(default=None, repr=False)  # the key that created it (only it may poll it)
 
     @property
     def elapsed(self) -> float:
@@ -98,6 +101,9 @@ class RecordedRequest:
     received: float  # time.monotonic() on arrival
     status: int | None = None  # the response status, once sent
     counted: bool = False  # whether it counted towards the rate-limit window
+    #: The bearer token it carried (None: no Authorization header). Kept out of repr(): a failing
+    #: assertion must not print a key into the test log.
+    key: str | None = field(default=None, repr=False)
 
     @property
     def auth_ok(self) -> bool:
@@ -188,6 +194,10 @@ class FakeService:
     """The fake service. Knobs (plain attributes, change them at any time):
 
     * ``api_key``: the key it accepts (``Authorization: Bearer <key>``; anything else: 401).
+      ``api_keys``: more keys it accepts (other tenants, e.g. a server's own key). Each key has its
+      own rate-limit window, and a task can only be polled with the key that created it (another
+      key gets 404, as from a real multi-tenant service). :meth:`revoke` makes a key answer 401
+      from then on. Every :class:`RecordedRequest` says which key it carried (``key``).
     * ``id_field``: ``"video_id"`` or ``"task_id"``: how create responses name the task id.
     * ``progress_shape``: how pending polls report progress: ``int`` (45), ``float`` (0.45),
       ``percent_str`` ("45%"), ``fraction_str`` ("0.45"), ``int_str`` ("45"), ``float_percent``
@@ -199,8 +209,8 @@ class FakeService:
     * ``image_poll_url_field``: where a completed image task's poll puts the URL (``image_url``).
     * ``models`` / ``models_shape``: the model list ((id, kind) pairs) and its JSON shape:
       ``data``, ``data_kind``, ``data_no_kind``, ``bare``, ``strings``, ``weird``.
-    * ``rate_limit``: ``(N, window_seconds)`` or None: a sliding window over every authorised
-      request (downloads of result URLs with the key included); over it, 429.
+    * ``rate_limit``: ``(N, window_seconds)`` or None: a sliding window per key over every
+      authorised request (downloads of result URLs with the key included); over it, 429.
       ``retry_after``: the 429's ``Retry-After`` header (seconds or a string; None: no header).
       ``count_rejected``: whether 429'd requests count towards the window (default True).
     * ``fail_next`` / ``fail_status`` / ``fail_retry_after``: answer the next K API requests with
@@ -230,6 +240,8 @@ class FakeService:
 
     def __init__(self, *, api_key: str | None = None, host: str = "127.0.0.1") -> None:
         self.api_key = api_key or f"fake-key-{secrets.token_hex(8)}"
+        self.api_keys: set[str] = set()
+        self.revoked: set[str] = set()
         self.host = host
         self.id_field: Literal["video_id", "task_id"] = "video_id"
         self.progress_shape: ProgressShape = "int"
@@ -268,7 +280,7 @@ class FakeService:
 
         self.requests: list[RecordedRequest] = []
         self.tasks: dict[str, FakeTask] = {}
-        self._window: deque[float] = deque()
+        self._windows: dict[str, deque[float]] = {}
         self._ids = itertools.count(1)
         self._prefix = secrets.token_hex(2)
         self._cond: asyncio.Condition | None = None
@@ -332,26 +344,49 @@ class FakeService:
         return self.image_payload if self.image_payload is not None else _default_png()
 
     # -- inspection -----------------------------------------------------------------------------
-    def count(self, status: int | None = None, *, path: str | None = None, method: str | None = None) -> int:
-        """How many recorded requests match (all of the given filters)."""
+    def accepts(self, key: str | None) -> bool:
+        """Whether `key` is accepted now (``api_key`` or one of ``api_keys``, and not revoked)."""
+        return key is not None and key not in self.revoked and (key == self.api_key or key in self.api_keys)
+
+    def revoke(self, key: str) -> None:
+        """From now on, requests carrying `key` get 401 (the service withdrew it)."""
+        self.revoked.add(key)
+
+    def count(
+        self,
+        status: int | None = None,
+        *,
+        path: str | None = None,
+        method: str | None = None,
+        key: str | None = None,
+    ) -> int:
+        """How many recorded requests match (all of the given filters; `key`: the key carried)."""
         return sum(
             1
             for r in self.requests
             if (status is None or r.status == status)
             and (path is None or r.path == path)
             and (method is None or r.method == method)
+            and (key is None or r.key == key)
         )
 
-    def max_in_window(self, window: float | None = None, *, only_authorised: bool = True) -> int:
+    def max_in_window(
+        self, window: float | None = None, *, only_authorised: bool = True, key: str | None = None
+    ) -> int:
         """The most requests received in any rolling window of `window` real seconds.
 
-        `window` defaults to the rate limit's window. Counts authorised requests only, unless told.
+        `window` defaults to the rate limit's window. Counts authorised requests only, unless told;
+        with `key`, only the requests that carried that key.
         """
         if window is None:
             if self.rate_limit is None:
                 raise ValueError("give a window or set rate_limit")
             window = self.rate_limit[1]
-        times = sorted(r.received for r in self.requests if r.auth_ok or not only_authorised)
+        times = sorted(
+            r.received
+            for r in self.requests
+            if (r.auth_ok or not only_authorised) and (key is None or r.key == key)
+        )
         best = 0
         lo = 0
         for hi, t in enumerate(times):
@@ -368,9 +403,9 @@ class FakeService:
         return self.default_plan
 
     def clear(self) -> None:
-        """Forget recorded requests and the rate-limit window (tasks are kept)."""
+        """Forget recorded requests and the rate-limit windows (tasks are kept)."""
         self.requests.clear()
-        self._window.clear()
+        self._windows.clear()
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:  # noqa: ASYNC109
         """Wait until `predicate()` is true; re-checked on every recorded request and response."""
@@ -396,10 +431,11 @@ class FakeService:
         except ValueError:
             parsed = None
         header = request.headers.get("Authorization")
+        key = header.removeprefix("Bearer ") if header is not None and header.startswith("Bearer ") else None
         auth: Literal["ok", "wrong", "missing"]
         if header is None:
             auth = "missing"
-        elif header == f"Bearer {self.api_key}":
+        elif self.accepts(key):
             auth = "ok"
         else:
             auth = "wrong"
@@ -411,6 +447,7 @@ class FakeService:
             json=parsed,
             auth=auth,
             received=received,
+            key=key if header is not None else None,
         )
         self.requests.append(record)
         await self._notify()
@@ -435,11 +472,13 @@ class FakeService:
             return _error(401, "Invalid or missing API key", "authentication_error")
         if record.auth == "ok" and self.rate_limit is not None:
             limit, window = self.rate_limit
-            while self._window and self._window[0] <= record.received - window:
-                self._window.popleft()
-            if len(self._window) >= limit:
+            # One window per key: the service limits each key (tenant) on its own.
+            slots = self._windows.setdefault(record.key or "", deque())
+            while slots and slots[0] <= record.received - window:
+                slots.popleft()
+            if len(slots) >= limit:
                 if self.count_rejected:
-                    self._window.append(record.received)
+                    slots.append(record.received)
                     record.counted = True
                 limited = {} if self.retry_after is None else {"Retry-After": _header_value(self.retry_after)}
                 return _json(
@@ -447,7 +486,7 @@ class FakeService:
                     status=429,
                     headers=limited,
                 )
-            self._window.append(record.received)
+            slots.append(record.received)
             record.counted = True
         if not is_file and request.path in _API_PATHS:
             queued = self.path_scripted.get(request.path)
@@ -491,7 +530,9 @@ class FakeService:
         plan = self.plan_for(body["prompt"])
         if plan.reject_status is not None:
             return _error(plan.reject_status, plan.reject_message)
-        task = FakeTask(self._new_id("video"), "video", body["prompt"], body, plan, time.monotonic())
+        task = FakeTask(
+            self._new_id("video"), "video", body["prompt"], body, plan, time.monotonic(), key=_bearer(request)
+        )
         self.tasks[task.id] = task
         return _json({self.id_field: task.id})
 
@@ -505,7 +546,9 @@ class FakeService:
         plan = self.plan_for(body["prompt"])
         if plan.reject_status is not None:
             return _error(plan.reject_status, plan.reject_message)
-        task = FakeTask(self._new_id("image"), "image", body["prompt"], body, plan, time.monotonic())
+        task = FakeTask(
+            self._new_id("image"), "image", body["prompt"], body, plan, time.monotonic(), key=_bearer(request)
+        )
         self.tasks[task.id] = task
         shape = self.image_shape
         if shape != "task":
@@ -531,7 +574,8 @@ class FakeService:
         if not task_id:
             return _error(400, "missing video_id")
         task = self.tasks.get(task_id)
-        if task is None:
+        if task is None or (task.key is not None and task.key != _bearer(request)):
+            # Another tenant's task does not exist for this key.
             return _error(404, f"unknown video_id {task_id}")
         plan = task.plan
         if task.state == "pending" and task.elapsed >= plan.duration and task.polls >= plan.polls:
@@ -639,6 +683,12 @@ class FakeService:
                 await asyncio.sleep(self.file_stall)
         await response.write_eof()
         return response
+
+
+def _bearer(request: web.Request) -> str | None:
+    """The bearer token a request carried (None: none)."""
+    header = request.headers.get("Authorization", "")
+    return header.removeprefix("Bearer ") if header.startswith("Bearer ") else None
 
 
 def _header_value(value: float | str) -> str:

@@ -1,0 +1,172 @@
+"""/queue: this server's running and queued jobs, shown privately to the member who asks.
+
+Running jobs first (with their progress), then the queue in order with each job's estimated start
+as a Discord relative timestamp. Requesters appear as mentions inside the embed (they never ping
+there, and the reply carries ``AllowedMentions.none()`` as well); prompts are literal text.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import discord
+from discord import app_commands
+from discord.app_commands import locale_str
+from discord.ext import commands
+
+from cogs.delivery.slot import percent_floor
+from cogs.i18n import t
+from cogs.utils.render import as_text, shown_percent
+from framecast.jobs import Job, JobKind, JobState
+from framecast.planner.estimate import Estimate
+
+if TYPE_CHECKING:
+    from bot import Framecast
+
+log = logging.getLogger(__name__)
+
+#: Rows listed at most; the rest is counted ("and 5 more").
+MAX_ROWS = 20
+#: A prompt is cut to this many characters in a row (escapes included), so 20 rows fit one embed.
+PROMPT_CHARS = 80
+#: States in which a job holds (or is about to hold, or just left) a task on the service.
+RUNNING_STATES = (JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING)
+#: Discord caps an embed description at 4096 characters.
+_DESCRIPTION_MAX = 4096
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """One job as /queue shows it: its place (None while running) and what is estimated of it."""
+
+    job: Job
+    position: int | None
+    estimate: Estimate | None
+
+
+def order_rows(
+    jobs: Sequence[Job],
+    guild_id: int,
+    *,
+    position: Callable[[int], int | None],
+    estimate: Callable[[Job], Estimate | None],
+) -> list[QueueRow]:
+    """This server's unfinished jobs in the order /queue shows them: running (oldest start first),
+    then queued by their place in the queue."""
+    mine = [job for job in jobs if job.guild_id == guild_id]
+    running = sorted(
+        (job for job in mine if job.state in RUNNING_STATES),
+        key=lambda job: (job.started_at or job.created_at, job.id),
+    )
+    queued = sorted(
+        ((job, position(job.id)) for job in mine if job.state is JobState.QUEUED),
+        key=lambda pair: (pair[1] if pair[1] is not None else math.inf, pair[0].id),
+    )
+    return [QueueRow(job, None, estimate(job)) for job in running] + [
+        QueueRow(job, place, estimate(job)) for job, place in queued
+    ]
+
+
+def _kind(job: Job, locale: str) -> str:
+    return t("kind_video" if job.kind is JobKind.VIDEO else "kind_image", locale)
+
+
+def _progress(row: QueueRow, locale: str) -> str:
+    shown = shown_percent(row.job, row.estimate, percent_floor(row.job))
+    if row.job.state is JobState.RUNNING and shown is not None:
+        percent, measured = shown
+        return f"{percent}%" if measured else f"≈ {percent}%"
+    return t("queue_running", locale)
+
+
+def _start(row: QueueRow, locale: str, now: float) -> str:
+    starts_in = row.estimate.starts_in if row.estimate is not None else None
+    if starts_in is None or not math.isfinite(starts_in):
+        return t("queue_start_unknown", locale)
+    if starts_in <= 0:
+        return t("starts_soon", locale)
+    return t("queue_starts", locale, time=f"<t:{int(now + starts_in)}:R>")
+
+
+def row_text(row: QueueRow, *, viewer: int, locale: str, now: float) -> str:
+    """One line: place or progress, kind and job number, requester, start, prompt, and "← you"."""
+    job = row.job
+    common = {
+        "kind": _kind(job, locale),
+        "id": job.id,
+        "user": f"<@{job.user_id}>",
+        # The member's text: literal, never a link, a mention or formatting.
+        "prompt": as_text(" ".join(str(job.params.get("prompt", "")).split()), limit=PROMPT_CHARS),
+    }
+    if row.position is None:
+        text = t("queue_row_running", locale, progress=_progress(row, locale), **common)
+    else:
+        text = t("queue_row_queued", locale, position=row.position, start=_start(row, locale, now), **common)
+    if job.user_id == viewer:
+        text = f"{text} {t('queue_you', locale)}"
+    return text
+
+
+def render_queue(rows: Sequence[QueueRow], *, viewer: int, locale: str, now: float) -> discord.Embed:
+    """The /queue answer: at most :data:`MAX_ROWS` rows, then how many more."""
+    embed = discord.Embed(title=t("queue_title", locale), colour=discord.Colour.blurple())
+    if not rows:
+        embed.description = t("queue_empty", locale)
+        return embed
+    lines = [row_text(row, viewer=viewer, locale=locale, now=now) for row in rows[:MAX_ROWS]]
+    hidden = len(rows) - len(lines)
+    # Never over Discord's limit, whatever the translations make of a row: drop rows, count them.
+    while lines:
+        more = [t("queue_more", locale, count=hidden)] if hidden else []
+        text = "\n".join(lines + more)
+        if len(text) <= _DESCRIPTION_MAX:
+            break
+        lines.pop()
+        hidden += 1
+    embed.description = text
+    running = sum(1 for row in rows if row.position is None)
+    embed.set_footer(text=t("queue_summary", locale, running=running, queued=len(rows) - running))
+    return embed
+
+
+class Queue(commands.Cog):
+    """The /queue command."""
+
+    def __init__(self, bot: Framecast) -> None:
+        self.bot = bot
+
+    def _estimate(self, job: Job) -> Estimate | None:
+        try:
+            return self.bot.core.accounts.estimate(job)
+        except Exception:
+            # An estimate is a nicety: /queue answers without it.
+            log.exception("job %s: no estimate", job.id)
+            return None
+
+    @app_commands.command(name=locale_str("queue"), description=locale_str("Show this server's queue"))
+    @app_commands.guild_only()
+    async def queue(self, interaction: discord.Interaction[Framecast]) -> None:
+        """Show this server's running and queued jobs, privately."""
+        if interaction.guild_id is None:
+            raise app_commands.NoPrivateMessage()
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        core = self.bot.core
+        rows = order_rows(
+            await core.store.active(),
+            interaction.guild_id,
+            position=core.scheduler.position,
+            estimate=self._estimate,
+        )
+        embed = render_queue(
+            rows, viewer=interaction.user.id, locale=interaction.locale.value, now=core.clock.time()
+        )
+        await interaction.edit_original_response(embed=embed, allowed_mentions=discord.AllowedMentions.none())
+
+
+async def setup(bot: Framecast) -> None:
+    """Extension entry point."""
+    await bot.add_cog(Queue(bot))

@@ -1,0 +1,486 @@
+"""API keys as accounts: the operator's key, and each server's own key, with a budget and planner each.
+
+Every API key the bot uses is one :class:`Account`: its own :class:`~framecast.budget.Budget`
+(the service limits each key on its own), its own :class:`~framecast.service.GenerationClient` (which
+carries only that key, to the service's origin only) and its own
+:class:`~framecast.planner.planner.Planner` (which spends that budget). :class:`Accounts` holds them:
+
+* the operator's account, from ``GEN_API_KEY``;
+* one account per server that set its own key (``/settings key``): opened at start-up from the
+  store (the key decrypted by the :class:`~framecast.keyvault.KeyVault`) and whenever an admin sets
+  one. A server's jobs use its own key from then on, never silently the operator's: a key the
+  service rejects (401) stays that server's (new jobs are refused by the intake until an admin sets
+  a new one), and a job whose task was created with a key that is gone after a restart fails.
+* which key a job runs on (:meth:`Accounts.for_job`), per-key admission for the scheduler
+  (:meth:`Accounts.admission_for`) and estimates for the chat side (:meth:`Accounts.estimate`).
+
+Keys are handled as :class:`~framecast.config.Secret` and never logged, not even their last four
+characters (those are shown to the server's admins only). In the metrics a key is named by its
+:func:`~framecast.ops.metrics.key_label` (``operator``, or ``guild-`` and a short hash): each open
+account's budget and planner are read there at scrape time, and forgotten when the key is retired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+import aiohttp
+
+from framecast.budget import Budget, Priority
+from framecast.clock import Clock
+from framecast.config import Secret, Settings
+from framecast.errors import AuthError, ServiceError
+from framecast.guildsettings import KeyStatus
+from framecast.jobs import Job, JobState
+from framecast.keyvault import KeyUnreadable, KeyVault, KeyVaultState, last4
+from framecast.logsetup import add_secret
+from framecast.ops.metrics import BudgetReading, Metrics, key_label
+from framecast.planner.estimate import Estimate
+from framecast.planner.planner import Planner, PlannerSettings
+from framecast.planner.shared import SharedPlanState
+from framecast.queues import GuildQueues
+from framecast.runner import KeyAccount
+from framecast.scheduler import Admission
+from framecast.service import GenerationClient
+from framecast.sharedbudget import budget_key_id, connect, open_budget
+from framecast.stores import Store
+
+__all__ = ["Account", "Accounts", "KeyCheck"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class Account:
+    """One API key with its own budget, client and planner."""
+
+    owner: int | None  # the guild whose own key this is; None: the operator's
+    last4: str  # the only part of a server's key ever shown (to its admins); "" for the operator's
+    budget: Budget
+    client: GenerationClient
+    planner: Planner
+    key: Secret = field(repr=False)
+    #: The service answered 401 to this key (its admins were told once).
+    rejected: bool = False
+    #: Jobs a runner is working on with this key (a replaced key stays open until they end).
+    jobs: set[int] = field(default_factory=set, repr=False)
+    #: What the planner shares with other processes on this key (``REDIS_URL``); None: alone.
+    shared: SharedPlanState | None = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        """The key's name in the metrics: ``operator``, or ``guild-`` and a hash of the key."""
+        return key_label(None if self.owner is None else self.key)
+
+    def budget_reading(self) -> BudgetReading:
+        """The budget's gauges now (read by the metrics at scrape time)."""
+        b = self.budget
+        return BudgetReading(used=b.used(), limit=b.limit, allowed=b.allowed, waiting=b.waiting)
+
+    async def close(self) -> None:
+        """Close the client's own session, the budget's timer and the planner's shared state."""
+        if self.shared is not None:
+            await self.shared.aclose()
+        await self.client.close()
+        self.budget.close()
+
+
+class KeyCheck(StrEnum):
+    """What one model-list call with a key said about it."""
+
+    OK = "ok"
+    REJECTED = "rejected"  # the service refused it (401/403), or it cannot be a key at all
+    UNREACHABLE = "unreachable"  # no answer worth judging (down, 5xx, timeout): try again later
+
+
+class Accounts:
+    """The operator's account and the servers' own (see the module docstring).
+
+    Build with :meth:`open`. Implements :class:`framecast.planner.estimate.Estimates`,
+    :class:`framecast.scheduler.AccountAdmission` and :class:`framecast.runner.JobAccounts`.
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        session: aiohttp.ClientSession,
+        clock: Clock,
+        store: Store,
+        queues: GuildQueues,
+        vault: KeyVault,
+        planner_settings: PlannerSettings,
+        metrics: Metrics | None = None,
+    ) -> None:
+        """Use :meth:`open`: the operator's account must be opened before anything else."""
+        self._settings = settings
+        self._session = session
+        self._clock = clock
+        self._store = store
+        self._queues = queues
+        self._vault = vault
+        self._planner_settings = planner_settings
+        self._metrics = metrics
+        self._operator: Account | None = None
+        self._guild: dict[int, Account] = {}
+        self._unreadable: set[int] = set()  # stored keys the vault cannot decrypt (secret changed)
+        self._retired: list[Account] = []  # replaced or removed keys still used by running jobs
+        self._bound: dict[int, Account] = {}  # job id -> the account its runner uses
+        self._admission_listeners: list[Callable[[], None]] = []
+        self._rejected_listeners: list[Callable[[int], Awaitable[None]]] = []
+        self._closing: set[asyncio.Task[None]] = set()
+        # One Redis connection pool for every key's shared budget (REDIS_URL); None: budgets in memory.
+        self._redis = connect(settings.redis_url) if settings.redis_url is not None else None
+
+    def __repr__(self) -> str:
+        return (
+            f"<Accounts guild_keys={len(self._guild)} retired={len(self._retired)} vault={self._vault.state}>"
+        )
+
+    @classmethod
+    async def open(
+        cls,
+        *,
+        settings: Settings,
+        session: aiohttp.ClientSession,
+        clock: Clock,
+        store: Store,
+        queues: GuildQueues,
+        vault: KeyVault,
+        planner_settings: PlannerSettings,
+        metrics: Metrics | None = None,
+    ) -> Accounts:
+        """The operator's account plus one per server key in the store (when the vault can read them).
+
+        With `metrics`, every request of every key is counted there, and each key's budget and
+        planner are shown under its label.
+        """
+        self = cls(
+            settings=settings,
+            session=session,
+            clock=clock,
+            store=store,
+            queues=queues,
+            vault=vault,
+            planner_settings=planner_settings,
+            metrics=metrics,
+        )
+        try:
+            # The operator's planner answers for every guild without a key of its own.
+            self._operator = await self._open_account(
+                None, settings.gen_api_key, "", scope=lambda guild: self._account_of(guild) is None
+            )
+            await self._load_guild_keys()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def _load_guild_keys(self) -> None:
+        stored = await self._store.all_guild_keys()
+        if not stored:
+            return
+        if self._vault.state is not KeyVaultState.READY:
+            # The operator turned server keys off (or removed the secret): every server uses the
+            # operator's key; the stored ciphertext is kept for when they are back on.
+            log.warning(
+                "%d server key(s) are stored but server keys are %s: those servers use the operator's key",
+                len(stored),
+                self._vault.state.value,
+            )
+            return
+        for row in stored:
+            try:
+                key = self._vault.decrypt(row.token)
+            except KeyUnreadable:
+                # Not silently the operator's key either: the intake refuses until an admin sets it again.
+                log.warning(
+                    "guild %s: its stored API key cannot be decrypted (KEY_ENCRYPTION_SECRET changed?)",
+                    row.guild_id,
+                )
+                self._unreadable.add(row.guild_id)
+                continue
+            add_secret(key.reveal())  # masked in every log line, like the keys set since start-up
+            account = await self._open_guild_account(row.guild_id, key, row.last4)
+            account.rejected = row.status is KeyStatus.REJECTED
+            self._guild[row.guild_id] = account
+        log.info("opened %d server key(s)", len(self._guild))
+
+    async def _open_account(
+        self, owner: int | None, key: Secret, shown: str, *, scope: Callable[[int], bool]
+    ) -> Account:
+        s = self._settings
+        # Shared through Redis when REDIS_URL is set: every process on this key counts in one window.
+        budget = open_budget(s, key, clock=self._clock, redis=self._redis)
+        label = key_label(None if owner is None else key)
+        client = GenerationClient.from_settings(
+            self._session,
+            replace(s, gen_api_key=key),
+            budget,
+            self._clock,
+            metrics=self._metrics,
+            key_label=label,
+        )
+        # Every process on this key counts the others' planned requests and tasks (never the key itself).
+        shared = (
+            None
+            if self._redis is None
+            else SharedPlanState(
+                redis=self._redis, key_id=budget_key_id(key), clock=self._clock, window=budget.window
+            )
+        )
+        try:
+            planner = await Planner.open(
+                budget=budget,
+                clock=self._clock,
+                store=self._store,
+                queues=self._queues,
+                settings=self._planner_settings,
+                scope=scope,
+                shared=shared,
+            )
+        except BaseException:
+            await client.close()
+            budget.close()
+            raise
+        planner.on_change(self._admission_changed)
+        if shared is not None:
+            shared.start()
+        account = Account(
+            owner=owner, last4=shown, budget=budget, client=client, planner=planner, key=key, shared=shared
+        )
+        if self._metrics is not None:
+            # Replaces the series of a retired account with the same key: the live one is shown.
+            self._metrics.track_budget(label, account.budget_reading)
+            self._metrics.track_planner(label, planner.concurrency)
+        return account
+
+    async def _open_guild_account(self, guild_id: int, key: Secret, shown: str) -> Account:
+        return await self._open_account(guild_id, key, shown, scope=lambda guild: guild == guild_id)
+
+    # -- which key ----------------------------------------------------------------------------------
+    @property
+    def operator(self) -> Account:
+        """The operator's account (``GEN_API_KEY``)."""
+        assert self._operator is not None, "Accounts.open() first"
+        return self._operator
+
+    @property
+    def vault_state(self) -> KeyVaultState:
+        """Whether servers may set their own keys (see :class:`~framecast.keyvault.KeyVaultState`)."""
+        return self._vault.state
+
+    def _account_of(self, guild_id: int) -> Account | None:
+        return self._guild.get(guild_id)
+
+    def for_guild(self, guild_id: int) -> Account:
+        """The guild's own account if it set a key (even one the service rejected), else the operator's."""
+        return self._guild.get(guild_id) or self.operator
+
+    def for_job(self, job: Job) -> Account | None:
+        """The account `job` runs on.
+
+        Not created yet (QUEUED, SUBMITTING): its guild's account now (None if the guild's stored key
+        cannot be decrypted). Otherwise the account its runner uses, else the one of ``key_owner``
+        (None: that server's key is gone, so no key may poll its task).
+        """
+        if job.state in (JobState.QUEUED, JobState.SUBMITTING):
+            return None if job.guild_id in self._unreadable else self.for_guild(job.guild_id)
+        bound = self._bound.get(job.id)
+        if bound is not None:
+            return bound
+        if job.key_owner is None:
+            return self.operator
+        return self._guild.get(job.key_owner)
+
+    def guild_key_state(self, guild_id: int) -> KeyStatus | None:
+        """The guild's own key: OK, REJECTED (also when it cannot be decrypted), or None (none set)."""
+        if guild_id in self._unreadable:
+            return KeyStatus.REJECTED
+        account = self._guild.get(guild_id)
+        if account is None:
+            return None
+        return KeyStatus.REJECTED if account.rejected else KeyStatus.OK
+
+    def bind(self, job_id: int, account: KeyAccount) -> None:
+        """A runner works on the job with `account` (kept open, even if replaced, until :meth:`unbind`)."""
+        if isinstance(account, Account):
+            self._bound[job_id] = account
+            account.jobs.add(job_id)
+
+    def unbind(self, job_id: int) -> None:
+        """The runner is done with the job; a retired account with no jobs left is closed."""
+        account = self._bound.pop(job_id, None)
+        if account is None:
+            return
+        account.jobs.discard(job_id)
+        if account in self._retired and not account.jobs:
+            self._retired.remove(account)
+            task = asyncio.get_running_loop().create_task(account.close(), name="framecast-close-key")
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    # -- admission (the scheduler) and estimates (the chat side) --------------------------------------
+    def admission_for(self, guild_id: int) -> tuple[Hashable, Admission]:
+        """The account a guild's next job runs on (its slot key) and that key's planner."""
+        account = self.for_guild(guild_id)
+        return account, account.planner
+
+    def admission_for_job(self, job: Job) -> tuple[Hashable, Admission]:
+        """The account a started (or restored) job runs on and its planner (the operator's if none)."""
+        account = self.for_job(job) or self.operator
+        return account, account.planner
+
+    def on_admission_change(self, listener: Callable[[], None]) -> None:
+        """Call `listener` whenever any key's admission may have changed (keys opened later too)."""
+        self._admission_listeners.append(listener)
+
+    def _admission_changed(self) -> None:
+        for listener in self._admission_listeners:
+            listener()
+
+    def estimate(self, job: Job) -> Estimate:
+        """The job's estimate from the planner of the key it runs (or will run) on."""
+        account = self.for_job(job)
+        return account.planner.estimate(job) if account is not None else Estimate()
+
+    # -- servers' own keys ----------------------------------------------------------------------------
+    async def check_key(self, key: str) -> KeyCheck:
+        """Ask the service about `key` with one model-list call (the client's usual retries only).
+
+        The call goes through that key's own budget: the open account's when the key is in use
+        already (so its window is not overrun), else a fresh one for this call.
+        """
+        key = key.strip()
+        if not key or any(not 33 <= ord(ch) < 127 for ch in key):
+            return KeyCheck.REJECTED  # it cannot travel in a header: no request needed
+        secret = Secret(key)
+        in_use = next((a for a in self._all_accounts() if a.key == secret), None)
+        if in_use is not None:
+            return await _ask(in_use.client)
+        s = self._settings
+        budget = open_budget(s, secret, clock=self._clock, redis=self._redis)
+        # Its requests count like any other (under the key's label); its budget lives for one call
+        # and is not shown.
+        client = GenerationClient.from_settings(
+            self._session,
+            replace(s, gen_api_key=secret),
+            budget,
+            self._clock,
+            metrics=self._metrics,
+            key_label=key_label(secret),
+        )
+        try:
+            return await _ask(client)
+        finally:
+            await client.close()
+            budget.close()
+
+    async def set_guild_key(self, guild_id: int, key: str, *, by: int) -> None:
+        """Encrypt and store the guild's own key, and use it for the guild's jobs from now on.
+
+        Raises ``RuntimeError`` when server keys cannot be stored (:attr:`vault_state` not READY).
+        Jobs already running keep the key they were created with.
+        """
+        key = key.strip()
+        token = self._vault.encrypt(key)
+        shown = last4(key)
+        await self._store.set_guild_key(guild_id, token, shown, by=by)
+        account = await self._open_guild_account(guild_id, Secret(key), shown)
+        old = self._guild.get(guild_id)
+        self._guild[guild_id] = account
+        self._unreadable.discard(guild_id)
+        await self._retire(old)
+        log.info("guild %s: user %s set the server's own API key", guild_id, by)
+        self._admission_changed()
+
+    async def remove_guild_key(self, guild_id: int, *, by: int) -> bool:
+        """Back to the operator's key for the guild's new jobs; False if it had no key."""
+        removed = await self._store.delete_guild_key(guild_id, by=by)
+        old = self._guild.pop(guild_id, None)
+        unreadable = guild_id in self._unreadable
+        self._unreadable.discard(guild_id)
+        await self._retire(old)
+        if removed or old is not None or unreadable:
+            log.info("guild %s: user %s removed the server's own API key", guild_id, by)
+            self._admission_changed()
+            return True
+        return False
+
+    async def _retire(self, account: Account | None) -> None:
+        """Close a replaced or removed account, or keep it open while running jobs still use it."""
+        if account is None:
+            return
+        self._untrack(account)
+        if account.jobs:
+            self._retired.append(account)
+        else:
+            await account.close()
+
+    async def key_rejected(self, account: KeyAccount) -> None:
+        """A server's own key got a 401: mark it REJECTED and tell the listeners, once per key."""
+        if not isinstance(account, Account) or account.owner is None or account.rejected:
+            return
+        account.rejected = True
+        guild_id = account.owner
+        if self._guild.get(guild_id) is not account:
+            return  # replaced or removed meanwhile: the admins already acted
+        await self._store.mark_guild_key(guild_id, KeyStatus.REJECTED)
+        log.warning("guild %s: the service rejected the server's own API key; telling its admins", guild_id)
+        self._admission_changed()
+        for listener in list(self._rejected_listeners):
+            try:
+                await listener(guild_id)
+            except Exception:
+                log.exception("guild %s: a rejected-key listener failed", guild_id)
+
+    def on_key_rejected(self, listener: Callable[[int], Awaitable[None]]) -> None:
+        """Await ``listener(guild_id)`` when a server's own key is rejected (the chat side tells its admins)."""
+        self._rejected_listeners.append(listener)
+
+    # -- closing --------------------------------------------------------------------------------------
+    def _untrack(self, account: Account) -> None:
+        """Forget the account's series, unless a live account shows the same key (set again)."""
+        if self._metrics is None:
+            return
+        live = [self._operator, *self._guild.values()]
+        label = account.label
+        if not any(other is not account and other.label == label for other in live if other is not None):
+            self._metrics.untrack(label)
+
+    def _all_accounts(self) -> list[Account]:
+        found = [self._operator] if self._operator is not None else []
+        return found + list(self._guild.values()) + list(self._retired)
+
+    async def close(self) -> None:
+        """Close every account (clients' own sessions, budget timers). Safe to call twice."""
+        accounts = self._all_accounts()
+        self._guild.clear()
+        self._retired.clear()
+        for account in accounts:
+            if self._metrics is not None:
+                self._metrics.untrack(account.label)
+            try:
+                await account.close()
+            except Exception:
+                log.exception("closing an API key's client failed")
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+        if self._redis is not None:
+            redis, self._redis = self._redis, None
+            await redis.aclose()
+
+
+async def _ask(client: GenerationClient) -> KeyCheck:
+    try:
+        await client.list_models(priority=Priority.HIGH)
+    except AuthError:
+        return KeyCheck.REJECTED
+    except ServiceError as exc:
+        log.info("a key check got no usable answer: %s", exc.code)
+        return KeyCheck.UNREACHABLE
+    return KeyCheck.OK

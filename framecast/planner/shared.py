@@ -1,0 +1,299 @@
+"""What the planners of one API key share across processes, through Redis (``REDIS_URL``).
+
+With several processes on one key the :class:`~framecast.sharedbudget.RedisBudget` keeps the key's
+window safe, but each :class:`~framecast.planner.planner.Planner` would still admit tasks as if the
+whole budget were its own: together they would start more tasks than the key can poll in time, and
+tell members starts that are too early. So each process publishes, per key, what its planner has
+on the key, and reads what the others have:
+
+* ``demand``: requests its running tasks need within the next window;
+* ``running``: its tasks on the service;
+* its pushback state (the key-wide ceiling after the service refused creates, with a revision).
+
+All of it lives in one hash per key, ``framecast:plan:<key_id>`` (``key_id`` from
+:func:`~framecast.sharedbudget.budget_key_id`: a hash, never the key), one field per process
+(:attr:`SharedPlanState.owner`). Each field starts with the Redis server time of its last write, so
+a process that died stops counting once its field is older than :attr:`SharedPlanState.stale_after`
+(two windows): the publishing script drops such fields. One round trip publishes ours and reads
+the others', every window/4 (of the clock, so scaled clocks scale it), from a background task.
+The planner only reads the cached :class:`SharedView` (admission is synchronous and hot: it never
+waits for Redis).
+
+Pushback is one key-wide fact ("too many tasks on this key"), so it spreads as the *latest* change
+rather than per process: each change (a pushback, an additive increase after a create that went
+through, the ceiling lifted) carries a revision one above every revision seen, and every planner
+adopts the freshest one (ties: the lower ceiling). A pushback anywhere thus lowers every process's
+ceiling, and creates that go through anywhere raise it again.
+
+Redis unreachable: the view falls back to "nobody else" (this process's own, local, view) and the
+outage is logged once; it also expires on its own if no refresh succeeded for two windows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from framecast.clock import Clock
+
+__all__ = ["KEY_PREFIX", "Pushback", "Share", "SharedPlanState", "SharedView"]
+
+log = logging.getLogger(__name__)
+
+KEY_PREFIX = "framecast:plan:"
+#: Real seconds between refreshes at the least, however small the window (keeps Redis calm).
+_MIN_PERIOD = 0.02
+#: Real seconds one refresh may take before it counts as failed.
+_CALL_TIMEOUT = 2.0
+
+# KEYS[1] plan hash; ARGV owner, payload, stale_ms. Writes "<server ms> <payload>" for the owner,
+# drops fields not refreshed for stale_ms, and returns the other live fields (field, value, ...).
+_PUBLISH = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local stale = tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', now) .. ' ' .. ARGV[2])
+local all = redis.call('HGETALL', KEYS[1])
+local out = {}
+for i = 1, #all, 2 do
+  local at = tonumber(string.match(all[i + 1], '^(%d+) '))
+  if at == nil or at < now - stale then
+    redis.call('HDEL', KEYS[1], all[i])
+  elseif all[i] ~= ARGV[1] then
+    table.insert(out, all[i])
+    table.insert(out, all[i + 1])
+  end
+end
+redis.call('PEXPIRE', KEYS[1], stale)
+return out
+"""
+
+
+@dataclass(frozen=True)
+class Pushback:
+    """The key-wide ceiling after the service pushed back on creates, as last changed anywhere.
+
+    `ceiling` counts tasks of every process on the key (None: no ceiling binds); `successes` are
+    the creates that went through since the pushback (additive increase); `rev` orders changes
+    across processes (0: never changed).
+    """
+
+    ceiling: float | None = None
+    successes: int = 0
+    rev: int = 0
+
+    def newer_than(self, other: Pushback) -> bool:
+        """Whether this change wins over `other` (a later revision; at a tie, the lower ceiling)."""
+        if self.rev != other.rev:
+            return self.rev > other.rev
+        mine = math.inf if self.ceiling is None else self.ceiling
+        theirs = math.inf if other.ceiling is None else other.ceiling
+        return mine < theirs
+
+
+@dataclass(frozen=True)
+class Share:
+    """What one process's planner has on the key (published; read back for the others)."""
+
+    demand: float = 0.0
+    running: int = 0
+    pushback: Pushback = Pushback()
+
+    @property
+    def active(self) -> bool:
+        """Whether the process is spending the key's budget now (its tasks need requests)."""
+        return self.running > 0 or self.demand > 0
+
+    def to_json(self) -> str:
+        """The payload stored in Redis (after the server time)."""
+        p = self.pushback
+        return json.dumps(
+            {"d": round(self.demand, 3), "r": self.running, "c": p.ceiling, "s": p.successes, "v": p.rev},
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, raw: str) -> Share:
+        """Parse a payload; raises ValueError (or KeyError/TypeError) on one that is not ours."""
+        data = json.loads(raw)
+        ceiling = data.get("c")
+        return cls(
+            demand=max(0.0, float(data["d"])),
+            running=max(0, int(data["r"])),
+            pushback=Pushback(
+                ceiling=None if ceiling is None else float(ceiling),
+                successes=int(data.get("s", 0)),
+                rev=int(data.get("v", 0)),
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class SharedView:
+    """The other live processes on the key, summed (the empty view: nobody else)."""
+
+    demand: float = 0.0  # requests their running tasks need within the next window
+    running: int = 0  # their tasks on the service
+    processes: int = 0  # live processes publishing for the key
+    active: int = 0  # of those, the ones with tasks on the service
+    pushback: Pushback = Pushback()  # the freshest pushback change among them
+
+
+_NOBODY = SharedView()
+
+
+class SharedPlanState:
+    """One process's side of a key's shared planning state (see the module docstring).
+
+    `window` is the key's budget window in `clock` seconds; a clock with a ``scale``
+    (ScaledClock) is converted to real time for Redis. Attach the planner's reading with
+    :meth:`attach`, then :meth:`start` the refresh task; :meth:`aclose` withdraws this process's
+    share. :meth:`refresh` does one round trip (the task calls it every :attr:`period`).
+    """
+
+    def __init__(
+        self,
+        *,
+        redis: aioredis.Redis,
+        key_id: str,
+        clock: Clock,
+        window: float,
+        owner: str | None = None,
+    ) -> None:
+        if not key_id or any(c.isspace() for c in key_id):
+            raise ValueError("key_id must be a non-empty word")
+        if not window > 0:
+            raise ValueError("window must be > 0")
+        self.key_id = key_id
+        self.key = f"{KEY_PREFIX}{key_id}"
+        # One field per planner instance: two accounts on the same key in one process (a key set
+        # again while jobs still run on the old account) each count their own tasks.
+        self.owner = owner or uuid.uuid4().hex[:16]
+        self._redis = redis
+        self._clock = clock
+        self._scale = float(getattr(clock, "scale", 1.0))  # clock seconds per real second
+        self.window = float(window)
+        #: Clock seconds between refreshes.
+        self.period = max(self.window / 4, _MIN_PERIOD * self._scale)
+        #: Clock seconds after which a silent process (or our own stale cache) stops counting.
+        self.stale_after = max(2 * self.window, 4 * self.period)
+        self._publish = redis.register_script(_PUBLISH)
+        self._reader: Callable[[], Share] = Share
+        self._listener: Callable[[], None] | None = None
+        self._view = _NOBODY
+        self._read_at = -math.inf  # clock monotonic time of the last successful refresh
+        self._outage = False
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        view = self.view
+        return (
+            f"<SharedPlanState key_id={self.key_id} owner={self.owner} others={view.processes} "
+            f"demand={view.demand:g} running={view.running}>"
+        )
+
+    # -- the planner's side -------------------------------------------------------------------------
+    def attach(self, reader: Callable[[], Share], listener: Callable[[], None] | None = None) -> None:
+        """Publish what `reader()` says at each refresh; call `listener()` when the view changed."""
+        self._reader = reader
+        self._listener = listener
+
+    @property
+    def view(self) -> SharedView:
+        """The others' share as last read (nobody, when Redis has not answered for two windows)."""
+        if self._clock.monotonic() - self._read_at > self.stale_after:
+            return _NOBODY
+        return self._view
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the refresh task (in the running event loop); idempotent."""
+        if self._closed:
+            raise RuntimeError("the shared plan state is closed")
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="framecast-plan-share")
+
+    async def aclose(self) -> None:
+        """Stop refreshing and withdraw this process's share (best effort: it expires anyway)."""
+        self._closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        try:
+            async with asyncio.timeout(_CALL_TIMEOUT):
+                await self._redis.hdel(self.key, self.owner)
+        except (RedisError, OSError, TimeoutError):
+            pass  # the field goes stale within two windows
+
+    async def refresh(self) -> bool:
+        """Publish ours and read the others' (one round trip); False when Redis did not answer."""
+        share = self._reader()
+        try:
+            async with asyncio.timeout(_CALL_TIMEOUT):
+                raw = await self._publish(
+                    keys=[self.key], args=[self.owner, share.to_json(), self._ms(self.stale_after)]
+                )
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._went_down(exc)
+            return False
+        if self._outage:
+            self._outage = False
+            log.info("Redis reachable again for the shared planning state")
+        self._set_view(_sum(raw), read_at=self._clock.monotonic())
+        return True
+
+    # -- internals --------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            await self.refresh()
+            await self._clock.sleep(self.period)
+
+    def _went_down(self, exc: BaseException) -> None:
+        if not self._outage:
+            self._outage = True
+            # The class name only: messages may carry the address, and the URL may carry a password.
+            log.warning(
+                "Redis unreachable for the shared planning state (%s); planning on this process's own "
+                "view until it is back",
+                type(exc).__name__,
+            )
+        self._set_view(_NOBODY, read_at=self._read_at)
+
+    def _set_view(self, view: SharedView, *, read_at: float) -> None:
+        before = self.view
+        self._view, self._read_at = view, read_at
+        if self.view != before and self._listener is not None:
+            self._listener()
+
+    def _ms(self, clock_seconds: float) -> int:
+        """Clock seconds as real milliseconds for Redis."""
+        return max(1, math.ceil(clock_seconds / self._scale * 1000))
+
+
+def _sum(raw: list[object]) -> SharedView:
+    """The others' fields (as the publishing script returns them) summed into one view."""
+    demand, running, processes, active = 0.0, 0, 0, 0
+    pushback = Pushback()
+    for value in raw[1::2]:
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        try:
+            share = Share.from_json(text.partition(" ")[2])
+        except (ValueError, KeyError, TypeError):
+            continue  # not a field this version understands: ignore rather than fail planning
+        demand += share.demand
+        running += share.running
+        processes += 1
+        active += share.active
+        if share.pushback.newer_than(pushback):
+            pushback = share.pushback
+    return SharedView(demand=demand, running=running, processes=processes, active=active, pushback=pushback)

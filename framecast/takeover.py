@@ -1,0 +1,156 @@
+"""Which process runs a job: leases on jobs, renewed while they run, taken over when they lapse.
+
+With several bot processes on one shared store (PostgreSQL), every unfinished job is held by one
+process through a lease (``lease_owner``, ``lease_until`` on its row; see :mod:`framecast.leases` and
+:class:`framecast.pgstore.PgStore`). :class:`Leases` is this process's side of it:
+
+* :meth:`Leases.take` claims a job before this process works on it (at acceptance, at start-up,
+  on takeover); a job another live process holds is left alone.
+* A loop renews every lease this process holds each third of ``LEASE_SECONDS``, and looks for jobs
+  whose lease lapsed (their process died): it claims them and hands them to the scheduler
+  (``adopt``), so they are finished here, still exactly once (the runner looks at the chat before
+  any delivery, and every step is a checked state transition).
+
+No job younger than a lease is taken over: between the store's insert and the intake's claim a
+freshly accepted job has no lease at all, and taking it then (even in the process that accepted it)
+would queue it twice; a lease that really lapsed is always at least that old. A job of a guild this
+process does not serve (another shard's) is taken over only once its lease has lapsed *and* it has
+not changed for a whole lease, so its own shard's process gets the first chance at it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from framecast.clock import Clock
+from framecast.jobs import Job, JobNotFound
+
+__all__ = ["LeaseStore", "Leases"]
+
+log = logging.getLogger(__name__)
+
+
+class LeaseStore(Protocol):
+    """The lease half of the store contract (both stores implement it)."""
+
+    async def claim(self, job_id: int, owner: str, until: float) -> bool:
+        """Take or renew the job's lease for `owner` until `until`; False if another owner holds it."""
+        ...
+
+    async def claimable(
+        self, owner: str, now: float, guilds: Callable[[int], bool] | None = None
+    ) -> list[Job]:
+        """Active jobs whose lease is free or lapsed at `now`, in id order."""
+        ...
+
+    async def release(self, job_id: int, owner: str) -> bool:
+        """Give up `owner`'s lease of the job."""
+        ...
+
+
+class Leases:
+    """This process's leases (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        *,
+        owner: str,
+        lease_seconds: float,
+        clock: Clock,
+        serves: Callable[[int], bool] | None = None,
+    ) -> None:
+        """`owner` names this process (stable across its restarts); `serves(guild_id)`: its shards' guilds."""
+        self._store = store
+        self.owner = owner
+        self._lease = lease_seconds
+        self._clock = clock
+        self._serves = serves or (lambda _guild: True)
+        self._held: set[int] = set()
+        self._adopt: Callable[[Job], Awaitable[None]] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Leases owner={self.owner!r} held={len(self._held)}>"
+
+    @property
+    def held(self) -> frozenset[int]:
+        """Ids of the jobs this process holds."""
+        return frozenset(self._held)
+
+    def serves(self, guild_id: int) -> bool:
+        """Whether this process serves the guild (its gateway shard)."""
+        return self._serves(guild_id)
+
+    async def take(self, job: Job) -> bool:
+        """Claim `job` for this process; False when another live process holds it."""
+        try:
+            ok = await self._store.claim(job.id, self.owner, self._clock.time() + self._lease)
+        except JobNotFound:
+            return False
+        if ok:
+            self._held.add(job.id)
+        return ok
+
+    def done(self, job_id: int) -> None:
+        """The job finished here (or left this process): stop renewing it."""
+        self._held.discard(job_id)
+
+    def start(self, adopt: Callable[[Job], Awaitable[None]]) -> None:
+        """Start renewing, and hand lapsed jobs to `adopt` (the scheduler's)."""
+        self._adopt = adopt
+        self._task = asyncio.create_task(self._run_forever(), name="framecast-leases")
+
+    async def close(self) -> None:
+        """Stop the loop. Leases are kept: they lapse unless this process comes back (same owner)."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run_forever(self) -> None:
+        # Restarted if it dies: a process that stops renewing would lose its jobs to another one.
+        while True:
+            try:
+                await self._clock.sleep(self._lease / 3)
+                await self.renew()
+                await self.take_over()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("lease upkeep failed; trying again")
+
+    async def renew(self) -> None:
+        """Extend every lease this process holds (a job found finished or taken is dropped)."""
+        until = self._clock.time() + self._lease
+        for job_id in sorted(self._held):
+            try:
+                ok = await self._store.claim(job_id, self.owner, until)
+            except JobNotFound:
+                ok = False
+            if not ok:
+                self._held.discard(job_id)
+
+    async def take_over(self) -> list[Job]:
+        """Claim the jobs whose lease lapsed and hand them to the scheduler; returns them."""
+        now = self._clock.time()
+        taken: list[Job] = []
+        for job in await self._store.claimable(self.owner, now):
+            if job.id in self._held:
+                continue
+            if now - job.created_at < self._lease:
+                # Accepted a moment ago and not yet claimed by the process that accepted it (the intake
+                # claims right after the insert): taking it here would queue it twice in that process.
+                # A lease that really lapsed is never this young: it was taken at or after creation.
+                continue
+            if not self.serves(job.guild_id) and now - job.updated_at < self._lease:
+                continue  # another shard's job: leave it to its own shard until it has been still a lease
+            if await self.take(job):
+                log.info("job %s taken over from a lapsed lease", job.id)
+                taken.append(job)
+                if self._adopt is not None:
+                    await self._adopt(job)
+        return taken

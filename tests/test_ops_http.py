@@ -1,0 +1,245 @@
+"""framecast.ops.http: the operating endpoints, over real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from framecast.jobs import JobKind, JobState
+from framecast.ops import BudgetReading, Metrics, OpsServer, ReencodeOutcome, RequestKind, key_label
+from framecast.reasons import ErrorCode
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+        yield session
+
+
+async def started(metrics: Metrics | None = None, **kwargs: float) -> OpsServer:
+    server = OpsServer(metrics or Metrics(), host="127.0.0.1", port=0, **kwargs)
+    await server.start()
+    return server
+
+
+def url(server: OpsServer, path: str) -> str:
+    return f"http://127.0.0.1:{server.port}{path}"
+
+
+async def test_healthz_answers_ok_on_an_ephemeral_port(http: aiohttp.ClientSession) -> None:
+    server = await started()
+    try:
+        assert server.port > 0
+        async with http.get(url(server, "/healthz")) as resp:
+            assert resp.status == 200
+            body = await resp.text()
+        assert body.splitlines()[0] == "ok"
+        assert "loop lag" in body
+    finally:
+        await server.close()
+    with pytest.raises(aiohttp.ClientConnectionError):
+        async with http.get(url(server, "/healthz")):
+            pass
+
+
+async def test_healthz_fails_after_the_loop_was_blocked_then_recovers(http: aiohttp.ClientSession) -> None:
+    metrics = Metrics()
+    server = await started(metrics, stall_after=0.3, tick=0.05)
+    try:
+        await asyncio.sleep(0.2)  # a few monitor ticks
+        async with http.get(url(server, "/healthz")) as resp:
+            assert resp.status == 200
+        time.sleep(0.6)  # noqa: ASYNC251 -- the point: a synchronous call blocks the event loop
+        async with http.get(url(server, "/healthz")) as resp:
+            assert resp.status == 503
+            assert (await resp.text()).startswith("stalled")
+        # The lag is also a metric, measured by the monitor.
+        async with http.get(url(server, "/metrics")) as resp:
+            text = await resp.text()
+        lag = {
+            s.labels.get("le"): s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+            if s.name == "framecast_event_loop_lag_seconds_bucket"
+        }
+        assert lag["+Inf"] - lag["0.25"] >= 1  # the blocked tick was over 0.25 s late
+        await asyncio.sleep(0.3)  # the loop runs freely again: the next ticks are on time
+        async with http.get(url(server, "/healthz")) as resp:
+            assert resp.status == 200
+    finally:
+        await server.close()
+
+
+async def test_readyz_without_checks_is_ready(http: aiohttp.ClientSession) -> None:
+    server = await started()
+    try:
+        async with http.get(url(server, "/readyz")) as resp:
+            assert resp.status == 200
+            assert await resp.json() == {"ready": True, "checks": {}}
+    finally:
+        await server.close()
+
+
+async def test_readyz_runs_sync_and_async_checks(http: aiohttp.ClientSession) -> None:
+    server = await started()
+    state = {"gateway": True, "models": True}
+
+    async def database() -> bool:
+        await asyncio.sleep(0)
+        return True
+
+    server.add_check("gateway", lambda: state["gateway"])
+    server.add_check("database", database)
+    server.add_check("models", lambda: state["models"])
+    try:
+        async with http.get(url(server, "/readyz")) as resp:
+            assert resp.status == 200
+            assert await resp.json() == {
+                "ready": True,
+                "checks": {"gateway": "ok", "database": "ok", "models": "ok"},
+            }
+        state["gateway"] = False
+        async with http.get(url(server, "/readyz")) as resp:
+            assert resp.status == 503
+            assert await resp.json() == {
+                "ready": False,
+                "checks": {"gateway": "failed", "database": "ok", "models": "ok"},
+            }
+        state["gateway"] = True
+        async with http.get(url(server, "/readyz")) as resp:
+            assert resp.status == 200
+    finally:
+        await server.close()
+
+
+async def test_readyz_slow_and_raising_checks_fail_within_the_timeout(http: aiohttp.ClientSession) -> None:
+    server = await started(check_timeout=0.3)
+
+    async def hangs() -> bool:
+        await asyncio.sleep(30)
+        return True
+
+    def raises() -> bool:
+        raise RuntimeError("password=hunter2 in the message")
+
+    server.add_check("database", hangs)
+    server.add_check("gateway", raises)
+    server.add_check("models", lambda: True)
+    try:
+        began = time.monotonic()
+        async with http.get(url(server, "/readyz")) as resp:
+            assert resp.status == 503
+            body = await resp.text()
+        # The checks run side by side, each bounded: one slow check costs its timeout once.
+        assert time.monotonic() - began < 2.0
+        assert "hunter2" not in body
+        assert await resp.json() == {
+            "ready": False,
+            "checks": {"database": "timeout", "gateway": "error", "models": "ok"},
+        }
+    finally:
+        await server.close()
+
+
+async def test_metrics_parse_and_show_recorded_and_live_values(http: aiohttp.ClientSession) -> None:
+    metrics = Metrics()
+    guild_key = "sk-guild-do-not-show-1234"
+    label = key_label(guild_key)
+    metrics.service_request(RequestKind.CREATE_VIDEO, 200)
+    metrics.service_request(RequestKind.POLL, 429, key=label)
+    metrics.job_failed(JobKind.VIDEO, ErrorCode.TASK_FAILED)
+    metrics.reencode(JobKind.VIDEO, 1.5, ReencodeOutcome.FITTED)
+    running = [2]
+    metrics.track_jobs(lambda: {(JobState.RUNNING, JobKind.VIDEO): running[0]})
+    metrics.track_queue(lambda: 4)
+    metrics.track_budget(label, lambda: BudgetReading(used=3, limit=5, allowed=5))
+    metrics.track_planner(label, lambda: 2)
+    server = await started(metrics)
+    try:
+        async with http.get(url(server, "/metrics")) as resp:
+            assert resp.status == 200
+            assert resp.headers["Content-Type"].startswith("text/plain")
+            text = await resp.text()
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value for f in families.values() for s in f.samples
+        }
+        for name in (
+            "framecast_jobs",
+            "framecast_queue_depth",
+            "framecast_service_requests",
+            "framecast_service_429",
+            "framecast_budget_used",
+            "framecast_budget_limit",
+            "framecast_planner_concurrency",
+            "framecast_completion_to_file_seconds",
+            "framecast_discord_errors",
+            "framecast_reencodes",
+            "framecast_reencode_seconds",
+            "framecast_jobs_delivered",
+            "framecast_jobs_failed",
+        ):
+            assert name in families, name
+        assert families["framecast_service_requests"].type == "counter"
+        assert families["framecast_completion_to_file_seconds"].type == "histogram"
+        assert (
+            samples[("framecast_service_requests_total", (("kind", "create_video"), ("status", "200")))] == 1
+        )
+        assert samples[("framecast_service_429_total", (("key", label),))] == 1
+        assert samples[("framecast_jobs_failed_total", (("code", "task_failed"), ("kind", "video")))] == 1
+        assert samples[("framecast_jobs", (("kind", "video"), ("state", "running")))] == 2
+        assert samples[("framecast_queue_depth", ())] == 4
+        assert samples[("framecast_budget_used", (("key", label),))] == 3
+        assert samples[("framecast_planner_concurrency", (("key", label),))] == 2
+        assert guild_key not in text
+
+        # Live values are read per scrape; events accumulate.
+        running[0] = 0
+        metrics.service_request(RequestKind.CREATE_VIDEO, 200)
+        async with http.get(url(server, "/metrics")) as resp:
+            text = await resp.text()
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+        }
+        assert samples[("framecast_jobs", (("kind", "video"), ("state", "running")))] == 0
+        assert (
+            samples[("framecast_service_requests_total", (("kind", "create_video"), ("status", "200")))] == 2
+        )
+    finally:
+        await server.close()
+
+
+async def test_nothing_else_is_served(http: aiohttp.ClientSession) -> None:
+    server = await started()
+    try:
+        for path in ("/", "/metrics/x", "/debug", "/healthz/../admin", "/.env"):
+            async with http.get(url(server, path)) as resp:
+                assert resp.status == 404, path
+        async with http.post(url(server, "/readyz")) as resp:
+            assert resp.status in (404, 405)  # no state-changing endpoint exists
+    finally:
+        await server.close()
+
+
+async def test_a_taken_port_raises_and_close_is_idempotent() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server = OpsServer(Metrics(), host="127.0.0.1", port=taken.getsockname()[1])
+        with pytest.raises(OSError):
+            await server.start()
+        await server.close()
+    server = await started()
+    await server.close()
+    await server.close()
+    never_started = OpsServer(Metrics(), port=0)
+    await never_started.close()
+    assert never_started.port == 0

@@ -1,0 +1,588 @@
+"""One contract, two job stores: every test here runs against SQLite (JobStore) and PostgreSQL (PgStore).
+
+The PostgreSQL runs use a fresh throw-away database per test (tests/pg.py) and skip, saying why, when
+no server answers on 127.0.0.1:5432. "Two processes" are two store objects on the same database: two
+SQLite connections to one file, two asyncpg pools; everything the stores promise across processes
+(limits, retry uniqueness, compare-and-set, leases) must hold between them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from framecast.config import Secret, Settings
+from framecast.guildsettings import GuildSettings, KeyStatus, Setting
+from framecast.jobs import (
+    AlreadyRetried,
+    DailyQuotaReached,
+    GuildQueueFull,
+    InvalidTransition,
+    Job,
+    JobKind,
+    JobNotFound,
+    JobState,
+    MemberLimitReached,
+    NewJob,
+)
+from framecast.pgstore import PgStore, redact_dsn
+from framecast.planner.predict import DurationRow
+from framecast.store import JobStore, StoreClosed, StoreError
+from framecast.stores import Store, open_store
+from tests.fakes.clock import ManualClock
+from tests.pg import fresh_database
+
+S = JobState
+GUILD, OTHER_GUILD = 111_111_111_111_111_111, 444_444_444_444_444_444
+CHANNEL, USER, OTHER_USER = 222_222_222_222_222_222, 333_333_333_333_333_333, 555_555_555_555_555_555
+ADMIN = 666_666_666_666_666_666
+
+# Text both stores must give back exactly (PostgreSQL text holds no NUL: a JSON string may, escaped).
+TRICKY = [
+    "一只猫在月球上跳舞，电影感，4K",
+    "पहाड़ों पर सूर्योदय, धीमी गति",
+    "قطة تطير فوق المدينة ليلاً",
+    "🎬🐈‍⬛👩🏽‍🚀👨‍👩‍👧‍👦🏳️‍🌈🇯🇵 ❤️‍🔥",
+    "e\u0301 vs \u00e9, mixed \u202eRTL\u202c \u200d\u200c, tabs\tnew\nlines\r\x01\x1b[31m",
+    "quotes \" ' \\ backslash \\u0041 not an escape, NUL \x00 in JSON",
+    "",
+]
+
+
+@dataclass
+class Backend:
+    """One database and the stores opened on it (closed by the fixture)."""
+
+    name: str
+    clock: ManualClock
+    opener: Callable[[], Awaitable[JobStore | PgStore]]
+    opened: list[JobStore | PgStore] = field(default_factory=list)
+
+    async def open(self) -> Store:
+        """Another store object on the same database (another "process")."""
+        store = await self.opener()
+        self.opened.append(store)
+        return cast(Store, store)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    clock = ManualClock()
+    if request.param == "sqlite":
+        path = tmp_path / "jobs.sqlite3"
+        b = Backend("sqlite", clock, lambda: JobStore.open(path, clock=clock))
+        try:
+            yield b
+        finally:
+            for s in b.opened:
+                await s.close()
+    else:
+        async with fresh_database() as dsn:
+            b = Backend("postgres", clock, lambda: PgStore.open(dsn, clock=clock))
+            try:
+                yield b
+            finally:
+                for s in b.opened:
+                    await s.close()
+
+
+@pytest.fixture
+async def store(backend: Backend) -> Store:
+    return await backend.open()
+
+
+def new_job(
+    *,
+    guild_id: int = GUILD,
+    user_id: int = USER,
+    kind: JobKind = JobKind.VIDEO,
+    prompt: str = "a cat",
+    retry_of: int | None = None,
+    key_owner: int | None = None,
+    discord: dict[str, Any] | None = None,
+) -> NewJob:
+    return NewJob(
+        kind=kind,
+        guild_id=guild_id,
+        channel_id=CHANNEL,
+        user_id=user_id,
+        locale="en-US",
+        params={"model": "m", "prompt": prompt, "width": 832, "nested": {"list": [1, 2.5, None, True]}},
+        retry_of=retry_of,
+        key_owner=key_owner,
+        discord=discord or {},
+    )
+
+
+async def add(store: Store, job: NewJob | None = None, **limits: Any) -> Job:
+    limits.setdefault("member_limit", None)
+    limits.setdefault("guild_cap", None)
+    return await store.add(job or new_job(), **limits)
+
+
+async def failed_job(store: Store) -> Job:
+    job = await add(store)
+    return await store.transition(job.id, S.FAILED, error_code="boom")
+
+
+# ---------------------------------------------------------------------- add / get / active
+
+
+async def test_add_round_trips_every_field(store: Store, backend: Backend) -> None:
+    for prompt in TRICKY:
+        discord = {"token": "secret-token", "message": 123, "text": prompt, "deep": {"a": [prompt]}}
+        job = await add(store, new_job(prompt=prompt, key_owner=OTHER_GUILD, discord=discord))
+        assert job.state is S.QUEUED
+        assert job.prompt == prompt
+        assert job.created_at == job.updated_at == backend.clock.time()
+        assert job.key_owner == OTHER_GUILD
+        assert job.discord == discord
+        assert job.params["nested"] == {"list": [1, 2.5, None, True]}
+        assert await store.get(job.id) == job
+
+
+async def test_ids_grow_and_active_is_fifo_without_terminal_jobs(store: Store) -> None:
+    jobs = [await add(store) for _ in range(4)]
+    assert [j.id for j in jobs] == sorted(j.id for j in jobs)
+    await store.transition(jobs[1].id, S.CANCELLED)
+    assert [j.id for j in await store.active()] == [jobs[0].id, jobs[2].id, jobs[3].id]
+    assert await store.get(10**12) is None
+
+
+async def test_add_refuses_bad_values_and_stores_nothing(store: Store) -> None:
+    with pytest.raises(TypeError):
+        await add(store, NewJob(JobKind.VIDEO, GUILD, CHANNEL, USER, None, {}))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        await add(store, replace_params({"x": object()}))
+    with pytest.raises(ValueError):
+        await add(store, replace_params({"x": math.nan}))
+    with pytest.raises(ValueError):
+        await add(store, quota=(-1, 0.0))
+    assert await store.active() == []
+
+
+def replace_params(params: dict[str, Any]) -> NewJob:
+    job = new_job()
+    job.params = params
+    return job
+
+
+async def test_listeners_see_adds_and_state_changes_only(store: Store) -> None:
+    seen: list[tuple[int, JobState]] = []
+
+    def broken(job: Job) -> None:
+        raise RuntimeError("a listener bug must not break the store")
+
+    store.subscribe(broken)
+    store.subscribe(lambda job: seen.append((job.id, job.state)))
+    job = await add(store)
+    await store.update(job.id, progress=0.5)
+    await store.patch_discord(job.id, {"a": 1})
+    await store.transition(job.id, S.SUBMITTING)
+    assert seen == [(job.id, S.QUEUED), (job.id, S.SUBMITTING)]
+
+
+# ---------------------------------------------------------------------- limits
+
+
+async def test_member_limit_guild_cap_and_their_order(store: Store) -> None:
+    await add(store, member_limit=2, guild_cap=3)
+    await add(store, member_limit=2, guild_cap=3)
+    with pytest.raises(MemberLimitReached) as member:
+        await add(store, member_limit=2, guild_cap=0)  # both exceeded: the member limit is told
+    assert member.value.limit == 2
+    await add(store, new_job(user_id=OTHER_USER), member_limit=2, guild_cap=3)
+    with pytest.raises(GuildQueueFull) as full:
+        await add(store, new_job(user_id=OTHER_USER), member_limit=2, guild_cap=3)
+    assert full.value.cap == 3
+    # Other guilds are not affected; non-QUEUED jobs free the queue, terminal ones the member limit.
+    await add(store, new_job(guild_id=OTHER_GUILD), member_limit=1, guild_cap=1)
+    first = (await store.active())[0]
+    await store.transition(first.id, S.SUBMITTING)
+    await add(store, new_job(user_id=OTHER_USER), member_limit=3, guild_cap=3)
+    await store.transition(first.id, S.CANCELLED)
+    assert len(await store.active()) == 4
+
+
+async def test_retry_is_unique_and_checked_before_limits(store: Store) -> None:
+    failed = await failed_job(store)
+    retry = await add(store, new_job(retry_of=failed.id), member_limit=5)
+    assert retry.retry_of == failed.id
+    with pytest.raises(AlreadyRetried) as again:
+        await add(store, new_job(retry_of=failed.id), member_limit=0, guild_cap=0, quota=(0, 0.0))
+    assert (again.value.retry_of, again.value.existing_id) == (failed.id, retry.id)
+
+
+async def test_daily_quota_counts_this_kind_guild_and_period_but_not_failures(
+    store: Store, backend: Backend
+) -> None:
+    since = backend.clock.time()
+    old = await add(store)  # at `since`: counts
+    await backend.clock.advance(10)
+    await add(store, new_job(kind=JobKind.IMAGE))  # other kind
+    await add(store, new_job(guild_id=OTHER_GUILD))  # other guild
+    await add(store, new_job(user_id=OTHER_USER))  # other member
+    failed = await failed_job(store)  # failed: does not count
+    cancelled = await add(store)
+    await store.transition(cancelled.id, S.CANCELLED)  # cancelled: counts
+    quota = (3, since)
+    await add(store, quota=quota)
+    with pytest.raises(DailyQuotaReached) as reached:
+        await add(store, quota=quota)
+    assert reached.value.limit == 3
+    # Quota before member limit (store.py's order): both exceeded, the quota is told.
+    with pytest.raises(DailyQuotaReached):
+        await add(store, quota=quota, member_limit=0)
+    with pytest.raises(DailyQuotaReached):
+        await add(store, quota=(0, since))
+    # The next period: jobs created before its start no longer count.
+    await backend.clock.advance(10)
+    await add(store, quota=(1, backend.clock.time()))
+    with pytest.raises(DailyQuotaReached):
+        await add(store, quota=(1, backend.clock.time()))
+    assert (await store.get(old.id), await store.get(failed.id)) == (old, failed)
+
+
+async def test_twenty_concurrent_adds_from_two_processes_respect_the_member_limit(backend: Backend) -> None:
+    one, two = await backend.open(), await backend.open()
+    results = await asyncio.gather(
+        *(add(one if i % 2 else two, member_limit=2, guild_cap=50) for i in range(20)),
+        return_exceptions=True,
+    )
+    stored = [r for r in results if isinstance(r, Job)]
+    refused = [r for r in results if isinstance(r, MemberLimitReached)]
+    assert (len(stored), len(refused)) == (2, 18), results
+    assert len(await one.active()) == 2
+
+
+async def test_concurrent_quota_and_guild_cap_are_never_overshot(backend: Backend) -> None:
+    one, two = await backend.open(), await backend.open()
+    since = backend.clock.time()
+    results = await asyncio.gather(
+        *(add(one if i % 2 else two, quota=(3, since)) for i in range(12)), return_exceptions=True
+    )
+    assert sum(isinstance(r, Job) for r in results) == 3
+    assert sum(isinstance(r, DailyQuotaReached) for r in results) == 9
+    members = [new_job(guild_id=OTHER_GUILD, user_id=1000 + i) for i in range(12)]
+    results = await asyncio.gather(
+        *(add(one if i % 2 else two, job, guild_cap=4) for i, job in enumerate(members)),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(r, Job) for r in results) == 4
+    assert sum(isinstance(r, GuildQueueFull) for r in results) == 8
+
+
+async def test_concurrent_retries_of_one_job_store_exactly_one(backend: Backend) -> None:
+    one, two = await backend.open(), await backend.open()
+    failed = await failed_job(one)
+    results = await asyncio.gather(
+        *(add(one if i % 2 else two, new_job(retry_of=failed.id)) for i in range(10)), return_exceptions=True
+    )
+    winners = [r for r in results if isinstance(r, Job)]
+    losers = [r for r in results if isinstance(r, AlreadyRetried)]
+    assert len(winners) == 1 and len(losers) == 9, results
+    assert {e.existing_id for e in losers} == {winners[0].id}
+
+
+# ---------------------------------------------------------------------- transitions and updates
+
+
+async def test_transitions_follow_the_state_machine_and_write_fields(store: Store, backend: Backend) -> None:
+    job = await add(store)
+    await backend.clock.advance(5)
+    job = await store.transition(job.id, S.SUBMITTING, expect=S.QUEUED)
+    assert job.updated_at == backend.clock.time() and job.updated_at > job.created_at
+    job = await store.transition(
+        job.id, S.RUNNING, expect=[S.SUBMITTING], task_id="t-1", started_at=12.5, key_owner=OTHER_GUILD
+    )
+    assert (job.task_id, job.started_at, job.key_owner) == ("t-1", 12.5, OTHER_GUILD)
+    job = await store.transition(job.id, S.DELIVERING, result_url="https://x/y.mp4", progress=1)
+    job = await store.transition(job.id, S.DELIVERED, result_local=True, result_url=None)
+    assert (job.state, job.result_local, job.result_url, job.progress) == (S.DELIVERED, True, None, 1.0)
+    assert await store.get(job.id) == job
+    with pytest.raises(InvalidTransition) as illegal:
+        await store.transition(job.id, S.FAILED)
+    assert (illegal.value.old, illegal.value.new) == (S.DELIVERED, S.FAILED)
+
+
+async def test_transition_refusals_change_nothing(store: Store) -> None:
+    job = await add(store)
+    with pytest.raises(InvalidTransition) as wrong:
+        await store.transition(job.id, S.CANCELLED, expect=S.RUNNING, error_code="x")
+    assert wrong.value.expected == frozenset({S.RUNNING})
+    with pytest.raises(InvalidTransition):
+        await store.transition(job.id, S.DELIVERED)
+    with pytest.raises(JobNotFound):
+        await store.transition(10**12, S.CANCELLED)
+    bad: dict[str, Any]
+    for bad in ({"state": "failed"}, {"id": 5}, {"updated_at": 1.0}, {"nope": 1}, {"progress": math.inf}):
+        with pytest.raises(ValueError):
+            await store.transition(job.id, S.CANCELLED, **bad)
+    for bad in ({"task_id": 5}, {"result_local": 1}, {"guild_id": True}, {"params": []}):
+        with pytest.raises(TypeError):
+            await store.transition(job.id, S.CANCELLED, **bad)
+    assert await store.get(job.id) == job
+
+
+async def test_racing_transitions_from_two_processes_have_one_winner(backend: Backend) -> None:
+    one, two = await backend.open(), await backend.open()
+    jobs = [await add(one) for _ in range(5)]
+    for job in jobs:
+        results = await asyncio.gather(
+            one.transition(job.id, S.CANCELLED, expect=S.QUEUED),
+            two.transition(job.id, S.SUBMITTING, expect=S.QUEUED),
+            return_exceptions=True,
+        )
+        assert sum(isinstance(r, Job) for r in results) == 1, results
+        assert sum(isinstance(r, InvalidTransition) for r in results) == 1, results
+
+
+async def test_update_writes_fields_of_any_job_but_never_the_state(store: Store, backend: Backend) -> None:
+    job = await add(store)
+    await store.transition(job.id, S.CANCELLED)
+    await backend.clock.advance(3)
+    updated = await store.update(job.id, error_detail="détail ✓", discord={"k": "v"}, key_owner=None)
+    assert (updated.state, updated.error_detail, updated.discord) == (S.CANCELLED, "détail ✓", {"k": "v"})
+    assert updated.updated_at == backend.clock.time()
+    with pytest.raises(ValueError):
+        await store.update(job.id, state=S.QUEUED)
+    with pytest.raises(JobNotFound):
+        await store.update(10**12, progress=0.1)
+
+
+async def test_concurrent_discord_patches_from_two_processes_all_land(backend: Backend) -> None:
+    one, two = await backend.open(), await backend.open()
+    job = await add(one, new_job(discord={"keep": True}))
+    await asyncio.gather(*((one if i % 2 else two).patch_discord(job.id, {f"k{i}": i}) for i in range(12)))
+    patched = await two.get(job.id)
+    assert patched is not None
+    assert patched.discord == {"keep": True, **{f"k{i}": i for i in range(12)}}
+    with pytest.raises(JobNotFound):
+        await one.patch_discord(10**12, {"a": 1})
+    with pytest.raises(TypeError):
+        await one.patch_discord(job.id, {"a": object()})
+
+
+# ---------------------------------------------------------------------- durations
+
+
+async def test_durations_round_trip_replace_and_validate(store: Store) -> None:
+    assert await store.load_durations() == []
+    rows = [DurationRow("video|m|b", 3.5, 0.25, 4, 100.0), DurationRow("image|m|a", 1.0, 0.5, 1, 90.0)]
+    for row in rows:
+        await store.save_duration(row)
+    await store.save_duration(DurationRow("video|m|b", 4.0, 0.2, 5, 110.0))
+    assert await store.load_durations() == [rows[1], DurationRow("video|m|b", 4.0, 0.2, 5, 110.0)]
+    for bad in (DurationRow("k", math.nan, 0, 1, 0), DurationRow("k", 1, 1, -1, 0)):
+        with pytest.raises(ValueError):
+            await store.save_duration(bad)
+    with pytest.raises(TypeError):
+        await store.save_duration(DurationRow(5, 1, 1, 1, 0))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- guild settings and keys
+
+
+async def test_guild_settings_round_trip_with_an_audit_log(store: Store, backend: Backend) -> None:
+    assert await store.guild_settings(GUILD) == GuildSettings()
+    assert await store.all_guild_settings() == {}
+    mine = GuildSettings(
+        member_jobs=2, daily_videos=0, channels=(CHANNEL, 7), nsfw_only=True, blocklist=("猫", "bad word")
+    )
+    await store.save_guild_settings(GUILD, mine, by=ADMIN, changed=[Setting.MEMBER_JOBS, Setting.BLOCKLIST])
+    await backend.clock.advance(60)
+    theirs = GuildSettings(video_model="m2")
+    await store.save_guild_settings(OTHER_GUILD, theirs, by=USER, changed=[Setting.VIDEO_MODEL])
+    mine = mine.replace(queue_cap=9)
+    await store.save_guild_settings(GUILD, mine, by=USER, changed=[Setting.QUEUE_CAP])
+    assert await store.guild_settings(GUILD) == mine
+    assert await store.all_guild_settings() == {GUILD: mine, OTHER_GUILD: theirs}
+    log = await store.settings_log(GUILD)
+    # Newest first; rows of one save in reverse order of `changed` (id order, descending).
+    assert [(c.user_id, c.setting) for c in log] == [
+        (USER, Setting.QUEUE_CAP),
+        (ADMIN, Setting.BLOCKLIST),
+        (ADMIN, Setting.MEMBER_JOBS),
+    ]
+    assert log[0].at == backend.clock.time() and log[-1].at == backend.clock.time() - 60
+    assert all(c.guild_id == GUILD for c in log)
+    assert len(await store.settings_log(GUILD, limit=1)) == 1
+
+
+async def test_guild_keys_keep_ciphertext_bytes_exactly(store: Store, backend: Backend) -> None:
+    assert await store.guild_key(GUILD) is None
+    token = bytes(range(256)) + b"\x00gAAAA"  # any bytes, NUL and non-UTF-8 included
+    await store.set_guild_key(GUILD, token, "wxyz", by=ADMIN)
+    await store.set_guild_key(OTHER_GUILD, b"other", "abcd", by=USER)
+    key = await store.guild_key(GUILD)
+    assert key is not None
+    assert (key.token, key.last4, key.status, key.set_by, key.set_at) == (
+        token,
+        "wxyz",
+        KeyStatus.OK,
+        ADMIN,
+        backend.clock.time(),
+    )
+    await store.mark_guild_key(GUILD, KeyStatus.REJECTED)
+    assert [(k.guild_id, k.status) for k in await store.all_guild_keys()] == [
+        (GUILD, KeyStatus.REJECTED),
+        (OTHER_GUILD, KeyStatus.OK),
+    ]
+    await store.set_guild_key(GUILD, b"new", "1234", by=ADMIN)  # a new key is OK again
+    assert (await store.guild_key(GUILD)) == replace(key, token=b"new", last4="1234", status=KeyStatus.OK)
+    assert await store.delete_guild_key(GUILD, by=USER) is True
+    assert await store.delete_guild_key(GUILD, by=USER) is False
+    assert await store.guild_key(GUILD) is None
+    log = await store.settings_log(GUILD)
+    assert [(c.user_id, c.setting) for c in log] == [
+        (USER, Setting.API_KEY),
+        (ADMIN, Setting.API_KEY),
+        (ADMIN, Setting.API_KEY),
+    ]
+    with pytest.raises(TypeError):
+        await store.set_guild_key(GUILD, "not bytes", "1234", by=ADMIN)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        await store.set_guild_key(GUILD, b"x", "12345", by=ADMIN)
+
+
+# ---------------------------------------------------------------------- leases
+
+
+def needs_leases(store: Store, backend: Backend) -> None:
+    if not hasattr(store, "claim"):
+        pytest.fail(
+            f"the {backend.name} store has no job leases yet: mix framecast.leases.SqliteLeases into "
+            "JobStore and add LEASE_MIGRATION to its schema (see helper F's report)"
+        )
+
+
+async def test_leases_between_two_owners_expire_by_the_clock(backend: Backend) -> None:
+    one, two = await backend.open(), await backend.open()
+    needs_leases(one, backend)
+    clock = backend.clock
+    a, b, c = await add(one), await add(one, new_job(guild_id=OTHER_GUILD)), await add(one)
+    assert [j.id for j in await two.claimable("p2", clock.time())] == [a.id, b.id, c.id]
+    assert await one.claim(a.id, "p1", clock.time() + 30) is True
+    assert await two.claim(a.id, "p2", clock.time() + 30) is False  # p1's lease runs
+    assert await one.claim(a.id, "p1", clock.time() + 60) is True  # renewal
+    assert await two.claim(b.id, "p2", clock.time() + 30) is True
+    assert [j.id for j in await two.claimable("p2", clock.time())] == [c.id]
+    only_other = await one.claimable("p1", clock.time() + 45, guilds=lambda g: g == OTHER_GUILD)
+    assert [j.id for j in only_other] == [b.id]  # p2's lease of b is over at +45; a's (p1) is not
+    await clock.advance(45)
+    assert await one.claim(b.id, "p1", clock.time() + 30) is True  # p2 died: its lease expired
+    assert await two.claim(a.id, "p2", clock.time() + 30) is False  # renewed to +60: still running
+    await clock.advance(15)
+    assert await two.claim(a.id, "p2", clock.time() + 30) is True  # exactly at lease_until: expired
+    assert await one.release(a.id, "p1") is False  # not p1's any more
+    assert await two.release(a.id, "p2") is True
+    assert await one.claim(a.id, "p1", clock.time() + 30) is True  # released: free at once
+    await one.transition(c.id, S.CANCELLED)
+    assert await one.claim(c.id, "p1", clock.time() + 30) is False  # finished jobs are not run
+    assert [j.id for j in await two.claimable("p2", clock.time())] == []
+    with pytest.raises(JobNotFound):
+        await one.claim(10**12, "p1", clock.time())
+    with pytest.raises(TypeError):
+        await one.claim(a.id, "", clock.time())
+    with pytest.raises(ValueError):
+        await one.claim(a.id, "p1", math.nan)
+
+
+async def test_concurrent_claims_of_a_free_job_have_one_winner(backend: Backend) -> None:
+    one, two = await backend.open(), await backend.open()
+    needs_leases(one, backend)
+    job = await add(one)
+    until = backend.clock.time() + 30
+    results = await asyncio.gather(
+        *((one if i % 2 else two).claim(job.id, f"p{i}", until) for i in range(10))
+    )
+    assert sum(results) == 1
+
+
+async def test_leases_do_not_touch_the_job(backend: Backend) -> None:
+    store = await backend.open()
+    needs_leases(store, backend)
+    job = await add(store)
+    seen: list[Job] = []
+    store.subscribe(seen.append)
+    await backend.clock.advance(5)
+    await store.claim(job.id, "p1", backend.clock.time() + 5)
+    await store.release(job.id, "p1")
+    assert await store.get(job.id) == job and seen == []
+
+
+# ---------------------------------------------------------------------- lifecycle
+
+
+async def test_reopen_keeps_everything_and_close_is_final(backend: Backend) -> None:
+    first = await backend.open()
+    job = await add(first)
+    await first.save_duration(DurationRow("k", 1.0, 0.1, 1, 5.0))
+    await first.close()
+    await first.close()  # idempotent
+    assert first.closed
+    with pytest.raises(StoreClosed):
+        await first.get(job.id)
+    again = await backend.open()  # the schema is found, not created twice
+    assert await again.get(job.id) == job
+    assert await again.load_durations() == [DurationRow("k", 1.0, 0.1, 1, 5.0)]
+
+
+async def test_two_processes_opening_a_new_database_together(backend: Backend) -> None:
+    stores = await asyncio.gather(backend.open(), backend.open(), backend.open())
+    job = await add(stores[0])
+    assert await stores[2].get(job.id) == job
+
+
+# ---------------------------------------------------------------------- PostgreSQL only
+
+
+async def test_pg_errors_never_show_the_password() -> None:
+    dsn = "postgresql://framecast:hunter2-secret@127.0.0.1:1/framecast"
+    with pytest.raises(StoreError) as failure:
+        await PgStore.open(dsn)
+    assert "hunter2" not in str(failure.value)
+    assert failure.value.__cause__ is None and failure.value.__suppress_context__
+    assert "framecast@127.0.0.1:1/framecast" in str(failure.value)
+    assert redact_dsn(dsn) == "postgresql://framecast@127.0.0.1:1/framecast"
+
+
+async def test_pg_refuses_nul_in_text_fields_and_a_newer_schema() -> None:
+    async with fresh_database() as dsn:
+        store = await PgStore.open(dsn, clock=ManualClock())
+        try:
+            job = await add(store)
+            with pytest.raises(ValueError):
+                await store.update(job.id, error_detail="a\x00b")
+            async with store._connection() as conn:
+                await conn.execute("UPDATE schema_version SET version = 99")
+        finally:
+            await store.close()
+        with pytest.raises(StoreError, match="v99 is newer"):
+            await PgStore.open(dsn)
+
+
+async def test_open_store_chooses_postgres_only_with_a_database_url(tmp_path: Path) -> None:
+    base = Settings(Secret("t"), "http://127.0.0.1:1", Secret("k"), database_path=tmp_path / "db.sqlite3")
+    sqlite = await open_store(base, clock=ManualClock())
+    try:
+        assert isinstance(sqlite, JobStore) and sqlite.path == tmp_path / "db.sqlite3"
+    finally:
+        await sqlite.close()
+    async with fresh_database() as dsn:
+        pg = await open_store(replace(base, database_url=Secret(dsn)), clock=ManualClock())
+        try:
+            assert isinstance(pg, PgStore) and pg.target == redact_dsn(dsn)
+        finally:
+            await pg.close()
+
+
+def _pg_store_keeps_the_contract(store: PgStore) -> Store:
+    # Checked by mypy: PgStore must stay assignable to the Store protocol.
+    return store

@@ -1,0 +1,329 @@
+"""Job leases between processes (framecast.takeover.Leases) and the scheduler's use of them.
+
+Every test runs against a real SQLite JobStore (a temporary file) and a real PostgreSQL PgStore (a
+throw-away database from tests/pg.py; skipped, saying why, without a server). "Two processes" are
+two store objects on the same database, each with its own :class:`Leases` under its own owner name,
+sharing one :class:`ManualClock`: a lease lapses only when the test moves time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.pgstore import PgStore
+from framecast.scheduler import Scheduler
+from framecast.store import JobStore
+from framecast.stores import Store
+from framecast.takeover import Leases
+from tests.fakes.clock import ManualClock
+from tests.pg import fresh_database
+
+S = JobState
+LEASE = 30.0
+SERVED, FOREIGN = 4_194_304 * 2, 4_194_304 * 3  # shards 0 and 1 of 2: (id >> 22) % 2
+CHANNEL, USER = 222_222_222_222_222_222, 333_333_333_333_333_333
+WAIT = 5.0  # real seconds: a hang fails the test instead of blocking the run
+
+
+@dataclass
+class Backend:
+    """One database shared by the stores ("processes") a test opens on it."""
+
+    name: str
+    clock: ManualClock
+    opener: Callable[[], Awaitable[JobStore | PgStore]]
+    opened: list[JobStore | PgStore] = field(default_factory=list)
+
+    async def open(self) -> Store:
+        store = await self.opener()
+        self.opened.append(store)
+        return cast(Store, store)
+
+    def leases(self, store: Store, owner: str, *, serves: Callable[[int], bool] | None = None) -> Leases:
+        return Leases(store, owner=owner, lease_seconds=LEASE, clock=self.clock, serves=serves)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    clock = ManualClock()
+    if request.param == "sqlite":
+        path = tmp_path / "jobs.sqlite3"
+        b = Backend("sqlite", clock, lambda: JobStore.open(path, clock=clock))
+        try:
+            yield b
+        finally:
+            for s in b.opened:
+                await s.close()
+    else:
+        async with fresh_database() as dsn:
+            b = Backend("postgres", clock, lambda: PgStore.open(dsn, clock=clock))
+            try:
+                yield b
+            finally:
+                for s in b.opened:
+                    await s.close()
+
+
+async def add(store: Store, guild_id: int = SERVED) -> Job:
+    new = NewJob(
+        kind=JobKind.VIDEO,
+        guild_id=guild_id,
+        channel_id=CHANNEL,
+        user_id=USER,
+        locale="en-US",
+        params={"model": "m", "prompt": "a cat"},
+    )
+    return await store.add(new, member_limit=None, guild_cap=None)
+
+
+def only_served(guild_id: int) -> bool:
+    return guild_id == SERVED
+
+
+async def touch(store: Store, job: Job) -> Job:
+    """A state change (as a running job makes): its updated_at moves to now."""
+    job = await store.transition(job.id, S.SUBMITTING, expect=S.QUEUED)
+    return await store.transition(job.id, S.RUNNING, expect=S.SUBMITTING, task_id=f"task-{job.id}")
+
+
+# ---------------------------------------------------------------------- take, renew, lapse
+
+
+async def test_take_renew_and_lapse(backend: Backend) -> None:
+    one_store, two_store = await backend.open(), await backend.open()
+    one, two = backend.leases(one_store, "p1"), backend.leases(two_store, "p2")
+    clock = backend.clock
+    job = await add(one_store)
+    assert await one.take(job) is True
+    assert one.held == {job.id}
+    assert await one.take(job) is True  # its own lease again: still one holder
+    assert await two.take(job) is False  # p1 is alive
+    assert two.held == frozenset()
+
+    await clock.advance(LEASE * 2 / 3)
+    await one.renew()  # runs to now + LEASE
+    await clock.advance(LEASE * 2 / 3)  # past the first lease, inside the renewed one
+    assert await two.take(job) is False
+    assert [j.id for j in await two_store.claimable("p2", clock.time())] == []
+
+    await clock.advance(LEASE / 3)  # p1 stopped renewing (it died): exactly at lease_until it lapses
+    assert [j.id for j in await two_store.claimable("p2", clock.time())] == [job.id]
+    assert await two.take(job) is True
+    assert two.held == {job.id}
+    await one.renew()  # p1 comes back to life: its renewal finds the job gone and drops it
+    assert one.held == frozenset()
+    assert await one.take(job) is False
+
+    # A finished job is dropped at the next renewal, and cannot be taken.
+    await two_store.transition(job.id, S.CANCELLED)
+    await two.renew()
+    assert two.held == frozenset()
+    assert await one.take(job) is False
+    # done(): the job left this process; an unknown job is never taken.
+    other = await add(one_store)
+    assert await one.take(other) is True
+    one.done(other.id)
+    assert one.held == frozenset()
+    assert await one.take(replace(other, id=10**9)) is False
+
+
+# ---------------------------------------------------------------------- take_over
+
+
+async def test_take_over_a_served_guilds_lapsed_job_at_once(backend: Backend) -> None:
+    one_store, two_store = await backend.open(), await backend.open()
+    one = backend.leases(one_store, "p1")
+    two = backend.leases(two_store, "p2", serves=only_served)
+    clock = backend.clock
+    served, foreign = await add(one_store, SERVED), await add(one_store, FOREIGN)
+    assert await one.take(served) and await one.take(foreign)
+    await clock.advance(LEASE - 1)
+    # Both jobs change just before p1 dies: they are "fresh", yet p1's leases lapse at LEASE.
+    served, foreign = await touch(one_store, served), await touch(one_store, foreign)
+
+    assert await two.take_over() == []  # p1's leases still run
+    await clock.advance(1)
+    taken = await two.take_over()
+    assert [j.id for j in taken] == [served.id]  # this process's guild: at once
+    assert two.held == {served.id}
+    assert await one.take(served) is False
+
+    # The other shard's job waits until it has not changed for a whole lease (its own shard may
+    # still be about to pick it up), then it is taken over too.
+    await clock.advance(LEASE - 2)
+    assert await two.take_over() == []
+    await clock.advance(1)
+    assert [j.id for j in await two.take_over()] == [foreign.id]
+    assert two.held == {served.id, foreign.id}
+    assert await two.take_over() == []  # nothing twice
+
+
+async def test_a_job_accepted_a_moment_ago_is_not_taken_before_its_own_claim(backend: Backend) -> None:
+    # Between the store's insert and the intake's claim, the job has no lease at all: not even a
+    # process of its own shard may take it then (it would queue it twice in the accepting process).
+    store = await backend.open()
+    mine = backend.leases(store, "p1", serves=only_served)
+    other = backend.leases(await backend.open(), "p2", serves=only_served)
+    clock = backend.clock
+    await clock.advance(100)
+    job = await add(store, SERVED)
+    assert await mine.take_over() == [] and await other.take_over() == []
+    assert await mine.take(job) is True  # the intake's claim
+    # A job nobody ever claimed (its process died between insert and claim) is picked up later.
+    orphan = await add(store, SERVED)
+    await clock.advance(LEASE / 2)
+    await mine.renew()
+    await clock.advance(LEASE / 2)
+    assert [j.id for j in await other.take_over()] == [orphan.id]
+
+
+async def test_a_job_held_by_a_live_owner_is_never_taken(backend: Backend) -> None:
+    one_store, two_store = await backend.open(), await backend.open()
+    clock = backend.clock
+    one = backend.leases(one_store, "p1")
+    two = backend.leases(two_store, "p2")  # serves every guild: would take anything lapsed at once
+    adopted: list[int] = []
+
+    async def adopt(job: Job) -> None:
+        adopted.append(job.id)
+
+    job = await add(one_store, SERVED)
+    await clock.advance(LEASE)
+    assert await one.take(job) is True
+    one.start(adopt)
+    two.start(adopt)
+    try:
+        # Ten leases long, both loops run every third of a lease: p1 renews, p2 looks for lapses.
+        for _ in range(30):
+            await advance_loops(clock, LEASE / 3, loops=2)
+            assert adopted == []
+            assert two.held == frozenset()
+        assert one.held == {job.id}
+
+        await one.close()  # p1 dies: no more renewals
+        for _ in range(4):
+            await advance_loops(clock, LEASE / 3, loops=1)
+        await wait_until(lambda: adopted == [job.id])
+        assert two.held == {job.id}
+        for _ in range(6):
+            await advance_loops(clock, LEASE / 3, loops=1)
+        assert adopted == [job.id]  # adopted once; p2 now renews it
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def advance_loops(clock: ManualClock, seconds: float, *, loops: int) -> None:
+    """Move time, then wait (real time) until `loops` lease loops are parked in their sleep again."""
+    await clock.advance(seconds)
+    await wait_until(lambda: clock.sleepers >= loops)
+
+
+async def wait_until(predicate: Callable[[], bool]) -> None:
+    """Poll `predicate` (the work it waits for is real I/O: a store's thread or a PostgreSQL answer)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while not predicate():
+        if loop.time() > deadline:
+            raise TimeoutError(f"waited {WAIT:g}s in vain")
+        await asyncio.sleep(0.005)
+
+
+# ---------------------------------------------------------------------- the scheduler
+
+
+class ParkedRunner:
+    """A runner whose jobs never finish on their own (they wait until cancelled)."""
+
+    def __init__(self) -> None:
+        self.started: list[int] = []
+
+    async def run(self, job: Job, *, release_service_slot: Callable[[], None]) -> None:
+        self.started.append(job.id)
+        await asyncio.Event().wait()
+
+    def begin_shutdown(self) -> None:
+        pass
+
+    def in_critical_section(self, job_id: int) -> bool:
+        return False
+
+    async def wait_critical_done(self, job_ids: set[int]) -> None:
+        pass
+
+
+def scheduler(store: Store, leases: Leases, runner: ParkedRunner, clock: ManualClock) -> Scheduler:
+    # No job may start: the queued ones stay in the queue, where position() finds them.
+    return Scheduler(store=store, runner=runner, admission=0, clock=clock, leases=leases)
+
+
+async def test_scheduler_start_restores_only_claimable_jobs_of_served_guilds(backend: Backend) -> None:
+    before, other_store = await backend.open(), await backend.open()
+    clock = backend.clock
+    dead = backend.leases(before, "dead-process")
+    alive = backend.leases(other_store, "live-process")
+    free = await add(before, SERVED)
+    held_by_live = await add(before, SERVED)
+    foreign_free = await add(before, FOREIGN)
+    lapsed = await add(before, SERVED)
+    mine_running = await touch(before, await add(before, SERVED))
+    assert await dead.take(lapsed)
+    await clock.advance(LEASE)  # the dead process's lease of `lapsed` runs out
+    assert await alive.take(held_by_live)
+    mine_before = backend.leases(before, "me")
+    assert await mine_before.take(mine_running)  # this process's previous life (same owner name)
+
+    store = await backend.open()
+    leases = backend.leases(store, "me", serves=only_served)
+    runner = ParkedRunner()
+    sched = scheduler(store, leases, runner, clock)
+    try:
+        restored = await sched.start()
+        assert sorted(j.id for j in restored) == sorted([free.id, lapsed.id, mine_running.id])
+        assert leases.held == {free.id, lapsed.id, mine_running.id}
+        assert sched.position(free.id) is not None and sched.position(lapsed.id) is not None
+        assert sched.position(held_by_live.id) is None and sched.position(foreign_free.id) is None
+        await wait_until(lambda: runner.started == [mine_running.id])  # RUNNING: re-attached at once
+        # Nobody took the others: they stay with the live process, or wait for their own shard.
+        assert await alive.take(held_by_live) is True
+        assert await backend.leases(other_store, "shard-1").take(foreign_free) is True
+    finally:
+        await sched.close(1.0)
+
+
+async def test_scheduler_adopt_is_idempotent(backend: Backend) -> None:
+    store = await backend.open()
+    clock = backend.clock
+    leases = backend.leases(store, "me")
+    runner = ParkedRunner()
+    sched = scheduler(store, leases, runner, clock)
+    await sched.start()
+    try:
+        queued = await add(store)
+        running = await touch(store, await add(store))
+        finished = await add(store)
+        await store.transition(finished.id, S.CANCELLED)
+        for job in (queued, running, finished):
+            assert await leases.take(job) is (job is not finished)
+
+        first = await sched.adopt(queued)
+        assert first is not None and first.id == queued.id
+        assert await sched.adopt(queued) is None
+        assert sched.position(queued.id) == 1  # queued once
+
+        assert await sched.adopt(running) is not None
+        await wait_until(lambda: runner.started == [running.id])
+        assert await sched.adopt(running) is None
+        assert await sched.adopt(finished) is None
+        await asyncio.sleep(0.05)
+        assert runner.started == [running.id]  # started once
+        assert sched.position(queued.id) == 1
+    finally:
+        await sched.close(1.0)
