@@ -100,6 +100,11 @@ class KeyAccount(Protocol):
         """The key's planner (None: fixed pace, nothing learned)."""
         ...
 
+    @property
+    def rejected(self) -> bool:
+        """The service refused this (server's) key: no new task is created with it."""
+        ...
+
 
 class JobAccounts(Protocol):
     """Which key runs which job (:class:`framecast.accounts.Accounts` implements it)."""
@@ -131,6 +136,7 @@ class _Key:
     client: GenerationClient
     planner: Planner | None = None
     owner: int | None = None
+    rejected: bool = False
 
 
 @dataclass
@@ -322,6 +328,10 @@ class JobRunner:
             # other key may poll it, and the operator's key must not silently take over.
             log.warning("job %s: the server key that created its task is gone; the job fails", job.id)
             return await self._fail(job.id, ErrorCode.KEY_REMOVED, None)
+        if account is not None and account.rejected and job.state in (JobState.QUEUED, JobState.SUBMITTING):
+            # Jobs that waited while their server's key was refused: no request is spent to hear it
+            # again, and the operator's key does not silently take over.
+            return await self._fail(job.id, ErrorCode.GUILD_KEY_REJECTED, None)
         if account is not None:
             self._accounts.bind(job.id, account)
         try:

@@ -235,9 +235,12 @@ async def test_a_rejected_server_key_fails_its_jobs_and_tells_its_admins_once(ri
     rig.fake.revoke(SERVER_KEY)  # the service withdraws it later
     runner = rig.runner()
     first = await runner.run(await rig.job(GUILD), release_service_slot=lambda: None)
+    creates_heard = rig.fake.count(path="/v1/images/generations", key=SERVER_KEY)
     second = await runner.run(await rig.job(GUILD, kind=JobKind.IMAGE), release_service_slot=lambda: None)
     assert first.state is JobState.FAILED and first.error_code == ErrorCode.GUILD_KEY_REJECTED
     assert second.state is JobState.FAILED and second.error_code == ErrorCode.GUILD_KEY_REJECTED
+    # A job that waited behind the refusal fails without spending a request to hear it again.
+    assert rig.fake.count(path="/v1/images/generations", key=SERVER_KEY) == creates_heard == 0
     assert told == [GUILD]  # once per key, however many jobs hit it
     stored = await rig.store.guild_key(GUILD)
     assert stored is not None and stored.status is KeyStatus.REJECTED
