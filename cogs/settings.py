@@ -596,6 +596,10 @@ class ServerSettings(
             return
         self._told.add((guild_id, stored.last4))
         guild = self.bot.get_guild(guild_id)
+        if guild is None:
+            # Another shard's server (a job taken over from a process that died): ask Discord.
+            with contextlib.suppress(discord.HTTPException):
+                guild = await self.bot.fetch_guild(guild_id)
         locale = str(guild.preferred_locale.value) if guild else None
         name = as_text(guild.name) if guild else str(guild_id)
         text = t("settings_key_rejected_notice", locale, guild=name, last4=as_text(stored.last4))
@@ -603,7 +607,7 @@ class ServerSettings(
         if stored.set_by and await self._dm(guild, stored.set_by, text):
             log.info("guild %s: told the admin who set its API key that the service refused it", guild_id)
             return
-        channel = guild.system_channel if guild else None
+        channel = await self._system_channel(guild)
         if channel is None:
             log.warning("guild %s: its API key was refused and no admin could be told", guild_id)
             return
@@ -612,6 +616,21 @@ class ServerSettings(
             log.info("guild %s: its refused API key was announced in the system channel", guild_id)
         except discord.HTTPException as exc:
             log.warning("guild %s: could not post the refused-key notice: HTTP %s", guild_id, exc.status)
+
+    async def _system_channel(self, guild: discord.Guild | None) -> discord.abc.Messageable | None:
+        """The guild's system channel, from the cache or (another shard's server) from Discord."""
+        if guild is None:
+            return None
+        if guild.system_channel is not None:
+            return guild.system_channel
+        channel_id = getattr(guild, "_system_channel_id", None)
+        if channel_id is None:
+            return None
+        with contextlib.suppress(discord.HTTPException):
+            channel = await self.bot.fetch_channel(channel_id)
+            if isinstance(channel, discord.abc.Messageable):
+                return channel
+        return None
 
     async def _dm(self, guild: discord.Guild | None, user_id: int, text: str) -> bool:
         """DM `user_id` if they are still a member of `guild`; False when that cannot be done."""

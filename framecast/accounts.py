@@ -47,6 +47,7 @@ from framecast.runner import KeyAccount
 from framecast.scheduler import Admission
 from framecast.service import GenerationClient
 from framecast.sharedbudget import budget_key_id, connect, open_budget
+from framecast.store import StoredKey
 from framecast.stores import Store
 
 __all__ = ["Account", "Accounts", "KeyCheck"]
@@ -194,21 +195,39 @@ class Accounts:
             )
             return
         for row in stored:
-            try:
-                key = self._vault.decrypt(row.token)
-            except KeyUnreadable:
-                # Not silently the operator's key either: the intake refuses until an admin sets it again.
-                log.warning(
-                    "guild %s: its stored API key cannot be decrypted (KEY_ENCRYPTION_SECRET changed?)",
-                    row.guild_id,
-                )
-                self._unreadable.add(row.guild_id)
-                continue
-            add_secret(key.reveal())  # masked in every log line, like the keys set since start-up
-            account = await self._open_guild_account(row.guild_id, key, row.last4)
-            account.rejected = row.status is KeyStatus.REJECTED
-            self._guild[row.guild_id] = account
+            await self._load(row)
         log.info("opened %d server key(s)", len(self._guild))
+
+    async def _load(self, row: StoredKey) -> None:
+        try:
+            key = self._vault.decrypt(row.token)
+        except KeyUnreadable:
+            # Not silently the operator's key either: the intake refuses until an admin sets it again.
+            log.warning(
+                "guild %s: its stored API key cannot be decrypted (KEY_ENCRYPTION_SECRET changed?)",
+                row.guild_id,
+            )
+            self._unreadable.add(row.guild_id)
+            return
+        add_secret(key.reveal())  # masked in every log line, like the keys set since start-up
+        account = await self._open_guild_account(row.guild_id, key, row.last4)
+        account.rejected = row.status is KeyStatus.REJECTED
+        self._guild[row.guild_id] = account
+        self._admission_changed()
+
+    async def load_guild(self, guild_id: int) -> None:
+        """Open the guild's stored key if this process has not yet (another process set it).
+
+        Called before taking over a job of a guild this process does not serve: its key may have
+        been set in the process that does, after this one started.
+        """
+        if guild_id in self._guild or guild_id in self._unreadable:
+            return
+        if self._vault.state is not KeyVaultState.READY:
+            return
+        row = await self._store.guild_key(guild_id)
+        if row is not None:
+            await self._load(row)
 
     async def _open_account(
         self, owner: int | None, key: Secret, shown: str, *, scope: Callable[[int], bool]

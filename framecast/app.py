@@ -294,6 +294,8 @@ class Core(Generic[R]):
 
     async def _adopt(self, job: Job) -> None:
         """A job whose lease lapsed (its process died) continues here."""
+        # Its server's own key may have been set in the other process after this one started.
+        await self.accounts.load_guild(job.guild_id)
         adopted = await self.scheduler.adopt(job)
         if adopted is not None:
             await self._resumed(adopted)

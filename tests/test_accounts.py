@@ -204,6 +204,21 @@ async def test_check_key_on_an_unreachable_service(rig: Rig) -> None:
 # -- jobs on a server's key --------------------------------------------------------------------------
 
 
+async def test_a_key_set_by_another_process_is_opened_before_a_takeover(rig: Rig) -> None:
+    """Two processes on one store: the one that did not see the key being set loads it on demand."""
+    other = await open_accounts(rig.settings, rig.session, rig.store, rig.queues, rig.accounts._vault)
+    try:
+        await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)  # in "the other process"
+        assert other.for_guild(GUILD).owner is None  # not known here yet
+        await other.load_guild(GUILD)
+        assert other.for_guild(GUILD).owner == GUILD
+        assert other.guild_key_state(GUILD) is KeyStatus.OK
+        await other.load_guild(OTHER_GUILD)  # no key stored: stays on the operator's
+        assert other.for_guild(OTHER_GUILD).owner is None
+    finally:
+        await other.close()
+
+
 async def test_a_servers_job_runs_on_its_key_and_records_it(rig: Rig) -> None:
     await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
     runner = rig.runner()
