@@ -9,7 +9,7 @@ through :class:`JobAccounts`; the key's client carries every request of the job,
 them, and the task records which key created it (``key_owner``) so a restart polls with the same key.
 
 Everything the service hands over is untrusted. A result is fetched only from the job's own record:
-a file the runner saved itself (an image sent inline, kept under its results directory by job id)
+a file the runner saved itself (an image sent inline, kept by :class:`~framecast.results.LocalResults`)
 or the service's link through :meth:`GenerationClient.download`, which refuses anything but safe
 http(s). At most ``results_at_once`` results are downloaded or held at once; the bytes must be
 what the job asked for (a video, an image) within the pixel limit before anything decodes or
@@ -25,14 +25,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import re
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from framecast import media
@@ -50,6 +48,7 @@ from framecast.errors import (
 from framecast.jobs import ACTIVE, InvalidTransition, Job, JobKind, JobState
 from framecast.ops.metrics import Metrics, ReencodeOutcome
 from framecast.reasons import ErrorCode, Note
+from framecast.results import LocalResults, fit_media, start_daemon_thread
 from framecast.safetext import clean_text
 from framecast.service import GenerationClient, ImageParams, TaskStatus, VideoParams
 from framecast.stores import Store
@@ -58,8 +57,6 @@ if TYPE_CHECKING:
     from framecast.planner.planner import Planner
 
 log = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
 
 
 class UploadTooLarge(Exception):
@@ -268,7 +265,7 @@ class JobRunner:
         self._reporter = reporter
         self._clock = clock
         self._settings = settings
-        self._results_dir = results_dir
+        self._results = LocalResults(results_dir)
         self._stopping = False
         self._fit_slots = asyncio.Semaphore(1)
         # Memory bound: a result is downloaded (or read back), checked, fitted and uploaded only
@@ -428,7 +425,7 @@ class JobRunner:
                             )
                         else:
                             assert result.data is not None
-                            await asyncio.to_thread(self._save_result, job.id, result.data)
+                            await asyncio.to_thread(self._results.save, job.id, result.data)
                             job = await self._store.transition(
                                 job.id,
                                 JobState.DELIVERING,
@@ -622,8 +619,8 @@ class JobRunner:
         await self._fit_slots.acquire()
         began = time.monotonic()
         deadline = began + self._settings.reencode_timeout
-        work = _start_daemon_thread(
-            _fit_media, info.kind, data, limit, self._settings.image_max_pixels, deadline
+        work = start_daemon_thread(
+            fit_media, info.kind, data, limit, self._settings.image_max_pixels, deadline
         )
         work.add_done_callback(self._fit_ended)
         outcome = ReencodeOutcome.ERROR
@@ -662,7 +659,7 @@ class JobRunner:
         """
         if job.result_local:
             # Found by job id under our own directory: never a path or URL the service named.
-            path = self._local_result(job.id)
+            path = self._results.find(job.id)
             if path is None:
                 raise DownloadError("the stored result is missing")
             try:
@@ -683,7 +680,7 @@ class JobRunner:
             completed_at = self._completed_at.pop(job.id, None)
             if completed_at is not None:
                 self._metrics.completion_to_file(job.kind, self._clock.monotonic() - completed_at)
-        self._forget_result(job.id)
+        self._results.forget(job.id)
         await self._reporter.job_changed(job)
         return job
 
@@ -718,77 +715,9 @@ class JobRunner:
                 log.exception("job %s: recording its failure failed; recording it without the detail", job_id)
         if self._metrics is not None:
             self._metrics.job_failed(job.kind, code)
-        self._forget_result(job_id)
+        self._results.forget(job_id)
         await self._reporter.job_changed(job, urgent=True)
         return job
-
-    # -- results returned inline (base64 images) are kept on disk until delivered -------------------
-    # Owner-only (0700 directory, 0600 files): a result is the member's until it is posted.
-    def _save_result(self, job_id: int, data: bytes) -> Path:
-        self._results_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if self._results_dir.stat().st_mode & 0o077:
-            os.chmod(self._results_dir, 0o700)
-        info = media.sniff(data)
-        path = self._results_dir / f"job-{job_id}.{info.ext if info else 'bin'}"
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with open(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        return path
-
-    def _local_result(self, job_id: int) -> Path | None:
-        """The file `_save_result` wrote for the job (its extension came from the bytes), if any."""
-        found = sorted(p for p in self._results_dir.glob(f"job-{job_id}.*") if not p.name.endswith(".tmp"))
-        return found[0] if found else None
-
-    def _forget_result(self, job_id: int) -> None:
-        for path in self._results_dir.glob(f"job-{job_id}.*"):
-            with contextlib.suppress(OSError):
-                path.unlink()
-
-
-def _start_daemon_thread(fn: Callable[..., _T], /, *args: Any) -> asyncio.Future[_T]:
-    """Run CPU-bound `fn(*args)` in a daemon thread; the future settles when it ends.
-
-    Not ``asyncio.to_thread``: ``asyncio.run`` joins the default executor's threads on exit, so a
-    stopping bot would wait for a re-encode that can take minutes, past SHUTDOWN_TIMEOUT. A job cut
-    off here keeps its DELIVERING state and is fitted again after the restart; the abandoned thread
-    only holds memory until it finishes or the process exits.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[_T] = loop.create_future()
-
-    def settle(ok: bool, value: Any) -> None:
-        if not future.done():
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
-
-    def work() -> None:
-        outcome: tuple[bool, Any]
-        try:
-            outcome = (True, fn(*args))
-        except BaseException as exc:  # handed to the awaiting coroutine
-            outcome = (False, exc)
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting any more
-            loop.call_soon_threadsafe(settle, *outcome)
-
-    threading.Thread(target=work, name=f"framecast-{getattr(fn, '__name__', 'work')}", daemon=True).start()
-    return future
-
-
-def _fit_media(
-    kind: str, data: bytes, limit: int, max_pixels: int, deadline: float
-) -> tuple[bytes, str] | None:
-    """Re-encode a video or an image to fit `limit` (see :mod:`framecast.media`); runs in a thread."""
-    if kind == "video":
-        out = media.fit_video(data, limit, max_pixels=max_pixels, deadline=deadline)
-        return (out, "mp4") if out is not None else None
-    return media.fit_image(data, limit, max_pixels=max_pixels, deadline=deadline)
 
 
 def _video_params(job: Job) -> VideoParams:
