@@ -30,6 +30,7 @@ from framecast.ops.http import OpsServer
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
 from framecast.queues import QueuePositions
+from framecast.store import StoreError
 from framecast.stores import Store
 
 log = logging.getLogger("framecast")
@@ -37,6 +38,10 @@ log = logging.getLogger("framecast")
 EXTENSIONS = ("cogs.generate", "cogs.jobs", "cogs.admin", "cogs.settings", "cogs.queue", "cogs.info")
 # Never let a stalled Discord rate limit block a worker for long: raise instead and retry later.
 MAX_RATELIMIT_TIMEOUT = 30.0
+
+
+class OpsPortError(Exception):
+    """HTTP_PORT cannot be listened on (taken, or not allowed): a start-up problem told in one line."""
 
 
 class Framecast(commands.Bot):
@@ -62,6 +67,8 @@ class Framecast(commands.Bot):
         self.job_buttons = JobButtons()
         self._sync_commands = sync_commands
         self._opened = False
+        #: What /metrics shows; the core records into it.
+        self.metrics = Metrics()
         self._ops: OpsServer | None = None
 
     def __repr__(self) -> str:
@@ -75,9 +82,10 @@ class Framecast(commands.Bot):
         """
         if not self._opened:
             await self.tree.set_translator(FramecastTranslator())
-            self.core = await Core.open(self.settings, reporter=self._reporter)
-            self._opened = True
+            # The port first: a taken HTTP_PORT stops the start-up before any job is resumed.
             await self._serve_ops()
+            self.core = await Core.open(self.settings, reporter=self._reporter, metrics=self.metrics)
+            self._opened = True
             for extension in EXTENSIONS:
                 await self.load_extension(extension)
         if self._sync_commands:
@@ -100,16 +108,24 @@ class Framecast(commands.Bot):
         )
 
     async def _serve_ops(self) -> None:
-        """Serve /healthz, /readyz and /metrics on HTTP_PORT (when set)."""
-        if self.settings.http_port is None:
+        """Serve /healthz, /readyz and /metrics on HTTP_PORT (when set); the checks read the core."""
+        if self.settings.http_port is None or self._ops is not None:
             return
-        ops = OpsServer(self.core.metrics, port=self.settings.http_port)
+        ops = OpsServer(self.metrics, port=self.settings.http_port)
         ops.add_check("gateway", self.gateway_connected)
-        ops.add_check("database", self.core.store.ping)
-        ops.add_check("models", lambda: self.core.models.catalog is not None)
-        await ops.start()
+        ops.add_check("database", self._database_answers)
+        ops.add_check("models", lambda: self._opened and self.core.models.catalog is not None)
+        try:
+            await ops.start()
+        except OSError as exc:
+            raise OpsPortError(
+                f"HTTP_PORT {self.settings.http_port}: cannot listen ({exc.strerror})"
+            ) from None
         self._ops = ops
         log.info("operator endpoints on port %d", ops.port)
+
+    async def _database_answers(self) -> bool:
+        return self._opened and await self.core.store.ping()
 
     def gateway_connected(self) -> bool:
         """Whether the gateway connection is up now (``is_ready()`` stays true through an outage)."""
@@ -217,7 +233,10 @@ def _failure_exit_code(exc: BaseException) -> int:
     ):
         log.error("Discord refused the bot token (check DISCORD_TOKEN)")
         return 2
-    if isinstance(exc, discord.HTTPException):
+    if isinstance(exc, (OpsPortError, StoreError)):
+        # Known start-up problems of the operator's setup: one line naming it, no traceback.
+        log.error("%s", exc)
+    elif isinstance(exc, discord.HTTPException):
         log.error("Discord refused the bot's start-up: HTTP %s (code %s)", exc.status, exc.code)
     else:
         log.error("the bot stopped with an error: %s", type(exc).__name__, exc_info=exc)

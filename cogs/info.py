@@ -14,7 +14,7 @@ from discord import app_commands
 from discord.app_commands import locale_str
 from discord.ext import commands
 
-from cogs.i18n import shipped, t
+from cogs.i18n import command_name, t
 from cogs.utils import jobflow
 from cogs.utils.render import as_text
 from framecast.guildsettings import Policy, quota_window
@@ -51,11 +51,6 @@ def model_lines(models: tuple[str, ...], default: str, locale: str) -> str:
     if len(models) > MAX_MODELS:
         lines.append(t("queue_more", locale, count=len(models) - MAX_MODELS))
     return "\n".join(lines)[:1024]
-
-
-def command_name(name: str, locale: str) -> str:
-    """A slash command as the member sees it in their language (``/bild`` in German)."""
-    return "/" + (shipped().command(name, locale) or name)
 
 
 def help_lines(policy: Policy, *, locale: str, now: float, period: float) -> list[str]:

@@ -24,7 +24,7 @@ from discord.app_commands import Choice, locale_str
 from discord.ext import commands
 
 from cogs.generate import FPS_CHOICES, IMAGE_SIZE_CHOICES, LENGTH_CHOICES, VIDEO_SIZE_CHOICES
-from cogs.i18n import shipped, t
+from cogs.i18n import command_name, shipped, t
 from cogs.utils.render import as_text
 from cogs.utils.tree import SETTING_NAME_KEYS, NotServerManager, relative_time
 from framecast import presets
@@ -348,7 +348,12 @@ class ServerSettings(
             limits.append(t("settings_quota_resets", locale, when=relative_time(reset_at)))
         embed.add_field(name=t("settings_section_limits", locale), value="\n".join(limits), inline=False)
         embed.add_field(
-            name=t("settings_section_defaults", locale),
+            name=t(
+                "settings_section_defaults",
+                locale,
+                video=command_name("video", locale),
+                image=command_name("image", locale),
+            ),
             value="\n".join(text.line(policy, s) for s in _DEFAULT_SETTINGS),
             inline=False,
         )

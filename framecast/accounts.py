@@ -50,32 +50,28 @@ from framecast.sharedbudget import budget_key_id, connect, open_budget
 from framecast.store import StoredKey
 from framecast.stores import Store
 
-__all__ = ["Account", "Accounts", "KeyCheck"]
+__all__ = ["Account", "Accounts", "KeyCheck", "KeyParts"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
-class Account:
-    """One API key with its own budget, client and planner."""
+class KeyParts:
+    """What one API key owns, however many servers set it: its budget, client and planner.
 
-    owner: int | None  # the guild whose own key this is; None: the operator's
-    last4: str  # the only part of a server's key ever shown (to its admins); "" for the operator's
+    The service limits requests per key, so two servers that set the same key share one budget
+    and one planner (and the operator's, if a server sets the operator's key).
+    """
+
+    key: Secret = field(repr=False)
+    label: str  # the key's name in the metrics (never the key)
     budget: Budget
     client: GenerationClient
     planner: Planner
-    key: Secret = field(repr=False)
-    #: The service answered 401 to this key (its admins were told once).
-    rejected: bool = False
-    #: Jobs a runner is working on with this key (a replaced key stays open until they end).
-    jobs: set[int] = field(default_factory=set, repr=False)
     #: What the planner shares with other processes on this key (``REDIS_URL``); None: alone.
     shared: SharedPlanState | None = field(default=None, repr=False)
-
-    @property
-    def label(self) -> str:
-        """The key's name in the metrics: ``operator``, or ``guild-`` and a hash of the key."""
-        return key_label(None if self.owner is None else self.key)
+    #: Accounts using these parts; closed when the last one goes.
+    users: int = 0
 
     def budget_reading(self) -> BudgetReading:
         """The budget's gauges now (read by the metrics at scrape time)."""
@@ -88,6 +84,48 @@ class Account:
             await self.shared.aclose()
         await self.client.close()
         self.budget.close()
+
+
+@dataclass(eq=False)
+class Account:
+    """One server's (or the operator's) use of an API key: its :class:`KeyParts` and its status."""
+
+    owner: int | None  # the guild whose own key this is; None: the operator's
+    last4: str  # the only part of a server's key ever shown (to its admins); "" for the operator's
+    parts: KeyParts
+    #: The service answered 401 to this key (its admins were told once).
+    rejected: bool = False
+    #: Jobs a runner is working on with this key (a replaced key stays open until they end).
+    jobs: set[int] = field(default_factory=set, repr=False)
+
+    @property
+    def key(self) -> Secret:
+        """The API key."""
+        return self.parts.key
+
+    @property
+    def budget(self) -> Budget:
+        """The key's request budget (shared by every server using the key)."""
+        return self.parts.budget
+
+    @property
+    def client(self) -> GenerationClient:
+        """The service client carrying the key."""
+        return self.parts.client
+
+    @property
+    def planner(self) -> Planner:
+        """The key's planner."""
+        return self.parts.planner
+
+    @property
+    def label(self) -> str:
+        """The key's name in the metrics: ``operator``, or ``guild-`` and a hash of the key."""
+        return self.parts.label
+
+    def budget_reading(self) -> BudgetReading:
+        """The budget's gauges now (read by the metrics at scrape time)."""
+        return self.parts.budget_reading()
 
 
 class KeyCheck(StrEnum):
@@ -128,6 +166,7 @@ class Accounts:
         self._metrics = metrics
         self._operator: Account | None = None
         self._guild: dict[int, Account] = {}
+        self._parts: dict[Secret, KeyParts] = {}  # one budget, client and planner per key
         self._unreadable: set[int] = set()  # stored keys the vault cannot decrypt (secret changed)
         self._retired: list[Account] = []  # replaced or removed keys still used by running jobs
         self._bound: dict[int, Account] = {}  # job id -> the account its runner uses
@@ -172,9 +211,7 @@ class Accounts:
         )
         try:
             # The operator's planner answers for every guild without a key of its own.
-            self._operator = await self._open_account(
-                None, settings.gen_api_key, "", scope=lambda guild: self._account_of(guild) is None
-            )
+            self._operator = await self._open_account(None, settings.gen_api_key, "")
             await self._load_guild_keys()
         except BaseException:
             await self.close()
@@ -229,13 +266,19 @@ class Accounts:
         if row is not None:
             await self._load(row)
 
-    async def _open_account(
-        self, owner: int | None, key: Secret, shown: str, *, scope: Callable[[int], bool]
-    ) -> Account:
+    async def _open_account(self, owner: int | None, key: Secret, shown: str) -> Account:
+        """An account on `key`: the key's parts are opened once, however many servers set it."""
+        parts = self._parts.get(key)
+        if parts is None:
+            parts = await self._open_parts(key, key_label(None if owner is None else key))
+            self._parts[key] = parts
+        parts.users += 1
+        return Account(owner=owner, last4=shown, parts=parts)
+
+    async def _open_parts(self, key: Secret, label: str) -> KeyParts:
         s = self._settings
         # Shared through Redis when REDIS_URL is set: every process on this key counts in one window.
         budget = open_budget(s, key, clock=self._clock, redis=self._redis)
-        label = key_label(None if owner is None else key)
         client = GenerationClient.from_settings(
             self._session,
             replace(s, gen_api_key=key),
@@ -252,6 +295,7 @@ class Accounts:
                 redis=self._redis, key_id=budget_key_id(key), clock=self._clock, window=budget.window
             )
         )
+        holder: list[KeyParts] = []
         try:
             planner = await Planner.open(
                 budget=budget,
@@ -259,7 +303,8 @@ class Accounts:
                 store=self._store,
                 queues=self._queues,
                 settings=self._planner_settings,
-                scope=scope,
+                # The guilds whose jobs run on this key: queue estimates count only them.
+                scope=lambda guild: bool(holder) and self._parts_of(guild) is holder[0],
                 shared=shared,
             )
         except BaseException:
@@ -269,17 +314,31 @@ class Accounts:
         planner.on_change(self._admission_changed)
         if shared is not None:
             shared.start()
-        account = Account(
-            owner=owner, last4=shown, budget=budget, client=client, planner=planner, key=key, shared=shared
-        )
+        parts = KeyParts(key=key, label=label, budget=budget, client=client, planner=planner, shared=shared)
+        holder.append(parts)
         if self._metrics is not None:
-            # Replaces the series of a retired account with the same key: the live one is shown.
-            self._metrics.track_budget(label, account.budget_reading)
+            self._metrics.track_budget(label, parts.budget_reading)
             self._metrics.track_planner(label, planner.concurrency)
-        return account
+        return parts
+
+    def _parts_of(self, guild_id: int) -> KeyParts | None:
+        account = self._guild.get(guild_id) or self._operator
+        return account.parts if account is not None else None
+
+    async def _close_account(self, account: Account) -> None:
+        """The account is gone: its key's parts close with the last account using them."""
+        parts = account.parts
+        parts.users -= 1
+        if parts.users > 0:
+            return
+        if self._parts.get(parts.key) is parts:
+            del self._parts[parts.key]
+        if self._metrics is not None:
+            self._metrics.untrack(parts.label)
+        await parts.close()
 
     async def _open_guild_account(self, guild_id: int, key: Secret, shown: str) -> Account:
-        return await self._open_account(guild_id, key, shown, scope=lambda guild: guild == guild_id)
+        return await self._open_account(guild_id, key, shown)
 
     # -- which key ----------------------------------------------------------------------------------
     @property
@@ -339,7 +398,9 @@ class Accounts:
         account.jobs.discard(job_id)
         if account in self._retired and not account.jobs:
             self._retired.remove(account)
-            task = asyncio.get_running_loop().create_task(account.close(), name="framecast-close-key")
+            task = asyncio.get_running_loop().create_task(
+                self._close_account(account), name="framecast-close-key"
+            )
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
 
@@ -347,12 +408,12 @@ class Accounts:
     def admission_for(self, guild_id: int) -> tuple[Hashable, Admission]:
         """The account a guild's next job runs on (its slot key) and that key's planner."""
         account = self.for_guild(guild_id)
-        return account, account.planner
+        return account.parts, account.planner
 
     def admission_for_job(self, job: Job) -> tuple[Hashable, Admission]:
         """The account a started (or restored) job runs on and its planner (the operator's if none)."""
         account = self.for_job(job) or self.operator
-        return account, account.planner
+        return account.parts, account.planner
 
     def on_admission_change(self, listener: Callable[[], None]) -> None:
         """Call `listener` whenever any key's admission may have changed (keys opened later too)."""
@@ -434,11 +495,10 @@ class Accounts:
         """Close a replaced or removed account, or keep it open while running jobs still use it."""
         if account is None:
             return
-        self._untrack(account)
         if account.jobs:
             self._retired.append(account)
         else:
-            await account.close()
+            await self._close_account(account)
 
     async def key_rejected(self, account: KeyAccount) -> None:
         """A server's own key got a 401: mark it REJECTED and tell the listeners, once per key."""
@@ -462,15 +522,6 @@ class Accounts:
         self._rejected_listeners.append(listener)
 
     # -- closing --------------------------------------------------------------------------------------
-    def _untrack(self, account: Account) -> None:
-        """Forget the account's series, unless a live account shows the same key (set again)."""
-        if self._metrics is None:
-            return
-        live = [self._operator, *self._guild.values()]
-        label = account.label
-        if not any(other is not account and other.label == label for other in live if other is not None):
-            self._metrics.untrack(label)
-
     def _all_accounts(self) -> list[Account]:
         found = [self._operator] if self._operator is not None else []
         return found + list(self._guild.values()) + list(self._retired)
@@ -481,10 +532,8 @@ class Accounts:
         self._guild.clear()
         self._retired.clear()
         for account in accounts:
-            if self._metrics is not None:
-                self._metrics.untrack(account.label)
             try:
-                await account.close()
+                await self._close_account(account)
             except Exception:
                 log.exception("closing an API key's client failed")
         if self._closing:

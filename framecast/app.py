@@ -47,6 +47,7 @@ from framecast.reasons import Note
 from framecast.runner import JobReporter, JobRunner, RunnerSettings
 from framecast.scheduler import Scheduler
 from framecast.service import GenerationClient
+from framecast.store import StoreError
 from framecast.stores import Store, open_store
 from framecast.takeover import Leases
 
@@ -171,8 +172,11 @@ class Core(Generic[R]):
         *,
         reporter: ChatSideFactory[R],
         clock: Clock | None = None,
+        metrics: Metrics | None = None,
     ) -> Core[R]:
         """Build and start the core; `reporter` builds the chat side (see :class:`ChatSideFactory`).
+
+        `metrics`: where the parts record (the caller may serve it before the core is open).
 
         If any step fails, what was opened before it is closed again and the error propagates.
         """
@@ -183,11 +187,16 @@ class Core(Generic[R]):
             undo.push_async_callback(session.close)
             store = await open_store(s, clock=clock)
             undo.push_async_callback(store.close)
+            # This process's name on job leases is held for its life: a second process started on
+            # the same shards by mistake is refused, instead of running the same jobs twice.
+            owner = lease_owner(s)
+            if not await store.hold_owner(owner):
+                raise StoreError(f"another live process already runs as {owner} (the same SHARD_IDS twice?)")
             guild_settings = await store.all_guild_settings()
             vault = KeyVault(enabled=s.guild_keys, secret=s.key_encryption_secret)
             queues = GuildQueues()
             # First: every part below records into it (the accounts each key's requests and budget).
-            metrics = Metrics()
+            metrics = metrics or Metrics()
             # One budget, client and planner per API key: the operator's and each server's own.
             accounts = await Accounts.open(
                 settings=s,
@@ -222,7 +231,7 @@ class Core(Generic[R]):
             # PostgreSQL store); with one process the leases are simply always ours.
             leases = Leases(
                 store,
-                owner=lease_owner(s),
+                owner=owner,
                 lease_seconds=s.lease_seconds,
                 clock=clock,
                 serves=serves_guild(s),

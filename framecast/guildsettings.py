@@ -423,10 +423,16 @@ _UNSPACED_RANGES: tuple[tuple[int, int], ...] = (
     (0x1B000, 0x1B16F),  # Kana supplement and extensions
     (0x20000, 0x3FFFF),  # CJK extensions B and later
 )
-# The alphabets whose combining marks are accents a member may or may not type (é ~ e, Ü ~ u).
-# Elsewhere (Devanagari vowel signs, Arabic harakat, Hebrew points...) marks are kept: dropping
-# them would make different words equal (काम "work" and कम "less").
-_ACCENTED_ALPHABETS = ("LATIN", "GREEK", "CYRILLIC")
+# The alphabets whose combining marks are accents or vowel points a member may or may not type
+# (é ~ e, Ü ~ u; Arabic harakat and Hebrew points, left out in everyday writing: كَلْب ~ كلب).
+# Elsewhere (Devanagari vowel signs, Japanese voicing marks...) marks are kept: dropping them
+# would make different words equal (काम "work" and कम "less").
+_ACCENTED_ALPHABETS = ("LATIN", "GREEK", "CYRILLIC", "ARABIC", "HEBREW")
+# Marks that only pick a glyph's presentation (variation selectors, the combining grapheme joiner,
+# Mongolian free variation selectors): invisible, so a prompt cannot hide a term behind them.
+_IGNORABLE_MARKS = frozenset(
+    [*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0), 0x034F, 0x180B, 0x180C, 0x180D, 0x180F]
+)
 _ZERO_WIDTH_SPACE = "\u200b"
 
 
@@ -450,11 +456,12 @@ def _word_char(ch: str) -> bool:
 
 
 def _fold(text: str) -> str:
-    """The matching form of ``text``: caseless, accentless for Latin/Greek/Cyrillic, spaces folded.
+    """The matching form of ``text``: caseless, accentless for Latin/Greek/Cyrillic (and Arabic and
+    Hebrew vowel points), presentation selectors dropped, spaces folded.
 
     NFKD + casefold + NFKD (the canonical caseless match recipe; NFKD also maps full-width and
-    compatibility forms to plain ones), then combining marks are dropped only after Latin, Greek
-    and Cyrillic letters, and the result is NFC so that whatever marks remain (Indic vowel signs)
+    compatibility forms to plain ones), then combining marks are dropped only after Latin, Greek,
+    Cyrillic, Arabic and Hebrew letters (variation selectors everywhere), and the result is NFC so that whatever marks remain (Indic vowel signs)
     have one form on both sides. Format characters (zero-width joiners, bidi controls, soft
     hyphens) are dropped, except the zero-width space which separates words like a space.
     """
@@ -463,7 +470,7 @@ def _fold(text: str) -> str:
     drop_marks = False
     for ch in decomposed:
         if _is_mark(ch):
-            if not drop_marks:
+            if not drop_marks and ord(ch) not in _IGNORABLE_MARKS:
                 out.append(ch)
             continue
         if ch == _ZERO_WIDTH_SPACE or ch.isspace():

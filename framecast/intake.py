@@ -359,8 +359,9 @@ def _model_params(
     if model is not None:
         return {"model": _check_model(model, known), "model_default": False}
     if server_default is not None and is_model_id(server_default) and (not known or server_default in known):
-        # The server's choice stands for the member's: a retry keeps it, like a model picked by hand.
-        return {"model": server_default, "model_default": False}
+        # The server's choice: a retry keeps it, like a model picked by hand; Again and Remix take
+        # the server's default of the moment (``model_server_default``).
+        return {"model": server_default, "model_default": False, "model_server_default": True}
     # The default comes from the configuration or the service's own list (also when the service
     # dropped the server's default model): no member to refuse.
     return {"model": default, "model_default": True}

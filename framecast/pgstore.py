@@ -195,6 +195,8 @@ class PgStore:
         self._closing = False
         self._close_task: asyncio.Future[None] | None = None
         self._listeners: list[Callable[[Job], None]] = []
+        # The connection holding this process's owner lock (hold_owner), released at close.
+        self._owner_conn: asyncpg.pool.PoolConnectionProxy[asyncpg.Record] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -248,6 +250,10 @@ class PgStore:
         await asyncio.shield(self._close_task)
 
     async def _close(self) -> None:
+        if self._owner_conn is not None:
+            conn, self._owner_conn = self._owner_conn, None
+            # Released to the pool, whose reset drops the session's advisory locks.
+            await self._pool.release(conn)
         await self._pool.close()
         log.info("job store closed: %s", self._target)
 
@@ -439,6 +445,29 @@ class PgStore:
         return _record_to_job(record)
 
     # ------------------------------------------------------------------ reads
+
+    async def hold_owner(self, owner: str) -> bool:
+        """Hold the name `owner` for this process's life; False when another live process holds it.
+
+        A PostgreSQL session lock on a dedicated connection: it goes with the process (a crash
+        drops the connection), so a restarted process gets its name, and its jobs, back at once,
+        while a second process started with the same shards by mistake is refused.
+        """
+        if self._owner_conn is not None:
+            return True
+        conn = await self._pool.acquire()
+        try:
+            held = bool(
+                await conn.fetchval("SELECT pg_try_advisory_lock(hashtext('framecast-owner:' || $1))", owner)
+            )
+        except BaseException:
+            await self._pool.release(conn)
+            raise
+        if not held:
+            await self._pool.release(conn)
+            return False
+        self._owner_conn = conn
+        return True
 
     async def ping(self) -> bool:
         """Whether the database answers (a readiness check)."""

@@ -443,6 +443,10 @@ class JobStore(SqliteLeases, GuildTables):
         """The job with this id, or None."""
         return await self._call(self._get_sync, job_id)
 
+    async def hold_owner(self, owner: str) -> bool:
+        """Hold the name `owner` for this process's life: always true here (one process per file)."""
+        return True
+
     async def ping(self) -> bool:
         """Whether the database answers (a readiness check)."""
         return await self._call(lambda: self._conn.execute("SELECT 1").fetchone() is not None)

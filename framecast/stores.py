@@ -82,6 +82,10 @@ class Store(Protocol):
         """Whether the database answers (a readiness check)."""
         ...
 
+    async def hold_owner(self, owner: str) -> bool:
+        """Hold the lease owner name `owner` for this process's life (False: a live process has it)."""
+        ...
+
     async def active(self) -> list[Job]:
         """Every non-terminal job in id (acceptance) order."""
         ...

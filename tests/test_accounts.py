@@ -219,6 +219,30 @@ async def test_a_key_set_by_another_process_is_opened_before_a_takeover(rig: Rig
         await other.close()
 
 
+async def test_two_servers_with_the_same_key_share_its_budget_and_planner(rig: Rig) -> None:
+    """The service limits requests per key: a key set by two servers (or the operator's key set by a
+    server) is one budget and one planner, closed only when the last server drops it."""
+    await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
+    await rig.accounts.set_guild_key(OTHER_GUILD, SERVER_KEY, by=ADMIN)
+    first, second = rig.accounts.for_guild(GUILD), rig.accounts.for_guild(OTHER_GUILD)
+    assert (first.owner, second.owner) == (GUILD, OTHER_GUILD)
+    assert first.budget is second.budget and first.planner is second.planner
+    assert rig.accounts.admission_for(GUILD)[0] is rig.accounts.admission_for(OTHER_GUILD)[0]
+    # Both servers' jobs share one window of the key, as the service counts it.
+    runner = rig.runner()
+    for guild in (GUILD, OTHER_GUILD):
+        done = await runner.run(await rig.job(guild), release_service_slot=lambda: None)
+        assert done.state is JobState.DELIVERED and done.key_owner == guild
+    assert first.budget.granted_total == rig.fake.count(key=SERVER_KEY)
+    await rig.accounts.remove_guild_key(GUILD, by=ADMIN)
+    # Still open for the other server.
+    again = await runner.run(await rig.job(OTHER_GUILD), release_service_slot=lambda: None)
+    assert again.state is JobState.DELIVERED
+    # The operator's key set by a server: the operator's budget.
+    await rig.accounts.set_guild_key(GUILD, rig.fake.api_key, by=ADMIN)
+    assert rig.accounts.for_guild(GUILD).budget is rig.accounts.operator.budget
+
+
 async def test_a_servers_job_runs_on_its_key_and_records_it(rig: Rig) -> None:
     await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
     runner = rig.runner()
@@ -340,8 +364,8 @@ async def test_estimates_and_admission_follow_the_key(rig: Rig) -> None:
     mine = await rig.job(GUILD)
     rig.queues.push(mine)
     key, admission = rig.accounts.admission_for(GUILD)
-    assert key is rig.accounts.for_guild(GUILD) and admission is rig.accounts.for_guild(GUILD).planner
-    assert rig.accounts.admission_for(OTHER_GUILD)[0] is rig.accounts.operator
+    assert key is rig.accounts.for_guild(GUILD).parts and admission is rig.accounts.for_guild(GUILD).planner
+    assert rig.accounts.admission_for(OTHER_GUILD)[0] is rig.accounts.operator.parts
     own_estimate = rig.accounts.estimate(mine).starts_in
     last_of_backlog = rig.accounts.estimate(backlog[-1]).starts_in
     assert own_estimate is not None and last_of_backlog is not None and own_estimate < last_of_backlog

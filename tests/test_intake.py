@@ -973,6 +973,7 @@ def test_server_defaults_fill_what_the_member_left_out(book: Book) -> None:
     assert image(intake) | {"prompt": "p"} == {
         "model": "svc-image-2.0",
         "model_default": False,
+        "model_server_default": True,  # Again and Remix follow the server's default of their moment
         "prompt": "p",
         "size": "1280x720",
         "size_key": "widescreen",

@@ -586,3 +586,19 @@ async def test_open_store_chooses_postgres_only_with_a_database_url(tmp_path: Pa
 def _pg_store_keeps_the_contract(store: PgStore) -> Store:
     # Checked by mypy: PgStore must stay assignable to the Store protocol.
     return store
+
+
+async def test_a_lease_owner_name_is_held_by_one_live_process_at_a_time(backend: Backend) -> None:
+    """Two processes started with the same shards must not both run their jobs: the second is refused
+    while the first lives, and the name is free again once the first is gone."""
+    first = await backend.open()
+    second = await backend.open()
+    assert await first.hold_owner("framecast-shards-1")
+    assert await first.hold_owner("framecast-shards-1")  # asking again is harmless
+    if backend.name == "postgres":
+        assert not await second.hold_owner("framecast-shards-1")
+        assert await second.hold_owner("framecast-shards-0")  # other shards are other names
+        await first.close()
+        assert await second.hold_owner("framecast-shards-1")
+    else:  # one process per SQLite file: nothing to hold against
+        assert await second.hold_owner("framecast-shards-1")

@@ -9,7 +9,7 @@ The catalogues are ``locales/<discord-locale>.json``; ``locales/README.md`` is f
 """
 
 from cogs.i18n.catalogue import Catalogue, CatalogueError, Plural
-from cogs.i18n.catalogues import LOCALES_DIR, Catalogues, shipped, t
+from cogs.i18n.catalogues import LOCALES_DIR, Catalogues, command_name, shipped, t
 from cogs.i18n.resolver import SOURCE, candidates
 from cogs.i18n.translator import FramecastTranslator
 
@@ -22,6 +22,7 @@ __all__ = [
     "FramecastTranslator",
     "Plural",
     "candidates",
+    "command_name",
     "shipped",
     "t",
 ]

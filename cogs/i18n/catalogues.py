@@ -91,3 +91,8 @@ def shipped() -> Catalogues:
 def t(key: str, locale: Locale = None, /, **params: Any) -> str:
     """The message `key` in `locale` (a Discord locale), with `params` filled in."""
     return shipped().message(key, locale, params)
+
+
+def command_name(name: str, locale: Locale = None, /) -> str:
+    """A slash command as the member sees it in their language (``/bild`` for ``image`` in German)."""
+    return "/" + (shipped().command(name, locale) or name)

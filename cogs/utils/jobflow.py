@@ -98,15 +98,15 @@ def _sizes(kind: JobKind) -> dict[str, presets.SizePreset]:
 def options_of(job: Job) -> Options:
     """The options `job` was made with, as a member would type them again.
 
-    A job that got the default model gets the default again (None): the default of now, which
-    may have changed (the server's, or the service's list).
+    A job that got a default model (the operator's or the server's) gets the default again
+    (None): the default of now, which may have changed (the server's, or the service's list).
     """
     p = job.params
     size = p.get("size_key")
     if size is None:  # a job from before size keys were kept: find its preset by its frame size
         shape = p.get("size") or f"{p.get('width')}x{p.get('height')}"
         size = next((key for key, preset in _sizes(job.kind).items() if preset.size == shape), None)
-    model = None if p.get("model_default") else p.get("model")
+    model = None if p.get("model_default") or p.get("model_server_default") else p.get("model")
     if job.kind is JobKind.IMAGE:
         return Options(prompt=p.get("prompt", ""), size=size, model=model)
     return Options(

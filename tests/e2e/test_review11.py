@@ -31,7 +31,6 @@ from typing import Any
 import aiohttp
 import asyncpg
 import pytest
-import redis.asyncio as aioredis
 
 from tests.e2e.harness import (
     REPO,
@@ -55,7 +54,7 @@ from tests.e2e.test_scale_out import (  # noqa: F401 - the cluster fixture is us
 )
 from tests.fakes.gen_service import TaskPlan
 from tests.fakes.media import make_large_mp4
-from tests.pg import fresh_database
+from tests.pg import fresh_database, pg_dsn  # noqa: F401 - a fixture used by name
 
 MiB = 1024 * 1024
 
@@ -134,7 +133,7 @@ def ready_body(text: str) -> dict[str, Any]:
 
 # -- /readyz ------------------------------------------------------------------------------------------
 async def test_readyz_names_the_database_while_postgresql_is_unreachable_and_recovers(
-    start: StartWorld, pg_relay: tuple[str, Relay]
+    pg_relay: tuple[str, Relay], start: StartWorld
 ) -> None:
     dsn, relay = pg_relay
     world = await start(extra_env={"HTTP_PORT": str(free_port()), "DATABASE_URL": dsn})
@@ -182,13 +181,15 @@ async def test_metrics_count_429s_failures_discord_errors_and_reencodes(start: S
         await world.delivered(it, timeout=60)
         # A job that fails: the service fails the task.
         world.service.plans.append(("doomed", TaskPlan(outcome="failed", error="content_policy")))
-        failed = await world.video("doomed prompt")
+        await world.video("doomed prompt")
         # A Discord error on an edit of the job message.
         world.discord.fail_next("PATCH /webhooks", status=403, code=50013, count=1)
         await ops.until(
             "/metrics",
-            lambda s, t: (value(parse(t), "framecast_jobs_delivered_total", kind="video") or 0) >= 1
-            and sum(v for (n, _), v in parse(t).items() if n == "framecast_jobs_failed_total") >= 1,
+            lambda s, t: (
+                (value(parse(t), "framecast_jobs_delivered_total", kind="video") or 0) >= 1
+                and sum(v for (n, _), v in parse(t).items() if n == "framecast_jobs_failed_total") >= 1
+            ),
             timeout=20,
             what="counting the delivery and the failure",
         )
@@ -214,7 +215,11 @@ async def test_metrics_count_429s_failures_discord_errors_and_reencodes(start: S
     fitted = value(samples, "framecast_reencodes_total", kind="video", outcome="fitted")
     assert fitted is not None and fitted >= 1
     assert (value(samples, "framecast_reencode_seconds_count", kind="video") or 0) >= 1
-    failures = {dict(labels).get("code") for (n, labels), v in samples.items() if n == "framecast_jobs_failed_total" and v}
+    failures = {
+        dict(labels).get("code")
+        for (n, labels), v in samples.items()
+        if n == "framecast_jobs_failed_total" and v
+    }
     assert failures and None not in failures
     errors = {
         (dict(labels)["status"], dict(labels)["code"])
@@ -292,6 +297,7 @@ async def test_unreachable_database_url_fails_fast_without_the_password(idle_wor
     assert proc.returncode == 1, out[-2000:]
     assert "hunter2" not in out
     assert f"127.0.0.1:{closed}" in out and "PostgreSQL" in out, out[-2000:]
+    # (It is logged with a traceback, though the message alone says it all: see the HTTP_PORT test.)
 
 
 async def test_unreachable_redis_url_does_not_leak_the_password(idle_world: World) -> None:
@@ -306,3 +312,234 @@ async def test_unreachable_redis_url_does_not_leak_the_password(idle_world: Worl
         if bot.running:
             await bot.terminate()
     assert "hunter2" not in bot.log_text()
+
+
+# -- Redis and PostgreSQL in one process ---------------------------------------------------------------
+@pytest.fixture
+async def redis_relay() -> AsyncIterator[tuple[str, Relay]]:
+    """Redis db 9 (flushed) through a relay: (its URL through the relay, the relay)."""
+    client = await _redis_or_skip()
+    await client.flushdb()
+    relay = Relay(("127.0.0.1", 6379))
+    await relay.start()
+    try:
+        yield REDIS_URL.replace("127.0.0.1:6379", f"127.0.0.1:{relay.port}"), relay
+    finally:
+        await relay.cut()
+        await client.flushdb()
+        await client.aclose()
+
+
+async def test_redis_going_away_mid_run_fails_closed_then_recovers(
+    redis_relay: tuple[str, Relay], start: StartWorld
+) -> None:
+    url, relay = redis_relay
+    world = await start(extra_env={"REDIS_URL": url, "HTTP_PORT": str(free_port())})
+    first = await world.video("before the outage")
+    await world.delivered(first)
+    async with ops_of(world) as ops:
+        samples = await ops.samples()  # the shared budget is shown like the local one
+    assert value(samples, "framecast_budget_limit", key="operator") == 16
+    assert value(samples, "framecast_budget_used", key="operator") is not None
+    await relay.cut()
+    before = len(world.service.requests)
+    it = await world.video("during the outage")
+    await asyncio.sleep(2.0)  # two scaled budget windows
+    # Fail closed: without Redis no grant, so nothing reaches the service.
+    assert service_creates(world, "during the outage") == []
+    assert len(world.service.requests) == before
+    async with ops_of(world) as ops:
+        assert (await ops.get("/healthz"))[0] == 200
+    await relay.start()
+    await world.delivered(it, timeout=30)
+    assert len(service_creates(world, "during the outage")) == 1
+    assert world.service.count(status=429) == 0
+
+
+async def test_one_process_on_postgresql_without_shards_works_like_sqlite(
+    pg_dsn: str,  # noqa: F811 - first: the database outlives the bot
+    start: StartWorld,
+) -> None:
+    dsn = pg_dsn
+    world = await start(extra_env={"DATABASE_URL": dsn})
+    world.service.plans.append(("slow", TaskPlan(duration=2.0)))
+    video = await world.video("a plain video on postgres", member=world.members[0][0])
+    image = await world.image("a plain image on postgres", member=world.members[0][1])
+    slow = await world.video("a slow video on postgres", member=world.members[0][2])
+    await world.delivered(video)
+    await world.delivered(image)
+    slow_id = await world.job_id(slow)
+    await world.service.wait_for(lambda: len(service_creates(world, "a slow video on postgres")) == 1)
+    # A crash mid-poll, then a restart: the job continues on the same task, at once (same owner).
+    await asyncio.sleep(0.3)
+    await world.bot.kill()
+    restarted = time.monotonic()
+    await world.restart_bot()
+    await world.delivered(slow, timeout=30)
+    assert time.monotonic() - restarted < 15
+    assert len(service_creates(world, "a slow video on postgres")) == 1
+    assert len(world.files_for(slow_id)) == 1
+    conn = await asyncpg.connect(dsn, timeout=5)
+    try:
+        rows = await conn.fetch("SELECT id, state, lease_owner FROM jobs ORDER BY id")
+    finally:
+        await conn.close()
+    assert [r["state"] for r in rows] == ["delivered"] * 3
+    assert {r["lease_owner"] for r in rows} == {"framecast"}
+
+
+# -- two shards --------------------------------------------------------------------------------------
+async def _slow_jobs_on(cl: Cluster, shard: int) -> dict[str, int]:
+    """One slow job in each guild of `shard`, RUNNING on the service: prompt -> job id."""
+    world = cl.world
+    world.service.plans.append(("slow", TaskPlan(duration=SLOW)))
+    prompts = {f"slow review job on guild {g}": g for g in cl.guilds_of(shard)}
+    ids = {}
+    for prompt, g in prompts.items():
+        ids[prompt] = await world.job_id(await world.video(prompt, guild=g))
+    await world.service.wait_for(
+        lambda: all(len(service_creates(world, p)) == 1 for p in prompts), timeout=30
+    )
+    deadline = time.monotonic() + 5
+    while any(row["state"] != "running" for j, row in (await cl.jobs()).items() if j in ids.values()):
+        assert time.monotonic() < deadline, "the jobs never showed RUNNING"
+        await asyncio.sleep(0.05)
+    return ids
+
+
+async def test_sigterm_of_one_shard_stops_cleanly_and_the_other_takes_over(cluster: Cluster) -> None:  # noqa: F811
+    world = cluster.world
+    ids = await _slow_jobs_on(cluster, 1)
+    began = time.monotonic()
+    code = await cluster.bots[1].terminate()
+    assert code == 0 and time.monotonic() - began < 10
+    if ids:
+        await world.discord.wait_for(lambda: all(world.files_for(j) for j in ids.values()), timeout=45)
+    await asyncio.sleep(0.5)
+    rows = await cluster.jobs()
+    for prompt, job_id in ids.items():
+        assert len(world.files_for(job_id)) == 1
+        assert len(service_creates(world, prompt)) == 1
+        assert rows[job_id]["state"] == "delivered" and rows[job_id]["lease_owner"] == "framecast-shards-0"
+
+
+async def test_a_restarted_shard_gets_its_own_jobs_back_before_anyone_takes_them(cluster: Cluster) -> None:  # noqa: F811
+    world = cluster.world
+    ids = await _slow_jobs_on(cluster, 1)
+    assert await cluster.bots[1].terminate() == 0
+    mark = world.discord.identify_count
+    await cluster.bots[1].start()
+    await world.discord.wait_ready(timeout=30, after=mark)
+    if ids:
+        await world.discord.wait_for(lambda: all(world.files_for(j) for j in ids.values()), timeout=45)
+    await asyncio.sleep(0.5)
+    rows = await cluster.jobs()
+    for prompt, job_id in ids.items():
+        assert len(world.files_for(job_id)) == 1
+        assert len(service_creates(world, prompt)) == 1
+        assert rows[job_id]["lease_owner"] == "framecast-shards-1"
+    assert "taken over from a lapsed lease" not in cluster.bots[0].log_text()
+
+
+async def test_takeover_of_a_job_killed_mid_upload_delivers_it_exactly_once(cluster: Cluster) -> None:  # noqa: F811
+    world = cluster.world
+    victim, survivor = 1, 0
+    g = cluster.guilds_of(victim)[0]
+    release, held = hold_route(
+        world.discord,
+        "PATCH",
+        "/webhooks/{app_id}/{token}/messages/{message_id}",
+        when=lambda call: bool(call.uploads),
+    )
+    it = await world.video("a job cut off mid upload", guild=g)
+    job_id = await world.job_id(it)
+    await world.discord.wait_for(lambda: held, timeout=20, what="the upload to be stored")
+    assert len(world.files_for(job_id)) == 1
+    await cluster.bots[victim].kill()
+    release.set()
+    assert (await cluster.jobs())[job_id]["state"] == "delivering"
+    deadline = time.monotonic() + 30
+    while (await cluster.jobs())[job_id]["state"] != "delivered":
+        assert time.monotonic() < deadline, "the survivor never finished the job"
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)
+    assert len(world.files_for(job_id)) == 1
+    assert len(service_creates(world, "a job cut off mid upload")) == 1
+    assert (await cluster.jobs())[job_id]["lease_owner"] == f"framecast-shards-{survivor}"
+    assert f"job {job_id} taken over from a lapsed lease" in cluster.bots[survivor].log_text()
+
+
+async def test_a_second_process_on_the_same_shard_leaves_the_first_ones_jobs_alone(
+    cluster: Cluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    world = cluster.world
+    ids = await _slow_jobs_on(cluster, 1)
+    twin = BotProcess(
+        {**cluster.bots[1].env, "DATABASE_PATH": str(tmp_path / "twin" / "f.sqlite3")}, tmp_path / "twin.log"
+    )
+    await twin.start()
+    try:
+        await wait_log_of(twin, "scheduler started with", timeout=20)
+        if ids:
+            await world.discord.wait_for(lambda: all(world.files_for(j) for j in ids.values()), timeout=45)
+        await asyncio.sleep(0.5)
+        for prompt, job_id in ids.items():
+            assert len(world.files_for(job_id)) == 1
+            assert len(service_creates(world, prompt)) == 1
+        # The twin must not run jobs a live process holds (or must refuse to start at all).
+        assert twin.running is False or "scheduler started with 0 unfinished job(s)" in twin.log_text()
+    finally:
+        if twin.running:
+            await twin.terminate()
+
+
+async def wait_log_of(bot: BotProcess, text: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in bot.log_text():
+        if not bot.running:
+            return
+        assert time.monotonic() < deadline, f"{text!r} never logged"
+        await asyncio.sleep(0.05)
+
+
+# -- compose -----------------------------------------------------------------------------------------
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="Debian's docker-compose is not installed")
+def test_compose_file_is_valid_and_the_bot_service_is_operable(tmp_path: Path) -> None:
+    # A copy beside an empty .env (env_file must exist), as a fresh clone made from .env.example has.
+    shutil.copy(REPO / "docker-compose.yml", tmp_path / "docker-compose.yml")
+    (tmp_path / ".env").write_text("")
+    env = {**os.environ, "POSTGRES_PASSWORD": "pw"}
+    for profile in ([], ["--profile", "scale"]):
+        out = subprocess.run(
+            ["docker-compose", *profile, "config"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+
+    def compose(*args: str) -> str:
+        done = subprocess.run(
+            ["docker-compose", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return done.stdout
+
+    services = compose("--profile", "scale", "config", "--services").split()
+    assert sorted(services) == ["bot", "bot-shard0", "bot-shard1", "postgres", "redis"]
+    text = compose("--profile", "scale", "config")
+    assert text.count("restart: unless-stopped") == 5
+    assert "framecast-data:/data" in text and "HTTP_PORT: '8080'" in text
+    assert "SHARD_IDS: '0'" in text and "SHARD_IDS: '1'" in text and text.count("SHARD_COUNT: '2'") == 2
+    assert text.count("DATABASE_URL: postgresql://framecast:pw@postgres/framecast") == 2
+    assert text.count("condition: service_healthy") == 4
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "HEALTHCHECK" in dockerfile and "/healthz" in dockerfile
