@@ -32,6 +32,7 @@ from framecast.accounts import KeyCheck
 from framecast.catalog import is_model_id
 from framecast.guildsettings import GuildSettings, KeyStatus, Policy, Setting, Source, quota_window
 from framecast.intake import IntakeError, IntakeProblem
+from framecast.jobs import JobKind
 from framecast.keyvault import KeyVaultState, last4
 from framecast.logsetup import SECRET_INPUT_MARK, add_secret
 
@@ -137,10 +138,15 @@ class SettingsText:
             )
         if setting is Setting.VIDEO_FPS:
             return t("settings_value_fps", loc, fps=settings.video_fps or presets.DEFAULT_FRAME_RATE)
-        if setting is Setting.VIDEO_MODEL:
-            return as_text(settings.video_model or core.models.default("video"))
-        if setting is Setting.IMAGE_MODEL:
-            return as_text(settings.image_model or core.models.default("image"))
+        if setting in (Setting.VIDEO_MODEL, Setting.IMAGE_MODEL):
+            kind = JobKind.VIDEO if setting is Setting.VIDEO_MODEL else JobKind.IMAGE
+            chosen: str | None = getattr(settings, setting.value)
+            used = core.models.default(kind)
+            listed = core.models.ids(kind)
+            if chosen and listed and chosen not in listed:
+                # The service stopped offering the server's pick: say what jobs get instead.
+                return t("settings_value_model_dropped", loc, model=as_text(chosen), used=as_text(used))
+            return as_text(chosen or used)
         if setting is Setting.CHANNELS:
             # Channel mentions never ping; they show as links to the channels.
             if not settings.channels:

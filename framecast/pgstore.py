@@ -61,6 +61,7 @@ from framecast.store import (
     _COLUMNS,
     _FIELD_TYPES,
     _NEW_JOB_FIELDS,
+    QUOTA_COUNTS,
     StoreClosed,
     StoreError,
     _dumps,
@@ -325,12 +326,11 @@ class PgStore:
                         limit, since = quota
                         count = await conn.fetchval(
                             "SELECT COUNT(*) FROM jobs WHERE guild_id = $1 AND user_id = $2 AND kind = $3"
-                            " AND created_at >= $4 AND state <> $5",
+                            f" AND created_at >= $4 AND {QUOTA_COUNTS}",
                             guild_id,
                             user_id,
                             values["kind"],
                             since,
-                            JobState.FAILED.value,
                         )
                         if count >= limit:
                             raise DailyQuotaReached(limit)

@@ -228,6 +228,12 @@ _COLUMNS = (
 )
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM jobs"
 _OPEN = f"state IN ({_ACTIVE_SQL})"
+#: The jobs that use up a member's daily quota (both stores count with this term): not failed jobs
+#: (they gave the member nothing), nor jobs cancelled before the service started them (they cost
+#: nothing); everything else, cancelled running jobs included, does.
+QUOTA_COUNTS = (
+    f"state <> '{JobState.FAILED.value}' AND NOT (state = '{JobState.CANCELLED.value}' AND task_id IS NULL)"
+)
 
 # Field name -> (type, nullable) for every field update()/transition() may write. id and state are
 # excluded on purpose (identity; state changes only through transition()), updated_at because the
@@ -517,12 +523,11 @@ class JobStore(SqliteLeases, GuildTables):
         return int(self._conn.execute(sql, (guild_id, JobState.QUEUED.value)).fetchone()[0])
 
     def _count_quota_sync(self, guild_id: int, user_id: int, kind: str, since: float) -> int:
-        # Failed jobs gave the member nothing: they do not use up the quota.
         sql = (
             "SELECT COUNT(*) FROM jobs WHERE guild_id = ? AND user_id = ? AND kind = ? AND created_at >= ?"
-            " AND state != ?"
+            f" AND {QUOTA_COUNTS}"
         )
-        args = (guild_id, user_id, kind, since, JobState.FAILED.value)
+        args = (guild_id, user_id, kind, since)
         return int(self._conn.execute(sql, args).fetchone()[0])
 
     def _add_sync(

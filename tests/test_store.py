@@ -953,12 +953,18 @@ async def test_daily_quota_counts_the_members_jobs_of_one_kind_since_the_start(
     await quota_add(store, 2, since, kind=JobKind.IMAGE)
     await quota_add(store, 2, since, user_id=USER + 1)
     await quota_add(store, 2, since, guild_id=GUILD + 1)
-    # Failed jobs do not count; finished, cancelled and running ones do.
+    # Failed jobs do not count, nor jobs cancelled before the service started them; finished,
+    # running and cancelled running ones do.
     await store.transition(first.id, S.FAILED, error_code="internal")
     second = await quota_add(store, 2, since)
     with pytest.raises(DailyQuotaReached):
         await quota_add(store, 2, since)
+    await store.transition(second.id, S.SUBMITTING)
+    await store.transition(second.id, S.RUNNING, task_id="t-2", started_at=clock.now)
     await store.transition(second.id, S.CANCELLED)
+    with pytest.raises(DailyQuotaReached):
+        await quota_add(store, 2, since)
+    clock.now = since + 20
     with pytest.raises(DailyQuotaReached):
         await quota_add(store, 2, since)
     # A new period starts with nothing used.

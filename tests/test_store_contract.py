@@ -229,8 +229,12 @@ async def test_daily_quota_counts_this_kind_guild_and_period_but_not_failures(
     await add(store, new_job(guild_id=OTHER_GUILD))  # other guild
     await add(store, new_job(user_id=OTHER_USER))  # other member
     failed = await failed_job(store)  # failed: does not count
+    dropped = await add(store)
+    await store.transition(dropped.id, S.CANCELLED)  # cancelled while queued: cost nothing, does not count
     cancelled = await add(store)
-    await store.transition(cancelled.id, S.CANCELLED)  # cancelled: counts
+    await store.transition(cancelled.id, S.SUBMITTING)
+    await store.transition(cancelled.id, S.RUNNING, task_id="t-1", started_at=backend.clock.time())
+    await store.transition(cancelled.id, S.CANCELLED)  # cancelled on the service: counts
     quota = (3, since)
     await add(store, quota=quota)
     with pytest.raises(DailyQuotaReached) as reached:

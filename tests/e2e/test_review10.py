@@ -368,10 +368,13 @@ async def test_again_after_the_services_list_drops_the_servers_default_model(syn
     assert kind == 5
     await asyncio.sleep(1)
     refusals = [m.content for m in again.messages() if m.ephemeral and m.content]
-    assert not refusals, refusals  # today: "“svc-video-v9” is not a model the generation service offers."
+    assert not refusals, refusals  # once: "“svc-video-v9” is not a model the generation service offers."
     await world.delivered(again)
     models = [r.json["model"] for r in service_creates(world, "a slow river")]
     assert models == ["svc-video-v9", "svc-video-v2.0"]
+    # /settings show tells the admin what jobs get now, not only the stale pick.
+    show = text_of(await settings(world, "show"))
+    assert "svc-video-v9 (no longer offered: jobs use svc-video-v2.0)" in show, show
 
 
 async def test_models_follow_the_services_list_after_a_restart(synced: MakeWorld) -> None:
