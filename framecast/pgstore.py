@@ -66,6 +66,7 @@ from framecast.store import (
     StoreError,
     _dumps,
     _expect_set,
+    _row_to_job,
 )
 
 if TYPE_CHECKING:
@@ -362,7 +363,7 @@ class PgStore:
                     raise
                 existing = await conn.fetchval("SELECT id FROM jobs WHERE retry_of = $1", retry_of)
                 raise AlreadyRetried(retry_of, int(existing)) from None
-        created = _record_to_job(record)
+        created = _row_to_job(record)
         log.debug("job %d: added (%s, guild %d)", created.id, created.kind, created.guild_id)
         return self._notify(created)
 
@@ -401,7 +402,7 @@ class PgStore:
                 job_id,
             )
         log.debug("job %d: %s -> %s", job_id, old, to)
-        return self._notify(_record_to_job(record))
+        return self._notify(_row_to_job(record))
 
     async def update(self, job_id: int, **fields: Any) -> Job:
         """Write ``fields`` (any job field except ``id``, ``state`` and ``updated_at``) and return the job.
@@ -420,7 +421,7 @@ class PgStore:
             )
         if record is None:
             raise JobNotFound(job_id)
-        return _record_to_job(record)
+        return _row_to_job(record)
 
     async def patch_discord(self, job_id: int, changes: Mapping[str, Any]) -> Job:
         """Merge ``changes`` into the job's ``discord`` dict (shallow) and return the job.
@@ -442,7 +443,7 @@ class PgStore:
                 now,
                 job_id,
             )
-        return _record_to_job(record)
+        return _row_to_job(record)
 
     # ------------------------------------------------------------------ reads
 
@@ -478,13 +479,13 @@ class PgStore:
         """The job with this id, or None."""
         async with self._connection() as conn:
             record = await conn.fetchrow(f"{_SELECT} WHERE id = $1", job_id)
-        return _record_to_job(record) if record is not None else None
+        return _row_to_job(record) if record is not None else None
 
     async def active(self) -> list[Job]:
         """Every non-terminal job, ordered by id (acceptance order)."""
         async with self._connection() as conn:
             records = await conn.fetch(f"{_SELECT} WHERE {_OPEN} ORDER BY id")
-        return [_record_to_job(r) for r in records]
+        return [_row_to_job(r) for r in records]
 
     # ------------------------------------------------------------------ learned durations
 
@@ -660,7 +661,7 @@ class PgStore:
                 " ORDER BY id",
                 now,
             )
-        jobs = [_record_to_job(r) for r in records]
+        jobs = [_row_to_job(r) for r in records]
         return [job for job in jobs if guilds is None or guilds(job.guild_id)]
 
     async def release(self, job_id: int, owner: str) -> bool:
@@ -736,31 +737,6 @@ async def _log_changes(conn: Any, guild_id: int, by: int, changed: Sequence[Sett
 def _set_clause(assignments: Mapping[str, Any]) -> str:
     # Column names come from the _FIELD_TYPES whitelist, never from a caller's string.
     return ", ".join(f"{name} = ${i}" for i, name in enumerate(assignments, start=1))
-
-
-def _record_to_job(record: Any) -> Job:
-    return Job(
-        id=record["id"],
-        kind=JobKind(record["kind"]),
-        state=JobState(record["state"]),
-        guild_id=record["guild_id"],
-        channel_id=record["channel_id"],
-        user_id=record["user_id"],
-        locale=record["locale"],
-        params=json.loads(record["params"]),
-        created_at=record["created_at"],
-        updated_at=record["updated_at"],
-        task_id=record["task_id"],
-        started_at=record["started_at"],
-        progress=record["progress"],
-        result_url=record["result_url"],
-        result_local=bool(record["result_local"]),
-        error_code=record["error_code"],
-        error_detail=record["error_detail"],
-        retry_of=record["retry_of"],
-        key_owner=record["key_owner"],
-        discord=json.loads(record["discord"]),
-    )
 
 
 def _record_to_key(record: Any) -> StoredKey:

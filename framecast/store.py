@@ -751,7 +751,8 @@ def _set_clause(assignments: Mapping[str, Any]) -> str:
     return ", ".join(f"{name} = ?" for name in assignments)
 
 
-def _row_to_job(row: sqlite3.Row) -> Job:
+def _row_to_job(row: Any) -> Job:
+    """A job from a row read by column name (a ``sqlite3.Row``, or an asyncpg ``Record``)."""
     return Job(
         id=row["id"],
         kind=JobKind(row["kind"]),
