@@ -657,7 +657,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=_BUSY_TIMEOUT, isolation_level=None)
     try:
         conn.row_factory = sqlite3.Row
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        mode = _journal_mode_wal(conn)
         if str(mode).lower() != "wal":
             log.warning("job store: WAL not available for %s (journal_mode=%s)", path, mode)
         # FULL: the WAL is fsynced at every commit, so an acknowledged job survives power loss too,
@@ -668,6 +668,23 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _journal_mode_wal(conn: sqlite3.Connection) -> str:
+    """Switch to WAL; returns the journal mode now in force.
+
+    Another connection opening a new database at the same moment can make this pragma fail with
+    "database is locked" at once (SQLite's busy handler does not cover the switch), so it is tried
+    again for up to the busy timeout.
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 #: The database holds members' live interaction tokens: only the bot's own user may read it.
@@ -707,6 +724,8 @@ def _tighten(path: Path, mode: int) -> None:
                 current,
                 current & mode,
             )
+    except FileNotFoundError:
+        pass  # a companion (-journal) another connection just removed: nothing left to protect
     except OSError as exc:
         log.warning("job store: cannot restrict the permissions of %s: %s", path, exc.strerror)
 
