@@ -247,7 +247,7 @@ class Accounts:
             self._unreadable.add(row.guild_id)
             return
         add_secret(key.reveal())  # masked in every log line, like the keys set since start-up
-        account = await self._open_guild_account(row.guild_id, key, row.last4)
+        account = await self._open_account(row.guild_id, key, row.last4)
         account.rejected = row.status is KeyStatus.REJECTED
         self._guild[row.guild_id] = account
         self._admission_changed()
@@ -337,9 +337,6 @@ class Accounts:
             self._metrics.untrack(parts.label)
         await parts.close()
 
-    async def _open_guild_account(self, guild_id: int, key: Secret, shown: str) -> Account:
-        return await self._open_account(guild_id, key, shown)
-
     # -- which key ----------------------------------------------------------------------------------
     @property
     def operator(self) -> Account:
@@ -351,9 +348,6 @@ class Accounts:
     def vault_state(self) -> KeyVaultState:
         """Whether servers may set their own keys (see :class:`~framecast.keyvault.KeyVaultState`)."""
         return self._vault.state
-
-    def _account_of(self, guild_id: int) -> Account | None:
-        return self._guild.get(guild_id)
 
     def for_guild(self, guild_id: int) -> Account:
         """The guild's own account if it set a key (even one the service rejected), else the operator's."""
@@ -470,7 +464,7 @@ class Accounts:
         token = self._vault.encrypt(key)
         shown = last4(key)
         await self._store.set_guild_key(guild_id, token, shown, by=by)
-        account = await self._open_guild_account(guild_id, Secret(key), shown)
+        account = await self._open_account(guild_id, Secret(key), shown)
         old = self._guild.get(guild_id)
         self._guild[guild_id] = account
         self._unreadable.discard(guild_id)
