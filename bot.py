@@ -19,17 +19,17 @@ from discord.ext import commands
 
 from cogs.delivery import DiscordReporter
 from cogs.i18n import FramecastTranslator
-from cogs.utils.startup import ReconnectLogFilter, connect_patiently
-from cogs.utils.tree import FramecastTree
-from cogs.utils.views import JobButtons
-from framecast.app import Core
+from cogs.startup import ReconnectLogFilter, connect_patiently
+from cogs.tree import FramecastTree
+from cogs.views.buttons import JobButtons
+from framecast.app.core import Core
 from framecast.clock import Clock
 from framecast.config import ConfigError, Settings, load_settings
+from framecast.jobs.queues import QueuePositions
 from framecast.logsetup import setup_logging
 from framecast.ops.http import OpsServer
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
-from framecast.queues import QueuePositions
 from framecast.store import StoreError
 from framecast.stores import Store
 
@@ -163,7 +163,7 @@ class ShardedFramecast(Framecast, commands.AutoShardedBot):
     """The same bot on some of the gateway's shards (``SHARD_COUNT``, ``SHARD_IDS``).
 
     Each process receives only its shards' servers; the core runs those servers' jobs and takes
-    over other processes' jobs when their leases lapse (framecast/takeover.py).
+    over other processes' jobs when their leases lapse (framecast/jobs/leases.py).
     """
 
     @staticmethod

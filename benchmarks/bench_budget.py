@@ -1,4 +1,4 @@
-"""Benchmark of the shared request budget (framecast.budget.RequestBudget).
+"""Benchmark of the shared request budget (framecast.keys.budget.RequestBudget).
 
 Run from the repository root:  python3 benchmarks/bench_budget.py [--quick]
 
@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from framecast.budget import Priority, RequestBudget  # noqa: E402
 from framecast.clock import ScaledClock, SystemClock  # noqa: E402
+from framecast.keys.budget import Priority, RequestBudget  # noqa: E402
 
 Row = tuple[str, int, float, str]
 

@@ -1,6 +1,6 @@
 """Memory benchmark: 20 jobs whose 100 MiB results are all ready at once, with and without the bound.
 
-Each configuration runs in its own child process: the real :class:`~framecast.runner.JobRunner` with
+Each configuration runs in its own child process: the real :class:`~framecast.jobs.runner.JobRunner` with
 the real :class:`~framecast.store.JobStore` and :class:`~framecast.service.GenerationClient`, over
 HTTP against the fake generation service (which runs in this parent process, so its own buffers
 are not counted). Only the chat side is a stand-in: a reporter whose upload limit is above the
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 if TYPE_CHECKING:
-    from framecast.reasons import Note
+    from framecast.jobs.reasons import Note
 
 MiB = 1024 * 1024
 UPLOAD_BYTES_PER_SECOND = 400 * MiB
@@ -85,11 +85,11 @@ class UploadingReporter:
 async def child(base_url: str, key: str, jobs: int, at_once: int, download_max: int) -> dict[str, Any]:
     import aiohttp
 
-    from framecast.budget import RequestBudget
     from framecast.clock import SystemClock
     from framecast.config import Secret
     from framecast.jobs import JobKind, JobState, NewJob
-    from framecast.runner import JobRunner, RunnerSettings
+    from framecast.jobs.runner import JobRunner, RunnerSettings
+    from framecast.keys.budget import RequestBudget
     from framecast.service import GenerationClient
     from framecast.store import JobStore
 

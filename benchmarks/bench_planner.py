@@ -1,6 +1,6 @@
 """Planner benchmark: how well the bot spends one API key's 16 requests a minute (issue 9).
 
-The real core (``framecast.app.Core``: store, budget, client, runner, scheduler and whatever plans
+The real core (``framecast.app.core.Core``: store, budget, client, runner, scheduler and whatever plans
 the key's requests) runs against the fake generation service under a :class:`ScaledClock`, at the
 production ratio: ``GEN_RATE_LIMIT=16/60``, ``GEN_POLL_INTERVAL=30``, video durations drawn
 uniformly from 60 to 180 clock seconds (seeded), a batch of videos across several guilds, all
@@ -49,17 +49,21 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from framecast import presets  # noqa: E402
-from framecast.app import Core  # noqa: E402
-from framecast.budget import RequestBudget  # noqa: E402
+from framecast.app.core import Core  # noqa: E402
+from framecast.app.intake import Requester  # noqa: E402
 from framecast.clock import Clock, ScaledClock  # noqa: E402
 from framecast.config import Settings, load_settings  # noqa: E402
-from framecast.intake import Requester  # noqa: E402
-from framecast.jobs import Job, JobKind, JobState  # noqa: E402
+from framecast.jobs import (  # noqa: E402
+    Job,
+    JobKind,
+    JobState,
+    presets,  # noqa: E402
+)
+from framecast.jobs.queues import QueuePositions  # noqa: E402
+from framecast.jobs.reasons import Note  # noqa: E402
+from framecast.keys.budget import RequestBudget  # noqa: E402
 from framecast.ops.metrics import Metrics  # noqa: E402
 from framecast.planner.estimate import Estimate, Estimates  # noqa: E402
-from framecast.queues import QueuePositions  # noqa: E402
-from framecast.reasons import Note  # noqa: E402
 from framecast.service import GenerationClient, VideoParams  # noqa: E402
 from framecast.stores import Store
 from tests.fakes.gen_service import FakeService, TaskPlan  # noqa: E402

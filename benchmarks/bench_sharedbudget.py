@@ -1,4 +1,4 @@
-"""Benchmark of the Redis-backed budget (framecast.sharedbudget.RedisBudget) against RequestBudget.
+"""Benchmark of the Redis-backed budget (framecast.keys.shared_budget.RedisBudget) against RequestBudget.
 
 Run from the repository root with Redis on 127.0.0.1:6379:  python3 benchmarks/bench_sharedbudget.py [--quick]
 
@@ -22,9 +22,9 @@ from redis.backoff import NoBackoff
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from framecast.budget import RequestBudget  # noqa: E402
 from framecast.clock import SystemClock  # noqa: E402
-from framecast.sharedbudget import KEY_PREFIX, RedisBudget  # noqa: E402
+from framecast.keys.budget import RequestBudget  # noqa: E402
+from framecast.keys.shared_budget import KEY_PREFIX, RedisBudget  # noqa: E402
 
 Budget = RequestBudget | RedisBudget
 

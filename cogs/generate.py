@@ -9,9 +9,8 @@ from discord import app_commands
 from discord.app_commands import Choice, locale_str
 from discord.ext import commands
 
-from cogs.utils import jobflow
-from framecast import presets
-from framecast.jobs import JobKind
+from cogs import jobflow
+from framecast.jobs import JobKind, presets
 
 if TYPE_CHECKING:
     from bot import Framecast

@@ -14,10 +14,10 @@ from discord import app_commands
 from discord.app_commands import locale_str
 from discord.ext import commands
 
+from cogs import jobflow
 from cogs.i18n import command_name, t
-from cogs.utils import jobflow
-from cogs.utils.render import as_text
-from framecast.guildsettings import Policy, quota_window
+from cogs.views.render import as_text
+from framecast.guilds.settings import Policy, quota_window
 from framecast.jobs import JobKind
 
 if TYPE_CHECKING:

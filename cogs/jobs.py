@@ -1,6 +1,6 @@
 """/job and the job buttons (Cancel, Retry, Again, Remix): thin handlers over the scheduler and intake.
 
-The buttons are registered here, with the bot's :class:`~cogs.utils.views.JobButtons`, when the cog
+The buttons are registered here, with the bot's :class:`~cogs.views.buttons.JobButtons`, when the cog
 loads (and removed when it unloads): a click reaches :meth:`Jobs.on_cancel_click`,
 :meth:`Jobs.on_retry_click`, :meth:`Jobs.on_again_click` or :meth:`Jobs.on_remix_click` through
 that registry. The Remix form's submit reaches :meth:`Jobs.on_remix_submit` through this cog's
@@ -19,12 +19,11 @@ from discord import app_commands
 from discord.app_commands import locale_str
 from discord.ext import commands
 
+from cogs import jobflow
 from cogs.delivery import result_attachments
 from cogs.i18n import t
-from cogs.utils import jobflow
-from cogs.utils.render import link_text, render_job
-from cogs.utils.tree import error_message, reply_privately
-from cogs.utils.views import (
+from cogs.tree import error_message, reply_privately
+from cogs.views.buttons import (
     AgainButton,
     ButtonAction,
     CancelButton,
@@ -35,10 +34,10 @@ from cogs.utils.views import (
     remix_form,
     remix_form_target,
 )
-from framecast import presets
-from framecast.intake import IntakeError, Requester
-from framecast.jobs import Job, JobKind, JobState
-from framecast.scheduler import CancelOutcome
+from cogs.views.render import link_text, render_job
+from framecast.app.intake import IntakeError, Requester
+from framecast.jobs import Job, JobKind, JobState, presets
+from framecast.jobs.scheduler import CancelOutcome
 
 if TYPE_CHECKING:
     from bot import Framecast

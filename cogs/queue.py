@@ -20,7 +20,7 @@ from discord.ext import commands
 
 from cogs.delivery.slot import percent_floor
 from cogs.i18n import t
-from cogs.utils.render import as_text, shown_percent
+from cogs.views.render import as_text, shown_percent
 from framecast.jobs import Job, JobKind, JobState
 from framecast.planner.estimate import Estimate
 

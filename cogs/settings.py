@@ -25,16 +25,15 @@ from discord.ext import commands
 
 from cogs.generate import FPS_CHOICES, IMAGE_SIZE_CHOICES, LENGTH_CHOICES, VIDEO_SIZE_CHOICES
 from cogs.i18n import command_name, shipped, t
-from cogs.utils.render import as_text
-from cogs.utils.tree import SETTING_NAME_KEYS, NotServerManager, relative_time
-from framecast import presets
-from framecast.accounts import KeyCheck
-from framecast.catalog import is_model_id
-from framecast.guildsettings import GuildSettings, KeyStatus, Policy, Setting, Source, quota_window
-from framecast.intake import IntakeError, IntakeProblem
-from framecast.jobs import JobKind
-from framecast.keyvault import KeyVaultState, last4
+from cogs.tree import SETTING_NAME_KEYS, NotServerManager, relative_time
+from cogs.views.render import as_text
+from framecast.app.intake import IntakeError, IntakeProblem
+from framecast.guilds.settings import GuildSettings, KeyStatus, Policy, Setting, Source, quota_window
+from framecast.jobs import JobKind, presets
+from framecast.keys.accounts import KeyCheck
+from framecast.keys.vault import KeyVaultState, last4
 from framecast.logsetup import SECRET_INPUT_MARK, add_secret
+from framecast.service.model_list import is_model_id
 
 if TYPE_CHECKING:
     from bot import Framecast

@@ -4,7 +4,7 @@
 worker thread, same ``BEGIN IMMEDIATE`` transactions); it lives here to keep ``store.py`` about jobs.
 The tables are created by the store's schema v4 migration.
 
-Only ciphertext of an API key is stored (a Fernet token, see :mod:`framecast.keyvault`), plus its
+Only ciphertext of an API key is stored (a Fernet token, see :mod:`framecast.keys.vault`), plus its
 last four characters; the audit log records who changed which setting and when, never a value.
 """
 
@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from framecast.guildsettings import GuildSettings, KeyStatus, Setting
+from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
 
 __all__ = ["GuildTables", "SettingsChange", "StoredKey"]
 

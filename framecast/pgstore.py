@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from framecast.config import Secret
-from framecast.guildsettings import GuildSettings, KeyStatus, Setting
+from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
 from framecast.guildstore import SettingsChange, StoredKey, _id, _settings_from
 from framecast.jobs import (
     ACTIVE,

@@ -40,7 +40,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from framecast.guildsettings import KeyStatus
+from framecast.guilds.settings import KeyStatus
 from framecast.guildstore import GuildTables, SettingsChange, StoredKey
 from framecast.jobs import (
     ACTIVE,

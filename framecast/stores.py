@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from framecast.clock import Clock
     from framecast.config import Settings
-    from framecast.guildsettings import GuildSettings, KeyStatus, Setting
+    from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
     from framecast.jobs import Job, JobState, NewJob
     from framecast.pgstore import PgStore
     from framecast.planner.predict import DurationRow

@@ -20,18 +20,18 @@ import pytest
 from cryptography.fernet import Fernet
 from prometheus_client import generate_latest
 
-from framecast.accounts import Accounts, KeyCheck
 from framecast.clock import SystemClock
 from framecast.config import RateLimit, Secret, Settings
-from framecast.errors import AuthError
-from framecast.guildsettings import KeyStatus
+from framecast.guilds.settings import KeyStatus
 from framecast.jobs import Job, JobKind, JobState, NewJob
-from framecast.keyvault import KeyVault
+from framecast.jobs.queues import GuildQueues
+from framecast.jobs.reasons import ErrorCode
+from framecast.jobs.runner import JobRunner
+from framecast.keys.accounts import Accounts, KeyCheck
+from framecast.keys.vault import KeyVault
 from framecast.ops.metrics import Metrics, key_label
 from framecast.planner.planner import PlannerSettings
-from framecast.queues import GuildQueues
-from framecast.reasons import ErrorCode
-from framecast.runner import JobRunner
+from framecast.service.errors import AuthError
 from framecast.store import JobStore
 from tests.fakes.gen_service import FakeService
 from tests.test_runner import SETTINGS as RUNNER_SETTINGS

@@ -1,4 +1,4 @@
-"""The core assembled by framecast.app: opens, runs a job to the chat side, restores, closes. No Discord.
+"""The core assembled by framecast.app.core: opens, runs a job to the chat side, restores, closes. No Discord.
 
 A real store (SQLite in ``tmp_path``), the real client against the fake service, and a recording
 chat side in place of the Discord reporter.
@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from framecast.accounts import KeyCheck
-from framecast.app import Core
+from framecast.app.core import Core
+from framecast.app.intake import IntakeError, IntakeProblem, Requester
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
-from framecast.guildsettings import Setting, SettingsError
-from framecast.intake import IntakeError, IntakeProblem, Requester
+from framecast.guilds.settings import Setting, SettingsError
 from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.jobs.queues import QueuePositions
+from framecast.jobs.reasons import ErrorCode, Note
+from framecast.keys.accounts import KeyCheck
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
-from framecast.queues import QueuePositions
-from framecast.reasons import ErrorCode, Note
 from framecast.store import JobStore
 from framecast.stores import Store
 from tests.fakes.gen_service import FakeService
@@ -210,7 +210,7 @@ async def test_server_settings_are_validated_saved_logged_and_cached_across_a_re
         assert core.guild_policy(WHO.guild_id).member_jobs == settings.member_job_limit
         with pytest.raises(SettingsError):
             await core.update_settings(WHO.guild_id, by=ADMIN, member_jobs=settings.member_job_limit + 1)
-        with caplog.at_level(logging.INFO, logger="framecast.app"):
+        with caplog.at_level(logging.INFO, logger="framecast.app.core"):
             changed = await core.update_settings(WHO.guild_id, by=ADMIN, member_jobs=1, nsfw_only=True)
         assert changed.member_jobs == 1 and core.guild_settings(WHO.guild_id) == changed
         assert core.guild_policy(WHO.guild_id).member_jobs == 1

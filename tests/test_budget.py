@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from framecast.budget import Priority, RequestBudget
 from framecast.clock import ScaledClock, SystemClock
+from framecast.keys.budget import Priority, RequestBudget
 from tests.fakes.clock import ManualClock
 
 

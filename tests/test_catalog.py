@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framecast.catalog import ModelCache, best_match, is_model_id, split_version
 from framecast.clock import SystemClock
 from framecast.service import GenerationClient, ModelCatalog
+from framecast.service.model_list import ModelCache, best_match, is_model_id, split_version
 from tests.fakes.unused import unused
 
 VIDEO = "svc-video-v2.0"
@@ -108,7 +108,7 @@ def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records
-        if r.levelno >= logging.WARNING and r.name == "framecast.catalog"
+        if r.levelno >= logging.WARNING and r.name == "framecast.service.model_list"
     ]
 
 
@@ -120,7 +120,7 @@ def test_defaults_before_the_list_is_known() -> None:
 
 def test_drift_uses_the_newest_family_member_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
     models = cache()
-    caplog.set_level(logging.INFO, logger="framecast.catalog")
+    caplog.set_level(logging.INFO, logger="framecast.service.model_list")
     models.update(catalog())
     assert models.default("video") == VIDEO
     assert warnings(caplog) == []

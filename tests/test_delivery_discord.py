@@ -33,10 +33,10 @@ from cogs.delivery.retries import ATTEMPTS, retry_delay
 from framecast.clock import SystemClock
 from framecast.config import Secret, Settings
 from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.jobs.reasons import Note
+from framecast.jobs.runner import UploadTooLarge, result_filename
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimate
-from framecast.reasons import Note
-from framecast.runner import UploadTooLarge, result_filename
 from framecast.store import JobStore
 from tests.fakes.discord_api import (
     FakeChannel,

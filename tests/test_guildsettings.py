@@ -12,9 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framecast import presets
 from framecast.config import Secret, Settings
-from framecast.guildsettings import (
+from framecast.guilds.settings import (
     MAX_CHANNELS,
     MAX_TERM_CHARS,
     MAX_TERMS,
@@ -29,7 +28,7 @@ from framecast.guildsettings import (
     quota_window,
     resolve,
 )
-from framecast.jobs import JobKind
+from framecast.jobs import JobKind, presets
 
 CEILINGS = Ceilings(member_jobs=3, queue_cap=20, daily_videos=10, daily_images=None)
 FULL = GuildSettings(

@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 
-from framecast import presets
+from framecast.app.intake import Intake, IntakeError, IntakeProblem, Limits, Requester, clean_prompt
 from framecast.config import Settings
-from framecast.guildsettings import Ceilings, GuildSettings, KeyStatus, Policy, check_change, resolve
-from framecast.intake import Intake, IntakeError, IntakeProblem, Limits, Requester, clean_prompt
-from framecast.jobs import Job, JobKind, JobState
-from framecast.scheduler import Scheduler
+from framecast.guilds.settings import Ceilings, GuildSettings, KeyStatus, Policy, check_change, resolve
+from framecast.jobs import Job, JobKind, JobState, presets
+from framecast.jobs.scheduler import Scheduler
 from framecast.store import JobStore
 from tests.fakes.unused import unused
 
@@ -339,7 +338,7 @@ def test_model_id_is_trimmed() -> None:
 
 def test_no_pick_means_the_default_the_bot_chose_unchecked() -> None:
     # The default is the configured model or its stand-in from the service's own list
-    # (framecast.catalog): the member picked nothing, so there is nothing to refuse.
+    # (framecast.service.model_list): the member picked nothing, so there is nothing to refuse.
     params = bare_intake().video_params(
         guild_id=GUILD,
         prompt="p",
@@ -511,7 +510,7 @@ class World:
         self.runner = StandInRunner(store)
         self.scheduler = Scheduler(store=store, runner=self.runner, admission=max_running)
         self.intake = Intake(store=store, scheduler=self.scheduler, limits=limits, **intake_options)
-        store.subscribe(self.intake.observe)  # as framecast.app wires it
+        store.subscribe(self.intake.observe)  # as framecast.app.core wires it
         self.states: dict[int, JobState] = {}
         self._changed = asyncio.Event()
         store.subscribe(self._seen)

@@ -6,7 +6,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from framecast.config import Secret
-from framecast.keyvault import KeyUnreadable, KeyVault, KeyVaultState, last4
+from framecast.keys.vault import KeyUnreadable, KeyVault, KeyVaultState, last4
 
 KEY = "sk-live-0123456789abcdefWXYZ"
 

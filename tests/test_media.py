@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from framecast import media
-from framecast.errors import MediaTooLarge, NotMedia
 from framecast.media import MediaError, MediaInfo, VideoInfo, fit_image, fit_video, probe_video, sniff
 from framecast.media.videofit import _ladder
+from framecast.service.errors import MediaTooLarge, NotMedia
 from tests.fakes import media as mediagen
 
 # -------------------------------------------------------------------------------------------

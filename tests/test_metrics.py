@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from framecast.config import Secret
 from framecast.jobs import JobKind, JobState, NewJob
+from framecast.jobs.reasons import ErrorCode
 from framecast.ops.metrics import (
     OPERATOR_KEY,
     ActiveJobs,
@@ -20,7 +21,6 @@ from framecast.ops.metrics import (
     RequestKind,
     key_label,
 )
-from framecast.reasons import ErrorCode
 from framecast.store import JobStore
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -12,8 +12,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from framecast.jobs import JobKind, JobState
+from framecast.jobs.reasons import ErrorCode
 from framecast.ops import BudgetReading, Metrics, OpsServer, ReencodeOutcome, RequestKind, key_label
-from framecast.reasons import ErrorCode
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from framecast.budget import Priority, RequestBudget
 from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.jobs.queues import GuildQueues
+from framecast.keys.budget import Priority, RequestBudget
 from framecast.planner.planner import LEARNED_AFTER, Planner, PlannerSettings
 from framecast.planner.predict import DurationModel
-from framecast.queues import GuildQueues
 from framecast.service import TaskStatus
 from framecast.store import JobStore
 from tests.fakes.clock import ManualClock

@@ -22,12 +22,12 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from framecast.budget import RequestBudget
 from framecast.clock import SystemClock
 from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.jobs.queues import GuildQueues
+from framecast.keys.budget import RequestBudget
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import KEY_PREFIX, Pushback, Share, SharedPlanState, SharedView
-from framecast.queues import GuildQueues
 from framecast.store import JobStore
 from tests.fakes.clock import ManualClock
 

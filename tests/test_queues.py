@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from framecast.jobs import Job, JobKind, JobState
-from framecast.queues import GuildQueues
+from framecast.jobs.queues import GuildQueues
 
 
 def job(job_id: int, guild: int) -> Job:

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cogs.i18n import SOURCE, shipped, t
-from cogs.utils.render import (
+from cogs.views.render import (
     BAR_CELLS,
     ESTIMATE_CEILING,
     REASON_KEYS,
@@ -32,8 +32,8 @@ from cogs.utils.render import (
     time_ahead,
 )
 from framecast.jobs import Job, JobKind, JobState
+from framecast.jobs.reasons import ErrorCode
 from framecast.planner.estimate import Estimate
-from framecast.reasons import ErrorCode
 
 S = JobState
 NOW = 1_700_000_000.0

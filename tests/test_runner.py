@@ -18,13 +18,13 @@ from typing import Any
 import aiohttp
 import pytest
 
-from framecast.budget import RequestBudget
 from framecast.clock import SystemClock
 from framecast.config import Secret
 from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.jobs.reasons import Note
+from framecast.jobs.runner import DeliveryInterrupted, JobRunner, RunnerSettings, UploadTooLarge
+from framecast.keys.budget import RequestBudget
 from framecast.ops.metrics import Metrics
-from framecast.reasons import Note
-from framecast.runner import DeliveryInterrupted, JobRunner, RunnerSettings, UploadTooLarge
 from framecast.service import GenerationClient
 from framecast.store import JobStore
 from tests.fakes.gen_service import FakeService, TaskPlan
@@ -321,7 +321,7 @@ async def test_a_failure_that_cannot_be_recorded_with_its_detail_is_recorded_wit
             member_limit=None,
             guild_cap=None,
         )
-        with caplog.at_level(logging.ERROR, logger="framecast.runner"):
+        with caplog.at_level(logging.ERROR, logger="framecast.jobs.runner"):
             final = await runner.run(job, release_service_slot=lambda: None)
         assert (
             final.state is JobState.FAILED
@@ -457,7 +457,7 @@ async def test_every_pending_poll_is_recorded_on_the_job_even_without_progress(r
 
 
 def test_a_posted_link_never_carries_credentials() -> None:
-    from framecast.runner import _without_credentials
+    from framecast.jobs.runner import _without_credentials
 
     assert _without_credentials("http://user:pw@cdn.example.com:8080/v.mp4?sig=1") == (
         "http://cdn.example.com:8080/v.mp4?sig=1"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from framecast.jobs import Job, JobKind, JobState, NewJob
-from framecast.runner import ShuttingDown
-from framecast.scheduler import AccountAdmission, Admission, CancelOutcome, FixedAdmission, Scheduler
+from framecast.jobs.runner import ShuttingDown
+from framecast.jobs.scheduler import AccountAdmission, Admission, CancelOutcome, FixedAdmission, Scheduler
 from framecast.store import JobStore
 
 S = JobState
@@ -603,12 +603,12 @@ async def test_a_crashing_runner_is_logged_and_frees_its_slot(
     scheduler.submit(doomed)
     scheduler.submit(nxt)
     await h.wait_state(doomed.id, S.RUNNING)
-    with caplog.at_level(logging.ERROR, logger="framecast.scheduler"):
+    with caplog.at_level(logging.ERROR, logger="framecast.jobs.scheduler"):
         h.runner.crash(doomed.id)
         await h.runner.wait_started(2)
     assert h.runner.started == [doomed.id, nxt.id]
     assert not h.runner.is_running(doomed.id)
-    crash_logs = [r for r in caplog.records if r.name == "framecast.scheduler" and r.exc_info]
+    crash_logs = [r for r in caplog.records if r.name == "framecast.jobs.scheduler" and r.exc_info]
     assert len(crash_logs) == 1
     assert str(doomed.id) in crash_logs[0].getMessage()
     assert isinstance(crash_logs[0].exc_info[1], RuntimeError)  # type: ignore[index]

@@ -25,10 +25,21 @@ import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 from prometheus_client import generate_latest
 
-from framecast.budget import Priority, RequestBudget
 from framecast.clock import Clock, ScaledClock, SystemClock
 from framecast.config import Secret, load_settings
-from framecast.errors import (
+from framecast.keys.budget import Priority, RequestBudget
+from framecast.ops.metrics import Metrics, key_label
+from framecast.service import (
+    GenerationClient,
+    ImageParams,
+    ImageResult,
+    ModelCatalog,
+    TaskStatus,
+    VideoParams,
+    normalize_progress,
+    parse_retry_after,
+)
+from framecast.service.errors import (
     AuthError,
     BadResponse,
     DownloadError,
@@ -40,17 +51,6 @@ from framecast.errors import (
     TaskFailed,
     TaskTimedOut,
     UnsafeResultURL,
-)
-from framecast.ops.metrics import Metrics, key_label
-from framecast.service import (
-    GenerationClient,
-    ImageParams,
-    ImageResult,
-    ModelCatalog,
-    TaskStatus,
-    VideoParams,
-    normalize_progress,
-    parse_retry_after,
 )
 from tests.fakes.gen_service import FakeService, TaskPlan
 

@@ -17,7 +17,6 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from framecast.errors import BadResponse, TaskFailed
 from framecast.service import (
     JSON_MAX_DEPTH,
     ImageResult,
@@ -32,6 +31,7 @@ from framecast.service import (
     parse_retry_after,
     parse_task_id,
 )
+from framecast.service.errors import BadResponse, TaskFailed
 
 BASE = "http://svc.example:8080"
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,9 +9,9 @@ import aiohttp
 import pytest
 
 from framecast.backoff import backoff_delay
-from framecast.budget import RequestBudget
 from framecast.config import Secret
-from framecast.errors import ServiceError, ServiceUnavailable
+from framecast.keys.budget import RequestBudget
+from framecast.service.errors import ServiceError, ServiceUnavailable
 from framecast.service.transport import Answer, Retry, Transport
 
 

@@ -27,11 +27,11 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from framecast.budget import Priority, RequestBudget
 from framecast.clock import Clock, ScaledClock, SystemClock
 from framecast.config import Secret, load_settings
+from framecast.keys.budget import Priority, RequestBudget
+from framecast.keys.shared_budget import KEY_PREFIX, RedisBudget, budget_key_id, connect, open_budget
 from framecast.service.client import GenerationClient
-from framecast.sharedbudget import KEY_PREFIX, RedisBudget, budget_key_id, connect, open_budget
 from tests.fakes.gen_service import FakeService
 
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
@@ -193,9 +193,9 @@ async def test_generation_clients_on_one_key_stay_under_the_service_limit(fake_s
 _WORKER = """
 import asyncio, json, random, sys, time
 sys.path.insert(0, sys.argv[1])
-from framecast.budget import Priority, RequestBudget
+from framecast.keys.budget import Priority, RequestBudget
 from framecast.clock import Clock, ScaledClock, SystemClock
-from framecast.sharedbudget import RedisBudget
+from framecast.keys.shared_budget import RedisBudget
 import redis.asyncio as aioredis
 
 async def main(key_id, limit, window, start, seed):
@@ -417,7 +417,7 @@ async def _proxy(port: int) -> asyncio.Server:
 async def test_no_grant_without_redis_then_recovers(key_id: str, caplog: pytest.LogCaptureFixture) -> None:
     port = _free_port()
     budget = make(5, 0.5, key_id, port=port, retry_base=0.05, retry_max=0.2)
-    caplog.set_level(logging.INFO, logger="framecast.sharedbudget")
+    caplog.set_level(logging.INFO, logger="framecast.keys.shared_budget")
     granted = asyncio.Event()
 
     async def one() -> None:

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from framecast.config import Secret
-from framecast.guildsettings import GuildSettings, KeyStatus, Setting
+from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
 from framecast.jobs import (
     ACTIVE,
     TERMINAL,
@@ -32,7 +32,7 @@ from framecast.jobs import (
     JobState,
     NewJob,
 )
-from framecast.keyvault import KeyVault, last4
+from framecast.keys.vault import KeyVault, last4
 from framecast.planner.predict import DurationRow
 from framecast.safetext import clean_text
 from framecast.store import (

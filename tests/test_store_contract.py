@@ -18,7 +18,7 @@ from typing import Any, cast
 import pytest
 
 from framecast.config import Secret, Settings
-from framecast.guildsettings import GuildSettings, KeyStatus, Setting
+from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
 from framecast.jobs import (
     AlreadyRetried,
     DailyQuotaReached,

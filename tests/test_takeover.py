@@ -1,4 +1,4 @@
-"""Job leases between processes (framecast.takeover.Leases) and the scheduler's use of them.
+"""Job leases between processes (framecast.jobs.leases.Leases) and the scheduler's use of them.
 
 Every test runs against a real SQLite JobStore (a temporary file) and a real PostgreSQL PgStore (a
 throw-away database from tests/pg.py; skipped, saying why, without a server). "Two processes" are
@@ -17,11 +17,11 @@ from typing import cast
 import pytest
 
 from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.jobs.leases import Leases
+from framecast.jobs.scheduler import Scheduler
 from framecast.pgstore import PgStore
-from framecast.scheduler import Scheduler
 from framecast.store import JobStore
 from framecast.stores import Store
-from framecast.takeover import Leases
 from tests.fakes.clock import ManualClock
 from tests.pg import fresh_database
 

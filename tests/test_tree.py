@@ -9,7 +9,7 @@ import pytest
 from discord import app_commands
 
 from cogs.i18n import SOURCE, shipped, t
-from cogs.utils.tree import (
+from cogs.tree import (
     DAILY_QUOTA_KEYS,
     INTAKE_KEYS,
     SERVICE_ERROR_KEYS,
@@ -19,11 +19,11 @@ from cogs.utils.tree import (
     NotServerManager,
     error_message,
 )
-from framecast.errors import AuthError, ServiceError
-from framecast.guildsettings import Setting, SettingsError, SettingsProblem
-from framecast.intake import IntakeError, IntakeProblem
+from framecast.app.intake import IntakeError, IntakeProblem
+from framecast.guilds.settings import Setting, SettingsError, SettingsProblem
 from framecast.jobs import JobKind
-from framecast.reasons import ErrorCode
+from framecast.jobs.reasons import ErrorCode
+from framecast.service.errors import AuthError, ServiceError
 
 P = IntakeProblem
 # Every IntakeError the core raises, with the parameters it gives, and the message it reads as.

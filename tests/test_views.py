@@ -10,7 +10,7 @@ from typing import Any
 import discord
 import pytest
 
-from cogs.utils.views import (
+from cogs.views.buttons import (
     AgainButton,
     ButtonAction,
     ButtonHost,

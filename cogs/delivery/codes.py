@@ -11,7 +11,7 @@ from enum import IntEnum
 import aiohttp
 import discord
 
-from framecast.runner import UploadTooLarge
+from framecast.jobs.runner import UploadTooLarge
 
 __all__ = ["DISCORD_TROUBLE", "DiscordCode", "MessageUnusable", "TokenDead", "describe", "translate"]
 
@@ -40,7 +40,7 @@ class MessageUnusable(Exception):
 def translate(exc: discord.HTTPException, *, via_token: bool) -> Exception:
     """The exception an edit of the job's message raises for Discord's refusal `exc`.
 
-    :class:`~framecast.runner.UploadTooLarge` for a 413, :class:`TokenDead` when the token is dead,
+    :class:`~framecast.jobs.runner.UploadTooLarge` for a 413, :class:`TokenDead` when the token is dead,
     :class:`MessageUnusable` when a channel message cannot be edited any more; `exc` itself otherwise.
     """
     if exc.status == 413 or exc.code == DiscordCode.REQUEST_TOO_LARGE:

@@ -9,7 +9,7 @@ import discord
 from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.placement import Placement
 from framecast.jobs import Job
-from framecast.runner import is_result_filename
+from framecast.jobs.runner import is_result_filename
 
 __all__ = ["JobMessages", "result_attachments"]
 

@@ -7,7 +7,7 @@ from typing import Any
 import discord
 
 from cogs.i18n import t
-from framecast.reasons import Note
+from framecast.jobs.reasons import Note
 
 __all__ = ["NOTE_KEYS", "note_text"]
 

@@ -21,7 +21,7 @@ from cogs.delivery.codes import MessageUnusable, TokenDead, describe, translate
 from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.slot import Slot
 from cogs.i18n import t
-from cogs.utils.render import Rendered
+from cogs.views.render import Rendered
 from framecast.clock import Clock
 from framecast.config import Settings
 from framecast.jobs import Job

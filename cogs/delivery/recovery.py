@@ -11,7 +11,7 @@ import discord
 
 from cogs.delivery.lookup import JobMessages, result_attachments
 from cogs.delivery.slot import REPORTER_KEYS
-from cogs.utils.render import link_text
+from cogs.views.render import link_text
 from framecast.jobs import Job
 
 __all__ = ["shows_result", "where_now", "result_on_messages"]

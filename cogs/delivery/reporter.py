@@ -1,7 +1,7 @@
-"""``DiscordReporter``: the core's :class:`~framecast.runner.JobReporter`, on top of discord.py.
+"""``DiscordReporter``: the core's :class:`~framecast.jobs.runner.JobReporter`, on top of discord.py.
 
 Thin by design: each job's message has one worker (:mod:`.worker`) that draws it through
-:mod:`cogs.utils.render` at the place :mod:`.placement` chooses; deliveries go through that worker,
+:mod:`cogs.views.render` at the place :mod:`.placement` chooses; deliveries go through that worker,
 Discord's transient failures are judged by :mod:`.retries`, the requester is pinged by :mod:`.ping`,
 and the runner's "was it delivered already?" is answered by :mod:`.recovery`.
 
@@ -32,14 +32,14 @@ from cogs.delivery.placement import Placement, Target
 from cogs.delivery.recovery import result_on_messages, where_now
 from cogs.delivery.slot import SHOWN_PERCENT, Delivery, Slot, merge, percent_floor, with_state
 from cogs.delivery.worker import Workers
-from cogs.utils.render import Rendered, link_text, render_job
+from cogs.views.render import Rendered, link_text, render_job
 from framecast.clock import Clock
 from framecast.config import Settings
 from framecast.jobs import Job, JobState
+from framecast.jobs.reasons import Note
+from framecast.jobs.runner import DeliveryInterrupted
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimate, Estimates
-from framecast.reasons import Note
-from framecast.runner import DeliveryInterrupted
 from framecast.stores import Store
 
 __all__ = ["DiscordReporter"]
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 
 class DiscordReporter:
-    """Implements :class:`framecast.runner.JobReporter`: every job's message in Discord."""
+    """Implements :class:`framecast.jobs.runner.JobReporter`: every job's message in Discord."""
 
     def __init__(
         self,

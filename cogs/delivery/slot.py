@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from framecast.jobs import Job, JobState
-from framecast.reasons import Note
+from framecast.jobs.reasons import Note
 
 __all__ = ["REPORTER_KEYS", "SHOWN_PERCENT", "Delivery", "Slot", "merge", "percent_floor", "with_state"]
 

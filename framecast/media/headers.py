@@ -11,9 +11,9 @@ from __future__ import annotations
 import struct
 from typing import Literal
 
-from framecast.errors import MediaTooLarge, NotMedia
 from framecast.media.sniff import sniff
 from framecast.media.types import MediaError, MediaInfo
+from framecast.service.errors import MediaTooLarge, NotMedia
 
 __all__ = ["check_result", "image_dimensions", "video_dimensions"]
 
@@ -26,9 +26,9 @@ _MAX_ELEMENTS = 20_000
 def check_result(data: bytes, expected: Literal["video", "image"], max_pixels: int) -> MediaInfo:
     """What `data` is, after checking it is an `expected` within `max_pixels`, from headers only.
 
-    Raises :class:`~framecast.errors.NotMedia` when the bytes are not a recognised `expected`
+    Raises :class:`~framecast.service.errors.NotMedia` when the bytes are not a recognised `expected`
     (an HTML error page, an image for a video job, a PNG whose header is cut off...) and
-    :class:`~framecast.errors.MediaTooLarge` when the declared width x height is over the limit.
+    :class:`~framecast.service.errors.MediaTooLarge` when the declared width x height is over the limit.
     An image must declare its size; a video must declare a video track (MP4/MOV: a ``vide``
     handler; WebM/MKV: a video track), but one that declares no size passes (the decoders get the
     same limit if it is ever re-encoded).

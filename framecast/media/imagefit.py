@@ -9,11 +9,11 @@ from typing import Any, cast
 import av
 from av.video.codeccontext import VideoCodecContext
 
-from framecast.errors import MediaTooLarge
 from framecast.media.headers import image_dimensions
 from framecast.media.probe import limit_decoder, open_input
 from framecast.media.sniff import sniff
 from framecast.media.types import MediaError, check_deadline
+from framecast.service.errors import MediaTooLarge
 
 __all__ = ["fit_image"]
 
@@ -156,7 +156,7 @@ def fit_image(
     256 px, or a quarter of the original, on the short side). Metadata is not kept. Animated GIF/WebP can't be re-compressed
     without losing the animation: ``None``. Raises :class:`MediaError` for non-image or
     undecodable data. With ``max_pixels``, an image declaring more pixels raises
-    :class:`~framecast.errors.MediaTooLarge` before it is decoded (and the decoder gets the same
+    :class:`~framecast.service.errors.MediaTooLarge` before it is decoded (and the decoder gets the same
     limit). ``deadline`` (``time.monotonic()``): checked before every encode; past it
     :class:`ReencodeTimeout`.
     """

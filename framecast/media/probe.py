@@ -7,10 +7,10 @@ from typing import Any
 
 import av
 
-from framecast.errors import MediaTooLarge
 from framecast.media.headers import video_dimensions
 from framecast.media.sniff import sniff
 from framecast.media.types import MediaError, VideoInfo
+from framecast.service.errors import MediaTooLarge
 
 __all__ = ["limit_decoder", "open_input", "probe_video"]
 
@@ -52,7 +52,7 @@ def probe_video(data: bytes, *, max_pixels: int | None = None) -> VideoInfo:
 
     The first frame is decoded, so data that only looks like a container raises
     :class:`MediaError` too, as does a still image (PNG, JPEG, WebP, GIF). With `max_pixels`, a
-    container declaring a larger picture raises :class:`~framecast.errors.MediaTooLarge` before
+    container declaring a larger picture raises :class:`~framecast.service.errors.MediaTooLarge` before
     anything is decoded, and the decoder refuses larger pictures (:class:`MediaError`).
     """
     sniffed = sniff(data)

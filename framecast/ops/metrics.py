@@ -38,7 +38,7 @@ from prometheus_client.registry import Collector
 
 from framecast.config import Secret
 from framecast.jobs import ACTIVE, Job, JobKind, JobState
-from framecast.reasons import ErrorCode
+from framecast.jobs.reasons import ErrorCode
 
 __all__ = [
     "OPERATOR_KEY",
@@ -93,7 +93,7 @@ class ReencodeOutcome(StrEnum):
 
 @dataclass(frozen=True)
 class BudgetReading:
-    """One key's request budget at scrape time (see :class:`framecast.budget.RequestBudget`)."""
+    """One key's request budget at scrape time (see :class:`framecast.keys.budget.RequestBudget`)."""
 
     used: int  # requests in flight or finished inside the current window
     limit: int  # the configured requests per window

@@ -37,13 +37,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from framecast.budget import Budget, Priority
 from framecast.clock import Clock
 from framecast.jobs import Job, JobState
+from framecast.jobs.queues import GuildQueues
+from framecast.keys.budget import Budget, Priority
 from framecast.planner.estimate import Estimate
 from framecast.planner.predict import DurationKey, DurationModel, ProgressTrack
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
-from framecast.queues import GuildQueues
 from framecast.service import TaskStatus
 from framecast.stores import Store
 
@@ -88,7 +88,7 @@ class _Task:
 
 
 class Planner:
-    """Spends one key's :class:`~framecast.budget.Budget` (see the module docstring)."""
+    """Spends one key's :class:`~framecast.keys.budget.Budget` (see the module docstring)."""
 
     def __init__(
         self,

@@ -312,7 +312,7 @@ class DurationModel:
 
     @classmethod
     def key_for_params(cls, params: Mapping[str, Any]) -> DurationKey | None:
-        """The key of a job from its parameters (``framecast.intake``'s shapes), or ``None``.
+        """The key of a job from its parameters (``framecast.app.intake``'s shapes), or ``None``.
 
         Videos carry ``width``, ``height``, ``num_frames``; images a ``size`` like ``1024x1024``.
         """

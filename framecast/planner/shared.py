@@ -1,6 +1,6 @@
 """What the planners of one API key share across processes, through Redis (``REDIS_URL``).
 
-With several processes on one key the :class:`~framecast.sharedbudget.RedisBudget` keeps the key's
+With several processes on one key the :class:`~framecast.keys.shared_budget.RedisBudget` keeps the key's
 window safe, but each :class:`~framecast.planner.planner.Planner` would still admit tasks as if the
 whole budget were its own: together they would start more tasks than the key can poll in time, and
 tell members starts that are too early. So each process publishes, per key, what its planner has
@@ -11,7 +11,7 @@ on the key, and reads what the others have:
 * its pushback state (the key-wide ceiling after the service refused creates, with a revision).
 
 All of it lives in one hash per key, ``framecast:plan:<key_id>`` (``key_id`` from
-:func:`~framecast.sharedbudget.budget_key_id`: a hash, never the key), one field per process
+:func:`~framecast.keys.shared_budget.budget_key_id`: a hash, never the key), one field per process
 (:attr:`SharedPlanState.owner`). Each field starts with the Redis server time of its last write, so
 a process that died stops counting once its field is older than :attr:`SharedPlanState.stale_after`
 (two windows): the publishing script drops such fields. One round trip publishes ours and reads

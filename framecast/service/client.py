@@ -18,10 +18,13 @@ from typing import TYPE_CHECKING
 import aiohttp
 from aiohttp.abc import AbstractResolver
 
-from framecast.budget import Budget, Priority
 from framecast.clock import Clock
 from framecast.config import Secret
-from framecast.errors import (
+from framecast.keys.budget import Budget, Priority
+from framecast.ops.metrics import OPERATOR_KEY, Metrics, RequestKind
+from framecast.safetext import clean_text
+from framecast.service.download import ResultFetcher
+from framecast.service.errors import (
     BadResponse,
     RateLimited,
     ServiceError,
@@ -29,9 +32,6 @@ from framecast.errors import (
     TaskFailed,
     TaskTimedOut,
 )
-from framecast.ops.metrics import OPERATOR_KEY, Metrics, RequestKind
-from framecast.safetext import clean_text
-from framecast.service.download import ResultFetcher
 from framecast.service.parsing import (
     parse_image_answer,
     parse_model_list,

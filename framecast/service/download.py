@@ -18,11 +18,11 @@ import aiohttp
 import yarl
 from aiohttp.abc import AbstractResolver
 
-from framecast.budget import Priority
-from framecast.errors import AuthError, DownloadError, DownloadTooLarge, UnsafeResultURL
+from framecast.keys.budget import Priority
 from framecast.ops.metrics import RequestKind
 from framecast.safetext import clean_text
 from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge
+from framecast.service.errors import AuthError, DownloadError, DownloadTooLarge, UnsafeResultURL
 from framecast.service.netguard import (
     REASON_BAD_URL,
     REASON_INTERNAL,

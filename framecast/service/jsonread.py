@@ -1,7 +1,7 @@
 """Reading the service's answers as JSON, strictly: UTF-8, bounded nesting, finite numbers.
 
 Every answer of the untrusted service passes through :func:`load_json` before any parser sees it,
-so no answer can crash a job (only :class:`~framecast.errors.BadResponse` comes out).
+so no answer can crash a job (only :class:`~framecast.service.errors.BadResponse` comes out).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from array import array
 from itertools import accumulate
 from typing import Any
 
-from framecast.errors import BadResponse
+from framecast.service.errors import BadResponse
 
 __all__ = ["INT_MAX_DIGITS", "JSON_MAX_DEPTH", "load_json"]
 

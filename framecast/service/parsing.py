@@ -2,7 +2,7 @@
 
 The service's answers vary in shape (``SERVICE_API.md`` leaves much open), so each parser accepts
 every shape seen in practice, and raises only the documented errors
-(:class:`~framecast.errors.BadResponse`, and :class:`~framecast.errors.TaskFailed` for an image
+(:class:`~framecast.service.errors.BadResponse`, and :class:`~framecast.service.errors.TaskFailed` for an image
 the service says failed): no answer can crash a job. Every text taken from an answer is made safe
 with :func:`~framecast.safetext.clean_text`.
 """
@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urljoin
 
-from framecast.errors import BadResponse, TaskFailed
 from framecast.safetext import clean_text
+from framecast.service.errors import BadResponse, TaskFailed
 from framecast.service.fields import normalize_progress
 from framecast.service.jsonread import INT_MAX_DIGITS, load_json
 from framecast.service.types import ImageResult, ModelCatalog, TaskStatus

@@ -4,7 +4,7 @@ Every request the client makes, API calls and result downloads alike, goes throu
 :class:`Transport`:
 
 * :meth:`Transport.exchange` is one HTTP request: inside a slot of the shared
-  :class:`~framecast.budget.RequestBudget` when it carries the key, its body read with a cap counted
+  :class:`~framecast.keys.budget.RequestBudget` when it carries the key, its body read with a cap counted
   after decompression (:func:`~framecast.service.body.read_body`), and a 429 pausing the budget
   while the slot is still held. It raises nothing of its own: what happened is in the
   :class:`Answer`.
@@ -13,7 +13,7 @@ Every request the client makes, API calls and result downloads alike, goes throu
   pause after a 429, else the answer's ``Retry-After``, else
   :func:`~framecast.backoff.backoff_delay`.
 * :meth:`Transport.request_json` is an API call on both: statuses mapped to the errors of
-  :mod:`framecast.errors`, the answer parsed with :func:`~framecast.service.jsonread.load_json`.
+  :mod:`framecast.service.errors`, the answer parsed with :func:`~framecast.service.jsonread.load_json`.
 
 The API key is put into each request's headers and nowhere else: never into a log line, an error
 or a repr (:meth:`Transport.scrub` removes it from the service's own words). Every exchange is
@@ -35,10 +35,13 @@ import aiohttp
 import yarl
 
 from framecast.backoff import backoff_delay
-from framecast.budget import Budget, Priority
 from framecast.clock import Clock
 from framecast.config import Secret
-from framecast.errors import (
+from framecast.keys.budget import Budget, Priority
+from framecast.ops.metrics import OPERATOR_KEY, Metrics, RequestKind
+from framecast.safetext import clean_text
+from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge, BodyUndecodable, read_body
+from framecast.service.errors import (
     AuthError,
     BadResponse,
     RateLimited,
@@ -46,9 +49,6 @@ from framecast.errors import (
     ServiceError,
     ServiceUnavailable,
 )
-from framecast.ops.metrics import OPERATOR_KEY, Metrics, RequestKind
-from framecast.safetext import clean_text
-from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge, BodyUndecodable, read_body
 from framecast.service.fields import parse_retry_after
 from framecast.service.jsonread import load_json
 from framecast.service.parsing import error_detail

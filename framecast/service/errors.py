@@ -1,6 +1,6 @@
 """The generation-service errors: a small typed hierarchy callers can act on.
 
-Every error has a machine-readable ``code`` (an :class:`~framecast.reasons.ErrorCode`, persisted with a failed job) and a ``str()`` that is
+Every error has a machine-readable ``code`` (an :class:`~framecast.jobs.reasons.ErrorCode`, persisted with a failed job) and a ``str()`` that is
 safe to log and to show to an operator: it never contains the API key, request headers or a
 response body beyond the service's own short error message.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from framecast.reasons import ErrorCode
+from framecast.jobs.reasons import ErrorCode
 
 __all__ = [
     "AuthError",

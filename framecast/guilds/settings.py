@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from framecast import presets
-from framecast.catalog import is_model_id
-from framecast.jobs import JobKind
+from framecast.jobs import JobKind, presets
+from framecast.service.model_list import is_model_id
 
 if TYPE_CHECKING:
     from framecast.config import Settings

@@ -1,6 +1,6 @@
 """The dispatcher that shares the service between guilds, and the tasks of running jobs.
 
-Jobs wait in :class:`~framecast.queues.GuildQueues` (a FIFO per guild, guilds served round-robin), so
+Jobs wait in :class:`~framecast.jobs.queues.GuildQueues` (a FIFO per guild, guilds served round-robin), so
 a guild with thirty waiting jobs cannot make a guild with one wait behind all thirty. The one
 dispatcher takes the next job whenever its :class:`Admission` says one more may start (the key's
 planner: as many as the budget can sustain; or a fixed ``max_running``), and every request still
@@ -21,11 +21,11 @@ from typing import Protocol, runtime_checkable
 
 from framecast.clock import Clock, SystemClock
 from framecast.jobs import Job, JobState
-from framecast.queues import GuildQueues
-from framecast.runner import ShuttingDown
+from framecast.jobs.leases import Leases
+from framecast.jobs.queues import GuildQueues
+from framecast.jobs.runner import ShuttingDown
 from framecast.store import InvalidTransition
 from framecast.stores import Store
-from framecast.takeover import Leases
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,12 @@ class CancelOutcome(enum.Enum):
 
 
 class Runner(Protocol):
-    """What the scheduler needs of the runner (:class:`framecast.runner.JobRunner`)."""
+    """What the scheduler needs of the runner (:class:`framecast.jobs.runner.JobRunner`)."""
 
     async def run(self, job: Job, *, release_service_slot: Callable[[], None]) -> object:
         """Take `job` to its end; call `release_service_slot` once it no longer occupies the service.
 
-        Raises :class:`~framecast.runner.ShuttingDown` when it stopped for a shutdown.
+        Raises :class:`~framecast.jobs.runner.ShuttingDown` when it stopped for a shutdown.
         """
         ...
 
@@ -82,7 +82,7 @@ class Admission(Protocol):
 
 @runtime_checkable
 class AccountAdmission(Protocol):
-    """Admission per API key (:class:`framecast.accounts.Accounts` implements it).
+    """Admission per API key (:class:`framecast.keys.accounts.Accounts` implements it).
 
     Keys are opaque hashable values naming an account; slots are counted per key.
     """

@@ -1,13 +1,13 @@
 """API keys as accounts: the operator's key, and each server's own key, with a budget and planner each.
 
-Every API key the bot uses is one :class:`Account`: its own :class:`~framecast.budget.Budget`
+Every API key the bot uses is one :class:`Account`: its own :class:`~framecast.keys.budget.Budget`
 (the service limits each key on its own), its own :class:`~framecast.service.GenerationClient` (which
 carries only that key, to the service's origin only) and its own
 :class:`~framecast.planner.planner.Planner` (which spends that budget). :class:`Accounts` holds them:
 
 * the operator's account, from ``GEN_API_KEY``;
 * one account per server that set its own key (``/settings key``): opened at start-up from the
-  store (the key decrypted by the :class:`~framecast.keyvault.KeyVault`) and whenever an admin sets
+  store (the key decrypted by the :class:`~framecast.keys.vault.KeyVault`) and whenever an admin sets
   one. A server's jobs use its own key from then on, never silently the operator's: a key the
   service rejects (401) stays that server's (new jobs are refused by the intake until an admin sets
   a new one), and a job whose task was created with a key that is gone after a restart fails.
@@ -30,23 +30,23 @@ from enum import StrEnum
 
 import aiohttp
 
-from framecast.budget import Budget, Priority
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
-from framecast.errors import AuthError, ServiceError
-from framecast.guildsettings import KeyStatus
+from framecast.guilds.settings import KeyStatus
 from framecast.jobs import Job, JobState
-from framecast.keyvault import KeyUnreadable, KeyVault, KeyVaultState, last4
+from framecast.jobs.queues import GuildQueues
+from framecast.jobs.runner import KeyAccount
+from framecast.jobs.scheduler import Admission
+from framecast.keys.budget import Budget, Priority
+from framecast.keys.shared_budget import budget_key_id, connect, open_budget
+from framecast.keys.vault import KeyUnreadable, KeyVault, KeyVaultState, last4
 from framecast.logsetup import add_secret
 from framecast.ops.metrics import BudgetReading, Metrics, key_label
 from framecast.planner.estimate import Estimate
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import SharedPlanState
-from framecast.queues import GuildQueues
-from framecast.runner import KeyAccount
-from framecast.scheduler import Admission
 from framecast.service import GenerationClient
-from framecast.sharedbudget import budget_key_id, connect, open_budget
+from framecast.service.errors import AuthError, ServiceError
 from framecast.store import StoredKey
 from framecast.stores import Store
 
@@ -140,7 +140,7 @@ class Accounts:
     """The operator's account and the servers' own (see the module docstring).
 
     Build with :meth:`open`. Implements :class:`framecast.planner.estimate.Estimates`,
-    :class:`framecast.scheduler.AccountAdmission` and :class:`framecast.runner.JobAccounts`.
+    :class:`framecast.jobs.scheduler.AccountAdmission` and :class:`framecast.jobs.runner.JobAccounts`.
     """
 
     def __init__(
@@ -346,7 +346,7 @@ class Accounts:
 
     @property
     def vault_state(self) -> KeyVaultState:
-        """Whether servers may set their own keys (see :class:`~framecast.keyvault.KeyVaultState`)."""
+        """Whether servers may set their own keys (see :class:`~framecast.keys.vault.KeyVaultState`)."""
         return self._vault.state
 
     def for_guild(self, guild_id: int) -> Account:

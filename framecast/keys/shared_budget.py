@@ -1,6 +1,6 @@
 """The request budget of one API key shared by every process through Redis (``REDIS_URL``).
 
-:class:`RedisBudget` is a drop-in for :class:`~framecast.budget.RequestBudget` (same public
+:class:`RedisBudget` is a drop-in for :class:`~framecast.keys.budget.RequestBudget` (same public
 interface) for a bot that runs as several processes on one key: together they never send more
 than N requests in any rolling window of the key.
 
@@ -12,7 +12,7 @@ server time (microseconds) at which it stops counting:
   request runs, so the slot of a process that died comes back on its own;
 * ended: ``end + window``. As in RequestBudget the window counts from the request's *end*, not its
   grant: counting from the grant would let a slow request and a fast later one land in one window
-  at the server (see the proof in :mod:`framecast.budget`, which holds here across processes).
+  at the server (see the proof in :mod:`framecast.keys.budget`, which holds here across processes).
 
 A grant is one atomic Lua script (EVALSHA): drop members whose score has passed, and if fewer than
 N remain add ours and answer "granted", else answer how long until the earliest one can leave. The
@@ -45,9 +45,9 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from framecast.backoff import Backoff
-from framecast.budget import Priority, Pushback, RequestBudget
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
+from framecast.keys.budget import Priority, Pushback, RequestBudget
 
 __all__ = ["KEY_PREFIX", "RedisBudget", "budget_key_id", "connect", "open_budget"]
 
@@ -192,7 +192,7 @@ class _Slot:
 class RedisBudget:
     """At most `limit` requests per rolling `window` seconds for one key, across every process.
 
-    Same use as :class:`~framecast.budget.RequestBudget`: ``async with budget.slot(priority): <one
+    Same use as :class:`~framecast.keys.budget.RequestBudget`: ``async with budget.slot(priority): <one
     HTTP request>``, :meth:`penalize` on a 429, :meth:`reward` on a success. `window`, `lease` and
     the backoff knobs are in seconds of `clock`; a clock with a ``scale`` (ScaledClock) is
     converted to real seconds for Redis. Build it with :meth:`from_url`, or pass a client (best
@@ -250,7 +250,7 @@ class RedisBudget:
         self._waiters: list[_Waiter] = []  # heap; cancelled entries are dropped lazily
         self._live_waiters = 0
         self._seq = itertools.count()
-        # The one 429 rule (framecast.budget.Pushback): the pause, and our share of the window.
+        # The one 429 rule (framecast.keys.budget.Pushback): the pause, and our share of the window.
         self._push = Pushback(self.limit, backoff_base=backoff_base, backoff_max=backoff_max, rng=self._rng)
         self._granted_total = 0
         self._round_trips = 0

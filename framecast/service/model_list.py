@@ -13,10 +13,10 @@ import logging
 import re
 from collections.abc import Sequence
 
-from framecast.budget import Priority
 from framecast.clock import Clock
-from framecast.errors import AuthError, ServiceError
+from framecast.keys.budget import Priority
 from framecast.service import GenerationClient, ModelCatalog
+from framecast.service.errors import AuthError, ServiceError
 
 log = logging.getLogger(__name__)
 

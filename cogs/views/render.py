@@ -16,10 +16,10 @@ from urllib.parse import quote
 import discord
 
 from cogs.i18n import t
-from cogs.utils.views import AgainButton, CancelButton, RemixButton, RetryButton
+from cogs.views.buttons import AgainButton, CancelButton, RemixButton, RetryButton
 from framecast.jobs import Job, JobKind, JobState
+from framecast.jobs.reasons import ErrorCode
 from framecast.planner.estimate import Estimate
-from framecast.reasons import ErrorCode
 
 BAR_CELLS = 12
 #: An estimated percentage moves in steps of this size ("≈ 60%"): an estimate is not precise to

@@ -4,7 +4,7 @@ Errors a member can fix are :class:`IntakeError`; each carries a typed :class:`I
 its parameters, and the chat side maps the problem to a message in the member's language (the core
 never builds message keys).
 
-Each server's own rules (:class:`framecast.guildsettings.Policy`: limits capped by the operator's
+Each server's own rules (:class:`framecast.guilds.settings.Policy`: limits capped by the operator's
 ceilings, allowed channels, NSFW-only, a prompt blocklist, daily quotas and defaults for the
 options a member leaves out) are applied here, from memory, so the chat side can refuse before it
 acknowledges the interaction; the store re-checks the limits and the quota in the inserting
@@ -21,10 +21,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from framecast import presets
-from framecast.catalog import is_model_id
 from framecast.clock import Clock, SystemClock
-from framecast.guildsettings import (
+from framecast.guilds.settings import (
     Ceilings,
     GuildSettings,
     KeyStatus,
@@ -33,8 +31,9 @@ from framecast.guildsettings import (
     quota_window,
     resolve,
 )
-from framecast.jobs import ACTIVE, AlreadyRetried, DailyQuotaReached, Job, JobKind, JobState, NewJob
-from framecast.scheduler import Scheduler
+from framecast.jobs import ACTIVE, AlreadyRetried, DailyQuotaReached, Job, JobKind, JobState, NewJob, presets
+from framecast.jobs.scheduler import Scheduler
+from framecast.service.model_list import is_model_id
 from framecast.store import GuildQueueFull, MemberLimitReached
 from framecast.stores import Store
 

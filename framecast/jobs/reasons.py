@@ -1,7 +1,7 @@
 """Typed reasons the core reports: why a job failed, and notes about a delivery.
 
 The core never builds message keys; the Discord side maps each member of these enums to the
-text a member reads (``cogs/utils/render.py``). They are ``StrEnum``s so they persist as plain
+text a member reads (``cogs/views/render.py``). They are ``StrEnum``s so they persist as plain
 text in the job store (``error_code``) and compare equal to the strings stored before.
 """
 

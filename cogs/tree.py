@@ -15,12 +15,12 @@ import discord
 from discord import app_commands
 
 from cogs.i18n import t
-from cogs.utils.render import as_text
-from framecast.errors import ServiceError
-from framecast.guildsettings import Setting, SettingsError, SettingsProblem
-from framecast.intake import IntakeError, IntakeProblem
+from cogs.views.render import as_text
+from framecast.app.intake import IntakeError, IntakeProblem
+from framecast.guilds.settings import Setting, SettingsError, SettingsProblem
 from framecast.jobs import JobKind
-from framecast.reasons import ErrorCode
+from framecast.jobs.reasons import ErrorCode
+from framecast.service.errors import ServiceError
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 
 1. the HTTP session, the job store (SQLite), the servers' settings (cached in memory), the key
    vault, the guild queues and the accounts: one request budget, service client and planner per
-   API key (the operator's, and each server's own, see :mod:`framecast.accounts`);
+   API key (the operator's, and each server's own, see :mod:`framecast.keys.accounts`);
 2. the model cache (the service's model list, read with the operator's key, refreshed in the
    background);
 3. the chat side (a :class:`ChatSide`, built by the caller's factory from the store, the queues
@@ -30,26 +30,26 @@ from typing import Generic, Protocol, TypeVar
 
 import aiohttp
 
-from framecast.accounts import Accounts
-from framecast.budget import Budget
-from framecast.catalog import ModelCache
+from framecast.app.intake import Intake, Limits
 from framecast.clock import Clock, SystemClock
 from framecast.config import Settings
-from framecast.guildsettings import Ceilings, GuildSettings, Policy, Setting, check_change, resolve
-from framecast.intake import Intake, Limits
+from framecast.guilds.settings import Ceilings, GuildSettings, Policy, Setting, check_change, resolve
 from framecast.jobs import Job
-from framecast.keyvault import KeyVault
+from framecast.jobs.leases import Leases
+from framecast.jobs.queues import GuildQueues, QueuePositions
+from framecast.jobs.reasons import Note
+from framecast.jobs.runner import JobReporter, JobRunner, RunnerSettings
+from framecast.jobs.scheduler import Scheduler
+from framecast.keys.accounts import Accounts
+from framecast.keys.budget import Budget
+from framecast.keys.vault import KeyVault
 from framecast.ops.metrics import ActiveJobs, Metrics
 from framecast.planner.estimate import Estimates
 from framecast.planner.planner import Planner, PlannerSettings
-from framecast.queues import GuildQueues, QueuePositions
-from framecast.reasons import Note
-from framecast.runner import JobReporter, JobRunner, RunnerSettings
-from framecast.scheduler import Scheduler
 from framecast.service import GenerationClient
+from framecast.service.model_list import ModelCache
 from framecast.store import StoreError
 from framecast.stores import Store, open_store
-from framecast.takeover import Leases
 
 __all__ = ["MODEL_REFRESH_SECONDS", "ChatSide", "ChatSideFactory", "Core"]
 
@@ -152,7 +152,7 @@ class Core(Generic[R]):
     async def update_settings(self, guild_id: int, *, by: int, **changes: object) -> GuildSettings:
         """Validate and persist `changes` to the server's settings (user `by` made them); the new settings.
 
-        Raises :class:`~framecast.guildsettings.SettingsError` for a value the server may not have.
+        Raises :class:`~framecast.guilds.settings.SettingsError` for a value the server may not have.
         Only settings whose value really changes are saved and logged (by name, never by value).
         """
         current = self.guild_settings(guild_id)

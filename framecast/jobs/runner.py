@@ -9,7 +9,7 @@ through :class:`JobAccounts`; the key's client carries every request of the job,
 them, and the task records which key created it (``key_owner``) so a restart polls with the same key.
 
 Everything the service hands over is untrusted. A result is fetched only from the job's own record:
-a file the runner saved itself (an image sent inline, kept by :class:`~framecast.results.LocalResults`)
+a file the runner saved itself (an image sent inline, kept by :class:`~framecast.jobs.results.LocalResults`)
 or the service's link through :meth:`GenerationClient.download`, which refuses anything but safe
 http(s). At most ``results_at_once`` results are downloaded or held at once; the bytes must be
 what the job asked for (a video, an image) within the pixel limit before anything decodes or
@@ -35,9 +35,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 from framecast import media
 from framecast.backoff import Backoff
-from framecast.budget import Priority
 from framecast.clock import Clock
-from framecast.errors import (
+from framecast.jobs import ACTIVE, InvalidTransition, Job, JobKind, JobState
+from framecast.jobs.reasons import ErrorCode, Note
+from framecast.jobs.results import LocalResults, fit_media, start_daemon_thread
+from framecast.keys.budget import Priority
+from framecast.ops.metrics import Metrics, ReencodeOutcome
+from framecast.safetext import clean_text
+from framecast.service import GenerationClient, ImageParams, TaskStatus, VideoParams
+from framecast.service.errors import (
     AuthError,
     DownloadError,
     RateLimited,
@@ -45,12 +51,6 @@ from framecast.errors import (
     ServiceError,
     ServiceUnavailable,
 )
-from framecast.jobs import ACTIVE, InvalidTransition, Job, JobKind, JobState
-from framecast.ops.metrics import Metrics, ReencodeOutcome
-from framecast.reasons import ErrorCode, Note
-from framecast.results import LocalResults, fit_media, start_daemon_thread
-from framecast.safetext import clean_text
-from framecast.service import GenerationClient, ImageParams, TaskStatus, VideoParams
 from framecast.stores import Store
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class ShuttingDown(Exception):
 
 
 class KeyAccount(Protocol):
-    """One API key as the runner uses it (:class:`framecast.accounts.Account` implements it)."""
+    """One API key as the runner uses it (:class:`framecast.keys.accounts.Account` implements it)."""
 
     @property
     def owner(self) -> int | None:
@@ -104,7 +104,7 @@ class KeyAccount(Protocol):
 
 
 class JobAccounts(Protocol):
-    """Which key runs which job (:class:`framecast.accounts.Accounts` implements it)."""
+    """Which key runs which job (:class:`framecast.keys.accounts.Accounts` implements it)."""
 
     def for_job(self, job: Job) -> KeyAccount | None:
         """The key `job` runs on (None: the key that created its task is gone).

@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import discord
 
-from cogs.utils.tree import MissingChannelPermissions
-from cogs.utils.views import RemixField
-from framecast import presets
-from framecast.intake import IntakeError, IntakeProblem, Requester
-from framecast.jobs import Job, JobKind
+from cogs.tree import MissingChannelPermissions
+from cogs.views.buttons import RemixField
+from framecast.app.intake import IntakeError, IntakeProblem, Requester
+from framecast.jobs import Job, JobKind, presets
 
 if TYPE_CHECKING:
     from bot import Framecast

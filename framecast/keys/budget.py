@@ -51,7 +51,7 @@ class Priority(IntEnum):
 
 class Budget(Protocol):
     """A key's request budget: :class:`RequestBudget` in one process, or
-    :class:`framecast.sharedbudget.RedisBudget` shared by several processes through Redis."""
+    :class:`framecast.keys.shared_budget.RedisBudget` shared by several processes through Redis."""
 
     limit: int
     window: float

@@ -1,0 +1,1 @@
+"""The application: the core assembled in one place, and the use cases the Discord edge calls."""

@@ -1,0 +1,1 @@
+"""API keys: the operator's and each server's, their accounts, request budgets and encryption at rest."""
