@@ -18,9 +18,10 @@ import logging
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
+from framecast.app.model_choice import choose_model
+from framecast.app.problems import IntakeError, IntakeProblem
 from framecast.clock import Clock, SystemClock
 from framecast.guilds.settings import (
     Ceilings,
@@ -33,41 +34,10 @@ from framecast.guilds.settings import (
 )
 from framecast.jobs import ACTIVE, AlreadyRetried, DailyQuotaReached, Job, JobKind, JobState, NewJob, presets
 from framecast.jobs.scheduler import Scheduler
-from framecast.service.model_list import is_model_id
 from framecast.store import GuildQueueFull, MemberLimitReached
 from framecast.stores import Store
 
 log = logging.getLogger(__name__)
-
-# At most this many model ids are listed when a member's pick is refused (a message holds 2000 chars).
-_LISTED_MODELS = 15
-
-
-class IntakeProblem(StrEnum):
-    """What is wrong with a request (the chat side words it; see :class:`IntakeError`)."""
-
-    PROMPT_EMPTY = "prompt_empty"  # nothing visible in the prompt
-    PROMPT_TOO_LONG = "prompt_too_long"  # params: max, length
-    BAD_OPTION = "bad_option"  # params: option (the option's name: size, length, fps)
-    MEMBER_LIMIT = "member_limit"  # params: limit
-    GUILD_QUEUE_FULL = "guild_queue_full"  # params: cap
-    ALREADY_RETRIED = "already_retried"  # params: job (the failed one), id (its retry)
-    UNKNOWN_MODEL = "unknown_model"  # params: model (not even shaped like a model id)
-    UNLISTED_MODEL = "unlisted_model"  # params: model, models (the service's list, comma-separated)
-    CHANNEL_NOT_ALLOWED = "channel_not_allowed"  # params: channels (the allowed channel ids)
-    NSFW_ONLY = "nsfw_only"  # this server generates only in age-restricted channels
-    PROMPT_BLOCKED = "prompt_blocked"  # no params: the blocked term is never echoed
-    DAILY_QUOTA = "daily_quota"  # params: kind (JobKind), limit, resets_at (epoch seconds)
-    GUILD_KEY_REJECTED = "guild_key_rejected"  # the server's own key was refused; an admin must replace it
-
-
-class IntakeError(Exception):
-    """A request the member can fix: `problem` says what is wrong, `params` give the details."""
-
-    def __init__(self, problem: IntakeProblem, **params: Any) -> None:
-        super().__init__(problem.value)
-        self.problem = problem
-        self.params = params
 
 
 @dataclass(frozen=True)
@@ -250,7 +220,9 @@ class Intake:
         if fps not in presets.FRAME_RATES:
             raise IntakeError(IntakeProblem.BAD_OPTION, option="fps")
         return {
-            **_model_params(model, server.video_model, default_model, listed),
+            **choose_model(
+                model, server_default=server.video_model, operator_default=default_model, listed=listed
+            ).params(),
             "prompt": prompt,
             "width": preset.width,
             "height": preset.height,
@@ -278,7 +250,12 @@ class Intake:
         if preset is None:
             raise IntakeError(IntakeProblem.BAD_OPTION, option="size")
         return {
-            **_model_params(model, server.image_model, default_model, tuple(known_models)),
+            **choose_model(
+                model,
+                server_default=server.image_model,
+                operator_default=default_model,
+                listed=tuple(known_models),
+            ).params(),
             "prompt": prompt,
             "size": preset.size,
             "size_key": preset.key,
@@ -350,31 +327,3 @@ class Intake:
 def _valid(value: Any, choices: Iterable[Any]) -> Any:
     """A server default if it is still one of the presets (an older preset list may have had it)."""
     return value if value is not None and value in choices else None
-
-
-def _model_params(
-    model: str | None, server_default: str | None, default: str, known: tuple[str, ...]
-) -> dict[str, Any]:
-    if model is not None:
-        return {"model": _check_model(model, known), "model_default": False}
-    if server_default is not None and is_model_id(server_default) and (not known or server_default in known):
-        # The server's choice: a retry keeps it, like a model picked by hand; Again and Remix take
-        # the server's default of the moment (``model_server_default``).
-        return {"model": server_default, "model_default": False, "model_server_default": True}
-    # The default comes from the configuration or the service's own list (also when the service
-    # dropped the server's default model): no member to refuse.
-    return {"model": default, "model_default": True}
-
-
-def _check_model(model: str, known: Iterable[str]) -> str:
-    model = model.strip()
-    listed = tuple(known)
-    # Autocomplete values are not validated by Discord: check against the service's list when we
-    # have one, and at least the shape otherwise (the service will judge the rest).
-    if not is_model_id(model):
-        raise IntakeError(IntakeProblem.UNKNOWN_MODEL, model=model[:100])
-    if listed and model not in listed:
-        raise IntakeError(
-            IntakeProblem.UNLISTED_MODEL, model=model, models=", ".join(listed[:_LISTED_MODELS])
-        )
-    return model
