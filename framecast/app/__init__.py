@@ -1,1 +1,21 @@
-"""The application: the core assembled in one place, and the use cases the Discord edge calls."""
+"""The application: what members, server admins and the operator can do, as typed use cases.
+
+This package is the Discord edge's only door into the core: ``cogs/`` imports from
+``framecast.app`` and nothing else of ``framecast``. Each submodule names what it exports in
+``__all__``; they are gathered here so a cog writes ``from framecast.app import ...``.
+
+* :mod:`framecast.app.values`: the value types use cases return (jobs, enums, settings records);
+* :mod:`framecast.app.members`: request, cancel, retry, again, remix, show a job, the queue, models;
+* :mod:`framecast.app.admins`: show and change settings, set and remove a server's key;
+* :mod:`framecast.app.chat`: the protocol the chat side implements to show and deliver jobs.
+
+The core itself is assembled in :mod:`framecast.app.core` (``bot.py`` opens and closes it).
+"""
+
+from framecast.app import admins, chat, members, values
+from framecast.app.admins import *  # noqa: F403
+from framecast.app.chat import *  # noqa: F403
+from framecast.app.members import *  # noqa: F403
+from framecast.app.values import *  # noqa: F403
+
+__all__ = [*values.__all__, *members.__all__, *admins.__all__, *chat.__all__]
