@@ -5,11 +5,14 @@
 FROM python:3.11-slim
 
 # HTTP_PORT: the ops server (/healthz, /readyz, /metrics); the HEALTHCHECK below depends on it.
+# HTTP_HOST: every interface of the container (the bot's default is loopback), so a published port
+# and a scraper on the compose network reach it; publish it on the host's loopback only.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     DATABASE_PATH=/data/framecast.sqlite3 \
     HTTP_PORT=8080 \
+    HTTP_HOST=0.0.0.0 \
     SHUTDOWN_TIMEOUT=8
 
 # The bot's user owns /data only; the code stays root-owned (read-only for the bot).

@@ -14,15 +14,15 @@ import sys
 from typing import Any
 
 import discord
-import yarl
 from discord.ext import commands
 
-from cogs.delivery import DiscordReporter
+from cogs.delivery import DeliveryTimings, DiscordReporter
+from cogs.discord_internals import point_discord_at
 from cogs.i18n import FramecastTranslator
 from cogs.startup import ReconnectLogFilter, connect_patiently
 from cogs.tree import FramecastTree
-from cogs.views.buttons import JobButtons
 from framecast.app.core import Core
+from framecast.backoff import Backoff
 from framecast.clock import Clock
 from framecast.config import ConfigError, Settings, load_settings
 from framecast.jobs.queues import QueuePositions
@@ -30,9 +30,9 @@ from framecast.logsetup import setup_logging
 from framecast.ops.http import OpsServer
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
-from framecast.store import StoreError
-from framecast.stores import Store
+from framecast.storage import Store, StoreError
 
+# Named, not __name__: run as a script this module is "__main__", and operators read "framecast".
 log = logging.getLogger("framecast")
 
 EXTENSIONS = ("cogs.generate", "cogs.jobs", "cogs.admin", "cogs.settings", "cogs.queue", "cogs.info")
@@ -63,13 +63,13 @@ class Framecast(commands.Bot):
             **self._gateway_options(settings),
         )
         self.settings = settings
-        #: Where the job buttons' clicks go; the Jobs cog registers its handlers when it loads.
-        self.job_buttons = JobButtons()
         self._sync_commands = sync_commands
         self._opened = False
         #: What /metrics shows; the core records into it.
         self.metrics = Metrics()
         self._ops: OpsServer | None = None
+        #: Whether the (unsharded) gateway connection is up, kept from discord.py's connection events.
+        self._gateway_up = False
 
     def __repr__(self) -> str:
         return f"<Framecast user={self.user!s}>"
@@ -97,10 +97,16 @@ class Framecast(commands.Bot):
         self, *, store: Store, positions: QueuePositions, estimates: Estimates, clock: Clock, metrics: Metrics
     ) -> DiscordReporter:
         # Called once by Core.open, when the store and the queues exist.
+        s = self.settings
         return DiscordReporter(
             self,
-            store=store,
-            settings=self.settings,
+            bookkeeping=store,
+            timings=DeliveryTimings(
+                token_margin=s.token_margin,
+                status_message_max_age=s.status_message_max_age,
+                edit_interval=s.edit_interval,
+                poll_timeout=s.gen_poll_timeout,
+            ),
             clock=clock,
             position=positions.position,
             estimates=estimates,
@@ -111,10 +117,10 @@ class Framecast(commands.Bot):
         """Serve /healthz, /readyz and /metrics on HTTP_PORT (when set); the checks read the core."""
         if self.settings.http_port is None or self._ops is not None:
             return
-        ops = OpsServer(self.metrics, port=self.settings.http_port)
+        ops = OpsServer(self.metrics, port=self.settings.http_port, host=self.settings.http_host)
         ops.add_check("gateway", self.gateway_connected)
         ops.add_check("database", self._database_answers)
-        ops.add_check("models", lambda: self._opened and self.core.models.catalog is not None)
+        ops.add_check("models", lambda: self._opened and self.core.models_loaded())
         try:
             await ops.start()
         except OSError as exc:
@@ -125,7 +131,7 @@ class Framecast(commands.Bot):
         log.info("operator endpoints on port %d", ops.port)
 
     async def _database_answers(self) -> bool:
-        return self._opened and await self.core.store.ping()
+        return self._opened and await self.core.database_answers()
 
     def gateway_connected(self) -> bool:
         """Whether the gateway connection is up now (``is_ready()`` stays true through an outage)."""
@@ -133,7 +139,19 @@ class Framecast(commands.Bot):
             return False
         if isinstance(self, commands.AutoShardedBot):
             return bool(self.shards) and not any(shard.is_closed() for shard in self.shards.values())
-        return self.ws is not None and self.ws.open
+        return self._gateway_up
+
+    async def on_connect(self) -> None:
+        """The gateway session started (READY): the connection is up."""
+        self._gateway_up = True
+
+    async def on_resumed(self) -> None:
+        """A dropped gateway session was resumed: the connection is up again."""
+        self._gateway_up = True
+
+    async def on_disconnect(self) -> None:
+        """The gateway connection dropped, or an attempt to open it failed (discord.py retries)."""
+        self._gateway_up = False
 
     async def close(self) -> None:
         """Stop taking work, checkpoint running jobs, then close Discord and the core."""
@@ -178,20 +196,12 @@ def make_bot(settings: Settings, *, sync_commands: bool = False) -> Framecast:
     return cls(settings, sync_commands=sync_commands)
 
 
-def point_discord_at(settings: Settings) -> None:
-    """Send discord.py's REST and gateway traffic elsewhere (a proxy, or the tests' fake)."""
-    if settings.discord_api_base_url:
-        discord.http.Route.BASE = settings.discord_api_base_url.rstrip("/")
-    if settings.discord_gateway_url:
-        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(settings.discord_gateway_url)
-
-
 async def run(settings: Settings, *, sync_commands: bool = False) -> int:
     """Run the bot until SIGTERM/SIGINT, then shut down within ``SHUTDOWN_TIMEOUT``.
 
     Exit codes: 0 after a stop, 2 when Discord rejects the token, 1 on any other failure.
     """
-    point_discord_at(settings)
+    point_discord_at(api_base_url=settings.discord_api_base_url, gateway_url=settings.discord_gateway_url)
     bot = make_bot(settings, sync_commands=sync_commands)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -200,9 +210,7 @@ async def run(settings: Settings, *, sync_commands: bool = False) -> int:
     exit_code = 0
     async with bot:
         runner = asyncio.create_task(
-            connect_patiently(
-                bot, settings.discord_token.reveal(), max_delay=settings.discord_retry_max_delay
-            ),
+            connect_patiently(bot, settings.discord_token.reveal(), backoff=_discord_backoff(settings)),
             name="framecast-bot",
         )
         stopper = asyncio.create_task(stop.wait(), name="framecast-stop")
@@ -224,6 +232,13 @@ async def run(settings: Settings, *, sync_commands: bool = False) -> int:
                 exit_code = _failure_exit_code(exc)
     log.info("stopped")
     return exit_code
+
+
+def _discord_backoff(settings: Settings) -> Backoff:
+    """Waits between attempts to reach Discord at start-up: 1, 2, 4, ... s up to the configured cap
+    (which may be below 1 s, for tests). No jitter: one bot waiting for its own network has nobody
+    to spread out from."""
+    return Backoff(base=1.0, cap=settings.discord_retry_max_delay, jitter=0.0)
 
 
 def _failure_exit_code(exc: BaseException) -> int:
@@ -261,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     # framecast.logsetup.add_secret), and discord.py's DEBUG dump of the key modal is scrubbed.
     setup_logging(settings.log_level, secrets=secrets)
     logging.getLogger("discord.client").addFilter(ReconnectLogFilter())
+    from framecast.ops.fdlimit import raise_fd_limit
+
+    raise_fd_limit()  # every socket is a descriptor: lift the soft limit (often 1,024) to the hard one
     return asyncio.run(run(settings, sync_commands=args.sync))
 
 

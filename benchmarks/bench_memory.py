@@ -1,7 +1,7 @@
 """Memory benchmark: 20 jobs whose 100 MiB results are all ready at once, with and without the bound.
 
 Each configuration runs in its own child process: the real :class:`~framecast.jobs.runner.JobRunner` with
-the real :class:`~framecast.store.JobStore` and :class:`~framecast.service.GenerationClient`, over
+the real :class:`~framecast.storage.Store` and :class:`~framecast.service.GenerationClient`, over
 HTTP against the fake generation service (which runs in this parent process, so its own buffers
 are not counted). Only the chat side is a stand-in: a reporter whose upload limit is above the
 result size (no re-encode) and whose "upload" reads every byte and takes as long as a 400 MiB/s link
@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from framecast.jobs.chat_side import Delivered, ResultFile  # noqa: E402
+
 if TYPE_CHECKING:
-    from framecast.jobs.reasons import Note
+    from framecast.jobs.chat_side import DeliveryOutcome, ResultToDeliver
 
 MiB = 1024 * 1024
 UPLOAD_BYTES_PER_SECOND = 400 * MiB
@@ -70,13 +72,16 @@ class UploadingReporter:
     async def upload_limit(self, job: Any, refused: int | None = None) -> int:
         return 1 << 40  # no re-encode: the benchmark measures holding results, not fitting them
 
-    async def deliver_file(self, job: Any, data: bytes, filename: str, *, notice: Note | None) -> None:
-        self.digests.add(hashlib.blake2b(data, digest_size=8).hexdigest())
-        await asyncio.sleep(len(data) / UPLOAD_BYTES_PER_SECOND)
-        self.delivered += 1
+    async def delivery_pending(self, job: Any) -> None:
+        return None
 
-    async def deliver_link(self, job: Any, url: str, reason: Note) -> None:
-        raise AssertionError("every result fits: no link expected")
+    async def deliver(self, job: Any, result: ResultToDeliver) -> DeliveryOutcome:
+        if not isinstance(result, ResultFile):
+            raise AssertionError("every result fits: no link expected")
+        self.digests.add(hashlib.blake2b(result.data, digest_size=8).hexdigest())
+        await asyncio.sleep(len(result.data) / UPLOAD_BYTES_PER_SECOND)
+        self.delivered += 1
+        return Delivered()
 
     async def was_delivered(self, job: Any) -> bool:
         return False
@@ -91,12 +96,13 @@ async def child(base_url: str, key: str, jobs: int, at_once: int, download_max: 
     from framecast.jobs.runner import JobRunner, RunnerSettings
     from framecast.keys.budget import RequestBudget
     from framecast.service import GenerationClient
-    from framecast.store import JobStore
+    from framecast.storage import Store
+    from tests.fakes.keys import SingleKey
 
     clock = SystemClock()
     reporter = UploadingReporter()
     with tempfile.TemporaryDirectory() as tmp:
-        store = await JobStore.open(Path(tmp) / "bench.sqlite3", clock=clock)
+        store = await Store.open(Path(tmp) / "bench.sqlite3", clock=clock)
         async with aiohttp.ClientSession() as session:
             budget = RequestBudget(100_000, 1.0, clock=clock, backoff_base=0.05, backoff_max=0.5)
             client = GenerationClient(
@@ -110,7 +116,7 @@ async def child(base_url: str, key: str, jobs: int, at_once: int, download_max: 
             )
             runner = JobRunner(
                 store=store,
-                client=client,
+                accounts=SingleKey(client),
                 reporter=reporter,
                 clock=clock,
                 results_dir=Path(tmp) / "results",

@@ -59,13 +59,14 @@ from framecast.jobs import (  # noqa: E402
     JobState,
     presets,  # noqa: E402
 )
+from framecast.jobs.chat_side import Delivered, DeliveryOutcome, ResultToDeliver  # noqa: E402
 from framecast.jobs.queues import QueuePositions  # noqa: E402
 from framecast.jobs.reasons import Note  # noqa: E402
 from framecast.keys.budget import RequestBudget  # noqa: E402
 from framecast.ops.metrics import Metrics  # noqa: E402
 from framecast.planner.estimate import Estimate, Estimates  # noqa: E402
 from framecast.service import GenerationClient, VideoParams  # noqa: E402
-from framecast.stores import Store
+from framecast.storage import Store
 from tests.fakes.gen_service import FakeService, TaskPlan  # noqa: E402
 
 RATE_REQUESTS = 16
@@ -216,13 +217,13 @@ class RecordingChat:
         """Far above any result: the benchmark measures requests, not re-encodes."""
         return 1 << 40
 
-    async def deliver_file(self, job: Job, data: bytes, filename: str, *, notice: Note | None) -> None:
-        """The file reached the chat: note when."""
-        self.tracks[job.id].delivered = time.monotonic()
+    async def delivery_pending(self, job: Job) -> None:
+        """Nothing to show: the benchmark draws no messages."""
 
-    async def deliver_link(self, job: Job, url: str, reason: Note) -> None:
-        """Never expected (every result fits); counted as a delivery all the same."""
+    async def deliver(self, job: Job, result: ResultToDeliver) -> DeliveryOutcome:
+        """The file (or, never expected, the link) reached the chat: note when."""
         self.tracks[job.id].delivered = time.monotonic()
+        return Delivered()
 
     async def was_delivered(self, job: Job) -> bool:
         """Whether the file already arrived."""

@@ -1,57 +1,47 @@
-"""Benchmark of the SQLite job store (framecast/store.py) with its real settings (WAL, synchronous=FULL).
+"""Benchmark of the job store: the old SQLite store (commit 0493314) and the new one on SQLite and PostgreSQL.
 
-Usage: ``python3 benchmarks/bench_store.py [--ops 1000] [--history 50000] [--dir data]``
+Usage: ``python3 benchmarks/bench_store.py [--ops 1000] [--history 50000] [--dir data] [--pg URL]``
 
-Every write is one ``BEGIN IMMEDIATE`` transaction fsynced before the call returns, so these figures
-are mostly the disk's fsync latency. The database is created in a temporary directory under ``--dir``
-(default ``data/``, where ``DATABASE_PATH`` lives by default: the same file system the bot writes to)
-and removed afterwards.
+Each store runs the same workload in its own subprocess, side by side in one run:
+
+* ``old sqlite``: ``framecast/store.py`` as of commit 0493314, extracted with ``git archive`` into a
+  temporary directory put first on ``sys.path`` (skipped with a line if git or the commit is missing);
+* ``new sqlite``: ``framecast.storage.Store`` on a file (WAL, ``synchronous=FULL``);
+* ``new postgres``: the same store on a throw-away database of the server at ``--pg`` (default
+  ``postgresql://postgres@127.0.0.1:5432/postgres``; skipped with a line when none answers).
+
+Every write is committed before the call returns, so SQLite figures are mostly the disk's fsync
+latency. SQLite databases are created under ``--dir`` (default ``data/``, where ``DATABASE_PATH``
+lives by default: the file system the bot writes to) and removed afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
+import secrets
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from framecast.jobs import JobKind, JobState, NewJob  # noqa: E402
-from framecast.store import JobStore  # noqa: E402
-
+ROOT = Path(__file__).resolve().parents[1]
+OLD_COMMIT = "0493314"
 PROMPT = "a slow dolly shot of a lighthouse at dusk, 35mm film, 一只猫 🎬"
+IMPLS = ("old sqlite", "new sqlite", "new postgres")
 
 
-@dataclass
-class Result:
-    """One benchmark row."""
+def new_job(i: int) -> Any:
+    from framecast.jobs import JobKind, NewJob
 
-    name: str
-    ops: int
-    in_flight: int
-    seconds: float
-    latencies: list[float]  # seconds, one per operation
-
-    @property
-    def rate(self) -> float:
-        return self.ops / self.seconds
-
-    def pct(self, q: float) -> float:
-        """Latency percentile in milliseconds."""
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] * 1000
-
-
-def new_job(i: int) -> NewJob:
     # 20 members per guild, so the limits are checked but never refuse.
     return NewJob(
         JobKind.VIDEO,
@@ -64,8 +54,8 @@ def new_job(i: int) -> NewJob:
     )
 
 
-async def measure(name: str, ops: int, in_flight: int, op: Callable[[int], Awaitable[object]]) -> Result:
-    """Run ``op(0..ops-1)`` with at most ``in_flight`` outstanding; time each call and the whole."""
+async def measure(ops: int, in_flight: int, op: Callable[[int], Awaitable[object]]) -> dict[str, float]:
+    """Run ``op(0..ops-1)`` with at most ``in_flight`` outstanding: ops/s and latency percentiles (ms)."""
     latencies: list[float] = []
     gate = asyncio.Semaphore(in_flight)
 
@@ -81,151 +71,197 @@ async def measure(name: str, ops: int, in_flight: int, op: Callable[[int], Await
             await one(i)
     else:
         await asyncio.gather(*(one(i) for i in range(ops)))
-    return Result(name, ops, in_flight, time.perf_counter() - start, latencies)
+    ordered = sorted(latencies)
+    pct = {q: ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] * 1000 for q in (50, 95, 99)}
+    return {"rate": ops / (time.perf_counter() - start), "p50": pct[50], "p95": pct[95], "p99": pct[99]}
 
 
-def add_history(path: Path, rows: int) -> None:
-    """Insert ``rows`` finished jobs directly (one transaction): a bot that has been running for months."""
-    conn = sqlite3.connect(path)
+async def history(where: str, rows: int) -> None:
+    """Insert ``rows`` finished jobs directly: a bot that has been running for months."""
     params = json.dumps({"model": "svc-video-v2.0", "prompt": PROMPT}, ensure_ascii=False)
     now = time.time()
-    with conn:
-        conn.executemany(
-            "INSERT INTO jobs (kind, state, guild_id, channel_id, user_id, locale, params, created_at,"
-            " updated_at, discord) VALUES ('video', ?, ?, 42, ?, 'en-US', ?, ?, ?, '{}')",
-            (
-                (
-                    JobState.DELIVERED.value if i % 10 else JobState.FAILED.value,
-                    2_000_000 + i % 50,
-                    i % 5000,
-                    params,
-                    now,
-                    now,
-                )
-                for i in range(rows)
-            ),
-        )
-    conn.close()
+    data = [
+        ("delivered" if i % 10 else "failed", 2_000_000 + i % 50, i % 5000, params, now, now)
+        for i in range(rows)
+    ]
+    sql = (
+        "INSERT INTO jobs (kind, state, guild_id, channel_id, user_id, locale, params, created_at, updated_at,"
+        " discord) VALUES ('video', {}, {}, 42, {}, 'en-US', {}, {}, {}, '{{}}')"
+    )
+    if where.startswith("postgresql:"):
+        import asyncpg
+
+        conn = await asyncpg.connect(where)
+        await conn.executemany(sql.format(*(f"${i}" for i in range(1, 7))), data)
+        await conn.close()
+    else:
+        with sqlite3.connect(where) as lite:
+            lite.executemany(sql.format(*"??????"), data)
+        lite.close()
 
 
-def fsync_baseline(base: Path, ops: int) -> Result:
-    """Append 200 bytes + fsync, ``ops`` times: the floor under every synchronous=FULL commit."""
-    latencies: list[float] = []
-    start = time.perf_counter()
-    with open(base / "fsync.bin", "ab") as fh:
-        for _ in range(ops):
-            t = time.perf_counter()
-            fh.write(b"x" * 200)
-            fh.flush()
-            os.fsync(fh.fileno())
-            latencies.append(time.perf_counter() - t)
-    return Result("baseline: write + fsync (no SQLite)", ops, 1, time.perf_counter() - start, latencies)
+async def workload(impl: str, where: str, ops: int, rows: int) -> dict[str, dict[str, float]]:
+    """The same calls on whichever store this process imported; one figure set per row."""
+    from framecast.jobs import JobState
 
-
-async def run(ops: int, history: int, base: Path) -> list[Result]:
-    results: list[Result] = [fsync_baseline(base, ops)]
-    store = await JobStore.open(base / "bench.sqlite3")
+    # The old tree (first on sys.path in that subprocess) has framecast.store, the new one framecast.storage.
+    module, name = ("framecast.store", "JobStore") if impl == "old sqlite" else ("framecast.storage", "Store")
+    opener: Any = getattr(importlib.import_module(module), name)
+    out: dict[str, dict[str, float]] = {}
+    store: Any = await opener.open(where)
     try:
         ids: list[int] = []
 
         async def add(i: int) -> None:
             ids.append((await store.add(new_job(i), member_limit=2, guild_cap=25)).id)
 
-        results.append(await measure("add (limits checked)", ops, 1, add))
-        sequential = list(ids)
-        results.append(
-            await measure(
-                "transition queued->submitting",
-                ops,
-                1,
-                lambda i: store.transition(sequential[i], JobState.SUBMITTING, expect=JobState.QUEUED),
-            )
+        out["add (limits checked)"] = await measure(ops, 1, add)
+        seq = list(ids)
+        out["transition queued->submitting"] = await measure(
+            ops, 1, lambda i: store.transition(seq[i], JobState.SUBMITTING, expect=JobState.QUEUED)
         )
-        results.append(
-            await measure(
-                "transition ->running (+task_id)",
-                ops,
-                1,
-                lambda i: store.transition(
-                    sequential[i],
-                    JobState.RUNNING,
-                    expect=JobState.SUBMITTING,
-                    task_id=f"t{i}",
-                    started_at=1.0,
-                ),
-            )
+        out["transition ->running (+task_id)"] = await measure(
+            ops, 1, lambda i: store.transition(seq[i], JobState.RUNNING, task_id=f"t{i}", started_at=1.0)
         )
-        results.append(
-            await measure("update progress", ops, 1, lambda i: store.update(sequential[i], progress=i / ops))
-        )
-        results.append(await measure("get (read)", ops, 1, lambda i: store.get(sequential[i])))
+        out["update progress"] = await measure(ops, 1, lambda i: store.update(seq[i], progress=i / ops))
+        out["get (read)"] = await measure(ops, 1, lambda i: store.get(seq[i]))
         ids.clear()
-        results.append(await measure("add, 32 in flight", ops, 32, lambda i: add(ops + i)))
-        concurrent = list(ids)
-        results.append(
-            await measure(
-                "transition, 32 in flight",
-                ops,
-                32,
-                lambda i: store.transition(concurrent[i], JobState.CANCELLED, expect=JobState.QUEUED),
-            )
+        out["add, 32 in flight"] = await measure(ops, 32, lambda i: add(ops + i))
+        conc = list(ids)
+        out["transition, 32 in flight"] = await measure(
+            ops, 32, lambda i: store.transition(conc[i], JobState.CANCELLED, expect=JobState.QUEUED)
         )
-        results.append(await measure(f"active(): {ops} unfinished", 20, 1, lambda i: store.active()))
+        out[f"active(): {ops} unfinished"] = await measure(20, 1, lambda i: store.active())
     finally:
         await store.close()
-
-    if history:
-        add_history(base / "bench.sqlite3", history)
-        store = await JobStore.open(base / "bench.sqlite3")
+    if rows:
+        await history(where, rows)
+        store = await opener.open(where)
         try:
-            results.append(
-                await measure(
-                    f"add, {history} finished jobs in history",
-                    ops,
-                    1,
-                    lambda i: store.add(new_job(3 * ops + i), member_limit=2, guild_cap=25),
-                )
-            )
-            results.append(
-                await measure(
-                    f"active(): {2 * ops} unfinished + {history} done", 20, 1, lambda i: store.active()
-                )
+            out[f"add, {rows} jobs in history"] = await measure(
+                ops, 1, lambda i: store.add(new_job(3 * ops + i), member_limit=2, guild_cap=25)
             )
         finally:
             await store.close()
-    return results
+    return out
 
 
-def print_table(results: list[Result]) -> None:
-    header = (
-        f"| {'operation':<40} | {'ops':>5} | {'in flight':>9} | {'ops/s':>8} | {'p50 ms':>7} | "
-        f"{'p95 ms':>7} | {'p99 ms':>7} | {'max ms':>7} |"
+def child(impl: str, where: str, ops: int, rows: int) -> dict[str, Any]:
+    """Run one store's workload in a subprocess (the old tree first on sys.path for the old store)."""
+    tree = where_tree = None
+    if impl == "old sqlite":
+        tree = Path(tempfile.mkdtemp(prefix="bench-old-tree-"))
+        try:
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", OLD_COMMIT, "framecast"], capture_output=True, check=True
+            )
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            shutil.rmtree(tree, ignore_errors=True)
+            return {"skipped": f"old store not extracted from git ({type(exc).__name__})"}
+        where_tree = str(tree)
+    env = {**os.environ, "PYTHONPATH": where_tree or str(ROOT)}
+    args = [
+        sys.executable,
+        __file__,
+        "--child",
+        impl,
+        "--where",
+        where,
+        "--ops",
+        str(ops),
+        "--history",
+        str(rows),
+    ]
+    try:
+        done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+    finally:
+        if tree is not None:
+            shutil.rmtree(tree, ignore_errors=True)
+    if done.returncode != 0:
+        return {
+            "skipped": f"failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
+        }
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def pg_database(admin: str) -> tuple[str, Callable[[], None]] | str:
+    """A throw-away database on the server at ``admin`` and its dropper, or why there is none."""
+    import asyncpg
+
+    name = f"framecast_bench_{secrets.token_hex(4)}"
+
+    async def run(sql: str) -> None:
+        conn = await asyncpg.connect(admin, timeout=3)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    try:
+        asyncio.run(run(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:  # noqa: BLE001 - any failure means: no server to benchmark
+        return f"PostgreSQL not reachable at {admin.rsplit('@', 1)[-1]} ({type(exc).__name__})"
+    return admin.rsplit("/", 1)[0] + f"/{name}", lambda: asyncio.run(
+        run(f'DROP DATABASE "{name}" WITH (FORCE)')
     )
-    print(header)
-    print("|" + "|".join("-" * (len(cell)) for cell in header.split("|")[1:-1]) + "|")
-    for r in results:
-        print(
-            f"| {r.name:<40} | {r.ops:>5} | {r.in_flight:>9} | {r.rate:>8.0f} | {r.pct(50):>7.2f} | "
-            f"{r.pct(95):>7.2f} | {r.pct(99):>7.2f} | {max(r.latencies) * 1000:>7.2f} |"
-        )
+
+
+def print_table(results: dict[str, dict[str, Any]]) -> None:
+    """One row per operation; per store ops/s and p50/p99 ms, and the new SQLite store's p50 ratio."""
+    for impl, res in results.items():
+        if "skipped" in res:
+            print(f"{impl}: skipped: {res['skipped']}")
+    shown = [i for i in IMPLS if "skipped" not in results[i]]
+    rows = list(dict.fromkeys(name for i in shown for name in results[i]))
+    head = (
+        "| operation | " + " | ".join(f"{i} ops/s | p50 / p99 ms" for i in shown) + " | new/old sqlite p50 |"
+    )
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for name in rows:
+        cells = []
+        for i in shown:
+            r = results[i].get(name)
+            cells.append(f"{r['rate']:.0f} | {r['p50']:.2f} / {r['p99']:.2f}" if r else "- | -")
+        old, new = results["old sqlite"].get(name), results["new sqlite"].get(name)
+        ratio = f"{new['p50'] / old['p50']:.2f}x" if old and new else "-"
+        print(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=1000, help="operations per row (default 1000)")
     parser.add_argument(
-        "--history", type=int, default=50_000, help="finished jobs for the last rows (0: skip)"
+        "--history", type=int, default=50_000, help="finished jobs for the last row (0: skip)"
     )
-    parser.add_argument("--dir", type=Path, default=Path("data"), help="where to create the temporary DB")
+    parser.add_argument("--dir", type=Path, default=Path("data"), help="where to create the SQLite files")
+    parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres", help="admin URL")
+    parser.add_argument("--child", choices=IMPLS, help=argparse.SUPPRESS)
+    parser.add_argument("--where", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        print(json.dumps(asyncio.run(workload(args.child, args.where, args.ops, args.history))))
+        return
     args.dir.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="bench-store-", dir=args.dir))
+    results: dict[str, dict[str, Any]] = {}
     try:
         print(
-            f"SQLite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}, WAL + synchronous=FULL, "
-            f"database in {base.resolve()}"
+            f"SQLite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}, SQLite files in {base.resolve()}"
         )
-        print_table(asyncio.run(run(args.ops, args.history, base)))
+        for impl in ("old sqlite", "new sqlite"):
+            results[impl] = child(impl, str(base / f"{impl.split()[0]}.sqlite3"), args.ops, args.history)
+        pg = pg_database(args.pg)
+        if isinstance(pg, str):
+            results["new postgres"] = {"skipped": pg}
+        else:
+            try:
+                results["new postgres"] = child("new postgres", pg[0], args.ops, args.history)
+            finally:
+                pg[1]()
+        print_table(results)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

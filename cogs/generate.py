@@ -1,4 +1,9 @@
-"""/video and /image: parse the options, hand the request to the core, show the job."""
+"""/video and /image: the options as typed, to the members' request use case, in two phases.
+
+Everything before the acknowledgement is synchronous (Discord must hear from us within 3 s):
+:meth:`framecast.app.Members.prepare` checks where, whether and what with no I/O; after the defer,
+:meth:`framecast.app.Members.submit` persists, queues and shows the job.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,8 @@ from discord import app_commands
 from discord.app_commands import Choice, locale_str
 from discord.ext import commands
 
-from cogs import jobflow
-from framecast.jobs import JobKind, presets
+from cogs import interactions
+from framecast.app import JobKind, JobOptions, presets
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -72,15 +77,8 @@ class Generate(commands.Cog):
         model: str | None = None,
     ) -> None:
         """Queue a video."""
-        # Everything before the defer is synchronous: Discord must hear from us within 3 s.
-        who = jobflow.requester(interaction)
-        jobflow.check_channel(interaction)
-        # Where and whether first (channel, NSFW, limits), then what: the server's rules and defaults.
-        self.bot.core.intake.precheck(who, JobKind.VIDEO)
-        options = jobflow.Options(prompt=prompt, size=size, seconds=length, fps=fps, model=model)
-        params = jobflow.job_params(self.bot, who.guild_id, JobKind.VIDEO, options)
-        await interaction.response.defer(thinking=True)
-        await jobflow.start_job(self.bot, interaction, who, JobKind.VIDEO, params)
+        options = JobOptions(prompt=prompt, size=size, seconds=length, fps=fps, model=model)
+        await self._request(interaction, JobKind.VIDEO, options)
 
     @app_commands.command(
         name=locale_str("image"), description=locale_str("Generate an image from a text prompt")
@@ -101,26 +99,30 @@ class Generate(commands.Cog):
         model: str | None = None,
     ) -> None:
         """Queue an image."""
-        who = jobflow.requester(interaction)
-        jobflow.check_channel(interaction)
-        self.bot.core.intake.precheck(who, JobKind.IMAGE)
-        params = jobflow.job_params(
-            self.bot, who.guild_id, JobKind.IMAGE, jobflow.Options(prompt=prompt, size=size, model=model)
-        )
+        await self._request(interaction, JobKind.IMAGE, JobOptions(prompt=prompt, size=size, model=model))
+
+    async def _request(
+        self, interaction: discord.Interaction[Framecast], kind: JobKind, options: JobOptions
+    ) -> None:
+        """Check (no I/O), acknowledge, then queue and show; refusals reach the tree's error handler."""
+        who = interactions.requester(interaction)
+        interactions.check_channel(interaction)
+        members = self.bot.core.members
+        request = members.prepare(who, kind, options)
         await interaction.response.defer(thinking=True)
-        await jobflow.start_job(self.bot, interaction, who, JobKind.IMAGE, params)
+        await members.submit(request, interactions.job_bookkeeping(interaction))
 
     @video.autocomplete("model")
     async def _video_models(
         self, interaction: discord.Interaction[Framecast], current: str
     ) -> list[Choice[str]]:
-        return [Choice(name=m, value=m) for m in self.bot.core.models.suggest("video", current)]
+        return [Choice(name=m, value=m) for m in self.bot.core.members.suggest_models(JobKind.VIDEO, current)]
 
     @image.autocomplete("model")
     async def _image_models(
         self, interaction: discord.Interaction[Framecast], current: str
     ) -> list[Choice[str]]:
-        return [Choice(name=m, value=m) for m in self.bot.core.models.suggest("image", current)]
+        return [Choice(name=m, value=m) for m in self.bot.core.members.suggest_models(JobKind.IMAGE, current)]
 
 
 async def setup(bot: Framecast) -> None:

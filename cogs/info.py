@@ -14,11 +14,9 @@ from discord import app_commands
 from discord.app_commands import locale_str
 from discord.ext import commands
 
-from cogs import jobflow
 from cogs.i18n import command_name, t
 from cogs.views.render import as_text
-from framecast.guilds.settings import Policy, quota_window
-from framecast.jobs import JobKind
+from framecast.app import JobKind, MemberLimits
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -53,15 +51,15 @@ def model_lines(models: tuple[str, ...], default: str, locale: str) -> str:
     return "\n".join(lines)[:1024]
 
 
-def help_lines(policy: Policy, *, locale: str, now: float, period: float) -> list[str]:
+def help_lines(limits: MemberLimits, *, locale: str) -> list[str]:
     """The limits that apply to a member in this server, one line each."""
+    policy = limits.policy
     lines = [t("help_limit_jobs", locale, limit=policy.member_jobs)]
     quotas = ((JobKind.VIDEO, "help_limit_videos"), (JobKind.IMAGE, "help_limit_images"))
     daily = [(key, policy.daily_quota(kind)) for kind, key in quotas]
     lines.extend(t(key, locale, count=limit) for key, limit in daily if limit is not None)
-    if any(limit is not None for _, limit in daily):
-        _, reset_at = quota_window(now, period)
-        lines.append(t("help_limit_reset", locale, time=f"<t:{int(reset_at)}:R>"))
+    if limits.quotas_reset_at is not None:
+        lines.append(t("help_limit_reset", locale, time=f"<t:{int(limits.quotas_reset_at)}:R>"))
     if policy.settings.channels:
         channels = ", ".join(f"<#{channel}>" for channel in policy.settings.channels)
         lines.append(t("help_limit_channels", locale, channels=channels))
@@ -85,15 +83,16 @@ class Info(commands.Cog):
         if interaction.guild_id is None:
             raise app_commands.NoPrivateMessage()
         loc = interaction.locale.value
-        cache = self.bot.core.models
-        if cache.catalog is None:
+        models = self.bot.core.members.list_models(interaction.guild_id)
+        if models is None:
             await interaction.response.send_message(t("models_unavailable", loc), ephemeral=True)
             return
         embed = discord.Embed(title=t("models_title", loc), colour=discord.Colour.blurple())
-        for kind in JobKind:
-            default = jobflow.default_model(self.bot, interaction.guild_id, kind)
+        for listed in models.kinds:
             embed.add_field(
-                name=t(_KIND_KEYS[kind], loc), value=model_lines(cache.ids(kind), default, loc), inline=True
+                name=t(_KIND_KEYS[listed.kind], loc),
+                value=model_lines(listed.ids, listed.default, loc),
+                inline=True,
             )
         embed.set_footer(text=t("models_footer", loc))
         await interaction.response.send_message(
@@ -109,19 +108,13 @@ class Info(commands.Cog):
         if interaction.guild_id is None:
             raise app_commands.NoPrivateMessage()
         loc = interaction.locale.value
-        core = self.bot.core
         embed = discord.Embed(
             title=t("help_title", loc), description=t("help_about", loc), colour=discord.Colour.blurple()
         )
         commands_text = "\n".join(t(key, loc, command=command_name(name, loc)) for name, key in HELP_COMMANDS)
         buttons = t("help_buttons", loc, again=t("button_again", loc), remix=t("button_remix", loc))
         embed.add_field(name=t("help_commands", loc), value=f"{commands_text}\n{buttons}", inline=False)
-        limits = help_lines(
-            core.guild_policy(interaction.guild_id),
-            locale=loc,
-            now=core.clock.time(),
-            period=core.settings.quota_period,
-        )
+        limits = help_lines(self.bot.core.members.limits(interaction.guild_id), locale=loc)
         embed.add_field(name=t("help_limits", loc), value="\n".join(limits), inline=False)
         await interaction.response.send_message(
             embed=embed, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import discord
@@ -21,8 +20,7 @@ from discord.ext import commands
 from cogs.delivery.slot import percent_floor
 from cogs.i18n import t
 from cogs.views.render import as_text, shown_percent
-from framecast.jobs import Job, JobKind, JobState
-from framecast.planner.estimate import Estimate
+from framecast.app import Job, JobKind, JobState, QueueRow, QueueView
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -33,42 +31,8 @@ log = logging.getLogger(__name__)
 MAX_ROWS = 20
 #: A prompt is cut to this many characters in a row (escapes included), so 20 rows fit one embed.
 PROMPT_CHARS = 80
-#: States in which a job holds (or is about to hold, or just left) a task on the service.
-RUNNING_STATES = (JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING)
 #: Discord caps an embed description at 4096 characters.
 _DESCRIPTION_MAX = 4096
-
-
-@dataclass(frozen=True)
-class QueueRow:
-    """One job as /queue shows it: its place (None while running) and what is estimated of it."""
-
-    job: Job
-    position: int | None
-    estimate: Estimate | None
-
-
-def order_rows(
-    jobs: Sequence[Job],
-    guild_id: int,
-    *,
-    position: Callable[[int], int | None],
-    estimate: Callable[[Job], Estimate | None],
-) -> list[QueueRow]:
-    """This server's unfinished jobs in the order /queue shows them: running (oldest start first),
-    then queued by their place in the queue."""
-    mine = [job for job in jobs if job.guild_id == guild_id]
-    running = sorted(
-        (job for job in mine if job.state in RUNNING_STATES),
-        key=lambda job: (job.started_at or job.created_at, job.id),
-    )
-    queued = sorted(
-        ((job, position(job.id)) for job in mine if job.state is JobState.QUEUED),
-        key=lambda pair: (pair[1] if pair[1] is not None else math.inf, pair[0].id),
-    )
-    return [QueueRow(job, None, estimate(job)) for job in running] + [
-        QueueRow(job, place, estimate(job)) for job, place in queued
-    ]
 
 
 def _kind(job: Job, locale: str) -> str:
@@ -92,7 +56,7 @@ def _start(row: QueueRow, locale: str, now: float) -> str:
     return t("queue_starts", locale, time=f"<t:{int(now + starts_in)}:R>")
 
 
-def row_text(row: QueueRow, *, viewer: int, locale: str, now: float) -> str:
+def row_text(row: QueueRow, *, locale: str, now: float) -> str:
     """One line: place or progress, kind and job number, requester, start, prompt, and "← you"."""
     job = row.job
     common = {
@@ -106,18 +70,19 @@ def row_text(row: QueueRow, *, viewer: int, locale: str, now: float) -> str:
         text = t("queue_row_running", locale, progress=_progress(row, locale), **common)
     else:
         text = t("queue_row_queued", locale, position=row.position, start=_start(row, locale, now), **common)
-    if job.user_id == viewer:
+    if row.mine:
         text = f"{text} {t('queue_you', locale)}"
     return text
 
 
-def render_queue(rows: Sequence[QueueRow], *, viewer: int, locale: str, now: float) -> discord.Embed:
+def render_queue(view: QueueView, *, locale: str) -> discord.Embed:
     """The /queue answer: at most :data:`MAX_ROWS` rows, then how many more."""
+    rows: Sequence[QueueRow] = view.rows
     embed = discord.Embed(title=t("queue_title", locale), colour=discord.Colour.blurple())
     if not rows:
         embed.description = t("queue_empty", locale)
         return embed
-    lines = [row_text(row, viewer=viewer, locale=locale, now=now) for row in rows[:MAX_ROWS]]
+    lines = [row_text(row, locale=locale, now=view.now) for row in rows[:MAX_ROWS]]
     hidden = len(rows) - len(lines)
     # Never over Discord's limit, whatever the translations make of a row: drop rows, count them.
     while lines:
@@ -128,8 +93,7 @@ def render_queue(rows: Sequence[QueueRow], *, viewer: int, locale: str, now: flo
         lines.pop()
         hidden += 1
     embed.description = text
-    running = sum(1 for row in rows if row.position is None)
-    embed.set_footer(text=t("queue_summary", locale, running=running, queued=len(rows) - running))
+    embed.set_footer(text=t("queue_summary", locale, running=view.running, queued=view.queued))
     return embed
 
 
@@ -139,14 +103,6 @@ class Queue(commands.Cog):
     def __init__(self, bot: Framecast) -> None:
         self.bot = bot
 
-    def _estimate(self, job: Job) -> Estimate | None:
-        try:
-            return self.bot.core.accounts.estimate(job)
-        except Exception:
-            # An estimate is a nicety: /queue answers without it.
-            log.exception("job %s: no estimate", job.id)
-            return None
-
     @app_commands.command(name=locale_str("queue"), description=locale_str("Show this server's queue"))
     @app_commands.guild_only()
     async def queue(self, interaction: discord.Interaction[Framecast]) -> None:
@@ -154,16 +110,8 @@ class Queue(commands.Cog):
         if interaction.guild_id is None:
             raise app_commands.NoPrivateMessage()
         await interaction.response.defer(ephemeral=True, thinking=True)
-        core = self.bot.core
-        rows = order_rows(
-            await core.store.active(),
-            interaction.guild_id,
-            position=core.scheduler.position,
-            estimate=self._estimate,
-        )
-        embed = render_queue(
-            rows, viewer=interaction.user.id, locale=interaction.locale.value, now=core.clock.time()
-        )
+        view = await self.bot.core.members.show_queue(interaction.guild_id, interaction.user.id)
+        embed = render_queue(view, locale=interaction.locale.value)
         await interaction.edit_original_response(embed=embed, allowed_mentions=discord.AllowedMentions.none())
 
 

@@ -2,14 +2,15 @@
 
 Every subcommand is hidden from members without Manage Server (``default_permissions``) and checks
 it again on every use, since Server Settings -> Integrations can show a command to anyone. Changes
-go through :meth:`Core.update_settings` (validated against the operator's ceilings, persisted and
-logged with who changed what); its :class:`SettingsError` becomes a private, localised reply in the
-command tree's error handler. The server's own API key is typed into a modal (never prefilled,
-never echoed), checked with one model-list call, and only then stored (encrypted).
+go through the admins' use cases (:class:`framecast.app.Admins`: validated against the operator's
+ceilings, persisted and logged with who changed what); a :class:`SettingsError` becomes a private,
+localised reply in the command tree's error handler. The server's own API key is typed into a modal
+(never prefilled, never echoed); the core checks it with one model-list call and only then stores it
+(encrypted).
 
-A key the service later refuses is reported to that server's admins only: a DM to the member who set
-it, or, when that fails, a notice in the server's system channel (never a member's channel, never a
-ping).
+A key the service later refuses is reported to that server's admins only: the core says whom
+(:class:`RefusedKeyNotice`), this cog sends it: a DM to the member who set it, or, when that fails, a
+notice in the server's system channel (never a member's channel, never a ping).
 """
 
 from __future__ import annotations
@@ -23,17 +24,29 @@ from discord import app_commands
 from discord.app_commands import Choice, locale_str
 from discord.ext import commands
 
+from cogs.discord_internals import system_channel_id
 from cogs.generate import FPS_CHOICES, IMAGE_SIZE_CHOICES, LENGTH_CHOICES, VIDEO_SIZE_CHOICES
 from cogs.i18n import command_name, shipped, t
 from cogs.tree import SETTING_NAME_KEYS, NotServerManager, relative_time
 from cogs.views.render import as_text
-from framecast.app.intake import IntakeError, IntakeProblem
-from framecast.guilds.settings import GuildSettings, KeyStatus, Policy, Setting, Source, quota_window
-from framecast.jobs import JobKind, presets
-from framecast.keys.accounts import KeyCheck
-from framecast.keys.vault import KeyVaultState, last4
-from framecast.logsetup import SECRET_INPUT_MARK, add_secret
-from framecast.service.model_list import is_model_id
+from framecast.app import (
+    LIMIT_SETTINGS,
+    RESETTABLE,
+    SECRET_INPUT_MARK,
+    ImageDefaults,
+    JobKind,
+    KeyAvailability,
+    KeyLine,
+    KeyRemoved,
+    KeySetResult,
+    LimitsChange,
+    RefusedKeyNotice,
+    Setting,
+    SettingsChanged,
+    SettingsView,
+    Source,
+    VideoDefaults,
+)
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -49,30 +62,25 @@ KEY_MIN_CHARS = 8
 KEY_MAX_CHARS = 400
 #: An embed field holds at most 1024 characters; the blocklist is cut well before that.
 BLOCKLIST_SHOWN_CHARS = 900
-#: Models listed in a refusal of an unknown model.
-LISTED_MODELS = 10
-
-#: /settings reset's choices: every setting but the key (it has /settings key remove).
+#: /settings reset's labels; what may be reset is the core's rule (every setting but the key).
+_RESET_LABELS = {
+    Setting.MEMBER_JOBS: "Jobs per member",
+    Setting.DAILY_VIDEOS: "Daily videos per member",
+    Setting.DAILY_IMAGES: "Daily images per member",
+    Setting.QUEUE_CAP: "Server queue cap",
+    Setting.VIDEO_SIZE: "Video size",
+    Setting.VIDEO_SECONDS: "Video length",
+    Setting.VIDEO_FPS: "Video frame rate",
+    Setting.VIDEO_MODEL: "Video model",
+    Setting.IMAGE_SIZE: "Image size",
+    Setting.IMAGE_MODEL: "Image model",
+    Setting.CHANNELS: "Allowed channels",
+    Setting.NSFW_ONLY: "NSFW only",
+    Setting.BLOCKLIST: "Blocklist",
+}
 RESET_CHOICES: list[Choice[str]] = [
-    Choice(name=locale_str(label), value=setting.value)
-    for setting, label in (
-        (Setting.MEMBER_JOBS, "Jobs per member"),
-        (Setting.DAILY_VIDEOS, "Daily videos per member"),
-        (Setting.DAILY_IMAGES, "Daily images per member"),
-        (Setting.QUEUE_CAP, "Server queue cap"),
-        (Setting.VIDEO_SIZE, "Video size"),
-        (Setting.VIDEO_SECONDS, "Video length"),
-        (Setting.VIDEO_FPS, "Video frame rate"),
-        (Setting.VIDEO_MODEL, "Video model"),
-        (Setting.IMAGE_SIZE, "Image size"),
-        (Setting.IMAGE_MODEL, "Image model"),
-        (Setting.CHANNELS, "Allowed channels"),
-        (Setting.NSFW_ONLY, "NSFW only"),
-        (Setting.BLOCKLIST, "Blocklist"),
-    )
+    Choice(name=locale_str(_RESET_LABELS[setting]), value=setting.value) for setting in RESETTABLE
 ]
-_DEFAULTS = GuildSettings()
-_LIMITS = (Setting.MEMBER_JOBS, Setting.DAILY_VIDEOS, Setting.DAILY_IMAGES, Setting.QUEUE_CAP)
 _DEFAULT_SETTINGS = (
     Setting.VIDEO_SIZE,
     Setting.VIDEO_SECONDS,
@@ -81,6 +89,25 @@ _DEFAULT_SETTINGS = (
     Setting.IMAGE_SIZE,
     Setting.IMAGE_MODEL,
 )
+#: The key's state in /settings show, and the reply when an admin may not set one.
+_KEY_LINES = {
+    KeyLine.DISABLED: "settings_key_disabled",
+    KeyLine.NO_SECRET: "settings_key_no_secret",
+    KeyLine.NONE: "settings_key_none",
+    KeyLine.SET: "settings_key_set",
+    KeyLine.REFUSED: "settings_key_rejected",
+}
+_KEY_UNAVAILABLE = {
+    KeyAvailability.DISABLED: "settings_key_disabled",
+    KeyAvailability.NO_SECRET: "settings_key_no_secret",
+}
+_KEY_SET_REPLIES = {
+    KeySetResult.SAVED: "settings_key_saved",
+    KeySetResult.REFUSED: "settings_key_refused",
+    KeySetResult.UNREACHABLE: "settings_key_unreachable",
+    KeySetResult.DISABLED: "settings_key_disabled",
+    KeySetResult.NO_SECRET: "settings_key_no_secret",
+}
 
 
 def is_manager(interaction: discord.Interaction[Any]) -> bool:
@@ -89,18 +116,10 @@ def is_manager(interaction: discord.Interaction[Any]) -> bool:
     return interaction.guild_id is not None and bool(perms.manage_guild or perms.administrator)
 
 
-def split_terms(text: str) -> list[str]:
-    """Comma-separated blocklist terms (also the full-width and ideographic commas), trimmed."""
-    for comma in ("，", "、", "،"):
-        text = text.replace(comma, ",")
-    return [term.strip() for term in text.split(",") if term.strip()]
-
-
 class SettingsText:
-    """How settings read in one locale (values, sources, the key line); pure, from the core's state."""
+    """How a :class:`SettingsView` reads in one locale (values, sources, the key line); pure."""
 
-    def __init__(self, bot: Framecast, locale: str | discord.Locale | None) -> None:
-        self.bot = bot
+    def __init__(self, locale: str | discord.Locale | None) -> None:
         self.locale = locale
 
     def name(self, setting: Setting) -> str:
@@ -111,41 +130,29 @@ class SettingsText:
         # Size names are the /video and /image choices: the same translation.
         return shipped().command(label, self.locale) or label
 
-    def value(self, setting: Setting, settings: GuildSettings, policy: Policy | None = None) -> str:
+    def value(self, setting: Setting, view: SettingsView) -> str:
         """The effective value of `setting` (the server's, else the operator's default), as text."""
-        core = self.bot.core
         loc = self.locale
-        if setting in _LIMITS:
-            effective: int | None
-            if policy is None:
-                effective = getattr(settings, setting.value)
-            else:
-                effective = {
-                    Setting.MEMBER_JOBS: policy.member_jobs,
-                    Setting.QUEUE_CAP: policy.queue_cap,
-                    Setting.DAILY_VIDEOS: policy.daily_videos,
-                    Setting.DAILY_IMAGES: policy.daily_images,
-                }[setting]
+        if setting in LIMIT_SETTINGS:
+            effective = view.limit(setting)
             return t("settings_value_unlimited", loc) if effective is None else str(effective)
         if setting is Setting.VIDEO_SIZE:
-            return self._choice(presets.VIDEO_SIZES[settings.video_size or presets.DEFAULT_VIDEO_SIZE].label)
+            return self._choice(view.video_size.label)
         if setting is Setting.IMAGE_SIZE:
-            return self._choice(presets.IMAGE_SIZES[settings.image_size or presets.DEFAULT_IMAGE_SIZE].label)
+            return self._choice(view.image_size.label)
         if setting is Setting.VIDEO_SECONDS:
-            return t(
-                "settings_value_seconds", loc, seconds=settings.video_seconds or presets.DEFAULT_VIDEO_SECONDS
-            )
+            return t("settings_value_seconds", loc, seconds=view.video_seconds)
         if setting is Setting.VIDEO_FPS:
-            return t("settings_value_fps", loc, fps=settings.video_fps or presets.DEFAULT_FRAME_RATE)
+            return t("settings_value_fps", loc, fps=view.video_fps)
         if setting in (Setting.VIDEO_MODEL, Setting.IMAGE_MODEL):
-            kind = JobKind.VIDEO if setting is Setting.VIDEO_MODEL else JobKind.IMAGE
-            chosen: str | None = getattr(settings, setting.value)
-            used = core.models.default(kind)
-            listed = core.models.ids(kind)
-            if chosen and listed and chosen not in listed:
+            model = view.model(JobKind.VIDEO if setting is Setting.VIDEO_MODEL else JobKind.IMAGE)
+            if model.dropped and model.chosen:
                 # The service stopped offering the server's pick: say what jobs get instead.
-                return t("settings_value_model_dropped", loc, model=as_text(chosen), used=as_text(used))
-            return as_text(chosen or used)
+                return t(
+                    "settings_value_model_dropped", loc, model=as_text(model.chosen), used=as_text(model.used)
+                )
+            return as_text(model.used)
+        settings = view.settings
         if setting is Setting.CHANNELS:
             # Channel mentions never ping; they show as links to the channels.
             if not settings.channels:
@@ -157,41 +164,29 @@ class SettingsText:
             return t("settings_value_terms", loc, count=len(settings.blocklist))
         return ""  # the key has its own line (key_line)
 
-    def source(self, policy: Policy, setting: Setting) -> str:
+    def source(self, view: SettingsView, setting: Setting) -> str:
         """ "set by this server" or "operator default"."""
         key = (
-            "settings_source_server"
-            if policy.source(setting) is Source.SERVER
-            else "settings_source_operator"
+            "settings_source_server" if view.source(setting) is Source.SERVER else "settings_source_operator"
         )
         return t(key, self.locale)
 
-    def line(self, policy: Policy, setting: Setting) -> str:
+    def line(self, view: SettingsView, setting: Setting) -> str:
         """One line of ``show``: name, effective value, where it comes from, and the ceiling if any."""
-        ceiling = getattr(policy.ceilings, setting.value, None) if setting in _LIMITS else None
+        ceiling = view.ceiling(setting)
         params = {
             "name": self.name(setting),
-            "value": self.value(setting, policy.settings, policy),
-            "source": self.source(policy, setting),
+            "value": self.value(setting, view),
+            "source": self.source(view, setting),
         }
         if ceiling is not None:
             return t("settings_line_ceiling", self.locale, ceiling=ceiling, **params)
         return t("settings_line", self.locale, **params)
 
-    def key_line(self, guild_id: int, stored_last4: str | None = None) -> str:
+    def key_line(self, view: SettingsView) -> str:
         """The server key's state: none, set (…abcd), refused, or unavailable, and why."""
-        core = self.bot.core
-        state = core.vault.state
-        if state is KeyVaultState.DISABLED:
-            return t("settings_key_disabled", self.locale)
-        if state is KeyVaultState.NO_SECRET:
-            return t("settings_key_no_secret", self.locale)
-        status = core.accounts.guild_key_state(guild_id) if guild_id else None
-        if status is None or stored_last4 is None:
-            return t("settings_key_none", self.locale)
-        if status is KeyStatus.REJECTED:
-            return t("settings_key_rejected", self.locale, last4=as_text(stored_last4))
-        return t("settings_key_set", self.locale, last4=as_text(stored_last4))
+        params = {"last4": as_text(view.key.last4)} if view.key.last4 is not None else {}
+        return t(_KEY_LINES[view.key.line], self.locale, **params)
 
     def blocklist(self, terms: tuple[str, ...]) -> str:
         """The blocked terms as spoilers (literal text: never links, never pings), cut to fit an embed."""
@@ -264,12 +259,10 @@ class ServerSettings(
     def __init__(self, bot: Framecast) -> None:
         self.bot = bot
         super().__init__()
-        #: (guild, last4) already told about a refused key in this process: one notice per key.
-        self._told: set[tuple[int, str]] = set()
 
     async def cog_load(self) -> None:
-        """Hear about server keys the service refuses."""
-        self.bot.core.accounts.on_key_rejected(self._key_rejected)
+        """Hear about server keys the service refuses (the core says whom to tell, once per key)."""
+        self.bot.core.admins.on_key_refused(self._key_refused)
 
     async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:  # type: ignore[override]
         """Manage Server (or Administrator) on every use: Integrations overrides can show it to anyone."""
@@ -280,25 +273,24 @@ class ServerSettings(
         return True
 
     # -- helpers ---------------------------------------------------------------------------------
-    async def _change(self, interaction: discord.Interaction[Any], **changes: Any) -> None:
-        """Apply `changes`, then tell the admin privately what the settings are now."""
+    @staticmethod
+    def _who(interaction: discord.Interaction[Any]) -> tuple[int, int]:
+        """(guild, admin) of a /settings interaction (the group is guild-only)."""
         assert interaction.guild_id is not None
-        if not changes:
+        return interaction.guild_id, interaction.user.id
+
+    async def _changed(self, interaction: discord.Interaction[Any], outcome: SettingsChanged) -> None:
+        """Tell the admin privately what the settings they named are now."""
+        if not outcome.asked:
             await self._reply(interaction, t("settings_nothing_to_change", interaction.locale))
             return
-        new = await self.bot.core.update_settings(interaction.guild_id, by=interaction.user.id, **changes)
-        text = SettingsText(self.bot, interaction.locale)
-        policy = self.bot.core.guild_policy(interaction.guild_id)
-        items = [
-            t(
-                "settings_change_item",
-                interaction.locale,
-                name=text.name(Setting(name)),
-                value=text.value(Setting(name), new, policy),
-            )
-            for name in changes
-        ]
-        await self._reply(interaction, t("settings_changed", interaction.locale, changes="\n".join(items)))
+        loc = interaction.locale
+        text = SettingsText(loc)
+        changes = "\n".join(
+            t("settings_change_item", loc, name=text.name(s), value=text.value(s, outcome.view))
+            for s in outcome.asked
+        )
+        await self._reply(interaction, t("settings_changed", loc, changes=changes))
 
     @staticmethod
     async def _reply(interaction: discord.Interaction[Any], content: str, **kwargs: Any) -> None:
@@ -308,49 +300,27 @@ class ServerSettings(
         else:
             await interaction.response.send_message(content, ephemeral=True, allowed_mentions=none, **kwargs)
 
-    def _current(self, interaction: discord.Interaction[Any]) -> GuildSettings:
-        assert interaction.guild_id is not None
-        return self.bot.core.guild_settings(interaction.guild_id)
-
-    def _check_model(self, kind: str, model: str) -> str:
-        # Autocomplete values are not validated by Discord: the service's list decides, as for /video.
-        model = model.strip()
-        listed = self.bot.core.models.ids(kind)
-        if not is_model_id(model):
-            raise IntakeError(IntakeProblem.UNKNOWN_MODEL, model=model[:100])
-        if listed and model not in listed:
-            raise IntakeError(
-                IntakeProblem.UNLISTED_MODEL, model=model, models=", ".join(listed[:LISTED_MODELS])
-            )
-        return model
-
     # -- show ------------------------------------------------------------------------------------
     @app_commands.command(name=locale_str("show"), description=locale_str("Show this server's settings"))
     async def show(self, interaction: discord.Interaction[Framecast]) -> None:
         """Every setting with its effective value and its source, privately."""
-        assert interaction.guild_id is not None
+        guild_id, _ = self._who(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
-        core = self.bot.core
-        gid = interaction.guild_id
-        policy = core.guild_policy(gid)
-        stored = await core.store.guild_key(gid)
+        view = await self.bot.core.admins.show(guild_id)
         await interaction.followup.send(
-            embed=self.render(gid, policy, stored.last4 if stored else None, interaction.locale),
+            embed=self.render(view, interaction.locale),
             ephemeral=True,
             allowed_mentions=discord.AllowedMentions.none(),
         )
 
-    def render(
-        self, guild_id: int, policy: Policy, key_last4: str | None, locale: str | discord.Locale | None
-    ) -> discord.Embed:
+    @staticmethod
+    def render(view: SettingsView, locale: str | discord.Locale | None) -> discord.Embed:
         """The ``show`` embed: limits (with ceilings and the quota reset), defaults, where, content, key."""
-        text = SettingsText(self.bot, locale)
-        core = self.bot.core
+        text = SettingsText(locale)
         embed = discord.Embed(title=t("settings_show_title", locale), colour=discord.Colour.blurple())
-        limits = [text.line(policy, s) for s in _LIMITS]
-        if policy.daily_videos is not None or policy.daily_images is not None:
-            _, reset_at = quota_window(core.clock.time(), core.settings.quota_period)
-            limits.append(t("settings_quota_resets", locale, when=relative_time(reset_at)))
+        limits = [text.line(view, s) for s in LIMIT_SETTINGS]
+        if view.quota_resets_at is not None:
+            limits.append(t("settings_quota_resets", locale, when=relative_time(view.quota_resets_at)))
         embed.add_field(name=t("settings_section_limits", locale), value="\n".join(limits), inline=False)
         embed.add_field(
             name=t(
@@ -359,18 +329,16 @@ class ServerSettings(
                 video=command_name("video", locale),
                 image=command_name("image", locale),
             ),
-            value="\n".join(text.line(policy, s) for s in _DEFAULT_SETTINGS),
+            value="\n".join(text.line(view, s) for s in _DEFAULT_SETTINGS),
             inline=False,
         )
-        where = [text.line(policy, Setting.CHANNELS), text.line(policy, Setting.NSFW_ONLY)]
+        where = [text.line(view, Setting.CHANNELS), text.line(view, Setting.NSFW_ONLY)]
         embed.add_field(name=t("settings_section_where", locale), value="\n".join(where), inline=False)
-        content = [text.line(policy, Setting.BLOCKLIST)]
-        if policy.settings.blocklist:
-            content.append(text.blocklist(policy.settings.blocklist))
+        content = [text.line(view, Setting.BLOCKLIST)]
+        if view.settings.blocklist:
+            content.append(text.blocklist(view.settings.blocklist))
         embed.add_field(name=t("settings_section_content", locale), value="\n".join(content), inline=False)
-        embed.add_field(
-            name=t("settings_name_api_key", locale), value=text.key_line(guild_id, key_last4), inline=False
-        )
+        embed.add_field(name=t("settings_name_api_key", locale), value=text.key_line(view), inline=False)
         return embed
 
     # -- limits and defaults ---------------------------------------------------------------------
@@ -399,13 +367,12 @@ class ServerSettings(
         queue_cap: app_commands.Range[int, 1, 100000] | None = None,
     ) -> None:
         """Change the member and queue limits (each capped by the operator's ceiling)."""
-        changes = {
-            Setting.MEMBER_JOBS.value: member_jobs,
-            Setting.DAILY_VIDEOS.value: daily_videos,
-            Setting.DAILY_IMAGES.value: daily_images,
-            Setting.QUEUE_CAP.value: queue_cap,
-        }
-        await self._change(interaction, **{k: v for k, v in changes.items() if v is not None})
+        change = LimitsChange(
+            member_jobs=member_jobs, daily_videos=daily_videos, daily_images=daily_images, queue_cap=queue_cap
+        )
+        await self._changed(
+            interaction, await self.bot.core.admins.change_limits(*self._who(interaction), change)
+        )
 
     @app_commands.command(name=locale_str("video"), description=locale_str("Defaults for /video"))
     @app_commands.rename(
@@ -427,13 +394,9 @@ class ServerSettings(
         model: str | None = None,
     ) -> None:
         """Change the defaults /video uses when a member picks none."""
-        changes: dict[str, Any] = {
-            Setting.VIDEO_SIZE.value: size,
-            Setting.VIDEO_SECONDS.value: length,
-            Setting.VIDEO_FPS.value: fps,
-            Setting.VIDEO_MODEL.value: self._check_model("video", model) if model else None,
-        }
-        await self._change(interaction, **{k: v for k, v in changes.items() if v is not None})
+        change = VideoDefaults(size=size, seconds=length, fps=fps, model=model)
+        outcome = await self.bot.core.admins.change_video_defaults(*self._who(interaction), change)
+        await self._changed(interaction, outcome)
 
     @app_commands.command(name=locale_str("image"), description=locale_str("Defaults for /image"))
     @app_commands.rename(size=locale_str("size"), model=locale_str("model"))
@@ -448,23 +411,21 @@ class ServerSettings(
         model: str | None = None,
     ) -> None:
         """Change the defaults /image uses when a member picks none."""
-        changes: dict[str, Any] = {
-            Setting.IMAGE_SIZE.value: size,
-            Setting.IMAGE_MODEL.value: self._check_model("image", model) if model else None,
-        }
-        await self._change(interaction, **{k: v for k, v in changes.items() if v is not None})
+        change = ImageDefaults(size=size, model=model)
+        outcome = await self.bot.core.admins.change_image_defaults(*self._who(interaction), change)
+        await self._changed(interaction, outcome)
 
     @video.autocomplete("model")
     async def _video_models(
         self, interaction: discord.Interaction[Framecast], current: str
     ) -> list[Choice[str]]:
-        return [Choice(name=m, value=m) for m in self.bot.core.models.suggest("video", current)]
+        return [Choice(name=m, value=m) for m in self.bot.core.members.suggest_models(JobKind.VIDEO, current)]
 
     @image.autocomplete("model")
     async def _image_models(
         self, interaction: discord.Interaction[Framecast], current: str
     ) -> list[Choice[str]]:
-        return [Choice(name=m, value=m) for m in self.bot.core.models.suggest("image", current)]
+        return [Choice(name=m, value=m) for m in self.bot.core.members.suggest_models(JobKind.IMAGE, current)]
 
     # -- where -----------------------------------------------------------------------------------
     @channels.command(name=locale_str("add"), description=locale_str("Allow generation in a channel"))
@@ -474,11 +435,9 @@ class ServerSettings(
         self, interaction: discord.Interaction[Framecast], channel: discord.TextChannel | discord.Thread
     ) -> None:
         """Add a channel to the allowed ones (the first one limits generation to the list)."""
-        current = self._current(interaction).channels
-        if channel.id in current:
-            await self._change(interaction)
-            return
-        await self._change(interaction, channels=(*current, channel.id))
+        await self._changed(
+            interaction, await self.bot.core.admins.add_channel(*self._who(interaction), channel.id)
+        )
 
     @channels.command(
         name=locale_str("remove"), description=locale_str("Stop allowing generation in a channel")
@@ -489,13 +448,13 @@ class ServerSettings(
         self, interaction: discord.Interaction[Framecast], channel: discord.TextChannel | discord.Thread
     ) -> None:
         """Remove a channel from the allowed ones (an empty list allows every channel)."""
-        current = self._current(interaction).channels
-        await self._change(interaction, channels=tuple(c for c in current if c != channel.id))
+        outcome = await self.bot.core.admins.remove_channel(*self._who(interaction), channel.id)
+        await self._changed(interaction, outcome)
 
     @channels.command(name=locale_str("clear"), description=locale_str("Allow generation in every channel"))
     async def channels_clear(self, interaction: discord.Interaction[Framecast]) -> None:
         """Allow every channel again."""
-        await self._change(interaction, channels=())
+        await self._changed(interaction, await self.bot.core.admins.clear_channels(*self._who(interaction)))
 
     # -- content ---------------------------------------------------------------------------------
     @app_commands.command(
@@ -505,32 +464,32 @@ class ServerSettings(
     @app_commands.describe(only=locale_str("On: only in age-restricted channels"))
     async def nsfw(self, interaction: discord.Interaction[Framecast], only: bool) -> None:
         """Switch NSFW-only on or off."""
-        await self._change(interaction, nsfw_only=only)
+        await self._changed(
+            interaction, await self.bot.core.admins.set_nsfw_only(*self._who(interaction), only)
+        )
 
     @blocklist.command(name=locale_str("add"), description=locale_str("Block words or phrases in prompts"))
     @app_commands.rename(terms=locale_str("terms"))
     @app_commands.describe(terms=locale_str("Words or phrases, separated by commas"))
     async def blocklist_add(self, interaction: discord.Interaction[Framecast], terms: str) -> None:
         """Add terms (comma-separated) to the blocklist."""
-        current = self._current(interaction).blocklist
-        known = {term.casefold() for term in current}
-        added = [term for term in dict.fromkeys(split_terms(terms)) if term.casefold() not in known]
-        await self._change(interaction, **({"blocklist": (*current, *added)} if added else {}))
+        await self._changed(
+            interaction, await self.bot.core.admins.block_terms(*self._who(interaction), terms)
+        )
 
     @blocklist.command(name=locale_str("remove"), description=locale_str("Unblock words or phrases"))
     @app_commands.rename(terms=locale_str("terms"))
     @app_commands.describe(terms=locale_str("Words or phrases, separated by commas"))
     async def blocklist_remove(self, interaction: discord.Interaction[Framecast], terms: str) -> None:
         """Remove terms (comma-separated, any case) from the blocklist."""
-        current = self._current(interaction).blocklist
-        gone = {term.casefold() for term in split_terms(terms)}
-        kept = tuple(term for term in current if term.casefold() not in gone)
-        await self._change(interaction, **({"blocklist": kept} if kept != current else {}))
+        await self._changed(
+            interaction, await self.bot.core.admins.unblock_terms(*self._who(interaction), terms)
+        )
 
     @blocklist.command(name=locale_str("clear"), description=locale_str("Empty the blocklist"))
     async def blocklist_clear(self, interaction: discord.Interaction[Framecast]) -> None:
         """Remove every term."""
-        await self._change(interaction, blocklist=())
+        await self._changed(interaction, await self.bot.core.admins.clear_blocklist(*self._who(interaction)))
 
     # -- reset -----------------------------------------------------------------------------------
     @app_commands.command(
@@ -541,70 +500,51 @@ class ServerSettings(
     @app_commands.choices(setting=RESET_CHOICES)
     async def reset(self, interaction: discord.Interaction[Framecast], setting: str) -> None:
         """Drop the server's value of one setting: the operator's default applies again."""
-        which = Setting(setting)
-        if which is Setting.API_KEY:  # not offered; /settings key remove does that
-            raise IntakeError(IntakeProblem.BAD_OPTION, option="setting")
-        await self._change(interaction, **{which.value: getattr(_DEFAULTS, which.value)})
+        # The key is not offered (it has /settings key remove); the use case refuses it anyway.
+        outcome = await self.bot.core.admins.reset(*self._who(interaction), Setting(setting))
+        await self._changed(interaction, outcome)
 
     # -- the server's own key --------------------------------------------------------------------
     @key.command(name=locale_str("set"), description=locale_str("Use this server's own API key"))
     async def key_set(self, interaction: discord.Interaction[Framecast]) -> None:
         """Open the key modal, unless the operator made server keys unavailable."""
-        state = self.bot.core.vault.state
-        if state is not KeyVaultState.READY:
-            key = "settings_key_disabled" if state is KeyVaultState.DISABLED else "settings_key_no_secret"
-            await self._reply(interaction, t(key, interaction.locale))
+        availability = self.bot.core.admins.key_availability()
+        if availability is not KeyAvailability.READY:
+            await self._reply(interaction, t(_KEY_UNAVAILABLE[availability], interaction.locale))
             return
         await interaction.response.send_modal(KeyModal(self, interaction.locale))
 
     async def submit_key(self, interaction: discord.Interaction[Any], key: str) -> None:
-        """The modal's submit: check the key with one model-list call, then store it encrypted."""
+        """The modal's submit: the core checks the key with one model-list call, then stores it encrypted."""
         if interaction.guild_id is None:
             raise app_commands.NoPrivateMessage()
         if not is_manager(interaction):
             raise NotServerManager()
-        key = key.strip()
-        add_secret(key)  # whatever logs it from here on (nothing should) shows ***
         await interaction.response.defer(ephemeral=True, thinking=True)
-        accounts = self.bot.core.accounts
-        if self.bot.core.vault.state is not KeyVaultState.READY:
-            await self._reply(interaction, t("settings_key_no_secret", interaction.locale))
-            return
-        check = await accounts.check_key(key)
-        if check is KeyCheck.REJECTED:
-            await self._reply(interaction, t("settings_key_refused", interaction.locale))
-            return
-        if check is KeyCheck.UNREACHABLE:
-            await self._reply(interaction, t("settings_key_unreachable", interaction.locale))
-            return
-        await accounts.set_guild_key(interaction.guild_id, key, by=interaction.user.id)
-        self._told.discard((interaction.guild_id, last4(key)))
-        await self._reply(interaction, t("settings_key_saved", interaction.locale, last4=as_text(last4(key))))
+        outcome = await self.bot.core.admins.set_key(interaction.guild_id, interaction.user.id, key)
+        await self._reply(
+            interaction, t(_KEY_SET_REPLIES[outcome.result], interaction.locale, last4=as_text(outcome.last4))
+        )
 
     @key.command(name=locale_str("remove"), description=locale_str("Go back to the operator's API key"))
     async def key_remove(self, interaction: discord.Interaction[Framecast]) -> None:
         """Forget the server's key: its jobs use the operator's key again."""
-        assert interaction.guild_id is not None
+        guild_id, admin = self._who(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
-        removed = await self.bot.core.accounts.remove_guild_key(interaction.guild_id, by=interaction.user.id)
-        key = "settings_key_removed" if removed else "settings_key_none_to_remove"
+        removed = await self.bot.core.admins.remove_key(guild_id, admin)
+        key = "settings_key_removed" if removed is KeyRemoved.REMOVED else "settings_key_none_to_remove"
         await self._reply(interaction, t(key, interaction.locale))
 
     # -- a refused key ---------------------------------------------------------------------------
-    async def _key_rejected(self, guild_id: int) -> None:
+    async def _key_refused(self, notice: RefusedKeyNotice) -> None:
         """Tell that server's admins (the member who set the key, else the system channel); nobody else."""
         try:
-            await self._tell_admins(guild_id)
+            await self._tell_admins(notice)
         except Exception:  # a listener must never break the runner that called it
-            log.exception("could not tell guild %s that its API key was refused", guild_id)
+            log.exception("could not tell guild %s that its API key was refused", notice.guild_id)
 
-    async def _tell_admins(self, guild_id: int) -> None:
-        stored = await self.bot.core.store.guild_key(guild_id)
-        if stored is None or stored.status is not KeyStatus.REJECTED:
-            return
-        if (guild_id, stored.last4) in self._told:
-            return
-        self._told.add((guild_id, stored.last4))
+    async def _tell_admins(self, notice: RefusedKeyNotice) -> None:
+        guild_id = notice.guild_id
         guild = self.bot.get_guild(guild_id)
         if guild is None:
             # Another shard's server (a job taken over from a process that died): ask Discord.
@@ -612,9 +552,9 @@ class ServerSettings(
                 guild = await self.bot.fetch_guild(guild_id)
         locale = str(guild.preferred_locale.value) if guild else None
         name = as_text(guild.name) if guild else str(guild_id)
-        text = t("settings_key_rejected_notice", locale, guild=name, last4=as_text(stored.last4))
+        text = t("settings_key_rejected_notice", locale, guild=name, last4=as_text(notice.last4))
         none = discord.AllowedMentions.none()
-        if stored.set_by and await self._dm(guild, stored.set_by, text):
+        if notice.set_by and await self._dm(guild, notice.set_by, text):
             log.info("guild %s: told the admin who set its API key that the service refused it", guild_id)
             return
         channel = await self._system_channel(guild)
@@ -633,7 +573,7 @@ class ServerSettings(
             return None
         if guild.system_channel is not None:
             return guild.system_channel
-        channel_id = getattr(guild, "_system_channel_id", None)
+        channel_id = system_channel_id(guild)
         if channel_id is None:
             return None
         with contextlib.suppress(discord.HTTPException):

@@ -8,25 +8,33 @@ Two things in discord.py 2.7 shape this module. ``Client.login`` opens a new HTT
 call (and runs ``setup_hook`` only once it succeeded), so a failed attempt's session is closed
 here before the next. And ``Client.connect`` can retry a gateway connection only after a first one
 has opened (it reads the old websocket's state), so the gateway is probed until it answers first.
+The two lines of each that need discord.py's internals live in :mod:`cogs.discord_internals`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import discord
-from discord.http import INTERNAL_API_VERSION
 
-from framecast.backoff import Backoff
+from cogs.discord_internals import discard_http_session, gateway_url, never_connected
 
 log = logging.getLogger(__name__)
 
-# Delays of 1, 2, 4, ... seconds up to the configured cap (which may be below 1, for tests). No
-# jitter: one bot waiting for its own network has nobody to spread out from.
-_FIRST_DELAY = 1.0
+
+class Delays(Protocol):
+    """Successive waits between attempts (``bot.py`` passes the core's one backoff rule)."""
+
+    def next(self) -> float:
+        """The wait before the next attempt."""
+        ...
+
+    def reset(self) -> None:
+        """Start again from the shortest wait (after a success)."""
+        ...
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -46,15 +54,15 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-async def connect_patiently(client: discord.Client, token: str, *, max_delay: float) -> None:
+async def connect_patiently(client: discord.Client, token: str, *, backoff: Delays) -> None:
     """``client.start(token)``, waiting for Discord to be reachable first.
 
     Logs in (``GET /users/@me``, the application, then ``setup_hook``) until that works, then
     waits for the gateway and connects; from then on discord.py reconnects by itself. Returns
     when the client is closed. Raises :class:`discord.LoginFailure` for a rejected token and any
-    error that is not about reaching Discord.
+    error that is not about reaching Discord. `backoff` gives the waits between attempts (started
+    again from the shortest once logged in).
     """
-    backoff = Backoff(base=_FIRST_DELAY, cap=max_delay, jitter=0.0)
     while not client.is_closed():
         try:
             await client.login(token)
@@ -64,7 +72,7 @@ async def connect_patiently(client: discord.Client, token: str, *, max_delay: fl
                 raise
             delay = backoff.next()
             log.warning("cannot reach Discord (%s); retrying in %.1f s", describe(exc), delay)
-            await _drop_http_session(client)
+            await discard_http_session(client)
             await asyncio.sleep(delay)
     backoff.reset()
     while not client.is_closed():
@@ -75,30 +83,25 @@ async def connect_patiently(client: discord.Client, token: str, *, max_delay: fl
         except Exception:
             # The gateway went away between the probe and the connection: discord.py logged why
             # and cannot retry a connection that never opened, so probe again.
-            if client.ws is not None or client.is_closed():
+            if not never_connected(client) or client.is_closed():
                 raise
 
 
-async def _drop_http_session(client: discord.Client) -> None:
-    # login() opens a new session on every attempt and reuses `http.connector`, which closing the
-    # failed attempt's session closes too: let the next attempt make a fresh one.
-    await client.http.close()
-    client.http.connector = discord.utils.MISSING
-
-
-async def _wait_for_gateway(client: discord.Client, backoff: Backoff) -> None:
+async def _wait_for_gateway(client: discord.Client, backoff: Delays) -> None:
     """Open and close a websocket to the gateway until that works (``connect`` can then proceed)."""
-    url = discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY.with_query(v=INTERNAL_API_VERSION, encoding="json")
-    while not client.is_closed():
-        try:
-            socket = await asyncio.wait_for(client.http.ws_connect(str(url)), timeout=60.0)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            delay = backoff.next()
-            log.warning("cannot reach Discord's gateway (%s); retrying in %.1f s", describe(exc), delay)
-            await asyncio.sleep(delay)
-            continue
-        await socket.close()
-        return
+    url = gateway_url()
+    # A session of our own: the probe only needs the websocket handshake to succeed.
+    async with aiohttp.ClientSession() as session:
+        while not client.is_closed():
+            try:
+                socket = await asyncio.wait_for(session.ws_connect(url), timeout=60.0)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                delay = backoff.next()
+                log.warning("cannot reach Discord's gateway (%s); retrying in %.1f s", describe(exc), delay)
+                await asyncio.sleep(delay)
+                continue
+            await socket.close()
+            return
 
 
 class ReconnectLogFilter(logging.Filter):

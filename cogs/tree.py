@@ -3,6 +3,10 @@
 Expected errors (bad input, limits, permissions) become short, private, localised replies.
 Anything else is logged with its traceback and the member gets a generic apology, never
 "This interaction failed".
+
+One handler for every way in: :func:`answer_error` is called by the tree's ``on_error`` (slash
+commands) and by the job buttons' and the Remix form's ``on_error`` (see
+:mod:`cogs.views.buttons` and :mod:`cogs.views.remix`), so the private error reply exists once.
 """
 
 from __future__ import annotations
@@ -15,12 +19,18 @@ import discord
 from discord import app_commands
 
 from cogs.i18n import t
-from cogs.views.render import as_text
-from framecast.app.intake import IntakeError, IntakeProblem
-from framecast.guilds.settings import Setting, SettingsError, SettingsProblem
-from framecast.jobs import JobKind
-from framecast.jobs.reasons import ErrorCode
-from framecast.service.errors import ServiceError
+from framecast.app import (
+    ErrorCode,
+    IntakeError,
+    IntakeProblem,
+    JobKind,
+    JobRefused,
+    Refusal,
+    ServiceError,
+    Setting,
+    SettingsError,
+    SettingsProblem,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +50,12 @@ INTAKE_KEYS: dict[IntakeProblem, str] = {
     IntakeProblem.PROMPT_BLOCKED: "settings_refuse_blocked",
     IntakeProblem.DAILY_QUOTA: "settings_refuse_quota_video",  # by kind: DAILY_QUOTA_KEYS
     IntakeProblem.GUILD_KEY_REJECTED: "settings_refuse_key_rejected",
+}
+#: The one mapping from a refused action on a job to the member's words (all take the job's id).
+REFUSAL_KEYS: dict[Refusal, str] = {
+    Refusal.NOT_FOUND: "error_job_not_found",
+    Refusal.NOT_ALLOWED: "error_not_allowed",
+    Refusal.TOO_LATE_TO_CANCEL: "error_too_late_cancel",
 }
 #: The daily quota's refusal names what was counted.
 DAILY_QUOTA_KEYS: dict[JobKind, str] = {
@@ -90,6 +106,14 @@ def relative_time(epoch: float) -> str:
     return f"<t:{int(epoch)}:R>"
 
 
+def _literal(text: str) -> str:
+    """`text` shown as typed (no mention, link or formatting)."""
+    # Imported here: the renderer imports the job buttons, which import this module for its handler.
+    from cogs.views.render import as_text
+
+    return as_text(text)
+
+
 def _intake_message(error: IntakeError, locale: str | discord.Locale | None) -> str:
     params: dict[str, Any] = dict(error.params)
     key = INTAKE_KEYS[error.problem]
@@ -102,7 +126,7 @@ def _intake_message(error: IntakeError, locale: str | discord.Locale | None) -> 
         params["channels"] = ", ".join(f"<#{int(c)}>" for c in params.get("channels", ()))
         return t(key, locale, **params)
     # Parameters may echo what a member typed or what the service listed: shown literally.
-    params = {k: as_text(v) if isinstance(v, str) else v for k, v in params.items()}
+    params = {k: _literal(v) if isinstance(v, str) else v for k, v in params.items()}
     return t(key, locale, **params)
 
 
@@ -113,7 +137,7 @@ def _settings_message(error: SettingsError, locale: str | discord.Locale | None)
         try:
             params["setting"] = t(SETTING_NAME_KEYS[Setting(setting)], locale)
         except ValueError:
-            params["setting"] = as_text(str(setting))
+            params["setting"] = _literal(str(setting))
     return t(SETTINGS_KEYS[error.problem], locale, **params)
 
 
@@ -136,6 +160,8 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
         return _intake_message(error, locale)
     if isinstance(error, SettingsError):
         return _settings_message(error, locale)
+    if isinstance(error, JobRefused):
+        return t(REFUSAL_KEYS[error.refusal], locale, id=error.job_id)
     if isinstance(error, NotServerManager):
         return t("settings_error_not_manager", locale)
     if isinstance(error, MissingChannelPermissions):
@@ -172,16 +198,23 @@ async def reply_privately(interaction: discord.Interaction[Any], text: str) -> N
         log.warning("could not send an error reply: HTTP %s (code %s)", exc.status, exc.code)
 
 
+async def answer_error(interaction: discord.Interaction[Any], error: BaseException, *, what: str) -> None:
+    """The one error handler: an expected error gets its private reply; anything else is logged
+    with its traceback (naming `what` failed) and gets the generic apology."""
+    text = error_message(error, interaction.locale)
+    if text is None:
+        cause = error.__cause__ or error
+        log.error("%s failed", what, exc_info=(type(cause), cause, cause.__traceback__))
+        text = t("error_generic", interaction.locale)
+    await reply_privately(interaction, text)
+
+
 class FramecastTree(app_commands.CommandTree[Any]):
     """Command tree whose ``on_error`` turns expected errors into short localised replies."""
 
     async def on_error(
         self, interaction: discord.Interaction[Any], error: app_commands.AppCommandError
     ) -> None:
-        text = error_message(error, interaction.locale)
-        if text is None:
-            cause = error.__cause__ or error
-            command = interaction.command.qualified_name if interaction.command else "?"
-            log.error("command %s failed", command, exc_info=(type(cause), cause, cause.__traceback__))
-            text = t("error_generic", interaction.locale)
-        await reply_privately(interaction, text)
+        """Every command's error: through :func:`answer_error`."""
+        command = interaction.command.qualified_name if interaction.command else "?"
+        await answer_error(interaction, error, what=f"command {command}")

@@ -1,15 +1,19 @@
 """Typed configuration read from the environment.
 
-:func:`load_settings` is the one place that reads configuration. In development a ``.env`` file in
-the working directory is loaded first (python-dotenv; real environment variables always win).
-Every variable is validated up front: a missing or malformed value raises :class:`ConfigError`
-whose message is one readable line naming the variable, so the bot stops before it connects
-anywhere. Secret values are never echoed in those messages.
+:class:`Settings` is one pydantic-settings model: each field is read from the environment variable
+of the same name in upper case (``gen_rate_limit`` from ``GEN_RATE_LIMIT``), and its annotation says
+how that text is parsed. :func:`load_settings` is the one place that reads configuration: the real
+environment, and in development a ``.env`` file in the working directory (real environment
+variables always win). Every variable is validated up front: a missing or malformed value raises
+:class:`ConfigError` whose message is one readable line naming the variable, so the bot stops before
+it connects anywhere. Secret values are never echoed in those messages.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import ipaddress
 import logging
 import math
 import os
@@ -17,14 +21,19 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
-from urllib.parse import urlsplit
+from typing import Annotated, Any
+from urllib.parse import SplitResult, urlsplit
 
-from dotenv import load_dotenv
+from pydantic import AliasGenerator, BeforeValidator, ValidationError, ValidationInfo, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 __all__ = ["ConfigError", "RateLimit", "Secret", "Settings", "load_settings"]
-
-T = TypeVar("T")
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _INT_RE = re.compile(r"\+?[0-9]+")
@@ -111,62 +120,22 @@ class RateLimit:
         return f"{self.requests}/{self.window:g}"
 
 
-@dataclass(frozen=True)
-class Settings:
-    """All of Framecast's configuration (see ``.env.example`` and docs/ARCHITECTURE.md)."""
-
-    discord_token: Secret
-    gen_api_base_url: str
-    gen_api_key: Secret
-    discord_api_base_url: str | None = None
-    discord_gateway_url: str | None = None
-    discord_retry_max_delay: float = 60.0
-    gen_video_model: str = "svc-video-v2.0"
-    gen_image_model: str = "svc-image-2.1-flash"
-    gen_rate_limit: RateLimit = RateLimit(16, 60.0)
-    gen_poll_interval: float = 30.0
-    gen_poll_timeout: float = 900.0
-    gen_request_timeout: float = 60.0
-    gen_retry_max: int = 6
-    gen_backoff_base: float = 2.0
-    gen_backoff_max: float = 120.0
-    gen_download_max_bytes: int = 209_715_200
-    gen_download_timeout: float = 300.0
-    gen_max_running: int | None = None
-    gen_poll_max_interval: float | None = None
-    gen_result_hosts: tuple[str, ...] = ()
-    gen_json_max_bytes: int = 1_048_576
-    gen_image_json_max_bytes: int = 50_331_648
-    gen_max_redirects: int = 3
-    gen_malformed_polls: int = 3
-    results_at_once: int = 2
-    image_max_pixels: int = 40_000_000
-    reencode_timeout: float = 300.0
-    database_path: Path = Path("data/framecast.sqlite3")
-    log_level: str = "INFO"
-    member_job_limit: int = 2
-    guild_queue_cap: int = 25
-    daily_video_quota: int | None = None
-    daily_image_quota: int | None = None
-    quota_period: float = 86400.0
-    guild_keys: bool = True
-    key_encryption_secret: Secret | None = None
-    prompt_max_chars: int = 2000
-    edit_interval: float = 5.0
-    token_margin: float = 60.0
-    status_message_max_age: float = 3000.0
-    shutdown_timeout: float = 20.0
-    http_port: int | None = None
-    database_url: Secret | None = None
-    redis_url: Secret | None = None
-    shard_count: int | None = None
-    shard_ids: tuple[int, ...] | None = None
-    lease_seconds: float = 60.0
+# -- value parsers: each reads the stripped text of one variable and raises ValueError with a
+# -- short reason. A reason may quote the value, so parsers of secrets never do.
+def _parse_str(text: str) -> str:
+    return text
 
 
-# -- value parsers: each raises ValueError with a short reason (never the raw secret) ------------
+def _split_url(text: str) -> SplitResult:
+    # urlsplit's own errors quote the host part, password included: give a reason of our own.
+    try:
+        return urlsplit(text)
+    except ValueError:
+        raise ValueError("is not a valid URL") from None
+
+
 def _parse_url(text: str) -> str:
-    parts = urlsplit(text)
+    parts = _split_url(text)
     if parts.scheme not in ("http", "https"):
         raise ValueError("must be an http:// or https:// URL")
     try:
@@ -179,33 +148,48 @@ def _parse_url(text: str) -> str:
     return text
 
 
-def _parse_int(text: str) -> int:
-    if not _INT_RE.fullmatch(text):
-        raise ValueError("must be a whole number")
-    value = int(text)
-    if value < 1:
-        raise ValueError("must be a positive whole number")
-    return value
+def _parse_gateway_url(text: str) -> str:
+    # The gateway is a websocket endpoint; discord.py also accepts an http(s) base for it.
+    parts = _split_url(text)
+    if parts.scheme not in ("http", "https", "ws", "wss"):
+        raise ValueError("must be a ws://, wss://, http:// or https:// URL")
+    if not parts.hostname:
+        raise ValueError("must be a URL with a host")
+    return text
 
 
 def _parse_count(text: str) -> int:
     if not _INT_RE.fullmatch(text):
         raise ValueError("must be a whole number")
-    return int(text)
+    try:
+        return int(text)
+    except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits())
+        raise ValueError("is too large") from None
 
 
-_HOST_RE = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
+def _parse_int(text: str) -> int:
+    value = _parse_count(text)
+    if value < 1:
+        raise ValueError("must be a positive whole number")
+    return value
 
 
-def _parse_hosts(text: str) -> tuple[str, ...]:
-    # Host names only (no scheme, port or path); "*.cdn.example.com" allows every subdomain.
-    hosts = [h.strip().lower().rstrip(".") for h in text.replace(",", " ").split()]
-    for host in hosts:
-        if not _HOST_RE.fullmatch(host):
-            raise ValueError(
-                f"{_shown(host)} is not a host name (give names like cdn.example.com or *.example.com)"
-            )
-    return tuple(dict.fromkeys(hosts))
+def _parse_port(text: str) -> int:
+    value = _parse_count(text)
+    if not 0 < value < 65536:
+        raise ValueError("must be a TCP port (1-65535)")
+    return value
+
+
+def _parse_listen_host(text: str) -> str:
+    # An address to listen on: an IP literal (0.0.0.0 for every interface) or a host name.
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", text):
+        raise ValueError("must be an IP address (127.0.0.1, 0.0.0.0, ::) or a host name")
+    return text
 
 
 def _parse_float(text: str) -> float:
@@ -216,152 +200,6 @@ def _parse_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise ValueError("must be a positive number")
     return value
-
-
-def _parse_level(text: str) -> str:
-    level = text.upper()
-    if level == "WARN":
-        level = "WARNING"
-    if level not in _LOG_LEVELS:
-        raise ValueError(f"must be one of {', '.join(_LOG_LEVELS)}")
-    return level
-
-
-def _parse_str(text: str) -> str:
-    return text
-
-
-def _parse_path(text: str) -> Path:
-    return Path(text).expanduser()
-
-
-def _parse_rate(text: str) -> RateLimit:
-    return RateLimit.parse(text)
-
-
-def _shown(text: str) -> str:
-    # Quote the offending value so the line is readable, but keep it short and on one line.
-    shown = text if len(text) <= 60 else text[:57] + "..."
-    return repr(shown)
-
-
-class _Reader:
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        self._environ = environ
-
-    def raw(self, name: str) -> str | None:
-        value = self._environ.get(name)
-        if value is None:
-            return None
-        value = value.strip()
-        return value or None  # an empty value counts as unset
-
-    def required(self, name: str, parse: Callable[[str], T], *, secret: bool = False) -> T:
-        text = self.raw(name)
-        if text is None:
-            raise ConfigError(name, "is required but not set")
-        return self._parse(name, text, parse, secret=secret)
-
-    def optional(self, name: str, parse: Callable[[str], T], default: T) -> T:
-        text = self.raw(name)
-        if text is None:
-            return default
-        return self._parse(name, text, parse, secret=False)
-
-    @staticmethod
-    def _parse(name: str, text: str, parse: Callable[[str], T], *, secret: bool) -> T:
-        try:
-            return parse(text)
-        except ValueError as exc:
-            got = "" if secret else f" (got {_shown(text)})"
-            raise ConfigError(name, f"{exc}{got}") from None
-
-
-def load_settings(
-    environ: Mapping[str, str] | None = None, *, env_file: str | os.PathLike[str] | None = ".env"
-) -> Settings:
-    """Read and validate the configuration.
-
-    With `environ` given, only that mapping is read (no ``.env``, no ``os.environ``). With
-    ``environ=None``, `env_file` (default ``.env`` in the working directory; ``None`` to skip) is
-    loaded into the process environment without overriding variables already set, and
-    ``os.environ`` is read. Raises :class:`ConfigError` on the first missing or malformed value.
-    """
-    if environ is None:
-        if env_file is not None and Path(env_file).is_file():
-            load_dotenv(dotenv_path=env_file, override=False)
-        environ = os.environ
-    r = _Reader(environ)
-    # The defaults live in one place: the dataclass (its class attributes hold them).
-    settings = Settings(
-        discord_token=Secret(r.required("DISCORD_TOKEN", _parse_str, secret=True)),
-        gen_api_base_url=r.required("GEN_API_BASE_URL", _parse_url),
-        gen_api_key=Secret(r.required("GEN_API_KEY", _parse_str, secret=True)),
-        discord_api_base_url=r.optional("DISCORD_API_BASE_URL", _parse_url, None),
-        discord_gateway_url=r.optional("DISCORD_GATEWAY_URL", _parse_gateway_url, None),
-        discord_retry_max_delay=r.optional(
-            "DISCORD_RETRY_MAX_DELAY", _parse_float, Settings.discord_retry_max_delay
-        ),
-        gen_video_model=r.optional("GEN_VIDEO_MODEL", _parse_str, Settings.gen_video_model),
-        gen_image_model=r.optional("GEN_IMAGE_MODEL", _parse_str, Settings.gen_image_model),
-        gen_rate_limit=r.optional("GEN_RATE_LIMIT", _parse_rate, Settings.gen_rate_limit),
-        gen_poll_interval=r.optional("GEN_POLL_INTERVAL", _parse_float, Settings.gen_poll_interval),
-        gen_poll_timeout=r.optional("GEN_POLL_TIMEOUT", _parse_float, Settings.gen_poll_timeout),
-        gen_request_timeout=r.optional("GEN_REQUEST_TIMEOUT", _parse_float, Settings.gen_request_timeout),
-        gen_retry_max=r.optional("GEN_RETRY_MAX", _parse_int, Settings.gen_retry_max),
-        gen_backoff_base=r.optional("GEN_BACKOFF_BASE", _parse_float, Settings.gen_backoff_base),
-        gen_backoff_max=r.optional("GEN_BACKOFF_MAX", _parse_float, Settings.gen_backoff_max),
-        gen_download_max_bytes=r.optional(
-            "GEN_DOWNLOAD_MAX_BYTES", _parse_int, Settings.gen_download_max_bytes
-        ),
-        gen_download_timeout=r.optional("GEN_DOWNLOAD_TIMEOUT", _parse_float, Settings.gen_download_timeout),
-        gen_max_running=r.optional("GEN_MAX_RUNNING", _parse_int, Settings.gen_max_running),
-        gen_poll_max_interval=r.optional(
-            "GEN_POLL_MAX_INTERVAL", _parse_float, Settings.gen_poll_max_interval
-        ),
-        gen_result_hosts=r.optional("GEN_RESULT_HOSTS", _parse_hosts, Settings.gen_result_hosts),
-        gen_json_max_bytes=r.optional("GEN_JSON_MAX_BYTES", _parse_int, Settings.gen_json_max_bytes),
-        gen_image_json_max_bytes=r.optional(
-            "GEN_IMAGE_JSON_MAX_BYTES", _parse_int, Settings.gen_image_json_max_bytes
-        ),
-        gen_max_redirects=r.optional("GEN_MAX_REDIRECTS", _parse_count, Settings.gen_max_redirects),
-        gen_malformed_polls=r.optional("GEN_MALFORMED_POLLS", _parse_int, Settings.gen_malformed_polls),
-        results_at_once=r.optional("RESULTS_AT_ONCE", _parse_int, Settings.results_at_once),
-        image_max_pixels=r.optional("IMAGE_MAX_PIXELS", _parse_int, Settings.image_max_pixels),
-        reencode_timeout=r.optional("REENCODE_TIMEOUT", _parse_float, Settings.reencode_timeout),
-        database_path=r.optional("DATABASE_PATH", _parse_path, Settings.database_path),
-        log_level=r.optional("LOG_LEVEL", _parse_level, Settings.log_level),
-        member_job_limit=r.optional("MEMBER_JOB_LIMIT", _parse_int, Settings.member_job_limit),
-        guild_queue_cap=r.optional("GUILD_QUEUE_CAP", _parse_int, Settings.guild_queue_cap),
-        daily_video_quota=r.optional("DAILY_VIDEO_QUOTA", _parse_count, Settings.daily_video_quota),
-        daily_image_quota=r.optional("DAILY_IMAGE_QUOTA", _parse_count, Settings.daily_image_quota),
-        quota_period=r.optional("QUOTA_PERIOD", _parse_float, Settings.quota_period),
-        guild_keys=r.optional("GUILD_KEYS", _parse_switch, Settings.guild_keys),
-        key_encryption_secret=_key_secret(r),
-        prompt_max_chars=r.optional("PROMPT_MAX_CHARS", _parse_int, Settings.prompt_max_chars),
-        edit_interval=r.optional("EDIT_INTERVAL", _parse_float, Settings.edit_interval),
-        token_margin=r.optional("TOKEN_MARGIN", _parse_float, Settings.token_margin),
-        status_message_max_age=r.optional(
-            "STATUS_MESSAGE_MAX_AGE", _parse_float, Settings.status_message_max_age
-        ),
-        shutdown_timeout=r.optional("SHUTDOWN_TIMEOUT", _parse_float, Settings.shutdown_timeout),
-        http_port=r.optional("HTTP_PORT", _parse_port, Settings.http_port),
-        database_url=_secret_url(r, "DATABASE_URL", ("postgresql", "postgres")),
-        redis_url=_secret_url(r, "REDIS_URL", ("redis", "rediss", "unix")),
-        shard_count=r.optional("SHARD_COUNT", _parse_int, Settings.shard_count),
-        shard_ids=r.optional("SHARD_IDS", _parse_ids, Settings.shard_ids),
-        lease_seconds=r.optional("LEASE_SECONDS", _parse_float, Settings.lease_seconds),
-    )
-    if settings.shard_ids is not None:
-        if settings.shard_count is None:
-            raise ConfigError("SHARD_IDS", "needs SHARD_COUNT (the total number of shards)")
-        too_big = [i for i in settings.shard_ids if i >= settings.shard_count]
-        if too_big:
-            raise ConfigError(
-                "SHARD_IDS", f"shard {too_big[0]} is not below SHARD_COUNT={settings.shard_count}"
-            )
-    logging.getLogger(__name__).debug("configuration loaded (rate limit %s)", settings.gen_rate_limit)
-    return settings
 
 
 _SWITCH = {
@@ -383,29 +221,34 @@ def _parse_switch(text: str) -> bool:
     return value
 
 
-def _key_secret(r: _Reader) -> Secret | None:
-    """KEY_ENCRYPTION_SECRET: a Fernet key (urlsafe base64 of 32 bytes); never echoed when malformed."""
-    text = r.raw("KEY_ENCRYPTION_SECRET")
-    if text is None:
-        return None
+def _parse_level(text: str) -> str:
+    level = text.upper()
+    if level == "WARN":
+        level = "WARNING"
+    if level not in _LOG_LEVELS:
+        raise ValueError(f"must be one of {', '.join(_LOG_LEVELS)}")
+    return level
+
+
+def _parse_path(text: str) -> Path:
     try:
-        raw = base64.urlsafe_b64decode(text.encode("ascii"))
-    except (ValueError, UnicodeEncodeError):
-        raw = b""
-    if len(raw) != 32:
-        raise ConfigError(
-            "KEY_ENCRYPTION_SECRET",
-            'must be a Fernet key (make one with: python -c "from cryptography.fernet import Fernet; '
-            'print(Fernet.generate_key().decode())")',
-        )
-    return Secret(text)
+        return Path(text).expanduser()
+    except RuntimeError:  # "~someone/..." for a user this system does not know
+        raise ValueError("starts with ~ but that home directory is unknown") from None
 
 
-def _parse_port(text: str) -> int:
-    value = _parse_count(text)
-    if not 0 < value < 65536:
-        raise ValueError("must be a TCP port (1-65535)")
-    return value
+_HOST_RE = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
+
+
+def _parse_hosts(text: str) -> tuple[str, ...]:
+    # Host names only (no scheme, port or path); "*.cdn.example.com" allows every subdomain.
+    hosts = [h.strip().lower().rstrip(".") for h in text.replace(",", " ").split()]
+    for host in hosts:
+        if not _HOST_RE.fullmatch(host):
+            raise ValueError(
+                f"{_shown(host)} is not a host name (give names like cdn.example.com or *.example.com)"
+            )
+    return tuple(dict.fromkeys(hosts))
 
 
 def _parse_ids(text: str) -> tuple[int, ...]:
@@ -415,22 +258,240 @@ def _parse_ids(text: str) -> tuple[int, ...]:
     return tuple(sorted(dict.fromkeys(int(i) for i in ids)))
 
 
-def _secret_url(r: _Reader, name: str, schemes: tuple[str, ...]) -> Secret | None:
-    """A connection URL that may carry a password: checked for its scheme, never echoed."""
-    text = r.raw(name)
-    if text is None:
-        return None
-    scheme = urlsplit(text).scheme.lower()
-    if scheme not in schemes:
-        raise ConfigError(name, f"must be a {schemes[0]}:// URL")
+def _parse_fernet_key(text: str) -> Secret:
+    # A Fernet key is the urlsafe base64 of 32 bytes; the message says how to make one.
+    try:
+        raw = base64.urlsafe_b64decode(text.encode("ascii"))
+    except (ValueError, UnicodeEncodeError):
+        raw = b""
+    if len(raw) != 32:
+        raise ValueError(
+            'must be a Fernet key (make one with: python -c "from cryptography.fernet import Fernet; '
+            'print(Fernet.generate_key().decode())")'
+        )
     return Secret(text)
 
 
-def _parse_gateway_url(text: str) -> str:
-    # The gateway is a websocket endpoint; discord.py also accepts an http(s) base for it.
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https", "ws", "wss"):
-        raise ValueError("must be a ws://, wss://, http:// or https:// URL")
-    if not parts.hostname:
-        raise ValueError("must be a URL with a host")
-    return text
+def _parse_secret_url(*schemes: str) -> Callable[[str], Secret]:
+    # A connection URL may carry a password: only its scheme is checked.
+    def parse(text: str) -> Secret:
+        try:
+            scheme = _split_url(text).scheme.lower()
+        except ValueError:
+            scheme = ""
+        if scheme not in schemes:
+            raise ValueError(f"must be a {schemes[0]}:// URL")
+        return Secret(text)
+
+    return parse
+
+
+_parse_postgres_url = _parse_secret_url("postgresql", "postgres")
+_parse_redis_url = _parse_secret_url("redis", "rediss", "unix")
+
+
+def _shown(text: str) -> str:
+    # Quote the offending value so the line is readable, but keep it short and on one line.
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    return repr(shown)
+
+
+class _Invalid(ValueError):
+    """Raised inside validation; carries the variable so the error can name it."""
+
+    def __init__(self, variable: str, problem: str) -> None:
+        super().__init__(problem)
+        self.variable = variable
+        self.problem = problem
+
+
+def _env(parse: Callable[[str], Any], *, secret: bool = False) -> BeforeValidator:
+    """Annotation metadata: how a field's environment text is parsed (`secret`: never quote it).
+
+    Only text is parsed; values that are already typed (``Settings(...)`` built in code, as the
+    tests do) pass through to pydantic's type check untouched, as they did with the dataclass.
+    """
+
+    def read(value: object, info: ValidationInfo) -> object:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        try:
+            return parse(text)
+        except ValueError as exc:
+            got = "" if secret else f" (got {_shown(text)})"
+            raise _Invalid(str(info.field_name).upper(), f"{exc}{got}") from None
+
+    return BeforeValidator(read)
+
+
+# Field types that say how the variable's text is read (a positive whole number, seconds, ...).
+Url = Annotated[str, _env(_parse_url)]
+Text = Annotated[str, _env(_parse_str)]
+Seconds = Annotated[float, _env(_parse_float)]
+Positive = Annotated[int, _env(_parse_int)]
+Count = Annotated[int, _env(_parse_count)]
+
+
+class Settings(BaseSettings):
+    """All of Framecast's configuration (see ``.env.example`` and docs/ARCHITECTURE.md).
+
+    Frozen. Building one in code (``Settings(discord_token=Secret(...), ...)``) never reads the
+    environment; :func:`load_settings` does. Use :meth:`replace` for a changed copy.
+    """
+
+    model_config = SettingsConfigDict(
+        frozen=True,
+        arbitrary_types_allowed=True,  # Secret, RateLimit
+        # Field gen_rate_limit is the variable GEN_RATE_LIMIT; code may use either name.
+        alias_generator=AliasGenerator(validation_alias=str.upper),
+        validate_by_name=True,
+        validate_by_alias=True,
+        case_sensitive=True,  # as os.environ on Linux: gen_rate_limit=... is not GEN_RATE_LIMIT
+        enable_decoding=False,  # tuples are comma lists here, never JSON: the parsers decide
+        extra="ignore",
+        hide_input_in_errors=True,  # a ValidationError must never carry a secret into a log
+    )
+
+    # -- Required, then Discord (declaration order is the order errors are reported in) ----------
+    discord_token: Annotated[Secret, _env(Secret, secret=True)]
+    gen_api_base_url: Url
+    gen_api_key: Annotated[Secret, _env(Secret, secret=True)]
+    discord_api_base_url: Annotated[str | None, _env(_parse_url)] = None
+    discord_gateway_url: Annotated[str | None, _env(_parse_gateway_url)] = None
+    discord_retry_max_delay: Seconds = 60.0
+    # -- Generation service --------------------------------------------------------------------
+    gen_video_model: Text = "svc-video-v2.0"
+    gen_image_model: Text = "svc-image-2.1-flash"
+    gen_rate_limit: Annotated[RateLimit, _env(RateLimit.parse)] = RateLimit(16, 60.0)
+    gen_poll_interval: Seconds = 30.0
+    gen_poll_timeout: Seconds = 900.0
+    gen_request_timeout: Seconds = 60.0
+    gen_retry_max: Positive = 6
+    gen_backoff_base: Seconds = 2.0
+    gen_backoff_max: Seconds = 120.0
+    gen_download_max_bytes: Positive = 209_715_200
+    gen_download_timeout: Seconds = 300.0
+    gen_max_running: Annotated[int | None, _env(_parse_int)] = None
+    gen_poll_max_interval: Annotated[float | None, _env(_parse_float)] = None
+    gen_result_hosts: Annotated[tuple[str, ...], _env(_parse_hosts)] = ()
+    gen_json_max_bytes: Positive = 1_048_576
+    gen_image_json_max_bytes: Positive = 16_777_216
+    gen_max_redirects: Count = 3
+    gen_malformed_polls: Positive = 3
+    results_at_once: Positive = 2
+    image_max_pixels: Positive = 40_000_000
+    reencode_timeout: Seconds = 300.0
+    # -- Bot -----------------------------------------------------------------------------------
+    database_path: Annotated[Path, _env(_parse_path)] = Path("data/framecast.sqlite3")
+    log_level: Annotated[str, _env(_parse_level)] = "INFO"
+    member_job_limit: Positive = 2
+    guild_queue_cap: Positive = 25
+    # -- Servers' own settings -------------------------------------------------------------------
+    daily_video_quota: Annotated[int | None, _env(_parse_count)] = None  # 0: none at all; None: no quota
+    daily_image_quota: Annotated[int | None, _env(_parse_count)] = None
+    quota_period: Seconds = 86400.0
+    guild_keys: Annotated[bool, _env(_parse_switch)] = True
+    key_encryption_secret: Annotated[Secret | None, _env(_parse_fernet_key, secret=True)] = None
+    prompt_max_chars: Positive = 2000
+    edit_interval: Seconds = 5.0
+    token_margin: Seconds = 60.0
+    status_message_max_age: Seconds = 3000.0
+    shutdown_timeout: Seconds = 20.0
+    # -- Operating and scaling out ---------------------------------------------------------------
+    http_port: Annotated[int | None, _env(_parse_port)] = None
+    http_host: Annotated[str, _env(_parse_listen_host)] = "127.0.0.1"
+    database_url: Annotated[Secret | None, _env(_parse_postgres_url, secret=True)] = None
+    redis_url: Annotated[Secret | None, _env(_parse_redis_url, secret=True)] = None
+    shard_count: Annotated[int | None, _env(_parse_int)] = None
+    shard_ids: Annotated[tuple[int, ...] | None, _env(_parse_ids)] = None
+    lease_seconds: Seconds = 60.0
+
+    @model_validator(mode="after")
+    def check_shards(self) -> Settings:
+        """SHARD_IDS needs SHARD_COUNT, and every id must be below it."""
+        if self.shard_ids is not None:
+            if self.shard_count is None:
+                raise _Invalid("SHARD_IDS", "needs SHARD_COUNT (the total number of shards)")
+            too_big = [i for i in self.shard_ids if i >= self.shard_count]
+            if too_big:
+                raise _Invalid("SHARD_IDS", f"shard {too_big[0]} is not below SHARD_COUNT={self.shard_count}")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Only the given values: reading the environment is :func:`load_settings`'s job.
+
+        So a ``Settings(...)`` built in code (tests, benchmarks) is exactly what it says, whatever
+        the process environment holds.
+        """
+        return (init_settings,)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Frozen like the dataclass it replaces: assignment is an AttributeError, not a ValueError.
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def replace(self, **changes: Any) -> Settings:
+        """A validated copy with `changes` (field names), like :func:`dataclasses.replace`."""
+        unknown = sorted(changes.keys() - type(self).model_fields.keys())
+        if unknown:
+            raise TypeError(f"Settings has no field {unknown[0]!r}")
+        return self.model_validate({**self.__dict__, **changes})
+
+
+# Every variable Settings reads, in declaration order (the README and .env.example document them).
+_VARIABLES: tuple[str, ...] = tuple(name.upper() for name in Settings.model_fields)
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, *, env_file: str | os.PathLike[str] | None = ".env"
+) -> Settings:
+    """Read and validate the configuration.
+
+    With `environ` given, only that mapping is read (no ``.env``, no ``os.environ``). With
+    ``environ=None``, ``os.environ`` is read, and for variables it does not set, `env_file`
+    (default ``.env`` in the working directory; ``None`` to skip). A value that is empty or only
+    blanks counts as unset, and a variable set empty in the real environment still wins over the
+    file. Raises :class:`ConfigError` on the first missing or malformed value.
+    """
+    if environ is None:
+        sources: list[Mapping[str, Any]] = [EnvSettingsSource(Settings)()]
+        if env_file is not None:
+            sources.append(DotEnvSettingsSource(Settings, env_file=Path(env_file))())
+    else:
+        sources = [environ]
+    given: dict[str, str] = {}
+    for name in _VARIABLES:
+        # The first source that sets the variable wins, even with an empty value (as python-dotenv
+        # leaves an already-set variable alone); an empty value then means the default.
+        value = next((source[name] for source in sources if source.get(name) is not None), None)
+        if isinstance(value, str) and value.strip():
+            given[name] = value
+    try:
+        settings = Settings.model_validate(given)
+    except ValidationError as exc:
+        raise _config_error(exc) from None
+    logging.getLogger(__name__).debug("configuration loaded (rate limit %s)", settings.gen_rate_limit)
+    return settings
+
+
+def _config_error(exc: ValidationError) -> ConfigError:
+    # The first error in field order, as one line; never the input (it may be a secret).
+    error = exc.errors(include_url=False, include_input=False)[0]
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, _Invalid):
+        return ConfigError(cause.variable, cause.problem)
+    variable = str(error["loc"][0]).upper() if error["loc"] else "configuration"
+    if error["type"] == "missing":
+        return ConfigError(variable, "is required but not set")
+    return ConfigError(variable, " ".join(error["msg"].split()))

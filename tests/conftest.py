@@ -8,8 +8,18 @@ import pytest
 
 from tests.fakes.gen_service import FakeService
 
-# The end-to-end fixtures (`world`, `start`) live with the rest of the harness.
-pytest_plugins = ("tests.e2e.harness",)
+# Every fixture shared across test modules is registered here, so no test module imports another:
+# the end-to-end world (`world`, `start`, `start_synced`: tests/e2e/harness.py), the servers it may
+# use (`cluster`, `pg_relay`, `redis_relay`: tests/e2e/servers.py) and a fresh PostgreSQL database
+# (`pg_dsn`: tests/pg.py).
+pytest_plugins = ("tests.pg", "tests.e2e.harness", "tests.e2e.servers")
+# Helpers the end-to-end tests import (not plugins): their asserts explain failures like a test's.
+pytest.register_assert_rewrite("tests.e2e.commands", "tests.e2e.endpoints")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Markers the shared fixtures read."""
+    config.addinivalue_line("markers", "lease_seconds(n): job leases of the `cluster` fixture last n seconds")
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import asyncio
 import socket
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +32,9 @@ from framecast.keys.vault import KeyVault
 from framecast.ops.metrics import Metrics, key_label
 from framecast.planner.planner import PlannerSettings
 from framecast.service.errors import AuthError
-from framecast.store import JobStore
+from framecast.storage import Store
+from tests.fakes.chat_side import RUNNER_SETTINGS, RecordingReporter
 from tests.fakes.gen_service import FakeService
-from tests.test_runner import SETTINGS as RUNNER_SETTINGS
-from tests.test_runner import RecordingReporter
 
 GUILD, OTHER_GUILD, ADMIN = 501, 502, 77
 SERVER_KEY = "server-own-key-0123456789abcd"
@@ -47,7 +46,7 @@ class Rig:
     fake: FakeService
     settings: Settings
     session: aiohttp.ClientSession
-    store: JobStore
+    store: Store
     queues: GuildQueues
     accounts: Accounts
     reporter: RecordingReporter
@@ -87,7 +86,7 @@ class Rig:
 async def open_accounts(
     settings: Settings,
     session: aiohttp.ClientSession,
-    store: JobStore,
+    store: Store,
     queues: GuildQueues,
     vault: KeyVault,
     metrics: Metrics | None = None,
@@ -119,14 +118,14 @@ def settings_for(fake: FakeService, tmp_path: Path, **changes: Any) -> Settings:
         database_path=tmp_path / "data" / "framecast.sqlite3",
         key_encryption_secret=Secret(Fernet.generate_key().decode()),
     )
-    return replace(base, **changes)
+    return base.replace(**changes)
 
 
 @pytest.fixture
 async def rig(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Rig]:
     fake_service.api_keys.add(SERVER_KEY)
     settings = settings_for(fake_service, tmp_path)
-    store = await JobStore.open(settings.database_path)
+    store = await Store.open(settings.database_path)
     session = aiohttp.ClientSession()
     queues = GuildQueues()
     vault = KeyVault(enabled=True, secret=settings.key_encryption_secret)
@@ -189,7 +188,7 @@ async def test_check_key_asks_the_service_once(rig: Rig) -> None:
 
 
 async def test_check_key_on_an_unreachable_service(rig: Rig) -> None:
-    settings = replace(rig.settings, gen_api_base_url=f"http://127.0.0.1:{closed_port()}")
+    settings = rig.settings.replace(gen_api_base_url=f"http://127.0.0.1:{closed_port()}")
     vault = KeyVault(enabled=True, secret=settings.key_encryption_secret)
     accounts = await open_accounts(settings, rig.session, rig.store, rig.queues, vault)
     try:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
 
+from framecast.app.chat import Delivered, DeliveryOutcome, ResultFile, ResultToDeliver
 from framecast.app.core import Core
 from framecast.app.intake import IntakeError, IntakeProblem, Requester
 from framecast.clock import Clock
@@ -26,8 +26,7 @@ from framecast.jobs.reasons import ErrorCode, Note
 from framecast.keys.accounts import KeyCheck
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
-from framecast.store import JobStore
-from framecast.stores import Store
+from framecast.storage import Store
 from tests.fakes.gen_service import FakeService
 
 WAIT = 20.0
@@ -56,13 +55,16 @@ class RecordingChat:
     async def upload_limit(self, job: Job, refused: int | None = None) -> int:
         return 25 * 1024 * 1024
 
-    async def deliver_file(self, job: Job, data: bytes, filename: str, *, notice: object = None) -> None:
-        self.files.append((job.id, filename, len(data)))
-        self.changed.set()
+    async def delivery_pending(self, job: Job) -> None:
+        pass
 
-    async def deliver_link(self, job: Job, url: str, reason: object) -> None:
-        self.links.append((job.id, url))
+    async def deliver(self, job: Job, result: ResultToDeliver) -> DeliveryOutcome:
+        if isinstance(result, ResultFile):
+            self.files.append((job.id, result.filename, len(result.data)))
+        else:
+            self.links.append((job.id, result.url))
         self.changed.set()
+        return Delivered()
 
     async def was_delivered(self, job: Job) -> bool:
         return any(job_id == job.id for job_id, _, _ in self.files)
@@ -171,7 +173,7 @@ async def test_unfinished_jobs_are_restored_with_a_resumed_note(
     fake_service: FakeService, tmp_path: Path
 ) -> None:
     settings = settings_for(fake_service, tmp_path)
-    store = await JobStore.open(settings.database_path)
+    store = await Store.open(settings.database_path)
     new = NewJob(
         kind=JobKind.IMAGE,
         guild_id=1,
@@ -210,7 +212,8 @@ async def test_server_settings_are_validated_saved_logged_and_cached_across_a_re
         assert core.guild_policy(WHO.guild_id).member_jobs == settings.member_job_limit
         with pytest.raises(SettingsError):
             await core.update_settings(WHO.guild_id, by=ADMIN, member_jobs=settings.member_job_limit + 1)
-        with caplog.at_level(logging.INFO, logger="framecast.app.core"):
+        # The one writer of settings logs who changed what (framecast/app/settings_book.py).
+        with caplog.at_level(logging.INFO, logger="framecast.app.settings_book"):
             changed = await core.update_settings(WHO.guild_id, by=ADMIN, member_jobs=1, nsfw_only=True)
         assert changed.member_jobs == 1 and core.guild_settings(WHO.guild_id) == changed
         assert core.guild_policy(WHO.guild_id).member_jobs == 1
@@ -239,8 +242,8 @@ async def test_a_servers_own_key_runs_its_jobs_and_a_rejected_one_refuses_new_on
 ) -> None:
     server_key = "a-servers-own-key-4242"
     fake_service.api_keys.add(server_key)
-    settings = replace(
-        settings_for(fake_service, tmp_path), key_encryption_secret=Secret(Fernet.generate_key().decode())
+    settings = settings_for(fake_service, tmp_path).replace(
+        key_encryption_secret=Secret(Fernet.generate_key().decode())
     )
     factory = Factory()
     core = await opened(settings, factory)

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from framecast.config import ConfigError, RateLimit, Secret, Settings, load_settings
+
+ROOT = Path(__file__).parent.parent
+#: Every variable the model reads: a field is the variable of the same name in upper case.
+VARIABLES = {name.upper() for name in Settings.model_fields}
 
 REQUIRED = {
     "DISCORD_TOKEN": "discord-token-SECRET-1234",
@@ -43,6 +52,26 @@ DEFAULTS = {
     "token_margin": 60.0,
     "status_message_max_age": 3000.0,
     "shutdown_timeout": 20.0,
+    "gen_result_hosts": (),
+    "gen_json_max_bytes": 1_048_576,
+    "gen_image_json_max_bytes": 16_777_216,
+    "gen_max_redirects": 3,
+    "gen_malformed_polls": 3,
+    "results_at_once": 2,
+    "image_max_pixels": 40_000_000,
+    "reencode_timeout": 300.0,
+    "daily_video_quota": None,
+    "daily_image_quota": None,
+    "quota_period": 86400.0,
+    "guild_keys": True,
+    "key_encryption_secret": None,
+    "http_port": None,
+    "http_host": "127.0.0.1",
+    "database_url": None,
+    "redis_url": None,
+    "shard_count": None,
+    "shard_ids": None,
+    "lease_seconds": 60.0,
 }
 
 
@@ -59,20 +88,27 @@ def test_defaults() -> None:
     assert s.gen_api_key.reveal() == REQUIRED["GEN_API_KEY"]
 
 
+def test_every_field_has_its_default_here() -> None:
+    required = {name for name, field in Settings.model_fields.items() if field.is_required()}
+    assert required == {"discord_token", "gen_api_base_url", "gen_api_key"}
+    assert set(Settings.model_fields) == set(DEFAULTS) | required
+    for name, value in DEFAULTS.items():
+        assert Settings.model_fields[name].default == value, name
+
+
 def test_env_example_documents_every_variable() -> None:
-    text = (Path(__file__).parent.parent / ".env.example").read_text()
-    names = {line.split("=", 1)[0].lstrip("# ").strip() for line in text.splitlines() if "=" in line}
-    expected = {
-        "DISCORD_TOKEN", "DISCORD_API_BASE_URL", "DISCORD_GATEWAY_URL", "DISCORD_RETRY_MAX_DELAY",
-        "GEN_API_BASE_URL", "GEN_API_KEY",
-        "GEN_VIDEO_MODEL", "GEN_IMAGE_MODEL", "GEN_RATE_LIMIT", "GEN_POLL_INTERVAL", "GEN_POLL_TIMEOUT",
-        "GEN_REQUEST_TIMEOUT", "GEN_RETRY_MAX", "GEN_BACKOFF_BASE", "GEN_BACKOFF_MAX", "GEN_DOWNLOAD_MAX_BYTES",
-        "GEN_DOWNLOAD_TIMEOUT", "GEN_MAX_RUNNING", "GEN_POLL_MAX_INTERVAL", "DATABASE_PATH", "LOG_LEVEL", "MEMBER_JOB_LIMIT",
-        "GUILD_QUEUE_CAP", "PROMPT_MAX_CHARS", "EDIT_INTERVAL", "TOKEN_MARGIN", "STATUS_MESSAGE_MAX_AGE",
-        "SHUTDOWN_TIMEOUT",
-    }  # fmt: skip
-    assert expected <= names
-    assert len(expected) == len(DEFAULTS) + 3  # the three required ones have no default
+    text = (ROOT / ".env.example").read_text()
+    documented = set(re.findall(r"(?m)^#?\s*([A-Z][A-Z0-9_]*)=", text))
+    assert VARIABLES - documented == set(), "missing from .env.example"
+    assert documented - VARIABLES == set(), "documented in .env.example but not read"
+
+
+def test_readme_configuration_table_lists_every_variable() -> None:
+    section = (ROOT / "README.md").read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    first_cells = [row.split("|")[1] for row in section.splitlines() if row.startswith("| `")]
+    listed = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", cell)}
+    assert VARIABLES - listed == set(), "missing from the README's configuration table"
+    assert listed - VARIABLES == set(), "in the README's configuration table but not read"
 
 
 def test_every_variable_is_read() -> None:
@@ -119,6 +155,82 @@ def test_every_variable_is_read() -> None:
         0.5, 30.0, 100.0, 2.0,
     )  # fmt: skip
     assert isinstance(s.gen_retry_max, int) and isinstance(s.gen_poll_interval, float)
+
+
+def test_operating_variables_are_read() -> None:
+    fernet = "ZmVybmV0LWtleS0zMi1ieXRlcy1sb25nLXh4eHh4eHg="  # urlsafe base64 of 32 bytes
+    s = load_settings(
+        env(
+            GEN_RESULT_HOSTS="CDN.example.com., *.media.example.org, cdn.example.com",
+            GEN_JSON_MAX_BYTES="+2048",
+            GEN_IMAGE_JSON_MAX_BYTES="4096",
+            GEN_MAX_REDIRECTS="0",
+            GEN_MALFORMED_POLLS="5",
+            RESULTS_AT_ONCE="1",
+            IMAGE_MAX_PIXELS="1000",
+            REENCODE_TIMEOUT="1.5",
+            DAILY_VIDEO_QUOTA="0",
+            DAILY_IMAGE_QUOTA="10",
+            QUOTA_PERIOD="60",
+            GUILD_KEYS="Off",
+            KEY_ENCRYPTION_SECRET=fernet,
+            HTTP_PORT="8080",
+            DATABASE_URL="postgresql://fc:pw@db/fc",
+            REDIS_URL="rediss://:pw@cache:6380/0",
+            SHARD_COUNT="4",
+            SHARD_IDS="3, 1,1",
+            LEASE_SECONDS="30",
+            LOG_LEVEL="warn",
+            DATABASE_PATH="~/fc.sqlite3",
+        )
+    )
+    assert s.gen_result_hosts == ("cdn.example.com", "*.media.example.org")
+    assert (s.gen_json_max_bytes, s.gen_image_json_max_bytes, s.gen_max_redirects) == (2048, 4096, 0)
+    assert (s.gen_malformed_polls, s.results_at_once) == (5, 1)
+    assert (s.image_max_pixels, s.reencode_timeout) == (1000, 1.5)
+    assert (s.daily_video_quota, s.daily_image_quota, s.quota_period) == (0, 10, 60.0)
+    assert s.guild_keys is False and s.http_port == 8080 and s.lease_seconds == 30.0
+    assert s.key_encryption_secret == Secret(fernet)
+    assert s.database_url == Secret("postgresql://fc:pw@db/fc")
+    assert s.redis_url == Secret("rediss://:pw@cache:6380/0")
+    assert (s.shard_count, s.shard_ids) == (4, (1, 3))
+    assert s.log_level == "WARNING" and s.database_path == Path("~/fc.sqlite3").expanduser()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"), [("on", True), ("YES", True), ("1", True), ("no", False), ("0", False)]
+)
+def test_switches(text: str, expected: bool) -> None:
+    assert load_settings(env(GUILD_KEYS=text)).guild_keys is expected
+
+
+@pytest.mark.parametrize(
+    ("shards", "message"),
+    [
+        ({"SHARD_IDS": "0"}, "SHARD_IDS: needs SHARD_COUNT (the total number of shards)"),
+        ({"SHARD_IDS": "0,2", "SHARD_COUNT": "2"}, "SHARD_IDS: shard 2 is not below SHARD_COUNT=2"),
+    ],
+)
+def test_shard_ids_must_fit_the_shard_count(shards: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(env(**shards))
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("KEY_ENCRYPTION_SECRET", "not-a-key-hidden4242", "must be a Fernet key"),
+        ("DATABASE_URL", "mysql://fc:hidden4242@db/fc", "must be a postgresql:// URL"),
+        ("REDIS_URL", "http://:hidden4242@cache", "must be a redis:// URL"),
+    ],
+)
+def test_malformed_secret_is_never_echoed(name: str, value: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(env(**{name: value}))
+    assert info.value.variable == name and str(info.value).startswith(f"{name}: {problem}")
+    assert "hidden4242" not in str(info.value) and "hidden4242" not in repr(info.value)
+    assert info.value.__cause__ is None  # nothing chained that could carry the value into a log
 
 
 @pytest.mark.parametrize("name", ["DISCORD_TOKEN", "GEN_API_BASE_URL", "GEN_API_KEY"])
@@ -175,6 +287,22 @@ def test_required_missing(name: str, value: str | None) -> None:
         ("DISCORD_RETRY_MAX_DELAY", "0"),
         ("DISCORD_RETRY_MAX_DELAY", "never"),
         ("LOG_LEVEL", "LOUD"),
+        ("GEN_RESULT_HOSTS", "https://cdn.example.com"),
+        ("GEN_RESULT_HOSTS", "cdn.example.com:443"),
+        ("GEN_MAX_REDIRECTS", "-1"),
+        ("GEN_JSON_MAX_BYTES", "1MiB"),
+        ("RESULTS_AT_ONCE", "0"),
+        ("DAILY_VIDEO_QUOTA", "-1"),
+        ("DAILY_IMAGE_QUOTA", "lots"),
+        ("QUOTA_PERIOD", "day"),
+        ("GUILD_KEYS", "maybe"),
+        ("HTTP_PORT", "0"),
+        ("HTTP_PORT", "65536"),
+        ("HTTP_PORT", "http"),
+        ("SHARD_COUNT", "0"),
+        ("SHARD_IDS", "one"),
+        ("SHARD_IDS", "0;1"),
+        ("LEASE_SECONDS", "-60"),
     ],
 )
 def test_malformed_values_name_the_variable(name: str, value: str) -> None:
@@ -260,7 +388,7 @@ def test_explicit_mapping_ignores_dotenv_and_environ(tmp_path: Path, monkeypatch
 
 
 def _isolate(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
-    # setenv then delenv: monkeypatch then restores "absent" even for values python-dotenv writes.
+    # setenv then delenv: monkeypatch then restores "absent" even if something writes the variable.
     for name in names:
         monkeypatch.setenv(name, "x")
         monkeypatch.delenv(name)
@@ -281,6 +409,22 @@ def test_environ_none_loads_dotenv_without_overriding(
     assert s.gen_video_model == "from-dotenv"
     assert s.gen_poll_interval == 3.0
     assert s.gen_api_key.reveal() == "dotenv-key"
+    assert "GEN_VIDEO_MODEL" not in os.environ  # the file is read, not exported to the process
+
+
+def test_environ_none_a_variable_set_empty_still_wins_over_dotenv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _isolate(monkeypatch, "GEN_VIDEO_MODEL", "gen_image_model", "GEN_IMAGE_MODEL")
+    for name, value in REQUIRED.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "custom.env").write_text("GEN_VIDEO_MODEL=from-dotenv\ngen_image_model=lower-case\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GEN_VIDEO_MODEL", "")  # set, but empty: the default, as python-dotenv did
+    monkeypatch.setenv("gen_image_model", "lower-case")  # names are case-sensitive, as on Linux
+    s = load_settings(env_file="custom.env")
+    assert (s.gen_video_model, s.gen_image_model) == ("svc-video-v2.0", "svc-image-2.1-flash")
+    assert load_settings(env_file=None).gen_video_model == "svc-video-v2.0"
 
 
 def test_environ_none_without_dotenv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -296,3 +440,71 @@ def test_settings_is_frozen() -> None:
     with pytest.raises(AttributeError):
         s.gen_retry_max = 1  # type: ignore[misc]
     assert isinstance(s, Settings)
+
+
+def test_settings_built_in_code_ignore_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEN_RETRY_MAX", "1")
+    monkeypatch.setenv("GEN_VIDEO_MODEL", "from-environ")
+    s = Settings(discord_token=Secret("t"), gen_api_base_url="http://127.0.0.1:1", gen_api_key=Secret("k"))
+    assert (s.gen_retry_max, s.gen_video_model) == (6, "svc-video-v2.0")
+    assert s == load_settings(
+        {"DISCORD_TOKEN": "t", "GEN_API_BASE_URL": "http://127.0.0.1:1", "GEN_API_KEY": "k"}
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del s.gen_video_model
+
+
+def test_replace_is_a_validated_copy() -> None:
+    s = load_settings(dict(REQUIRED))
+    changed = s.replace(gen_api_key=Secret("other"), gen_retry_max=2)
+    assert (changed.gen_api_key.reveal(), changed.gen_retry_max) == ("other", 2)
+    assert (s.gen_api_key.reveal(), s.gen_retry_max) == (REQUIRED["GEN_API_KEY"], 6)
+    assert changed.replace(gen_api_key=s.gen_api_key, gen_retry_max=6) == s
+    with pytest.raises(TypeError):
+        s.replace(gen_retry_maximum=2)  # a typo is an error, as with dataclasses.replace
+    with pytest.raises(ValidationError):  # the cross-field rule still holds
+        s.replace(shard_ids=(0,))
+
+
+# -- properties: outside text never gets past load_settings as anything but a ConfigError line ----
+SECRET_VARIABLES = ("DISCORD_TOKEN", "GEN_API_KEY", "KEY_ENCRYPTION_SECRET", "DATABASE_URL", "REDIS_URL")
+PLAIN_VARIABLES = sorted(VARIABLES - set(SECRET_VARIABLES))
+# Near misses find more than random text alone: numbers, lists, URLs, rates, switches, odd blanks.
+outside_text = st.one_of(
+    st.text(max_size=80),
+    st.from_regex(r"[ +-]?[0-9]{1,5}([.,/][0-9]{0,4}){0,3}[ a-z]?", fullmatch=True),
+    st.tuples(
+        st.sampled_from(["", "http://", "https://[", "ws://", "~", "*.", "on", "16/", "0x", "1e", "\u2028"]),
+        st.text(max_size=30),
+    ).map("".join),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(PLAIN_VARIABLES), text=outside_text)
+def test_any_text_is_a_setting_or_one_line_naming_the_variable(name: str, text: str) -> None:
+    try:
+        load_settings(env(**{name: text}))
+    except ConfigError as exc:
+        assert exc.variable == name
+        assert str(exc).startswith(f"{name}: ")
+        assert len(str(exc).splitlines()) == 1
+        assert exc.__cause__ is None and exc.__suppress_context__
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    name=st.sampled_from(SECRET_VARIABLES),
+    head=st.sampled_from(["", "postgresql://u:", "redis://:", "mysql://u:", "http://[", "unix://", "ZmVy"]),
+    tail=st.text(max_size=30),
+)
+def test_a_secret_value_is_never_shown(name: str, head: str, tail: str) -> None:
+    value = f"{head}hid{tail}den4242{tail}"  # "hid...den4242": the part that must never appear
+    try:
+        s = load_settings(env(**{name: value}))
+    except ConfigError as exc:
+        shown = f"{exc} {exc!r} {exc.problem}"
+        assert exc.variable == name and len(str(exc).splitlines()) == 1
+    else:
+        shown = f"{s} {s!r} {s.model_dump()}"
+    assert "den4242" not in shown

@@ -6,8 +6,9 @@ service started in this process on 127.0.0.1, waits until Docker's own health ch
 (``docker stop``: SIGTERM) and expects a clean exit.
 
 Needs a Docker daemon: skipped with the reason unless ``docker info`` answers, and when
-``FRAMECAST_CONTAINER_TEST=0``. ``.ci/run`` starts a private daemon with ``../shared/tools/docker-local``
-where that script exists; by hand: ``eval "$(../shared/tools/docker-local)"``. Host networking is
+``FRAMECAST_CONTAINER_TEST=0``. ``.ci/run`` starts a private daemon with the ``docker-local`` script
+named by ``FRAMECAST_DOCKER_LOCAL`` (else ``../shared/tools/docker-local`` beside the clone) where it
+exists; by hand: ``eval "$(../shared/tools/docker-local)"``. Host networking is
 required (that daemon has no bridge network) and is what lets the container reach the fakes.
 """
 

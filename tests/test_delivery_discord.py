@@ -23,21 +23,23 @@ import discord
 import pytest
 import yarl
 
-from cogs.delivery import DiscordReporter, result_attachments
-from cogs.delivery.codes import MessageUnusable, TokenDead
+from cogs.delivery import DeliveryTimings, DiscordReporter, record_for, result_attachments
+from cogs.delivery.codes import MessageUnusable, TokenDead, TooLarge
+from cogs.delivery.drawing import Drawing
 from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.limits import UPLOAD_SLACK, limit_below
 from cogs.delivery.lookup import JobMessages
 from cogs.delivery.placement import Placement, Target
+from cogs.delivery.record import DiscordRecord
 from cogs.delivery.retries import ATTEMPTS, retry_delay
+from framecast.app import Delivered, Interrupted, ResultFile, ResultLink, UploadTooLarge, result_filename
 from framecast.clock import SystemClock
 from framecast.config import Secret, Settings
 from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.reasons import Note
-from framecast.jobs.runner import UploadTooLarge, result_filename
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimate
-from framecast.store import JobStore
+from framecast.storage import Store
 from tests.fakes.discord_api import (
     FakeChannel,
     FakeDiscord,
@@ -86,7 +88,7 @@ class Rig:
     channel: FakeChannel
     member: FakeMember
     client: Client
-    store: JobStore
+    store: Store
     settings: Settings
     reporter: DiscordReporter
 
@@ -102,13 +104,7 @@ class Rig:
             attachment_size_limit=limit,
         )
         interaction = await asyncio.wait_for(self.client.interactions.get(), 10)
-        meta = {
-            "application_id": interaction.application_id,
-            "token": interaction.token,
-            "token_expires_at": interaction.expires_at.timestamp(),
-            "attachment_limit": interaction.filesize_limit,
-            "message_id": "@original",
-        }
+        meta = record_for(interaction).to_dict()
         job = await self.store.add(
             NewJob(
                 JobKind.VIDEO,
@@ -142,6 +138,20 @@ class Rig:
                 if predicate(current):
                     return current
                 await asyncio.sleep(0.02)
+
+    def timings(self) -> DeliveryTimings:
+        """The delivery's timings, from the rig's settings (as ``bot.py`` fills them in)."""
+        s = self.settings
+        return DeliveryTimings(s.token_margin, s.status_message_max_age, s.edit_interval, s.gen_poll_timeout)
+
+    def placement(self, errors: DiscordErrors | None = None) -> Placement:
+        """A placement of its own (drawing jobs as the reporter does)."""
+        drawing = Drawing(
+            bookkeeping=self.store, clock=SystemClock(), position=lambda _: 1, poll_timeout=900.0
+        )
+        return Placement(
+            self.client, timings=self.timings(), clock=SystemClock(), drawing=drawing, errors=errors
+        )
 
     def bot_posts(self) -> list[FakeMessage]:
         return [
@@ -195,9 +205,11 @@ async def rig(fake: FakeDiscord, tmp_path: Path) -> AsyncIterator[Rig]:
         token_margin=MARGIN,
     )
     client = Client()
-    store = await JobStore.open(tmp_path / "framecast.sqlite3")
+    store = await Store.open(tmp_path / "framecast.sqlite3")
+    s = settings
+    timings = DeliveryTimings(s.token_margin, s.status_message_max_age, s.edit_interval, s.gen_poll_timeout)
     reporter = DiscordReporter(
-        client, store=store, settings=settings, clock=SystemClock(), position=lambda _: 1
+        client, bookkeeping=store, timings=timings, clock=SystemClock(), position=lambda _: 1
     )
     runner = asyncio.create_task(client.start(fake.bot_token))
     try:
@@ -276,7 +288,7 @@ async def refusal(rig: Rig, placement: Placement, target: Target, status_code: i
 
 
 async def test_discord_error_codes_map_to_what_the_delivery_does_next(rig: Rig) -> None:
-    placement = Placement(rig.client, settings=rig.settings, clock=SystemClock(), drawer=rig.reporter)
+    placement = rig.placement()
     job, it = await rig.job()
     token = Target(
         True, "@original", job.channel_id, int(job.discord["application_id"]), job.discord["token"]
@@ -294,7 +306,7 @@ async def test_discord_error_codes_map_to_what_the_delivery_does_next(rig: Rig) 
     assert isinstance(forbidden, discord.Forbidden)
 
     rig.guild.upload_limit = 2000  # a real 413 from the fake's size check
-    with pytest.raises(UploadTooLarge):
+    with pytest.raises(TooLarge):
         await placement.edit(
             channel,
             content=None,
@@ -306,7 +318,7 @@ async def test_discord_error_codes_map_to_what_the_delivery_does_next(rig: Rig) 
 
 
 async def test_retry_decisions_on_real_refusals(rig: Rig) -> None:
-    placement = Placement(rig.client, settings=rig.settings, clock=SystemClock(), drawer=rig.reporter)
+    placement = rig.placement()
     posted = await rig.client.get_partial_messageable(rig.channel.id).send("a job message")
     channel = Target(False, posted.id, rig.channel.id)
     unavailable = await refusal(rig, placement, channel, 503, 0)
@@ -315,7 +327,7 @@ async def test_retry_decisions_on_real_refusals(rig: Rig) -> None:
     assert retry_delay(discord.RateLimited(7.5), 1) == 7.5
     assert retry_delay(aiohttp.ServerDisconnectedError(), 2) == 2.0
     assert retry_delay(TimeoutError(), 1) == 1.0
-    assert retry_delay(UploadTooLarge("40005"), 1) is None
+    assert retry_delay(TooLarge("40005"), 1) is None
     assert retry_delay(RuntimeError("no message could be updated"), 1) is None
 
 
@@ -327,7 +339,8 @@ async def test_a_file_is_delivered_on_the_interaction_with_its_note_and_no_ping(
     await rig.reporter.job_changed(job, urgent=True)
     job = await rig.advance(job, JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING)
     name = result_filename(job.id, "mp4")
-    await asyncio.wait_for(rig.reporter.deliver_file(job, b"\x00" * 1000, name, notice=Note.REENCODED), 10)
+    result = ResultFile(b"\x00" * 1000, name, Note.REENCODED)
+    assert await asyncio.wait_for(rig.reporter.deliver(job, result), 10) == Delivered()
     msg = it.original
     assert msg is not None and [a.filename for a in msg.attachments] == [name]
     assert "re-encoded" in footer(msg) and status(msg).startswith("✅")
@@ -343,9 +356,8 @@ async def test_a_result_on_a_channel_message_pings_the_requester_once(rig: Rig) 
     await rig.stored(job, lambda j: bool(j.discord.get("channel_message_id")))
     job = await rig.advance(job, JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING)
     assert not await rig.reporter.was_delivered(job)
-    await asyncio.wait_for(
-        rig.reporter.deliver_link(job, "https://files.example/r/1.mp4", Note.TOO_LARGE), 10
-    )
+    link = ResultLink("https://files.example/r/1.mp4", Note.TOO_LARGE)
+    assert await asyncio.wait_for(rig.reporter.deliver(job, link), 10) == Delivered()
     [ping] = await rig.fake.wait_for(lambda: rig.pings() or None)
     assert ping.pinged_user_ids == {rig.member.id}
     assert (await rig.stored(job, lambda j: bool(j.discord.get("pinged")))).discord["pinged"] is True
@@ -353,6 +365,23 @@ async def test_a_result_on_a_channel_message_pings_the_requester_once(rig: Rig) 
     await rig.reporter.job_changed(await rig.store.transition(job.id, JobState.DELIVERED), urgent=True)
     await asyncio.sleep(0.2)
     assert len(rig.pings()) == 1
+
+
+async def test_a_delivery_answers_interrupted_on_discord_trouble_and_too_large_on_a_413(rig: Rig) -> None:
+    rig.guild.upload_limit = 2000
+    job, _ = await rig.job(age=TOKEN_TTL - MARGIN / 2)  # on a channel message: the bot token's requests
+    await rig.reporter.job_changed(job, urgent=True)
+    await rig.stored(job, lambda j: bool(j.discord.get("channel_message_id")))
+    job = await rig.advance(job, JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING)
+    name = result_filename(job.id, "mp4")
+    rig.fake.fail_next("PATCH /api/v10/channels", status=503)  # not retried by discord.py itself
+    small = ResultFile(b"\x00" * 1000, name)
+    assert await asyncio.wait_for(rig.reporter.deliver(job, small), 10) == Interrupted(1.0)
+    large = ResultFile(b"\x00" * 5000, name)
+    assert await asyncio.wait_for(rig.reporter.deliver(job, large), 10) == UploadTooLarge(5000)
+    assert not await rig.reporter.was_delivered(job)  # neither attempt put the file there
+    assert await asyncio.wait_for(rig.reporter.deliver(job, small), 10) == Delivered()
+    assert await rig.reporter.was_delivered(job)
 
 
 async def test_upload_limits_follow_the_destination_and_the_last_refusal(rig: Rig) -> None:
@@ -393,9 +422,11 @@ async def test_a_restored_job_whose_result_landed_is_left_alone_and_its_requeste
     await asyncio.sleep(0.3)
     assert rig.fake.messages[posted.id].edit_count == 0  # nothing drawn before the runner looked
     assert await rig.reporter.was_delivered(job)
+    assert await rig.reporter.was_delivered(job)  # a pure query: asking again changes nothing
+    # The runner records what it found; the chat side finishes the message off (the ping).
+    await rig.reporter.job_changed(await rig.store.transition(job.id, JobState.DELIVERED))
     [ping] = await rig.fake.wait_for(lambda: rig.pings() or None)
     assert ping.pinged_user_ids == {rig.member.id}
-    await rig.reporter.job_changed(await rig.store.transition(job.id, JobState.DELIVERED))
     await asyncio.sleep(0.3)
     assert rig.fake.messages[posted.id].edit_count == 0 and len(rig.pings()) == 1
 
@@ -407,6 +438,9 @@ async def test_a_restored_job_without_its_result_is_drawn_once_the_runner_looked
     await asyncio.sleep(0.3)
     assert rig.fake.messages[posted.id].edit_count == 0
     assert not await rig.reporter.was_delivered(job)
+    await asyncio.sleep(0.3)
+    assert rig.fake.messages[posted.id].edit_count == 0  # the look alone changes nothing
+    await rig.reporter.delivery_pending(job)  # the runner: not there, delivering now
     msg = await rig.fake.wait_for(
         lambda: rig.fake.messages[posted.id].edit_count and rig.fake.messages[posted.id]
     )
@@ -444,8 +478,8 @@ async def estimating(rig: Rig, planned: Planned) -> AsyncIterator[DiscordReporte
     """A reporter (with its own workers) that shows `planned`'s estimates."""
     reporter = DiscordReporter(
         rig.client,
-        store=rig.store,
-        settings=rig.settings,
+        bookkeeping=rig.store,
+        timings=rig.timings(),
         clock=SystemClock(),
         position=lambda _: 2,
         estimates=planned,
@@ -539,8 +573,8 @@ async def test_a_broken_estimate_does_not_stop_the_message(
     job = await rig.advance(job, JobState.SUBMITTING, JobState.RUNNING)
     reporter = DiscordReporter(
         rig.client,
-        store=rig.store,
-        settings=rig.settings,
+        bookkeeping=rig.store,
+        timings=rig.timings(),
         clock=SystemClock(),
         position=lambda _: 1,
         estimates=Broken(),
@@ -567,8 +601,8 @@ async def test_each_failed_request_to_discord_is_counted_once_by_status_and_code
     metrics = Metrics(process=False)
     reporter = DiscordReporter(
         rig.client,
-        store=rig.store,
-        settings=rig.settings,
+        bookkeeping=rig.store,
+        timings=rig.timings(),
         clock=SystemClock(),
         position=lambda _: 1,
         metrics=metrics,
@@ -598,12 +632,10 @@ async def test_each_failed_request_to_discord_is_counted_once_by_status_and_code
 async def test_a_refused_upload_and_a_failed_look_are_counted(rig: Rig) -> None:
     metrics = Metrics(process=False)
     errors = DiscordErrors(metrics)
-    placement = Placement(
-        rig.client, settings=rig.settings, clock=SystemClock(), drawer=rig.reporter, errors=errors
-    )
+    placement = rig.placement(errors)
     posted = await rig.client.get_partial_messageable(rig.channel.id).send("a job message")
     rig.guild.upload_limit = 2000
-    with pytest.raises(UploadTooLarge):
+    with pytest.raises(TooLarge):
         await placement.edit(
             Target(False, posted.id, rig.channel.id),
             content=None,
@@ -614,8 +646,9 @@ async def test_a_refused_upload_and_a_failed_look_are_counted(rig: Rig) -> None:
     assert discord_errors(metrics, "413", "40005") == 1
     # A look for a message that is gone (a restart after a member deleted it) is a refusal too.
     job, _ = await rig.job()
-    messages = JobMessages(rig.client, placement, errors)
-    assert await messages.fetch(job, posted.id + 12345, via_token=False) is None
+    messages = JobMessages(rig.client, clock=SystemClock(), token_margin=MARGIN, errors=errors)
+    record = DiscordRecord.from_dict(job.discord)
+    assert await messages.fetch(job, record, posted.id + 12345, via_token=False) is None
     assert discord_errors(metrics, "404", "10008") == 1
     errors.record(RuntimeError("not a request"))  # only failed requests count
     errors.record(aiohttp.ServerDisconnectedError())

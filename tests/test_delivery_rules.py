@@ -9,9 +9,9 @@ import pytest
 from cogs.delivery.limits import DEFAULT_UPLOAD_LIMIT, KNOWN_LIMITS, UPLOAD_SLACK, aim, limit_below
 from cogs.delivery.notes import NOTE_KEYS, note_text
 from cogs.delivery.ping import ping_text
+from framecast.app import is_result_filename, result_filename
 from framecast.jobs import Job, JobKind, JobState
 from framecast.jobs.reasons import Note
-from framecast.jobs.runner import is_result_filename, result_filename
 
 MiB = 1024 * 1024
 
@@ -91,3 +91,20 @@ def test_the_ready_ping_reads_as_the_catalogue_writes_it(locale: str, kind: JobK
 def test_a_failed_job_on_a_channel_message_pings_with_its_number() -> None:
     job = dataclasses.replace(_job(JobKind.VIDEO, "en-US"), state=JobState.FAILED)
     assert ping_text(job, JobState.FAILED) == "<@3>, your job #7 has finished."
+
+
+def test_the_delivery_package_and_the_renderer_import_only_the_application_from_the_core() -> None:
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    files = [*sorted((root / "cogs" / "delivery").glob("*.py")), root / "cogs" / "views" / "render.py"]
+    reached = set()
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                reached.add((path.name, node.module))
+            elif isinstance(node, ast.Import):
+                reached.update((path.name, alias.name) for alias in node.names)
+    core = {(name, module) for name, module in reached if module.split(".")[0] == "framecast"}
+    assert core and all(module == "framecast.app" for _, module in core), sorted(core)

@@ -14,10 +14,20 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from cogs.delivery.codes import TooLarge
 from cogs.delivery.slot import Delivery, Slot
 from cogs.delivery.worker import Workers
-from framecast.clock import Clock
-from framecast.jobs import Job, JobKind, JobState
+from framecast.app import (
+    Clock,
+    Delivered,
+    DeliveryOutcome,
+    Interrupted,
+    Job,
+    JobKind,
+    JobState,
+    ResultFile,
+    UploadTooLarge,
+)
 from tests.fakes.clock import ManualClock
 
 INTERVAL = 0.3
@@ -47,10 +57,15 @@ class Owner:
     delivered: list[bytes | None] = field(default_factory=list)
     landings: list[int] = field(default_factory=list)
     fail_next_draw: bool = False
+    #: The next deliveries raise these, in order.
+    delivery_failures: list[Exception] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def deliver(self, slot: Slot, delivery: Delivery) -> None:
-        self.delivered.append(delivery.data)
+        if self.delivery_failures:
+            raise self.delivery_failures.pop(0)
+        assert isinstance(delivery.result, ResultFile)
+        self.delivered.append(delivery.result.data)
         self.changed.set()
 
     async def redraw(self, slot: Slot) -> None:
@@ -153,10 +168,10 @@ async def test_a_delivery_goes_through_the_worker_and_ends_it(
     slot.looked = True  # the runner always looks before it delivers
     change(workers, slot.job, urgent=True)
     await owner.wait(lambda: len(owner.drawn) == 1)
-    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    slot.delivery = Delivery(b"file", "framecast-1.mp4", None, None, future)
+    future: asyncio.Future[DeliveryOutcome] = asyncio.get_running_loop().create_future()
+    slot.delivery = Delivery(ResultFile(b"file", "framecast-1.mp4"), future)
     slot.wake.set()
-    await asyncio.wait_for(future, 5)  # not held back by the interval
+    assert await asyncio.wait_for(future, 5) == Delivered()  # not held back by the interval
     assert owner.delivered == [b"file"]
     assert slot.task is not None
     await asyncio.wait_for(asyncio.shield(slot.task), 5)
@@ -180,11 +195,50 @@ async def test_a_restored_delivering_job_waits_for_the_runners_look(
 async def test_a_result_the_runner_found_is_not_drawn_over(rig: tuple[Workers, Owner, SettableClock]) -> None:
     workers, owner, _ = rig
     slot = change(workers, make_job(JobState.DELIVERING, job_id=7), urgent=True)
-    slot.looked = slot.landed = True
-    slot.job = make_job(JobState.DELIVERED, job_id=7)
+    slot.looked = True
+    slot.job = make_job(JobState.DELIVERED, job_id=7)  # the runner found it and recorded it
     slot.wake.set()
     await owner.wait(lambda: owner.landings == [7])
     assert owner.drawn == []
+
+
+async def deliver_once(workers: Workers, job: Job) -> DeliveryOutcome:
+    slot = workers.slot(job)
+    slot.looked = True
+    future: asyncio.Future[DeliveryOutcome] = asyncio.get_running_loop().create_future()
+    slot.delivery = Delivery(ResultFile(b"x" * 10, "framecast-1.mp4"), future)
+    slot.wake.set()
+    slot.urgent.set()
+    return await asyncio.wait_for(future, 5)
+
+
+async def test_discord_trouble_answers_interrupted_with_when_to_try_again(
+    rig: tuple[Workers, Owner, SettableClock],
+) -> None:
+    workers, owner, _ = rig
+    owner.delivery_failures = [TimeoutError()]
+    job = make_job(JobState.DELIVERING)
+    assert await deliver_once(workers, job) == Interrupted(1.0)
+    assert await deliver_once(workers, job) == Delivered()  # the next attempt goes through
+    assert owner.delivered == [b"x" * 10]
+
+
+async def test_a_413_answers_too_large_with_the_refused_size(
+    rig: tuple[Workers, Owner, SettableClock],
+) -> None:
+    workers, owner, _ = rig
+    owner.delivery_failures = [TooLarge("40005")]
+    assert await deliver_once(workers, make_job(JobState.DELIVERING)) == UploadTooLarge(10)
+    assert owner.delivered == []
+
+
+async def test_a_failure_no_retry_cures_is_raised_to_the_runner(
+    rig: tuple[Workers, Owner, SettableClock],
+) -> None:
+    workers, owner, _ = rig
+    owner.delivery_failures = [RuntimeError("a bug")]
+    with pytest.raises(RuntimeError, match="a bug"):
+        await deliver_once(workers, make_job(JobState.DELIVERING))
 
 
 async def test_a_worker_that_died_is_started_again(rig: tuple[Workers, Owner, SettableClock]) -> None:

@@ -1,6 +1,6 @@
 """Intake: prompt checks, /video and /image options, model ids, limits, and accept's durability.
 
-The limit tests use a real JobStore and a real Scheduler, wired as bot.py wires them (the store's
+The limit tests use a real Store and a real Scheduler, wired as bot.py wires them (the store's
 subscription feeds the intake's in-memory index). The runner is a stand-in that moves a job through
 the store when the test says so.
 """
@@ -20,14 +20,15 @@ from framecast.config import Settings
 from framecast.guilds.settings import Ceilings, GuildSettings, KeyStatus, Policy, check_change, resolve
 from framecast.jobs import Job, JobKind, JobState, presets
 from framecast.jobs.scheduler import Scheduler
-from framecast.store import JobStore
+from framecast.storage import Store
 from tests.fakes.unused import unused
 
 S = JobState
 WAIT = 5.0
 GUILD, OTHER_GUILD = 900_000_000_000_000_001, 900_000_000_000_000_002
-DEFAULT_VIDEO_MODEL: str = Settings.gen_video_model  # what /video uses when no model is picked
-DEFAULT_IMAGE_MODEL: str = Settings.gen_image_model
+# What /video uses when no model is picked.
+DEFAULT_VIDEO_MODEL: str = Settings.model_fields["gen_video_model"].default
+DEFAULT_IMAGE_MODEL: str = Settings.model_fields["gen_image_model"].default
 VIDEO_MODELS = (DEFAULT_VIDEO_MODEL, "svc-video-v1.5")
 IMAGE_MODELS = (DEFAULT_IMAGE_MODEL, "svc-image-2.0")
 
@@ -47,7 +48,7 @@ def expect_error(problem: IntakeProblem, **params: Any) -> Callable[[IntakeError
 def bare_intake(prompt_chars: int = 200) -> Intake:
     """An Intake for the pure validation methods (they touch neither store nor scheduler)."""
     return Intake(
-        store=unused(JobStore),
+        store=unused(Store),
         scheduler=unused(Scheduler),
         limits=Limits(member_jobs=2, guild_queue=25, prompt_chars=prompt_chars),
     )
@@ -477,7 +478,7 @@ def test_bad_image_size_is_refused() -> None:
 class StandInRunner:
     """Moves a started job to RUNNING, then waits for the test to finish it (DELIVERING -> DELIVERED)."""
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.started: list[int] = []
         self._finish: dict[int, asyncio.Event] = {}
@@ -505,7 +506,7 @@ class StandInRunner:
 
 
 class World:
-    def __init__(self, store: JobStore, limits: Limits, max_running: int, **intake_options: Any) -> None:
+    def __init__(self, store: Store, limits: Limits, max_running: int, **intake_options: Any) -> None:
         self.store = store
         self.runner = StandInRunner(store)
         self.scheduler = Scheduler(store=store, runner=self.runner, admission=max_running)
@@ -560,7 +561,7 @@ def limits() -> Limits:
 
 @pytest.fixture
 async def world(tmp_path: Path, limits: Limits) -> AsyncIterator[World]:
-    store = await JobStore.open(tmp_path / "db.sqlite3")
+    store = await Store.open(tmp_path / "db.sqlite3")
     w = World(store, limits, max_running=1)
     try:
         yield w
@@ -664,7 +665,7 @@ async def test_accept_persists_before_returning(world: World, tmp_path: Path) ->
     assert world.scheduler.position(job.id) == 1
 
     # A second connection sees the committed job right away (nothing waits in a buffer)...
-    other = await JobStore.open(tmp_path / "db.sqlite3")
+    other = await Store.open(tmp_path / "db.sqlite3")
     try:
         seen = await other.get(job.id)
     finally:
@@ -672,7 +673,7 @@ async def test_accept_persists_before_returning(world: World, tmp_path: Path) ->
     # ...and so does a store reopened after the first one is closed.
     await world.scheduler.close(timeout=1.0)
     await world.store.close()
-    reopened = await JobStore.open(tmp_path / "db.sqlite3")
+    reopened = await Store.open(tmp_path / "db.sqlite3")
     try:
         again = await reopened.get(job.id)
     finally:
@@ -780,7 +781,7 @@ class Book:
 def guild_intake(book: Book, prompt_chars: int = 200) -> Intake:
     """An Intake with a policy, for the validation methods (no store or scheduler touched)."""
     return Intake(
-        store=unused(JobStore),
+        store=unused(Store),
         scheduler=unused(Scheduler),
         limits=Limits(member_jobs=2, guild_queue=25, prompt_chars=prompt_chars),
         policy_for=book.policy_for,
@@ -808,7 +809,7 @@ def wall() -> WallClock:
 
 @pytest.fixture
 async def guild_world(tmp_path: Path, limits: Limits, book: Book, wall: WallClock) -> AsyncIterator[World]:
-    store = await JobStore.open(tmp_path / "db.sqlite3", clock=wall)
+    store = await Store.open(tmp_path / "db.sqlite3", clock=wall)
     w = World(
         store,
         limits,
@@ -864,7 +865,7 @@ def test_a_rejected_server_key_is_refused_first(book: Book) -> None:
 
 def test_a_zero_quota_is_refused_before_any_io(book: Book, wall: WallClock) -> None:
     intake = Intake(
-        store=unused(JobStore),
+        store=unused(Store),
         scheduler=unused(Scheduler),
         limits=Limits(member_jobs=2, guild_queue=25, prompt_chars=200),
         policy_for=book.policy_for,
@@ -883,7 +884,7 @@ def test_the_quota_period_must_be_positive() -> None:
     for period in (0.0, -1.0, math.nan, math.inf):
         with pytest.raises(ValueError):
             Intake(
-                store=unused(JobStore),
+                store=unused(Store),
                 scheduler=unused(Scheduler),
                 limits=Limits(member_jobs=2, guild_queue=25, prompt_chars=200),
                 quota_period=period,
@@ -1094,7 +1095,7 @@ async def test_the_operators_quota_applies_when_the_server_sets_none(
     tmp_path: Path, limits: Limits, wall: WallClock
 ) -> None:
     book = Book(Ceilings(member_jobs=5, queue_cap=10, daily_videos=1, daily_images=None))
-    store = await JobStore.open(tmp_path / "db.sqlite3", clock=wall)
+    store = await Store.open(tmp_path / "db.sqlite3", clock=wall)
     w = World(store, limits, max_running=1, policy_for=book.policy_for, clock=wall, quota_period=DAY)
     try:
         await w.accept(who(user=1))

@@ -21,7 +21,7 @@ from framecast.ops.metrics import (
     RequestKind,
     key_label,
 )
-from framecast.store import JobStore
+from framecast.storage import Store
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -211,7 +211,7 @@ def test_two_metrics_objects_are_independent() -> None:
 async def test_active_jobs_follow_the_real_store(tmp_path: Path) -> None:
     m = Metrics()
     active = ActiveJobs()
-    async with await JobStore.open(tmp_path / "jobs.sqlite3") as store:
+    async with await Store.open(tmp_path / "jobs.sqlite3") as store:
         store.subscribe(active.observe)
         m.track_jobs(active.counts)
         video = await store.add(

@@ -6,6 +6,7 @@ import asyncio
 import socket
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
@@ -22,7 +23,7 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
-async def started(metrics: Metrics | None = None, **kwargs: float) -> OpsServer:
+async def started(metrics: Metrics | None = None, **kwargs: Any) -> OpsServer:
     server = OpsServer(metrics or Metrics(), host="127.0.0.1", port=0, **kwargs)
     await server.start()
     return server

@@ -17,7 +17,7 @@ from framecast.keys.budget import Priority, RequestBudget
 from framecast.planner.planner import LEARNED_AFTER, Planner, PlannerSettings
 from framecast.planner.predict import DurationModel
 from framecast.service import TaskStatus
-from framecast.store import JobStore
+from framecast.storage import Store
 from tests.fakes.clock import ManualClock
 
 INTERVAL = 30.0
@@ -34,7 +34,7 @@ VIDEO = {
 @dataclasses.dataclass
 class Rig:
     clock: ManualClock
-    store: JobStore
+    store: Store
     budget: RequestBudget
     queues: GuildQueues
     planner: Planner
@@ -76,7 +76,7 @@ class Rig:
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     clock = ManualClock()
-    store = await JobStore.open(tmp_path / "db.sqlite3", clock=clock)
+    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
     budget = RequestBudget(16, 60.0, clock=clock)
     queues = GuildQueues()
     settings = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)

@@ -28,7 +28,7 @@ from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import RequestBudget
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import KEY_PREFIX, Pushback, Share, SharedPlanState, SharedView
-from framecast.store import JobStore
+from framecast.storage import Store
 from tests.fakes.clock import ManualClock
 
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
@@ -75,7 +75,7 @@ class Proc:
     """One process's planner on the shared key."""
 
     clock: ManualClock
-    store: JobStore
+    store: Store
     budget: RequestBudget
     queues: GuildQueues
     planner: Planner
@@ -128,7 +128,7 @@ async def proc(tmp_path: Path, key_id: str) -> AsyncIterator[ProcFactory]:
 
     async def make(*, port: int = REDIS_PORT, window: float = WINDOW, ceiling: int | None = None) -> Proc:
         clock = ManualClock()
-        store = await JobStore.open(tmp_path / f"p{len(made)}.sqlite3", clock=clock)
+        store = await Store.open(tmp_path / f"p{len(made)}.sqlite3", clock=clock)
         budget = RequestBudget(LIMIT, WINDOW, clock=clock)
         queues = GuildQueues()
         redis = _client(port)
@@ -286,7 +286,7 @@ async def test_estimates_account_for_the_other_process(proc: ProcFactory) -> Non
 async def test_the_refresh_task_publishes_on_its_own(tmp_path: Path, key_id: str) -> None:
     clock = SystemClock()
     budget = RequestBudget(LIMIT, 0.4, clock=clock)
-    store = await JobStore.open(tmp_path / "db.sqlite3", clock=clock)
+    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
     redis_a, redis_b = _client(), _client()
     a = SharedPlanState(redis=redis_a, key_id=key_id, clock=clock, window=0.4)
     b = SharedPlanState(redis=redis_b, key_id=key_id, clock=clock, window=0.4)

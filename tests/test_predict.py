@@ -17,7 +17,7 @@ from framecast.planner.predict import (
     DurationRow,
     ProgressTrack,
 )
-from framecast.store import JobStore
+from framecast.storage import Store
 
 T0 = 1_700_000_000.0
 VIDEO = DurationModel.key_for("svc-video-v2.0", 1152, 768, 121)
@@ -348,12 +348,12 @@ async def test_the_model_survives_a_restart_through_the_store(tmp_path: Path) ->
     path = tmp_path / "framecast.sqlite3"
     model = DurationModel()
     key = DurationModel.key_for("org:video/v2", 1152, 768, 121)  # ':' and '/' in a model name
-    async with await JobStore.open(path) as store:
+    async with await Store.open(path) as store:
         for seconds in (70.0, 80.0, 75.0, 90.0):
             row = model.learn(key, seconds, at=T0)
             assert row is not None
             await store.save_duration(row)
-    async with await JobStore.open(path) as store:
+    async with await Store.open(path) as store:
         rows = await store.load_durations()
     restarted = DurationModel()
     restarted.restore(rows)

@@ -11,7 +11,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,105 +21,32 @@ import pytest
 from framecast.clock import SystemClock
 from framecast.config import Secret
 from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.jobs.chat_side import (
+    DeliveryOutcome,
+    ResultToDeliver,
+)
 from framecast.jobs.reasons import Note
-from framecast.jobs.runner import DeliveryInterrupted, JobRunner, RunnerSettings, UploadTooLarge
+from framecast.jobs.runner import JobRunner
 from framecast.keys.budget import RequestBudget
 from framecast.ops.metrics import Metrics
 from framecast.service import GenerationClient
-from framecast.store import JobStore
+from framecast.storage import Store
+from tests.fakes.chat_side import RUNNER_SETTINGS, RecordingReporter
 from tests.fakes.gen_service import FakeService, TaskPlan
+from tests.fakes.keys import SingleKey
 from tests.fakes.media import make_large_mp4, make_png, make_png_bomb
 
 MiB = 1024 * 1024
 HTML_502 = (
     b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body><h1>502 Bad Gateway</h1></body></html>"
 )
-SETTINGS = RunnerSettings(
-    poll_interval=0.01,
-    poll_timeout=10,
-    download_max_bytes=50 * MiB,
-    download_timeout=10,
-    backoff_base=0.01,
-    backoff_max=0.1,
-    results_at_once=2,
-    image_max_pixels=40_000_000,
-    reencode_timeout=300,
-)
-
-
-@dataclass
-class RecordingReporter:
-    """The chat side, recorded. ``hold`` makes every delivery wait until ``allow(n)`` lets n through."""
-
-    limit: int = 10 * MiB
-    hold: bool = False
-    files: list[tuple[int, bytes, str]] = field(default_factory=list)
-    links: list[tuple[int, str, Note]] = field(default_factory=list)
-    changes: list[Job] = field(default_factory=list)
-    notices: list[Note | None] = field(default_factory=list)
-    started: list[int] = field(default_factory=list)  # job ids whose delivery began, in order
-    in_flight: int = 0
-    #: The next n deliveries fail with DeliveryInterrupted; with `interrupted_lands`, after landing.
-    interrupt: int = 0
-    interrupted_lands: bool = False
-    #: Files over this many bytes are refused as too large (HTTP 413).
-    refuse_over: int | None = None
-    limit_asks: list[int | None] = field(default_factory=list)
-    looks: int = 0
-    _allowance: int = 0
-    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
-
-    async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
-        self.changes.append(job)
-
-    async def upload_limit(self, job: Job, refused: int | None = None) -> int:
-        self.limit_asks.append(refused)
-        return self.limit if refused is None else min(self.limit, refused // 2)
-
-    async def deliver_file(self, job: Job, data: bytes, filename: str, *, notice: Note | None) -> None:
-        if self.refuse_over is not None and len(data) > self.refuse_over:
-            raise UploadTooLarge("40005")
-        self.notices.append(notice)
-        await self._deliver(job.id, lambda: self.files.append((job.id, data, filename)))
-
-    async def deliver_link(self, job: Job, url: str, reason: Note) -> None:
-        await self._deliver(job.id, lambda: self.links.append((job.id, url, reason)))
-
-    async def was_delivered(self, job: Job) -> bool:
-        self.looks += 1
-        return any(j == job.id for j, *_ in self.files + self.links)  # type: ignore[operator]
-
-    async def _deliver(self, job_id: int, record: Callable[[], None]) -> None:
-        if self.interrupt:
-            self.interrupt -= 1
-            if self.interrupted_lands:
-                record()
-            raise DeliveryInterrupted(0.01)
-        async with self._changed:
-            self.started.append(job_id)
-            self.in_flight += 1
-            self._changed.notify_all()
-            if self.hold:
-                await self._changed.wait_for(lambda: self._allowance > 0)
-                self._allowance -= 1
-            record()
-            self.in_flight -= 1
-            self._changed.notify_all()
-
-    async def allow(self, n: int = 1) -> None:
-        async with self._changed:
-            self._allowance += n
-            self._changed.notify_all()
-
-    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10) -> None:  # noqa: ASYNC109
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+SETTINGS = RUNNER_SETTINGS
 
 
 @dataclass
 class Rig:
     fake: FakeService
-    store: JobStore
+    store: Store
     client: GenerationClient
     reporter: RecordingReporter
     results_dir: Path
@@ -150,7 +77,7 @@ class Rig:
 @pytest.fixture
 async def rig(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Rig]:
     clock = SystemClock()
-    store = await JobStore.open(tmp_path / "data" / "framecast.sqlite3", clock=clock)
+    store = await Store.open(tmp_path / "data" / "framecast.sqlite3", clock=clock)
     session = aiohttp.ClientSession()
     budget = RequestBudget(1000, 1.0, clock=clock, backoff_base=0.01, backoff_max=0.1)
     client = GenerationClient(
@@ -171,7 +98,7 @@ async def rig(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Rig]:
     def make_runner(**overrides: Any) -> JobRunner:
         return JobRunner(
             store=store,
-            client=client,
+            accounts=SingleKey(client),
             reporter=reporter,
             clock=clock,
             settings=replace(SETTINGS, **overrides),
@@ -276,7 +203,7 @@ async def test_a_lone_surrogate_in_the_error_fails_the_job_with_a_clean_reason(r
     assert await rig.store.active() == []  # no longer counts against the member
 
 
-class DetailRefusingStore(JobStore):
+class DetailRefusingStore(Store):
     """A store whose disk refuses one particular text (stands in for any failure to record it)."""
 
     async def transition(self, job_id: int, to: JobState, **kwargs: Any) -> Job:
@@ -296,7 +223,7 @@ async def test_a_failure_that_cannot_be_recorded_with_its_detail_is_recorded_wit
         fake_service.plans.append(("policy", TaskPlan(outcome="failed", error="policy violation")))
         runner = JobRunner(
             store=store,
-            client=rig.client,
+            accounts=SingleKey(rig.client),
             reporter=rig.reporter,
             clock=SystemClock(),
             settings=SETTINGS,
@@ -427,6 +354,37 @@ async def test_a_result_already_delivered_before_a_restart_is_not_fetched_again(
     assert rig.file_requests() == 0 and len(rig.reporter.files) == 1
 
 
+async def test_the_chat_side_hears_the_delivery_is_pending_only_after_a_look_found_nothing(rig: Rig) -> None:
+    final = await rig.run(JobKind.VIDEO, "a first delivery")
+    assert final.state is JobState.DELIVERED
+    assert rig.reporter.pending == [final.id] and rig.reporter.looks == 1
+
+    job = await rig.add(JobKind.VIDEO, "found after a restart")
+    job = await rig.store.transition(job.id, JobState.SUBMITTING)
+    job = await rig.store.transition(job.id, JobState.RUNNING, task_id="t-2", started_at=time.time())
+    job = await rig.store.transition(
+        job.id, JobState.DELIVERING, result_url=rig.fake.base_url + "/files/y.mp4"
+    )
+    rig.reporter.files.append((job.id, b"", "framecast-0.mp4"))
+    assert (await rig.make_runner().run(job, release_service_slot=lambda: None)).state is JobState.DELIVERED
+    assert job.id not in rig.reporter.pending  # found: nothing pending, the message is left alone
+
+
+async def test_a_delivery_that_raised_but_landed_is_recorded_once(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    delivered = rig.reporter.deliver
+
+    async def lost_answer(job: Job, result: ResultToDeliver) -> DeliveryOutcome:
+        await delivered(job, result)
+        raise ConnectionResetError("the answer was lost")
+
+    monkeypatch.setattr(rig.reporter, "deliver", lost_answer)
+    final = await rig.run(JobKind.VIDEO, "a lost answer that raised")
+    assert final.state is JobState.DELIVERED
+    assert len(rig.reporter.files) == 1  # looked, found, not sent again
+
+
 async def test_a_413_asks_the_chat_side_for_the_next_size_and_notes_the_reencode(rig: Rig) -> None:
     rig.fake.image_shape = "url"
     rig.fake.image_payload = make_png(300, 300, noise=True)
@@ -471,7 +429,7 @@ def test_a_posted_link_never_carries_credentials() -> None:
 def metered(rig: Rig, metrics: Metrics, **overrides: Any) -> JobRunner:
     return JobRunner(
         store=rig.store,
-        client=rig.client,
+        accounts=SingleKey(rig.client),
         reporter=rig.reporter,
         clock=SystemClock(),
         settings=replace(SETTINGS, **overrides),

@@ -1,6 +1,6 @@
 """The scheduler: per-guild FIFO, round-robin across guilds, slots, positions, cancel, restore, shutdown.
 
-A real :class:`JobStore` (SQLite on ``tmp_path``) and a stand-in runner. The stand-in records the order
+A real :class:`Store` (SQLite on ``tmp_path``) and a stand-in runner. The stand-in records the order
 in which jobs are started and waits for the test to tell each job what to do next (release its
 service slot, finish, crash), so every step is driven by events: no sleeps, no timing assumptions.
 """
@@ -17,7 +17,7 @@ import pytest
 from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.runner import ShuttingDown
 from framecast.jobs.scheduler import AccountAdmission, Admission, CancelOutcome, FixedAdmission, Scheduler
-from framecast.store import JobStore
+from framecast.storage import Store
 
 S = JobState
 GUILD_A, GUILD_B, GUILD_C = 1001, 1002, 1003
@@ -50,7 +50,7 @@ class StandInRunner:
     :meth:`finish` and :meth:`crash`.
     """
 
-    def __init__(self, store: JobStore, signal: Signal) -> None:
+    def __init__(self, store: Store, signal: Signal) -> None:
         self.store = store
         self.signal = signal
         self.started: list[int] = []
@@ -179,7 +179,7 @@ def new_job(guild: int, user: int = 7, prompt: str = "a cat") -> NewJob:
 class Harness:
     """A real store, the stand-in runner, and a view of every job's state fed by the store's listener."""
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.signal = Signal()
         self.runner = StandInRunner(store, self.signal)
@@ -226,7 +226,7 @@ class Harness:
 
 @pytest.fixture
 async def h(tmp_path: Path) -> AsyncIterator[Harness]:
-    store = await JobStore.open(tmp_path / "db.sqlite3")
+    store = await Store.open(tmp_path / "db.sqlite3")
     harness = Harness(store)
     try:
         yield harness
@@ -236,7 +236,7 @@ async def h(tmp_path: Path) -> AsyncIterator[Harness]:
         await store.close()
 
 
-async def state_of(store: JobStore, job_id: int) -> JobState:
+async def state_of(store: Store, job_id: int) -> JobState:
     job = await store.get(job_id)
     assert job is not None
     return job.state

@@ -1266,7 +1266,7 @@ async def test_error_bodies_are_read_only_in_part(
         (b'{"status": "pending", "progress": 1' + b"0" * 400 + b"}", "more than 40 digits"),
         (b'{"status": "pending", "progress": 1e400}', "out of range"),
         (b'{"status": "pending", "progress": NaN}', "NaN"),
-        (b'{"status": "pending", "progress": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested deeper"),
+        (b'{"status": "pending", "progress": ' + b"[" * 20_000 + b"]" * 20_000 + b"}", "nested deeper"),
         (b'{"status": "pend\xff\xfeing"}', "not UTF-8"),
         (b'{"status": 5}', "no status"),
         (b'{"status": "completed", "video_url": 5}', "no video_url"),

@@ -1,6 +1,6 @@
 """Job leases between processes (framecast.jobs.leases.Leases) and the scheduler's use of them.
 
-Every test runs against a real SQLite JobStore (a temporary file) and a real PostgreSQL PgStore (a
+Every test runs against a real SQLite Store (a temporary file) and a real PostgreSQL Store (a
 throw-away database from tests/pg.py; skipped, saying why, without a server). "Two processes" are
 two store objects on the same database, each with its own :class:`Leases` under its own owner name,
 sharing one :class:`ManualClock`: a lease lapses only when the test moves time.
@@ -12,16 +12,13 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import cast
 
 import pytest
 
 from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.leases import Leases
 from framecast.jobs.scheduler import Scheduler
-from framecast.pgstore import PgStore
-from framecast.store import JobStore
-from framecast.stores import Store
+from framecast.storage import Store
 from tests.fakes.clock import ManualClock
 from tests.pg import fresh_database
 
@@ -38,13 +35,13 @@ class Backend:
 
     name: str
     clock: ManualClock
-    opener: Callable[[], Awaitable[JobStore | PgStore]]
-    opened: list[JobStore | PgStore] = field(default_factory=list)
+    opener: Callable[[], Awaitable[Store]]
+    opened: list[Store] = field(default_factory=list)
 
     async def open(self) -> Store:
         store = await self.opener()
         self.opened.append(store)
-        return cast(Store, store)
+        return store
 
     def leases(self, store: Store, owner: str, *, serves: Callable[[int], bool] | None = None) -> Leases:
         return Leases(store, owner=owner, lease_seconds=LEASE, clock=self.clock, serves=serves)
@@ -55,7 +52,7 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     clock = ManualClock()
     if request.param == "sqlite":
         path = tmp_path / "jobs.sqlite3"
-        b = Backend("sqlite", clock, lambda: JobStore.open(path, clock=clock))
+        b = Backend("sqlite", clock, lambda: Store.open(path, clock=clock))
         try:
             yield b
         finally:
@@ -63,7 +60,7 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
                 await s.close()
     else:
         async with fresh_database() as dsn:
-            b = Backend("postgres", clock, lambda: PgStore.open(dsn, clock=clock))
+            b = Backend("postgres", clock, lambda: Store.open(dsn, clock=clock))
             try:
                 yield b
             finally:

@@ -12,18 +12,28 @@ from cogs.i18n import SOURCE, shipped, t
 from cogs.tree import (
     DAILY_QUOTA_KEYS,
     INTAKE_KEYS,
+    REFUSAL_KEYS,
     SERVICE_ERROR_KEYS,
     SETTING_NAME_KEYS,
     SETTINGS_KEYS,
     MissingChannelPermissions,
     NotServerManager,
+    answer_error,
     error_message,
 )
-from framecast.app.intake import IntakeError, IntakeProblem
-from framecast.guilds.settings import Setting, SettingsError, SettingsProblem
-from framecast.jobs import JobKind
-from framecast.jobs.reasons import ErrorCode
-from framecast.service.errors import AuthError, ServiceError
+from framecast.app import (
+    ErrorCode,
+    IntakeError,
+    IntakeProblem,
+    JobKind,
+    JobRefused,
+    Refusal,
+    ServiceError,
+    Setting,
+    SettingsError,
+    SettingsProblem,
+)
+from framecast.service.errors import AuthError
 
 P = IntakeProblem
 # Every IntakeError the core raises, with the parameters it gives, and the message it reads as.
@@ -211,3 +221,39 @@ def test_settings_errors_name_the_setting_in_the_admins_language(
 def test_a_member_without_manage_server_is_told_so(locale: str) -> None:
     assert error_message(NotServerManager(), locale) == t("settings_error_not_manager", locale)
     assert t("settings_error_not_manager", locale) != t("error_not_allowed", locale)
+
+
+def test_every_refused_action_on_a_job_has_exactly_one_message_naming_the_job() -> None:
+    assert set(REFUSAL_KEYS) == set(Refusal)
+    assert set(REFUSAL_KEYS.values()) <= english_keys()
+    assert error_message(JobRefused(Refusal.NOT_FOUND, 42), "en-US") == t(
+        "error_job_not_found", "en-US", id=42
+    )
+    assert error_message(JobRefused(Refusal.TOO_LATE_TO_CANCEL, 42), "de") == t(
+        "error_too_late_cancel", "de", id=42
+    )
+    assert error_message(wrapped(JobRefused(Refusal.NOT_ALLOWED, 42)), "fr") == t("error_not_allowed", "fr")
+
+
+class Response:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def is_done(self) -> bool:
+        return bool(self.sent)
+
+    async def send_message(self, content: str, **kwargs: Any) -> None:
+        self.sent.append((content, kwargs))
+
+
+async def test_the_one_handler_answers_privately_and_logs_only_bugs(caplog: pytest.LogCaptureFixture) -> None:
+    expected: Any = SimpleNamespace(locale="de", response=Response())
+    await answer_error(expected, JobRefused(Refusal.NOT_ALLOWED, 3), what="the cancel button of job 3")
+    [(text, kwargs)] = expected.response.sent
+    assert text == t("error_not_allowed", "de") and kwargs["ephemeral"] is True
+    assert "failed" not in caplog.text
+    bug: Any = SimpleNamespace(locale="en-US", response=Response())
+    await answer_error(bug, RuntimeError("boom"), what="the remix of job 3")
+    [(text, kwargs)] = bug.response.sent
+    assert text == t("error_generic", "en-US") and kwargs["ephemeral"] is True
+    assert "the remix of job 3 failed" in caplog.text and "RuntimeError: boom" in caplog.text

@@ -1,12 +1,17 @@
 """The Discord side of delivery: each job's message, from the command's answer to the result.
 
-:class:`DiscordReporter` implements the core's ``JobReporter``; the modules beside it each do one
-job: :mod:`.placement` (interaction token or channel message, and moving), :mod:`.codes` (Discord's
-error codes), :mod:`.worker` (one coalescing writer per job), :mod:`.retries`, :mod:`.recovery`,
-:mod:`.ping`, :mod:`.lookup` (``/job``), :mod:`.limits` (upload sizes) and :mod:`.notes`.
+One delivery flows one way, top to bottom: :class:`DiscordReporter` (the core's ``ChatSide``) hands
+the result to the job's worker (:mod:`.worker`, the one writer of its message), which puts it on the
+message through :mod:`.placement` (interaction token or channel message, and moving), which draws
+through :mod:`.drawing` and mentions the requester through :mod:`.ping`; the outcome goes back up as
+a return value. Beside them: the job's bookkeeping as a typed record (:mod:`.record`), Discord's
+error codes (:mod:`.codes`), :mod:`.retries`, :mod:`.recovery` ("is it there already?"),
+:mod:`.lookup` (``/job``), :mod:`.limits` (upload sizes), :mod:`.notes` and :mod:`.timings`.
 """
 
 from cogs.delivery.lookup import result_attachments
+from cogs.delivery.record import DiscordRecord, record_for
 from cogs.delivery.reporter import DiscordReporter
+from cogs.delivery.timings import DeliveryTimings
 
-__all__ = ["DiscordReporter", "result_attachments"]
+__all__ = ["DeliveryTimings", "DiscordRecord", "DiscordReporter", "record_for", "result_attachments"]

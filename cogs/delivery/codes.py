@@ -11,9 +11,15 @@ from enum import IntEnum
 import aiohttp
 import discord
 
-from framecast.jobs.runner import UploadTooLarge
-
-__all__ = ["DISCORD_TROUBLE", "DiscordCode", "MessageUnusable", "TokenDead", "describe", "translate"]
+__all__ = [
+    "DISCORD_TROUBLE",
+    "DiscordCode",
+    "MessageUnusable",
+    "TokenDead",
+    "TooLarge",
+    "describe",
+    "translate",
+]
 
 #: Failures of one request to Discord that leave the job as it was (logged, tried again later).
 DISCORD_TROUBLE = (discord.HTTPException, aiohttp.ClientError, TimeoutError)
@@ -33,6 +39,10 @@ class TokenDead(Exception):
     """The interaction token can no longer reach the job's message: move to a channel message."""
 
 
+class TooLarge(Exception):
+    """Discord refused the upload as too large (HTTP 413): the worker answers ``UploadTooLarge``."""
+
+
 class MessageUnusable(Exception):
     """Discord refuses edits of the channel message (too old) or it is gone: post a fresh one."""
 
@@ -40,11 +50,11 @@ class MessageUnusable(Exception):
 def translate(exc: discord.HTTPException, *, via_token: bool) -> Exception:
     """The exception an edit of the job's message raises for Discord's refusal `exc`.
 
-    :class:`~framecast.jobs.runner.UploadTooLarge` for a 413, :class:`TokenDead` when the token is dead,
+    :class:`TooLarge` for a 413, :class:`TokenDead` when the token is dead,
     :class:`MessageUnusable` when a channel message cannot be edited any more; `exc` itself otherwise.
     """
     if exc.status == 413 or exc.code == DiscordCode.REQUEST_TOO_LARGE:
-        return UploadTooLarge(str(exc.code))
+        return TooLarge(str(exc.code))
     dead = (DiscordCode.INVALID_WEBHOOK_TOKEN, DiscordCode.UNKNOWN_WEBHOOK)
     if via_token and (exc.code in dead or exc.status == 401):
         return TokenDead()

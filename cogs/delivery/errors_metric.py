@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import aiohttp
 import discord
 
-from framecast.ops.metrics import Metrics
+from framecast.app import ChatMetrics
 
 __all__ = ["COUNTED", "DiscordErrors"]
 
@@ -26,7 +26,7 @@ COUNTED = (discord.HTTPException, discord.RateLimited, aiohttp.ClientError, Time
 class DiscordErrors:
     """Records failed requests to Discord in `metrics` (None: nothing is recorded)."""
 
-    def __init__(self, metrics: Metrics | None = None) -> None:
+    def __init__(self, metrics: ChatMetrics | None = None) -> None:
         self._metrics = metrics
 
     def __repr__(self) -> str:

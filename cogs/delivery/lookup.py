@@ -7,9 +7,8 @@ import contextlib
 import discord
 
 from cogs.delivery.errors_metric import DiscordErrors
-from cogs.delivery.placement import Placement
-from framecast.jobs import Job
-from framecast.jobs.runner import is_result_filename
+from cogs.delivery.record import DiscordRecord
+from framecast.app import Clock, Job, is_result_filename
 
 __all__ = ["JobMessages", "result_attachments"]
 
@@ -18,34 +17,42 @@ class JobMessages:
     """Fetches the messages a job has had: its channel message, then its interaction's message."""
 
     def __init__(
-        self, client: discord.Client, placement: Placement, errors: DiscordErrors | None = None
+        self,
+        client: discord.Client,
+        *,
+        clock: Clock,
+        token_margin: float,
+        errors: DiscordErrors | None = None,
     ) -> None:
-        """`errors`: where failed fetches are counted (default: nowhere)."""
+        """`token_margin`: how long before its expiry the move left the token (it may be read until
+        expiry); `errors`: where failed fetches are counted (default: nowhere)."""
         self._client = client
-        self._placement = placement
+        self._clock = clock
+        self._token_margin = token_margin
         self._errors = errors or DiscordErrors()
 
     def __repr__(self) -> str:
         return "<JobMessages>"
 
-    async def all(self, job: Job) -> list[discord.Message]:
+    async def all(self, job: Job, record: DiscordRecord) -> list[discord.Message]:
         """The job's messages that can still be read, the current one first."""
         found = []
-        for key in ("channel_message_id", "message_id"):
-            mid = job.discord.get(key)
-            if not mid or mid == "@original":
+        for mid, via_token in ((record.channel_message_id, False), (record.message_id, True)):
+            if mid is None:
                 continue
-            message = await self.fetch(job, int(mid), via_token=(key == "message_id"))
+            message = await self.fetch(job, record, mid, via_token=via_token)
             if message is not None:
                 found.append(message)
         return found
 
-    async def current(self, job: Job) -> discord.Message | None:
+    async def current(self, job: Job, record: DiscordRecord) -> discord.Message | None:
         """The job's current message (the channel message once it moved there), if it can be read."""
-        messages = await self.all(job)
+        messages = await self.all(job, record)
         return messages[0] if messages else None
 
-    async def fetch(self, job: Job, message_id: int, *, via_token: bool) -> discord.Message | None:
+    async def fetch(
+        self, job: Job, record: DiscordRecord, message_id: int, *, via_token: bool
+    ) -> discord.Message | None:
         """One message of the job: with the bot token, else through its interaction token while it lives."""
         try:
             channel = self._client.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
@@ -53,12 +60,12 @@ class JobMessages:
                 return await channel.fetch_message(message_id)
         except discord.HTTPException:
             pass
-        d = job.discord
-        if via_token and self._placement.token_usable(d, spare=-self._placement.token_margin):
+        # Until its real expiry: the margin only keeps edits off a token about to die.
+        if via_token and record.token_usable(
+            self._clock.time(), self._token_margin, spare=-self._token_margin
+        ):
             with contextlib.suppress(discord.HTTPException), self._errors.counted():
-                webhook = discord.Webhook.partial(
-                    int(d["application_id"]), str(d["token"]), client=self._client
-                )
+                webhook = discord.Webhook.partial(record.application_id, record.token, client=self._client)
                 return await webhook.fetch_message(message_id)
         return None
 

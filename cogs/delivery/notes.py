@@ -7,7 +7,7 @@ from typing import Any
 import discord
 
 from cogs.i18n import t
-from framecast.jobs.reasons import Note
+from framecast.app import Note
 
 __all__ = ["NOTE_KEYS", "note_text"]
 

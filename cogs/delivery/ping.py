@@ -15,10 +15,10 @@ import discord
 
 from cogs.delivery.codes import DISCORD_TROUBLE, describe
 from cogs.delivery.errors_metric import DiscordErrors
-from cogs.delivery.placement import Target
 from cogs.delivery.slot import Slot
+from cogs.delivery.target import Target
 from cogs.i18n import t
-from framecast.jobs import Job, JobKind, JobState
+from framecast.app import Job, JobKind, JobState
 
 __all__ = ["ping_requester", "ping_text"]
 
@@ -53,7 +53,7 @@ async def ping_requester(
     reply is counted in `errors`.
     """
     job = slot.job
-    if job.discord.get("pinged"):
+    if slot.record.pinged:
         return
     text = ping_text(job, shown.state)
     channel = client.get_partial_messageable(target.channel_id, guild_id=job.guild_id)
@@ -72,6 +72,6 @@ async def ping_requester(
             errors.record(exc)
         log.warning("job %s: could not mention the requester: %s", job.id, describe(exc))
         return
-    slot.job.discord["pinged"] = True
+    slot.learn(pinged=True)
     with contextlib.suppress(Exception):
         await persist(slot)

@@ -1,63 +1,44 @@
-"""Where a job's message lives, and moving it.
+"""Where a job's message lives, moving it, and drawing on it (a state, or the delivered result).
 
 A job's message starts as the interaction's answer, edited through the interaction token (valid 15
 minutes, stored with the job). It moves to a normal channel message sent with the bot token
-`TOKEN_MARGIN` seconds before the token expires, when Discord says the token is dead (50027/10015),
+`token_margin` seconds before the token expires, when Discord says the token is dead (50027/10015),
 and again when the channel message gets too old to edit (30046) or is gone (10008). The old message
 is pointed at the new one.
+
+:class:`Placement` is what a job's worker (:mod:`.worker`) drives: it draws through
+:class:`~cogs.delivery.drawing.Drawing`, mentions the requester through :mod:`.ping`, and calls
+nothing above it.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 import discord
 
 from cogs.delivery.codes import MessageUnusable, TokenDead, describe, translate
+from cogs.delivery.drawing import Drawing
 from cogs.delivery.errors_metric import DiscordErrors
-from cogs.delivery.slot import Slot
+from cogs.delivery.notes import note_text
+from cogs.delivery.ping import ping_requester
+from cogs.delivery.slot import Delivery, Slot, with_state
+from cogs.delivery.target import Target
+from cogs.delivery.timings import DeliveryTimings
 from cogs.i18n import t
-from cogs.views.render import Rendered
-from framecast.clock import Clock
-from framecast.config import Settings
-from framecast.jobs import Job
+from cogs.views.render import link_text
+from framecast.app import Clock, Job, JobState, ResultFile
 
-__all__ = ["Drawer", "Placement", "Target"]
+__all__ = ["Placement", "Target"]
 
 log = logging.getLogger(__name__)
 
 #: Places tried for one edit: the current one, then after a move (dead token, unusable message).
 _PLACES_TRIED = 3
-
-
-@dataclass
-class Target:
-    """Where the job's message lives: the interaction's message, or a channel message."""
-
-    via_token: bool
-    message_id: int | str  # "@original" until the first edit through the token reveals the id
-    channel_id: int
-    application_id: int = 0
-    token: str = ""
-
-    def __repr__(self) -> str:  # never show the interaction token
-        return f"<Target token={self.via_token} message={self.message_id}>"
-
-
-class Drawer(Protocol):
-    """How a slot's job is drawn and its bookkeeping saved (the reporter)."""
-
-    def rendered(self, slot: Slot, *, extra: tuple[str, ...] = ()) -> Rendered:
-        """The job's message as it should look now, with `extra` lines."""
-        ...
-
-    async def persist(self, slot: Slot) -> None:
-        """Save ``slot.job.discord`` (merged with other writers) and refresh the slot's record."""
-        ...
 
 
 class Placement:
@@ -67,47 +48,54 @@ class Placement:
         self,
         client: discord.Client,
         *,
-        settings: Settings,
+        timings: DeliveryTimings,
         clock: Clock,
-        drawer: Drawer,
+        drawing: Drawing,
         errors: DiscordErrors | None = None,
     ) -> None:
         """`errors`: where failed edits and posts are counted (default: nowhere)."""
         self._client = client
         self._errors = errors or DiscordErrors()
-        self._settings = settings
+        self._timings = timings
         self._clock = clock
-        self._drawer = drawer
+        self._drawing = drawing
 
     def __repr__(self) -> str:
-        return f"<Placement margin={self._settings.token_margin:g}s>"
+        return f"<Placement margin={self._timings.token_margin:g}s>"
 
-    @property
-    def token_margin(self) -> float:
-        """Seconds before its expiry that a token stops being used for the job's message."""
-        return self._settings.token_margin
+    # -- what a job's worker asks (see worker.SlotOwner) -------------------------------------------
+    async def deliver(self, slot: Slot, delivery: Delivery) -> None:
+        """Put the result on the job's message in one edit (raises when it could not)."""
+        await self.show(slot, lambda target: self.draw(slot, target, delivery))
+
+    async def redraw(self, slot: Slot) -> None:
+        """Draw the job's current state where its message lives now (a no-op when it shows it)."""
+        await self.show(slot, lambda target: self.draw(slot, target, None))
+
+    async def landed(self, slot: Slot) -> None:
+        """The result was found on the message: mention the requester if a crash cut the ping off."""
+        target = self.on_channel(slot)
+        if target is not None:
+            await ping_requester(
+                self._client, slot, target, slot.job, persist=self._drawing.save, errors=self._errors
+            )
+
+    def until_move(self, slot: Slot) -> float | None:
+        """Seconds until the job must leave its interaction token (None when it already has)."""
+        record = slot.record
+        if slot.job.is_terminal or record.channel_message_id or not record.token:
+            return None
+        return max(0.0, record.token_expires_at - self._timings.token_margin - self._clock.time())
 
     # -- decisions ----------------------------------------------------------------------------------
-    def token_usable(self, discord_data: dict[str, Any], spare: float = 0.0) -> bool:
-        """Whether the stored interaction token may still be used (`spare` seconds before the margin)."""
-        d = discord_data
-        if not d.get("token") or d.get("token_dead"):
-            return False
-        expires = float(d.get("token_expires_at") or 0)
-        return self._clock.time() < expires - self._settings.token_margin - spare
+    def token_usable(self, slot: Slot, spare: float = 0.0) -> bool:
+        """Whether the job's interaction token may still be used (`spare` seconds before the margin)."""
+        return slot.record.token_usable(self._clock.time(), self._timings.token_margin, spare)
 
-    def until_move(self, job: Job) -> float | None:
-        """Seconds until the job must leave its interaction token (None when it already has)."""
-        d = job.discord
-        if job.is_terminal or d.get("channel_message_id") or not d.get("token"):
-            return None
-        expires = float(d.get("token_expires_at") or 0)
-        return max(0.0, expires - self._settings.token_margin - self._clock.time())
-
-    def on_channel(self, job: Job) -> Target | None:
+    def on_channel(self, slot: Slot) -> Target | None:
         """The job's channel message, once it has one."""
-        mid = job.discord.get("channel_message_id")
-        return Target(False, int(mid), job.channel_id) if mid else None
+        mid = slot.record.channel_message_id
+        return Target(False, mid, slot.job.channel_id) if mid else None
 
     def token_safety(self) -> float:
         """How long before its real expiry a token is no longer used, even for a last pointer edit.
@@ -115,7 +103,7 @@ class Placement:
         Never more than half the margin: the move happens `token_margin` before expiry, and the old
         message must still be reachable at that moment to point at the new one.
         """
-        return min(2.0, self._settings.token_margin / 2)
+        return min(2.0, self._timings.token_margin / 2)
 
     # -- acting -------------------------------------------------------------------------------------
     async def show(self, slot: Slot, send: Callable[[Target], Awaitable[None]]) -> None:
@@ -126,8 +114,8 @@ class Placement:
                 await send(target)
                 return
             except TokenDead:
-                slot.job.discord["token_dead"] = True
-                await self._drawer.persist(slot)
+                slot.learn(token_dead=True)
+                await self._drawing.save(slot)
             except MessageUnusable:
                 # Discord refuses edits of this message (30046) or it is gone (10008): a fresh one,
                 # and no further attempt on the old one.
@@ -136,28 +124,60 @@ class Placement:
 
     async def target(self, slot: Slot) -> Target:
         """The message to edit now (moving the job first if its token or message is too old)."""
-        job = slot.job
-        channel = self.on_channel(job)
+        channel = self.on_channel(slot)
         if channel is not None:
             age = self._clock.time() - discord.utils.snowflake_time(int(channel.message_id)).timestamp()
-            if age > self._settings.status_message_max_age and not job.is_terminal:
+            if age > self._timings.status_message_max_age and not slot.job.is_terminal:
                 await self.move(slot, reason="old")
-                channel = self.on_channel(slot.job)
+                channel = self.on_channel(slot)
                 assert channel is not None
             return channel
-        d = job.discord
-        if self.token_usable(d):
-            return Target(
-                True,
-                d.get("message_id") or "@original",
-                job.channel_id,
-                int(d["application_id"]),
-                str(d["token"]),
-            )
+        if self.token_usable(slot):
+            return Target.interaction(slot.record, slot.job.channel_id)
         await self.move(slot, reason="token")
-        channel = self.on_channel(slot.job)
+        channel = self.on_channel(slot)
         assert channel is not None
         return channel
+
+    async def draw(self, slot: Slot, target: Target, delivery: Delivery | None) -> None:
+        """Edit `target` to show the job (with the delivery's file or link, in the same edit)."""
+        job = slot.job
+        extra: tuple[str, ...] = ()
+        files: list[discord.File] | None = None
+        content: str | None = None
+        shown = job
+        if delivery is not None:
+            # Show the finished look together with the file, in one edit.
+            shown = with_state(job, JobState.DELIVERED)
+            result = delivery.result
+            if isinstance(result, ResultFile):
+                if result.notice is not None:
+                    extra = (note_text(result.notice, job.locale, url=""),)
+                files = [discord.File(io.BytesIO(result.data), filename=result.filename)]
+            else:
+                extra = (note_text(result.reason, job.locale, url=result.url),)
+                content = link_text(result.url)
+        rendered = self._drawing.rendered(slot, extra=extra, job=shown)
+        if delivery is None and rendered.key == slot.last_key:
+            return
+        if slot.record.shown_percent > slot.saved_percent:
+            # Saved before it shows, so that a restarted bot never shows less (one write per rise).
+            slot.saved_percent = slot.record.shown_percent
+            await self._drawing.save(slot)
+        message = await self.edit(
+            target, content=content, embed=rendered.embed, view=rendered.view, files=files
+        )
+        if target.unknown_original and message is not None:
+            # Learn the real id once: it lets a restarted bot look at the message with the bot token.
+            slot.learn(message_id=message.id)
+            await self._drawing.save(slot)
+        slot.last_key = rendered.key if delivery is None else None
+        slot.last_edit = self._clock.monotonic()
+        # Edits never notify anybody: on a channel message the requester gets a short reply.
+        if not target.via_token and shown.state in (JobState.DELIVERED, JobState.FAILED):
+            await ping_requester(
+                self._client, slot, target, shown, persist=self._drawing.save, errors=self._errors
+            )
 
     async def edit(
         self,
@@ -195,10 +215,10 @@ class Placement:
     async def move(self, slot: Slot, *, reason: str, point_old: bool = True) -> None:
         """Post the job's message afresh in the channel (bot token) and point the old one at it."""
         # slot.job is replaced while we await (job_changed merges newer records in): always write to
-        # the current one, never to a reference taken before an await.
-        job = slot.job
-        old_channel_mid = job.discord.get("channel_message_id")
-        rendered = self._drawer.rendered(slot)
+        # the slot, never to a reference taken before an await.
+        job: Job = slot.job
+        old_channel_mid = slot.record.channel_message_id
+        rendered = self._drawing.rendered(slot)
         channel = self._client.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
         # render_job always builds a view (possibly empty): an empty one simply sends no buttons.
         view = rendered.view or discord.ui.View(timeout=None)
@@ -206,8 +226,8 @@ class Placement:
             message = await channel.send(
                 embed=rendered.embed, view=view, allowed_mentions=discord.AllowedMentions.none()
             )
-        slot.job.discord["channel_message_id"] = message.id
-        await self._drawer.persist(slot)
+        slot.learn(channel_message_id=message.id)
+        await self._drawing.save(slot)
         slot.last_key = rendered.key
         slot.last_edit = self._clock.monotonic()
         log.info("job %s: status moved to a channel message (%s)", job.id, reason)
@@ -217,28 +237,15 @@ class Placement:
     async def _point_old(self, slot: Slot, old_channel_mid: int | None, link: str) -> None:
         """One last edit of the old message, no buttons, saying where the job went (best effort)."""
         job = slot.job
-        old = self._drawer.rendered(slot, extra=(t("note_moved", job.locale, link=link),))
-        d = job.discord
+        old = self._drawing.rendered(slot, extra=(t("note_moved", job.locale, link=link),))
         try:
             if old_channel_mid:
                 await self.edit(
-                    Target(False, int(old_channel_mid), job.channel_id),
-                    content=None,
-                    embed=old.embed,
-                    view=None,
+                    Target(False, old_channel_mid, job.channel_id), content=None, embed=old.embed, view=None
                 )
-            elif self.token_usable(d, spare=-self._settings.token_margin + self.token_safety()):
+            elif self.token_usable(slot, spare=-self._timings.token_margin + self.token_safety()):
                 await self.edit(
-                    Target(
-                        True,
-                        d.get("message_id") or "@original",
-                        job.channel_id,
-                        int(d["application_id"]),
-                        str(d["token"]),
-                    ),
-                    content=None,
-                    embed=old.embed,
-                    view=None,
+                    Target.interaction(slot.record, job.channel_id), content=None, embed=old.embed, view=None
                 )
         except (discord.HTTPException, TokenDead, MessageUnusable, aiohttp.ClientError) as exc:
             log.info("job %s: old message not updated after the move: %s", job.id, describe(exc))

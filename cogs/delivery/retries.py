@@ -11,8 +11,6 @@ from __future__ import annotations
 import aiohttp
 import discord
 
-from framecast.backoff import backoff_delay
-
 __all__ = ["ATTEMPTS", "retry_delay"]
 
 #: Delivery attempts of one result before Discord's trouble is given up on.
@@ -39,4 +37,4 @@ def retry_delay(exc: BaseException, attempt: int) -> float | None:
 
 def _backoff(attempt: int) -> float:
     # 1, 2, 4, 8 s: no jitter, a job's deliveries are already spread by their jobs' timing.
-    return backoff_delay(attempt, base=_BASE, cap=_CAP, jitter=0.0)
+    return float(min(_CAP, _BASE * 2 ** (attempt - 1)))

@@ -7,34 +7,27 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from framecast.jobs import Job, JobState
-from framecast.jobs.reasons import Note
+from cogs.delivery.record import DiscordRecord
+from framecast.app import DeliveryOutcome, Job, JobState, Note, ResultToDeliver
 
-__all__ = ["REPORTER_KEYS", "SHOWN_PERCENT", "Delivery", "Slot", "merge", "percent_floor", "with_state"]
-
-#: The highest percentage the job's message has shown (kept in ``job.discord``): the floor of the
-#: next one, so that no percentage goes backwards on screen, restarts included.
-SHOWN_PERCENT = "shown_percent"
-#: Bookkeeping in ``job.discord`` that only the delivery package writes (see :func:`merge`).
-REPORTER_KEYS = ("message_id", "channel_message_id", "token_dead", "pinged", SHOWN_PERCENT)
+__all__ = ["Delivery", "Slot", "percent_floor", "with_state"]
 
 
 @dataclass
 class Delivery:
-    """A result waiting for the job's worker: a file (`data`, `filename`) or the service's `link`."""
+    """A result waiting for the job's worker, and where the worker answers how the attempt went."""
 
-    data: bytes | None
-    filename: str | None
-    link: str | None
-    notice: Note | None
-    future: asyncio.Future[None]
+    result: ResultToDeliver
+    future: asyncio.Future[DeliveryOutcome]
 
 
 @dataclass
 class Slot:
-    """One job's message: its latest record, its notes and its worker's bookkeeping."""
+    """One job's message: its latest record, its bookkeeping, its notes and its worker's state."""
 
     job: Job
+    #: The job's Discord bookkeeping, as this process knows it (newest of the stored and learned).
+    record: DiscordRecord = field(init=False)
     notes: list[Note] = field(default_factory=list)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     urgent: asyncio.Event = field(default_factory=asyncio.Event)
@@ -45,51 +38,50 @@ class Slot:
     #: Clock monotonic time the worker last drew the message or found nothing to change (the
     #: periodic refresh counts from it).
     last_draw: float = -math.inf
-    #: The highest percentage saved with the job (``SHOWN_PERCENT``): saved again only when it rises.
+    #: The highest percentage saved with the job (``shown_percent``): saved again only when it rises.
     saved_percent: int = field(init=False, default=0)
     delivery: Delivery | None = None
     task: asyncio.Task[None] | None = None
-    #: The runner has looked for an earlier delivery (``was_delivered``) and said...
+    #: The runner has looked for an earlier delivery and told us it is not there
+    #: (``delivery_pending``): a restored delivering job may be drawn.
     looked: bool = False
-    #: ...that the result is already on the message: nothing more is drawn.
-    landed: bool = False
+    #: This worker put the result on the message (a DELIVERED record arriving later is no news).
+    delivered_here: bool = False
     #: Failed delivery attempts in a row (for the retry rule, see ``retries``).
     failed_attempts: int = 0
 
     def __post_init__(self) -> None:
         # A slot starts from a stored record: whatever floor it carries is saved already.
-        self.saved_percent = percent_floor(self.job)
+        self.record = DiscordRecord.from_dict(self.job.discord)
+        self.saved_percent = self.record.shown_percent
+
+    def update(self, job: Job) -> None:
+        """Take `job` as the newest record, keeping the bookkeeping this process learned meanwhile."""
+        self.record = DiscordRecord.from_dict(job.discord).merged(self.record)
+        self.job = job
+
+    def learn(self, **changes: object) -> None:
+        """Change the bookkeeping in memory (saved by ``Drawing.save``)."""
+        self.record = dataclasses.replace(self.record, **changes)  # type: ignore[arg-type]
 
     @property
     def awaits_look(self) -> bool:
         """A job restored while delivering, not drawn yet: its message may already hold the result.
 
         Drawing "uploading" over a delivered message would be wrong, so nothing is drawn until the
-        runner has looked (it always does before a delivery).
+        runner has looked (it always does before a delivery) and said the result is not there.
         """
         return self.job.state is JobState.DELIVERING and not self.looked and self.last_edit == -math.inf
+
+    @property
+    def found_delivered(self) -> bool:
+        """The runner found the result already on the message (a DELIVERED record this worker did not make)."""
+        return self.job.state is JobState.DELIVERED and not self.delivered_here
 
 
 def percent_floor(job: Job) -> int:
     """The highest percentage the job's message has shown (0: none yet): the next one's floor."""
-    value = job.discord.get(SHOWN_PERCENT)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def merge(new: Job, old: Job) -> Job:
-    """The newest job record, keeping Discord bookkeeping the delivery package learned meanwhile."""
-    if new is old:
-        return new
-    merged = dict(old.discord)
-    merged.update(new.discord)
-    # This package is the only writer of these keys and its slot always has their latest value; a
-    # record read before it learned them (the runner's copy) must not roll them back, e.g. a real
-    # message id back to "@original", which would leave a restarted bot unable to see a delivery.
-    for key in REPORTER_KEYS:
-        if key in old.discord and old.discord[key] not in (None, "@original"):
-            merged[key] = old.discord[key]
-    new.discord = merged
-    return new
+    return DiscordRecord.from_dict(job.discord).shown_percent
 
 
 def with_state(job: Job, state: JobState) -> Job:

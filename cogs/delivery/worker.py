@@ -4,8 +4,10 @@ Renders are coalesced (only when the visible text changes, at most one edit per 
 an urgent change at once), and deliveries go through the same task so two writers never race. A
 queued or running job is also drawn again every `refresh` seconds without any change, so that its
 estimate (progress, time left, start) moves between polls; the draw is a no-op when the text reads
-the same. What a draw or a delivery does is the owner's (:class:`SlotOwner`, the reporter); when
-and in which order is decided here.
+the same. What a draw or a delivery does is the owner's (:class:`SlotOwner`, the placement below);
+when and in which order is decided here, and so is how a delivery attempt went: its outcome
+(delivered, interrupted with when to try again, too large) is answered to the reporter above
+through the delivery's future, never by calling back up.
 """
 
 from __future__ import annotations
@@ -18,10 +20,19 @@ from typing import Protocol
 
 import discord
 
-from cogs.delivery.codes import DISCORD_TROUBLE, describe
+from cogs.delivery import retries
+from cogs.delivery.codes import DISCORD_TROUBLE, TooLarge, describe
 from cogs.delivery.slot import Delivery, Slot, with_state
-from framecast.clock import Clock
-from framecast.jobs import Job, JobState
+from framecast.app import (
+    Clock,
+    Delivered,
+    DeliveryOutcome,
+    Interrupted,
+    Job,
+    JobState,
+    ResultFile,
+    UploadTooLarge,
+)
 
 __all__ = ["SlotOwner", "Workers"]
 
@@ -144,13 +155,42 @@ class Workers:
         slot.wake.clear()
         slot.urgent.clear()
 
+    async def _attempt(self, slot: Slot, delivery: Delivery) -> DeliveryOutcome:
+        """One delivery attempt through the owner, and how it went.
+
+        Discord's transient trouble becomes :class:`Interrupted` (see :mod:`.retries`), a 413
+        :class:`UploadTooLarge`; anything else is raised for the runner to judge.
+        """
+        try:
+            await self._owner.deliver(slot, delivery)
+        except TooLarge:
+            slot.failed_attempts = 0
+            size = len(delivery.result.data) if isinstance(delivery.result, ResultFile) else 0
+            return UploadTooLarge(size)
+        except Exception as exc:
+            slot.failed_attempts += 1
+            delay = retries.retry_delay(exc, slot.failed_attempts)
+            if delay is None:
+                slot.failed_attempts = 0
+                raise
+            log.warning(
+                "job %s: delivery attempt %d failed (%s); retrying in %.0fs",
+                slot.job.id,
+                slot.failed_attempts,
+                describe(exc),
+                delay,
+            )
+            return Interrupted(delay)
+        slot.failed_attempts = 0
+        return Delivered()
+
     async def _run(self, slot: Slot) -> None:
         while True:
             await self._wait(slot)
             delivery, slot.delivery = slot.delivery, None
             if delivery is not None:
                 try:
-                    await self._owner.deliver(slot, delivery)
+                    outcome = await self._attempt(slot, delivery)
                 except BaseException as exc:
                     if not delivery.future.done():
                         delivery.future.set_exception(
@@ -159,13 +199,17 @@ class Workers:
                     if not isinstance(exc, Exception):
                         raise
                     continue
-                # The delivery's edit showed the finished message (file, notices, link): nothing is
-                # left to draw, and the message must not move or change any more.
-                slot.job = with_state(slot.job, JobState.DELIVERED)
+                if isinstance(outcome, Delivered):
+                    # The delivery's edit showed the finished message (file, notices, link): nothing
+                    # is left to draw, and the message must not move or change any more.
+                    slot.job = with_state(slot.job, JobState.DELIVERED)
+                    slot.delivered_here = True
                 if not delivery.future.done():
-                    delivery.future.set_result(None)
-                return
-            if slot.landed:
+                    delivery.future.set_result(outcome)
+                if isinstance(outcome, Delivered):
+                    return
+                continue
+            if slot.found_delivered:
                 await self._owner.landed(slot)
                 return
             if slot.job.state is JobState.DELIVERED:

@@ -1,38 +1,43 @@
-"""Persistent buttons that carry the job id (and requester) in their custom id.
+"""The job buttons (Cancel, Retry, Again, Remix) as typed handlers.
 
-They are :class:`discord.ui.DynamicItem` subclasses, so a click works on any message, after any
-restart. The Remix form (a modal) works the same way: its custom id carries the job, and the
-Jobs cog's ``on_interaction`` listener handles every submit (discord.py keeps no modal across a
-restart, so none is kept at all: one path before and after). The requester's id rides along so the permission check needs no database read before the
-3-second acknowledgement. A click reaches its handler through the bot's :class:`JobButtons`
-registry, which the cog that owns the handlers fills when it loads.
+Each is a :class:`discord.ui.DynamicItem`, so a click works on any message, after any restart: its
+custom id carries the job's id, its callback translates the click into the use case
+(:class:`framecast.app.Members`) and the outcome into a reply. Who may act on the job is the use
+case's call, from the stored job; the requester's id that custom ids also carry (messages already
+out there have it) decides nothing. Errors go to the one error handler,
+:func:`cogs.tree.answer_error`.
+
+Cancel, Retry and Remix read the job before Discord's 3-second acknowledgement (the first two to
+refuse a member who may not, privately; Remix because the form is the acknowledgement): a store
+slower than :data:`ACK_LOOKUP_TIMEOUT` gets "try again" instead of "This interaction failed".
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import discord
 
-from framecast.jobs import JobKind
+from cogs import interactions
+from cogs.tree import answer_error
+from cogs.views import remix
+from framecast.app import JobAction
 
 __all__ = [
+    "ACK_LOOKUP_TIMEOUT",
     "AgainButton",
     "ButtonAction",
-    "ButtonHandler",
-    "ButtonHost",
     "CancelButton",
-    "JobButtons",
+    "JOB_BUTTONS",
     "RemixButton",
-    "RemixField",
     "RetryButton",
-    "form_values",
-    "remix_form",
-    "remix_form_target",
 ]
+
+#: How long a click may wait for the job's record before it must be acknowledged.
+ACK_LOOKUP_TIMEOUT = 1.5
 
 
 class ButtonAction(enum.StrEnum):
@@ -44,67 +49,27 @@ class ButtonAction(enum.StrEnum):
     REMIX = "remix"
 
 
-#: ``handler(interaction, job_id, owner_id)``: what a click on a job button runs.
-ButtonHandler = Callable[[discord.Interaction[Any], int, int], Awaitable[None]]
+def _template(action: ButtonAction) -> str:
+    # The trailing requester id is optional: older messages carry it, it decides nothing.
+    return rf"framecast:{action}:(?P<job_id>[0-9]{{1,20}})(?::[0-9]{{1,20}})?"
 
 
-class JobButtons:
-    """Which handler each job button reaches (one registry per bot)."""
-
-    def __init__(self) -> None:
-        self._handlers: dict[ButtonAction, ButtonHandler] = {}
-
-    def __repr__(self) -> str:
-        return f"<JobButtons {sorted(self._handlers)}>"
-
-    def register(self, handlers: Mapping[ButtonAction, ButtonHandler]) -> None:
-        """Route clicks on these buttons to these handlers (a cog, when it loads)."""
-        self._handlers.update(handlers)
-
-    def unregister(self, actions: Iterable[ButtonAction]) -> None:
-        """Stop routing these buttons (the cog unloads): their clicks then fail visibly."""
-        for action in actions:
-            self._handlers.pop(action, None)
-
-    async def dispatch(
-        self, action: ButtonAction, interaction: discord.Interaction[Any], job_id: int, owner_id: int
-    ) -> None:
-        """Run the handler registered for `action`; raises :class:`LookupError` when there is none."""
-        handler = self._handlers.get(action)
-        if handler is None:
-            raise LookupError(f"no handler registered for the {action} button")
-        await handler(interaction, job_id, owner_id)
-
-
-@runtime_checkable
-class ButtonHost(Protocol):
-    """A client that routes job buttons (the bot)."""
-
-    @property
-    def job_buttons(self) -> JobButtons:
-        """The registry the button callbacks dispatch through."""
-        ...
-
-
-class _JobButton(
-    discord.ui.DynamicItem[discord.ui.Button[Any]],
-    template=r"framecast:(?P<action>[a-z]+):(?P<job_id>[0-9]{1,20}):(?P<owner_id>[0-9]{1,20})",
-):
-    """Base of the job buttons (never registered itself)."""
+class _JobButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"framecast:job-button-base"):
+    """Base of the job buttons (never registered itself): the click, then the one error handler."""
 
     action: ButtonAction
     style = discord.ButtonStyle.secondary
 
-    def __init__(self, job_id: int, owner_id: int, *, label: str | None = None) -> None:
+    def __init__(self, job_id: int, owner_id: int | None = None, *, label: str | None = None) -> None:
+        owner = "" if owner_id is None else f":{owner_id}"
         super().__init__(
             discord.ui.Button(
                 label=label or self.action.title(),
                 style=self.style,
-                custom_id=f"framecast:{self.action}:{job_id}:{owner_id}",
+                custom_id=f"framecast:{self.action}:{job_id}{owner}",
             )
         )
         self.job_id = job_id
-        self.owner_id = owner_id
 
     @classmethod
     async def from_custom_id(
@@ -114,126 +79,90 @@ class _JobButton(
         match: re.Match[str],
         /,
     ) -> _JobButton:
-        return cls(int(match["job_id"]), int(match["owner_id"]))
+        """The button a click was on, from its custom id."""
+        return cls(int(match["job_id"]))
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        client = interaction.client
-        if not isinstance(client, ButtonHost):
-            raise LookupError(f"{type(client).__name__} routes no job buttons")
-        await client.job_buttons.dispatch(self.action, interaction, self.job_id, self.owner_id)
+        """Run the click; any error goes to :meth:`on_error` (discord.py would only log it)."""
+        try:
+            await self.clicked(interaction)
+        except Exception as error:
+            await self.on_error(interaction, error)
+
+    async def clicked(self, interaction: discord.Interaction[Any]) -> None:
+        """What the button does (each button's typed handler)."""
+        raise NotImplementedError
+
+    async def on_error(self, interaction: discord.Interaction[Any], error: Exception) -> None:
+        """The one error handler, as for commands."""
+        await answer_error(interaction, error, what=f"the {self.action} button of job {self.job_id}")
 
 
-class CancelButton(
-    _JobButton, template=r"framecast:cancel:(?P<job_id>[0-9]{1,20}):(?P<owner_id>[0-9]{1,20})"
-):
-    """Cancels a queued or running job (requester or Manage Server)."""
+class CancelButton(_JobButton, template=_template(ButtonAction.CANCEL)):
+    """Cancels a queued or running job (its requester or a member with Manage Server)."""
 
     action = ButtonAction.CANCEL
     style = discord.ButtonStyle.danger
 
+    async def clicked(self, interaction: discord.Interaction[Any]) -> None:
+        """Refuse privately who may not; otherwise a silent acknowledgement, and the message shows it."""
+        actor = interactions.actor(interaction)
+        members = interactions.members(interaction)
+        await asyncio.wait_for(members.authorize(actor, self.job_id, JobAction.CANCEL), ACK_LOOKUP_TIMEOUT)
+        await interaction.response.defer()
+        await members.cancel(actor, self.job_id)
 
-class RetryButton(_JobButton, template=r"framecast:retry:(?P<job_id>[0-9]{1,20}):(?P<owner_id>[0-9]{1,20})"):
-    """Queues a failed job again with the same settings (requester or Manage Server)."""
+
+class RetryButton(_JobButton, template=_template(ButtonAction.RETRY)):
+    """Queues a failed job again, as its requester's new job in a new message (requester or Manage Server)."""
 
     action = ButtonAction.RETRY
     style = discord.ButtonStyle.primary
 
+    async def clicked(self, interaction: discord.Interaction[Any]) -> None:
+        """Check who and where before the acknowledgement, then queue the retry."""
+        members = interactions.members(interaction)
+        where = interactions.requester(interaction)
+        interactions.check_channel(interaction)
+        job = await asyncio.wait_for(
+            members.authorize(interactions.actor(interaction), self.job_id, JobAction.RETRY),
+            ACK_LOOKUP_TIMEOUT,
+        )
+        request = members.prepare_retry(where, job)
+        await interaction.response.defer(thinking=True)
+        await members.retry(request, interactions.job_bookkeeping(interaction))
 
-class AgainButton(_JobButton, template=r"framecast:again:(?P<job_id>[0-9]{1,20}):(?P<owner_id>[0-9]{1,20})"):
-    """Queues a new job with a delivered job's prompt and settings (any member, as their own job)."""
+
+class AgainButton(_JobButton, template=_template(ButtonAction.AGAIN)):
+    """Queues a delivered job's prompt and settings again, as the clicker's own job (any member)."""
 
     action = ButtonAction.AGAIN
     style = discord.ButtonStyle.primary
 
+    async def clicked(self, interaction: discord.Interaction[Any]) -> None:
+        """Where and whether before the acknowledgement, then the new job in its own message."""
+        members = interactions.members(interaction)
+        who = interactions.requester(interaction)
+        interactions.check_channel(interaction)
+        members.check(who)
+        await interaction.response.defer(thinking=True)
+        await members.again(who, self.job_id, interactions.job_bookkeeping(interaction))
 
-class RemixButton(_JobButton, template=r"framecast:remix:(?P<job_id>[0-9]{1,20}):(?P<owner_id>[0-9]{1,20})"):
+
+class RemixButton(_JobButton, template=_template(ButtonAction.REMIX)):
     """Opens a form with a delivered job's prompt and settings to edit and queue (any member)."""
 
     action = ButtonAction.REMIX
     style = discord.ButtonStyle.secondary
 
-
-class RemixField(enum.StrEnum):
-    """A text input of the Remix form (also its custom id)."""
-
-    PROMPT = "prompt"
-    SIZE = "size"
-    LENGTH = "length"
-    FPS = "fps"
-    MODEL = "model"
+    async def clicked(self, interaction: discord.Interaction[Any]) -> None:
+        """The form is the acknowledgement: the job is read before it (bounded)."""
+        members = interactions.members(interaction)
+        who = interactions.requester(interaction)
+        interactions.check_channel(interaction)
+        prefill = await asyncio.wait_for(members.remix_prefill(who, self.job_id), ACK_LOOKUP_TIMEOUT)
+        await interaction.response.send_modal(remix.remix_form(prefill, interaction.locale))
 
 
-#: The fields of each kind's Remix form, in order (a modal holds at most five).
-REMIX_FIELDS: dict[JobKind, tuple[RemixField, ...]] = {
-    JobKind.VIDEO: (RemixField.PROMPT, RemixField.SIZE, RemixField.LENGTH, RemixField.FPS, RemixField.MODEL),
-    JobKind.IMAGE: (RemixField.PROMPT, RemixField.SIZE, RemixField.MODEL),
-}
-# The kind rides in the form's id so a submit is validated before the 3-second acknowledgement,
-# without a database read.
-_REMIX_FORM = re.compile(r"framecast:remix-form:(?P<kind>video|image):(?P<job_id>[0-9]{1,20})")
-#: Discord's limits: a modal title and a label hold 45 characters, a placeholder 100, a value 4000.
-_TITLE_MAX, _LABEL_MAX, _PLACEHOLDER_MAX, _VALUE_MAX = 45, 45, 100, 4000
-_SHORT_MAX = 100  # a size key, a number, a model id (model ids are at most 100 characters)
-
-
-def remix_form(
-    job_id: int,
-    kind: JobKind,
-    *,
-    title: str,
-    values: Mapping[RemixField, str | None],
-    labels: Mapping[RemixField, str],
-    placeholders: Mapping[RemixField, str] | None = None,
-    prompt_max: int,
-) -> discord.ui.Modal:
-    """The Remix form of job `job_id`: its prompt (a paragraph) and options, prefilled with `values`.
-
-    Only the prompt is required; an option left empty takes the server's default. The modal is
-    stopped before it is sent, so discord.py never keeps it: the submit reaches the
-    ``on_interaction`` listener through its custom id (see :func:`remix_form_target`).
-    """
-    modal = discord.ui.Modal(
-        title=title[:_TITLE_MAX], custom_id=f"framecast:remix-form:{kind}:{job_id}", timeout=None
-    )
-    for name in REMIX_FIELDS[kind]:
-        prompt = name is RemixField.PROMPT
-        limit = max(1, min(prompt_max, _VALUE_MAX)) if prompt else _SHORT_MAX
-        value = values.get(name) or None
-        placeholder = (placeholders or {}).get(name)
-        text_input: discord.ui.TextInput[Any] = discord.ui.TextInput(
-            custom_id=name.value,
-            style=discord.TextStyle.paragraph if prompt else discord.TextStyle.short,
-            default=value[:limit] if value else None,
-            placeholder=placeholder[:_PLACEHOLDER_MAX] if placeholder else None,
-            required=prompt,
-            max_length=limit,
-        )
-        modal.add_item(discord.ui.Label(text=labels[name][:_LABEL_MAX], component=text_input))
-    modal.stop()
-    return modal
-
-
-def remix_form_target(custom_id: str) -> tuple[JobKind, int] | None:
-    """``(kind, job id)`` of a Remix form's custom id; None for any other custom id."""
-    match = _REMIX_FORM.fullmatch(custom_id)
-    if match is None:
-        return None
-    return JobKind(match["kind"]), int(match["job_id"])
-
-
-def form_values(data: Mapping[str, Any] | None) -> dict[str, str]:
-    """``custom_id -> value`` of every text input in a modal submit's ``data`` (rows and labels alike)."""
-    found: dict[str, str] = {}
-
-    def walk(components: Any) -> None:
-        for component in components if isinstance(components, list) else ():
-            if not isinstance(component, Mapping):
-                continue
-            if isinstance(component.get("custom_id"), str) and isinstance(component.get("value"), str):
-                found[component["custom_id"]] = component["value"]
-            walk(component.get("components"))
-            if isinstance(component.get("component"), Mapping):
-                walk([component["component"]])
-
-    walk((data or {}).get("components"))
-    return found
+#: The job buttons, registered with the bot when the Jobs cog loads.
+JOB_BUTTONS = (CancelButton, RetryButton, AgainButton, RemixButton)

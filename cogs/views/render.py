@@ -17,9 +17,7 @@ import discord
 
 from cogs.i18n import t
 from cogs.views.buttons import AgainButton, CancelButton, RemixButton, RetryButton
-from framecast.jobs import Job, JobKind, JobState
-from framecast.jobs.reasons import ErrorCode
-from framecast.planner.estimate import Estimate
+from framecast.app import ErrorCode, Estimate, Job, JobKind, JobState
 
 BAR_CELLS = 12
 #: An estimated percentage moves in steps of this size ("≈ 60%"): an estimate is not precise to

@@ -1,5 +1,112 @@
-"""What the application needs of the chat side, and what it gives it to deliver jobs with."""
+"""What the application needs of the chat side, and what it gives it to show and deliver jobs with.
+
+The chat side (the Discord bot's ``cogs/delivery``) implements :class:`ChatSide`: the runner's
+:class:`~framecast.jobs.chat_side.JobReporter` (show a job, say the upload limit, deliver a result in
+one call answering a :data:`DeliveryOutcome`, answer "is it there already?" as a pure query) plus
+queue moves, notes and closing. The core builds it once through a :class:`ChatSideFactory`.
+
+The chat side keeps its own bookkeeping per job (which message shows it, its interaction token...)
+as an opaque mapping stored with the job; it reads and saves it through the narrow
+:class:`JobBookkeeping`, never the whole store. The protocols the runner needs are defined in the
+machinery (:mod:`framecast.jobs.chat_side`: machinery never imports the application) and
+re-exported here, so the edge imports them, like everything of the core, from ``framecast.app``.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from framecast.clock import Clock
+from framecast.jobs.chat_side import (
+    Delivered,
+    DeliveryOutcome,
+    Interrupted,
+    JobReporter,
+    ResultFile,
+    ResultLink,
+    ResultToDeliver,
+    UploadTooLarge,
+    is_result_filename,
+    result_filename,
+)
+from framecast.jobs.model import Job
+from framecast.jobs.queues import QueuePositions
+from framecast.jobs.reasons import Note
+from framecast.planner.estimate import Estimates
+
+if TYPE_CHECKING:
+    from framecast.ops.metrics import Metrics
+    from framecast.storage import Store
+
+__all__ = [
+    "ChatMetrics",
+    "ChatSide",
+    "ChatSideFactory",
+    "Delivered",
+    "DeliveryOutcome",
+    "Estimates",
+    "Interrupted",
+    "JobBookkeeping",
+    "JobReporter",
+    "QueuePositions",
+    "ResultFile",
+    "ResultLink",
+    "ResultToDeliver",
+    "UploadTooLarge",
+    "is_result_filename",
+    "result_filename",
+]
+
+
+class JobBookkeeping(Protocol):
+    """The chat side's own record of each job, stored with the job (the store implements it).
+
+    The core keeps the mapping opaquely; the chat side decides what it holds.
+    """
+
+    async def get(self, job_id: int) -> Job | None:
+        """The job as stored now (None: no such job)."""
+        ...
+
+    async def patch_discord(self, job_id: int, changes: Mapping[str, Any]) -> Job:
+        """Merge `changes` into the job's chat record in one transaction; the updated job."""
+        ...
+
+
+class ChatMetrics(Protocol):
+    """What the chat side counts (:class:`framecast.ops.metrics.Metrics` implements it)."""
+
+    def discord_error(self, status: int | None, code: int | None) -> None:
+        """A request to Discord failed: HTTP `status` (None: no answer) and its JSON error `code`."""
+        ...
+
+
+class ChatSide(JobReporter, Protocol):
+    """What the core needs of the chat side: a :class:`JobReporter` plus queue moves, notes, closing."""
+
+    def positions_changed(self, guild_id: int, queued: list[int]) -> None:
+        """A guild's queue moved: `queued` are its waiting jobs, head first."""
+        ...
+
+    def add_note(self, job: Job, note: Note) -> None:
+        """Show `note` on the job's message until the job finishes."""
+        ...
+
+    async def close(self) -> None:
+        """Stop showing jobs (their state is in the store; nothing is lost)."""
+        ...
+
+
+R_co = TypeVar("R_co", bound=ChatSide, covariant=True)
+
+
+class ChatSideFactory(Protocol[R_co]):
+    """Builds the chat side once the parts it needs exist (called once by ``Core.open``)."""
+
+    def __call__(
+        self, *, store: Store, positions: QueuePositions, estimates: Estimates, clock: Clock, metrics: Metrics
+    ) -> R_co:
+        """The chat side, keeping its bookkeeping in `store` (it needs only :class:`JobBookkeeping`
+        of it), showing `positions` and `estimates`, counting its failed requests in `metrics`."""
+        ...

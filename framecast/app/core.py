@@ -26,30 +26,30 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
 import aiohttp
 
+from framecast.app.admins import Admins
+from framecast.app.chat import ChatSide, ChatSideFactory
 from framecast.app.intake import Intake, Limits
+from framecast.app.members import Members
+from framecast.app.settings_book import SettingsBook
 from framecast.clock import Clock, SystemClock
 from framecast.config import Settings
-from framecast.guilds.settings import Ceilings, GuildSettings, Policy, Setting, check_change, resolve
+from framecast.guilds.settings import Ceilings, GuildSettings, Policy
 from framecast.jobs import Job
 from framecast.jobs.leases import Leases
-from framecast.jobs.queues import GuildQueues, QueuePositions
+from framecast.jobs.queues import GuildQueues
 from framecast.jobs.reasons import Note
-from framecast.jobs.runner import JobReporter, JobRunner, RunnerSettings
+from framecast.jobs.runner import JobRunner, RunnerSettings
 from framecast.jobs.scheduler import Scheduler
 from framecast.keys.accounts import Accounts
-from framecast.keys.budget import Budget
 from framecast.keys.vault import KeyVault
 from framecast.ops.metrics import ActiveJobs, Metrics
-from framecast.planner.estimate import Estimates
-from framecast.planner.planner import Planner, PlannerSettings
-from framecast.service import GenerationClient
+from framecast.planner.planner import PlannerSettings
 from framecast.service.model_list import ModelCache
-from framecast.store import StoreError
-from framecast.stores import Store, open_store
+from framecast.storage import Store, StoreError, open_store
 
 __all__ = ["MODEL_REFRESH_SECONDS", "ChatSide", "ChatSideFactory", "Core"]
 
@@ -59,35 +59,7 @@ log = logging.getLogger(__name__)
 MODEL_REFRESH_SECONDS = 600.0
 
 
-class ChatSide(JobReporter, Protocol):
-    """What the core needs of the chat side: a :class:`JobReporter` plus queue moves, notes, closing."""
-
-    def positions_changed(self, guild_id: int, queued: list[int]) -> None:
-        """A guild's queue moved: `queued` are its waiting jobs, head first."""
-        ...
-
-    def add_note(self, job: Job, note: Note) -> None:
-        """Show `note` on the job's message until the job finishes."""
-        ...
-
-    async def close(self) -> None:
-        """Stop showing jobs (their state is in the store; nothing is lost)."""
-        ...
-
-
 R = TypeVar("R", bound=ChatSide)
-R_co = TypeVar("R_co", bound=ChatSide, covariant=True)
-
-
-class ChatSideFactory(Protocol[R_co]):
-    """Builds the chat side once the parts it needs exist (called once by :meth:`Core.open`)."""
-
-    def __call__(
-        self, *, store: Store, positions: QueuePositions, estimates: Estimates, clock: Clock, metrics: Metrics
-    ) -> R_co:
-        """The chat side, writing its bookkeeping to `store`, showing `positions` and `estimates`,
-        counting its failed requests in `metrics`."""
-        ...
 
 
 @dataclass(eq=False)
@@ -112,10 +84,14 @@ class Core(Generic[R]):
     leases: Leases
     #: What /metrics shows (served when HTTP_PORT is set).
     metrics: Metrics
+    #: Every server's own settings, read from memory, changed through its one writer.
+    book: SettingsBook
+    #: What a server's admins can do (/settings): show and change settings, set and remove a key.
+    admins: Admins
+    #: What a member can do: request, cancel, retry, again, remix, show a job, the queue, models.
+    members: Members
     #: Unfinished jobs by state and kind, kept from the store's change events (read by /metrics).
     active_jobs: ActiveJobs = field(default_factory=ActiveJobs, repr=False)
-    #: Every server's own settings (servers without any are absent), kept in step with the store.
-    _guild_settings: dict[int, GuildSettings] = field(default_factory=dict, repr=False)
     #: The unfinished jobs found in the store at start-up (they continue).
     restored: list[Job] = field(default_factory=list)
     _stopped: bool = field(default=False, repr=False)
@@ -124,45 +100,31 @@ class Core(Generic[R]):
     def __repr__(self) -> str:
         return f"<Core scheduler={self.scheduler!r} stopped={self._stopped}>"
 
-    # -- the operator's key (what a single-key bot had) ----------------------------------------------
-    @property
-    def budget(self) -> Budget:
-        """The operator's key's request budget."""
-        return self.accounts.operator.budget
+    # -- readiness (what the operator's /readyz asks) -----------------------------------------------
+    async def database_answers(self) -> bool:
+        """Whether the job store answers now (False while its database is unreachable)."""
+        return await self.store.ping()
 
-    @property
-    def client(self) -> GenerationClient:
-        """The service client with the operator's key."""
-        return self.accounts.operator.client
-
-    @property
-    def planner(self) -> Planner:
-        """The operator's key's planner."""
-        return self.accounts.operator.planner
+    def models_loaded(self) -> bool:
+        """Whether the service's model list has been read at least once."""
+        return self.models.catalog is not None
 
     # -- servers' settings ---------------------------------------------------------------------------
     def guild_settings(self, guild_id: int) -> GuildSettings:
         """The server's own settings (defaults if it set none), from memory."""
-        return self._guild_settings.get(guild_id) or GuildSettings()
+        return self.book.settings(guild_id)
 
     def guild_policy(self, guild_id: int) -> Policy:
         """The server's effective policy: its settings capped by the operator's ceilings."""
-        return resolve(self.guild_settings(guild_id), self.ceilings)
+        return self.book.policy(guild_id)
 
     async def update_settings(self, guild_id: int, *, by: int, **changes: object) -> GuildSettings:
         """Validate and persist `changes` to the server's settings (user `by` made them); the new settings.
 
-        Raises :class:`~framecast.guilds.settings.SettingsError` for a value the server may not have.
-        Only settings whose value really changes are saved and logged (by name, never by value).
+        The one writer is :meth:`SettingsBook.update` (raises :class:`SettingsError` for a value the
+        server may not have; saves and logs only what really changes, by name, never by value).
         """
-        current = self.guild_settings(guild_id)
-        new = check_change(current, self.ceilings, **changes)
-        changed = [Setting(name) for name in changes if getattr(new, name) != getattr(current, name)]
-        if not changed:
-            return current
-        await self.store.save_guild_settings(guild_id, new, by=by, changed=changed)
-        self._guild_settings[guild_id] = new
-        log.info("guild %s: user %s changed %s", guild_id, by, ", ".join(c.value for c in changed))
+        new, _ = await self.book.update(guild_id, by=by, **changes)
         return new
 
     @classmethod
@@ -246,11 +208,8 @@ class Core(Generic[R]):
                 leases=leases,
             )
             ceilings = Ceilings.from_settings(s)
-
-            def policy_for(guild_id: int) -> Policy:
-                # The same cache the core keeps up to date in update_settings.
-                return resolve(guild_settings.get(guild_id) or GuildSettings(), ceilings)
-
+            # The servers' settings: cached here, changed only through the book's one writer.
+            book = SettingsBook(store, ceilings, guild_settings)
             intake = Intake(
                 store=store,
                 scheduler=scheduler,
@@ -259,13 +218,32 @@ class Core(Generic[R]):
                     guild_queue=s.guild_queue_cap,
                     prompt_chars=s.prompt_max_chars,
                 ),
-                policy_for=policy_for,
+                policy_for=book.policy,
                 clock=clock,
                 quota_period=s.quota_period,
                 key_state=accounts.guild_key_state,
             )
             # The intake's in-memory limit counts follow every committed change of a job.
             store.subscribe(intake.observe)
+            admins = Admins(
+                book=book,
+                store=store,
+                accounts=accounts,
+                vault=vault,
+                models=models,
+                clock=clock,
+                quota_period=s.quota_period,
+            )
+            members = Members(
+                intake=intake,
+                store=store,
+                scheduler=scheduler,
+                models=models,
+                shows=chat,
+                estimate=accounts.estimate,
+                clock=clock,
+                poll_timeout=s.gen_poll_timeout,
+            )
             active_jobs = ActiveJobs()
             store.subscribe(active_jobs.observe)
             metrics.track_jobs(active_jobs.counts)
@@ -287,7 +265,9 @@ class Core(Generic[R]):
                 leases=leases,
                 metrics=metrics,
                 active_jobs=active_jobs,
-                _guild_settings=guild_settings,
+                book=book,
+                admins=admins,
+                members=members,
             )
             undo.push_async_callback(core.stop)
             await core._start()

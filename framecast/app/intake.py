@@ -34,8 +34,7 @@ from framecast.guilds.settings import (
 )
 from framecast.jobs import ACTIVE, AlreadyRetried, DailyQuotaReached, Job, JobKind, JobState, NewJob, presets
 from framecast.jobs.scheduler import Scheduler
-from framecast.store import GuildQueueFull, MemberLimitReached
-from framecast.stores import Store
+from framecast.storage import GuildQueueFull, MemberLimitReached, Store
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +148,7 @@ class Intake:
             self._index.track(job)
 
     def observe(self, job: Job) -> None:
-        """Record one job's state change (a :meth:`JobStore.subscribe` listener)."""
+        """Record one job's state change (a :meth:`Store.subscribe` listener)."""
         self._index.track(job)
 
     def precheck(self, who: Requester, kind: JobKind | None = None) -> None:

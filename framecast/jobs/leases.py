@@ -2,7 +2,7 @@
 
 With several bot processes on one shared store (PostgreSQL), every unfinished job is held by one
 process through a lease (``lease_owner``, ``lease_until`` on its row; see :mod:`framecast.leases` and
-:class:`framecast.pgstore.PgStore`). :class:`Leases` is this process's side of it:
+:class:`framecast.storage.Store`). :class:`Leases` is this process's side of it:
 
 * :meth:`Leases.take` claims a job before this process works on it (at acceptance, at start-up,
   on takeover); a job another live process holds is left alone.

@@ -1,7 +1,7 @@
 """The job model: kinds, states, the state machine and the job records.
 
 A job is one member's request for one video or image. Its life is a small explicit state machine
-(``TRANSITIONS``); :class:`framecast.store.JobStore` persists jobs and is the only place that
+(``TRANSITIONS``); :class:`framecast.storage.Store` persists jobs and is the only place that
 changes a job's state, always through :func:`check_transition`.
 
 This module is pure: no I/O, no asyncio, no Discord.

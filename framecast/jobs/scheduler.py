@@ -24,8 +24,7 @@ from framecast.jobs import Job, JobState
 from framecast.jobs.leases import Leases
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import ShuttingDown
-from framecast.store import InvalidTransition
-from framecast.stores import Store
+from framecast.storage import InvalidTransition, Store
 
 log = logging.getLogger(__name__)
 

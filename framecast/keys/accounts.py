@@ -16,7 +16,7 @@ carries only that key, to the service's origin only) and its own
 
 Keys are handled as :class:`~framecast.config.Secret` and never logged, not even their last four
 characters (those are shown to the server's admins only). In the metrics a key is named by its
-:func:`~framecast.ops.metrics.key_label` (``operator``, or ``guild-`` and a short hash): each open
+:func:`~framecast.ops.metrics.key_label` (``operator``, or ``guild-`` and a keyed hash): each open
 account's budget and planner are read there at scrape time, and forgotten when the key is retired.
 """
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 import aiohttp
@@ -47,8 +47,7 @@ from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import SharedPlanState
 from framecast.service import GenerationClient
 from framecast.service.errors import AuthError, ServiceError
-from framecast.store import StoredKey
-from framecast.stores import Store
+from framecast.storage import Store, StoredKey
 
 __all__ = ["Account", "Accounts", "KeyCheck", "KeyParts"]
 
@@ -120,7 +119,7 @@ class Account:
 
     @property
     def label(self) -> str:
-        """The key's name in the metrics: ``operator``, or ``guild-`` and a hash of the key."""
+        """The key's name in the metrics: ``operator``, or ``guild-`` and a keyed hash (:func:`key_label`)."""
         return self.parts.label
 
     def budget_reading(self) -> BudgetReading:
@@ -281,7 +280,7 @@ class Accounts:
         budget = open_budget(s, key, clock=self._clock, redis=self._redis)
         client = GenerationClient.from_settings(
             self._session,
-            replace(s, gen_api_key=key),
+            s.replace(gen_api_key=key),
             budget,
             self._clock,
             metrics=self._metrics,
@@ -442,7 +441,7 @@ class Accounts:
         # and is not shown.
         client = GenerationClient.from_settings(
             self._session,
-            replace(s, gen_api_key=secret),
+            s.replace(gen_api_key=secret),
             budget,
             self._clock,
             metrics=self._metrics,

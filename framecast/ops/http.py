@@ -11,6 +11,14 @@
 
 Nothing else is served, and no answer carries a secret, a guild or a user: the port may be
 reachable by anyone who can reach the container.
+
+The server is a small HTTP/1.1 one of its own, because it must never be the way to stop the bot
+(idle clients that each hold a file descriptor until none is left for Discord, the service or
+the database). It binds ``HTTP_HOST`` (loopback unless told otherwise), reads a request's head
+within ``header_timeout`` seconds and its body within ``body_timeout``, refuses a request larger
+than ``max_request_bytes``, answers one request per connection, and holds at most
+``max_connections``: past that, the oldest connection still sending its head is dropped to make
+room (a health probe sends its head at once, an idle client never does).
 """
 
 from __future__ import annotations
@@ -18,12 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
+from http import HTTPStatus
 
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from framecast.ops.metrics import Metrics
@@ -53,22 +62,40 @@ class OpsServer:
         metrics: Metrics,
         *,
         port: int,
-        host: str = "0.0.0.0",  # in a container the health check and the scraper come from outside
+        host: str = "127.0.0.1",  # HTTP_HOST; the image sets 0.0.0.0 for its probes and scrapers
         check_timeout: float = 2.0,  # noqa: ASYNC109 -- real seconds per readiness check
         stall_after: float = 10.0,
         tick: float = 1.0,
+        header_timeout: float = 5.0,
+        body_timeout: float = 5.0,
+        max_connections: int = 128,
+        max_request_bytes: int = 8192,
     ) -> None:
-        """`stall_after`: loop lag (seconds) above which ``/healthz`` fails; `tick`: the monitor's period."""
-        if check_timeout <= 0 or stall_after <= 0 or tick <= 0:
-            raise ValueError("check_timeout, stall_after and tick must be > 0")
+        """`stall_after`: loop lag (seconds) above which ``/healthz`` fails; `tick`: the monitor's period.
+
+        `header_timeout` / `body_timeout`: seconds a client has to send its request's head, then
+        its body (and to take the answer); `max_connections`: connections held at once;
+        `max_request_bytes`: the largest request head, and the largest body.
+        """
+        if min(check_timeout, stall_after, tick, header_timeout, body_timeout) <= 0:
+            raise ValueError("check_timeout, stall_after, tick and the timeouts must be > 0")
+        if max_connections < 1 or max_request_bytes < 256:
+            raise ValueError("max_connections must be >= 1 and max_request_bytes >= 256")
         self._metrics = metrics
         self._host = host
         self._port = port
         self._check_timeout = check_timeout
         self._stall_after = stall_after
         self._tick = tick
+        self._header_timeout = header_timeout
+        self._body_timeout = body_timeout
+        self._max_connections = max_connections
+        self._max_request_bytes = max_request_bytes
         self._checks: dict[str, Check] = {}
-        self._runner: web.AppRunner | None = None
+        self._server: asyncio.Server | None = None
+        # Open connections, oldest first: True while the client is still sending its head (so it
+        # may be dropped to make room), False once its request is being answered.
+        self._connections: dict[asyncio.StreamWriter, bool] = {}
         self._monitor: asyncio.Task[None] | None = None
         self._last_tick = time.monotonic()
         self._last_lag = 0.0
@@ -79,9 +106,19 @@ class OpsServer:
     @property
     def port(self) -> int:
         """The bound port once started (the real one when asked for port 0), else the configured one."""
-        if self._runner is not None and self._runner.addresses:
-            return int(self._runner.addresses[0][1])
+        if self._server is not None and self._server.sockets:
+            return int(self._server.sockets[0].getsockname()[1])
         return self._port
+
+    @property
+    def host(self) -> str:
+        """The address listened on (``HTTP_HOST``)."""
+        return self._host
+
+    @property
+    def connections(self) -> int:
+        """Connections open now (at most ``max_connections``)."""
+        return len(self._connections)
 
     def add_check(self, name: str, check: Check) -> None:
         """Make ``/readyz`` depend on `check`, shown as `name` (replaces a check of that name)."""
@@ -89,21 +126,12 @@ class OpsServer:
 
     async def start(self) -> None:
         """Bind the port and serve; starts the loop monitor. Raises :class:`OSError` if the port is taken."""
-        if self._runner is not None:
+        if self._server is not None:
             raise RuntimeError("OpsServer already started")
-        app = web.Application()
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics_text)
         # No access log: a scraper and a health check every few seconds would drown the real log.
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, self._host, self._port).start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
+        self._server = await asyncio.start_server(
+            self._serve, self._host, self._port, limit=self._max_request_bytes, backlog=512
+        )
         self._last_tick = time.monotonic()
         self._monitor = asyncio.create_task(self._watch_loop(), name="ops-loop-monitor")
         log.info("operating endpoints on %s:%d (/healthz, /readyz, /metrics)", self._host, self.port)
@@ -115,9 +143,87 @@ class OpsServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._monitor
             self._monitor = None
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()
+        if self._server is not None:
+            server, self._server = self._server, None
+            server.close()
+            for writer in list(self._connections):
+                writer.transport.abort()
+            self._connections.clear()
+            await server.wait_closed()
+
+    # -- connections --------------------------------------------------------------------------------
+    def _make_room(self) -> bool:
+        """Room for one more connection: drops the oldest one still sending its head if need be."""
+        if len(self._connections) < self._max_connections:
+            return True
+        victim = next((w for w, waiting in self._connections.items() if waiting), None)
+        if victim is None:
+            return False  # every connection is being answered: they end soon on their own
+        del self._connections[victim]
+        victim.transport.abort()
+        return True
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self._make_room():
+            writer.transport.abort()
+            return
+        self._connections[writer] = True
+        try:
+            answer = await self._read_request(reader)
+            self._connections[writer] = False
+            if answer is None:
+                return
+            status, content_type, payload, head_only = answer
+            async with asyncio.timeout(self._body_timeout):  # a client that never reads its answer
+                writer.write(_response(status, content_type, payload, head_only))
+                writer.close()  # one request per connection; close() still sends what is buffered
+                await writer.wait_closed()
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client was too slow or went away: nothing to answer
+        finally:
+            self._connections.pop(writer, None)
+            writer.transport.abort()  # a no-op once closed; frees a stuck connection at once
+
+    async def _read_request(self, reader: asyncio.StreamReader) -> tuple[int, str, bytes, bool] | None:
+        """The answer to the request on `reader`: (status, content type, body, HEAD?), or None to hang up."""
+        try:
+            async with asyncio.timeout(self._header_timeout):
+                head = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.LimitOverrunError:
+            return _plain(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE)
+        except asyncio.IncompleteReadError:
+            return None  # closed before finishing its head
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            return _plain(HTTPStatus.BAD_REQUEST)
+        method, target, _ = parts
+        length = 0
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            name = name.strip().lower()
+            if name == "content-length":
+                if not value.strip().isdigit():
+                    return _plain(HTTPStatus.BAD_REQUEST)
+                length = int(value.strip())
+            elif name == "transfer-encoding":
+                return _plain(HTTPStatus.LENGTH_REQUIRED)  # no chunked bodies: nothing here takes one
+        if length > self._max_request_bytes:
+            return _plain(HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
+        if length:
+            async with asyncio.timeout(self._body_timeout):
+                await reader.readexactly(length)  # read and ignored: no endpoint takes a body
+        path = target.partition("?")[0]
+        handler = self._routes().get(path)
+        if handler is None:
+            return _plain(HTTPStatus.NOT_FOUND)
+        if method not in ("GET", "HEAD"):
+            return _plain(HTTPStatus.METHOD_NOT_ALLOWED)
+        status, content_type, payload = await handler()
+        return status, content_type, payload, method == "HEAD"
+
+    def _routes(self) -> dict[str, Callable[[], Awaitable[tuple[int, str, bytes]]]]:
+        return {"/healthz": self._healthz, "/readyz": self._readyz, "/metrics": self._metrics_text}
 
     # -- the loop monitor ---------------------------------------------------------------------------
     async def _watch_loop(self) -> None:
@@ -138,19 +244,20 @@ class OpsServer:
         return max(0.0, self._last_lag, overdue)
 
     # -- handlers -----------------------------------------------------------------------------------
-    async def _healthz(self, request: web.Request) -> web.Response:
+    async def _healthz(self) -> tuple[int, str, bytes]:
         lag = self.loop_lag()
         if lag > self._stall_after:
             log.warning("health check failing: the event loop was blocked for %.1fs", lag)
-            return web.Response(status=503, text=f"stalled\nloop lag: {lag:.3f} s\n")
-        return web.Response(text=f"ok\nloop lag: {lag:.3f} s\n")
+            return 503, _TEXT, f"stalled\nloop lag: {lag:.3f} s\n".encode()
+        return 200, _TEXT, f"ok\nloop lag: {lag:.3f} s\n".encode()
 
-    async def _readyz(self, request: web.Request) -> web.Response:
+    async def _readyz(self) -> tuple[int, str, bytes]:
         names = list(self._checks)
         outcomes = await asyncio.gather(*(self._run_check(name, self._checks[name]) for name in names))
         checks = {name: outcome.value for name, outcome in zip(names, outcomes, strict=True)}
         ready = all(outcome is CheckOutcome.OK for outcome in outcomes)
-        return web.json_response({"ready": ready, "checks": checks}, status=200 if ready else 503)
+        body = json.dumps({"ready": ready, "checks": checks}).encode()
+        return (200 if ready else 503), "application/json; charset=utf-8", body
 
     async def _run_check(self, name: str, check: Check) -> CheckOutcome:
         try:
@@ -166,6 +273,21 @@ class OpsServer:
             return CheckOutcome.ERROR
         return CheckOutcome.OK if result else CheckOutcome.FAILED
 
-    async def _metrics_text(self, request: web.Request) -> web.Response:
-        body = generate_latest(self._metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    async def _metrics_text(self) -> tuple[int, str, bytes]:
+        return 200, CONTENT_TYPE_LATEST, generate_latest(self._metrics.registry)
+
+
+_TEXT = "text/plain; charset=utf-8"
+
+
+def _plain(status: HTTPStatus) -> tuple[int, str, bytes, bool]:
+    return int(status), _TEXT, f"{status.phrase}\n".encode(), False
+
+
+def _response(status: int, content_type: str, payload: bytes, head_only: bool) -> bytes:
+    reason = HTTPStatus(status).phrase
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode("latin-1") + (b"" if head_only else payload)

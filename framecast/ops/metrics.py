@@ -10,7 +10,7 @@ Two kinds of metric live here:
   sees the current value.
 
 Labels stay bounded: never a guild, channel, user or job id, never a prompt, and never an API key:
-a guild's key is named by :func:`key_label` (a short hash), the operator's as ``operator``.
+a guild's key is named by :func:`key_label` (a keyed per-process hash), the operator's as ``operator``.
 
 A :class:`Metrics` nobody scrapes is the null object: recording costs a dictionary lookup, so code
 always holds a real one (``Metrics()`` when ``HTTP_PORT`` is unset) and never checks for ``None``.
@@ -19,7 +19,9 @@ always holds a real one (``Metrics()`` when ``HTTP_PORT`` is unset) and never ch
 from __future__ import annotations
 
 import hashlib
+import hmac
 import logging
+import secrets
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -133,16 +135,24 @@ class ActiveJobs:
         return out
 
 
-def key_label(key: str | Secret | None) -> str:
-    """The label naming an API key in metrics: ``operator`` for ``None``, else ``guild-`` and a hash.
+#: The secret behind :func:`key_label`: random per process and never shown, so a label says
+#: nothing about its key (an unsalted hash would let whoever reads ``/metrics`` confirm a guess).
+_LABEL_SECRET = secrets.token_bytes(32)
 
-    Eight hex digits of the key's SHA-256: stable across restarts and processes (so the series of
-    one key continue), distinct enough between the keys of one bot, and useless to recover the key.
+
+def key_label(key: str | Secret | None) -> str:
+    """The label naming an API key in metrics: ``operator`` for ``None``, else ``guild-`` and 8 hex digits.
+
+    The digits are an HMAC-SHA-256 of the key under a random secret of this process: stable for
+    as long as the process runs (one key, one series), distinct enough between the keys of one
+    bot, and computable by no one else, so ``/metrics`` cannot confirm a guessed key. Another
+    process (or a restart) names the same key differently; Prometheus' ``instance`` label tells
+    the processes apart anyway.
     """
     if key is None:
         return OPERATOR_KEY
     raw = key.reveal() if isinstance(key, Secret) else key
-    return "guild-" + hashlib.sha256(raw.encode("utf-8")).hexdigest()[:8]
+    return "guild-" + hmac.new(_LABEL_SECRET, raw.encode("utf-8"), hashlib.sha256).hexdigest()[:8]
 
 
 class Metrics:

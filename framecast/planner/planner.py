@@ -45,7 +45,7 @@ from framecast.planner.estimate import Estimate
 from framecast.planner.predict import DurationKey, DurationModel, ProgressTrack
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
 from framecast.service import TaskStatus
-from framecast.stores import Store
+from framecast.storage import Store
 
 __all__ = ["Planner", "PlannerSettings"]
 

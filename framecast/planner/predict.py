@@ -9,7 +9,7 @@ Two predictors, both pure (no I/O, no clock: every time is a wall-clock ``float`
   polls that report no progress (and for tasks not started yet). It works in log space (durations
   are positive and skewed: a log-normal fits them better than a normal) and starts from a cautious
   prior. :meth:`DurationModel.snapshot` / :meth:`DurationModel.restore` with :class:`DurationRow`
-  carry it across restarts through ``JobStore.load_durations`` / ``JobStore.save_duration``.
+  carry it across restarts through ``Store.load_durations`` / ``Store.save_duration``.
 """
 
 from __future__ import annotations

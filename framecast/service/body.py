@@ -8,17 +8,23 @@ cap, and stops reading the moment the cap is passed.
 
 from __future__ import annotations
 
+import asyncio
+import io
 import zlib
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 import aiohttp
 
-__all__ = ["ACCEPT_ENCODING", "BodyTooLarge", "BodyUndecodable", "read_body"]
+__all__ = ["ACCEPT_ENCODING", "INFLATE_STEP", "BodyScan", "BodyTooLarge", "BodyUndecodable", "read_body"]
 
 #: Only what :func:`read_body` inflates itself (no brotli or zstd, whose decoders it does not bound).
 #: A body may stack them (``gzip, deflate``), up to three.
 ACCEPT_ENCODING = "gzip, deflate"
 _READ_CHUNK = 64 * 1024
+#: Most bytes inflated in one step. Between steps the reader checks its caps and the answer's
+#: scan, and gives the event loop a turn: a bomb never holds the loop for more than a step.
+INFLATE_STEP = 1024 * 1024
 
 
 class BodyTooLarge(Exception):
@@ -42,30 +48,43 @@ class _Inflater:
     def __init__(self, encoding: str) -> None:
         self._gzip = encoding in ("gzip", "x-gzip")
         self._inflate: Any = None  # zlib's decompressobj type is not public
+        self.produced = 0  # bytes this layer has put out so far (counted by the reader)
 
-    def feed(self, data: bytes, room: int) -> bytes:
-        """Inflate `data`; returns at most ``room + 1`` bytes (more than `room` means too large)."""
-        out = bytearray()
-        while data:
+    def feed(self, data: bytes, room: int) -> Iterator[bytes]:
+        """Inflate `data` in pieces of at most :data:`INFLATE_STEP` bytes, ``room + 1`` in all at most.
+
+        More than `room` bytes in all means too large. Stepping bounds what one call holds, and
+        lets the reader hand the loop back (and refuse what it has seen) between pieces.
+        """
+        produced = 0
+        while True:
             if self._inflate is None:
+                if not data:
+                    return
                 if self._gzip:
                     wbits = 16 + zlib.MAX_WBITS
                 else:  # "deflate" is meant to be zlib-wrapped, but raw deflate is common too
                     wbits = zlib.MAX_WBITS if data[0] & 0x0F == 8 else -zlib.MAX_WBITS
                 self._inflate = zlib.decompressobj(wbits)
+            want = min(room - produced + 1, INFLATE_STEP)
             try:
-                out += self._inflate.decompress(data, room - len(out) + 1)
+                out = self._inflate.decompress(data, want)
             except zlib.error:
                 raise BodyUndecodable() from None
-            if len(out) > room:
-                break
-            data = b""
+            produced += len(out)
+            if out:
+                yield out
+            if produced > room:
+                return
             if self._inflate.eof:
                 data = self._inflate.unused_data
                 if data and not self._gzip:
                     raise BodyUndecodable()  # bytes after the end of the deflate stream
                 self._inflate = None  # a gzip body may hold several members
-        return bytes(out)
+            else:
+                data = self._inflate.unconsumed_tail
+                if not data and len(out) < want:
+                    return  # all input taken and no output held back: wait for more
 
     def finish(self) -> None:
         """Raise :class:`BodyUndecodable` if the body ended inside a compressed stream."""
@@ -86,7 +105,36 @@ def _layers(header: str) -> list[_Inflater] | None:
     return [_Inflater(c) for c in reversed(codings)]
 
 
-async def read_body(resp: aiohttp.ClientResponse, limit: int, *, truncate: bool = False) -> bytes:
+class BodyScan(Protocol):
+    """Looks at a body while it is read, and may refuse it by raising (see :class:`~framecast.service.jsonscan.JsonScan`)."""
+
+    def feed(self, data: bytes | bytearray | memoryview, *, final: bool = False) -> None:
+        """Look at `data`, the body so far (the previous call's with more appended)."""
+
+    def finish(self, data: bytes | bytearray | memoryview) -> object:
+        """Look at the complete body `data`."""
+
+
+def _steps(layers: list[_Inflater], data: bytes, limit: int) -> Iterator[bytes]:
+    """`data` through every layer, in steps; raises :class:`BodyTooLarge` when a layer passes `limit`."""
+    if not layers:
+        if data:
+            yield data
+        return
+    head, rest = layers[0], layers[1:]
+    for piece in head.feed(data, limit - head.produced):
+        head.produced += len(piece)
+        if head.produced > limit:
+            raise BodyTooLarge()
+        if rest:
+            yield from _steps(rest, piece, limit)
+        else:
+            yield piece
+
+
+async def read_body(
+    resp: aiohttp.ClientResponse, limit: int, *, truncate: bool = False, scan: BodyScan | None = None
+) -> bytes:
     """The body of `resp`, inflated, streaming, never holding much more than `limit` bytes.
 
     The cap counts the bytes after decompression, and the compressed bytes too (and, for stacked
@@ -94,6 +142,10 @@ async def read_body(resp: aiohttp.ClientResponse, limit: int, *, truncate: bool 
     :class:`BodyTooLarge`, or with `truncate` returns the first `limit` bytes (error bodies, whose
     beginning is all a message needs). Raises :class:`BodyUndecodable` for an unknown or broken
     Content-Encoding (with `truncate`: returns what could be read).
+
+    Inflation goes in steps of :data:`INFLATE_STEP` bytes, the loop given a turn after each full
+    step. `scan`, when given, sees the body after every step and once complete: whatever it
+    raises (a JSON answer holding too many values) stops the reading at once and propagates.
     """
     layers = _layers(resp.headers.get("Content-Encoding", ""))
     if layers is None:
@@ -103,26 +155,33 @@ async def read_body(resp: aiohttp.ClientResponse, limit: int, *, truncate: bool 
     length = resp.content_length
     if length is not None and length > limit and not truncate:
         raise BodyTooLarge(length if not layers else None)
-    buf = bytearray()
+    # A BytesIO, not a bytearray: its getvalue() hands over the buffer without a copy, so a
+    # large answer is held once, not twice.
+    buf = io.BytesIO()
+    size = 0
     wire = 0
-    between = [0] * len(layers)  # bytes each layer has produced (the last one's are `buf`)
     try:
         async for chunk in resp.content.iter_chunked(_READ_CHUNK):
             wire += len(chunk)
-            piece = chunk
-            for index, layer in enumerate(layers):
-                piece = layer.feed(piece, limit - between[index])
-                between[index] += len(piece)
-            buf += piece
-            if len(buf) > limit or wire > limit or any(n > limit for n in between):
-                # Stop reading at once: the rest may be gigabytes.
-                if truncate:
-                    return bytes(buf[:limit])
-                raise BodyTooLarge()
+            for piece in _steps(layers, chunk, limit):
+                buf.write(piece)
+                size += len(piece)
+                if size > limit:
+                    raise BodyTooLarge()
+                if scan is not None:
+                    with buf.getbuffer() as view:
+                        scan.feed(view)
+                if len(piece) >= INFLATE_STEP:
+                    await asyncio.sleep(0)  # a turn for everyone else between big steps
+            if wire > limit:
+                raise BodyTooLarge()  # stop reading at once: the rest may be gigabytes
         for layer in layers:
             layer.finish()
-    except BodyUndecodable:
+    except (BodyTooLarge, BodyUndecodable):
         if truncate:
-            return bytes(buf[:limit])
+            return buf.getvalue()[:limit]
         raise
-    return bytes(buf)
+    if scan is not None:
+        with buf.getbuffer() as view:
+            scan.finish(view)
+    return buf.getvalue()

@@ -23,6 +23,7 @@ and its status, the key named only by its :func:`~framecast.ops.metrics.key_labe
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -50,7 +51,8 @@ from framecast.service.errors import (
     ServiceUnavailable,
 )
 from framecast.service.fields import parse_retry_after
-from framecast.service.jsonread import load_json
+from framecast.service.jsonread import JSON_MAX_DEPTH, load_json
+from framecast.service.jsonscan import JSON_MAX_ITEMS, JsonScan
 from framecast.service.parsing import error_detail
 
 __all__ = ["DETAIL_MAX", "Answer", "Retry", "Transport"]
@@ -63,6 +65,18 @@ T = TypeVar("T")
 DETAIL_MAX = 300
 _ERROR_BODY_MAX = 16 * 1024  # the beginning of an error body is all its message needs
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: What each kind of answer may carry, whatever the configured caps say: a create or a poll
+#: answer is an id, a status, a URL and an error message (a few hundred bytes, a few values);
+#: only a model list is long, and only an image create carries a large (base64) string.
+_KIND_MAX_BYTES: dict[RequestKind, int] = {RequestKind.CREATE_VIDEO: 64 * 1024, RequestKind.POLL: 64 * 1024}
+_KIND_MAX_ITEMS: dict[RequestKind, int] = {
+    RequestKind.CREATE_VIDEO: 10_000,
+    RequestKind.POLL: 10_000,
+    RequestKind.CREATE_IMAGE: 10_000,
+}
+#: Answers larger than this are parsed in a worker thread, so the loop keeps its turns.
+_PARSE_INLINE_MAX = 256 * 1024
+_UNPARSED: Any = object()
 
 
 @dataclass
@@ -80,6 +94,8 @@ class Answer:
     location: str | None = None  # a redirect's target, as sent
     body: bytes = b""
     unreadable: BodyTooLarge | BodyUndecodable | None = None
+    refused: BadResponse | None = None  # the JSON answer's cost is over a cap, or it is no JSON
+    parsed: Any = _UNPARSED  # the JSON answer, once parsed (see Transport.request_json)
     problem: str = ""
     timed_out: bool = False
     failure: aiohttp.ClientError | None = None
@@ -199,11 +215,14 @@ class Transport:
         error_body: bool = False,
         params: dict[str, str] | None = None,
         data: bytes | None = None,
+        json_items: int | None = None,
     ) -> Answer:
         """One HTTP request, redirects not followed, inside a budget slot when `budgeted`.
 
         A 2xx body is read with the cap `max_bytes`; with `error_body`, the beginning of a 4xx body
-        too. Timeouts and connection errors end up in the answer, not raised. The request is
+        too. With `json_items`, the 2xx body is a JSON answer whose values are counted while it is
+        read (:class:`~framecast.service.jsonscan.JsonScan`): past `json_items` values or
+        :data:`JSON_MAX_DEPTH` levels, reading stops and ``refused`` says why. Timeouts and connection errors end up in the answer, not raised. The request is
         counted as `kind` with its status (none: no answer) once it is over.
         """
         answer = Answer()
@@ -225,10 +244,15 @@ class Transport:
                     if status in _REDIRECTS:
                         answer.location = resp.headers.get("Location")
                     elif 200 <= status < 300:
+                        scan = None
+                        if json_items is not None:
+                            scan = JsonScan(max_items=json_items, max_depth=JSON_MAX_DEPTH)
                         try:
-                            answer.body = await read_body(resp, max_bytes)
+                            answer.body = await read_body(resp, max_bytes, scan=scan)
                         except (BodyTooLarge, BodyUndecodable) as exc:
                             answer.unreadable = exc
+                        except BadResponse as exc:
+                            answer.refused = exc
                     elif 400 <= status < 500 and error_body:
                         answer.body = await read_body(resp, _ERROR_BODY_MAX, truncate=True)
             except TimeoutError:
@@ -299,6 +323,8 @@ class Transport:
         :class:`RequestRejected` (with the service's message, scrubbed).
         """
         limit = max_bytes if max_bytes is not None else self._json_max_bytes
+        limit = min(limit, _KIND_MAX_BYTES.get(kind, limit))  # what this kind of answer can carry
+        items = _KIND_MAX_ITEMS.get(kind, JSON_MAX_ITEMS)
         url = self.base_url + path
         headers = self.headers()
         data = _json_bytes(json_body) if json_body is not None else None
@@ -309,7 +335,10 @@ class Transport:
             answer = await self.exchange(
                 self.session, method, url, headers=headers, kind=kind, budgeted=True, priority=priority,
                 timeout=self._request_timeout, max_bytes=limit, error_body=True, params=params, data=data,
+                json_items=items,
             )  # fmt: skip
+            if answer.ok and answer.unreadable is None and answer.refused is None:
+                await _parse(answer, items)
             return self._judge(answer, what, limit)
 
         return await self.retrying(what, attempt, attempts=attempts)
@@ -326,6 +355,10 @@ class Transport:
                 unreadable = f"the answer is larger than the {limit}-byte limit"
             elif answer.unreadable is not None:
                 unreadable = "the answer's compression is broken or unknown"
+            elif answer.refused is not None:
+                unreadable = answer.refused.message
+            elif answer.parsed is not _UNPARSED:
+                return answer.parsed
             else:
                 try:
                     return load_json(answer.body)
@@ -358,6 +391,25 @@ class Transport:
             )
         failure = ServiceUnavailable(f"{what}: the service answered HTTP {status}", status=status)
         return Retry(f"HTTP {status}", lambda n: _exhausted(failure, n), self.retry_after(answer))
+
+
+async def _parse(answer: Answer, items: int) -> None:
+    """Parse `answer`'s JSON body into ``parsed`` (or ``refused``); a large one in a worker thread.
+
+    Its values were counted while it was read (so they are not counted again), and the parse is
+    bounded; a thread still keeps a large answer's decoding (megabytes of base64) from holding
+    the loop in one piece.
+    """
+    body = answer.body
+    try:
+        if len(body) > _PARSE_INLINE_MAX:
+            answer.parsed = await asyncio.to_thread(load_json, body, max_items=items, counted=True)
+        else:
+            answer.parsed = load_json(body, max_items=items, counted=True)
+    except BadResponse as exc:
+        answer.refused = exc
+    else:
+        answer.body = b""  # the raw bytes are not needed any more: do not hold a large answer twice
 
 
 def _exhausted(failure: ServiceUnavailable, attempts: int) -> ServiceError:

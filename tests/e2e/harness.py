@@ -1,7 +1,10 @@
 """End-to-end harness: the real ``bot.py`` in a subprocess against the two fakes.
 
-The one module of the end-to-end tests' machinery: the :class:`World`, its helpers, and the
-``world`` / ``start`` fixtures (registered for the whole suite by ``tests/conftest.py``).
+The end-to-end tests' world: the :class:`World`, its helpers, and the ``world`` / ``start`` /
+``start_synced`` fixtures (registered for the whole suite by ``tests/conftest.py``). Beside it:
+``commands.py`` (slash commands, buttons and forms as members and admins use them),
+``endpoints.py`` (the operating endpoints over HTTP) and ``servers.py`` (PostgreSQL and Redis: the
+two-process ``cluster``, relays a test can cut).
 
 A :class:`World` holds a fake Discord (guilds, channels, members), a fake generation service, a
 temporary database, and the bot process. Timings are scaled down through the bot's own
@@ -505,6 +508,29 @@ async def start(tmp_path: Path) -> AsyncIterator[StartWorld]:
         if setup is not None:
             setup(world)
         await world.start_bot()
+        return world
+
+    try:
+        yield factory
+    finally:
+        for world in worlds:
+            await close_world(world)
+
+
+@pytest.fixture
+async def start_synced(tmp_path: Path) -> AsyncIterator[StartWorld]:
+    """Like ``start``, with the bot started as ``bot.py --sync``: the slash commands published, so
+    replies that name a command (``/settings show``, refusals) can name it as Discord knows it."""
+    worlds: list[World] = []
+
+    async def factory(setup: Callable[[World], None] | None = None, **kwargs: Any) -> World:
+        tmp = tmp_path / f"w{len(worlds)}"
+        tmp.mkdir()
+        world = await make_world(tmp, **kwargs)
+        worlds.append(world)
+        if setup is not None:
+            setup(world)
+        await world.start_bot("--sync")
         return world
 
     try:

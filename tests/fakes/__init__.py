@@ -6,5 +6,6 @@
   every odd and hostile answer;
 * :mod:`tests.fakes.media` - real small MP4/PNG files made with PyAV at test time;
 * :mod:`tests.fakes.clock` - a clock the test moves by hand;
+* :mod:`tests.fakes.chat_side` - the runner's chat side, recorded (what Discord would be told);
 * :mod:`tests.fakes.unused` - a typed stand-in for a collaborator the code under test never touches.
 """

@@ -1,6 +1,6 @@
 """A stand-in for a collaborator the code under test must never use.
 
-``unused(JobStore)`` has the type ``JobStore`` for the type checker; at run time any attribute
+``unused(Store)`` has the type ``Store`` for the type checker; at run time any attribute
 read on it fails the test with a message naming what was used.
 """
 

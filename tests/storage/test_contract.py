@@ -1,8 +1,8 @@
-"""One contract, two job stores: every test here runs against SQLite (JobStore) and PostgreSQL (PgStore).
+"""One contract, two databases: every test here runs the one store (framecast.storage) on SQLite and PostgreSQL.
 
 The PostgreSQL runs use a fresh throw-away database per test (tests/pg.py) and skip, saying why, when
 no server answers on 127.0.0.1:5432. "Two processes" are two store objects on the same database: two
-SQLite connections to one file, two asyncpg pools; everything the stores promise across processes
+SQLite connections to one file, two connection pools; everything the store promises across processes
 (limits, retry uniqueness, compare-and-set, leases) must hold between them.
 """
 
@@ -13,7 +13,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -31,10 +31,8 @@ from framecast.jobs import (
     MemberLimitReached,
     NewJob,
 )
-from framecast.pgstore import PgStore, redact_dsn
 from framecast.planner.predict import DurationRow
-from framecast.store import JobStore, StoreClosed, StoreError
-from framecast.stores import Store, open_store
+from framecast.storage import Store, StoreClosed, StoreError, open_store, redact_dsn
 from tests.fakes.clock import ManualClock
 from tests.pg import fresh_database
 
@@ -61,14 +59,14 @@ class Backend:
 
     name: str
     clock: ManualClock
-    opener: Callable[[], Awaitable[JobStore | PgStore]]
-    opened: list[JobStore | PgStore] = field(default_factory=list)
+    opener: Callable[[], Awaitable[Store]]
+    opened: list[Store] = field(default_factory=list)
 
     async def open(self) -> Store:
         """Another store object on the same database (another "process")."""
         store = await self.opener()
         self.opened.append(store)
-        return cast(Store, store)
+        return store
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -76,7 +74,7 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     clock = ManualClock()
     if request.param == "sqlite":
         path = tmp_path / "jobs.sqlite3"
-        b = Backend("sqlite", clock, lambda: JobStore.open(path, clock=clock))
+        b = Backend("sqlite", clock, lambda: Store.open(path, clock=clock))
         try:
             yield b
         finally:
@@ -84,7 +82,7 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
                 await s.close()
     else:
         async with fresh_database() as dsn:
-            b = Backend("postgres", clock, lambda: PgStore.open(dsn, clock=clock))
+            b = Backend("postgres", clock, lambda: Store.open(dsn, clock=clock))
             try:
                 yield b
             finally:
@@ -458,17 +456,8 @@ async def test_guild_keys_keep_ciphertext_bytes_exactly(store: Store, backend: B
 # ---------------------------------------------------------------------- leases
 
 
-def needs_leases(store: Store, backend: Backend) -> None:
-    if not hasattr(store, "claim"):
-        pytest.fail(
-            f"the {backend.name} store has no job leases yet: mix framecast.leases.SqliteLeases into "
-            "JobStore and add LEASE_MIGRATION to its schema (see helper F's report)"
-        )
-
-
 async def test_leases_between_two_owners_expire_by_the_clock(backend: Backend) -> None:
     one, two = await backend.open(), await backend.open()
-    needs_leases(one, backend)
     clock = backend.clock
     a, b, c = await add(one), await add(one, new_job(guild_id=OTHER_GUILD)), await add(one)
     assert [j.id for j in await two.claimable("p2", clock.time())] == [a.id, b.id, c.id]
@@ -500,7 +489,6 @@ async def test_leases_between_two_owners_expire_by_the_clock(backend: Backend) -
 
 async def test_concurrent_claims_of_a_free_job_have_one_winner(backend: Backend) -> None:
     one, two = await backend.open(), await backend.open()
-    needs_leases(one, backend)
     job = await add(one)
     until = backend.clock.time() + 30
     results = await asyncio.gather(
@@ -511,7 +499,6 @@ async def test_concurrent_claims_of_a_free_job_have_one_winner(backend: Backend)
 
 async def test_leases_do_not_touch_the_job(backend: Backend) -> None:
     store = await backend.open()
-    needs_leases(store, backend)
     job = await add(store)
     seen: list[Job] = []
     store.subscribe(seen.append)
@@ -550,46 +537,55 @@ async def test_two_processes_opening_a_new_database_together(backend: Backend) -
 async def test_pg_errors_never_show_the_password() -> None:
     dsn = "postgresql://framecast:hunter2-secret@127.0.0.1:1/framecast"
     with pytest.raises(StoreError) as failure:
-        await PgStore.open(dsn)
+        await Store.open(dsn)
     assert "hunter2" not in str(failure.value)
     assert failure.value.__cause__ is None and failure.value.__suppress_context__
     assert "framecast@127.0.0.1:1/framecast" in str(failure.value)
     assert redact_dsn(dsn) == "postgresql://framecast@127.0.0.1:1/framecast"
 
 
-async def test_pg_refuses_nul_in_text_fields_and_a_newer_schema() -> None:
-    async with fresh_database() as dsn:
-        store = await PgStore.open(dsn, clock=ManualClock())
-        try:
-            job = await add(store)
-            with pytest.raises(ValueError):
-                await store.update(job.id, error_detail="a\x00b")
-            async with store._connection() as conn:
-                await conn.execute("UPDATE schema_version SET version = 99")
-        finally:
-            await store.close()
-        with pytest.raises(StoreError, match="v99 is newer"):
-            await PgStore.open(dsn)
+async def test_text_fields_refuse_nul_on_both_databases(store: Store) -> None:
+    job = await add(store)
+    with pytest.raises(ValueError, match="NUL"):
+        await store.update(job.id, error_detail="a\x00b")
+    with pytest.raises(ValueError, match="NUL"):
+        await store.claim(job.id, "owner\x00", 1.0)
+    assert await store.get(job.id) == job
+
+
+async def test_integers_beyond_64_bits_are_refused_on_both_databases(store: Store) -> None:
+    with pytest.raises(ValueError, match="64-bit"):
+        await add(store, new_job(guild_id=2**63))
+    job = await add(store)
+    with pytest.raises(ValueError, match="64-bit"):
+        await store.update(job.id, key_owner=-(2**63) - 1)
+    with pytest.raises(ValueError, match="64-bit"):
+        await store.save_duration(DurationRow("k", 1.0, 0.1, 2**64, 5.0))
+    with pytest.raises(ValueError, match="64-bit"):
+        await store.guild_settings(2**64)
+    assert await store.get(job.id) == job and await store.load_durations() == []
+    edge = await add(store, new_job(guild_id=2**63 - 1, user_id=-(2**63)))
+    assert (edge.guild_id, edge.user_id) == (2**63 - 1, -(2**63))
 
 
 async def test_open_store_chooses_postgres_only_with_a_database_url(tmp_path: Path) -> None:
-    base = Settings(Secret("t"), "http://127.0.0.1:1", Secret("k"), database_path=tmp_path / "db.sqlite3")
+    base = Settings(
+        discord_token=Secret("t"),
+        gen_api_base_url="http://127.0.0.1:1",
+        gen_api_key=Secret("k"),
+        database_path=tmp_path / "db.sqlite3",
+    )
     sqlite = await open_store(base, clock=ManualClock())
     try:
-        assert isinstance(sqlite, JobStore) and sqlite.path == tmp_path / "db.sqlite3"
+        assert sqlite.dialect == "sqlite" and sqlite.path == tmp_path / "db.sqlite3"
     finally:
         await sqlite.close()
     async with fresh_database() as dsn:
-        pg = await open_store(replace(base, database_url=Secret(dsn)), clock=ManualClock())
+        pg = await open_store(base.replace(database_url=Secret(dsn)), clock=ManualClock())
         try:
-            assert isinstance(pg, PgStore) and pg.target == redact_dsn(dsn)
+            assert pg.dialect == "postgresql" and pg.target == redact_dsn(dsn) and pg.path is None
         finally:
             await pg.close()
-
-
-def _pg_store_keeps_the_contract(store: PgStore) -> Store:
-    # Checked by mypy: PgStore must stay assignable to the Store protocol.
-    return store
 
 
 async def test_a_lease_owner_name_is_held_by_one_live_process_at_a_time(backend: Backend) -> None:
@@ -606,3 +602,24 @@ async def test_a_lease_owner_name_is_held_by_one_live_process_at_a_time(backend:
         assert await second.hold_owner("framecast-shards-1")
     else:  # one process per SQLite file: nothing to hold against
         assert await second.hold_owner("framecast-shards-1")
+
+
+async def test_calls_cancelled_mid_write_never_cost_a_later_acknowledged_write(backend: Backend) -> None:
+    """A cancelled call may or may not have written; every write acknowledged after it is durable."""
+    store = await backend.open()
+    target = await add(store)
+    acknowledged: list[int] = []
+    for round_no in range(30):
+        doomed = asyncio.ensure_future(store.patch_discord(target.id, {"round": round_no}))
+        for _ in range(round_no % 7):
+            await asyncio.sleep(0)  # cancel at a different point of the call each round
+        doomed.cancel()
+        await asyncio.gather(doomed, return_exceptions=True)
+        job = await add(store, new_job(user_id=round_no))
+        await store.update(job.id, progress=0.5)
+        acknowledged.append(job.id)
+    await store.close()
+    again = await backend.open()
+    for job_id in acknowledged:
+        found = await again.get(job_id)
+        assert found is not None and found.progress == 0.5

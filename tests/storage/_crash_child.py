@@ -1,6 +1,6 @@
 """Child process for the store's crash test (not a test module itself).
 
-Usage: ``python3 tests/_store_crash_child.py DB_PATH``
+Usage: ``python3 tests/storage/_crash_child.py DB_PATH``
 
 Opens the store, then forever: adds jobs and drives them through the state machine from a few
 concurrent coroutines. After each call returns (i.e. after its commit) it prints one line
@@ -14,10 +14,10 @@ import asyncio
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from framecast.jobs import JobKind, JobState, NewJob  # noqa: E402
-from framecast.store import JobStore  # noqa: E402
+from framecast.storage import Store  # noqa: E402
 
 PROMPT = "crash 🎬 你好 नमस्ते مرحبا 👩‍👩‍👧 e\u0301"
 WORKERS = 4
@@ -28,7 +28,7 @@ def report(job_id: int, state: JobState) -> None:
     sys.stdout.flush()
 
 
-async def worker(store: JobStore, worker_no: int) -> None:
+async def worker(store: Store, worker_no: int) -> None:
     n = 0
     while True:
         n += 1
@@ -62,7 +62,7 @@ async def worker(store: JobStore, worker_no: int) -> None:
 
 
 async def main(path: Path) -> None:
-    store = await JobStore.open(path)
+    store = await Store.open(path)
     await asyncio.gather(*(worker(store, i) for i in range(WORKERS)))
 
 

@@ -1,12 +1,12 @@
-"""The SQLite job store: persistence, the state machine, limits, concurrency and crash safety."""
+"""The store on SQLite: its file (WAL, fsync, permissions), the state machine, limits, concurrency and crash safety."""
 
 from __future__ import annotations
 
 import asyncio
 import math
+import shutil
 import signal
 import sqlite3
-import stat
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -18,6 +18,7 @@ import pytest
 from cryptography.fernet import Fernet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy.exc import IntegrityError
 
 from framecast.config import Secret
 from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
@@ -35,20 +36,23 @@ from framecast.jobs import (
 from framecast.keys.vault import KeyVault, last4
 from framecast.planner.predict import DurationRow
 from framecast.safetext import clean_text
-from framecast.store import (
-    SCHEMA_VERSION,
+from framecast.storage import (
     AlreadyRetried,
     GuildQueueFull,
     InvalidTransition,
     JobLimitError,
     JobNotFound,
-    JobStore,
     MemberLimitReached,
     SettingsChange,
+    Store,
     StoreClosed,
     StoreError,
+    dialects,
 )
-from tests import _store_crash_child as crash_child
+from framecast.storage.migrate import BASELINE
+from framecast.storage.schema import OPEN_SQL
+from framecast.storage.store import _ACTIVE, _CHECKS, _CLAIMABLE, _GET
+from tests.storage import _crash_child as crash_child
 
 S = JobState
 GUILD, CHANNEL, USER = 111_111_111_111_111_111, 222_222_222_222_222_222, 333_333_333_333_333_333
@@ -111,7 +115,7 @@ def new_job(
     )
 
 
-async def add(store: JobStore, **kwargs: Any) -> Job:
+async def add(store: Store, **kwargs: Any) -> Job:
     return await store.add(new_job(**kwargs), member_limit=None, guild_cap=None)
 
 
@@ -120,22 +124,31 @@ def wal_size(db: Path) -> int:
     return wal.stat().st_size if wal.exists() else 0
 
 
-async def on_worker(store: JobStore, sql: str) -> Any:
-    """Run one read-only statement on the store's own connection (and thread)."""
-    return await store._call(lambda: store._conn.execute(sql).fetchall())
+async def on_worker(store: Store, sql: str, *args: Any) -> Any:
+    """Run one statement on the store's own connection, as a statement of its own (autocommit)."""
+    async with store._db.autocommit() as conn:
+        result = await conn.exec_driver_sql(sql, args)
+        return result.all() if result.returns_rows else []
 
 
-async def count_active(store: JobStore, guild_id: int, user_id: int) -> int:
+async def count_active(store: Store, guild_id: int, user_id: int) -> int:
     """What ``member_limit`` counts: the member's non-terminal jobs in the guild."""
-    return await store._call(store._count_active_sync, guild_id, user_id)
+    sql = f"SELECT COUNT(*) FROM jobs WHERE guild_id = ? AND user_id = ? AND {OPEN_SQL}"
+    return int((await on_worker(store, sql, guild_id, user_id))[0][0])
 
 
-async def count_queued(store: JobStore, guild_id: int) -> int:
+async def count_queued(store: Store, guild_id: int) -> int:
     """What ``guild_cap`` counts: the guild's QUEUED jobs."""
-    return await store._call(store._count_queued_sync, guild_id)
+    return int(
+        (
+            await on_worker(
+                store, "SELECT COUNT(*) FROM jobs WHERE guild_id = ? AND state = 'queued'", guild_id
+            )
+        )[0][0]
+    )
 
 
-async def queued_ids(store: JobStore, guild_id: int) -> list[int]:
+async def queued_ids(store: Store, guild_id: int) -> list[int]:
     """The guild's QUEUED job ids in FIFO (id) order."""
     rows = await on_worker(
         store, f"SELECT id FROM jobs WHERE guild_id = {int(guild_id)} AND state = 'queued' ORDER BY id"
@@ -154,8 +167,8 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def store(db_path: Path, clock: FakeClock) -> AsyncIterator[JobStore]:
-    s = await JobStore.open(db_path, clock=clock)
+async def store(db_path: Path, clock: FakeClock) -> AsyncIterator[Store]:
+    s = await Store.open(db_path, clock=clock)
     try:
         yield s
     finally:
@@ -165,24 +178,38 @@ async def store(db_path: Path, clock: FakeClock) -> AsyncIterator[JobStore]:
 # ---------------------------------------------------------------------- opening and schema
 
 
-async def test_open_creates_directory_wal_full_and_schema(store: JobStore, db_path: Path) -> None:
+async def test_open_creates_directory_wal_full_and_schema(store: Store, db_path: Path) -> None:
     assert await asyncio.to_thread(db_path.is_file)
     assert store.path == db_path
     assert (await on_worker(store, "PRAGMA journal_mode"))[0][0] == "wal"
     assert (await on_worker(store, "PRAGMA synchronous"))[0][0] == 2  # FULL
-    assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 4
+    assert (await on_worker(store, "SELECT version_num FROM alembic_version"))[0][0] == BASELINE
+    # Past the old code's v4: an older Framecast refuses the file instead of using it.
+    assert (await on_worker(store, "PRAGMA user_version"))[0][0] == dialects.SQLITE_FENCE == 5
 
 
-async def test_all_sql_runs_on_one_worker_thread(store: JobStore) -> None:
-    idents = {await store._call(threading.get_ident) for _ in range(5)}
-    assert len(idents) == 1 and threading.get_ident() not in idents
+async def test_every_statement_runs_on_one_thread_off_the_event_loop(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[int] = []
+    for name in ("_run", "_first"):  # every statement, and the one-row read of get()
+        real = getattr(dialects, name)
+
+        def spy(*args: Any, real: Any = real) -> Any:
+            threads.append(threading.get_ident())
+            return real(*args)
+
+        monkeypatch.setattr(dialects, name, spy)
+    job = await add(store)
+    await asyncio.gather(*(store.get(job.id) for _ in range(5)), store.transition(job.id, S.CANCELLED))
+    assert len(threads) >= 7 and len(set(threads)) == 1 and threading.get_ident() not in threads
 
 
 async def test_default_clock_is_wall_time(tmp_path: Path) -> None:
     import time
 
     before = time.time()
-    async with await JobStore.open(tmp_path / "db.sqlite3") as s:
+    async with await Store.open(tmp_path / "db.sqlite3") as s:
         job = await add(s)
     assert before <= job.created_at <= time.time()
 
@@ -192,29 +219,27 @@ async def test_schema_newer_than_code_is_refused(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA user_version = 99")
     conn.close()
-    with pytest.raises(StoreError, match="v99"):
-        await JobStore.open(path)
+    with pytest.raises(StoreError, match="v99 is newer"):
+        await Store.open(path)
 
 
-async def test_queries_use_the_indexes(store: JobStore) -> None:
-    from framecast.store import _OPEN, _SELECT
-
-    plans = {
-        "active": f"EXPLAIN QUERY PLAN {_SELECT} WHERE {_OPEN} ORDER BY id",
-        "count_queued": f"EXPLAIN QUERY PLAN SELECT COUNT(*) FROM jobs WHERE guild_id = 1 AND state = 'queued' AND {_OPEN}",
-        "count_active": f"EXPLAIN QUERY PLAN SELECT COUNT(*) FROM jobs WHERE guild_id = 1 AND user_id = 2 AND {_OPEN}",
-        "count_quota": "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM jobs WHERE guild_id = 1 AND user_id = 2"
-        " AND kind = 'video' AND created_at >= 5.0 AND state != 'failed'",
-    }
-    for name, sql in plans.items():
-        detail = " ".join(row[3] for row in await on_worker(store, sql))
-        assert "INDEX" in detail, (name, detail)
+async def test_queries_use_the_indexes(store: Store) -> None:
+    values = {"id": 1, "guild_id": 1, "user_id": 2, "kind": "video", "since": 5.0, "retry_of": 3, "now": 1.0}
+    async with store._db.autocommit() as conn:
+        for stmt in (_ACTIVE, _CHECKS, _CLAIMABLE, _GET):
+            compiled = stmt.compile(dialect=conn.dialect)
+            params = compiled.construct_params(values)
+            args = tuple(params[name] for name in compiled.positiontup or ())
+            plan: list[Any] = list(await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", args))
+            reads = [row[3] for row in plan if " jobs" in row[3]]
+            # Every read of the table goes through an index (a partial one, or the rowid): no full scan.
+            assert reads and all("INDEX" in r or "PRIMARY KEY" in r for r in reads), (str(compiled), reads)
 
 
 # ---------------------------------------------------------------------- add / get
 
 
-async def test_add_returns_the_persisted_queued_job(store: JobStore, clock: FakeClock) -> None:
+async def test_add_returns_the_persisted_queued_job(store: Store, clock: FakeClock) -> None:
     job = await add(store, discord={"message_id": 5, "token": "t"}, retry_of=None)
     assert job.id == 1
     assert job.state is S.QUEUED and job.kind is JobKind.VIDEO
@@ -230,7 +255,7 @@ async def test_add_returns_the_persisted_queued_job(store: JobStore, clock: Fake
     assert second.id == 2 and second.kind is JobKind.IMAGE and second.retry_of == 1
 
 
-async def test_add_validates_before_storing(store: JobStore) -> None:
+async def test_add_validates_before_storing(store: Store) -> None:
     with pytest.raises(TypeError):
         await store.add(new_job(discord={"x": object()}), member_limit=None, guild_cap=None)
     with pytest.raises(ValueError):
@@ -244,23 +269,23 @@ async def test_add_validates_before_storing(store: JobStore) -> None:
 
 @pytest.mark.parametrize("prompt", TRICKY_PROMPTS)
 async def test_prompts_round_trip_byte_exact(db_path: Path, prompt: str) -> None:
-    async with await JobStore.open(db_path) as s:
+    async with await Store.open(db_path) as s:
         job = await add(s, prompt=prompt, discord={"title": prompt, prompt: [prompt]})
         assert job.prompt.encode("utf-8") == prompt.encode("utf-8")
-    async with await JobStore.open(db_path) as s:  # and after a restart
+    async with await Store.open(db_path) as s:  # and after a restart
         again = await s.get(job.id)
     assert again is not None
     assert again.prompt.encode("utf-8") == prompt.encode("utf-8")
     assert again.discord == {"title": prompt, prompt: [prompt]}
 
 
-async def test_non_ascii_is_stored_readably(store: JobStore, db_path: Path) -> None:
+async def test_non_ascii_is_stored_readably(store: Store, db_path: Path) -> None:
     await add(store, prompt="一只猫 🎬")
     raw = await on_worker(store, "SELECT params FROM jobs")
     assert "一只猫 🎬" in raw[0][0]  # ensure_ascii=False: no \\uXXXX escapes in the file
 
 
-async def test_lone_surrogates_round_trip(store: JobStore) -> None:
+async def test_lone_surrogates_round_trip(store: Store) -> None:
     # json.loads() of a Discord payload can produce these; they cannot be encoded as UTF-8 as such.
     prompt = "broken \ud83c pair \udfac"
     job = await add(store, prompt=prompt)
@@ -270,7 +295,7 @@ async def test_lone_surrogates_round_trip(store: JobStore) -> None:
 # ---------------------------------------------------------------------- transition
 
 
-async def test_transition_walks_the_happy_path(store: JobStore, clock: FakeClock) -> None:
+async def test_transition_walks_the_happy_path(store: Store, clock: FakeClock) -> None:
     job = await add(store)
     created = job.created_at
     clock.now += 5
@@ -289,9 +314,7 @@ async def test_transition_walks_the_happy_path(store: JobStore, clock: FakeClock
 
 
 @pytest.mark.parametrize("old", [s for s in JobState if s is not S.QUEUED])
-async def test_every_illegal_transition_is_refused_and_changes_nothing(
-    store: JobStore, old: JobState
-) -> None:
+async def test_every_illegal_transition_is_refused_and_changes_nothing(store: Store, old: JobState) -> None:
     job = await add(store)
     # Reach `old` along a legal path.
     path = {
@@ -316,7 +339,7 @@ async def test_every_illegal_transition_is_refused_and_changes_nothing(
     assert await store.get(job.id) == job
 
 
-async def test_transition_checks_expect(store: JobStore) -> None:
+async def test_transition_checks_expect(store: Store) -> None:
     job = await add(store)
     job = await store.transition(job.id, S.SUBMITTING)
     # Legal move, but the caller thought the job was still queued.
@@ -335,7 +358,7 @@ async def test_transition_checks_expect(store: JobStore) -> None:
     assert job.state is S.CANCELLED
 
 
-async def test_transition_errors(store: JobStore) -> None:
+async def test_transition_errors(store: Store) -> None:
     with pytest.raises(JobNotFound) as info:
         await store.transition(404, S.SUBMITTING)
     assert info.value.job_id == 404
@@ -350,14 +373,14 @@ async def test_transition_errors(store: JobStore) -> None:
     assert await store.get(job.id) == job
 
 
-async def test_restart_requeue_of_submitting(store: JobStore) -> None:
+async def test_restart_requeue_of_submitting(store: Store) -> None:
     job = await add(store)
     await store.transition(job.id, S.SUBMITTING)
     job = await store.transition(job.id, S.QUEUED, expect=S.SUBMITTING)
     assert job.state is S.QUEUED
 
 
-async def test_concurrent_cancel_and_completion_only_one_wins(store: JobStore) -> None:
+async def test_concurrent_cancel_and_completion_only_one_wins(store: Store) -> None:
     jobs = []
     for _ in range(20):
         job = await add(store)
@@ -384,7 +407,7 @@ async def test_concurrent_cancel_and_completion_only_one_wins(store: JobStore) -
 # ---------------------------------------------------------------------- update
 
 
-async def test_update_writes_fields_and_maintains_updated_at(store: JobStore, clock: FakeClock) -> None:
+async def test_update_writes_fields_and_maintains_updated_at(store: Store, clock: FakeClock) -> None:
     job = await add(store)
     clock.now += 3
     updated = await store.update(job.id, progress=0.25, locale="hi-IN", params={"prompt": "new"})
@@ -395,7 +418,7 @@ async def test_update_writes_fields_and_maintains_updated_at(store: JobStore, cl
     assert cleared.progress is None
 
 
-async def test_update_refuses_state_id_and_unknown_fields(store: JobStore) -> None:
+async def test_update_refuses_state_id_and_unknown_fields(store: Store) -> None:
     job = await add(store)
     refused: list[dict[str, Any]] = [{"state": S.RUNNING}, {"id": 5}, {"updated_at": 1.0}, {"nope": 1}]
     for bad in refused:
@@ -418,14 +441,14 @@ async def test_update_refuses_state_id_and_unknown_fields(store: JobStore) -> No
     assert await store.get(job.id) == job
 
 
-async def test_update_works_on_terminal_jobs(store: JobStore) -> None:
+async def test_update_works_on_terminal_jobs(store: Store) -> None:
     job = await add(store)
     await store.transition(job.id, S.CANCELLED)
     job = await store.update(job.id, discord={"status_message_id": 9})
     assert job.state is S.CANCELLED and job.discord == {"status_message_id": 9}
 
 
-async def test_patch_discord_merges_without_losing_updates(store: JobStore) -> None:
+async def test_patch_discord_merges_without_losing_updates(store: Store) -> None:
     job = await add(store, discord={"a": 1})
     await asyncio.gather(*(store.patch_discord(job.id, {f"k{i}": i}) for i in range(10)))
     job = await store.patch_discord(job.id, {"a": 2})
@@ -437,7 +460,7 @@ async def test_patch_discord_merges_without_losing_updates(store: JobStore) -> N
 # ---------------------------------------------------------------------- queries
 
 
-async def test_active_is_every_unfinished_job_in_id_order(store: JobStore) -> None:
+async def test_active_is_every_unfinished_job_in_id_order(store: Store) -> None:
     ids = [(await add(store, guild_id=g, user_id=u)).id for g, u in [(1, 1), (2, 1), (1, 2), (3, 3), (1, 1)]]
     await store.transition(ids[0], S.SUBMITTING)
     await store.transition(ids[0], S.RUNNING)
@@ -451,7 +474,7 @@ async def test_active_is_every_unfinished_job_in_id_order(store: JobStore) -> No
     assert all(j.state in ACTIVE for j in active)
 
 
-async def test_counts_and_queued_ids(store: JobStore) -> None:
+async def test_counts_and_queued_ids(store: Store) -> None:
     a = await add(store)
     b = await add(store)
     c = await add(store, user_id=USER + 1)
@@ -472,7 +495,7 @@ async def test_counts_and_queued_ids(store: JobStore) -> None:
 # ---------------------------------------------------------------------- limits
 
 
-async def test_member_limit_counts_every_non_terminal_state(store: JobStore) -> None:
+async def test_member_limit_counts_every_non_terminal_state(store: Store) -> None:
     limits: dict[str, Any] = {"member_limit": 2, "guild_cap": None}
     first = await store.add(new_job(), **limits)
     await store.transition(first.id, S.SUBMITTING)
@@ -493,7 +516,7 @@ async def test_member_limit_counts_every_non_terminal_state(store: JobStore) -> 
     assert await count_active(store, GUILD, USER) == 2
 
 
-async def test_guild_cap_counts_queued_jobs_only(store: JobStore) -> None:
+async def test_guild_cap_counts_queued_jobs_only(store: Store) -> None:
     limits: dict[str, Any] = {"member_limit": None, "guild_cap": 2}
     a = await store.add(new_job(user_id=1), **limits)
     await store.add(new_job(user_id=2), **limits)
@@ -506,7 +529,7 @@ async def test_guild_cap_counts_queued_jobs_only(store: JobStore) -> None:
     assert await count_queued(store, GUILD) == 2
 
 
-async def test_member_limit_is_checked_before_guild_cap(store: JobStore) -> None:
+async def test_member_limit_is_checked_before_guild_cap(store: Store) -> None:
     await store.add(new_job(), member_limit=1, guild_cap=1)
     with pytest.raises(MemberLimitReached):
         await store.add(new_job(), member_limit=1, guild_cap=1)
@@ -514,7 +537,7 @@ async def test_member_limit_is_checked_before_guild_cap(store: JobStore) -> None
         await store.add(new_job(user_id=USER + 1), member_limit=1, guild_cap=1)
 
 
-async def test_refused_add_stores_nothing_and_burns_no_id(store: JobStore) -> None:
+async def test_refused_add_stores_nothing_and_burns_no_id(store: Store) -> None:
     await store.add(new_job(), member_limit=1, guild_cap=None)
     for _ in range(3):
         with pytest.raises(MemberLimitReached):
@@ -523,14 +546,14 @@ async def test_refused_add_stores_nothing_and_burns_no_id(store: JobStore) -> No
     assert (await add(store, user_id=5)).id == 2
 
 
-async def test_zero_limits_refuse_everything(store: JobStore) -> None:
+async def test_zero_limits_refuse_everything(store: Store) -> None:
     with pytest.raises(MemberLimitReached):
         await store.add(new_job(), member_limit=0, guild_cap=None)
     with pytest.raises(GuildQueueFull):
         await store.add(new_job(), member_limit=None, guild_cap=0)
 
 
-async def test_50_concurrent_adds_respect_the_member_limit(store: JobStore) -> None:
+async def test_50_concurrent_adds_respect_the_member_limit(store: Store) -> None:
     results = await asyncio.gather(
         *(store.add(new_job(prompt=str(i)), member_limit=2, guild_cap=25) for i in range(50)),
         return_exceptions=True,
@@ -540,7 +563,7 @@ async def test_50_concurrent_adds_respect_the_member_limit(store: JobStore) -> N
     assert await count_active(store, GUILD, USER) == 2
 
 
-async def test_50_concurrent_adds_respect_the_guild_cap(store: JobStore) -> None:
+async def test_50_concurrent_adds_respect_the_guild_cap(store: Store) -> None:
     results = await asyncio.gather(
         *(store.add(new_job(user_id=i), member_limit=2, guild_cap=25) for i in range(50)),
         return_exceptions=True,
@@ -552,7 +575,7 @@ async def test_50_concurrent_adds_respect_the_guild_cap(store: JobStore) -> None
 
 async def test_limits_hold_across_two_connections_to_one_file(db_path: Path) -> None:
     # Two stores = two connections on two threads: only BEGIN IMMEDIATE keeps them from overshooting.
-    async with await JobStore.open(db_path) as one, await JobStore.open(db_path) as two:
+    async with await Store.open(db_path) as one, await Store.open(db_path) as two:
         member = await asyncio.gather(
             *((one if i % 2 else two).add(new_job(), member_limit=2, guild_cap=None) for i in range(50)),
             return_exceptions=True,
@@ -575,7 +598,7 @@ async def test_limits_hold_across_two_connections_to_one_file(db_path: Path) -> 
 
 
 async def test_close_and_reopen_preserves_everything(db_path: Path, clock: FakeClock) -> None:
-    store = await JobStore.open(db_path, clock=clock)
+    store = await Store.open(db_path, clock=clock)
     discord = {"message_id": 123456789012345678, "token": "tok", "nested": {"list": [1, "二", None, True]}}
     jobs = [await add(store, discord=discord, prompt="🎬 один") for _ in range(3)]
     await store.transition(jobs[0].id, S.SUBMITTING)
@@ -586,7 +609,7 @@ async def test_close_and_reopen_preserves_everything(db_path: Path, clock: FakeC
     await store.close()
     assert await asyncio.to_thread(wal_size, db_path) == 0  # checkpointed into the main file
 
-    reopened = await JobStore.open(db_path, clock=clock)
+    reopened = await Store.open(db_path, clock=clock)
     try:
         for job in jobs:
             assert await reopened.get(job.id) == job
@@ -599,7 +622,7 @@ async def test_close_and_reopen_preserves_everything(db_path: Path, clock: FakeC
 
 
 async def test_close_is_idempotent_and_final(db_path: Path) -> None:
-    store = await JobStore.open(db_path)
+    store = await Store.open(db_path)
     pending = [asyncio.ensure_future(add(store)) for _ in range(5)]
     await asyncio.sleep(0)  # let them reach the worker queue
     await asyncio.gather(store.close(), store.close())
@@ -610,7 +633,7 @@ async def test_close_is_idempotent_and_final(db_path: Path) -> None:
         await store.get(1)
     with pytest.raises(StoreClosed):
         await add(store)
-    async with await JobStore.open(db_path) as again:
+    async with await Store.open(db_path) as again:
         assert len(await again.active()) == 5
 
 
@@ -659,7 +682,7 @@ async def test_sigkill_loses_no_acknowledged_write(tmp_path: Path, lines_before_
     finally:
         conn.close()
 
-    async with await JobStore.open(db) as store:
+    async with await Store.open(db) as store:
         for job_id, state in reported.items():
             job = await store.get(job_id)
             assert job is not None, f"acknowledged job {job_id} lost"
@@ -673,71 +696,7 @@ async def test_sigkill_loses_no_acknowledged_write(tmp_path: Path, lines_before_
         assert all(j.state not in TERMINAL for j in active)
 
 
-# ---------------------------------------------------------------------- schema v2 (issue 7)
-
-
-def _make_v1_database(path: Path, rows: list[dict[str, Any]]) -> None:
-    """A database exactly as Framecast's schema v1 left it, with `rows` in its job table."""
-    from framecast.store import _MIGRATIONS
-
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        for statement in _MIGRATIONS[0]:
-            conn.execute(statement)
-        for row in rows:
-            full = {
-                "kind": "video",
-                "state": "failed",
-                "guild_id": GUILD,
-                "channel_id": CHANNEL,
-                "user_id": USER,
-                "locale": "en-US",
-                "params": '{"prompt":"a cat"}',
-                "created_at": 1.0,
-                "updated_at": 1.0,
-                **row,
-            }
-            conn.execute(
-                f"INSERT INTO jobs ({', '.join(full)}) VALUES ({', '.join('?' * len(full))})",
-                tuple(full.values()),
-            )
-        conn.execute("PRAGMA user_version = 1")
-        conn.commit()
-    finally:
-        conn.close()
-
-
-async def test_migration_from_v1_flags_local_results_and_keeps_one_retry_per_job(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite3"
-    _make_v1_database(
-        path,
-        [
-            {"id": 1, "state": "delivering", "kind": "image", "result_url": "file:///data/results/job-1.png"},
-            {"id": 2, "state": "delivering", "result_url": "https://cdn.example.com/r.mp4"},
-            {"id": 3},  # failed, then retried twice by a double click under v1
-            {"id": 4, "retry_of": 3},
-            {"id": 5, "retry_of": 3},
-            {"id": 6, "retry_of": 2},
-        ],
-    )
-    async with await JobStore.open(path) as store:
-        assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 4
-        local, linked = await store.get(1), await store.get(2)
-        assert local is not None and local.result_local and local.result_url is None
-        assert (
-            linked is not None
-            and not linked.result_local
-            and linked.result_url == "https://cdn.example.com/r.mp4"
-        )
-        retries = {j: (await store.get(j)).retry_of for j in (4, 5, 6)}  # type: ignore[union-attr]
-        assert retries == {4: 3, 5: None, 6: 2}  # the first retry keeps the link
-        with pytest.raises(AlreadyRetried) as info:
-            await add(store, retry_of=3)
-        assert info.value.existing_id == 4
-
-
-async def test_result_local_is_a_stored_flag(store: JobStore) -> None:
+async def test_result_local_is_a_stored_flag(store: Store) -> None:
     job = await add(store, kind=JobKind.IMAGE)
     assert job.result_local is False
     await store.transition(job.id, S.SUBMITTING)
@@ -747,7 +706,7 @@ async def test_result_local_is_a_stored_flag(store: JobStore) -> None:
         await store.update(job.id, result_local=1)
 
 
-async def test_a_failed_job_is_retried_at_most_once(store: JobStore) -> None:
+async def test_a_failed_job_is_retried_at_most_once(store: Store) -> None:
     first = await add(store)
     retry = await add(store, retry_of=first.id)
     with pytest.raises(AlreadyRetried) as info:
@@ -763,7 +722,7 @@ async def test_a_failed_job_is_retried_at_most_once(store: JobStore) -> None:
 async def test_concurrent_retries_of_one_job_create_exactly_one(db_path: Path) -> None:
     # Two connections (two processes' worth) and many clicks at once: the check and the insert are
     # one transaction, and the unique index is there too.
-    async with await JobStore.open(db_path) as one, await JobStore.open(db_path) as two:
+    async with await Store.open(db_path) as one, await Store.open(db_path) as two:
         failed = await add(one)
         results = await asyncio.gather(
             *(
@@ -781,23 +740,21 @@ async def test_concurrent_retries_of_one_job_create_exactly_one(db_path: Path) -
         )
 
 
-async def test_the_unique_index_refuses_a_second_retry_written_behind_the_store(store: JobStore) -> None:
+async def test_the_unique_index_refuses_a_second_retry_written_behind_the_store(store: Store) -> None:
     first = await add(store)
     await add(store, retry_of=first.id)
 
-    def insert_behind() -> None:
-        store._conn.execute(
+    with pytest.raises(IntegrityError):
+        await on_worker(
+            store,
             "INSERT INTO jobs (kind, state, guild_id, channel_id, user_id, locale, params, created_at,"
             " updated_at, retry_of) VALUES ('video', 'queued', 1, 2, 3, 'en', '{}', 1, 1, ?)",
-            (first.id,),
+            first.id,
         )
-
-    with pytest.raises(sqlite3.IntegrityError):
-        await store._call(insert_behind)
 
 
 async def test_database_wal_shm_and_directory_are_owner_only(db_path: Path) -> None:
-    async with await JobStore.open(db_path) as store:
+    async with await Store.open(db_path) as store:
         await add(store)  # the WAL and the shared-memory file exist once something was written
         files = [db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")]
         assert all(f.exists() for f in files)
@@ -810,18 +767,18 @@ async def test_looser_existing_files_are_tightened_on_open(tmp_path: Path) -> No
     data.mkdir(mode=0o755)
     data.chmod(0o755)
     path = data / "framecast.sqlite3"
-    _make_v1_database(path, [{"id": 1}])
+    shutil.copy(Path(__file__).with_name("fixtures") / "v4.sqlite3", path)  # written by the old store
     for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         f.touch()
         f.chmod(0o644)
-    async with await JobStore.open(path) as store:
+    async with await Store.open(path) as store:
         assert await store.get(1) is not None
         for f in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
             assert f.stat().st_mode & 0o777 == 0o600, f
     assert data.stat().st_mode & 0o777 == 0o755  # the operator's own directory is left alone
 
 
-async def test_text_fields_refuse_lone_surrogates_with_a_clear_error(store: JobStore) -> None:
+async def test_text_fields_refuse_lone_surrogates_with_a_clear_error(store: Store) -> None:
     job = await add(store)
     with pytest.raises(ValueError, match="error_detail"):
         await store.update(job.id, error_detail="policy \ud800 violation")
@@ -836,7 +793,7 @@ HOSTILE_CHARS = ["\ud800", "\udfff", "\udc80", "\x00", "\x1b", "\u202e", "\u2028
 @given(
     text=st.text(alphabet=st.one_of(st.characters(codec=None), st.sampled_from(HOSTILE_CHARS)), max_size=2000)
 )
-async def test_the_store_accepts_every_cleaned_text(store: JobStore, text: str) -> None:
+async def test_the_store_accepts_every_cleaned_text(store: Store, text: str) -> None:
     job = await add(store)
     cleaned = clean_text(text, 300)
     stored = await store.update(job.id, error_detail=cleaned, error_code=clean_text(text, 40))
@@ -846,49 +803,14 @@ async def test_the_store_accepts_every_cleaned_text(store: JobStore, text: str) 
 # ---------------------------------------------------------------------- schema v3: learned durations (issue 9)
 
 
-def _make_v2_database(path: Path) -> None:
-    """A database exactly as Framecast's schema v2 left it, with one running job."""
-    from framecast.store import _MIGRATIONS
-
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        for step in _MIGRATIONS[:2]:
-            for statement in step:
-                conn.execute(statement)
-        conn.execute(
-            "INSERT INTO jobs (id, kind, state, guild_id, channel_id, user_id, locale, params, created_at,"
-            " updated_at, task_id, started_at, progress) VALUES"
-            " (7, 'video', 'running', ?, ?, ?, 'en-US', '{\"prompt\":\"a cat\"}', 1.0, 2.0, 'task-7', 2.0, 0.25)",
-            (GUILD, CHANNEL, USER),
-        )
-        conn.execute("PRAGMA user_version = 2")
-        conn.commit()
-    finally:
-        conn.close()
-
-
-async def test_migration_from_v2_adds_durations_and_keeps_jobs(tmp_path: Path) -> None:
-    path = tmp_path / "v2.sqlite3"
-    _make_v2_database(path)
-    async with await JobStore.open(path) as store:
-        assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 4
-        assert await store.load_durations() == []
-        job = await store.get(7)
-        assert job is not None and job.state is S.RUNNING and job.task_id == "task-7" and job.progress == 0.25
-        row = DurationRow("video:27:svc-video-v2.0", 95.0, 20.0, 3, 10.0)
-        await store.save_duration(row)
-        assert await store.load_durations() == [row]
-
-
 async def test_durations_upsert_and_survive_a_reopen(db_path: Path) -> None:
     first = DurationRow("video:27:svc-video-v2.0", 120.0, 60.0, 1, 100.0)
     image = DurationRow("image:20:svc-image-2.1-flash", 18.5, 4.0, 9, 101.0)
-    async with await JobStore.open(db_path) as store:
+    async with await Store.open(db_path) as store:
         await store.save_duration(first)
         await store.save_duration(image)
         await store.save_duration(replace(first, mean=90.0, count=2, updated_at=102.0))
-    async with await JobStore.open(db_path) as store:
+    async with await Store.open(db_path) as store:
         assert await store.load_durations() == [
             image,
             DurationRow("video:27:svc-video-v2.0", 90.0, 60.0, 2, 102.0),
@@ -908,7 +830,7 @@ async def test_durations_upsert_and_survive_a_reopen(db_path: Path) -> None:
     ],
 )
 async def test_save_duration_refuses_what_sqlite_would_store_wrongly(
-    store: JobStore, row: DurationRow, error: type[Exception]
+    store: Store, row: DurationRow, error: type[Exception]
 ) -> None:
     with pytest.raises(error):
         await store.save_duration(row)
@@ -918,7 +840,7 @@ async def test_save_duration_refuses_what_sqlite_would_store_wrongly(
 # ---------------------------------------------------------------------- schema v4: issue 10
 
 
-async def test_key_owner_is_a_job_field(store: JobStore) -> None:
+async def test_key_owner_is_a_job_field(store: Store) -> None:
     assert (await add(store)).key_owner is None
     owned = await store.add(new_job(key_owner=GUILD), member_limit=None, guild_cap=None)
     assert owned.key_owner == GUILD
@@ -932,12 +854,12 @@ async def test_key_owner_is_a_job_field(store: JobStore) -> None:
         await store.update(job.id, key_owner="123")
 
 
-async def quota_add(store: JobStore, limit: int, since: float, **kwargs: Any) -> Job:
+async def quota_add(store: Store, limit: int, since: float, **kwargs: Any) -> Job:
     return await store.add(new_job(**kwargs), member_limit=None, guild_cap=None, quota=(limit, since))
 
 
 async def test_daily_quota_counts_the_members_jobs_of_one_kind_since_the_start(
-    store: JobStore, clock: FakeClock
+    store: Store, clock: FakeClock
 ) -> None:
     since = clock.now
     clock.now = since - 0.001  # the previous period: does not count
@@ -976,7 +898,7 @@ async def test_daily_quota_counts_the_members_jobs_of_one_kind_since_the_start(
         await quota_add(store, 0, since + 1_000_000)  # a zero quota refuses everything
 
 
-async def test_quota_refusal_stores_nothing_and_comes_before_the_member_limit(store: JobStore) -> None:
+async def test_quota_refusal_stores_nothing_and_comes_before_the_member_limit(store: Store) -> None:
     await store.add(new_job(), member_limit=1, guild_cap=None, quota=(1, 0.0))
     with pytest.raises(DailyQuotaReached):
         await store.add(new_job(), member_limit=1, guild_cap=None, quota=(1, 0.0))
@@ -988,7 +910,7 @@ async def test_quota_refusal_stores_nothing_and_comes_before_the_member_limit(st
         await store.add(new_job(), member_limit=None, guild_cap=None, quota=(1, math.nan))
 
 
-async def test_50_concurrent_adds_respect_the_daily_quota(store: JobStore) -> None:
+async def test_50_concurrent_adds_respect_the_daily_quota(store: Store) -> None:
     results = await asyncio.gather(
         *(quota_add(store, 3, 0.0, prompt=str(i)) for i in range(50)),
         return_exceptions=True,
@@ -999,7 +921,7 @@ async def test_50_concurrent_adds_respect_the_daily_quota(store: JobStore) -> No
 
 async def test_guild_settings_default_save_log_and_survive_a_reopen(db_path: Path, clock: FakeClock) -> None:
     settings = GuildSettings(member_jobs=1, channels=(5, 6), blocklist=("café", "猫"), nsfw_only=True)
-    async with await JobStore.open(db_path, clock=clock) as store:
+    async with await Store.open(db_path, clock=clock) as store:
         assert await store.guild_settings(GUILD) == GuildSettings()
         assert await store.all_guild_settings() == {}
         await store.save_guild_settings(
@@ -1012,7 +934,7 @@ async def test_guild_settings_default_save_log_and_survive_a_reopen(db_path: Pat
         await store.save_guild_settings(
             GUILD, settings.replace(nsfw_only=False), by=USER + 2, changed=[Setting.NSFW_ONLY]
         )
-    async with await JobStore.open(db_path, clock=clock) as store:
+    async with await Store.open(db_path, clock=clock) as store:
         assert await store.guild_settings(GUILD) == settings.replace(nsfw_only=False)
         assert await store.all_guild_settings() == {
             GUILD: settings.replace(nsfw_only=False),
@@ -1034,18 +956,20 @@ async def test_guild_settings_default_save_log_and_survive_a_reopen(db_path: Pat
         assert all("café" not in str(tuple(row)) for row in rows)
 
 
-async def test_unreadable_stored_settings_fall_back_to_the_defaults(store: JobStore) -> None:
-    await store._call(
-        lambda: store._conn.execute(
-            "INSERT INTO guild_settings VALUES (?, ?, 1.0, 1), (?, ?, 1.0, 1)",
-            (GUILD, "{not json", GUILD + 1, '{"member_jobs": 2, "from_the_future": 1}'),
-        )
+async def test_unreadable_stored_settings_fall_back_to_the_defaults(store: Store) -> None:
+    await on_worker(
+        store,
+        "INSERT INTO guild_settings VALUES (?, ?, 1.0, 1), (?, ?, 1.0, 1)",
+        GUILD,
+        "{not json",
+        GUILD + 1,
+        '{"member_jobs": 2, "from_the_future": 1}',
     )
     assert await store.guild_settings(GUILD) == GuildSettings()
     assert await store.guild_settings(GUILD + 1) == GuildSettings(member_jobs=2)
 
 
-async def test_guild_keys_set_mark_delete_and_log(store: JobStore, clock: FakeClock) -> None:
+async def test_guild_keys_set_mark_delete_and_log(store: Store, clock: FakeClock) -> None:
     assert await store.guild_key(GUILD) is None
     await store.set_guild_key(GUILD, b"token-1", "abcd", by=USER)
     clock.now += 5
@@ -1087,7 +1011,7 @@ async def test_guild_keys_set_mark_delete_and_log(store: JobStore, clock: FakeCl
 async def test_the_database_file_never_holds_a_key_in_clear(db_path: Path) -> None:
     key = "sk-live-PLAINTEXT-needle-9f8e7d6c5b4a"
     vault = KeyVault(enabled=True, secret=Secret(Fernet.generate_key().decode()))
-    async with await JobStore.open(db_path) as store:
+    async with await Store.open(db_path) as store:
         await store.set_guild_key(GUILD, vault.encrypt(key), last4(key), by=USER)
         await store.save_guild_settings(
             GUILD, GuildSettings(member_jobs=1), by=USER, changed=[Setting.MEMBER_JOBS]
@@ -1103,54 +1027,3 @@ async def test_the_database_file_never_holds_a_key_in_clear(db_path: Path) -> No
         assert b"PLAINTEXT-needle" not in blob
     assert any(b"5b4a" in blob for blob in blobs)  # last4 is the one plain part
     assert stored is not None and vault.decrypt(stored.token).reveal() == key
-
-
-def _make_v3_database(path: Path) -> None:
-    """A database exactly as Framecast's schema v3 left it: one job, one learned duration."""
-    from framecast.store import _MIGRATIONS
-
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        for step in _MIGRATIONS[:3]:
-            for statement in step:
-                conn.execute(statement)
-        conn.execute(
-            "INSERT INTO jobs (id, kind, state, guild_id, channel_id, user_id, locale, params, created_at,"
-            " updated_at, task_id, started_at, progress) VALUES"
-            " (9, 'video', 'running', ?, ?, ?, 'en-US', '{\"prompt\":\"a cat\"}', 100.0, 101.0, 'task-9', 101.0, 0.5)",
-            (GUILD, CHANNEL, USER),
-        )
-        conn.execute("INSERT INTO durations VALUES ('video:27:m', 90.0, 10.0, 4, 5.0)")
-        conn.execute("PRAGMA user_version = 3")
-        conn.commit()
-    finally:
-        conn.close()
-
-
-async def test_migration_from_v3_adds_the_guild_tables_and_key_owner(tmp_path: Path) -> None:
-    path = tmp_path / "v3.sqlite3"
-    _make_v3_database(path)
-    async with await JobStore.open(path) as store:
-        assert (await on_worker(store, "PRAGMA user_version"))[0][0] == SCHEMA_VERSION == 4
-        job = await store.get(9)
-        assert (
-            job is not None and job.state is S.RUNNING and job.task_id == "task-9" and job.key_owner is None
-        )
-        assert await store.load_durations() == [DurationRow("video:27:m", 90.0, 10.0, 4, 5.0)]
-        tables = {
-            row[0] for row in await on_worker(store, "SELECT name FROM sqlite_master WHERE type='table'")
-        }
-        assert {"guild_settings", "guild_keys", "settings_log"} <= tables
-        indexes = {
-            row[0] for row in await on_worker(store, "SELECT name FROM sqlite_master WHERE type='index'")
-        }
-        assert "jobs_quota" in indexes
-        # The v3 job counts against a quota that started before it.
-        with pytest.raises(DailyQuotaReached):
-            await quota_add(store, 1, 50.0)
-        await store.save_guild_settings(
-            GUILD, GuildSettings(queue_cap=3), by=USER, changed=[Setting.QUEUE_CAP]
-        )
-        assert await store.guild_settings(GUILD) == GuildSettings(queue_cap=3)
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # tightened on open, like any database

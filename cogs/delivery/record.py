@@ -1,0 +1,139 @@
+"""The job's Discord bookkeeping, as a typed record: which message shows it, and how to reach it.
+
+The core stores it with the job as an opaque JSON object (``Job.discord``); only this package (and
+the one place a job starts, through :func:`record_for`) reads or writes it, always through
+:class:`DiscordRecord`. The keys on the wire are today's, so rows written by older code load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import discord
+
+__all__ = ["ORIGINAL", "DiscordRecord", "record_for"]
+
+#: The wire's stand-in for the interaction's own message until its real id is known.
+ORIGINAL = "@original"
+
+
+@dataclass(frozen=True)
+class DiscordRecord:
+    """Where a job's message lives and how to reach it (read through attributes, never keys)."""
+
+    #: The application whose interaction token edits the job's first message (0: none).
+    application_id: int = 0
+    #: The interaction token ("": none). Never shown in ``repr``.
+    token: str = dataclasses.field(default="", repr=False)
+    #: Wall-clock time the interaction token expires.
+    token_expires_at: float = 0.0
+    #: The per-file upload limit the interaction advertised (None: unknown).
+    attachment_limit: int | None = None
+    #: The interaction's message id (None: not learned yet, the wire's ``"@original"``).
+    message_id: int | None = None
+    #: The channel message the job moved to, once it did.
+    channel_message_id: int | None = None
+    #: Discord said the interaction token is dead.
+    token_dead: bool = False
+    #: The requester was mentioned once the job ended on a channel message.
+    pinged: bool = False
+    #: The highest percentage the job's message has shown: the floor of the next one.
+    shown_percent: int = 0
+    #: The job a Retry created from this one (written by the Retry button).
+    retried_as: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DiscordRecord:
+        """The record stored as `data` (today's keys; missing or malformed values read as unset)."""
+        percent = data.get("shown_percent")
+        return cls(
+            application_id=_int(data.get("application_id")) or 0,
+            token=str(data.get("token") or ""),
+            token_expires_at=float(data.get("token_expires_at") or 0.0),
+            attachment_limit=_int(data.get("attachment_limit")),
+            message_id=_int(data.get("message_id")),
+            channel_message_id=_int(data.get("channel_message_id")),
+            token_dead=bool(data.get("token_dead")),
+            pinged=bool(data.get("pinged")),
+            shown_percent=percent if isinstance(percent, int) and not isinstance(percent, bool) else 0,
+            retried_as=_int(data.get("retried_as")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as stored (the keys :meth:`from_dict` reads; unset ones are left out)."""
+        out: dict[str, Any] = {}
+        if self.token:
+            out |= {
+                "application_id": self.application_id,
+                "token": self.token,
+                "token_expires_at": self.token_expires_at,
+                "message_id": self.message_id if self.message_id is not None else ORIGINAL,
+            }
+        if self.attachment_limit is not None:
+            out["attachment_limit"] = self.attachment_limit
+        return out | self.delivery_changes() | ({"retried_as": self.retried_as} if self.retried_as else {})
+
+    def delivery_changes(self) -> dict[str, Any]:
+        """What the delivery package learns and saves: the message ids, the flags and the floor."""
+        out: dict[str, Any] = {}
+        if self.message_id is not None:
+            out["message_id"] = self.message_id
+        if self.channel_message_id is not None:
+            out["channel_message_id"] = self.channel_message_id
+        if self.token_dead:
+            out["token_dead"] = True
+        if self.pinged:
+            out["pinged"] = True
+        if self.shown_percent:
+            out["shown_percent"] = self.shown_percent
+        return out
+
+    def merged(self, known: DiscordRecord) -> DiscordRecord:
+        """This (newer) record, keeping what the delivery package had learned in `known`.
+
+        Only the delivery package learns these, and its copy always has their latest value: a
+        record read before it learned them (the runner's copy) must not roll them back, e.g. a real
+        message id back to ``"@original"``, which would leave a restarted bot unable to see a delivery.
+        """
+        return dataclasses.replace(
+            self,
+            message_id=known.message_id if known.message_id is not None else self.message_id,
+            channel_message_id=known.channel_message_id or self.channel_message_id,
+            token_dead=self.token_dead or known.token_dead,
+            pinged=self.pinged or known.pinged,
+            shown_percent=max(self.shown_percent, known.shown_percent),
+        )
+
+    def token_usable(self, now: float, margin: float, spare: float = 0.0) -> bool:
+        """Whether the interaction token may still be used at `now` (`spare` seconds before `margin`)."""
+        if not self.token or self.token_dead:
+            return False
+        return now < self.token_expires_at - margin - spare
+
+
+def record_for(interaction: discord.Interaction[Any]) -> DiscordRecord:
+    """The bookkeeping of a job a command just started (its interaction reaches its first message).
+
+    The interaction's application id and token are stored with the job, so the reporter (and a
+    restarted bot) can edit the message until the token expires, then move to a channel message.
+    """
+    return DiscordRecord(
+        application_id=interaction.application_id,
+        token=interaction.token,
+        token_expires_at=interaction.expires_at.timestamp(),
+        attachment_limit=interaction.filesize_limit,
+    )
+
+
+def _int(value: object) -> int | None:
+    """An id or size stored as an int or a string of digits (None: unset, or ``"@original"``)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None

@@ -1,0 +1,34 @@
+"""Where a job's message lives: the interaction's message (through its token) or a channel message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cogs.delivery.record import ORIGINAL, DiscordRecord
+
+__all__ = ["Target"]
+
+
+@dataclass
+class Target:
+    """Where the job's message lives: the interaction's message, or a channel message."""
+
+    via_token: bool
+    message_id: int | str  # "@original" until the first edit through the token reveals the id
+    channel_id: int
+    application_id: int = 0
+    token: str = ""
+
+    def __repr__(self) -> str:  # never show the interaction token
+        return f"<Target token={self.via_token} message={self.message_id}>"
+
+    @classmethod
+    def interaction(cls, record: DiscordRecord, channel_id: int) -> Target:
+        """The interaction's own message, edited through its token."""
+        mid: int | str = record.message_id if record.message_id is not None else ORIGINAL
+        return cls(True, mid, channel_id, record.application_id, record.token)
+
+    @property
+    def unknown_original(self) -> bool:
+        """The interaction's message whose real id is not known yet."""
+        return self.via_token and self.message_id == ORIGINAL

@@ -1,0 +1,82 @@
+"""The few places Framecast reaches past discord.py's public API, each because none exists.
+
+Everything else in ``bot.py`` and ``cogs/`` uses discord.py's documented API. What is here is
+pinned to discord.py 2.7 (``requirements.txt``); when upgrading, read each function again against
+the new release and delete what a public option now covers.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import discord
+import discord.gateway
+import discord.http
+import yarl
+
+__all__ = [
+    "discard_http_session",
+    "gateway_url",
+    "never_connected",
+    "point_discord_at",
+    "system_channel_id",
+]
+
+log = logging.getLogger(__name__)
+
+
+def point_discord_at(*, api_base_url: str | None, gateway_url: str | None) -> None:
+    """Send discord.py's REST and gateway traffic elsewhere (a proxy, or the tests' fake Discord).
+
+    discord.py has no option for either address: the REST base is the class attribute
+    ``Route.BASE`` (read by every request, interaction replies included) and the first gateway
+    address is ``DiscordWebSocket.DEFAULT_GATEWAY``. Both are process-wide, like this setting.
+    """
+    if api_base_url:
+        discord.http.Route.BASE = api_base_url.rstrip("/")
+        log.info("Discord REST requests go to %s", discord.http.Route.BASE)
+    if gateway_url:
+        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway_url)
+        log.info("Discord gateway connections go to %s", gateway_url)
+
+
+def gateway_url() -> str:
+    """The address discord.py opens its first gateway connection to (with its API version).
+
+    Needed to probe the gateway before ``Client.connect`` (see :mod:`cogs.startup`); discord.py
+    builds this address inside ``DiscordWebSocket.from_client`` and exposes no way to ask for it.
+    """
+    base = discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
+    return str(base.with_query(v=discord.http.INTERNAL_API_VERSION, encoding="json"))
+
+
+async def discard_http_session(client: discord.Client) -> None:
+    """Close a failed log-in's HTTP session so the next ``Client.login`` can open a working one.
+
+    ``login()`` opens a new session on every call and hands it the client's connector, which
+    closing the old session closes too; discord.py only makes a new connector when the attribute
+    is unset (``MISSING``), and offers no public reset (``Client.clear`` leaves the connector).
+    """
+    await client.http.close()
+    client.http.connector = discord.utils.MISSING
+
+
+def never_connected(client: discord.Client) -> bool:
+    """Whether the client has never opened a gateway connection (``Client.ws`` is still unset).
+
+    discord.py 2.7.1's ``Client.connect`` crashes (an ``AttributeError`` on ``None``) when its very
+    first connection fails, instead of retrying; telling that crash from a real refusal (a bad
+    token's close code 4004 comes after the connection opened) needs the undocumented ``ws``.
+    """
+    return client.ws is None
+
+
+def system_channel_id(guild: discord.Guild) -> int | None:
+    """The id of the guild's system channel, also when that channel is not in the cache.
+
+    ``Guild.system_channel`` answers only from this process's cache, so it is None for a guild of
+    another shard (fetched over REST); the id Discord sent is kept in ``Guild._system_channel_id``
+    and has no public accessor.
+    """
+    channel_id = getattr(guild, "_system_channel_id", None)
+    return channel_id if isinstance(channel_id, int) else None

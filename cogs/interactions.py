@@ -1,0 +1,87 @@
+"""Reading an interaction: who asks and where, what they may manage, whether the bot can post here,
+and the bookkeeping a new job keeps of the interaction that started it. Discord-side only, no I/O."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+import discord
+
+from cogs.tree import MissingChannelPermissions
+from framecast.app import Actor, Members, Requester
+
+if TYPE_CHECKING:
+    from bot import Framecast
+
+# What the bot needs in the channel to show progress and deliver the file there, also after the
+# interaction token expires (then it posts with the bot token).
+REQUIRED_PERMISSIONS = (
+    "view_channel",
+    "send_messages",
+    "embed_links",
+    "attach_files",
+    "read_message_history",
+)
+
+
+def members(interaction: discord.Interaction[Any]) -> Members:
+    """The members' use cases of the bot that received `interaction`."""
+    return cast("Framecast", interaction.client).core.members
+
+
+def requester(interaction: discord.Interaction[Any]) -> Requester:
+    """Who is asking, where, from the interaction (no I/O).
+
+    In a thread, ``parent_id`` is the thread's channel (a server's allowed channels name channels,
+    and a thread belongs to its parent's). ``nsfw``: the channel, or a thread's parent, is
+    age-restricted; unknown counts as not (a server's NSFW-only rule then refuses).
+    """
+    if interaction.guild_id is None or interaction.channel_id is None:
+        raise discord.app_commands.NoPrivateMessage()
+    channel = interaction.channel
+    parent_id = channel.parent_id if isinstance(channel, discord.Thread) else None
+    # Thread.is_nsfw() asks the parent (from the guild cache); a text channel answers itself.
+    is_nsfw = getattr(channel, "is_nsfw", None)
+    return Requester(
+        guild_id=interaction.guild_id,
+        channel_id=interaction.channel_id,
+        user_id=interaction.user.id,
+        locale=str(interaction.locale.value),
+        parent_id=parent_id,
+        nsfw=bool(is_nsfw()) if callable(is_nsfw) else False,
+    )
+
+
+def actor(interaction: discord.Interaction[Any]) -> Actor:
+    """The member acting on a job, with whether they may manage this server (no I/O).
+
+    Whether they may act on a given job is the use case's call, from the stored job.
+    """
+    if interaction.guild_id is None:
+        raise discord.app_commands.NoPrivateMessage()
+    perms = getattr(interaction, "permissions", None)
+    return Actor(
+        user_id=interaction.user.id,
+        guild_id=interaction.guild_id,
+        manages_guild=bool(perms and (perms.manage_guild or perms.administrator)),
+    )
+
+
+def check_channel(interaction: discord.Interaction[Any]) -> None:
+    """Refuse now, not at delivery time, when the bot cannot post or attach files here."""
+    perms = interaction.app_permissions
+    missing = [name for name in REQUIRED_PERMISSIONS if not getattr(perms, name)]
+    if missing:
+        raise MissingChannelPermissions(missing)
+
+
+def job_bookkeeping(interaction: discord.Interaction[Any]) -> dict[str, Any]:
+    """What a new job keeps of the interaction that started it: the one place this is built.
+
+    The application id and token let the chat side (and a restarted bot) edit the job's message
+    (the interaction's original response) until the token expires, then post with the bot token.
+    """
+    # Imported here: the delivery package draws job messages with the buttons that call this.
+    from cogs.delivery.record import record_for
+
+    return record_for(interaction).to_dict()

@@ -1,0 +1,58 @@
+"""Job storage: one store for SQLite and PostgreSQL on SQLAlchemy Core (async), migrated by Alembic.
+
+``DATABASE_URL`` set: PostgreSQL, shared by several processes. Otherwise SQLite at ``DATABASE_PATH``
+(one process), the default for a small server. Modules: ``schema`` (the tables), ``store``
+(:class:`Store`, every query), ``dialects`` (what differs: connections, locks, legacy markers),
+``values`` (checks on what callers hand in), ``migrate`` + ``migrations/`` (Alembic, one chain).
+``tests/storage/test_contract.py`` runs one suite against both databases.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from framecast.guilds.settings import KeyStatus
+from framecast.jobs import (
+    AlreadyRetried,
+    DailyQuotaReached,
+    GuildQueueFull,
+    InvalidTransition,
+    JobLimitError,
+    JobNotFound,
+    MemberLimitReached,
+)
+from framecast.planner.predict import DurationRow
+from framecast.storage.dialects import StoreClosed, StoreError, redact_dsn
+from framecast.storage.schema import QUOTA_COUNTS
+from framecast.storage.store import Store
+from framecast.storage.values import SettingsChange, StoredKey
+
+if TYPE_CHECKING:
+    from framecast.clock import Clock
+    from framecast.config import Settings
+
+__all__ = [
+    "QUOTA_COUNTS",
+    "AlreadyRetried",
+    "DailyQuotaReached",
+    "DurationRow",
+    "GuildQueueFull",
+    "InvalidTransition",
+    "JobLimitError",
+    "JobNotFound",
+    "KeyStatus",
+    "MemberLimitReached",
+    "SettingsChange",
+    "Store",
+    "StoreClosed",
+    "StoreError",
+    "StoredKey",
+    "open_store",
+    "redact_dsn",
+]
+
+
+async def open_store(settings: Settings, *, clock: Clock) -> Store:
+    """Open the job store the settings select: PostgreSQL if ``database_url`` is set, else SQLite."""
+    url = settings.database_url
+    return await Store.open(url if url is not None else settings.database_path, clock=clock)

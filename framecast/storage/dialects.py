@@ -1,0 +1,502 @@
+"""Everything that differs between SQLite and PostgreSQL: :class:`Sqlite` and :class:`Postgres`.
+
+* Opening: SQLite gets its PRAGMAs on every new connection (WAL, ``synchronous=FULL``, busy timeout)
+  and a 0600 file in a 0700 directory; PostgreSQL gets a connection pool.
+* Locking for ``add``'s limit checks: SQLite starts every write transaction with ``BEGIN IMMEDIATE``
+  (SQLAlchemy's documented asyncio recipe: the driver's own BEGIN is switched off on ``connect`` and
+  ours is emitted on ``begin``), so the file's write lock is held from the first count to the commit;
+  PostgreSQL takes ``pg_advisory_xact_lock(guild_id)``.
+* The process's owner lock (``hold_owner``): a PostgreSQL session advisory lock held on a dedicated
+  connection; nothing on SQLite (one process per file).
+* SQLite uses ONE connection for the store's life, serialised by an asyncio lock (what the old
+  single worker thread did): no pool checkout per call, and our own writes never wait on each other
+  for the file lock.
+* Migrations run in one transaction under the lock a second process would take, with the legacy
+  version markers (SQLite ``user_version``, PostgreSQL ``schema_version``) read and fenced here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiosqlite
+from sqlalchemy import Connection, Executable, Select, event, func, select, text
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.sqlite.aiosqlite import AsyncAdapt_aiosqlite_connection, AsyncAdapt_aiosqlite_dbapi
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import MissingGreenlet
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.util.concurrency import await_
+
+from framecast.jobs import JobError
+
+__all__ = ["Postgres", "Sqlite", "StoreClosed", "StoreError", "redact_dsn"]
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT = 10.0  # seconds a connection waits for another's lock (SQLite) or to connect (PostgreSQL)
+_FILE_MODE, _DIR_MODE = 0o600, 0o700  # the database holds members' live interaction tokens
+_COMPANIONS = ("-wal", "-shm", "-journal")  # SQLite gives them the database file's permission bits
+# Advisory lock of migrations. Negative: add()'s guild locks are positive snowflakes, never equal.
+_MIGRATION_LOCK = -0x6672616D65636173  # "framecas"
+_POOL_SIZE = 10
+#: Legacy version markers: what today's schema was called before Alembic, and what is written there
+#: afterwards so that an older Framecast refuses the database ("v5 is newer") instead of using it.
+SQLITE_LEGACY, SQLITE_FENCE = 4, 5
+PG_LEGACY, PG_FENCE = 1, 2
+
+
+class StoreError(JobError):
+    """The job store cannot be used (e.g. the database was written by a newer Framecast)."""
+
+
+class StoreClosed(StoreError, RuntimeError):
+    """The store was closed; no further operations are accepted."""
+
+
+class Database:
+    """One database: transactions, its locks and its legacy markers. Subclassed once per dialect."""
+
+    name: str
+    engine: AsyncEngine
+
+    def __init__(self) -> None:
+        self.closed = False
+        self._busy = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @asynccontextmanager
+    async def _track(self) -> AsyncIterator[None]:
+        # close() waits for the operations in flight; new ones are refused once it has started.
+        if self.closed:
+            raise StoreClosed("job store is closed")
+        self._busy += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._busy -= 1
+            if not self._busy:
+                self._idle.set()
+
+    def autocommit(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """``async with db.autocommit() as conn``: each statement its own transaction (reads, single writes).
+
+        A single UPDATE/INSERT is atomic and durable on its own: SQLite takes the write lock when the
+        statement starts, PostgreSQL locks the rows it changes.
+        """
+        raise NotImplementedError
+
+    async def rows(self, stmt: Executable, params: dict[str, Any] | None = None) -> Sequence[Any]:
+        """Every row of ``stmt`` (none for a statement without RETURNING), run as a statement of its own."""
+        async with self.autocommit() as conn:
+            result = await conn.execute(stmt, params)
+            return result.all() if result.returns_rows else ()
+
+    async def first(self, stmt: Select[Any], params: dict[str, Any]) -> Any:
+        """The first row of a read built once (a module constant), or None."""
+        found = await self.rows(stmt, params)
+        return found[0] if found else None
+
+    async def close(self) -> None:
+        """Wait for the operations in flight, then release every connection."""
+        self.closed = True
+        await self._idle.wait()
+        await self._release()
+        await self.engine.dispose()
+
+    async def _release(self) -> None:
+        pass
+
+
+class Sqlite(Database):
+    """One SQLite file: one connection, one asyncio lock, ``BEGIN IMMEDIATE`` for every write."""
+
+    name = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self.target = str(path)
+        url = URL.create("sqlite+aiosqlite", database=str(path))
+        # One pooled connection, held by this object for its life (see _conn).
+        self.engine = create_async_engine(
+            url, pool_size=1, max_overflow=0, module=_OneHopDBAPI(aiosqlite, sqlite3)
+        )
+        event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
+        event.listen(self.engine.sync_engine, "begin", self._begin)
+        self._lock = asyncio.Lock()
+        self._conn: AsyncConnection | None = None
+        self._begin_sql: str | None = "BEGIN IMMEDIATE"
+        self._compiled: dict[Select[Any], tuple[str, tuple[str, ...]]] = {}
+
+    def _begin(self, conn: Connection) -> None:
+        # The recipe's "begin" hook: IMMEDIATE takes the write lock before anything is read, so
+        # check-then-write (limits, compare-and-set) is atomic against every other connection.
+        if self._begin_sql is not None:
+            conn.exec_driver_sql(self._begin_sql)
+
+    async def start(self) -> None:
+        """Create the file owner-only, then open the one connection (PRAGMAs run in the connect hook)."""
+        await asyncio.to_thread(prepare_owner_only, self.path)
+        self._conn = await self.engine.connect()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        async with self._track(), self._lock:
+            assert self._conn is not None
+            async with self._conn.begin():
+                yield self._conn
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[AsyncConnection]:
+        async with self._track(), self._lock:
+            assert self._conn is not None
+            # No BEGIN at all: each SELECT is its own consistent snapshot (autocommit), one round
+            # trip to the driver thread fewer. The lock makes this flag ours alone meanwhile.
+            self._begin_sql = None
+            try:
+                yield self._conn
+            finally:
+                self._begin_sql = "BEGIN IMMEDIATE"
+                try:
+                    # SQLite has no transaction open: end SQLAlchemy's bookkeeping of one without
+                    # a trip through greenlet_spawn (it cost as much as the query).
+                    assert self._conn.sync_connection is not None
+                    self._conn.sync_connection.rollback()
+                except MissingGreenlet:
+                    await self._conn.rollback()  # one was open after all (a failed statement)
+
+    async def first(self, stmt: Select[Any], params: dict[str, Any]) -> Any:
+        # The hot read (get): SQLAlchemy compiles the statement once; it then runs on the driver in
+        # one trip. SQLAlchemy's execution layer cost twice the query itself (the old store's 2x).
+        async with self._track(), self._lock:
+            assert self._conn is not None and self._conn.sync_connection is not None
+            sync = self._conn.sync_connection
+            if not (sync.invalidated or sync.in_transaction()):  # else: being recovered, see below
+                if (compiled := self._compiled.get(stmt)) is None:
+                    done = stmt.compile(dialect=self.engine.dialect)
+                    compiled = self._compiled[stmt] = (str(done), tuple(done.positiontup or ()))
+                sql, names = compiled
+                driver: Any = sync.connection.driver_connection
+                return await driver._execute(_first, driver._conn, sql, tuple(params[n] for n in names))
+        return await super().first(stmt, params)  # SQLAlchemy's own path reconnects or rolls back
+
+    insert = staticmethod(sqlite.insert)  # knows on_conflict_do_update, spelt as PostgreSQL's
+
+    def locked(self, guild_id: int) -> AbstractAsyncContextManager[AsyncConnection]:
+        """add()'s checks and insert: each statement on its own (an INSERT takes the write lock as it starts)."""
+        return self.autocommit()
+
+    async def hold_owner(self, owner: str) -> bool:
+        return True  # one process per file
+
+    async def migrate(self, upgrade: Callable[[Connection], None]) -> None:
+        # BEGIN IMMEDIATE: a second process opening the file waits here, then finds the work done.
+        async with self.write() as conn:
+            await conn.run_sync(upgrade)
+
+    def legacy_version(self, conn: Connection) -> int | None:
+        version = int(conn.exec_driver_sql("PRAGMA user_version").scalar_one())
+        return version or None
+
+    def fence(self, conn: Connection) -> None:
+        conn.exec_driver_sql(f"PRAGMA user_version = {SQLITE_FENCE:d}")  # takes no parameters
+
+    async def _release(self) -> None:
+        if self._conn is None:
+            return
+        async with self._lock:
+            raw = await self._conn.get_raw_connection()
+            try:
+                # Fold the WAL into the main file; a busy reader elsewhere leaves it for next time.
+                driver: Any = raw.driver_connection
+                await driver.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except Exception as exc:  # noqa: BLE001 - closing goes on whatever the checkpoint says
+                log.warning("job store: WAL checkpoint failed at close: %s", exc)
+            await self._conn.close()
+        log.info("job store closed: %s", self.path)
+
+
+def _sqlite_connect(dbapi_conn: Any, record: object) -> None:
+    # The recipe's "connect" hook: the driver must never emit BEGIN itself (we do, IMMEDIATE).
+    dbapi_conn.isolation_level = None
+    cursor = dbapi_conn.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000):d}")
+        mode = _journal_mode_wal(cursor)
+        if mode.lower() != "wal":
+            log.warning("job store: WAL not available (journal_mode=%s)", mode)
+        # FULL: the WAL is fsynced at every commit, so an acknowledged job survives power loss too.
+        cursor.execute("PRAGMA synchronous=FULL")
+    finally:
+        cursor.close()
+
+
+class _OneHopConnection(AsyncAdapt_aiosqlite_connection):
+    """SQLAlchemy's aiosqlite connection, with each statement ONE trip to aiosqlite's thread.
+
+    The stock adapter makes four trips per statement (cursor, execute, fetch, close) and one per
+    BEGIN, COMMIT or ROLLBACK (even with no transaction open). Each trip is a thread hand-off, and
+    with them the store was five times slower than the old one-thread store. Here a statement is
+    executed and fetched in one trip, BEGIN travels with the transaction's first statement, and
+    COMMIT/ROLLBACK with no transaction open cost nothing. Errors are sqlite3's own, which the
+    adapter's DBAPI re-exports, so SQLAlchemy wraps them as usual.
+    """
+
+    __slots__ = ("pending_begin",)
+    pending_begin: str | None  # the transaction's BEGIN, until its first statement carries it
+
+    def _hop(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await_(self._connection._execute(fn, *args))  # aiosqlite's "run on my thread", FIFO
+
+    def cursor(self, server_side: bool = False) -> Any:
+        return _Cursor(self)
+
+    def commit(self) -> None:
+        self._end("commit")
+
+    def rollback(self) -> None:
+        self._end("rollback")
+
+    def _end(self, how: str) -> None:
+        self.pending_begin = None  # a BEGIN never sent needs no end
+        raw = self._connection._conn
+        if raw.in_transaction:
+            self._hop(getattr(raw, how))
+
+
+class _Cursor:
+    """The part of a DBAPI cursor SQLAlchemy uses, over one sqlite3 call per statement."""
+
+    arraysize = 1
+
+    def __init__(self, conn: _OneHopConnection) -> None:
+        self._conn = conn
+        self.description: Any = None
+        self.rowcount: int = -1
+        self.lastrowid: Any = None
+        self._rows: list[Any] = []
+
+    def execute(self, sql: str, params: Any = ()) -> None:
+        if sql.startswith("BEGIN"):
+            self._conn.pending_begin = sql  # sent with the next statement, in the same trip
+            return
+        self._go(False, sql, params)
+
+    def executemany(self, sql: str, params: Any) -> None:
+        self._go(True, sql, params)
+
+    def _go(self, many: bool, sql: str, params: Any) -> None:
+        begin, self._conn.pending_begin = getattr(self._conn, "pending_begin", None), None
+        raw = self._conn._connection._conn
+        self.description, self.rowcount, self.lastrowid, self._rows = self._conn._hop(
+            _run, raw, begin, many, sql, params if params is not None else ()
+        )
+
+    def fetchone(self) -> Any:
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        size = size or self.arraysize
+        taken, self._rows = self._rows[:size], self._rows[size:]
+        return taken
+
+    def fetchall(self) -> list[Any]:
+        taken, self._rows = self._rows, []
+        return taken
+
+    def close(self) -> None:
+        self._rows = []
+
+    async def _async_soft_close(self) -> None:
+        pass  # SQLAlchemy's asyncio layer asks; the sqlite3 cursor is already closed
+
+
+def _first(raw: Any, sql: str, args: tuple[Any, ...]) -> Any:
+    return raw.execute(sql, args).fetchone()  # on aiosqlite's thread
+
+
+def _run(raw: Any, begin: str | None, many: bool, sql: str, params: Any) -> tuple[Any, int, Any, list[Any]]:
+    # On aiosqlite's thread: the pending BEGIN, then the whole statement, results included.
+    if begin is not None:
+        raw.execute(begin)
+    cursor = raw.executemany(sql, params) if many else raw.execute(sql, params)
+    try:
+        return (
+            cursor.description,
+            cursor.rowcount,
+            cursor.lastrowid,
+            cursor.fetchall() if cursor.description else [],
+        )
+    finally:
+        cursor.close()
+
+
+class _OneHopDBAPI(AsyncAdapt_aiosqlite_dbapi):
+    """The aiosqlite DBAPI of SQLAlchemy, handing out :class:`_OneHopConnection` (``module=``)."""
+
+    def connect(self, *arg: Any, **kw: Any) -> AsyncAdapt_aiosqlite_connection:
+        conn = _OneHopConnection(self, super().connect(*arg, **kw)._connection)
+        conn.pending_begin = None
+        return conn
+
+
+def _journal_mode_wal(cursor: Any) -> str:
+    # Another connection opening a new file at the same moment makes this fail at once with
+    # "database is locked" (the busy handler does not cover the switch): try again for a while.
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return str(cursor.fetchone()[0])
+        except Exception as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)  # only while two processes create one file: rare, and at start-up
+
+
+def prepare_owner_only(path: Path) -> None:
+    """Create the database's directory (0700) and file (0600); tighten existing ones that are looser.
+
+    The file is created before SQLite opens it, which would use the umask (usually 0644). A directory
+    that already existed is the operator's (a Docker volume, say) and is left as it is.
+    """
+    if not path.parent.exists():
+        path.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, _FILE_MODE))
+    for candidate in (path, *(path.with_name(path.name + suffix) for suffix in _COMPANIONS)):
+        try:
+            current = candidate.stat().st_mode & 0o777
+            if (tight := current & _FILE_MODE) != current:
+                os.chmod(candidate, tight)
+                log.info("job store: %s was mode %o, now %o (it holds tokens)", candidate, current, tight)
+        except FileNotFoundError:
+            pass  # a companion that does not exist (or another connection just removed)
+        except OSError as exc:
+            log.warning("job store: cannot restrict the permissions of %s: %s", candidate, exc.strerror)
+
+
+class Postgres(Database):
+    """A PostgreSQL database shared by several processes: a pool, advisory locks."""
+
+    name = "postgresql"
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__()
+        self.target = redact_dsn(dsn)
+        self._dsn = dsn
+        url = make_url(dsn).set(drivername="postgresql+asyncpg")
+        self.engine = create_async_engine(
+            url, pool_size=_POOL_SIZE, max_overflow=0, connect_args={"timeout": BUSY_TIMEOUT}
+        )
+        # Reads need no transaction: one round trip instead of BEGIN, SELECT, ROLLBACK.
+        self._reader = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._owner_conn: AsyncConnection | None = None
+        self._owners: set[str] = set()
+
+    async def start(self) -> None:
+        """Check the server answers (a failure is a :class:`StoreError` without the password)."""
+        try:
+            async with self._reader.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except Exception as exc:
+            await self.engine.dispose()
+            # `from None`: the driver's own exception may quote the DSN.
+            raise StoreError(
+                f"cannot open the PostgreSQL job store at {self.target}: {safe_error(exc, self._dsn)}"
+            ) from None
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        async with self._track(), self.engine.begin() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[AsyncConnection]:
+        async with self._track(), self._reader.connect() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def locked(self, guild_id: int) -> AsyncIterator[AsyncConnection]:
+        async with self.write() as conn:
+            # Serialises every add of this guild, in every process, until the commit.
+            await conn.execute(select(func.pg_advisory_xact_lock(guild_id)))
+            yield conn
+
+    async def hold_owner(self, owner: str) -> bool:
+        # A session lock on a dedicated connection: it goes with the process (a crash drops the
+        # connection), so a restarted process gets its name back at once and a second one is refused.
+        if owner in self._owners:
+            return True
+        async with self._track():
+            if self._owner_conn is None:
+                conn = await self.engine.connect()
+                self._owner_conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            key = func.hashtext("framecast-owner:" + owner)
+            held = bool((await self._owner_conn.execute(select(func.pg_try_advisory_lock(key)))).scalar())
+        if held:
+            self._owners.add(owner)
+        return held
+
+    insert = staticmethod(postgresql.insert)
+
+    async def migrate(self, upgrade: Callable[[Connection], None]) -> None:
+        # Two processes starting together: the second waits here, then finds the work done.
+        async with self.locked(_MIGRATION_LOCK) as conn:
+            await conn.run_sync(upgrade)
+
+    def legacy_version(self, conn: Connection) -> int | None:
+        if conn.exec_driver_sql("SELECT to_regclass('schema_version')").scalar() is None:
+            return None
+        version = conn.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
+        return int(version) if version is not None else None
+
+    def fence(self, conn: Connection) -> None:
+        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        conn.exec_driver_sql("DELETE FROM schema_version")
+        conn.exec_driver_sql(f"INSERT INTO schema_version (version) VALUES ({PG_FENCE:d})")
+
+    async def _release(self) -> None:
+        if self._owner_conn is not None:
+            conn, self._owner_conn = self._owner_conn, None
+            # Pool resets do not drop session locks: closing the connection does.
+            await conn.invalidate()
+            await conn.close()
+        log.info("job store closed: %s", self.target)
+
+
+def redact_dsn(dsn: str) -> str:
+    """``postgresql://user@host:port/db`` without the password or query (which may carry one)."""
+    try:
+        parts = urlsplit(dsn)
+        host = parts.hostname or "localhost"
+        port = f":{parts.port}" if parts.port else ""
+        user = f"{parts.username}@" if parts.username else ""
+    except ValueError:
+        return "postgresql://(unparsable URL)"
+    return f"{parts.scheme}://{user}{host}{port}{parts.path}"
+
+
+def safe_error(exc: BaseException, dsn: str) -> str:
+    """The exception's text with the DSN and its password blanked out (drivers may quote either)."""
+    cause = exc.__cause__ or exc  # SQLAlchemy wraps the driver's exception
+    text_ = f"{type(cause).__name__}: {cause}"
+    try:
+        password = urlsplit(dsn).password
+    except ValueError:
+        password = None
+    for secret in (dsn, password):
+        if secret:
+            text_ = text_.replace(secret, "***")
+    return text_

@@ -1,0 +1,123 @@
+"""The store's tables, written once for SQLite and PostgreSQL (SQLAlchemy Core ``MetaData``).
+
+The shape is the legacy schema v4 of both hand-written stores (SQLite ``user_version`` 4, PostgreSQL
+``schema_version`` 1), so a database they wrote is this schema as it stands. Migrations
+(``migrations/versions/``) create and change it; this module is what the queries are written against
+and must describe the head revision.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.sql.elements import ColumnElement
+
+from framecast.guilds.settings import KeyStatus
+from framecast.jobs import ACTIVE, JobKind, JobState
+
+
+def sql_list(values: object) -> str:
+    """``'a', 'b'`` for an IN (...) or CHECK term: our own enum values, never a caller's text."""
+    return ", ".join(f"'{v.value}'" for v in values)  # type: ignore[attr-defined]
+
+
+#: The unfinished states, inlined (not bound): SQLite uses a partial index only when the query
+#: repeats the index's WHERE term literally.
+OPEN_SQL = f"state IN ({sql_list(sorted(ACTIVE))})"
+OPEN = sa.text(OPEN_SQL)
+
+# Ids: INTEGER on SQLite (only "INTEGER PRIMARY KEY" is the rowid, AUTOINCREMENT: never reused),
+# BIGINT everywhere else (Discord snowflakes are 64-bit).
+Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+metadata = sa.MetaData()
+
+jobs = sa.Table(
+    "jobs",
+    metadata,
+    sa.Column("id", Id, sa.Identity(always=True), primary_key=True),
+    sa.Column("kind", sa.Text, sa.CheckConstraint(f"kind IN ({sql_list(JobKind)})"), nullable=False),
+    sa.Column("state", sa.Text, sa.CheckConstraint(f"state IN ({sql_list(JobState)})"), nullable=False),
+    sa.Column("guild_id", sa.BigInteger, nullable=False),
+    sa.Column("channel_id", sa.BigInteger, nullable=False),
+    sa.Column("user_id", sa.BigInteger, nullable=False),
+    sa.Column("locale", sa.Text, nullable=False),
+    sa.Column("params", sa.Text, nullable=False),  # JSON text: round-trips exactly, unlike jsonb
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("updated_at", sa.Double, nullable=False),
+    sa.Column("task_id", sa.Text),
+    sa.Column("started_at", sa.Double),
+    sa.Column("progress", sa.Double),
+    sa.Column("result_url", sa.Text),
+    sa.Column(
+        "result_local", sa.Boolean(create_constraint=True), nullable=False, server_default=sa.text("false")
+    ),
+    sa.Column("error_code", sa.Text),
+    sa.Column("error_detail", sa.Text),
+    sa.Column("retry_of", sa.BigInteger),
+    sa.Column("key_owner", sa.BigInteger),
+    sa.Column("discord", sa.Text, nullable=False, server_default=sa.text("'{}'")),
+    sa.Column("lease_owner", sa.Text),
+    sa.Column("lease_until", sa.Double),
+    sa.Index("jobs_member", "guild_id", "user_id", "id"),
+    sa.Index("jobs_open", "guild_id", "state", "user_id", sqlite_where=OPEN, postgresql_where=OPEN),
+    sa.Index("jobs_open_fifo", "id", sqlite_where=OPEN, postgresql_where=OPEN),
+    sa.Index(
+        "jobs_retry_of",
+        "retry_of",
+        unique=True,
+        sqlite_where=sa.text("retry_of IS NOT NULL"),
+        postgresql_where=sa.text("retry_of IS NOT NULL"),
+    ),
+    sa.Index("jobs_quota", "guild_id", "user_id", "kind", "created_at"),
+    sqlite_autoincrement=True,
+)
+
+durations = sa.Table(
+    "durations",
+    metadata,
+    sa.Column("key", sa.Text, primary_key=True),
+    sa.Column("mean", sa.Double, nullable=False),
+    sa.Column("spread", sa.Double, nullable=False),
+    sa.Column("count", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.Double, nullable=False),
+)
+
+guild_settings = sa.Table(
+    "guild_settings",
+    metadata,
+    sa.Column("guild_id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("data", sa.Text, nullable=False),  # GuildSettings.to_json() text: the overridden fields only
+    sa.Column("updated_at", sa.Double, nullable=False),
+    sa.Column("updated_by", sa.BigInteger, nullable=False),
+)
+
+guild_keys = sa.Table(
+    "guild_keys",
+    metadata,
+    sa.Column("guild_id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("token", sa.LargeBinary, nullable=False),  # Fernet ciphertext only, never the key
+    sa.Column("last4", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, sa.CheckConstraint(f"status IN ({sql_list(KeyStatus)})"), nullable=False),
+    sa.Column("set_by", sa.BigInteger, nullable=False),
+    sa.Column("set_at", sa.Double, nullable=False),
+)
+
+# Who changed which setting when; never the values (one of them is the API key).
+settings_log = sa.Table(
+    "settings_log",
+    metadata,
+    sa.Column("id", Id, sa.Identity(always=True), primary_key=True),
+    sa.Column("guild_id", sa.BigInteger, nullable=False),
+    sa.Column("user_id", sa.BigInteger, nullable=False),
+    sa.Column("setting", sa.Text, nullable=False),
+    sa.Column("at", sa.Double, nullable=False),
+    sa.Index("settings_log_guild", "guild_id", "id"),
+    sqlite_autoincrement=True,
+)
+
+#: The jobs that use up a member's daily quota: not failed jobs (they gave the member nothing), nor
+#: jobs cancelled before the service started them (they cost nothing); everything else does.
+QUOTA_COUNTS: ColumnElement[bool] = sa.and_(
+    jobs.c.state != JobState.FAILED.value,
+    sa.not_(sa.and_(jobs.c.state == JobState.CANCELLED.value, jobs.c.task_id.is_(None))),
+)

@@ -1,0 +1,544 @@
+"""The job store: one implementation for SQLite and PostgreSQL, on SQLAlchemy Core (async).
+
+Timestamps come from the injected clock, never from the database. ``params``/``discord``/settings are
+JSON text (not ``jsonb``): text round-trips exactly. A cancelled call may or may not have written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+from sqlalchemy import BigInteger, Table, Update, bindparam, delete, func, insert, or_, select, text, update
+from sqlalchemy.exc import IntegrityError
+
+from framecast.config import Secret
+from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
+from framecast.jobs import (
+    TRANSITIONS,
+    AlreadyRetried,
+    DailyQuotaReached,
+    GuildQueueFull,
+    InvalidTransition,
+    Job,
+    JobKind,
+    JobNotFound,
+    JobState,
+    MemberLimitReached,
+    NewJob,
+    check_transition,
+)
+from framecast.planner.predict import DurationRow
+from framecast.storage import migrate, values
+from framecast.storage.dialects import Postgres, Sqlite
+from framecast.storage.schema import (
+    OPEN,
+    QUOTA_COUNTS,
+    durations,
+    guild_keys,
+    guild_settings,
+    jobs,
+    settings_log,
+)
+from framecast.storage.values import SettingsChange, StoredKey
+
+if TYPE_CHECKING:
+    from framecast.clock import Clock
+
+__all__ = ["SettingsChange", "Store", "StoredKey"]
+
+log = logging.getLogger(__name__)
+
+
+# Statements built once (SQLAlchemy caches their compiled form); values are bound per call.
+_JOB = tuple(jobs.c)[:20]  # the Job fields, in Job's order (the lease columns are not part of a Job)
+# Stored value -> Job field, by position. Floats: SQLite's RETURNING hands back 1.0 as the integer 1.
+_FROM_DB = {
+    "kind": JobKind,
+    "state": JobState,
+    "params": json.loads,
+    "discord": json.loads,
+    "result_local": bool,
+}
+_DECODE: list[Any] = [_FROM_DB.get(c.name, float if c.type.python_type is float else None) for c in _JOB]
+_GET = select(*_JOB).where(jobs.c.id == bindparam("id"))
+_STATE = select(jobs.c.state).where(jobs.c.id == bindparam("id")).with_for_update()
+_DISCORD = select(jobs.c.discord).where(jobs.c.id == bindparam("id")).with_for_update()
+_ACTIVE = select(*_JOB).where(OPEN).order_by(jobs.c.id)
+# "IS NOT NULL" repeats the partial index's own term, so SQLite uses it even for a NULL parameter.
+_RETRY = select(jobs.c.id).where(jobs.c.retry_of == bindparam("retry_of"), jobs.c.retry_of.is_not(None))
+_COUNT = select(func.count()).select_from(jobs)
+_G, _U = jobs.c.guild_id == bindparam("guild_id"), jobs.c.user_id == bindparam("user_id")
+_QUOTA = _COUNT.where(
+    _G, _U, jobs.c.kind == bindparam("kind"), jobs.c.created_at >= bindparam("since"), QUOTA_COUNTS
+)
+_MEMBER = _COUNT.where(_G, _U, OPEN)
+_QUEUED = _COUNT.where(_G, jobs.c.state == JobState.QUEUED.value, OPEN)  # OPEN: the small partial index
+# add()'s four checks in one statement (one round trip): the existing retry, then the three counts.
+_CHECKS = select(
+    _RETRY.limit(1).scalar_subquery(), *(q.scalar_subquery() for q in (_QUOTA, _MEMBER, _QUEUED))
+)
+# add() in ONE statement: the new row, inserted only if every check passes (SQLite takes the write
+# lock when the statement starts: checks and insert are atomic against every other connection).
+_NEW = [c for c in jobs.c if c.name in (*values.NEW_JOB_FIELDS, "state", "created_at", "updated_at")]
+_ADD = (
+    insert(jobs)
+    .from_select(
+        [c.name for c in _NEW],
+        select(*(bindparam(c.name, type_=c.type) for c in _NEW)).where(
+            ~_RETRY.exists(),
+            _QUOTA.scalar_subquery() < bindparam("quota_limit", type_=BigInteger),
+            _MEMBER.scalar_subquery() < bindparam("member_limit", type_=BigInteger),
+            _QUEUED.scalar_subquery() < bindparam("guild_cap", type_=BigInteger),
+        ),
+    )
+    .returning(*_JOB)
+)
+#: For each target state, the states a job may move to it from (framecast.jobs.TRANSITIONS).
+_SOURCES = {
+    to: tuple(sorted(old.value for old, targets in TRANSITIONS.items() if to in targets)) for to in JobState
+}
+# UPDATEs whose SET clause comes from the parameters' keys (column names), built once: building a
+# statement per call cost more than the database's own work. "job_id": "id" would name the column.
+_BY_ID = jobs.c.id == bindparam("job_id")
+_UPDATE = update(jobs).where(_BY_ID).returning(*_JOB)
+
+
+@functools.cache
+def _compare_and_set(sources: tuple[str, ...]) -> Update:
+    """UPDATE of one job if its state is one of ``sources`` (our own values, inlined: no expansion)."""
+    return update(jobs).where(_BY_ID, text(f"state IN ({', '.join(map(repr, sources))})")).returning(*_JOB)
+
+
+_FREE = or_(
+    jobs.c.lease_owner.is_(None), jobs.c.lease_until.is_(None), jobs.c.lease_until <= bindparam("now")
+)
+_CLAIMABLE = select(*_JOB).where(OPEN, _FREE).order_by(jobs.c.id)
+_CLAIM = (
+    update(jobs)
+    .where(_BY_ID, OPEN, or_(_FREE, jobs.c.lease_owner == bindparam("owner")))
+    .values(lease_owner=bindparam("owner"), lease_until=bindparam("until"))
+    .returning(jobs.c.id)
+)
+_RELEASE = (
+    update(jobs)
+    .where(_BY_ID, jobs.c.lease_owner == bindparam("owner"))
+    .values(lease_owner=None, lease_until=None)
+    .returning(jobs.c.id)
+)
+_EXISTS = select(jobs.c.id).where(jobs.c.id == bindparam("id"))
+_KEYS = select(guild_keys).order_by(guild_keys.c.guild_id)
+_SETTINGS = select(guild_settings.c.guild_id, guild_settings.c.data).order_by(guild_settings.c.guild_id)
+_LOG = select(settings_log.c.guild_id, settings_log.c.user_id, settings_log.c.setting, settings_log.c.at)
+
+
+class Store:
+    """Durable job storage on SQLite or PostgreSQL. Create with :meth:`open`, release with :meth:`close`.
+
+    Every write is committed before its coroutine returns; returned :class:`Job` objects are fresh
+    snapshots read back in the writing transaction. Operations after :meth:`close` raise ``StoreClosed``.
+    """
+
+    def __init__(self, db: Sqlite | Postgres, now: Callable[[], float]) -> None:
+        # Private: use Store.open().
+        self._db = db
+        self._now = now
+        self._listeners: list[Callable[[Job], None]] = []
+        self._close_task: asyncio.Future[None] | None = None
+
+    @classmethod
+    async def open(cls, where: Path | str | os.PathLike[str] | Secret, *, clock: Clock | None = None) -> Self:
+        """Open the store at ``where`` (a ``postgresql://`` URL, else a SQLite file path), migrated.
+
+        SQLite: the file, its directory (0700) and the schema are created if needed, the file is 0600.
+        ``clock.time()`` stamps every timestamp; without a clock, ``time.time()``. Raises
+        :class:`~framecast.storage.StoreError` (one line, never the password) when the database
+        cannot be reached, was written by a newer Framecast, or is too old to upgrade here.
+        """
+        db = _database(where)
+        await db.start()
+        try:
+            await db.migrate(partial(migrate.upgrade, db))
+        except BaseException:
+            await db.close()
+            raise
+        log.info("job store open: %s", db.target)
+        return cls(db, clock.time if clock is not None else time.time)
+
+    @property
+    def path(self) -> Path | None:
+        """The SQLite database file (None on PostgreSQL)."""
+        return self._db.path if isinstance(self._db, Sqlite) else None
+
+    @property
+    def target(self) -> str:
+        """The database, for logs: the file, or ``postgresql://user@host:port/db`` (no password)."""
+        return self._db.target
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._db.name
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has been called."""
+        return self._db.closed
+
+    async def close(self) -> None:
+        """Finish the operations in flight, then release the database (SQLite: WAL checkpointed). Idempotent."""
+        if self._close_task is None:
+            self._db.closed = True  # refuse new operations at once
+            self._close_task = asyncio.ensure_future(self._db.close())
+        # Shielded: a cancelled caller must not leave the database half-closed.
+        await asyncio.shield(self._close_task)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def subscribe(self, listener: Callable[[Job], None]) -> None:
+        """Call ``listener(job)`` after every committed add and state change made through this object.
+
+        Listeners keep in-memory views (per-member counts, say) in step; they must be quick and must
+        not raise (a raising listener is logged and skipped).
+        """
+        self._listeners.append(listener)
+
+    def _notify(self, job: Job) -> Job:
+        for listener in self._listeners:
+            try:
+                listener(job)
+            except Exception:
+                log.exception("job store listener failed")
+        return job
+
+    def _timestamp(self) -> float:
+        return values.check_float("clock time", self._now())
+
+    # ------------------------------------------------------------------ jobs
+
+    async def add(
+        self,
+        job: NewJob,
+        *,
+        member_limit: int | None,
+        guild_cap: int | None,
+        quota: tuple[int, float] | None = None,
+    ) -> Job:
+        """Store a new QUEUED job and return it, committed.
+
+        Atomically with the insert, against every process, in this order: :class:`AlreadyRetried` if
+        ``job.retry_of`` already has a retry; :class:`DailyQuotaReached` if ``quota = (limit, since)``
+        and the member has ``limit`` jobs of this kind in this guild created at or after ``since`` that
+        count (:data:`~framecast.storage.schema.QUOTA_COUNTS`); :class:`MemberLimitReached` if the
+        member has ``member_limit`` active jobs in the guild; :class:`GuildQueueFull` if the guild has
+        ``guild_cap`` QUEUED jobs. Nothing is stored when it raises. ``params``/``discord`` must be
+        JSON-serialisable dicts (tuples come back as lists).
+        """
+        row = {name: values.encode(name, getattr(job, name)) for name in values.NEW_JOB_FIELDS}
+        checked = values.check_quota(quota)
+        now = self._timestamp()
+        row.update(state=JobState.QUEUED.value, created_at=now, updated_at=now)
+        retry_of = row["retry_of"]
+        limit, since = checked if checked is not None else (values.INT_MAX, math.inf)
+        unlimited = values.INT_MAX  # "no limit": a count is always below it
+        args = {**row, "since": since, "quota_limit": limit}
+        args.update(member_limit=unlimited if member_limit is None else min(member_limit, unlimited))
+        args.update(guild_cap=unlimited if guild_cap is None else min(guild_cap, unlimited))
+        while True:
+            try:
+                async with self._db.locked(row["guild_id"]) as conn:
+                    if (inserted := (await conn.execute(_ADD, args)).first()) is not None:
+                        created = _job(inserted)
+                        break
+                    # Refused: say why (in the same transaction on PostgreSQL; on SQLite the next
+                    # statement, so if nothing refuses any more the insert is simply tried again).
+                    existing, used, active, queued = (await conn.execute(_CHECKS, args)).one()
+            except IntegrityError:
+                # A retry of the same job from another guild (not under our lock) committed first.
+                found = await self._db.rows(_RETRY, {"retry_of": retry_of}) if retry_of is not None else []
+                if not found:
+                    raise
+                existing = found[0][0]
+            if existing is not None:
+                raise AlreadyRetried(retry_of, int(existing)) from None
+            if used >= limit:
+                raise DailyQuotaReached(limit)
+            if member_limit is not None and active >= member_limit:
+                raise MemberLimitReached(member_limit)
+            if guild_cap is not None and queued >= guild_cap:
+                raise GuildQueueFull(guild_cap)
+        log.debug("job %d: added (%s, guild %d)", created.id, created.kind, created.guild_id)
+        return self._notify(created)
+
+    async def transition(
+        self,
+        job_id: int,
+        to: JobState,
+        *,
+        expect: JobState | Collection[JobState] | None = None,
+        **fields: Any,
+    ) -> Job:
+        """Move the job to state ``to``, writing ``fields`` in the same transaction; return the new job.
+
+        THE only place a state changes. Raises :class:`InvalidTransition` when ``old -> to`` is not in
+        ``TRANSITIONS`` or when ``expect`` is given and the current state is not (one of) it;
+        :class:`JobNotFound` for an unknown id; ``ValueError``/``TypeError`` for bad ``fields``.
+        """
+        to = JobState(to)
+        expected = values.expect_set(expect)
+        assignments = {**values.encode_fields(fields), "state": to.value, "updated_at": self._timestamp()}
+        # The common case in one statement (one round trip): compare-and-set from every state that may
+        # move to `to` (and is expected). Atomic on its own: the UPDATE takes the write/row lock.
+        sources = tuple(state for state in _SOURCES[to] if expected is None or state in expected)
+        changed = None
+        if sources:
+            found = await self._db.rows(_compare_and_set(sources), {**assignments, "job_id": job_id})
+            changed = found[0] if found else None
+        if changed is None:
+            # Refused: find out why under the lock, and write after all if the job has meanwhile
+            # reached a state the move is valid from.
+            async with self._db.write() as conn:
+                state = (await conn.execute(_STATE, {"id": job_id})).scalar()
+                if state is None:
+                    raise JobNotFound(job_id)
+                old = JobState(state)
+                if expected is not None and old not in expected:
+                    raise InvalidTransition(old, to, job_id=job_id, expected=expected)
+                check_transition(old, to, job_id=job_id)
+                changed = (
+                    await conn.execute(_compare_and_set((old.value,)), {**assignments, "job_id": job_id})
+                ).one()
+        log.debug("job %d: -> %s", job_id, to)
+        return self._notify(_job(changed))
+
+    async def update(self, job_id: int, **fields: Any) -> Job:
+        """Write ``fields`` (any job field except ``id``, ``state`` and ``updated_at``) and return the job.
+
+        ``ValueError`` for ``id``/``state``/``updated_at`` or an unknown field, ``TypeError`` for a
+        value of the wrong type, :class:`JobNotFound` for an unknown id. Terminal jobs may be updated
+        too (Discord bookkeeping after delivery, say).
+        """
+        assignments = {**values.encode_fields(fields), "updated_at": self._timestamp()}
+        if not (changed := await self._db.rows(_UPDATE, {**assignments, "job_id": job_id})):
+            raise JobNotFound(job_id)
+        return _job(changed[0])
+
+    async def patch_discord(self, job_id: int, changes: Mapping[str, Any]) -> Job:
+        """Merge ``changes`` into the job's ``discord`` dict (shallow) and return the job.
+
+        Read-modify-write in one locked transaction, so two patches of different keys (from any
+        process) never lose each other's change. :class:`JobNotFound` for an unknown id.
+        """
+        patch = dict(changes)
+        values.dumps(patch)  # fail here, before any I/O, if it is not serialisable
+        now = self._timestamp()
+        async with self._db.write() as conn:
+            current = (await conn.execute(_DISCORD, {"id": job_id})).scalar()
+            if current is None:
+                raise JobNotFound(job_id)
+            merged = values.dumps({**json.loads(current), **patch})
+            changed = (
+                await conn.execute(_UPDATE, {"discord": merged, "updated_at": now, "job_id": job_id})
+            ).one()
+        return _job(changed)
+
+    async def get(self, job_id: int) -> Job | None:
+        """The job with this id, or None."""
+        found = await self._db.first(_GET, {"id": job_id})
+        return _job(found) if found is not None else None
+
+    async def active(self) -> list[Job]:
+        """Every non-terminal job, ordered by id (acceptance order: the FIFO order after a restart)."""
+        return [_job(r) for r in await self._db.rows(_ACTIVE)]
+
+    async def ping(self) -> bool:
+        """Whether the database answers (a readiness check)."""
+        return (await self._db.rows(select(1)))[0][0] == 1
+
+    async def hold_owner(self, owner: str) -> bool:
+        """Hold the lease owner name ``owner`` for this process's life; False when a live process has it.
+
+        PostgreSQL: a session advisory lock (a crashed process's lock goes with its connection).
+        SQLite: always True (one process per file).
+        """
+        return await self._db.hold_owner(values.check_owner(owner))
+
+    # ------------------------------------------------------------------ learned durations
+
+    async def load_durations(self) -> list[DurationRow]:
+        """Every stored duration row, ordered by key (code point order, the same on both databases)."""
+        return sorted((DurationRow(*r) for r in await self._db.rows(select(durations))), key=lambda r: r.key)
+
+    async def save_duration(self, row: DurationRow) -> None:
+        """Insert or replace the row with ``row.key``. ``TypeError``/``ValueError`` for bad values."""
+        data = values.encode_duration(row)
+        await self._db.rows(self._upsert(durations, key=data.pop("key"), **data))
+
+    # ------------------------------------------------------------------ guild settings, keys, log
+
+    def _upsert(self, table: Table, **data: Any) -> Any:
+        """INSERT of ``data``, or UPDATE of its non-key columns where the row (the first key) exists."""
+        key = next(iter(data))
+        stmt = self._db.insert(table).values(data)
+        return stmt.on_conflict_do_update(
+            index_elements=[key], set_={k: v for k, v in data.items() if k != key}
+        )
+
+    async def guild_settings(self, guild_id: int) -> GuildSettings:
+        """The server's own settings (``GuildSettings()`` if it never changed any)."""
+        gid = values.discord_id(guild_id)
+        found = await self._db.rows(_SETTINGS.where(guild_settings.c.guild_id == gid))
+        return _settings_from(found[0].data, gid) if found else GuildSettings()
+
+    async def all_guild_settings(self) -> dict[int, GuildSettings]:
+        """Every server's own settings, by guild id (servers without any are left out)."""
+        return {gid: _settings_from(data, gid) for gid, data in await self._db.rows(_SETTINGS)}
+
+    async def save_guild_settings(
+        self, guild_id: int, settings: GuildSettings, *, by: int, changed: Sequence[Setting]
+    ) -> None:
+        """Store ``settings`` and one audit row per ``changed`` setting, in one transaction."""
+        gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._timestamp()
+        data = values.dumps(settings.to_json())
+        stmt = self._upsert(guild_settings, guild_id=gid, data=data, updated_at=now, updated_by=who)
+        async with self._db.write() as conn:
+            await conn.execute(stmt)
+            await _log_changes(conn, gid, who, [Setting(s) for s in changed], now)
+
+    async def settings_log(self, guild_id: int, limit: int = 20) -> list[SettingsChange]:
+        """The server's latest ``limit`` settings changes, newest first (who, what, when: no values)."""
+        stmt = _LOG.where(settings_log.c.guild_id == values.discord_id(guild_id))
+        rows = await self._db.rows(stmt.order_by(settings_log.c.id.desc()).limit(max(0, int(limit))))
+        known = {s.value for s in Setting}  # a setting of a newer Framecast is not ours to show
+        return [SettingsChange(g, u, Setting(s), float(at)) for g, u, s, at in rows if s in known]
+
+    async def guild_key(self, guild_id: int) -> StoredKey | None:
+        """The server's stored key, or None."""
+        found = await self._db.rows(_KEYS.where(guild_keys.c.guild_id == values.discord_id(guild_id)))
+        return _key(found[0]) if found else None
+
+    async def all_guild_keys(self) -> list[StoredKey]:
+        """Every stored server key, by guild id."""
+        return [_key(r) for r in await self._db.rows(_KEYS)]
+
+    async def set_guild_key(self, guild_id: int, token: bytes, last4: str, *, by: int) -> None:
+        """Store (or replace) the server's key token, status OK, and log an API_KEY change."""
+        if not isinstance(token, bytes) or not token:
+            raise TypeError("a guild key token must be non-empty bytes (the Fernet ciphertext)")
+        if not isinstance(last4, str) or len(last4) > 4:
+            raise ValueError("last4 must be at most four characters")
+        gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._timestamp()
+        last4 = values.check_text("last4", last4)
+        stmt = self._upsert(
+            guild_keys,
+            guild_id=gid,
+            token=token,
+            last4=last4,
+            status=KeyStatus.OK.value,
+            set_by=who,
+            set_at=now,
+        )
+        async with self._db.write() as conn:
+            await conn.execute(stmt)
+            await _log_changes(conn, gid, who, [Setting.API_KEY], now)
+
+    async def delete_guild_key(self, guild_id: int, *, by: int) -> bool:
+        """Forget the server's key (logged as an API_KEY change); False if it had none."""
+        gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._timestamp()
+        stmt = delete(guild_keys).where(guild_keys.c.guild_id == gid).returning(guild_keys.c.guild_id)
+        async with self._db.write() as conn:
+            if (await conn.execute(stmt)).first() is None:
+                return False
+            await _log_changes(conn, gid, who, [Setting.API_KEY], now)
+        return True
+
+    async def mark_guild_key(self, guild_id: int, status: KeyStatus) -> None:
+        """Record the service's verdict on the server's key (e.g. REJECTED after a 401)."""
+        stmt = update(guild_keys).where(guild_keys.c.guild_id == values.discord_id(guild_id))
+        await self._db.rows(stmt.values(status=KeyStatus(status).value))
+
+    # ------------------------------------------------------------------ job leases
+
+    async def claim(self, job_id: int, owner: str, until: float) -> bool:
+        """Take or renew the lease of an active job for ``owner`` until ``until`` (clock epoch seconds).
+
+        True if ``owner`` now holds it: it was free, expired (``lease_until <= clock.time()``) or already
+        ``owner``'s. False if another owner's lease still runs or the job is finished. :class:`JobNotFound`
+        for an unknown id. Does not change ``updated_at`` (nor notify listeners).
+        """
+        owner, until = values.check_owner(owner), values.check_float("lease time", until)
+        args = {"job_id": job_id, "owner": owner, "until": until, "now": self._timestamp()}
+        # One UPDATE under the write/row lock: take-if-free is atomic across processes.
+        if await self._db.rows(_CLAIM, args):
+            return True
+        if not await self._db.rows(_EXISTS, {"id": job_id}):
+            raise JobNotFound(job_id)
+        return False
+
+    async def claimable(
+        self, owner: str, now: float, guilds: Callable[[int], bool] | None = None
+    ) -> list[Job]:
+        """Active jobs, in id order, whose lease is free or expired at ``now`` (not ``owner``'s live ones).
+
+        ``guilds``, when given, keeps only the jobs of the guilds it accepts (this process's shards).
+        Nothing is claimed: call :meth:`claim` for each job taken.
+        """
+        values.check_owner(owner)
+        found = [
+            _job(r) for r in await self._db.rows(_CLAIMABLE, {"now": values.check_float("lease time", now)})
+        ]
+        return [job for job in found if guilds is None or guilds(job.guild_id)]
+
+    async def release(self, job_id: int, owner: str) -> bool:
+        """Give up ``owner``'s lease of the job; False if ``owner`` did not hold it."""
+        return bool(await self._db.rows(_RELEASE, {"job_id": job_id, "owner": values.check_owner(owner)}))
+
+
+def _database(where: Path | str | os.PathLike[str] | Secret) -> Sqlite | Postgres:
+    """The database ``where`` names: a ``postgresql://`` URL, else a SQLite file."""
+    url = where.reveal() if isinstance(where, Secret) else where
+    if isinstance(url, str) and url.startswith(("postgresql:", "postgres:")):
+        return Postgres(url)
+    return Sqlite(Path(url))
+
+
+async def _log_changes(conn: Any, guild_id: int, by: int, changed: Sequence[Setting], now: float) -> None:
+    # Who, what and when only: values (an API key above all) never enter the log.
+    if changed:
+        rows = [{"guild_id": guild_id, "user_id": by, "setting": s.value, "at": now} for s in changed]
+        await conn.execute(insert(settings_log), rows)
+
+
+def _job(row: Sequence[Any]) -> Job:
+    return Job(
+        *(v if decode is None or v is None else decode(v) for decode, v in zip(_DECODE, row, strict=True))
+    )
+
+
+def _key(row: Any) -> StoredKey:
+    gid, token, last4, status, set_by, set_at = row
+    return StoredKey(gid, bytes(token), str(last4), KeyStatus(status), int(set_by), float(set_at))
+
+
+def _settings_from(data: str, guild_id: int) -> GuildSettings:
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        log.warning("guild %d: stored settings are not readable; using the operator's defaults", guild_id)
+        return GuildSettings()
+    return GuildSettings.from_json(parsed)

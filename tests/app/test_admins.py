@@ -1,0 +1,351 @@
+"""The server admins' use cases (framecast.app.admins), no Discord.
+
+A real core: SQLite in ``tmp_path``, the real key vault, and the fake generation service (a real
+HTTP server on 127.0.0.1) only where a key or the model list is asked about.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from cryptography.fernet import Fernet
+
+from framecast.app import (
+    Delivered,
+    DeliveryOutcome,
+    ImageDefaults,
+    IntakeError,
+    IntakeProblem,
+    JobKind,
+    KeyAvailability,
+    KeyLine,
+    KeyRemoved,
+    KeySetResult,
+    LimitsChange,
+    RefusedKeyNotice,
+    ResultToDeliver,
+    Setting,
+    SettingsError,
+    Source,
+    VideoDefaults,
+)
+from framecast.app.core import Core
+from framecast.clock import Clock
+from framecast.config import Secret, Settings
+from framecast.jobs import Job
+from framecast.jobs.queues import QueuePositions
+from framecast.jobs.reasons import Note
+from framecast.logsetup import RedactingFilter
+from framecast.ops.metrics import Metrics
+from framecast.planner.estimate import Estimates
+from framecast.service.types import ModelCatalog
+from framecast.storage import Store
+from tests.fakes.gen_service import FakeService
+
+WAIT = 20.0
+GUILD = 1
+OTHER_GUILD = 2
+ADMIN = 77
+SERVER_KEY = "a-server-key-0123456789"
+
+
+class QuietChat:
+    """A chat side that shows nothing: the admins' use cases never talk to it."""
+
+    async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
+        pass
+
+    async def upload_limit(self, job: Job, refused: int | None = None) -> int:
+        return 25 * 1024 * 1024
+
+    async def was_delivered(self, job: Job) -> bool:
+        return False
+
+    async def delivery_pending(self, job: Job) -> None:
+        pass
+
+    async def deliver(self, job: Job, result: ResultToDeliver) -> DeliveryOutcome:
+        return Delivered()
+
+    def positions_changed(self, guild_id: int, queued: list[int]) -> None:
+        pass
+
+    def add_note(self, job: Job, note: Note) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+def quiet_chat(
+    *, store: Store, positions: QueuePositions, estimates: Estimates, clock: Clock, metrics: Metrics
+) -> QuietChat:
+    return QuietChat()
+
+
+def settings_for(service: FakeService, tmp_path: Path, **overrides: object) -> Settings:
+    base: dict[str, object] = {
+        "discord_token": Secret("discord-token-not-used-here"),
+        "gen_api_base_url": service.base_url,
+        "gen_api_key": Secret(service.api_key),
+        "gen_backoff_base": 0.05,
+        "gen_backoff_max": 0.2,
+        "database_path": tmp_path / "data" / "framecast.sqlite3",
+        "shutdown_timeout": 2.0,
+        "key_encryption_secret": Secret(Fernet.generate_key().decode("ascii")),
+    }
+    base.update(overrides)
+    return Settings(**base)  # type: ignore[arg-type]
+
+
+async def wait_until(predicate: Callable[[], bool]) -> None:
+    async def _wait() -> None:
+        # The model cache offers no event to wait on: poll it briefly.
+        while not predicate():  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(_wait(), WAIT)
+
+
+async def open_core(settings: Settings) -> Core[QuietChat]:
+    core = await asyncio.wait_for(Core.open(settings, reporter=quiet_chat), WAIT)
+    # The model list is read in the background at start: the model rules need it.
+    await wait_until(lambda: core.models.catalog is not None)
+    return core
+
+
+@pytest.fixture
+async def core(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Core[QuietChat]]:
+    fake_service.api_keys.add(SERVER_KEY)
+    opened = await open_core(settings_for(fake_service, tmp_path))
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+# -- show --------------------------------------------------------------------------------------------
+async def test_show_says_where_each_value_comes_from_with_the_ceilings(core: Core[QuietChat]) -> None:
+    view = await core.admins.show(GUILD)
+    assert view.source(Setting.MEMBER_JOBS) is Source.OPERATOR
+    assert view.limit(Setting.MEMBER_JOBS) == core.settings.member_job_limit
+    assert view.ceiling(Setting.MEMBER_JOBS) == core.settings.member_job_limit
+    assert view.ceiling(Setting.VIDEO_SIZE) is None  # only limits have ceilings
+    assert view.key.line is KeyLine.NONE and view.key.last4 is None
+    assert view.video_model.chosen is None and view.video_model.used == "svc-video-v2.0"
+    assert not view.video_model.dropped
+
+    changed = await core.admins.change_limits(GUILD, ADMIN, LimitsChange(member_jobs=1, daily_videos=3))
+    assert changed.asked == (Setting.MEMBER_JOBS, Setting.DAILY_VIDEOS)
+    assert changed.view.source(Setting.MEMBER_JOBS) is Source.SERVER
+    assert changed.view.limit(Setting.MEMBER_JOBS) == 1
+    # A daily quota applies now: the view says when it starts again.
+    assert changed.view.quota_resets_at is not None and changed.view.quota_resets_at > core.clock.time()
+    # Another server keeps the operator's values.
+    assert (await core.admins.show(OTHER_GUILD)).source(Setting.MEMBER_JOBS) is Source.OPERATOR
+
+
+async def test_show_says_what_jobs_get_when_the_service_drops_the_servers_model(
+    core: Core[QuietChat],
+) -> None:
+    core.models.update(ModelCatalog(video=("svc-video-v2.0", "svc-video-v9"), image=("svc-image-2.1-flash",)))
+    await core.admins.change_video_defaults(GUILD, ADMIN, VideoDefaults(model="svc-video-v9"))
+    view = await core.admins.show(GUILD)
+    assert view.model(JobKind.VIDEO).used == "svc-video-v9" and not view.video_model.dropped
+    core.models.update(ModelCatalog(video=("svc-video-v2.0",), image=("svc-image-2.1-flash",)))
+    view = await core.admins.show(GUILD)
+    assert view.video_model.chosen == "svc-video-v9"
+    assert view.video_model.dropped and view.video_model.used == "svc-video-v2.0"
+
+
+# -- changes -----------------------------------------------------------------------------------------
+async def test_a_limit_above_the_operators_ceiling_is_refused_and_nothing_is_saved(
+    core: Core[QuietChat],
+) -> None:
+    with pytest.raises(SettingsError):
+        await core.admins.change_limits(
+            GUILD, ADMIN, LimitsChange(member_jobs=core.settings.member_job_limit + 1)
+        )
+    assert await core.store.settings_log(GUILD) == []
+
+
+async def test_changes_are_saved_once_logged_by_name_and_survive_a_restart(
+    fake_service: FakeService, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = settings_for(fake_service, tmp_path)
+    core = await open_core(settings)
+    try:
+        with caplog.at_level(logging.INFO, logger="framecast.app.settings_book"):
+            outcome = await core.admins.set_nsfw_only(GUILD, ADMIN, True)
+        assert outcome.saved == (Setting.NSFW_ONLY,)
+        assert f"guild {GUILD}: user {ADMIN} changed nsfw_only" in caplog.text
+        # The same value again: named, but nothing saved or logged.
+        again = await core.admins.set_nsfw_only(GUILD, ADMIN, True)
+        assert again.asked == (Setting.NSFW_ONLY,) and again.saved == ()
+        assert len(await core.store.settings_log(GUILD)) == 1
+        # The intake reads the same settings (one writer, one cache).
+        assert core.guild_policy(GUILD).settings.nsfw_only
+    finally:
+        await core.close()
+    core = await open_core(settings)
+    try:
+        assert (await core.admins.show(GUILD)).settings.nsfw_only
+    finally:
+        await core.close()
+
+
+async def test_a_default_model_must_be_one_the_service_lists(core: Core[QuietChat]) -> None:
+    with pytest.raises(IntakeError) as refused:
+        await core.admins.change_video_defaults(GUILD, ADMIN, VideoDefaults(model="svc-video-v404"))
+    assert refused.value.problem is IntakeProblem.UNLISTED_MODEL
+    with pytest.raises(IntakeError) as refused:
+        await core.admins.change_image_defaults(GUILD, ADMIN, ImageDefaults(model="not a model id!"))
+    assert refused.value.problem is IntakeProblem.UNKNOWN_MODEL
+    outcome = await core.admins.change_image_defaults(
+        GUILD, ADMIN, ImageDefaults(model=" svc-image-2.1-flash ")
+    )
+    assert outcome.view.settings.image_model == "svc-image-2.1-flash"  # stored trimmed
+    assert outcome.view.source(Setting.IMAGE_MODEL) is Source.SERVER
+
+
+async def test_video_defaults_name_only_what_was_given(core: Core[QuietChat]) -> None:
+    outcome = await core.admins.change_video_defaults(GUILD, ADMIN, VideoDefaults(seconds=3, fps=16))
+    assert outcome.asked == (Setting.VIDEO_SECONDS, Setting.VIDEO_FPS)
+    assert outcome.view.video_seconds == 3 and outcome.view.video_fps == 16
+    nothing = await core.admins.change_video_defaults(GUILD, ADMIN, VideoDefaults())
+    assert nothing.asked == ()
+
+
+async def test_channels_are_added_once_removed_and_cleared(core: Core[QuietChat]) -> None:
+    first = await core.admins.add_channel(GUILD, ADMIN, 10)
+    assert first.view.settings.channels == (10,)
+    # Adding it again names nothing (the admin is told there was nothing to change).
+    assert (await core.admins.add_channel(GUILD, ADMIN, 10)).asked == ()
+    both = await core.admins.add_channel(GUILD, ADMIN, 11)
+    assert both.view.settings.channels == (10, 11)
+    assert (await core.admins.remove_channel(GUILD, ADMIN, 10)).view.settings.channels == (11,)
+    cleared = await core.admins.clear_channels(GUILD, ADMIN)
+    assert cleared.view.settings.channels == ()
+
+
+async def test_blocklist_terms_are_split_deduplicated_by_case_and_removed_by_case(
+    core: Core[QuietChat],
+) -> None:
+    added = await core.admins.block_terms(GUILD, ADMIN, "Harbour, ship，harbour、 ,boat")
+    assert added.view.settings.blocklist == ("Harbour", "ship", "boat")
+    # Terms already blocked (in any case) change nothing.
+    assert (await core.admins.block_terms(GUILD, ADMIN, "SHIP")).asked == ()
+    removed = await core.admins.unblock_terms(GUILD, ADMIN, "harbour, BOAT")
+    assert removed.view.settings.blocklist == ("ship",)
+    assert (await core.admins.unblock_terms(GUILD, ADMIN, "absent")).asked == ()
+    assert (await core.admins.clear_blocklist(GUILD, ADMIN)).view.settings.blocklist == ()
+
+
+async def test_reset_brings_back_the_operators_default_but_never_touches_the_key(
+    core: Core[QuietChat],
+) -> None:
+    await core.admins.change_limits(GUILD, ADMIN, LimitsChange(queue_cap=2))
+    reset = await core.admins.reset(GUILD, ADMIN, Setting.QUEUE_CAP)
+    assert reset.saved == (Setting.QUEUE_CAP,)
+    assert reset.view.source(Setting.QUEUE_CAP) is Source.OPERATOR
+    with pytest.raises(IntakeError) as refused:
+        await core.admins.reset(GUILD, ADMIN, Setting.API_KEY)
+    assert refused.value.problem is IntakeProblem.BAD_OPTION
+
+
+# -- the server's own key ----------------------------------------------------------------------------
+async def test_a_key_is_checked_stored_encrypted_shown_by_its_last_four_and_masked_in_logs(
+    core: Core[QuietChat],
+) -> None:
+    assert core.admins.key_availability() is KeyAvailability.READY
+    refused = await core.admins.set_key(GUILD, ADMIN, "a-key-the-service-refuses")
+    assert refused.result is KeySetResult.REFUSED
+    assert await core.store.guild_key(GUILD) is None
+    saved = await core.admins.set_key(GUILD, ADMIN, f"  {SERVER_KEY} ")
+    assert saved.result is KeySetResult.SAVED and saved.last4 == SERVER_KEY[-4:]
+    stored = await core.store.guild_key(GUILD)
+    assert stored is not None and SERVER_KEY.encode() not in stored.token and stored.set_by == ADMIN
+    view = await core.admins.show(GUILD)
+    assert view.key == type(view.key)(KeyLine.SET, SERVER_KEY[-4:])
+    assert core.accounts.for_guild(GUILD).key.reveal() == SERVER_KEY  # trimmed, in use
+    # From the moment it was typed, every log filter masks it (the refused one too: it was typed).
+    for typed in (SERVER_KEY, "a-key-the-service-refuses"):
+        record = logging.LogRecord("x", logging.INFO, __file__, 1, "key %s", (typed,), None)
+        RedactingFilter([]).filter(record)
+        assert record.getMessage() == "key ***"
+
+
+async def test_a_key_the_service_cannot_judge_is_not_stored(
+    core: Core[QuietChat], fake_service: FakeService
+) -> None:
+    await fake_service.stop()
+    outcome = await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
+    assert outcome.result is KeySetResult.UNREACHABLE
+    assert await core.store.guild_key(GUILD) is None
+
+
+async def test_remove_key_goes_back_to_the_operators_key(core: Core[QuietChat]) -> None:
+    assert await core.admins.remove_key(GUILD, ADMIN) is KeyRemoved.NO_KEY
+    await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
+    assert await core.admins.remove_key(GUILD, ADMIN) is KeyRemoved.REMOVED
+    assert (await core.admins.show(GUILD)).key.line is KeyLine.NONE
+    assert core.accounts.for_guild(GUILD) is core.accounts.operator
+
+
+@pytest.mark.parametrize(
+    ("overrides", "availability", "line"),
+    [
+        ({"guild_keys": False}, KeyAvailability.DISABLED, KeyLine.DISABLED),
+        ({"key_encryption_secret": None}, KeyAvailability.NO_SECRET, KeyLine.NO_SECRET),
+    ],
+)
+async def test_without_server_keys_the_key_is_unavailable_and_nothing_is_asked(
+    fake_service: FakeService,
+    tmp_path: Path,
+    overrides: dict[str, object],
+    availability: KeyAvailability,
+    line: KeyLine,
+) -> None:
+    core = await open_core(settings_for(fake_service, tmp_path, **overrides))
+    try:
+        assert core.admins.key_availability() is availability
+        assert (await core.admins.show(GUILD)).key.line is line
+        asked = len(fake_service.requests)
+        outcome = await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
+        assert outcome.result.value == availability.value
+        assert len(fake_service.requests) == asked  # no model-list call
+        assert await core.store.guild_key(GUILD) is None
+    finally:
+        await core.close()
+
+
+# -- a refused key -----------------------------------------------------------------------------------
+async def test_a_refused_key_is_told_once_to_the_admin_who_set_it(core: Core[QuietChat]) -> None:
+    told: list[RefusedKeyNotice] = []
+
+    async def tell(notice: RefusedKeyNotice) -> None:
+        told.append(notice)
+
+    core.admins.on_key_refused(tell)
+    await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
+    account = core.accounts.for_guild(GUILD)
+    await core.accounts.key_rejected(account)
+    assert told == [RefusedKeyNotice(GUILD, SERVER_KEY[-4:], set_by=ADMIN)]
+    view = await core.admins.show(GUILD)
+    assert view.key.line is KeyLine.REFUSED and view.key.last4 == SERVER_KEY[-4:]
+    # Asked again about the same key: already told.
+    assert await core.admins.refused_key_notice(GUILD) is None
+    # The admin sets the key again and it is refused again: that is news again.
+    await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
+    await core.accounts.key_rejected(core.accounts.for_guild(GUILD))
+    assert len(told) == 2
+
+
+async def test_nobody_is_told_when_no_refused_key_is_stored(core: Core[QuietChat]) -> None:
+    assert await core.admins.refused_key_notice(GUILD) is None
+    await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
+    assert await core.admins.refused_key_notice(GUILD) is None  # accepted, not refused

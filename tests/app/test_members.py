@@ -1,0 +1,348 @@
+"""The members' use cases (framecast.app.members), no Discord.
+
+A real core: SQLite in ``tmp_path``, the real intake, scheduler and model list, against the fake
+generation service (a real HTTP server on 127.0.0.1). The chat side only records what it was asked
+to show. Finished jobs (delivered, failed) are written through the store, as the runner would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.fernet import Fernet
+
+from framecast.app import (
+    Actor,
+    FormInput,
+    IntakeError,
+    IntakeProblem,
+    Job,
+    JobAction,
+    JobKind,
+    JobOptions,
+    JobRefused,
+    JobState,
+    Refusal,
+    Requester,
+    options_of,
+)
+from framecast.app.core import Core
+from framecast.clock import Clock
+from framecast.config import Secret, Settings
+from framecast.jobs import NewJob
+from framecast.jobs.queues import QueuePositions
+from framecast.jobs.reasons import Note
+from framecast.ops.metrics import Metrics
+from framecast.planner.estimate import Estimates
+from framecast.storage import Store
+from tests.fakes.gen_service import FakeService, TaskPlan
+
+WAIT = 20.0
+GUILD, OTHER_GUILD = 1, 2
+ALICE, BOB, ADMIN = 11, 12, 13
+FOREVER = 10**9  # a TaskPlan that stays pending
+CHAT = {"application_id": 1, "token": "t", "token_expires_at": 0.0, "message_id": "@original"}
+
+
+class RecordingChat:
+    """A chat side that records which jobs it was asked to show (only videos run here: they stay
+    pending on the fake service, so nothing is ever delivered)."""
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[int, JobState, bool]] = []
+
+    async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
+        self.shown.append((job.id, job.state, urgent))
+
+    async def upload_limit(self, job: Job, refused: int | None = None) -> int:
+        return 25 * 1024 * 1024
+
+    async def deliver(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("no job runs to its end in these tests")
+
+    async def was_delivered(self, job: Job) -> bool:
+        return False
+
+    def positions_changed(self, guild_id: int, queued: list[int]) -> None:
+        pass
+
+    def add_note(self, job: Job, note: Note) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+def recording_chat(
+    *, store: Store, positions: QueuePositions, estimates: Estimates, clock: Clock, metrics: Metrics
+) -> RecordingChat:
+    return RecordingChat()
+
+
+def settings_for(service: FakeService, tmp_path: Path) -> Settings:
+    return Settings(  # type: ignore[call-arg]
+        discord_token=Secret("discord-token-not-used-here"),
+        gen_api_base_url=service.base_url,
+        gen_api_key=Secret(service.api_key),
+        gen_max_running=1,
+        database_path=tmp_path / "data" / "framecast.sqlite3",
+        shutdown_timeout=2.0,
+        key_encryption_secret=Secret(Fernet.generate_key().decode("ascii")),
+    )
+
+
+async def wait_until(predicate: Callable[[], bool]) -> None:
+    async def _wait() -> None:
+        while not predicate():  # noqa: ASYNC110  # the model list has no event to wait on
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(_wait(), WAIT)
+
+
+@pytest.fixture
+async def core(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Core[Any]]:
+    # Every task stays pending: jobs queue and run, none finishes on its own.
+    fake_service.default_plan = TaskPlan(polls=FOREVER)
+    fake_service.models.append(("svc-video-v1.5", "video"))  # a second model a server may choose
+    opened: Core[Any] = await asyncio.wait_for(
+        Core.open(settings_for(fake_service, tmp_path), reporter=recording_chat), WAIT
+    )
+    try:
+        await wait_until(lambda: opened.models.catalog is not None)
+        yield opened
+    finally:
+        await opened.close()
+
+
+def member(user_id: int, guild_id: int = GUILD, channel_id: int = 100) -> Requester:
+    return Requester(guild_id=guild_id, channel_id=channel_id, user_id=user_id, locale="en-US")
+
+
+async def finished(core: Core[Any], state: JobState, *, user_id: int = ALICE, **params: Any) -> Job:
+    """A job of alice's that ended in `state` (written through the store, as the runner would)."""
+    request = core.members.prepare(
+        member(user_id), JobKind.VIDEO, JobOptions(prompt="a heron", size="vertical")
+    )
+    new = NewJob(
+        kind=JobKind.VIDEO,
+        guild_id=GUILD,
+        channel_id=100,
+        user_id=user_id,
+        locale="en-US",
+        params={**request.params, **params},
+    )
+    job = await core.store.add(new, member_limit=None, guild_cap=None)
+    path = {
+        JobState.FAILED: [JobState.FAILED],
+        JobState.DELIVERED: [JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING, JobState.DELIVERED],
+    }[state]
+    for step in path:
+        job = await core.store.transition(job.id, step)
+    return job
+
+
+# -- requesting ----------------------------------------------------------------------------------------
+async def test_a_request_is_checked_without_io_then_persisted_queued_and_shown(core: Core[Any]) -> None:
+    members = core.members
+    request = members.prepare(member(ALICE), JobKind.VIDEO, JobOptions(prompt="a fox", size="square"))
+    assert request.kind is JobKind.VIDEO and request.who.user_id == ALICE
+    assert request.params["prompt"] == "a fox" and (request.params["width"], request.params["height"]) == (
+        960,
+        960,
+    )
+    assert request.params["model"] == core.models.default("video") and request.params["model_default"]
+    started = await members.submit(request, CHAT)
+    stored = await core.store.get(started.job.id)
+    assert stored is not None and stored.user_id == ALICE and stored.discord["token"] == "t"
+    assert started.position == 1
+    assert (started.job.id, JobState.QUEUED, True) in core.reporter.shown  # shown at once
+
+
+async def test_what_a_member_can_fix_is_refused_before_anything_is_written(core: Core[Any]) -> None:
+    cases = (
+        (JobOptions(prompt="   "), IntakeProblem.PROMPT_EMPTY),
+        (JobOptions(prompt="a fox", size="enormous"), IntakeProblem.BAD_OPTION),
+        (JobOptions(prompt="a fox", model="svc-video-v0"), IntakeProblem.UNLISTED_MODEL),
+    )
+    for options, problem in cases:
+        with pytest.raises(IntakeError) as refused:
+            core.members.prepare(member(ALICE), JobKind.VIDEO, options)
+        assert refused.value.problem is problem
+    assert await core.store.active() == []
+
+
+async def test_the_member_limit_is_checked_before_the_acknowledgement(core: Core[Any]) -> None:
+    members = core.members
+    for number in range(core.settings.member_job_limit):
+        prompt = f"job {number}"
+        await members.submit(members.prepare(member(ALICE), JobKind.VIDEO, JobOptions(prompt)), CHAT)
+    with pytest.raises(IntakeError) as refused:
+        members.check(member(ALICE))
+    assert refused.value.problem is IntakeProblem.MEMBER_LIMIT
+    members.check(member(BOB))  # bob has none
+
+
+# -- cancel ---------------------------------------------------------------------------------------------
+async def test_who_may_cancel_is_decided_from_the_stored_job(core: Core[Any]) -> None:
+    members = core.members
+    job = (
+        await members.submit(members.prepare(member(ALICE), JobKind.VIDEO, JobOptions("a kite")), CHAT)
+    ).job
+    for actor, refusal in (
+        (Actor(BOB, GUILD), Refusal.NOT_ALLOWED),  # neither the requester nor a manager
+        (Actor(BOB, OTHER_GUILD, manages_guild=True), Refusal.NOT_FOUND),  # a manager elsewhere
+        (Actor(ALICE, OTHER_GUILD), Refusal.NOT_FOUND),  # the job is not in that server
+    ):
+        with pytest.raises(JobRefused) as refused:
+            await members.cancel(actor, job.id)
+        assert refused.value.refusal is refusal and refused.value.job_id == job.id
+    assert (await members.authorize(Actor(ALICE, GUILD), job.id, JobAction.CANCEL)).id == job.id
+    # A server manager may.
+    result = await members.cancel(Actor(ADMIN, GUILD, manages_guild=True), job.id)
+    assert result.job.state is JobState.CANCELLED and not result.already
+    assert (job.id, JobState.CANCELLED, True) in core.reporter.shown
+    # A second click shows it again; a finished job is too late to cancel.
+    assert (await members.cancel(Actor(ALICE, GUILD), job.id)).already
+    delivered = await finished(core, JobState.DELIVERED)
+    with pytest.raises(JobRefused) as refused:
+        await members.cancel(Actor(ALICE, GUILD), delivered.id)
+    assert refused.value.refusal is Refusal.TOO_LATE_TO_CANCEL
+    with pytest.raises(JobRefused) as refused:
+        await members.cancel(Actor(ALICE, GUILD), 999_999)
+    assert refused.value.refusal is Refusal.NOT_FOUND
+
+
+# -- retry ----------------------------------------------------------------------------------------------
+async def test_retry_is_the_requesters_job_once_and_a_default_model_is_the_default_of_now(
+    core: Core[Any],
+) -> None:
+    members = core.members
+    failed = await finished(core, JobState.FAILED, model="svc-video-v0.1-gone", model_default=True)
+    with pytest.raises(JobRefused) as refused:
+        await members.authorize(Actor(BOB, GUILD), failed.id, JobAction.RETRY)
+    assert refused.value.refusal is Refusal.NOT_ALLOWED
+    # A manager retries it: the new job is still the requester's, where the manager clicked.
+    job = await members.authorize(Actor(ADMIN, GUILD, manages_guild=True), failed.id, JobAction.RETRY)
+    request = members.prepare_retry(member(ADMIN, channel_id=200), job)
+    started = await members.retry(request, CHAT)
+    new = started.job
+    assert (new.user_id, new.channel_id, new.retry_of) == (ALICE, 200, failed.id)
+    assert new.params["model"] == core.models.default("video") and new.params["model_default"]
+    assert {k: v for k, v in new.params.items() if not k.startswith("model")} == {
+        k: v for k, v in failed.params.items() if not k.startswith("model")
+    }
+    # A second retry of the same job (a double click) is refused by the store's one-retry rule.
+    with pytest.raises(IntakeError) as again:
+        await members.retry(members.prepare_retry(member(ALICE), job), CHAT)
+    assert again.value.problem is IntakeProblem.ALREADY_RETRIED and again.value.params["id"] == new.id
+
+
+async def test_only_a_failed_job_is_retried(core: Core[Any]) -> None:
+    delivered = await finished(core, JobState.DELIVERED)
+    request = core.members.prepare_retry(member(ALICE), delivered)
+    with pytest.raises(JobRefused) as refused:
+        await core.members.retry(request, CHAT)
+    assert refused.value.refusal is Refusal.NOT_FOUND
+
+
+# -- again and remix ------------------------------------------------------------------------------------
+async def test_again_is_any_members_own_job_with_the_same_options(core: Core[Any]) -> None:
+    delivered = await finished(core, JobState.DELIVERED)
+    started = await core.members.again(member(BOB), delivered.id, CHAT)
+    assert started.job.user_id == BOB and started.job.retry_of is None
+    assert options_of(started.job) == options_of(delivered)
+    assert started.job.params == delivered.params
+    # Only a delivered job of this server.
+    queued = started.job
+    for job_id, who in ((queued.id, member(BOB)), (delivered.id, member(BOB, guild_id=OTHER_GUILD))):
+        with pytest.raises(JobRefused) as refused:
+            await core.members.again(who, job_id, CHAT)
+        assert refused.value.refusal is Refusal.NOT_FOUND
+
+
+async def test_remix_prefills_the_jobs_options_and_queues_the_edited_request(core: Core[Any]) -> None:
+    delivered = await finished(core, JobState.DELIVERED)
+    prefill = await core.members.remix_prefill(member(BOB), delivered.id)
+    assert (prefill.job_id, prefill.kind) == (delivered.id, JobKind.VIDEO)
+    assert prefill.options == JobOptions(prompt="a heron", size="vertical", seconds=5, fps=24, model=None)
+    assert prefill.default_model == core.models.default("video")
+    assert prefill.prompt_max == core.settings.prompt_max_chars
+    form = FormInput(prompt="a heron at dusk", size="960×960", length="3 s", fps="30 fps", model=" ")
+    request = core.members.prepare_remix(member(BOB), JobKind.VIDEO, delivered.id, form)
+    assert request.from_job == delivered.id
+    assert (request.params["size_key"], request.params["seconds"], request.params["frame_rate"]) == (
+        "square",
+        3,
+        30,
+    )
+    started = await core.members.submit(request, CHAT)
+    assert started.job.user_id == BOB and started.job.params["prompt"] == "a heron at dusk"
+    with pytest.raises(IntakeError) as refused:
+        core.members.prepare_remix(
+            member(BOB), JobKind.VIDEO, delivered.id, dataclasses.replace(form, length="forever")
+        )
+    assert refused.value.problem is IntakeProblem.BAD_OPTION and refused.value.params == {"option": "length"}
+
+
+# -- looking around --------------------------------------------------------------------------------------
+async def test_show_job_is_for_the_requester_and_server_managers(core: Core[Any]) -> None:
+    members = core.members
+    job = (
+        await members.submit(members.prepare(member(ALICE), JobKind.VIDEO, JobOptions("a kite")), CHAT)
+    ).job
+    details = await members.show_job(Actor(ALICE, GUILD), job.id)
+    assert details.job.id == job.id and details.poll_timeout == core.settings.gen_poll_timeout
+    assert (await members.show_job(Actor(ADMIN, GUILD, manages_guild=True), job.id)).job.id == job.id
+    with pytest.raises(JobRefused) as refused:
+        await members.show_job(Actor(BOB, GUILD), job.id)
+    assert refused.value.refusal is Refusal.NOT_ALLOWED
+
+
+async def test_the_queue_lists_running_then_queued_in_order_with_the_viewers_own_marked(
+    core: Core[Any], fake_service: FakeService
+) -> None:
+    members = core.members
+    ids = []
+    for who, prompt in ((ALICE, "first"), (BOB, "second"), (ALICE, "third")):
+        started = await members.submit(members.prepare(member(who), JobKind.VIDEO, JobOptions(prompt)), CHAT)
+        ids.append(started.job.id)
+    # One runs at a time (GEN_MAX_RUNNING=1): wait for the first to hold the service's slot.
+    await wait_until(lambda: len(fake_service.tasks) >= 1)
+    view = await members.show_queue(GUILD, viewer=BOB)
+    assert [row.job.id for row in view.rows] == ids
+    assert [row.position for row in view.rows] == [None, 1, 2]
+    assert [row.mine for row in view.rows] == [False, True, False]
+    assert (view.running, view.queued) == (1, 2)
+    assert (await members.show_queue(OTHER_GUILD, viewer=BOB)).rows == ()
+
+
+async def test_models_and_suggestions_follow_the_services_list(core: Core[Any]) -> None:
+    listed = core.members.list_models(GUILD)
+    assert listed is not None
+    by_kind = {kinds.kind: kinds for kinds in listed.kinds}
+    assert by_kind[JobKind.VIDEO].ids == core.models.ids("video")
+    assert by_kind[JobKind.VIDEO].default == core.models.default("video")
+    assert core.members.suggest_models(JobKind.VIDEO, "")[0] == core.models.default("video")
+    assert core.members.suggest_models("image", "zzz-no-such") == core.models.suggest("image", "zzz-no-such")
+    # The server's own default model, while the service lists it, is this server's default.
+    other = next(m for m in core.models.ids("video") if m != core.models.default("video"))
+    await core.book.update(GUILD, by=ADMIN, video_model=other)
+    assert core.members.default_model(GUILD, JobKind.VIDEO) == other
+    chosen = core.members.list_models(GUILD)
+    assert chosen is not None
+    assert {kinds.kind: kinds.default for kinds in chosen.kinds}[JobKind.VIDEO] == other
+    assert core.members.default_model(OTHER_GUILD, JobKind.VIDEO) == core.models.default("video")
+
+
+async def test_help_names_the_limits_and_when_quotas_reset(core: Core[Any]) -> None:
+    limits = core.members.limits(GUILD)
+    assert limits.policy.member_jobs == core.settings.member_job_limit and limits.quotas_reset_at is None
+    await core.book.update(GUILD, by=ADMIN, daily_videos=2)
+    limits = core.members.limits(GUILD)
+    assert limits.policy.daily_quota(JobKind.VIDEO) == 2
+    assert limits.quotas_reset_at is not None and limits.quotas_reset_at > core.clock.time()

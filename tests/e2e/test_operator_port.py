@@ -1,0 +1,113 @@
+"""The operating endpoints under trouble: ``/readyz`` and ``/metrics`` say what an operator needs.
+
+``/readyz`` names the database while PostgreSQL is unreachable (behind a relay the test cuts) and
+recovers with it, and names the model list while it never loaded; ``/healthz`` stays alive through
+both. ``/metrics`` counts 429s, failed jobs, Discord errors and re-encodes. (The healthy path is
+tests/e2e/test_operate.py.)
+"""
+
+from __future__ import annotations
+
+from tests.e2e.endpoints import free_port, ops_of, parse, ready_body, value
+from tests.e2e.harness import StartWorld, World, wait_log
+from tests.e2e.servers import Relay
+from tests.fakes.gen_service import TaskPlan
+from tests.fakes.media import make_large_mp4
+
+MiB = 1024 * 1024
+
+
+async def test_readyz_names_the_database_while_postgresql_is_unreachable_and_recovers(
+    pg_relay: tuple[str, Relay], start: StartWorld
+) -> None:
+    dsn, relay = pg_relay
+    world = await start(extra_env={"HTTP_PORT": str(free_port()), "DATABASE_URL": dsn})
+    async with ops_of(world) as ops:
+        await ops.until("/readyz", lambda s, _: s == 200, what="ready")
+        await relay.cut()
+        status, text = await ops.until("/readyz", lambda s, _: s == 503, timeout=15, what="not ready")
+        checks = ready_body(text)["checks"]
+        assert checks["database"] != "ok" and checks["gateway"] == "ok" and checks["models"] == "ok"
+        assert (await ops.get("/healthz"))[0] == 200  # alive: no restart for a database outage
+        await relay.start()
+        await ops.until("/readyz", lambda s, _: s == 200, timeout=20, what="ready again")
+        # And the store works again: a job goes through.
+        it = await world.video("after the database came back")
+        await world.delivered(it)
+
+
+async def test_readyz_fails_on_models_while_the_model_list_never_loaded(start: StartWorld) -> None:
+    def models_down(world: World) -> None:
+        world.service.path_scripted["/v1/models"] = [(503, {"error": {"message": "down"}}, None)] * 200
+
+    world = await start(setup=models_down, extra_env={"HTTP_PORT": str(free_port())})
+    async with ops_of(world) as ops:
+        await ops.until("/healthz", lambda s, _: s == 200, what="healthy")
+        await wait_log(world, "could not load the model list", timeout=20)
+        # Connected and the database answers: only the model list keeps the bot from being ready.
+        status, text = await ops.until(
+            "/readyz", lambda s, t: ready_body(t)["checks"]["gateway"] == "ok", timeout=15, what="connected"
+        )
+        assert status == 503
+        assert ready_body(text)["checks"] == {"gateway": "ok", "database": "ok", "models": "failed"}
+
+
+async def test_metrics_count_429s_failures_discord_errors_and_reencodes(start: StartWorld) -> None:
+    world = await start(extra_env={"HTTP_PORT": str(free_port()), "REENCODE_TIMEOUT": "60"})
+    async with ops_of(world) as ops:
+        await ops.until("/readyz", lambda s, _: s == 200, what="ready")
+        # Two 429s on the create, then a video too large for the channel: re-encoded to fit.
+        world.service.path_scripted["/v1/videos"] = [
+            (429, {"error": {"message": "slow down", "type": "rate_limit_error"}}, {"Retry-After": "0.1"})
+        ] * 2
+        world.service.video_payload = make_large_mp4(3 * MiB, width=320, height=240)
+        it = await world.video("too large a lighthouse", attachment_size_limit=1 * MiB)
+        await world.delivered(it, timeout=60)
+        # A job that fails: the service fails the task.
+        world.service.plans.append(("doomed", TaskPlan(outcome="failed", error="content_policy")))
+        await world.video("doomed prompt")
+        # A Discord error on an edit of the job message.
+        world.discord.fail_next("PATCH /webhooks", status=403, code=50013, count=1)
+        await ops.until(
+            "/metrics",
+            lambda s, t: (
+                (value(parse(t), "framecast_jobs_delivered_total", kind="video") or 0) >= 1
+                and sum(v for (n, _), v in parse(t).items() if n == "framecast_jobs_failed_total") >= 1
+            ),
+            timeout=20,
+            what="counting the delivery and the failure",
+        )
+        samples = await ops.samples()
+    names = {n for (n, _) in samples}
+    for family in (
+        "framecast_jobs",
+        "framecast_queue_depth",
+        "framecast_service_requests_total",
+        "framecast_service_429_total",
+        "framecast_budget_used",
+        "framecast_planner_concurrency",
+        "framecast_completion_to_file_seconds_count",
+        "framecast_discord_errors_total",
+        "framecast_reencodes_total",
+        "framecast_reencode_seconds_count",
+        "framecast_jobs_failed_total",
+    ):
+        assert family in names, f"{family} missing from /metrics"
+    assert value(samples, "framecast_service_429_total", key="operator") == 2
+    # (README's metrics table gives this family a `key` label too; the code has kind and status only.)
+    assert value(samples, "framecast_service_requests_total", kind="create_video", status="429") == 2
+    fitted = value(samples, "framecast_reencodes_total", kind="video", outcome="fitted")
+    assert fitted is not None and fitted >= 1
+    assert (value(samples, "framecast_reencode_seconds_count", kind="video") or 0) >= 1
+    failures = {
+        dict(labels).get("code")
+        for (n, labels), v in samples.items()
+        if n == "framecast_jobs_failed_total" and v
+    }
+    assert failures and None not in failures
+    errors = {
+        (dict(labels)["status"], dict(labels)["code"])
+        for (n, labels), v in samples.items()
+        if n == "framecast_discord_errors_total" and v
+    }
+    assert ("403", "50013") in errors, errors

@@ -1,0 +1,82 @@
+"""A server's own API key, end to end: set, used, removed, shared.
+
+A key typed with spaces is stored trimmed and never reaches the log or the database file in clear;
+removing it spares a job already running on it while new jobs use the operator's key; two servers
+that set the same key share its one request budget. (The shared budget was a product defect once.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from cryptography.fernet import Fernet
+
+from tests.e2e.commands import image, set_key, settings, video
+from tests.e2e.harness import StartWorld, World, service_creates, wait_state
+from tests.fakes.gen_service import TaskPlan
+
+SERVER_KEY = "sk-server-" + "r" * 24 + "qrst"
+
+
+async def test_a_key_typed_with_spaces_is_stored_trimmed_and_remove_spares_a_running_job(
+    start_synced: StartWorld,
+) -> None:
+    def setup(world: World) -> None:
+        world.service.api_keys.add(SERVER_KEY)
+
+    world = await start_synced(
+        extra_env={"KEY_ENCRYPTION_SECRET": Fernet.generate_key().decode()}, setup=setup
+    )
+    msg = await set_key(world, f"  {SERVER_KEY}\t ")
+    assert "…qrst" in msg.content, msg.content
+    world.service.plans = [("long", TaskPlan(polls=40))]
+    job_id = await world.job_id(await video(world, "long running on the server key"))
+    await world.service.wait_for(lambda: bool(service_creates(world, "long running on the server key")), 10)
+    msg = await settings(world, "key remove")
+    assert "operator's key" in msg.content
+    # The running job finishes on the key that created its task; new jobs use the operator's key.
+    await wait_state(world, job_id, "delivered", timeout=30)
+    [create] = service_creates(world, "long running on the server key")
+    assert create.key == SERVER_KEY
+    polls = [r for r in world.service.requests if r.path == "/svcapi"]
+    assert len(polls) >= 40 and {r.key for r in polls} == {SERVER_KEY}
+    it = await image(world, "after removal", member=world.bob)
+    await world.delivered(it)
+    assert service_creates(world, "after removal")[0].key == world.service.api_key
+    assert SERVER_KEY not in world.bot.log_text()
+    db = Path(world.env["DATABASE_PATH"])
+    for path in (db, db.with_name(db.name + "-wal")):
+        if path.exists():
+            assert SERVER_KEY.encode() not in path.read_bytes()
+
+
+async def test_two_servers_with_the_same_key_share_its_budget(start_synced: StartWorld) -> None:
+    def setup(world: World) -> None:
+        world.service.api_keys.add(SERVER_KEY)
+        world.service.rate_limit = (4, 1.0)
+
+    world = await start_synced(
+        guilds=2,
+        extra_env={"KEY_ENCRYPTION_SECRET": Fernet.generate_key().decode(), "GEN_RATE_LIMIT": "4/1"},
+        setup=setup,
+    )
+    for g in (0, 1):
+        assert "…qrst" in (await set_key(world, SERVER_KEY, guild=g)).content
+    await asyncio.sleep(1.1)
+    its = []
+    for g in (0, 1):
+        for member in world.members[g]:
+            its.append(
+                await world.discord.slash(
+                    world.guilds[g],
+                    world.channels[g],
+                    member,
+                    "image",
+                    {"prompt": f"shared {g} {member.name}"},
+                )
+            )
+    for it in its:
+        await world.delivered(it, timeout=60)
+    assert world.service.max_in_window(1.0, key=SERVER_KEY) <= 4
+    assert world.service.count(status=429) == 0
