@@ -1,7 +1,7 @@
 """Localised slash-command names, descriptions and choice names for discord.py.
 
 The commands use ``locale_str("<English text>")``; the catalogues' ``"commands"`` sections map
-that English text to each language. Discord's rules (``tests/test_i18n.py`` checks them): names
+that English text to each language. Discord's rules (``tests/cogs/test_i18n.py`` checks them): names
 match ``^[-_'\\p{L}\\p{N}\\p{sc=Deva}\\p{sc=Thai}]{1,32}$`` and are lower case where the script
 has case (a locale with no good one-word name leaves it out and keeps the English); descriptions
 and choice names are 1-100 characters.

@@ -1,7 +1,7 @@
 """The runner's chat side, recorded: what a job's runner told the chat and delivered to it.
 
 :class:`RecordingReporter` stands in for the Discord side in the runner's and the accounts' unit
-tests (tests/test_runner.py, tests/test_accounts.py); :data:`RUNNER_SETTINGS` are the runner's
+tests (tests/jobs/test_runner.py, tests/keys/test_accounts.py); :data:`RUNNER_SETTINGS` are the runner's
 timings scaled down for them.
 """
 

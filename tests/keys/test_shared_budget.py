@@ -35,7 +35,7 @@ from framecast.service.client import GenerationClient
 from tests.fakes.gen_service import FakeService
 
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _redis_reachable() -> bool:

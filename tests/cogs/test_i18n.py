@@ -214,7 +214,7 @@ def test_nothing_is_read_at_import_time() -> None:
         capture_output=True,
         text=True,
         check=True,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert out.stdout.strip() == "0"
 
@@ -729,7 +729,7 @@ async def test_the_synced_payload_names_the_command_in_each_members_language() -
 def test_the_core_never_names_a_message_key() -> None:
     """The core reports typed reasons (enums); only the Discord side knows the catalogue's keys."""
     keys = set(shipped().by_locale[SOURCE].messages)
-    core = Path(__file__).resolve().parent.parent / "framecast"
+    core = Path(__file__).resolve().parents[2] / "framecast"
     found = [
         f"{path.relative_to(core.parent)}:{node.lineno}: {node.value!r}"
         for path in sorted(core.rglob("*.py"))
