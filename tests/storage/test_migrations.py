@@ -15,8 +15,10 @@ from typing import Any
 
 import asyncpg
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 from framecast.config import Secret
 from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
@@ -25,7 +27,7 @@ from framecast.keys.vault import KeyVault
 from framecast.planner.predict import DurationRow
 from framecast.storage import Store, StoreError
 from framecast.storage.dialects import PG_FENCE, SQLITE_FENCE
-from framecast.storage.migrate import BASELINE
+from framecast.storage.migrate import BASELINE, HEAD, alembic_config
 from framecast.storage.schema import metadata
 from tests.fakes.clock import ManualClock
 from tests.pg import fresh_database
@@ -80,18 +82,43 @@ def ours(name: str | None, type_: str, parent: object) -> bool:
     return not (type_ == "table" and name == "schema_version")  # the legacy marker (the fence)
 
 
-async def test_a_new_database_is_created_through_the_chain_exactly_as_the_tables_say(empty: str) -> None:
+async def schema_difference(store: Store) -> tuple[list[Any], str | None]:
+    """How the store's database differs from ``schema.py`` (Alembic's comparison), and its revision."""
+    async with store._db.autocommit() as conn:
+        diff = await conn.run_sync(
+            lambda c: compare_metadata(MigrationContext.configure(c, opts={"include_name": ours}), metadata)
+        )
+        current = await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())
+    return diff, current
+
+
+def test_the_code_knows_the_chains_head() -> None:
+    """``migrate.HEAD`` (what a new database is stamped with, without loading Alembic) is the chain's head."""
+    assert ScriptDirectory.from_config(alembic_config()).get_current_head() == HEAD
+
+
+async def test_the_chain_builds_exactly_what_the_tables_say(empty: str) -> None:
+    """Every revision applied to an empty database gives the tables, indexes and types of ``schema.py``."""
     store = await Store.open(empty)
     try:
         async with store._db.autocommit() as conn:
-            diff = await conn.run_sync(
-                lambda c: compare_metadata(
-                    MigrationContext.configure(c, opts={"include_name": ours}), metadata
-                )
-            )
-            current = await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())
-        assert current == BASELINE
+            # Start again from nothing, and build the schema through the Alembic chain alone.
+            await conn.run_sync(lambda c: metadata.drop_all(c))
+            await conn.exec_driver_sql("DROP TABLE alembic_version")
+            await conn.run_sync(lambda c: command.upgrade(alembic_config(c), "head"))
+        diff, current = await schema_difference(store)
+        assert current == HEAD
         assert diff == []  # migrations and schema.py describe the same tables, indexes and types
+    finally:
+        await store.close()
+
+
+async def test_a_new_database_is_created_at_head_exactly_as_the_tables_say(empty: str) -> None:
+    store = await Store.open(empty)
+    try:
+        diff, current = await schema_difference(store)
+        assert current == HEAD == BASELINE
+        assert diff == []
         job = await store.add(
             NewJob(JobKind.VIDEO, G1, 2, U1, "en-US", {"p": 1}), member_limit=1, guild_cap=1
         )
