@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,9 @@ from cryptography.fernet import Fernet
 
 from tests.e2e.harness import (
     MANAGE_GUILD,
+    StartWorld,
     World,
-    close_world,
     job_rows,
-    make_world,
     service_creates,
     wait_state,
 )
@@ -30,29 +28,6 @@ from tests.fakes.discord_api import CommandHidden, FakeInteraction, FakeMessage
 from tests.fakes.gen_service import TaskPlan
 
 EPHEMERAL = 64
-MakeWorld = Callable[..., Any]
-
-
-@pytest.fixture
-async def synced(tmp_path: Path) -> AsyncIterator[MakeWorld]:
-    """`await synced(extra_env=..., guilds=...)`: a world whose bot started with ``--sync``."""
-    worlds: list[World] = []
-
-    async def factory(*, setup: Callable[[World], None] | None = None, **kwargs: Any) -> World:
-        tmp = tmp_path / f"w{len(worlds)}"
-        tmp.mkdir()
-        world = await make_world(tmp, **kwargs)
-        worlds.append(world)
-        if setup is not None:
-            setup(world)
-        await world.start_bot("--sync")
-        return world
-
-    try:
-        yield factory
-    finally:
-        for world in worlds:
-            await close_world(world)
 
 
 async def answer(it: FakeInteraction, timeout: float = 10) -> FakeMessage:
@@ -115,8 +90,8 @@ async def image(world: World, prompt: str, *, guild: int = 0, member: Any = None
     )
 
 
-async def test_only_manage_server_may_change_settings(synced: MakeWorld) -> None:
-    world = await synced()
+async def test_only_manage_server_may_change_settings(start_synced: StartWorld) -> None:
+    world = await start_synced()
     member = world.alice
     # Discord does not even show /settings to a member without Manage Server.
     with pytest.raises(CommandHidden):
@@ -136,13 +111,15 @@ async def test_only_manage_server_may_change_settings(synced: MakeWorld) -> None
     assert "user" in world.bot.log_text() and "changed member_jobs" in world.bot.log_text()
 
 
-async def test_each_setting_changes_behaviour_and_survives_a_restart(synced: MakeWorld) -> None:
+async def test_each_setting_changes_behaviour_and_survives_a_restart(start_synced: StartWorld) -> None:
     def add_channels(world: World) -> None:
         world.extra = {  # type: ignore[attr-defined]
             "art": world.discord.add_channel(world.guild, "art"),
         }
 
-    world = await synced(extra_env={"MEMBER_JOB_LIMIT": "3", "GUILD_QUEUE_CAP": "10"}, setup=add_channels)
+    world = await start_synced(
+        extra_env={"MEMBER_JOB_LIMIT": "3", "GUILD_QUEUE_CAP": "10"}, setup=add_channels
+    )
     art = world.extra["art"]  # type: ignore[attr-defined]
     # Above the operator's ceiling: refused, in words.
     msg = await settings(world, "limits", {"member_jobs": 4})
@@ -196,8 +173,8 @@ def _slow_plan() -> TaskPlan:
     return TaskPlan(duration=60.0)  # stays running for the rest of the test
 
 
-async def test_daily_quota_refuses_the_next_job_and_resets_on_time(synced: MakeWorld) -> None:
-    world = await synced(extra_env={"DAILY_IMAGE_QUOTA": "5", "QUOTA_PERIOD": "4"})
+async def test_daily_quota_refuses_the_next_job_and_resets_on_time(start_synced: StartWorld) -> None:
+    world = await start_synced(extra_env={"DAILY_IMAGE_QUOTA": "5", "QUOTA_PERIOD": "4"})
     await settings(world, "limits", {"daily_images": 1})
     show = text_of(await settings(world, "show"))
     assert "Daily images per member**: 1" in show and "<t:" in show
@@ -213,8 +190,8 @@ async def test_daily_quota_refuses_the_next_job_and_resets_on_time(synced: MakeW
     await world.job_id(await image(world, "next day"))
 
 
-async def test_blocklist_matches_accents_scripts_without_spaces_and_hindi(synced: MakeWorld) -> None:
-    world = await synced()
+async def test_blocklist_matches_accents_scripts_without_spaces_and_hindi(start_synced: StartWorld) -> None:
+    world = await start_synced()
     msg = await settings(world, "blocklist add", {"terms": "Café, 禁止词, नमस्ते"})
     assert "3 terms" in msg.content
     show = text_of(await settings(world, "show"))
@@ -268,9 +245,11 @@ def _inputs(modal: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-async def test_a_server_key_is_validated_used_for_that_server_only_and_never_shown(synced: MakeWorld) -> None:
+async def test_a_server_key_is_validated_used_for_that_server_only_and_never_shown(
+    start_synced: StartWorld,
+) -> None:
     secret = Fernet.generate_key().decode()
-    world = await synced(guilds=2, extra_env={"KEY_ENCRYPTION_SECRET": secret}, setup=_key_world)
+    world = await start_synced(guilds=2, extra_env={"KEY_ENCRYPTION_SECRET": secret}, setup=_key_world)
     show = text_of(await settings(world, "show"))
     assert "No server key" in show
     # A refused key is not stored.
@@ -333,9 +312,9 @@ async def test_a_server_key_is_validated_used_for_that_server_only_and_never_sho
     assert job_rows(world)[job_id]["error_code"] == "guild_key_rejected"
 
 
-async def test_the_admin_is_told_in_the_system_channel_when_a_dm_fails(synced: MakeWorld) -> None:
+async def test_the_admin_is_told_in_the_system_channel_when_a_dm_fails(start_synced: StartWorld) -> None:
     secret = Fernet.generate_key().decode()
-    world = await synced(extra_env={"KEY_ENCRYPTION_SECRET": secret}, setup=_key_world)
+    world = await start_synced(extra_env={"KEY_ENCRYPTION_SECRET": secret}, setup=_key_world)
     world.admins[0].user.accepts_dms = False
     await set_key(world, SERVER_KEY)
     world.service.revoke(SERVER_KEY)
@@ -349,8 +328,8 @@ async def test_the_admin_is_told_in_the_system_channel_when_a_dm_fails(synced: M
     assert not [m for m in world.discord.messages_in(world.channel) if "wxyz" in m.content]
 
 
-async def test_without_a_secret_the_key_command_says_so(synced: MakeWorld) -> None:
-    world = await synced()
+async def test_without_a_secret_the_key_command_says_so(start_synced: StartWorld) -> None:
+    world = await start_synced()
     it = await world.discord.slash(
         world.guild, world.channel, world.admins[0], "settings", {}, subcommand="key set"
     )
@@ -359,14 +338,14 @@ async def test_without_a_secret_the_key_command_says_so(synced: MakeWorld) -> No
     assert "KEY_ENCRYPTION_SECRET" in text_of(await settings(world, "show"))
 
 
-async def test_a_server_key_has_its_own_request_budget(synced: MakeWorld) -> None:
+async def test_a_server_key_has_its_own_request_budget(start_synced: StartWorld) -> None:
     secret = Fernet.generate_key().decode()
 
     def setup(world: World) -> None:
         _key_world(world)
         world.service.rate_limit = (4, 1.0)  # per key, like the real service
 
-    world = await synced(
+    world = await start_synced(
         guilds=2, extra_env={"KEY_ENCRYPTION_SECRET": secret, "GEN_RATE_LIMIT": "4/1"}, setup=setup
     )
     msg = await set_key(world, SERVER_KEY)
