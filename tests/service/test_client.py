@@ -532,10 +532,12 @@ async def test_429_exhausted_is_rate_limited(
 
 async def test_429_pauses_every_caller(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
     # The key is shared: another client has just used up the window our budget knows nothing of.
-    fake_service.rate_limit = (3, 0.5)
-    fake_service.retry_after = 0.5
+    # A 2 s window: the three requests below and the burst must fall in one window even on a slow,
+    # loaded machine (with 0.5 s, a pause between them let the window pass and no 429 came at all).
+    fake_service.rate_limit = (3, 2.0)
+    fake_service.retry_after = 2.0
     fake_service.count_rejected = False
-    client = make_client(fake_service, session, limit=3, window=0.5, backoff_max=5.0)
+    client = make_client(fake_service, session, limit=3, window=2.0, backoff_max=5.0)
     for _ in range(3):
         async with session.get(fake_service.base_url + "/v1/models", headers=_auth(fake_service)) as resp:
             assert resp.status == 200
@@ -544,7 +546,7 @@ async def test_429_pauses_every_caller(fake_service: FakeService, session: aioht
     later = [r for r in fake_service.requests if r.received > hit.received + 0.05]  # past the first burst
     # One burst of 429s, then nobody comes back before Retry-After, and then one probe goes first.
     assert fake_service.count(status=429) == 3
-    assert len(later) == 4 and all(r.received - hit.received >= 0.5 for r in later)
+    assert len(later) == 4 and all(r.received - hit.received >= 2.0 for r in later)
     assert later[1].received >= later[0].received
     assert fake_service.count(status=200) == 3 + 4
     assert client.budget.streak == 0

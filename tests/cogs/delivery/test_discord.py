@@ -93,7 +93,7 @@ class Rig:
     reporter: DiscordReporter
 
     async def job(self, *, age: float = 0.0, limit: int | None = None) -> tuple[Job, FakeInteraction]:
-        """A job started by a /video command `age` seconds old, as ``jobflow.start_job`` stores it."""
+        """A job started by a /video command `age` seconds old, as ``Members.submit`` stores it."""
         it = await self.fake.slash(
             self.guild,
             self.channel,
