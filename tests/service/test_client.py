@@ -473,12 +473,14 @@ async def test_malformed_json_is_a_bad_response_not_retried(
 
 
 async def test_request_timeout(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
-    client = make_client(fake_service, session, request_timeout=0.2, retry_max=2)
-    fake_service.delays = [1.0]
+    # The timeout is generous so a loaded CI machine still answers the undelayed retry in time
+    # (0.2 s flaked once); the delayed answers are far beyond it.
+    client = make_client(fake_service, session, request_timeout=1.5, retry_max=2)
+    fake_service.delays = [10.0]
     assert await client.create_video(VIDEO)
     assert fake_service.count(path="/v1/videos") == 2
-    fake_service.delays = [1.0, 1.0]
-    with pytest.raises(ServiceUnavailable, match="no answer within 0.2 s"):
+    fake_service.delays = [10.0, 10.0]
+    with pytest.raises(ServiceUnavailable, match="no answer within 1.5 s"):
         await client.list_models()
 
 
