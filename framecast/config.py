@@ -333,6 +333,12 @@ Positive = Annotated[int, _env(_parse_int)]
 Count = Annotated[int, _env(_parse_count)]
 
 
+#: Caps on a service answer once decompressed: JSON answers carry a few fields, an image create may
+#: carry the image inline as base64 (16 MiB holds a 12 MiB image, past Discord's 10 MiB upload).
+#: One value for the settings and the client's own defaults.
+GEN_JSON_MAX_BYTES = 1_048_576
+GEN_IMAGE_JSON_MAX_BYTES = 16_777_216
+
 class Settings(BaseSettings):
     """All of Framecast's configuration (see ``.env.example`` and docs/ARCHITECTURE.md).
 
@@ -375,8 +381,8 @@ class Settings(BaseSettings):
     gen_max_running: Annotated[int | None, _env(_parse_int)] = None
     gen_poll_max_interval: Annotated[float | None, _env(_parse_float)] = None
     gen_result_hosts: Annotated[tuple[str, ...], _env(_parse_hosts)] = ()
-    gen_json_max_bytes: Positive = 1_048_576
-    gen_image_json_max_bytes: Positive = 16_777_216
+    gen_json_max_bytes: Positive = GEN_JSON_MAX_BYTES
+    gen_image_json_max_bytes: Positive = GEN_IMAGE_JSON_MAX_BYTES
     gen_max_redirects: Count = 3
     gen_malformed_polls: Positive = 3
     results_at_once: Positive = 2

@@ -19,7 +19,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver
 
 from framecast.clock import Clock
-from framecast.config import Secret
+from framecast.config import GEN_IMAGE_JSON_MAX_BYTES, GEN_JSON_MAX_BYTES, Secret
 from framecast.keys.budget import Budget, Priority
 from framecast.ops.metrics import OPERATOR_KEY, Metrics, RequestKind
 from framecast.safetext import clean_text
@@ -94,8 +94,8 @@ class GenerationClient:
         backoff_base: float = 2,
         backoff_max: float = 120,
         rng: random.Random | None = None,
-        json_max_bytes: int = 1_048_576,
-        image_json_max_bytes: int = 50_331_648,
+        json_max_bytes: int = GEN_JSON_MAX_BYTES,
+        image_json_max_bytes: int = GEN_IMAGE_JSON_MAX_BYTES,
         result_hosts: Iterable[str] = (),
         max_redirects: int = 3,
         malformed_polls: int = 3,
