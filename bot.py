@@ -268,13 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"framecast: configuration error: {exc}", file=sys.stderr)
         return 2
-    secrets = [settings.discord_token.reveal(), settings.gen_api_key.reveal()]
-    for extra in (settings.key_encryption_secret, settings.database_url, settings.redis_url):
-        if extra is not None:
-            secrets.append(extra.reveal())
-    # Servers' own API keys are masked too: each is added when an admin sets it (cogs/settings.py,
-    # framecast.logsetup.add_secret), and discord.py's DEBUG dump of the key modal is scrubbed.
-    setup_logging(settings.log_level, secrets=secrets)
+    # The operator's secrets are masked in every record (Settings.secrets). Servers' own API keys
+    # are masked too, once the service accepted them and while they are in use (framecast.keys.accounts
+    # publishes them: framecast.logsetup.mask_secrets); discord.py's DEBUG dump of the key modal is
+    # scrubbed whatever was typed.
+    setup_logging(settings.log_level, secrets=settings.secrets())
     logging.getLogger("discord.client").addFilter(ReconnectLogFilter())
     from framecast.ops.fdlimit import raise_fd_limit
 

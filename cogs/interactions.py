@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 import discord
 
 from cogs.tree import MissingChannelPermissions
-from framecast.app import Actor, Members, Requester
+from framecast.app import Actor, Members, QueueViewer, Requester
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -50,6 +50,49 @@ def requester(interaction: discord.Interaction[Any]) -> Requester:
         parent_id=parent_id,
         nsfw=bool(is_nsfw()) if callable(is_nsfw) else False,
     )
+
+
+# What reading a channel takes, for /queue: seeing it, and reading what was posted there before
+# (a job's prompt is in a message posted when the job was asked for).
+READ_PERMISSIONS = ("view_channel", "read_message_history")
+
+
+def queue_viewer(interaction: discord.Interaction[Any]) -> QueueViewer:
+    """Who asks for /queue, with the server's channels they can read, from the cache (no I/O).
+
+    Readability is discord.py's own permission resolution (roles, then channel overwrites) of the
+    member in each cached channel and thread; a thread is read through its parent. A channel
+    the cache does not hold is not in the set, so it counts as unreadable. Whether the prompts of
+    an age-restricted channel may be shown depends on where /queue is used (``requester().nsfw``).
+    """
+    where = requester(interaction)
+    guild, member = interaction.guild, interaction.user
+    if guild is None or not isinstance(member, discord.Member):
+        return QueueViewer(member.id, in_age_restricted=where.nsfw)
+    readable: set[int] = set()
+    age_restricted: set[int] = set()
+    channels: list[discord.abc.GuildChannel | discord.Thread] = [*guild.channels, *guild.threads]
+    for channel in channels:
+        if _can_read(channel, member):
+            readable.add(channel.id)
+            is_nsfw = getattr(channel, "is_nsfw", None)
+            if callable(is_nsfw) and is_nsfw():
+                age_restricted.add(channel.id)
+    return QueueViewer(member.id, frozenset(readable), frozenset(age_restricted), where.nsfw)
+
+
+def _can_read(channel: discord.abc.GuildChannel | discord.Thread, member: discord.Member) -> bool:
+    if isinstance(channel, discord.Thread):
+        if channel.parent is None:
+            return False  # Thread.permissions_for needs the parent: not cached, not readable
+        perms = channel.permissions_for(member)
+        # A private thread shows to its members and to Manage Threads; the cache does not know its
+        # members (no GUILD_MEMBERS intent), so only its owner and Manage Threads count.
+        if channel.is_private() and not (perms.manage_threads or channel.owner_id == member.id):
+            return False
+    else:
+        perms = channel.permissions_for(member)
+    return all(getattr(perms, name) for name in READ_PERMISSIONS)
 
 
 def actor(interaction: discord.Interaction[Any]) -> Actor:

@@ -3,6 +3,8 @@
 Running jobs first (with their progress), then the queue in order with each job's estimated start
 as a Discord relative timestamp. Requesters appear as mentions inside the embed (they never ping
 there, and the reply carries ``AllowedMentions.none()`` as well); prompts are literal text.
+Another member's prompt is shown only where the core allows it (a channel the member can read;
+an age-restricted channel's prompt only from an age-restricted channel): else a placeholder.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from discord.ext import commands
 
 from cogs.delivery.slot import percent_floor
 from cogs.i18n import t
+from cogs.interactions import queue_viewer
 from cogs.views.render import as_text, shown_percent
-from framecast.app import Job, JobKind, JobState, QueueRow, QueueView
+from framecast.app import Job, JobKind, JobState, PromptHidden, QueueRow, QueueView
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -33,6 +36,11 @@ MAX_ROWS = 20
 PROMPT_CHARS = 80
 #: Discord caps an embed description at 4096 characters.
 _DESCRIPTION_MAX = 4096
+#: What a row shows instead of a prompt the viewer may not see, by why.
+HIDDEN_KEYS: dict[PromptHidden, str] = {
+    PromptHidden.CHANNEL_NOT_READABLE: "queue_prompt_hidden_channel",
+    PromptHidden.AGE_RESTRICTED: "queue_prompt_hidden_age",
+}
 
 
 def _kind(job: Job, locale: str) -> str:
@@ -56,15 +64,22 @@ def _start(row: QueueRow, locale: str, now: float) -> str:
     return t("queue_starts", locale, time=f"<t:{int(now + starts_in)}:R>")
 
 
+def _prompt(row: QueueRow, locale: str) -> str:
+    if row.hidden is not None:
+        return t(HIDDEN_KEYS[row.hidden], locale)
+    # The member's text: literal, never a link, a mention or formatting.
+    return as_text(" ".join((row.prompt or "").split()), limit=PROMPT_CHARS)
+
+
 def row_text(row: QueueRow, *, locale: str, now: float) -> str:
-    """One line: place or progress, kind and job number, requester, start, prompt, and "← you"."""
+    """One line: place or progress, kind and job number, requester, start, prompt (or why it is
+    not shown to this viewer), and "← you"."""
     job = row.job
     common = {
         "kind": _kind(job, locale),
         "id": job.id,
         "user": f"<@{job.user_id}>",
-        # The member's text: literal, never a link, a mention or formatting.
-        "prompt": as_text(" ".join(str(job.params.get("prompt", "")).split()), limit=PROMPT_CHARS),
+        "prompt": _prompt(row, locale),
     }
     if row.position is None:
         text = t("queue_row_running", locale, progress=_progress(row, locale), **common)
@@ -106,11 +121,13 @@ class Queue(commands.Cog):
     @app_commands.command(name=locale_str("queue"), description=locale_str("Show this server's queue"))
     @app_commands.guild_only()
     async def queue(self, interaction: discord.Interaction[Framecast]) -> None:
-        """Show this server's running and queued jobs, privately."""
+        """Show this server's running and queued jobs, privately; others' prompts where the member
+        can read them (see :func:`cogs.interactions.queue_viewer`)."""
         if interaction.guild_id is None:
             raise app_commands.NoPrivateMessage()
         await interaction.response.defer(ephemeral=True, thinking=True)
-        view = await self.bot.core.members.show_queue(interaction.guild_id, interaction.user.id)
+        viewer = queue_viewer(interaction)
+        view = await self.bot.core.members.show_queue(interaction.guild_id, viewer)
         embed = render_queue(view, locale=interaction.locale.value)
         await interaction.edit_original_response(embed=embed, allowed_mentions=discord.AllowedMentions.none())
 

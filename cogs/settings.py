@@ -96,6 +96,7 @@ _KEY_LINES = {
     KeyLine.NONE: "settings_key_none",
     KeyLine.SET: "settings_key_set",
     KeyLine.REFUSED: "settings_key_rejected",
+    KeyLine.UNREADABLE: "settings_key_unreadable",
 }
 _KEY_UNAVAILABLE = {
     KeyAvailability.DISABLED: "settings_key_disabled",
@@ -470,7 +471,7 @@ class ServerSettings(
 
     @blocklist.command(name=locale_str("add"), description=locale_str("Block words or phrases in prompts"))
     @app_commands.rename(terms=locale_str("terms"))
-    @app_commands.describe(terms=locale_str("Words or phrases, separated by commas"))
+    @app_commands.describe(terms=locale_str("Comma-separated words or phrases; cat* blocks cats, catnip too"))
     async def blocklist_add(self, interaction: discord.Interaction[Framecast], terms: str) -> None:
         """Add terms (comma-separated) to the blocklist."""
         await self._changed(

@@ -50,6 +50,7 @@ INTAKE_KEYS: dict[IntakeProblem, str] = {
     IntakeProblem.PROMPT_BLOCKED: "settings_refuse_blocked",
     IntakeProblem.DAILY_QUOTA: "settings_refuse_quota_video",  # by kind: DAILY_QUOTA_KEYS
     IntakeProblem.GUILD_KEY_REJECTED: "settings_refuse_key_rejected",
+    IntakeProblem.GUILD_KEY_UNREADABLE: "settings_refuse_key_unreadable",
 }
 #: The one mapping from a refused action on a job to the member's words (all take the job's id).
 REFUSAL_KEYS: dict[Refusal, str] = {

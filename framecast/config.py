@@ -33,7 +33,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-__all__ = ["ConfigError", "RateLimit", "Secret", "Settings", "load_settings"]
+__all__ = ["ConfigError", "RateLimit", "Secret", "Settings", "fernet_keys", "load_settings"]
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _INT_RE = re.compile(r"\+?[0-9]+")
@@ -258,18 +258,36 @@ def _parse_ids(text: str) -> tuple[int, ...]:
     return tuple(sorted(dict.fromkeys(int(i) for i in ids)))
 
 
-def _parse_fernet_key(text: str) -> Secret:
+def fernet_keys(secret: Secret) -> tuple[Secret, ...]:
+    """The keys in a ``KEY_ENCRYPTION_SECRET`` value, in order (the first encrypts, all decrypt).
+
+    The value is one Fernet key or a comma-separated list of them; blanks around each are ignored.
+    """
+    return tuple(Secret(part.strip()) for part in secret.reveal().split(","))
+
+
+def _check_fernet_key(text: str, where: str) -> None:
     # A Fernet key is the urlsafe base64 of 32 bytes; the message says how to make one.
+    if not text:
+        raise ValueError(f"{where}is empty (a stray comma?)")
     try:
         raw = base64.urlsafe_b64decode(text.encode("ascii"))
     except (ValueError, UnicodeEncodeError):
         raw = b""
     if len(raw) != 32:
         raise ValueError(
-            'must be a Fernet key (make one with: python -c "from cryptography.fernet import Fernet; '
+            f'{where}must be a Fernet key (make one with: python -c "from cryptography.fernet import Fernet; '
             'print(Fernet.generate_key().decode())")'
         )
-    return Secret(text)
+
+
+def _parse_fernet_keys(text: str) -> Secret:
+    # One key, or several to rotate (new first, then the old ones until `python -m
+    # framecast.keys.rotate` has re-encrypted every stored key). A bad one is named by its position.
+    keys = fernet_keys(Secret(text))
+    for n, key in enumerate(keys, 1):
+        _check_fernet_key(key.reveal(), "" if len(keys) == 1 else f"key {n} of {len(keys)} ")
+    return Secret(",".join(key.reveal() for key in keys))
 
 
 def _parse_secret_url(*schemes: str) -> Callable[[str], Secret]:
@@ -339,6 +357,7 @@ Count = Annotated[int, _env(_parse_count)]
 GEN_JSON_MAX_BYTES = 1_048_576
 GEN_IMAGE_JSON_MAX_BYTES = 16_777_216
 
+
 class Settings(BaseSettings):
     """All of Framecast's configuration (see ``.env.example`` and docs/ARCHITECTURE.md).
 
@@ -398,7 +417,7 @@ class Settings(BaseSettings):
     daily_image_quota: Annotated[int | None, _env(_parse_count)] = None
     quota_period: Seconds = 86400.0
     guild_keys: Annotated[bool, _env(_parse_switch)] = True
-    key_encryption_secret: Annotated[Secret | None, _env(_parse_fernet_key, secret=True)] = None
+    key_encryption_secret: Annotated[Secret | None, _env(_parse_fernet_keys, secret=True)] = None
     prompt_max_chars: Positive = 2000
     edit_interval: Seconds = 5.0
     token_margin: Seconds = 60.0
@@ -453,6 +472,17 @@ class Settings(BaseSettings):
         if unknown:
             raise TypeError(f"Settings has no field {unknown[0]!r}")
         return self.model_validate({**self.__dict__, **changes})
+
+    def secrets(self) -> list[str]:
+        """Every secret these settings hold, for the log filter: the token, the key, the URLs that may
+        carry passwords, and each key of a ``KEY_ENCRYPTION_SECRET`` list on its own (while rotating)."""
+        found = [self.discord_token.reveal(), self.gen_api_key.reveal()]
+        for extra in (self.key_encryption_secret, self.database_url, self.redis_url):
+            if extra is not None:
+                found.append(extra.reveal())
+        if self.key_encryption_secret is not None:
+            found.extend(key.reveal() for key in fernet_keys(self.key_encryption_secret))
+        return found
 
 
 # Every variable Settings reads, in declaration order (the README and .env.example document them).

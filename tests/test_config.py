@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import os
 import pickle
@@ -9,11 +10,12 @@ import re
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from framecast.config import ConfigError, RateLimit, Secret, Settings, load_settings
+from framecast.config import ConfigError, RateLimit, Secret, Settings, fernet_keys, load_settings
 
 ROOT = Path(__file__).parent.parent
 #: Every variable the model reads: a field is the variable of the same name in upper case.
@@ -231,6 +233,55 @@ def test_malformed_secret_is_never_echoed(name: str, value: str, problem: str) -
     assert info.value.variable == name and str(info.value).startswith(f"{name}: {problem}")
     assert "hidden4242" not in str(info.value) and "hidden4242" not in repr(info.value)
     assert info.value.__cause__ is None  # nothing chained that could carry the value into a log
+
+
+# -- KEY_ENCRYPTION_SECRET: one Fernet key or a list of them (rotation: the first encrypts) --------
+fernet_key = st.binary(min_size=32, max_size=32).map(lambda raw: base64.urlsafe_b64encode(raw).decode())
+blanks = st.text(alphabet=" \t\n", max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(fernet_key, min_size=1, max_size=5), pads=st.lists(blanks, min_size=12, max_size=12))
+def test_a_list_of_fernet_keys_is_read_in_order_whatever_the_blanks(keys: list[str], pads: list[str]) -> None:
+    text = ",".join(f"{pads[2 * i]}{key}{pads[2 * i + 1]}" for i, key in enumerate(keys))
+    s = load_settings(env(KEY_ENCRYPTION_SECRET=text))
+    assert s.key_encryption_secret is not None
+    assert fernet_keys(s.key_encryption_secret) == tuple(Secret(key) for key in keys)
+    assert all(key not in f"{s} {s!r} {s.model_dump()}" for key in keys)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.lists(fernet_key, min_size=2, max_size=5),
+    data=st.data(),
+    bad=st.one_of(st.just(""), st.text(max_size=40).map(lambda t: f"hid{t}den4242")),
+)
+def test_a_bad_key_in_the_list_is_named_by_its_position_never_shown(
+    keys: list[str], data: st.DataObject, bad: str
+) -> None:
+    at = data.draw(st.integers(0, len(keys) - 1))
+    keys[at] = bad.replace(",", ";")
+    with pytest.raises(ConfigError) as info:
+        load_settings(env(KEY_ENCRYPTION_SECRET=", ".join(keys)))
+    shown = f"{info.value} {info.value!r} {info.value.problem}"
+    assert str(info.value).startswith(f"KEY_ENCRYPTION_SECRET: key {at + 1} of {len(keys)} ")
+    assert len(str(info.value).splitlines()) == 1 and info.value.__cause__ is None
+    assert "den4242" not in shown and not any(key in shown for key in keys if key)
+
+
+def test_every_secret_of_the_settings_is_given_to_the_log_filter_each_rotation_key_alone() -> None:
+    first, second = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    s = load_settings(
+        env(
+            KEY_ENCRYPTION_SECRET=f"{first}, {second}",
+            DATABASE_URL="postgresql://fc:pw-4242@db/fc",
+            REDIS_URL="redis://:rpw-4242@cache:6379/0",
+        )
+    )
+    found = s.secrets()
+    for secret in (s.discord_token, s.gen_api_key, s.database_url, s.redis_url):
+        assert secret is not None and secret.reveal() in found
+    assert first in found and second in found  # a line logged with one key only is masked too
 
 
 @pytest.mark.parametrize("name", ["DISCORD_TOKEN", "GEN_API_BASE_URL", "GEN_API_KEY"])

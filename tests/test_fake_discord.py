@@ -791,3 +791,78 @@ async def test_permission_gates_nsfw_channels_and_modal_rules(fake: FakeDiscord,
                 await fake.submit_modal(ask, values)
         submit = await fake.submit_modal(ask, {"key:value": "x" * 10})
         assert (await submit.wait_original()).content == "key of 10"
+
+
+class ReadBot(commands.Bot):
+    """A bot whose /canread reports, with discord.py's own rules, which channels the member can see."""
+
+    async def setup_hook(self) -> None:
+        @self.tree.command(name="canread", description="Which channels can the member see")
+        async def canread(interaction: discord.Interaction) -> None:
+            assert interaction.guild is not None and isinstance(interaction.user, discord.Member)
+            seen = sorted(
+                channel.name
+                for channel in interaction.guild.text_channels
+                if channel.permissions_for(interaction.user).view_channel
+            )
+            here = interaction.permissions.view_channel
+            await interaction.response.send_message(f"{','.join(seen)} here={here}")
+
+        await self.tree.sync()
+
+
+async def test_channel_overwrites_follow_discords_rules_and_discordpy_reads_them(
+    fake: FakeDiscord, world: World
+) -> None:
+    from jsonschema import Draft202012Validator
+
+    from tests.fakes.discord_api import VIEW_CHANNEL, ChannelHidden, FakeOverwrite
+    from tests.fakes.openapi import spec
+
+    staff = fake.add_role(world.guild, "staff")
+    private = fake.add_channel(
+        world.guild,
+        "staff",
+        overwrites=[
+            FakeOverwrite.of(world.guild.everyone, deny=VIEW_CHANNEL),
+            FakeOverwrite.of(staff, allow=VIEW_CHANNEL),
+        ],
+    )
+    # A member overwrite wins over the roles': this staff member is kept out all the same.
+    banned = fake.add_member(world.guild, "banned", roles=[staff])
+    private.overwrites.append(FakeOverwrite.of(banned, deny=VIEW_CHANNEL))
+    member_of_staff = fake.add_member(world.guild, "carol", roles=[staff])
+    thread = fake.add_thread(private, "plans")
+    secret = fake.add_thread(world.channel, "secret", private=True, owner=world.member)
+    schemas = spec().document["components"]["schemas"]
+    assert not list(Draft202012Validator(schemas["GuildChannelResponse"]).iter_errors(private.to_payload()))
+    for each in (thread, secret):
+        assert not list(Draft202012Validator(schemas["ThreadResponse"]).iter_errors(each.to_payload()))
+    # A thread is seen as its channel is; a private one by its owner (and Manage Threads) only.
+    assert thread.permissions_for(world.member) == 0 and thread.permissions_for(member_of_staff)
+    assert secret.permissions_for(world.member) and secret.permissions_for(member_of_staff) == 0
+    assert private.permissions_for(world.member) == 0
+    assert private.permissions_for(member_of_staff) & VIEW_CHANNEL
+    assert private.permissions_for(banned) == 0
+    bot = ReadBot(command_prefix="!", intents=discord.Intents.default(), guild_ready_timeout=0.05)
+    async with running(fake, bot):
+        it = await fake.slash(world.guild, world.channel, world.member, "canread", {})
+        assert (await it.wait_original()).content == "general here=True"
+        it = await fake.slash(world.guild, world.channel, member_of_staff, "canread", {})
+        assert (await it.wait_original()).content == "general,staff here=True"
+        it = await fake.slash(world.guild, world.channel, banned, "canread", {})
+        assert (await it.wait_original()).content == "general here=True"
+        # Discord never shows the channel to who cannot see it: no command can come from there.
+        with pytest.raises(ChannelHidden):
+            await fake.slash(world.guild, private, world.member, "canread", {})
+        it = await fake.slash(world.guild, private, member_of_staff, "canread", {})
+        assert (await it.wait_original()).content == "general,staff here=True"
+        # The threads reach discord.py's cache with their parents, from GUILD_CREATE.
+        guild = bot.get_guild(world.guild.id)
+        assert guild is not None
+        cached = {t.id: t for t in guild.threads}
+        assert cached[thread.id].parent == guild.get_channel(private.id) and cached[secret.id].is_private()
+        it = await fake.slash(world.guild, thread, member_of_staff, "canread", {})
+        assert (await it.wait_original()).content == "general,staff here=True"
+        with pytest.raises(ChannelHidden):
+            await fake.slash(world.guild, thread, world.member, "canread", {})

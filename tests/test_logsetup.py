@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
-from collections.abc import Iterator
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
-from framecast.logsetup import RedactingFilter, setup_logging
+from framecast.app import KeySetResult
+from framecast.app.core import Core
+from framecast.config import Secret, Settings
+from framecast.logsetup import (
+    RedactingFilter,
+    SecretIndex,
+    mask,
+    mask_secrets,
+    masked_secrets,
+    setup_logging,
+)
+from tests.fakes.chat_side import QuietChat
+from tests.fakes.gen_service import FakeService
 
 DISCORD_TOKEN = "MTAxMjM0NTY3ODkwMTIzNDU2Nw.GAbcDe.s3cr3t-discord-token_value"
 API_KEY = "sk-live-0123456789abcdef"
@@ -145,3 +162,191 @@ def test_setup_logging_installs_the_filter_on_stdout(capsys: pytest.CaptureFixtu
     out = capsys.readouterr().out
     assert "framecast.test: calling with ***" in out
     assert API_KEY not in out and "below the level" not in out
+
+
+def filtered(message: str, *args: object, secrets: tuple[str, ...] = ()) -> str:
+    """`message % args` as a filter with the operator's `secrets` leaves it."""
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, message, args or None, None)
+    assert RedactingFilter(secrets).filter(record)
+    return record.getMessage()
+
+
+# -- what is masked ---------------------------------------------------------------------------------
+def test_the_longest_secret_at_a_place_wins_and_overlapping_secrets_leave_nothing_behind() -> None:
+    index = SecretIndex(["abcd", "abcd1234", "zzab", "5678"])
+    assert mask("key=abcd1234;", index) == "key=***;"  # not "***1234"
+    assert mask("zzabcd1234!", index) == "***!"  # overlapping: one run, no tail of either
+    assert mask("abcd12345678", index) == "******"  # adjacent secrets: each masked
+    assert mask("abc 123 zza", index) == "abc 123 zza"
+    assert filtered("%s and %s", API_KEY, API_KEY[:-1], secrets=(API_KEY,)) == f"*** and {API_KEY[:-1]}"
+
+
+@pytest.mark.parametrize("count", [3, 500])  # few heads (found with str.find) and many (one scan)
+def test_every_secret_is_found_however_many_there_are(count: int) -> None:
+    keys = [f"k{n:03d}-{uuid.uuid4().hex}" for n in range(count)]
+    index = SecretIndex(keys)
+    for key in (keys[0], keys[-1]):
+        assert mask(f"a {key} b {key}", index) == "a *** b ***"
+    assert mask("k000-not-a-key k", index) == "k000-not-a-key k"
+
+
+def test_an_owner_masks_exactly_what_it_publishes_until_it_withdraws_it() -> None:
+    one, two = object(), object()
+    first, second = f"sk-first-{uuid.uuid4().hex}", f"sk-second-{uuid.uuid4().hex}"
+    try:
+        mask_secrets(one, [first, second])
+        mask_secrets(two, [second])
+        assert filtered("%s %s", first, second) == "*** ***"
+        mask_secrets(one, [second])  # replaced: the first is not masked any more
+        assert filtered("%s %s", first, second) == f"{first} ***"
+        mask_secrets(one, ())
+        assert filtered("%s", second) == "***"  # still published by the other owner
+        mask_secrets(two, ())
+        assert filtered("%s", second) == second
+        assert filtered("%s", second, secrets=(second,)) == "***"  # the operator's: always masked
+        assert first not in masked_secrets() and second not in masked_secrets()
+    finally:
+        mask_secrets(one, ())
+        mask_secrets(two, ())
+
+
+def test_masking_work_per_record_does_not_grow_with_the_number_of_secrets() -> None:
+    # Keys of one service look alike: same prefix, same length. 100,000 of them masked at once.
+    keys = [f"sk-proj-{uuid.uuid4().hex}" for _ in range(100_000)]
+    message = f"GET /v1/models with sk-proj-{'x' * 32} failed for {keys[77_777]}, sk-proj- retried"
+    work = {}
+    owner = object()
+    try:
+        for count in (10, 100_000):
+            mask_secrets(owner, [*keys[:count], keys[77_777]])
+            index = masked_secrets()
+            before = index.lookups
+            line = filtered("%s", message)
+            work[count] = index.lookups - before
+            assert line == message.replace(keys[77_777], "***")
+            assert filtered("%s", keys[count - 1]) == "***"  # each of them is masked
+    finally:
+        mask_secrets(owner, ())
+    assert work[10] == work[100_000] <= 4  # a set lookup per place a key's head occurs, that is all
+
+
+def test_secrets_can_be_published_while_other_threads_log() -> None:
+    owner = object()
+    secret = f"sk-threads-{uuid.uuid4().hex}"
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def log_lines() -> None:
+        while not stop.is_set():
+            try:
+                line = filtered("using %s", secret)
+                assert line in (f"using {secret}", "using ***")
+            except BaseException as exc:  # noqa: BLE001 -- any failure in a thread is the test's
+                failures.append(exc)
+                return
+
+    threads = [threading.Thread(target=log_lines) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for n in range(200):
+            mask_secrets(owner, [secret, f"sk-other-{n:04d}"] if n % 2 else [])
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        mask_secrets(owner, ())
+    assert not failures
+
+
+# -- servers' keys: masked once accepted, while in use ------------------------------------------------
+SERVER_KEY = "sk-server-key-0123456789abcdef"
+NEW_KEY = "sk-server-key-fedcba9876543210"
+
+
+@pytest.fixture
+async def core(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Core[QuietChat]]:
+    fake_service.api_keys.update({SERVER_KEY, NEW_KEY})
+    settings = Settings(
+        discord_token=Secret("discord-token-not-used-here"),
+        gen_api_base_url=fake_service.base_url,
+        gen_api_key=Secret(fake_service.api_key),
+        gen_retry_max=2,
+        gen_backoff_base=0.01,
+        gen_backoff_max=0.05,
+        database_path=tmp_path / "data" / "framecast.sqlite3",
+        shutdown_timeout=2.0,
+        key_encryption_secret=Secret(Fernet.generate_key().decode("ascii")),
+    )
+    opened = await asyncio.wait_for(Core.open(settings, reporter=lambda **_: QuietChat()), 20)
+
+    async def model_list_read() -> None:
+        # The operator's model list is read in the background at start (no event to wait on).
+        while opened.models.catalog is None:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(model_list_read(), 20)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def test_a_refused_key_is_never_masked_so_an_admins_word_still_appears_in_logs(
+    core: Core[QuietChat],
+) -> None:
+    for word in ("guild", "error", "Traceback"):
+        outcome = await core.admins.set_key(1, 77, word)
+        assert outcome.result is KeySetResult.REFUSED
+        assert filtered("guild 1: error in job 5\nTraceback") == "guild 1: error in job 5\nTraceback"
+    assert not any(word in masked_secrets() for word in ("guild", "error", "Traceback"))
+
+
+async def test_an_accepted_key_is_masked_while_it_is_stored_until_it_is_replaced_or_removed(
+    core: Core[QuietChat],
+) -> None:
+    admins, accounts = core.admins, core.accounts
+    assert (await admins.set_key(1, 77, SERVER_KEY)).result is KeySetResult.SAVED
+    assert filtered("key %s", SERVER_KEY) == "key ***"
+    assert (await admins.set_key(1, 77, NEW_KEY)).result is KeySetResult.SAVED  # replaced
+    assert filtered("%s %s", SERVER_KEY, NEW_KEY) == f"{SERVER_KEY} ***"
+    await admins.remove_key(1, 77)
+    assert filtered("%s", NEW_KEY) == NEW_KEY
+    assert (await admins.set_key(1, 77, SERVER_KEY)).result is KeySetResult.SAVED
+    assert (await admins.set_key(2, 77, NEW_KEY)).result is KeySetResult.SAVED
+    # The service refused it later: it was a real key once, and stays masked while it is stored.
+    await accounts.key_rejected(accounts.for_guild(1))
+    assert filtered("%s %s", SERVER_KEY, NEW_KEY) == "*** ***"
+    await admins.remove_key(1, 77)
+    assert filtered("%s %s", SERVER_KEY, NEW_KEY) == f"{SERVER_KEY} ***"
+    await core.close()
+    assert filtered("%s", NEW_KEY) == NEW_KEY  # nothing outlives the accounts
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        (401, {"error": {"message": f"the key {SERVER_KEY} is not valid"}}, None),
+        (400, {"error": {"message": f"bad key {SERVER_KEY}"}}, None),
+        (503, f"upstream failed for {SERVER_KEY}", None),
+        (429, {"error": {"message": f"slow down, {SERVER_KEY}"}}, {"Retry-After": "0"}),
+        (200, f"not json {SERVER_KEY}", None),
+        (200, {"data": f"no list but {SERVER_KEY}"}, None),
+    ],
+    ids=["401", "400", "503", "429", "broken-json", "not-a-list"],
+)
+async def test_a_typed_key_never_reaches_a_log_while_it_is_checked(
+    core: Core[QuietChat],
+    fake_service: FakeService,
+    caplog: pytest.LogCaptureFixture,
+    answer: tuple[int, object, dict[str, str] | None],
+) -> None:
+    # No filter knows the key while it is checked: whatever the service says, nothing may log it.
+    fake_service.scripted = [answer] * 3
+    with caplog.at_level(logging.DEBUG):
+        outcome = await core.admins.set_key(1, 77, SERVER_KEY)
+    assert outcome.result is not KeySetResult.SAVED and SERVER_KEY not in masked_secrets()
+    assert {r.status for r in fake_service.requests if r.key == SERVER_KEY} == {answer[0]}
+    logged = [r.getMessage() for r in caplog.records]
+    logged += [logging.Formatter().formatException(r.exc_info) for r in caplog.records if r.exc_info]
+    assert not any(SERVER_KEY in text for text in logged)

@@ -126,11 +126,14 @@ REASON_KEYS: dict[ErrorCode, str] = {
     ErrorCode.INTERNAL: "reason_internal",
     ErrorCode.GUILD_KEY_REJECTED: "reason_guild_key_rejected",
     ErrorCode.KEY_REMOVED: "reason_key_removed",
+    ErrorCode.GUILD_KEY_UNREADABLE: "reason_guild_key_unreadable",
+    ErrorCode.MODEL_GONE: "reason_model_gone",
 }
 #: Failures that quote the service's own words, when the service gave none.
 REASON_KEYS_WITHOUT_DETAIL: dict[ErrorCode, str] = {
     ErrorCode.REJECTED: "reason_rejected_unknown",
     ErrorCode.TASK_FAILED: "reason_task_failed_unknown",
+    ErrorCode.MODEL_GONE: "reason_model_gone_unknown",  # no model of the kind is known now
 }
 #: "Not media" names what was expected.
 _NOT_MEDIA_KEYS = {JobKind.VIDEO: "reason_not_media_video", JobKind.IMAGE: "reason_not_media_image"}
@@ -147,7 +150,8 @@ def failure_reason(job: Job, *, poll_timeout: float) -> str:
         key = REASON_KEYS_WITHOUT_DETAIL[code]
     else:
         key = REASON_KEYS[code]
-    return t(key, job.locale, detail=detail, minutes=max(1, round(poll_timeout / 60)))
+    model = as_text(str(job.params.get("model", "")))  # an id the member picked: shown literally
+    return t(key, job.locale, detail=detail, minutes=max(1, round(poll_timeout / 60)), model=model)
 
 
 def settings_line(job: Job) -> str:

@@ -33,7 +33,7 @@ from framecast.guilds.settings import GuildSettings, KeyStatus, Policy, Setting,
 from framecast.jobs import JobKind, presets
 from framecast.keys.accounts import Accounts, KeyCheck
 from framecast.keys.vault import KeyVault, KeyVaultState, last4
-from framecast.logsetup import SECRET_INPUT_MARK, add_secret
+from framecast.logsetup import SECRET_INPUT_MARK
 from framecast.service.model_list import ModelCache
 from framecast.storage import Store
 
@@ -75,7 +75,10 @@ class KeyLine(StrEnum):
     NO_SECRET = "no_secret"  # no KEY_ENCRYPTION_SECRET: nothing can be stored encrypted
     NONE = "none"  # the operator's key is used
     SET = "set"  # the server's own key is used
-    REFUSED = "refused"  # the service refused the server's key (or it cannot be decrypted any more)
+    REFUSED = "refused"  # the service refused the server's key
+    #: A key is stored but this bot cannot decrypt it (KEY_ENCRYPTION_SECRET changed or unset): the
+    #: server's jobs are refused until an admin sets it again (or removes it: the operator's key).
+    UNREADABLE = "unreadable"
 
 
 @dataclass(frozen=True)
@@ -317,9 +320,12 @@ class Admins:
         state = self._vault.state
         if state is KeyVaultState.DISABLED:
             return KeyView(KeyLine.DISABLED)
+        stored = await self._store.guild_key(guild_id)
+        if self._accounts.key_unreadable(guild_id):
+            # Before NO_SECRET: with the secret removed, what matters is that its jobs are refused.
+            return KeyView(KeyLine.UNREADABLE, stored.last4 if stored is not None else "")
         if state is KeyVaultState.NO_SECRET:
             return KeyView(KeyLine.NO_SECRET)
-        stored = await self._store.guild_key(guild_id)
         status = self._accounts.guild_key_state(guild_id)
         if status is None or stored is None:
             return KeyView(KeyLine.NONE)
@@ -428,10 +434,12 @@ class Admins:
     async def set_key(self, guild_id: int, by: int, key: str) -> KeySet:
         """Check `key` with one model-list call; when the service accepts it, store it encrypted.
 
-        The key is masked in every log from the moment it arrives, before anything could log it.
+        The check's request is charged to the key's own budget, the one its account then spends.
+        Only an accepted key is masked in the logs (from when it is stored, while it is in use):
+        masking whatever an admin types would let them blank any word out of the operator's logs.
+        Until then nothing logs it (the service client scrubs its own key from what it says).
         """
         key = key.strip()
-        add_secret(key)
         shown = last4(key)
         availability = self.key_availability()
         if availability is KeyAvailability.DISABLED:

@@ -34,6 +34,7 @@ from framecast.app.admins import Admins
 from framecast.app.chat import ChatSide, ChatSideFactory
 from framecast.app.intake import Intake, Limits
 from framecast.app.members import Members
+from framecast.app.model_renames import ModelRenames
 from framecast.app.settings_book import SettingsBook
 from framecast.clock import Clock, SystemClock
 from framecast.config import Settings
@@ -180,15 +181,9 @@ class Core(Generic[R]):
             )
             chat = reporter(store=store, positions=queues, estimates=accounts, clock=clock, metrics=metrics)
             undo.push_async_callback(chat.close)
-            runner = JobRunner(
-                store=store,
-                reporter=chat,
-                clock=clock,
-                settings=_runner_settings(s),
-                results_dir=s.database_path.parent / "results",
-                accounts=accounts,
-                metrics=metrics,
-            )
+            ceilings = Ceilings.from_settings(s)
+            # The servers' settings: cached here, changed only through the book's one writer.
+            book = SettingsBook(store, ceilings, guild_settings)
             # Every unfinished job is held by one process through a lease (several processes on one
             # PostgreSQL store); with one process the leases are simply always ours.
             leases = Leases(
@@ -197,6 +192,19 @@ class Core(Generic[R]):
                 lease_seconds=s.lease_seconds,
                 clock=clock,
                 serves=serves_guild(s),
+            )
+            runner = JobRunner(
+                store=store,
+                reporter=chat,
+                clock=clock,
+                settings=_runner_settings(s),
+                results_dir=s.database_path.parent / "results",
+                accounts=accounts,
+                metrics=metrics,
+                # A create refused for a model the service renamed: one fresh list, the one model rule.
+                models=ModelRenames(models, book.policy),
+                # A process paused past its leases must not go on with jobs another one took over.
+                leases=leases,
             )
             scheduler = Scheduler(
                 store=store,
@@ -207,9 +215,6 @@ class Core(Generic[R]):
                 clock=clock,
                 leases=leases,
             )
-            ceilings = Ceilings.from_settings(s)
-            # The servers' settings: cached here, changed only through the book's one writer.
-            book = SettingsBook(store, ceilings, guild_settings)
             intake = Intake(
                 store=store,
                 scheduler=scheduler,
@@ -222,6 +227,7 @@ class Core(Generic[R]):
                 clock=clock,
                 quota_period=s.quota_period,
                 key_state=accounts.guild_key_state,
+                key_unreadable=accounts.key_unreadable,
             )
             # The intake's in-memory limit counts follow every committed change of a job.
             store.subscribe(intake.observe)

@@ -101,7 +101,8 @@ class Intake:
 
     ``policy_for(guild_id)`` gives a guild's effective :class:`Policy` (from memory: it is called
     before the interaction is acknowledged); without it every guild gets the fixed ``limits``.
-    ``key_state(guild_id)`` says whether the guild's own API key was rejected by the service.
+    ``key_state(guild_id)`` says whether the guild's own API key was rejected by the service, and
+    ``key_unreadable(guild_id)`` whether its stored key cannot be decrypted here.
     ``clock`` and ``quota_period`` place the daily quota windows (see :func:`quota_window`).
     """
 
@@ -115,6 +116,7 @@ class Intake:
         clock: Clock | None = None,
         quota_period: float = 86400.0,
         key_state: Callable[[int], KeyStatus | None] | None = None,
+        key_unreadable: Callable[[int], bool] | None = None,
     ) -> None:
         self._store = store
         self._scheduler = scheduler
@@ -124,6 +126,7 @@ class Intake:
         quota_window(0.0, quota_period)  # refuses a period that is not a positive number, now
         self._quota_period = quota_period
         self._key_state = key_state
+        self._key_unreadable = key_unreadable
         self._index = _ActiveIndex()
 
     def policy(self, guild_id: int) -> Policy:
@@ -154,10 +157,13 @@ class Intake:
     def precheck(self, who: Requester, kind: JobKind | None = None) -> None:
         """Refuse at once, from memory, what the guild's policy forbids (no I/O: safe before ack).
 
-        In order: the guild's own key was rejected; the channel is not one of the allowed ones
+        In order: the guild's stored key cannot be decrypted (never the operator's key instead); the
+        guild's own key was rejected; the channel is not one of the allowed ones
         (a thread counts as its parent channel); the server is NSFW-only and the channel is not
         age-restricted; a daily quota of 0 for ``kind``; the member limit; the guild's queue cap.
         """
+        if self._key_unreadable is not None and self._key_unreadable(who.guild_id):
+            raise IntakeError(IntakeProblem.GUILD_KEY_UNREADABLE)
         if self._key_state is not None and self._key_state(who.guild_id) is KeyStatus.REJECTED:
             raise IntakeError(IntakeProblem.GUILD_KEY_REJECTED)
         policy = self.policy(who.guild_id)

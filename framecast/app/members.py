@@ -23,7 +23,14 @@ from typing import Any, Protocol
 
 from framecast.app.intake import Intake, Requester
 from framecast.app.model_choice import ModelChoice, ModelSource, choose_model
-from framecast.app.queue_view import RUNNING_STATES, QueueRow, QueueView, order_rows
+from framecast.app.queue_view import (
+    RUNNING_STATES,
+    PromptHidden,
+    QueueRow,
+    QueueView,
+    QueueViewer,
+    order_rows,
+)
 from framecast.app.requests import FormInput, JobOptions, options_from_form, options_of
 from framecast.clock import Clock
 from framecast.guilds.settings import Policy
@@ -54,8 +61,10 @@ __all__ = [
     # What the members' use cases take and return, from the modules that hold them:
     "FormInput",
     "JobOptions",
+    "PromptHidden",
     "QueueRow",
     "QueueView",
+    "QueueViewer",
     "RUNNING_STATES",
     "order_rows",
     "options_from_form",
@@ -395,8 +404,12 @@ class Members:
             poll_timeout=self._poll_timeout,
         )
 
-    async def show_queue(self, guild_id: int, viewer: int) -> QueueView:
-        """/queue: the server's running and queued jobs in order, `viewer`'s own marked."""
+    async def show_queue(self, guild_id: int, viewer: QueueViewer) -> QueueView:
+        """/queue: the server's running and queued jobs in order, `viewer`'s own marked.
+
+        Every job keeps its place and is counted; another member's prompt is shown only where
+        `viewer` could read it (:meth:`QueueViewer.hides`).
+        """
         rows = order_rows(
             await self._store.active(),
             guild_id,
@@ -404,7 +417,7 @@ class Members:
             estimate=self._estimate_or_none,
             viewer=viewer,
         )
-        return QueueView(rows=tuple(rows), viewer=viewer, now=self._clock.time())
+        return QueueView(rows=tuple(rows), viewer=viewer.user_id, now=self._clock.time())
 
     def _estimate_or_none(self, job: Job) -> Estimate | None:
         try:

@@ -22,11 +22,15 @@ __all__ = [
     "ModelSource",
     "check_model",
     "choose_model",
+    "model_after_refusal",
+    "models_listing",
     "server_default_usable",
 ]
 
 #: At most this many model ids are listed when a pick is refused (a message holds 2000 characters).
 LISTED_MODELS = 15
+#: At most this many characters of model ids name the models offered now in a failed job's reason.
+LISTING_CHARS = 280
 
 
 class ModelSource(StrEnum):
@@ -101,3 +105,40 @@ def choose_model(
     # From the configuration or the service's own list (also when the service dropped the server's
     # default model): no member to refuse.
     return ModelChoice(operator_default, ModelSource.OPERATOR_DEFAULT)
+
+
+def models_listing(listed: Sequence[str]) -> tuple[str, ...]:
+    """The models named when a job's model is gone: /models' list in its order, whole ids only,
+    at most :data:`LISTED_MODELS` of them in :data:`LISTING_CHARS` characters (``", "``-separated)."""
+    shown: list[str] = []
+    used = 0
+    for model in listed[:LISTED_MODELS]:
+        used += len(model) + (2 if shown else 0)
+        if used > LISTING_CHARS:
+            break
+        shown.append(model)
+    return tuple(shown)
+
+
+def model_after_refusal(
+    failed: str,
+    source: ModelSource,
+    *,
+    server_default: str | None,
+    operator_default: str,
+    listed: Sequence[str],
+) -> str | None:
+    """The model a job tries once more after the service refused `failed` as unknown, or ``None``.
+
+    `listed` is the service's list read again after the refusal. ``None`` when the list does not
+    bear the refusal out (`failed` is still listed, or nothing is known), when the member picked
+    `failed` (a pick is never swapped behind their back), or when the rule picks `failed` again.
+    Otherwise a default job gets what :func:`choose_model` gives a job with no pick now: the
+    server's default while listed, else the operator's (the newest of its family the service lists).
+    """
+    if not listed or failed in listed or source is ModelSource.PICKED:
+        return None
+    chosen = choose_model(
+        None, server_default=server_default, operator_default=operator_default, listed=listed
+    ).model
+    return chosen if chosen != failed else None

@@ -27,6 +27,7 @@ class IntakeProblem(StrEnum):
     PROMPT_BLOCKED = "prompt_blocked"  # no params: the blocked term is never echoed
     DAILY_QUOTA = "daily_quota"  # params: kind (JobKind), limit, resets_at (epoch seconds)
     GUILD_KEY_REJECTED = "guild_key_rejected"  # the server's own key was refused; an admin must replace it
+    GUILD_KEY_UNREADABLE = "guild_key_unreadable"  # stored key undecryptable: an admin sets it again
 
 
 class IntakeError(Exception):

@@ -1,29 +1,89 @@
-"""What /queue shows: a server's unfinished jobs in order, each with its place and estimate."""
+"""What /queue shows: a server's unfinished jobs in order, each with its place and estimate.
+
+A member sees every job's place, but another member's prompt only where Discord would show them
+that prompt's message: in a channel they can read, and an age-restricted channel's prompt only
+when they ask from an age-restricted channel. :class:`QueueViewer` carries what the chat side knows
+of the viewer; :meth:`QueueViewer.hides` is the rule, here and nowhere else.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from framecast.jobs import Job, JobState
 from framecast.planner.estimate import Estimate
 
-__all__ = ["RUNNING_STATES", "QueueRow", "QueueView", "order_rows"]
+__all__ = ["RUNNING_STATES", "PromptHidden", "QueueRow", "QueueView", "QueueViewer", "order_rows"]
 
 #: States in which a job holds (or is about to hold, or just left) a task on the service.
 RUNNING_STATES = (JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING)
 
+#: The job parameters a hidden row leaves out (the member's own words).
+_PRIVATE_PARAMS = frozenset({"prompt"})
+
+
+class PromptHidden(StrEnum):
+    """Why /queue does not show a job's prompt to the member who asks."""
+
+    #: The job's channel (or thread) is not one the viewer can read, or is not known to the chat side.
+    CHANNEL_NOT_READABLE = "channel_not_readable"
+    #: The job's channel is age-restricted, and /queue was used outside an age-restricted channel.
+    AGE_RESTRICTED = "age_restricted"
+
+
+@dataclass(frozen=True)
+class QueueViewer:
+    """The member asking for /queue, and what the chat side knows of the channels around them.
+
+    `readable_channels`: the channels and threads of the server whose messages the viewer can read
+    (any other channel counts as unreadable, an unknown one included). `age_restricted_channels`:
+    those of them that are age-restricted (a thread as its parent). `in_age_restricted`: /queue
+    was used in an age-restricted channel (or a thread of one).
+    """
+
+    user_id: int
+    readable_channels: frozenset[int] = frozenset()
+    age_restricted_channels: frozenset[int] = frozenset()
+    in_age_restricted: bool = False
+
+    def hides(self, job: Job) -> PromptHidden | None:
+        """Why `job`'s prompt is not shown to this viewer, or None when it is.
+
+        The viewer's own jobs are always shown. An unreadable channel is the reason given before
+        the age restriction, so a hidden row never tells what kind of channel the viewer cannot see.
+        """
+        if job.user_id == self.user_id:
+            return None
+        if job.channel_id not in self.readable_channels:
+            return PromptHidden.CHANNEL_NOT_READABLE
+        if job.channel_id in self.age_restricted_channels and not self.in_age_restricted:
+            return PromptHidden.AGE_RESTRICTED
+        return None
+
 
 @dataclass(frozen=True)
 class QueueRow:
-    """One job as /queue shows it: its place (None while running) and what is estimated of it."""
+    """One job as /queue shows it: its place (None while running) and what is estimated of it.
+
+    In a row whose prompt is hidden (`hidden` says why), the job carries no prompt at all.
+    """
 
     job: Job
     position: int | None
     estimate: Estimate | None
     #: The job is the viewer's own.
     mine: bool = False
+    #: Why the prompt is not shown to this viewer; None when it is.
+    hidden: PromptHidden | None = None
+
+    @property
+    def prompt(self) -> str | None:
+        """The prompt the viewer may see; None when it is hidden."""
+        return None if self.hidden is not None else self.job.prompt
 
 
 @dataclass(frozen=True)
@@ -52,10 +112,11 @@ def order_rows(
     *,
     position: Callable[[int], int | None],
     estimate: Callable[[Job], Estimate | None],
-    viewer: int | None = None,
+    viewer: QueueViewer,
 ) -> list[QueueRow]:
     """This server's unfinished jobs in the order /queue shows them: running (oldest start first),
-    then queued by their place in the queue; `viewer`'s own jobs are marked."""
+    then queued by their place in the queue; `viewer`'s own jobs are marked, and the prompts
+    `viewer` may not see are left out (the row keeps its place and is counted)."""
     mine = [job for job in jobs if job.guild_id == guild_id]
     running = sorted(
         (job for job in mine if job.state in RUNNING_STATES),
@@ -65,6 +126,15 @@ def order_rows(
         ((job, position(job.id)) for job in mine if job.state is JobState.QUEUED),
         key=lambda pair: (pair[1] if pair[1] is not None else math.inf, pair[0].id),
     )
-    return [QueueRow(job, None, estimate(job), job.user_id == viewer) for job in running] + [
-        QueueRow(job, place, estimate(job), job.user_id == viewer) for job, place in queued
+    return [_row(job, None, estimate(job), viewer) for job in running] + [
+        _row(job, place, estimate(job), viewer) for job, place in queued
     ]
+
+
+def _row(job: Job, place: int | None, estimate: Estimate | None, viewer: QueueViewer) -> QueueRow:
+    hidden = viewer.hides(job)
+    if hidden is not None:
+        # Not only unshown but absent: no later renderer can leak what this viewer may not read.
+        params = {key: value for key, value in job.params.items() if key not in _PRIVATE_PARAMS}
+        job = dataclasses.replace(job, params=params, discord={})
+    return QueueRow(job, place, estimate, job.user_id == viewer.user_id, hidden)

@@ -6,24 +6,21 @@ to some channels or to age-restricted ones, and keep a prompt blocklist. This mo
 I/O, no Discord. The store persists :class:`GuildSettings` as JSON; :func:`resolve` turns them and
 the :class:`Ceilings` into the :class:`Policy` the intake enforces.
 
-Blocklist matching (:func:`blocked_term`) is case- and accent-insensitive for the alphabets where
-accents are decoration (Latin, Greek, Cyrillic), matches substrings in scripts written without
-spaces (Chinese, Japanese, Thai, ...), and whole words elsewhere, Hindi included, where vowel signs
-are part of the word and are kept.
+Blocklist matching (:func:`blocked_term`) lives in :mod:`framecast.guilds.blocklist` and is
+re-exported here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import math
-import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from framecast.guilds.blocklist import blocked_term, term_key
 from framecast.jobs import JobKind, presets
 from framecast.service.model_list import is_model_id
 
@@ -364,7 +361,7 @@ def _check_blocklist(value: Any) -> tuple[str, ...]:
         term = " ".join(item.split())  # what the admin typed, white space tidied
         if len(term) > MAX_TERM_CHARS:
             raise SettingsError(SettingsProblem.TERM_TOO_LONG, max=MAX_TERM_CHARS)
-        folded, _ = _term_form(term)
+        folded = term_key(term)
         if not folded or folded in seen:
             # A term that folds to nothing would match everything; a repeat adds nothing.
             continue
@@ -389,149 +386,3 @@ def quota_window(now: float, period: float) -> tuple[float, float]:
         raise ValueError("quota period must be a positive number of seconds")
     start = math.floor(now / period) * period
     return start, start + period
-
-
-# ---------------------------------------------------------------------- blocklist matching
-
-
-# Scripts written without spaces between words: a term in them is matched as a substring, since
-# there are no word boundaries to look for. (start, end) code point ranges, inclusive.
-_UNSPACED_RANGES: tuple[tuple[int, int], ...] = (
-    (0x0E00, 0x0E7F),  # Thai
-    (0x0E80, 0x0EFF),  # Lao
-    (0x0F00, 0x0FFF),  # Tibetan
-    (0x1000, 0x109F),  # Myanmar
-    (0x1100, 0x11FF),  # Hangul Jamo
-    (0x1780, 0x17FF),  # Khmer
-    (0x19E0, 0x19FF),  # Khmer symbols
-    (0x2E80, 0x2FDF),  # CJK and Kangxi radicals
-    (0x3005, 0x3007),  # ideographic iteration mark, closing mark, number zero
-    (0x3021, 0x3029),  # Hangzhou numerals
-    (0x3038, 0x303B),
-    (0x3040, 0x30FF),  # Hiragana, Katakana
-    (0x3130, 0x318F),  # Hangul compatibility Jamo
-    (0x31F0, 0x31FF),  # Katakana phonetic extensions
-    (0x3400, 0x4DBF),  # CJK extension A
-    (0x4E00, 0x9FFF),  # CJK unified ideographs
-    (0xA960, 0xA97F),  # Hangul Jamo extended A
-    (0xA9E0, 0xA9FF),  # Myanmar extended B
-    (0xAA60, 0xAA7F),  # Myanmar extended A
-    (0xAC00, 0xD7FF),  # Hangul syllables, Jamo extended B
-    (0xF900, 0xFAFF),  # CJK compatibility ideographs
-    (0xFF66, 0xFF9F),  # halfwidth Katakana (NFKD widens them anyway)
-    (0x1B000, 0x1B16F),  # Kana supplement and extensions
-    (0x20000, 0x3FFFF),  # CJK extensions B and later
-)
-# The alphabets whose combining marks are accents or vowel points a member may or may not type
-# (é ~ e, Ü ~ u; Arabic harakat and Hebrew points, left out in everyday writing: كَلْب ~ كلب).
-# Elsewhere (Devanagari vowel signs, Japanese voicing marks...) marks are kept: dropping them
-# would make different words equal (काम "work" and कम "less").
-_ACCENTED_ALPHABETS = ("LATIN", "GREEK", "CYRILLIC", "ARABIC", "HEBREW")
-# Marks that only pick a glyph's presentation (variation selectors, the combining grapheme joiner,
-# Mongolian free variation selectors): invisible, so a prompt cannot hide a term behind them.
-_IGNORABLE_MARKS = frozenset(
-    [*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0), 0x034F, 0x180B, 0x180C, 0x180D, 0x180F]
-)
-_ZERO_WIDTH_SPACE = "\u200b"
-
-
-def _unspaced(ch: str) -> bool:
-    code = ord(ch)
-    return any(lo <= code <= hi for lo, hi in _UNSPACED_RANGES)
-
-
-@functools.lru_cache(maxsize=4096)
-def _accented_base(ch: str) -> bool:
-    """Whether combining marks after ``ch`` are droppable accents."""
-    return unicodedata.name(ch, "").startswith(_ACCENTED_ALPHABETS)
-
-
-def _is_mark(ch: str) -> bool:
-    return unicodedata.category(ch)[0] == "M"
-
-
-def _word_char(ch: str) -> bool:
-    return unicodedata.category(ch)[0] in "LMN"
-
-
-def _fold(text: str) -> str:
-    """The matching form of ``text``: caseless, accentless for Latin/Greek/Cyrillic (and Arabic and
-    Hebrew vowel points), presentation selectors dropped, spaces folded.
-
-    NFKD + casefold + NFKD (the canonical caseless match recipe; NFKD also maps full-width and
-    compatibility forms to plain ones), then combining marks are dropped only after Latin, Greek,
-    Cyrillic, Arabic and Hebrew letters (variation selectors everywhere), and the result is NFC so that whatever marks remain (Indic vowel signs)
-    have one form on both sides. Format characters (zero-width joiners, bidi controls, soft
-    hyphens) are dropped, except the zero-width space which separates words like a space.
-    """
-    decomposed = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
-    out: list[str] = []
-    drop_marks = False
-    for ch in decomposed:
-        if _is_mark(ch):
-            if not drop_marks and ord(ch) not in _IGNORABLE_MARKS:
-                out.append(ch)
-            continue
-        if ch == _ZERO_WIDTH_SPACE or ch.isspace():
-            out.append(" ")
-        elif unicodedata.category(ch) in ("Cf", "Cc"):
-            continue  # invisible: neither a letter nor a boundary
-        else:
-            out.append(ch)
-        drop_marks = _accented_base(ch)
-    return unicodedata.normalize("NFC", _collapse_spaces("".join(out)))
-
-
-def _collapse_spaces(text: str) -> str:
-    # Phrases match whatever white space separates their words.
-    return " ".join(part for part in text.split(" ") if part)
-
-
-@functools.lru_cache(maxsize=1024)
-def _term_form(term: str) -> tuple[str, bool]:
-    """``(folded term, substring match?)`` for one blocklist term; ``""`` if it holds nothing to match.
-
-    A term of nothing but marks, spaces and invisible characters would match almost anywhere (or
-    nowhere sensible): it folds to ``""``. Emoji and symbols are kept: "🍆" is a fair term.
-    """
-    folded = _fold(term)
-    if not any(unicodedata.category(ch)[0] not in "MZC" for ch in folded):
-        return "", False
-    return folded, any(_unspaced(ch) for ch in folded)
-
-
-def _occurs_as_word(needle: str, haystack: str) -> bool:
-    start = haystack.find(needle)
-    while start >= 0:
-        end = start + len(needle)
-        before_ok = start == 0 or not _word_char(haystack[start - 1])
-        after_ok = end == len(haystack) or not _word_char(haystack[end])
-        if before_ok and after_ok:
-            return True
-        start = haystack.find(needle, start + 1)
-    return False
-
-
-def blocked_term(prompt: str, blocklist: Iterable[str]) -> str | None:
-    """The first term of ``blocklist`` (as stored) that occurs in ``prompt``, or None.
-
-    Both sides are folded (see :func:`_fold`). A term containing characters of a script written
-    without spaces (Han, Hiragana, Katakana, Hangul, Thai, Lao, Khmer, Myanmar, Tibetan) matches
-    anywhere; any other term matches whole words or phrases only (no letter, mark or digit right
-    before or after it), so "ass" does not block "class" and "राम" does not block "रामायण".
-    Never raises for any text.
-    """
-    terms = tuple(blocklist)
-    if not terms:
-        return None
-    haystack = _fold(prompt)
-    for term in terms:
-        needle, substring = _term_form(term)
-        if not needle:
-            continue  # folds to nothing: would match everywhere
-        if substring:
-            if needle in haystack:
-                return term
-        elif _occurs_as_word(needle, haystack):
-            return term
-    return None

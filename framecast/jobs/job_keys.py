@@ -51,6 +51,10 @@ class JobAccounts(Protocol):
         """
         ...
 
+    def key_unreadable(self, guild_id: int) -> bool:
+        """The guild's stored key cannot be decrypted: its jobs not yet created fail, never on another key."""
+        ...
+
     def bind(self, job_id: int, account: KeyAccount) -> None:
         """The runner works on the job with `account` (kept open until :meth:`unbind`)."""
         ...

@@ -16,6 +16,17 @@ freshly accepted job has no lease at all, and taking it then (even in the proces
 would queue it twice; a lease that really lapsed is always at least that old. A job of a guild this
 process does not serve (another shard's) is taken over only once its lease has lapsed *and* it has
 not changed for a whole lease, so its own shard's process gets the first chance at it.
+
+**Fencing.** A process paused past its leases (a stalled loop, a long pause, ``SIGSTOP``) finds on
+waking that another process took its jobs over. It must then let go before it spends a single
+request on them, whatever order its renewal timer and its job tasks wake up in. So the runner asks
+:meth:`Leases.holds` before every step that sends a request (the create, each poll, the download)
+and before a delivery. The answer needs no I/O while the lease this process last wrote still has a
+third of a lease to run (nobody may take a lease before it lapses, and a check is followed at
+once by its request); past that, the store is asked, by renewing the lease with the same
+compare-and-set a takeover uses, so exactly one process holds it afterwards. A lost lease is not
+an error: the runner raises :class:`LeaseLost`, the scheduler drops the job quietly, and the new
+owner carries on from the job's stored state.
 """
 
 from __future__ import annotations
@@ -28,7 +39,7 @@ from typing import Protocol
 from framecast.clock import Clock
 from framecast.jobs import Job, JobNotFound
 
-__all__ = ["LeaseStore", "Leases"]
+__all__ = ["LeaseCheck", "LeaseLost", "LeaseStore", "Leases", "check_held"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +62,31 @@ class LeaseStore(Protocol):
         ...
 
 
+class LeaseLost(Exception):
+    """Raised inside a job's runner when another process now holds the job: this one lets it go.
+
+    Expected, not an error: the job keeps its stored state and its new owner finishes it.
+    """
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id}: another process holds its lease now")
+        self.job_id = job_id
+
+
+class LeaseCheck(Protocol):
+    """What the runner asks before a step that spends a request (:class:`Leases` implements it)."""
+
+    async def holds(self, job_id: int) -> bool:
+        """Whether this process still holds the job's lease (renewing it if it must ask the store)."""
+        ...
+
+
+async def check_held(leases: LeaseCheck | None, job_id: int) -> None:
+    """Raise :class:`LeaseLost` unless this process still holds the job (always, without leases)."""
+    if leases is not None and not await leases.holds(job_id):
+        raise LeaseLost(job_id)
+
+
 class Leases:
     """This process's leases (see the module docstring)."""
 
@@ -70,6 +106,8 @@ class Leases:
         self._clock = clock
         self._serves = serves or (lambda _guild: True)
         self._held: set[int] = set()
+        # Job id -> the lease_until this process last wrote for it (its clock's epoch seconds).
+        self._until: dict[int, float] = {}
         self._adopt: Callable[[Job], Awaitable[None]] | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -87,17 +125,43 @@ class Leases:
 
     async def take(self, job: Job) -> bool:
         """Claim `job` for this process; False when another live process holds it."""
-        try:
-            ok = await self._store.claim(job.id, self.owner, self._clock.time() + self._lease)
-        except JobNotFound:
+        return await self._claim(job.id, self._clock.time() + self._lease, take=True)
+
+    async def holds(self, job_id: int) -> bool:
+        """Whether this process still holds the job's lease: asked before a step that spends a request.
+
+        No I/O while the lease last written here has over a third of a lease to run. Past that
+        (this process was paused, or its renewals are late) the store decides: the lease is renewed
+        if it is still ours or lapsed untaken, and found lost if another process took it (or the job
+        ended). A lost lease is dropped here, so the renewal loop stops renewing it.
+        """
+        if job_id not in self._held:
             return False
-        if ok:
-            self._held.add(job.id)
-        return ok
+        now = self._clock.time()
+        if now + self._lease / 3 < self._until.get(job_id, now):
+            return True
+        if await self._claim(job_id, now + self._lease):
+            return True
+        log.info("job %s: its lease was taken over (or the job ended elsewhere); letting it go", job_id)
+        return False
 
     def done(self, job_id: int) -> None:
         """The job finished here (or left this process): stop renewing it."""
         self._held.discard(job_id)
+        self._until.pop(job_id, None)
+
+    async def _claim(self, job_id: int, until: float, *, take: bool = False) -> bool:
+        """Take (`take`) or renew the lease until `until`; on refusal the job is no longer held here."""
+        try:
+            ok = await self._store.claim(job_id, self.owner, until)
+        except JobNotFound:
+            ok = False
+        if not ok:
+            self.done(job_id)
+        elif take or job_id in self._held:  # a renewal does not bring back a job that meanwhile left
+            self._held.add(job_id)
+            self._until[job_id] = until
+        return ok
 
     def start(self, adopt: Callable[[Job], Awaitable[None]]) -> None:
         """Start renewing, and hand lapsed jobs to `adopt` (the scheduler's)."""
@@ -127,12 +191,8 @@ class Leases:
         """Extend every lease this process holds (a job found finished or taken is dropped)."""
         until = self._clock.time() + self._lease
         for job_id in sorted(self._held):
-            try:
-                ok = await self._store.claim(job_id, self.owner, until)
-            except JobNotFound:
-                ok = False
-            if not ok:
-                self._held.discard(job_id)
+            if job_id in self._held:  # a job may have finished while an earlier renewal waited
+                await self._claim(job_id, until)
 
     async def take_over(self) -> list[Job]:
         """Claim the jobs whose lease lapsed and hand them to the scheduler; returns them."""

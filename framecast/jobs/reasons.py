@@ -31,6 +31,8 @@ class ErrorCode(StrEnum):
     INTERNAL = "internal"
     GUILD_KEY_REJECTED = "guild_key_rejected"  # the server's own API key was refused (401)
     KEY_REMOVED = "key_removed"  # the server key that created the task was removed before it finished
+    GUILD_KEY_UNREADABLE = "guild_key_unreadable"  # the server's stored key cannot be decrypted here
+    MODEL_GONE = "model_gone"  # the member's model is no longer offered (detail: the models offered now)
 
     @classmethod
     def parse(cls, value: str | None) -> ErrorCode:

@@ -50,7 +50,9 @@ from framecast.jobs.chat_side import (
 )
 from framecast.jobs.fitting import FitSettings, ResultFitter
 from framecast.jobs.job_keys import JobAccounts, KeyAccount
+from framecast.jobs.leases import LeaseCheck, LeaseLost, check_held
 from framecast.jobs.reasons import ErrorCode, Note
+from framecast.jobs.renamed_models import UnknownModels, next_model
 from framecast.jobs.results import LocalResults
 from framecast.keys.budget import Priority
 from framecast.ops.metrics import Metrics
@@ -63,6 +65,7 @@ from framecast.service.errors import (
     RequestRejected,
     ServiceError,
     ServiceUnavailable,
+    UnknownModel,
 )
 from framecast.storage import Store
 
@@ -120,12 +123,17 @@ class JobRunner:
         results_dir: Path,
         accounts: JobAccounts,
         metrics: Metrics | None = None,
+        models: UnknownModels | None = None,
+        leases: LeaseCheck | None = None,
     ) -> None:
         """`accounts`: which API key runs each job (each key's planner paces polls and learns
         durations). `metrics`: where outcomes, delivery delays and re-encodes are counted (None: not
-        recorded).
+        recorded). `models`: what a job does when the service no longer knows its model (None: it fails).
+        `leases`: before each request, a job taken over elsewhere is let go (:class:`LeaseLost`);
+        None: every job is this process's.
         """
         self._accounts = accounts
+        self._models = models
         self._store = store
         self._reporter = reporter
         self._clock = clock
@@ -148,6 +156,7 @@ class JobRunner:
         # Clock time each job entered DELIVERING in this process: the service had just reported its
         # result. A job restored in DELIVERING has none (the moment was in another process's life).
         self._completed_at: dict[int, float] = {}
+        self._leases = leases
 
     def __repr__(self) -> str:
         return f"<JobRunner critical={sorted(self._critical)} stopping={self._stopping}>"
@@ -191,6 +200,11 @@ class JobRunner:
         Returns the final job. Raises :class:`ShuttingDown` (state kept) or ``CancelledError``.
         """
         account = self._accounts.for_job(job)
+        waiting = job.state in (JobState.QUEUED, JobState.SUBMITTING)
+        if account is None and waiting and self._accounts.key_unreadable(job.guild_id):
+            # Queued before the server's stored key became unreadable (KEY_ENCRYPTION_SECRET changed
+            # or unset): not the operator's key instead; an admin sets the key again.
+            return await self._fail(job.id, ErrorCode.GUILD_KEY_UNREADABLE, None)
         if account is None and not (job.state is JobState.DELIVERING and job.result_local):
             # The server's own key that created the task was removed (and the bot restarted): no
             # other key may poll it, and the operator's key must not silently take over.
@@ -204,7 +218,7 @@ class JobRunner:
             self._accounts.bind(job.id, account)
         try:
             return await self._run(job, account, release_service_slot)
-        except (ShuttingDown, asyncio.CancelledError):
+        except (ShuttingDown, LeaseLost, asyncio.CancelledError):
             raise
         except AuthError as exc:
             if account is not None and account.owner is not None:
@@ -228,6 +242,7 @@ class JobRunner:
             log.warning("job %s failed: %s: %s", job.id, exc.code, clean_text(str(exc)))
             return await self._fail(job.id, exc.code, _detail(exc))
         except Exception:
+            await check_held(self._leases, job.id)  # a step that met the new owner's work is no error
             log.exception("job %s: unexpected error", job.id)
             return await self._fail(job.id, ErrorCode.INTERNAL, None)
         finally:
@@ -240,6 +255,7 @@ class JobRunner:
     ) -> Job:
         if job.state in (JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING):
             assert account is not None  # only a saved result is delivered without a key
+        await check_held(self._leases, job.id)
         if job.state is JobState.QUEUED:
             job = await self._store.transition(job.id, JobState.SUBMITTING, expect=JobState.QUEUED)
             await self._reporter.job_changed(job, urgent=True)
@@ -260,9 +276,11 @@ class JobRunner:
         client, planner = account.client, account.planner
         # Which key created the task, written with it: after a restart the same key polls it.
         owner: dict[str, Any] = {"key_owner": account.owner} if account.owner is not None else {}
+        renamed = False  # a create refused for an unknown model is tried once more, never again
         while True:
             try:
                 async with self._critical_step(job.id):
+                    await check_held(self._leases, job.id)
                     if job.kind is JobKind.VIDEO:
                         task_id = await client.create_video(_video_params(job), priority=Priority.NORMAL)
                         # Written straight away: the crash window for a duplicate create is between
@@ -310,6 +328,9 @@ class JobRunner:
                     self._completed_at[job.id] = self._clock.monotonic()  # the create answered the result
                 await self._reporter.job_changed(job, urgent=True)
                 return job
+            except UnknownModel as exc:  # once: the model the rule picks from a fresh list, or a failure
+                renamed, model = True, await next_model(self._models, job, client, exc, again=renamed)
+                job = await self._store.update(job.id, params={**job.params, "model": model})
             except (RateLimited, ServiceUnavailable, RequestRejected) as exc:
                 # The client already backed off and retried; the job is kept and tried again later
                 # rather than failed, as long as the poll timeout allows. A 429 on a create, or a
@@ -358,6 +379,7 @@ class JobRunner:
                 started_at=job.started_at,
                 on_progress=on_progress,
                 pacer=planner.pacer(job) if planner is not None else None,
+                before_poll=lambda: check_held(self._leases, job.id),
             )
         except BaseException:
             if planner is not None:
@@ -392,6 +414,7 @@ class JobRunner:
             return await self._deliver_held(job, account)
 
     async def _deliver_held(self, job: Job, account: KeyAccount | None) -> Job:
+        await check_held(self._leases, job.id)  # after the wait for a slot, before the download
         data = await self._fitter.load(job, account.client if account is not None else None)
         expected: Literal["video", "image"] = "video" if job.kind is JobKind.VIDEO else "image"
         # Headers only, nothing decoded: the wrong kind (an HTML error page) or a picture over the
@@ -431,6 +454,7 @@ class JobRunner:
         Answers the finished job, or the refusal of a file as too large (nothing was delivered).
         """
         finished: Job | None = None
+        await check_held(self._leases, job.id)
         try:
             async with self._critical_step(job.id):
                 outcome = await self._send_patiently(job, result)

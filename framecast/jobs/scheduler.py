@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 
 from framecast.clock import Clock, SystemClock
 from framecast.jobs import Job, JobState
-from framecast.jobs.leases import Leases
+from framecast.jobs.leases import LeaseLost, Leases
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import ShuttingDown
 from framecast.storage import InvalidTransition, Store
@@ -397,6 +397,9 @@ class Scheduler:
             await self._runner.run(job, release_service_slot=lambda: self._release(job.id))
         except ShuttingDown:
             log.info("job %s paused for shutdown in state %s", job.id, job.state)
+        except LeaseLost:
+            # Expected (this process was paused past the lease): the new owner finishes the job.
+            log.info("job %s: left to the process that holds its lease now", job.id)
         except asyncio.CancelledError:
             if not self._closing:
                 log.info("job %s task cancelled", job.id)

@@ -37,10 +37,10 @@ from framecast.jobs import Job, JobState
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import KeyAccount
 from framecast.jobs.scheduler import Admission
-from framecast.keys.budget import Budget, Priority
+from framecast.keys.budget import Budget, KeptBudgets, Priority
 from framecast.keys.shared_budget import budget_key_id, connect, open_budget
 from framecast.keys.vault import KeyUnreadable, KeyVault, KeyVaultState, last4
-from framecast.logsetup import add_secret
+from framecast.logsetup import mask_secrets
 from framecast.ops.metrics import BudgetReading, Metrics, key_label
 from framecast.planner.estimate import Estimate
 from framecast.planner.planner import Planner, PlannerSettings
@@ -77,12 +77,13 @@ class KeyParts:
         b = self.budget
         return BudgetReading(used=b.used(), limit=b.limit, allowed=b.allowed, waiting=b.waiting)
 
-    async def close(self) -> None:
-        """Close the client's own session, the budget's timer and the planner's shared state."""
+    async def close(self, *, keep_budget: bool = False) -> None:
+        """Close the client's own session, the budget's timer (unless kept) and the planner's shared state."""
         if self.shared is not None:
             await self.shared.aclose()
         await self.client.close()
-        self.budget.close()
+        if not keep_budget:
+            self.budget.close()
 
 
 @dataclass(eq=False)
@@ -172,6 +173,8 @@ class Accounts:
         self._admission_listeners: list[Callable[[], None]] = []
         self._rejected_listeners: list[Callable[[int], Awaitable[None]]] = []
         self._closing: set[asyncio.Task[None]] = set()
+        # Budgets of keys no account uses: one checked before it is set, or one just removed.
+        self._idle_budgets: KeptBudgets[Secret] = KeptBudgets(clock)
         # One Redis connection pool for every key's shared budget (REDIS_URL); None: budgets in memory.
         self._redis = connect(settings.redis_url) if settings.redis_url is not None else None
 
@@ -212,6 +215,7 @@ class Accounts:
             # The operator's planner answers for every guild without a key of its own.
             self._operator = await self._open_account(None, settings.gen_api_key, "")
             await self._load_guild_keys()
+            self._mask_keys_in_use()
         except BaseException:
             await self.close()
             raise
@@ -221,15 +225,17 @@ class Accounts:
         stored = await self._store.all_guild_keys()
         if not stored:
             return
-        if self._vault.state is not KeyVaultState.READY:
-            # The operator turned server keys off (or removed the secret): every server uses the
-            # operator's key; the stored ciphertext is kept for when they are back on.
+        if self._vault.state is KeyVaultState.DISABLED:
+            # The operator turned server keys off (GUILD_KEYS=off): every server uses the operator's
+            # key; the stored ciphertext is kept for when they are back on.
             log.warning(
                 "%d server key(s) are stored but server keys are %s: those servers use the operator's key",
                 len(stored),
                 self._vault.state.value,
             )
             return
+        # Without KEY_ENCRYPTION_SECRET (NO_SECRET) every stored key is unreadable: each server is
+        # refused, not moved onto the operator's key (_load). One such key never stops the start.
         for row in stored:
             await self._load(row)
         log.info("opened %d server key(s)", len(self._guild))
@@ -240,12 +246,11 @@ class Accounts:
         except KeyUnreadable:
             # Not silently the operator's key either: the intake refuses until an admin sets it again.
             log.warning(
-                "guild %s: its stored API key cannot be decrypted (KEY_ENCRYPTION_SECRET changed?)",
+                "guild %s: its stored API key cannot be decrypted (KEY_ENCRYPTION_SECRET changed or unset?)",
                 row.guild_id,
             )
             self._unreadable.add(row.guild_id)
             return
-        add_secret(key.reveal())  # masked in every log line, like the keys set since start-up
         account = await self._open_account(row.guild_id, key, row.last4)
         account.rejected = row.status is KeyStatus.REJECTED
         self._guild[row.guild_id] = account
@@ -259,11 +264,12 @@ class Accounts:
         """
         if guild_id in self._guild or guild_id in self._unreadable:
             return
-        if self._vault.state is not KeyVaultState.READY:
+        if self._vault.state is KeyVaultState.DISABLED:
             return
         row = await self._store.guild_key(guild_id)
         if row is not None:
             await self._load(row)
+            self._mask_keys_in_use()
 
     async def _open_account(self, owner: int | None, key: Secret, shown: str) -> Account:
         """An account on `key`: the key's parts are opened once, however many servers set it."""
@@ -277,7 +283,8 @@ class Accounts:
     async def _open_parts(self, key: Secret, label: str) -> KeyParts:
         s = self._settings
         # Shared through Redis when REDIS_URL is set: every process on this key counts in one window.
-        budget = open_budget(s, key, clock=self._clock, redis=self._redis)
+        # A budget this key had a moment ago (its check, or its previous account) still counts.
+        budget = self._idle_budgets.take(key) or open_budget(s, key, clock=self._clock, redis=self._redis)
         client = GenerationClient.from_settings(
             self._session,
             s.replace(gen_api_key=key),
@@ -334,7 +341,9 @@ class Accounts:
             del self._parts[parts.key]
         if self._metrics is not None:
             self._metrics.untrack(parts.label)
-        await parts.close()
+        # Its requests of the last window still count if the key is set again: the budget stays.
+        self._idle_budgets.keep(parts.key, parts.budget)
+        await parts.close(keep_budget=True)
 
     # -- which key ----------------------------------------------------------------------------------
     @property
@@ -377,6 +386,12 @@ class Accounts:
             return None
         return KeyStatus.REJECTED if account.rejected else KeyStatus.OK
 
+    def key_unreadable(self, guild_id: int) -> bool:
+        """The guild stored a key that no key of ``KEY_ENCRYPTION_SECRET`` opens (or the secret is
+        unset): its jobs are refused, not moved onto the operator's key, until an admin sets or
+        removes it."""
+        return guild_id in self._unreadable
+
     def bind(self, job_id: int, account: KeyAccount) -> None:
         """A runner works on the job with `account` (kept open, even if replaced, until :meth:`unbind`)."""
         if isinstance(account, Account):
@@ -391,6 +406,7 @@ class Accounts:
         account.jobs.discard(job_id)
         if account in self._retired and not account.jobs:
             self._retired.remove(account)
+            self._mask_keys_in_use()
             task = asyncio.get_running_loop().create_task(
                 self._close_account(account), name="framecast-close-key"
             )
@@ -426,7 +442,9 @@ class Accounts:
         """Ask the service about `key` with one model-list call (the client's usual retries only).
 
         The call goes through that key's own budget: the open account's when the key is in use
-        already (so its window is not overrun), else a fresh one for this call.
+        already, else the one its account will take over if it is set (so the key's first window
+        counts the check). The key is not masked in logs yet (only accepted keys are): the client
+        scrubs its own key from everything it says.
         """
         key = key.strip()
         if not key or any(not 33 <= ord(ch) < 127 for ch in key):
@@ -436,9 +454,10 @@ class Accounts:
         if in_use is not None:
             return await _ask(in_use.client)
         s = self._settings
-        budget = open_budget(s, secret, clock=self._clock, redis=self._redis)
-        # Its requests count like any other (under the key's label); its budget lives for one call
-        # and is not shown.
+        budget = self._idle_budgets.get(
+            secret, lambda: open_budget(s, secret, clock=self._clock, redis=self._redis)
+        )
+        # Its requests count like any other (under the key's label); its budget is not shown.
         client = GenerationClient.from_settings(
             self._session,
             s.replace(gen_api_key=secret),
@@ -451,7 +470,6 @@ class Accounts:
             return await _ask(client)
         finally:
             await client.close()
-            budget.close()
 
     async def set_guild_key(self, guild_id: int, key: str, *, by: int) -> None:
         """Encrypt and store the guild's own key, and use it for the guild's jobs from now on.
@@ -468,6 +486,7 @@ class Accounts:
         self._guild[guild_id] = account
         self._unreadable.discard(guild_id)
         await self._retire(old)
+        self._mask_keys_in_use()
         log.info("guild %s: user %s set the server's own API key", guild_id, by)
         self._admission_changed()
 
@@ -478,6 +497,7 @@ class Accounts:
         unreadable = guild_id in self._unreadable
         self._unreadable.discard(guild_id)
         await self._retire(old)
+        self._mask_keys_in_use()
         if removed or old is not None or unreadable:
             log.info("guild %s: user %s removed the server's own API key", guild_id, by)
             self._admission_changed()
@@ -514,6 +534,12 @@ class Accounts:
         """Await ``listener(guild_id)`` when a server's own key is rejected (the chat side tells its admins)."""
         self._rejected_listeners.append(listener)
 
+    def _mask_keys_in_use(self) -> None:
+        # Only keys the service accepted and an account still holds are masked in the logs: a key
+        # removed or replaced (once its running jobs end) stops being masked. One the service
+        # refused later stays masked while it is stored: it was a real key once (revoked, unpaid).
+        mask_secrets(self, {a.key.reveal() for a in self._all_accounts()})
+
     # -- closing --------------------------------------------------------------------------------------
     def _all_accounts(self) -> list[Account]:
         found = [self._operator] if self._operator is not None else []
@@ -531,6 +557,8 @@ class Accounts:
                 log.exception("closing an API key's client failed")
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
+        self._idle_budgets.close()
+        mask_secrets(self, ())
         if self._redis is not None:
             redis, self._redis = self._redis, None
             await redis.aclose()

@@ -28,14 +28,15 @@ import itertools
 import logging
 import random
 from collections import deque
+from collections.abc import Callable, Hashable
 from enum import IntEnum
 from types import TracebackType
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from framecast.backoff import backoff_delay
 from framecast.clock import Clock
 
-__all__ = ["Budget", "Priority", "Pushback", "RequestBudget"]
+__all__ = ["Budget", "KeptBudgets", "Priority", "Pushback", "RequestBudget"]
 
 log = logging.getLogger(__name__)
 
@@ -411,3 +412,70 @@ class RequestBudget:
             self._timer = None
             self._timer_deadline = float("inf")
         self._dispatch()
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+class KeptBudgets(Generic[K]):
+    """Budgets of keys no account uses, kept for as long as they still count something.
+
+    A server's key is checked with one request before its account opens, and a removed key may be
+    set again a moment later: the account must then spend the budget those requests went through,
+    or the key's window holds more requests than its limit (and the service answers 429). A budget
+    kept here is handed over by :meth:`take`; untaken, it is closed once it counts nothing (nothing
+    in flight or waiting, no request ended within its window, no 429 pause).
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._kept: dict[K, Budget] = {}
+        self._expiry: dict[K, asyncio.Task[None]] = {}
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def get(self, key: K, make: Callable[[], Budget]) -> Budget:
+        """The budget kept for `key`, else a new one from `make` (kept from now on)."""
+        budget = self._kept.get(key)
+        if budget is None:
+            budget = make()
+            self.keep(key, budget)
+        return budget
+
+    def keep(self, key: K, budget: Budget) -> None:
+        """Keep `budget` for `key` until it counts nothing (one kept already: `budget` is closed)."""
+        if key in self._kept:
+            if self._kept[key] is not budget:
+                budget.close()
+            return
+        self._kept[key] = budget
+        self._expiry[key] = asyncio.get_running_loop().create_task(
+            self._expire(key, budget), name="kept-budget-expiry"
+        )
+
+    def take(self, key: K) -> Budget | None:
+        """Hand over the budget kept for `key` (None if there is none); it is no longer kept here."""
+        task = self._expiry.pop(key, None)
+        if task is not None:
+            task.cancel()
+        return self._kept.pop(key, None)
+
+    async def _expire(self, key: K, budget: Budget) -> None:
+        while True:
+            await self._clock.sleep(max(budget.window, budget.paused_for()))
+            if not (budget.used() or budget.waiting or budget.paused_for()):
+                break
+        if self._kept.get(key) is budget:
+            del self._kept[key]
+            del self._expiry[key]
+        budget.close()
+
+    def close(self) -> None:
+        """Close every kept budget (at shutdown)."""
+        for task in self._expiry.values():
+            task.cancel()
+        for budget in self._kept.values():
+            budget.close()
+        self._expiry.clear()
+        self._kept.clear()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -27,10 +27,12 @@ from framecast.service.download import ResultFetcher
 from framecast.service.errors import (
     BadResponse,
     RateLimited,
+    RequestRejected,
     ServiceError,
     ServiceUnavailable,
     TaskFailed,
     TaskTimedOut,
+    refused_model,
 )
 from framecast.service.parsing import (
     parse_image_answer,
@@ -192,7 +194,8 @@ class GenerationClient:
         """Create a video task (``POST /v1/videos``) and return its id.
 
         An unreadable or unusable answer raises :class:`BadResponse` and is not retried: a second
-        create could start a second task.
+        create could start a second task. A refusal naming an unknown model raises
+        :class:`~framecast.service.errors.UnknownModel`.
         """
         body = {
             "model": params.model,
@@ -202,14 +205,17 @@ class GenerationClient:
             "num_frames": params.num_frames,
             "frame_rate": params.frame_rate,
         }
-        data = await self._transport.request_json(
-            "POST",
-            "/v1/videos",
-            json_body=body,
-            priority=priority,
-            what="create video",
-            kind=RequestKind.CREATE_VIDEO,
-        )
+        try:
+            data = await self._transport.request_json(
+                "POST",
+                "/v1/videos",
+                json_body=body,
+                priority=priority,
+                what="create video",
+                kind=RequestKind.CREATE_VIDEO,
+            )
+        except RequestRejected as exc:
+            raise refused_model(exc, params.model) from None
         task_id = parse_task_id(data, what="create video")
         log.debug("created video task %s", task_id)
         return task_id
@@ -231,6 +237,7 @@ class GenerationClient:
         started_at: float | None = None,
         on_progress: ProgressCallback | None = None,
         pacer: PollPacer | None = None,
+        before_poll: Callable[[], Awaitable[None]] | None = None,
     ) -> TaskStatus:
         """Poll a video task every `interval` seconds until it ends; return the completed status.
 
@@ -245,8 +252,12 @@ class GenerationClient:
         does an unreadable answer (too big, not JSON, too deep, of the wrong shape), which is not
         retried at once but polled again next interval: only ``malformed_polls`` of them in a
         row raise :class:`BadResponse`. Raises :class:`TaskFailed` or :class:`TaskTimedOut`.
+        `before_poll` is awaited right before each poll is sent (its exceptions propagate: the
+        runner's lease check stops a process that lost the job before it spends the request).
         """
-        return await self._wait(task_id, "video", interval, timeout, started_at, on_progress, pacer)
+        return await self._wait(
+            task_id, "video", interval, timeout, started_at, on_progress, pacer, before_poll
+        )
 
     async def wait_image(
         self,
@@ -257,13 +268,16 @@ class GenerationClient:
         started_at: float | None = None,
         on_progress: ProgressCallback | None = None,
         pacer: PollPacer | None = None,
+        before_poll: Callable[[], Awaitable[None]] | None = None,
     ) -> TaskStatus:
         """Like :meth:`wait_video`, for an image task returned by :meth:`create_image`.
 
         The result URL may be in ``image_url``, ``url``, ``video_url``, ``result_url`` or
         ``data[0].url``.
         """
-        return await self._wait(task_id, "image", interval, timeout, started_at, on_progress, pacer)
+        return await self._wait(
+            task_id, "image", interval, timeout, started_at, on_progress, pacer, before_poll
+        )
 
     async def create_image(
         self, params: ImageParams, *, priority: Priority | int = Priority.NORMAL
@@ -272,18 +286,22 @@ class GenerationClient:
 
         The response shape is not specified; see :func:`parse_image_answer`. The answer may be up
         to ``image_json_max_bytes`` (an inline base64 image). Raises :class:`TaskFailed` when the
-        service says the image failed, :class:`BadResponse` (not retried) for anything unusable.
+        service says the image failed, :class:`BadResponse` (not retried) for anything unusable,
+        :class:`~framecast.service.errors.UnknownModel` for a refusal naming an unknown model.
         """
         body = {"model": params.model, "prompt": params.prompt, "size": params.size}
-        data = await self._transport.request_json(
-            "POST",
-            "/v1/images/generations",
-            json_body=body,
-            priority=priority,
-            what="create image",
-            kind=RequestKind.CREATE_IMAGE,
-            max_bytes=self._image_json_max_bytes,
-        )
+        try:
+            data = await self._transport.request_json(
+                "POST",
+                "/v1/images/generations",
+                json_body=body,
+                priority=priority,
+                what="create image",
+                kind=RequestKind.CREATE_IMAGE,
+                max_bytes=self._image_json_max_bytes,
+            )
+        except RequestRejected as exc:
+            raise refused_model(exc, params.model) from None
         try:
             return parse_image_answer(data, base_url=self._base_url)
         except TaskFailed as exc:
@@ -362,6 +380,7 @@ class GenerationClient:
         started_at: float | None,
         on_progress: ProgressCallback | None,
         pacer: PollPacer | None,
+        before_poll: Callable[[], Awaitable[None]] | None = None,
     ) -> TaskStatus:
         if interval <= 0 or timeout <= 0:
             raise ValueError("interval and timeout must be > 0")
@@ -379,6 +398,8 @@ class GenerationClient:
             delay = min(when, deadline) - self._clock.monotonic()
             if delay > 0:
                 await self._clock.sleep(delay)
+            if before_poll is not None:
+                await before_poll()
             status: TaskStatus | None = None
             try:
                 status = await self._poll(task_id, kind=kind, priority=priority)

@@ -7,6 +7,7 @@ response body beyond the service's own short error message.
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 from framecast.jobs.reasons import ErrorCode
@@ -17,6 +18,7 @@ __all__ = [
     "DownloadError",
     "DownloadTooLarge",
     "MediaTooLarge",
+    "ModelGone",
     "NotMedia",
     "RateLimited",
     "RequestRejected",
@@ -24,7 +26,9 @@ __all__ = [
     "ServiceUnavailable",
     "TaskFailed",
     "TaskTimedOut",
+    "UnknownModel",
     "UnsafeResultURL",
+    "refused_model",
 ]
 
 
@@ -83,6 +87,61 @@ class RequestRejected(ServiceError):
             if detail:
                 message += f": {detail}"
         super().__init__(message, status=status)
+
+
+class UnknownModel(RequestRejected):
+    """The service refused a create because it does not know ``model`` (renamed or withdrawn).
+
+    Still a :class:`RequestRejected` (same code): whoever does not handle it fails the job as before.
+    """
+
+    def __init__(self, refused: RequestRejected, *, model: str) -> None:
+        self.model = model
+        super().__init__(refused.message, status=refused.status or 400, detail=refused.detail)
+
+
+# Statuses a service may use for "no such model" on a create (the contract says only "non-2xx").
+_MODEL_STATUSES = frozenset({400, 404, 422})
+# Words saying something does not exist (any casing, "_" or "-" for spaces: error codes too).
+_MISSING = re.compile(
+    r"does\s*n[o']?t\s+exist|not[\s_-]+exist|no[\s_-]+such|not[\s_-]+found|unknown|"
+    r"not[\s_-]+(?:available|supported|recogni[sz]ed|listed|offered)|unavailable|unsupported|"
+    r"invalid|deprecated|retired|withdrawn|decommissioned|removed",
+    re.IGNORECASE,
+)
+_MODEL_WORD = re.compile(r"(?<![a-z])models?(?![a-z])", re.IGNORECASE)
+
+
+def refused_model(refused: RequestRejected, model: str) -> RequestRejected:
+    """`refused` as an :class:`UnknownModel` when it says the service does not know `model`.
+
+    Lenient about the shape (the contract shows no error body): a 400 (or 404/422) whose message
+    says something does not exist and names the model, or the word "model" (``model_not_found``,
+    "The model `x` does not exist", "unknown model"). Anything else, a 400 for a bad size say, is
+    returned unchanged. What the message claims is checked against the service's list before a job
+    changes model, so a wrong guess here costs one list request, never a wrong job.
+    """
+    detail = refused.detail or ""
+    if refused.status not in _MODEL_STATUSES or not _MISSING.search(detail):
+        return refused
+    if (model and model.lower() in detail.lower()) or _MODEL_WORD.search(detail.replace("_", " ")):
+        return UnknownModel(refused, model=model)
+    return refused
+
+
+class ModelGone(ServiceError):
+    """The member's model is no longer offered; ``listed``: the models of that kind offered now.
+
+    ``detail`` lists them (comma-separated) for the member; empty when none is known.
+    """
+
+    code: ClassVar[ErrorCode] = ErrorCode.MODEL_GONE
+
+    def __init__(self, model: str, listed: tuple[str, ...]) -> None:
+        self.model = model
+        self.listed = listed
+        self.detail = ", ".join(listed) or None
+        super().__init__(f"the generation service no longer offers the model {model}")
 
 
 class ServiceUnavailable(ServiceError):

@@ -4,6 +4,10 @@ It also decides which model a job gets when the member picks none. The service's
 truth (the contract says the current set comes from ``GET /v1/models``): when it stops listing
 ``GEN_VIDEO_MODEL`` or ``GEN_IMAGE_MODEL``, the newest model of the same family is used instead
 (``svc-video-v2.0`` -> ``svc-video-v2.1``), and the operator is told once.
+
+Between the periodic refreshes, a create refused for an unknown model (the service renamed it while
+the bot runs) reads the list at once with that job's key: :meth:`ModelCache.refresh_now`, at most
+once a minute per key.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import weakref
 from collections.abc import Sequence
 
 from framecast.clock import Clock
@@ -27,6 +32,8 @@ _VERSION_PART = re.compile(r"^v?(\d{1,9}(?:\.\d{1,9})*)$", re.IGNORECASE)
 _SEPARATOR = re.compile(r"([-_/:])")
 _VERSION_SLOT = re.compile(r"[-_/:]?#")  # a version part in a family, with its separator
 _SETTING = {"video": "GEN_VIDEO_MODEL", "image": "GEN_IMAGE_MODEL"}
+#: Seconds between two refreshes asked for by refused creates, per key (each costs that key a request).
+REFRESH_GAP = 60.0
 
 
 def is_model_id(text: str) -> bool:
@@ -99,10 +106,21 @@ class ModelCache:
         refresh_every: float,
         default_video: str,
         default_image: str,
+        refresh_gap: float = REFRESH_GAP,
     ) -> None:
+        """`client`: the operator's key, for the periodic refresh every `refresh_every` seconds.
+        `refresh_gap`: the least time between two :meth:`refresh_now` of one key.
+        """
         self._client = client
         self._clock = clock
         self._refresh_every = refresh_every
+        self._refresh_gap = refresh_gap
+        # Per key (its client): when refresh_now last read the list, and the lock that makes a
+        # burst of refused creates share one read. Weak: a removed server key takes its entry along.
+        self._refreshed_at: weakref.WeakKeyDictionary[GenerationClient, float] = weakref.WeakKeyDictionary()
+        self._refreshing: weakref.WeakKeyDictionary[GenerationClient, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
         self.default_video = default_video
         self.default_image = default_image
         self.catalog: ModelCatalog | None = None
@@ -142,6 +160,30 @@ class ModelCache:
                 log.exception("model list refresh crashed")
                 delay = min(self._refresh_every, 60.0)
             await self._clock.sleep(delay)
+
+    async def refresh_now(self, client: GenerationClient) -> bool:
+        """Read the list at once with `client`'s key: a create on that key named an unknown model.
+
+        At most once per ``refresh_gap`` seconds per key, each read a request from that key's
+        budget (at normal priority: a job waits on it). A call within the gap, or one that waited
+        for the same key's read in flight, finds the list as it is then. True when this call read
+        the list; a failure is logged and the list kept.
+        """
+        lock = self._refreshing.setdefault(client, asyncio.Lock())
+        async with lock:
+            last = self._refreshed_at.get(client)
+            now = self._clock.monotonic()
+            if last is not None and now - last < self._refresh_gap:
+                return False
+            self._refreshed_at[client] = now
+            try:
+                catalog = await client.list_models(priority=Priority.NORMAL)
+            except ServiceError as exc:
+                log.warning("could not reload the model list after a refused model: %s", exc.code)
+                return False
+            log.info("model list reloaded: the service refused a model it no longer knows")
+            self.update(catalog)
+            return True
 
     def update(self, catalog: ModelCatalog) -> None:
         """Take a fresh model list and re-decide the default models (logging what changed)."""

@@ -465,6 +465,20 @@ class Store:
             await _log_changes(conn, gid, who, [Setting.API_KEY], now)
         return True
 
+    async def replace_guild_key_token(self, guild_id: int, old: bytes, new: bytes) -> bool:
+        """Swap the key's ciphertext for `new` if it is still `old` (a compare-and-set, so a key an
+        admin set meanwhile is kept); False if it was not. The key, its status and who set it are
+        unchanged (rotating the encryption is not a settings change, so nothing is logged)."""
+        if not isinstance(new, bytes) or not new:
+            raise TypeError("a guild key token must be non-empty bytes (the Fernet ciphertext)")
+        stmt = (
+            update(guild_keys)
+            .where(guild_keys.c.guild_id == values.discord_id(guild_id), guild_keys.c.token == bytes(old))
+            .values(token=new)
+            .returning(guild_keys.c.guild_id)
+        )
+        return bool(await self._db.rows(stmt))
+
     async def mark_guild_key(self, guild_id: int, status: KeyStatus) -> None:
         """Record the service's verdict on the server's key (e.g. REJECTED after a 401)."""
         stmt = update(guild_keys).where(guild_keys.c.guild_id == values.discord_id(guild_id))

@@ -15,19 +15,19 @@ import pytest
 from cryptography.fernet import Fernet
 
 from framecast.app import (
-    Delivered,
-    DeliveryOutcome,
     ImageDefaults,
     IntakeError,
     IntakeProblem,
     JobKind,
+    JobState,
     KeyAvailability,
     KeyLine,
     KeyRemoved,
     KeySetResult,
+    KeyView,
     LimitsChange,
     RefusedKeyNotice,
-    ResultToDeliver,
+    Requester,
     Setting,
     SettingsError,
     Source,
@@ -36,14 +36,14 @@ from framecast.app import (
 from framecast.app.core import Core
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
-from framecast.jobs import Job
+from framecast.jobs import NewJob
 from framecast.jobs.queues import QueuePositions
-from framecast.jobs.reasons import Note
 from framecast.logsetup import RedactingFilter
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
 from framecast.service.types import ModelCatalog
 from framecast.storage import Store
+from tests.fakes.chat_side import QuietChat
 from tests.fakes.gen_service import FakeService
 
 WAIT = 20.0
@@ -51,34 +51,6 @@ GUILD = 1
 OTHER_GUILD = 2
 ADMIN = 77
 SERVER_KEY = "a-server-key-0123456789"
-
-
-class QuietChat:
-    """A chat side that shows nothing: the admins' use cases never talk to it."""
-
-    async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
-        pass
-
-    async def upload_limit(self, job: Job, refused: int | None = None) -> int:
-        return 25 * 1024 * 1024
-
-    async def was_delivered(self, job: Job) -> bool:
-        return False
-
-    async def delivery_pending(self, job: Job) -> None:
-        pass
-
-    async def deliver(self, job: Job, result: ResultToDeliver) -> DeliveryOutcome:
-        return Delivered()
-
-    def positions_changed(self, guild_id: int, queued: list[int]) -> None:
-        pass
-
-    def add_note(self, job: Job, note: Note) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
 
 
 def quiet_chat(
@@ -272,11 +244,11 @@ async def test_a_key_is_checked_stored_encrypted_shown_by_its_last_four_and_mask
     view = await core.admins.show(GUILD)
     assert view.key == type(view.key)(KeyLine.SET, SERVER_KEY[-4:])
     assert core.accounts.for_guild(GUILD).key.reveal() == SERVER_KEY  # trimmed, in use
-    # From the moment it was typed, every log filter masks it (the refused one too: it was typed).
-    for typed in (SERVER_KEY, "a-key-the-service-refuses"):
+    # Accepted and in use: every log filter masks it. A refused one is not (anyone could type a word).
+    for typed, shown in ((SERVER_KEY, "***"), ("a-key-the-service-refuses", "a-key-the-service-refuses")):
         record = logging.LogRecord("x", logging.INFO, __file__, 1, "key %s", (typed,), None)
         RedactingFilter([]).filter(record)
-        assert record.getMessage() == "key ***"
+        assert record.getMessage() == f"key {shown}"
 
 
 async def test_a_key_the_service_cannot_judge_is_not_stored(
@@ -349,3 +321,110 @@ async def test_nobody_is_told_when_no_refused_key_is_stored(core: Core[QuietChat
     assert await core.admins.refused_key_notice(GUILD) is None
     await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
     assert await core.admins.refused_key_notice(GUILD) is None  # accepted, not refused
+
+
+# -- a stored key this bot cannot decrypt (KEY_ENCRYPTION_SECRET removed or changed) --------------------
+def requester(guild_id: int = GUILD) -> Requester:
+    return Requester(guild_id=guild_id, channel_id=100, user_id=ADMIN, locale="en-US")
+
+
+async def store_key_under_a_secret(fake_service: FakeService, tmp_path: Path) -> Secret:
+    """A key set (and stored encrypted) by a bot with a secret that is returned; that bot stopped."""
+    secret = Secret(Fernet.generate_key().decode("ascii"))
+    first = await open_core(settings_for(fake_service, tmp_path, key_encryption_secret=secret))
+    try:
+        assert (await first.admins.set_key(GUILD, ADMIN, SERVER_KEY)).result is KeySetResult.SAVED
+    finally:
+        await first.close()
+    return secret
+
+
+@pytest.mark.parametrize("secret_now", ["removed", "another"])
+async def test_a_stored_key_that_cannot_be_read_refuses_jobs_instead_of_using_the_operators_key(
+    fake_service: FakeService, tmp_path: Path, secret_now: str
+) -> None:
+    fake_service.api_keys.add(SERVER_KEY)
+    await store_key_under_a_secret(fake_service, tmp_path)
+    other = None if secret_now == "removed" else Secret(Fernet.generate_key().decode("ascii"))
+    core = await open_core(settings_for(fake_service, tmp_path, key_encryption_secret=other))
+    try:
+        view = await core.admins.show(GUILD)
+        assert view.key == KeyView(KeyLine.UNREADABLE, SERVER_KEY[-4:])
+        with pytest.raises(IntakeError) as refused:
+            core.members.check(requester(), JobKind.VIDEO)
+        assert refused.value.problem is IntakeProblem.GUILD_KEY_UNREADABLE
+        core.members.check(requester(OTHER_GUILD), JobKind.VIDEO)  # a server without a key: fine
+        # Removing it is the documented way back to the operator's key.
+        assert await core.admins.remove_key(GUILD, ADMIN) is KeyRemoved.REMOVED
+        core.members.check(requester(), JobKind.VIDEO)
+        assert core.accounts.for_guild(GUILD) is core.accounts.operator
+        after = (await core.admins.show(GUILD)).key.line
+        assert after is (KeyLine.NO_SECRET if other is None else KeyLine.NONE)
+    finally:
+        await core.close()
+
+
+async def test_setting_the_key_again_under_the_new_secret_lifts_the_refusal(
+    fake_service: FakeService, tmp_path: Path
+) -> None:
+    fake_service.api_keys.add(SERVER_KEY)
+    await store_key_under_a_secret(fake_service, tmp_path)
+    new = Secret(Fernet.generate_key().decode("ascii"))
+    core = await open_core(settings_for(fake_service, tmp_path, key_encryption_secret=new))
+    try:
+        assert (await core.admins.show(GUILD)).key.line is KeyLine.UNREADABLE
+        assert (await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)).result is KeySetResult.SAVED
+        core.members.check(requester(), JobKind.VIDEO)
+        assert (await core.admins.show(GUILD)).key == KeyView(KeyLine.SET, SERVER_KEY[-4:])
+        assert core.accounts.for_guild(GUILD).key.reveal() == SERVER_KEY
+    finally:
+        await core.close()
+
+
+async def test_with_the_new_secret_first_and_the_old_after_it_the_stored_key_is_read(
+    fake_service: FakeService, tmp_path: Path
+) -> None:
+    fake_service.api_keys.add(SERVER_KEY)
+    old = await store_key_under_a_secret(fake_service, tmp_path)
+    both = Secret(f"{Fernet.generate_key().decode('ascii')},{old.reveal()}")
+    core = await open_core(settings_for(fake_service, tmp_path, key_encryption_secret=both))
+    try:
+        assert (await core.admins.show(GUILD)).key == KeyView(KeyLine.SET, SERVER_KEY[-4:])
+        core.members.check(requester(), JobKind.VIDEO)
+        assert core.accounts.for_guild(GUILD).key.reveal() == SERVER_KEY
+    finally:
+        await core.close()
+
+
+async def test_a_job_queued_before_the_secret_was_removed_fails_with_the_unreadable_key_reason(
+    fake_service: FakeService, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake_service.api_keys.add(SERVER_KEY)
+    await store_key_under_a_secret(fake_service, tmp_path)
+    store = await Store.open(tmp_path / "data" / "framecast.sqlite3")
+    try:
+        params = {"prompt": "a heron", "model": "svc-video-v2.0", "size": "1280x720", "seconds": 4, "fps": 24}
+        new = NewJob(
+            kind=JobKind.VIDEO, guild_id=GUILD, channel_id=100, user_id=ADMIN, locale="en-US", params=params
+        )
+        queued = await store.add(new, member_limit=None, guild_cap=None)
+    finally:
+        await store.close()
+    creates = len(fake_service.requests)
+    caplog.set_level(logging.WARNING)
+    core = await open_core(settings_for(fake_service, tmp_path, key_encryption_secret=None))
+    try:
+        failed = asyncio.Event()
+        core.store.subscribe(lambda job: failed.set() if job.state is JobState.FAILED else None)
+        job = await core.store.get(queued.id)
+        if job is None or job.state is not JobState.FAILED:
+            await asyncio.wait_for(failed.wait(), WAIT)
+            job = await core.store.get(queued.id)
+        assert job is not None and job.state is JobState.FAILED
+        assert job.error_code == "guild_key_unreadable"
+        assert not [r for r in fake_service.requests[creates:] if r.method == "POST"]  # no task made
+    finally:
+        await core.close()
+    # Start-up went on, with a warning naming the guild only.
+    warned = [r.getMessage() for r in caplog.records if r.name == "framecast.keys.accounts"]
+    assert any(f"guild {GUILD}:" in line and "cannot be decrypted" in line for line in warned)

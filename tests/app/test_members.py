@@ -27,6 +27,8 @@ from framecast.app import (
     JobOptions,
     JobRefused,
     JobState,
+    PromptHidden,
+    QueueViewer,
     Refusal,
     Requester,
     options_of,
@@ -313,12 +315,46 @@ async def test_the_queue_lists_running_then_queued_in_order_with_the_viewers_own
         ids.append(started.job.id)
     # One runs at a time (GEN_MAX_RUNNING=1): wait for the first to hold the service's slot.
     await wait_until(lambda: len(fake_service.tasks) >= 1)
-    view = await members.show_queue(GUILD, viewer=BOB)
+    view = await members.show_queue(GUILD, viewer=QueueViewer(BOB, frozenset({100})))
     assert [row.job.id for row in view.rows] == ids
     assert [row.position for row in view.rows] == [None, 1, 2]
     assert [row.mine for row in view.rows] == [False, True, False]
+    assert [row.prompt for row in view.rows] == ["first", "second", "third"]
     assert (view.running, view.queued) == (1, 2)
-    assert (await members.show_queue(OTHER_GUILD, viewer=BOB)).rows == ()
+    assert (await members.show_queue(OTHER_GUILD, viewer=QueueViewer(BOB, frozenset({100})))).rows == ()
+
+
+async def test_the_queue_hides_prompts_from_channels_the_viewer_cannot_read_but_keeps_their_places(
+    core: Core[Any], fake_service: FakeService
+) -> None:
+    members = core.members
+    staff, adult, general = 200, 300, 100
+    for who, prompt, channel in (
+        (ALICE, "staff plans", staff),
+        (ADMIN, "adult prompt", adult),
+        (BOB, "bob's own, from staff", staff),
+        (ALICE, "open prompt", general),
+    ):
+        request = members.prepare(member(who, channel_id=channel), JobKind.VIDEO, JobOptions(prompt))
+        await members.submit(request, CHAT)
+    await wait_until(lambda: len(fake_service.tasks) >= 1)
+    # Bob reads #general and the age-restricted channel, not the staff channel; he asks from #general.
+    bob = QueueViewer(BOB, frozenset({general, adult}), frozenset({adult}), in_age_restricted=False)
+    view = await members.show_queue(GUILD, viewer=bob)
+    assert [row.position for row in view.rows] == [None, 1, 2, 3]
+    assert (view.running, view.queued) == (1, 3)
+    assert [row.prompt for row in view.rows] == [None, None, "bob's own, from staff", "open prompt"]
+    assert [row.hidden for row in view.rows] == [
+        PromptHidden.CHANNEL_NOT_READABLE,
+        PromptHidden.AGE_RESTRICTED,
+        None,
+        None,
+    ]
+    # The hidden rows do not even carry the prompt.
+    assert all("prompt" not in row.job.params for row in view.rows[:2])
+    # From an age-restricted channel, the age-restricted prompt shows; the staff one never does.
+    from_adult = await members.show_queue(GUILD, viewer=dataclasses.replace(bob, in_age_restricted=True))
+    assert [row.prompt for row in from_adult.rows][:2] == [None, "adult prompt"]
 
 
 async def test_models_and_suggestions_follow_the_services_list(core: Core[Any]) -> None:

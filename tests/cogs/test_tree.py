@@ -53,6 +53,7 @@ INTAKE_ERRORS: list[tuple[IntakeProblem, dict[str, Any], str]] = [
     (P.NSFW_ONLY, {}, "settings_refuse_nsfw"),
     (P.PROMPT_BLOCKED, {}, "settings_refuse_blocked"),
     (P.GUILD_KEY_REJECTED, {}, "settings_refuse_key_rejected"),
+    (P.GUILD_KEY_UNREADABLE, {}, "settings_refuse_key_unreadable"),
 ]
 #: Problems whose parameters are shaped for Discord (channel mentions, a relative timestamp).
 SHAPED_PROBLEMS = {P.CHANNEL_NOT_ALLOWED, P.DAILY_QUOTA}

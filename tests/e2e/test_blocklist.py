@@ -4,12 +4,13 @@ Terms in any script, with punctuation, emoji and case or width variants are refu
 invisible variation selector or Arabic vowel points sit inside the term; a term is no substring of
 an innocent word in a spaced language. Again and Remix check the blocklist of today, and a refusal
 never repeats the blocked term. (The variation selector and the Arabic diacritics were product
-defects once.)
+defects once; so were zero-width spaces, look-alike letters, Hangul fillers, small capitals and
+letters split by dots.)
 """
 
 from __future__ import annotations
 
-from tests.e2e.commands import button, image, modal_values, refused, settings, with_buttons
+from tests.e2e.commands import button, image, modal_values, refused, settings, video, with_buttons
 from tests.e2e.harness import StartWorld, job_rows, service_creates
 
 
@@ -50,6 +51,30 @@ async def test_an_invisible_variation_selector_does_not_slip_past_the_blocklist(
         text = await refused(await image(world, prompt))
         assert "does not allow" in text, (prompt, text)
         assert not service_creates(world, prompt)
+
+
+async def test_look_alikes_invisible_characters_and_spelled_out_letters_do_not_slip_past(
+    start_synced: StartWorld,
+) -> None:
+    # A zero-width space and a Cyrillic "е" inside the term, small capitals with a suffix caught by
+    # "nude*", letters split by dots, a Hangul filler between words; yet "ass" is no part of "class".
+    world = await start_synced(members=4, extra_env={"MEMBER_JOB_LIMIT": "10"})
+    msg = await settings(world, "blocklist add", {"terms": "nude*, ass"})
+    assert "2 terms" in msg.content, msg.content
+    for prompt in (
+        "a nu\u200bd\u0435 portrait",
+        "\u0274\u1d1c\u1d05\u1d07s at the beach",
+        "n.u.d.e",
+        "kick\u3164ass",
+    ):
+        text = await refused(await video(world, prompt))
+        assert "does not allow" in text, (prompt, text)
+        assert "nude" not in text.casefold() and "ass" not in text.casefold().split()
+        assert not service_creates(world, prompt)
+    for member, prompt in zip(
+        world.members[0], ["a class of grass", "my assistant, with passion"], strict=False
+    ):
+        await world.job_id(await video(world, prompt, member=member))
 
 
 async def test_arabic_diacritics_do_not_slip_past_the_blocklist(start_synced: StartWorld) -> None:

@@ -302,3 +302,39 @@ async def test_a_task_that_never_finishes_times_out(tmp_path) -> None:
         assert button_ids(msg) and button_ids(msg)[0].startswith("framecast:retry:")
     finally:
         await close_world(world)
+
+
+async def test_forged_cancel_and_retry_naming_the_clicker_as_owner_are_refused(world: World) -> None:
+    """The custom id's requester decides nothing: who may act comes from the stored job. Carol
+    sends clicks whose custom ids name HER as the owner of other members' jobs (a modified client
+    can send any custom id on any message); she is refused, the running job goes on and the failed
+    one is not retried."""
+    carol = world.members[0][2]
+    world.service.plans = [
+        ("doomed", TaskPlan(outcome="failed", error="nope")),
+        ("long", TaskPlan(polls=10**9)),
+    ]
+    running = await world.video("long running", member=world.bob)
+    running_id = await world.job_id(running)
+    rmsg = await running.wait_original(lambda m: "Generating" in status_of(m) and bool(button_ids(m)))
+    forged = f"framecast:cancel:{running_id}:{carol.id}"
+    assert forged not in button_ids(rmsg)
+    click = await world.discord.click(rmsg, forged, carol, crafted=True)
+    kind, data = await click.wait_response()
+    assert data is not None and kind == 4 and data["flags"] & 64, (kind, data)
+    assert "Manage Server" in data["content"]
+
+    failed = await world.video("doomed forever", member=world.alice)
+    failed_id = await world.job_id(failed)
+    fmsg = await world.wait_message(lambda m: status_of(m).startswith("❌"), what="failure shown")
+    click = await world.discord.click(fmsg, f"framecast:retry:{failed_id}:{carol.id}", carol, crafted=True)
+    kind, data = await click.wait_response()
+    assert data is not None and kind == 4 and data["flags"] & 64, (kind, data)
+    assert "Manage Server" in data["content"]
+    assert len(creates(world, "doomed forever")) == 1  # not retried
+
+    # The running job went on: still generating, still cancellable by its requester.
+    assert "Generating" in status_of(rmsg) and world.service.tasks
+    click = await world.discord.click(rmsg, button_ids(rmsg)[0], world.bob)
+    await click.wait_response()
+    await running.wait_original(lambda m: status_of(m).startswith("🚫"))

@@ -1,9 +1,13 @@
-"""``/queue`` with many jobs from many members: a bounded, localised list that pings nobody."""
+"""``/queue`` end to end: with many jobs from many members, a bounded, localised list that pings
+nobody; with private and age-restricted channels, others' prompts only where the member can read them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.e2e.commands import FOREVER
-from tests.e2e.harness import StartWorld
+from tests.e2e.harness import StartWorld, World
+from tests.fakes.discord_api import VIEW_CHANNEL, FakeChannel, FakeMember, FakeOverwrite
 from tests.fakes.gen_service import TaskPlan
 
 
@@ -25,3 +29,67 @@ async def test_queue_with_many_jobs_from_many_members(start: StartWorld) -> None
     assert len(embed["description"]) <= 4096
     assert any(f"<@{viewer.id}>" in row for row in rows[:20])
     assert "{" not in embed["description"] and "{" not in embed["footer"]["text"]
+
+
+async def test_queue_shows_other_members_prompts_only_from_channels_they_can_read(start: StartWorld) -> None:
+    """A private staff channel (@everyone may not see it, the staff role may) and an age-restricted
+    channel: each member sees every job's place, and another member's prompt only where Discord
+    would show it to them; the age-restricted prompt only from an age-restricted channel."""
+    where: dict[str, Any] = {}
+
+    def channels(world: World) -> None:
+        guild, fake = world.guild, world.discord
+        staff = fake.add_role(guild, "staff")
+        where["staff"] = fake.add_channel(
+            guild,
+            "staff",
+            overwrites=[
+                FakeOverwrite.of(guild.everyone, deny=VIEW_CHANNEL),
+                FakeOverwrite.of(staff, allow=VIEW_CHANNEL),
+            ],
+        )
+        where["adult"] = fake.add_channel(guild, "adult", nsfw=True)
+        where["boss"] = fake.add_member(guild, "boss", roles=[staff])
+        where["deputy"] = fake.add_member(guild, "deputy", roles=[staff])
+
+    world = await start(setup=channels, extra_env={"GEN_MAX_RUNNING": "1"})
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    fake, guild, general = world.discord, world.guild, world.channel
+    alice, carol = world.alice, world.members[0][2]
+
+    async def video(prompt: str, member: FakeMember, channel: FakeChannel) -> None:
+        it = await fake.slash(guild, channel, member, "video", {"prompt": prompt})
+        await it.wait_response()
+        await world.job_id(it)
+
+    async def queue_rows(member: FakeMember, channel: FakeChannel) -> list[str]:
+        it = await fake.slash(guild, channel, member, "queue")
+        await it.wait_response()
+        reply = await it.wait_original(lambda m: bool(m.embeds))
+        assert reply.ephemeral and reply.embeds[0]["footer"]["text"] == "Running: 1 · queued: 3"
+        return list(reply.embeds[0]["description"].splitlines())
+
+    await video("open prompt", alice, general)
+    await video("staff secret plans", where["boss"], where["staff"])
+    await video("adult prompt", alice, where["adult"])
+    await video("carol's own", carol, general)
+    hidden_channel = "(a prompt from a channel you can't see)"
+    hidden_age = "(an age-restricted prompt: shown only in age-restricted channels)"
+
+    # Carol has no staff role: the staff prompt is a placeholder, in its place; from #general the
+    # age-restricted prompt is one too; her own job shows in full.
+    rows = await queue_rows(carol, general)
+    assert len(rows) == 4, rows
+    assert rows[0].startswith("▶️ Video #") and rows[0].endswith("open prompt")
+    assert rows[1].startswith("**1.** ") and rows[1].endswith(hidden_channel)
+    assert rows[2].startswith("**2.** ") and rows[2].endswith(hidden_age)
+    assert rows[3].startswith("**3.** ") and "carol's own" in rows[3] and rows[3].endswith("← you")
+    assert not any("staff secret" in row or "adult prompt" in row for row in rows)
+    # From the age-restricted channel, the age-restricted prompt shows; the staff one still does not.
+    rows = await queue_rows(carol, where["adult"])
+    assert rows[1].endswith(hidden_channel) and rows[2].endswith("adult prompt")
+    # Another staff member reads the staff channel: the staff prompt shows (age rule as for anyone).
+    rows = await queue_rows(where["deputy"], general)
+    assert rows[1].endswith("staff secret plans") and rows[2].endswith(hidden_age)
+    rows = await queue_rows(where["deputy"], where["adult"])
+    assert rows[1].endswith("staff secret plans") and rows[2].endswith("adult prompt")

@@ -12,16 +12,27 @@ Redis on 127.0.0.1:6379.
 * ``kill -9`` of one process while its jobs run: once their leases lapse the other process takes
   them over and delivers each exactly once (through the stored interaction token), without
   creating their service tasks again.
+* ``SIGSTOP`` of one process past its leases, then ``SIGCONT``: the other process takes its jobs
+  over, and the paused one, on waking, lets them go before it spends another request on them (no
+  second poll, no second delivery, no error logged). Its requests reach the fake service through a
+  recording relay (:class:`ServiceTap`), so the test knows which process sent each of them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from tests.e2e.harness import World, service_creates
+from aiohttp import ClientSession, web
+
+from tests.e2e.harness import World, service_creates, service_polls, task_for
 from tests.e2e.servers import LEASE_SECONDS, RATE, SHARDS, SLOW, Cluster
 from tests.fakes.gen_service import TaskPlan
+
+PAUSED_TASK = 12.0  # seconds a task of the paused process stays pending
 
 
 def _assert_within_budget(world: World) -> None:
@@ -113,3 +124,156 @@ async def test_kill_9_of_one_process_and_the_other_finishes_its_jobs_once(cluste
     for prompt, it in its.items():
         message = await world.delivered(it, timeout=1)
         assert message.channel_id == world.channels[guild_of[prompt]].id
+
+
+@dataclass(frozen=True)
+class Tapped:
+    """One request a process sent, as the tap saw it."""
+
+    at: float  # time.monotonic() on arrival
+    method: str
+    path: str
+    query: dict[str, str]
+
+
+@dataclass
+class ServiceTap:
+    """The fake service as one process sees it: every request is recorded, then passed on as is."""
+
+    target: str
+    seen: list[Tapped] = field(default_factory=list)
+    _runner: web.AppRunner | None = None
+    _session: ClientSession | None = None
+    port: int = 0
+
+    async def start(self) -> None:
+        self._session = ClientSession(auto_decompress=False)
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._forward)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.25)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def polls(self, task_id: str, *, since: float = 0.0) -> list[Tapped]:
+        return [
+            t
+            for t in self.seen
+            if t.path == "/svcapi" and t.query.get("video_id") == task_id and t.at >= since
+        ]
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
+        self.seen.append(Tapped(time.monotonic(), request.method, request.path, dict(request.query)))
+        assert self._session is not None
+        passed = ("authorization", "content-type", "accept", "accept-encoding")
+        async with self._session.request(
+            request.method,
+            self.target + request.path_qs,
+            data=await request.read(),
+            headers={k: v for k, v in request.headers.items() if k.lower() in passed},
+            allow_redirects=False,
+        ) as answer:
+            body = await answer.read()
+            kept = ("content-type", "content-encoding", "retry-after", "location")
+            headers = {k: v for k, v in answer.headers.items() if k.lower() in kept}
+            return web.Response(status=answer.status, body=body, headers=headers)
+
+
+async def _wait_until(what: str, predicate: Callable[[], bool], timeout: float) -> None:
+    """Wait for `predicate` (log lines and database rows notify no one: re-checked every 50 ms)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"waited {timeout:g}s in vain for {what}"
+        await asyncio.sleep(0.05)
+
+
+def _errors(log: str) -> list[str]:
+    return [line for line in log.splitlines() if " ERROR " in line or line.startswith("Traceback")]
+
+
+async def test_a_process_paused_past_its_leases_lets_the_taken_over_jobs_go_quietly(cluster: Cluster) -> None:
+    world = cluster.world
+    paused, survivor = 1, 0
+    # The process to pause talks to the service through a tap: its own requests are told apart.
+    tap = ServiceTap(world.service.base_url)
+    await tap.start()
+    try:
+        bot = cluster.bots[paused]
+        await bot.terminate()
+        bot.env = {**bot.env, "GEN_API_BASE_URL": tap.url}
+        mark = world.discord.identify_count
+        await bot.start()
+        await world.discord.wait_ready(timeout=30, after=mark, count=1)
+
+        # Pending through the pause, the takeover and the wake-up, even on a loaded machine.
+        world.service.plans.append(("fenced", TaskPlan(duration=PAUSED_TASK)))
+        prompts = {f"fenced job on guild {g}": g for g in cluster.guilds_of(paused)}
+        its = {p: await world.video(p, guild=g) for p, g in prompts.items()}
+        ids = {p: await world.job_id(it) for p, it in its.items()}
+        # Created by the process to pause, which polls them: then it stops (SIGSTOP), mid-wait.
+        await world.service.wait_for(
+            lambda: all(len(service_creates(world, p)) == 1 for p in prompts), timeout=30
+        )
+        tasks = {p: task_for(world, p).id for p in prompts}
+        await world.service.wait_for(lambda: all(tap.polls(t) for t in tasks.values()), timeout=15)
+        assert bot.proc is not None
+        bot.proc.send_signal(signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        try:
+            survivor_log = cluster.bots[survivor].log_text
+            await _wait_until(
+                "the takeover",
+                lambda: all(
+                    f"job {j} taken over from a lapsed lease" in survivor_log() for j in ids.values()
+                ),
+                timeout=LEASE_SECONDS * 4,
+            )
+            # The new owner polls each task (every poll but the tap's comes from the survivor).
+            await world.service.wait_for(
+                lambda: all(len(service_polls(world, t)) > len(tap.polls(t)) for t in tasks.values()),
+                timeout=10,
+            )
+            assert time.monotonic() - stopped_at >= LEASE_SECONDS
+            assert all(world.service.tasks[t].state == "pending" for t in tasks.values()), (
+                "PAUSED_TASK too short"
+            )
+        finally:
+            bot.proc.send_signal(signal.SIGCONT)
+        woken_at = time.monotonic()
+
+        # The tasks end (the survivor's polls see it): the woken process had its chance to poll too.
+        await world.service.wait_for(
+            lambda: all(world.service.tasks[t].state == "completed" for t in tasks.values()),
+            timeout=PAUSED_TASK + 5,
+        )
+        for prompt, task_id in tasks.items():
+            # Polled by one process at a time: the woken process sent nothing more for its old jobs.
+            assert tap.polls(task_id, since=woken_at) == [], f"{prompt!r}: polled by both processes"
+        for it in its.values():
+            await world.delivered(it, timeout=30)
+        await asyncio.sleep(0.5)  # a late poll or second upload from the woken process would show up here
+        rows = await cluster.jobs()
+        for prompt, job_id in ids.items():
+            assert len(service_creates(world, prompt)) == 1, f"{prompt!r}: its task was created again"
+            assert tap.polls(tasks[prompt], since=woken_at) == [], f"{prompt!r}: polled by both processes"
+            assert len(world.files_for(job_id)) == 1, f"{prompt!r} delivered {len(world.files_for(job_id))}x"
+            assert rows[job_id]["state"] == "delivered"
+            assert rows[job_id]["lease_owner"] == f"framecast-shards-{survivor}"
+        assert [t for t in tap.seen if t.at >= woken_at and t.path != "/v1/models"] == []
+        assert "left to the process that holds its lease now" in bot.log_text()
+        for shard, process in cluster.bots.items():
+            assert _errors(process.log_text()) == [], f"shard {shard} logged an error"
+        _assert_within_budget(world)
+    finally:
+        await tap.stop()

@@ -23,7 +23,7 @@ from framecast.jobs.chat_side import (
 from framecast.jobs.reasons import Note
 from framecast.jobs.runner import RunnerSettings
 
-__all__ = ["RUNNER_SETTINGS", "RecordingReporter"]
+__all__ = ["RUNNER_SETTINGS", "QuietChat", "RecordingReporter"]
 
 MiB = 1024 * 1024
 
@@ -114,3 +114,31 @@ class RecordingReporter:
     async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10) -> None:  # noqa: ASYNC109
         async with self._changed:
             await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+
+
+class QuietChat:
+    """A chat side that shows nothing: for use cases that never talk to it (the admins', the keys')."""
+
+    async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
+        pass
+
+    async def upload_limit(self, job: Job, refused: int | None = None) -> int:
+        return 25 * 1024 * 1024
+
+    async def was_delivered(self, job: Job) -> bool:
+        return False
+
+    async def delivery_pending(self, job: Job) -> None:
+        pass
+
+    async def deliver(self, job: Job, result: ResultToDeliver) -> DeliveryOutcome:
+        return Delivered()
+
+    def positions_changed(self, guild_id: int, queued: list[int]) -> None:
+        pass
+
+    def add_note(self, job: Job, note: Note) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass

@@ -38,13 +38,16 @@ Wire facts this fake relies on (checked against discord.py 2.7.1):
   refused RESUME or a second shard costs 5 s unless the bot overrides the hook. The fake
   accepts RESUME by default (``allow_resume``), replaying missed events.
 * Without the GUILD_MEMBERS intent, GUILD_CREATE carries only the bot's own member (as Discord
-  does); interaction payloads always carry the invoking member.
+  does); interaction payloads always carry the invoking member, with ``permissions`` in that
+  channel (Discord's order: @everyone, then roles', then the member's overwrites). A member never
+  acts in a channel or thread they cannot see (:class:`ChannelHidden`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import inspect
 import itertools
 import json
@@ -67,11 +70,13 @@ __all__ = [
     "ADMINISTRATOR",
     "ALL_PERMISSIONS",
     "ATTACH_FILES",
+    "ChannelHidden",
     "CommandHidden",
     "DEFAULT_EVERYONE_PERMISSIONS",
     "DISCORD_EPOCH_MS",
     "EMBED_LINKS",
     "MANAGE_MESSAGES",
+    "MANAGE_THREADS",
     "MENTION_EVERYONE",
     "READ_MESSAGE_HISTORY",
     "SEND_MESSAGES",
@@ -86,6 +91,7 @@ __all__ = [
     "FakeInteraction",
     "FakeMember",
     "FakeMessage",
+    "FakeOverwrite",
     "FakeRequest",
     "FakeRole",
     "FakeUpload",
@@ -121,6 +127,7 @@ CONNECT = 1 << 20
 SPEAK = 1 << 21
 CHANGE_NICKNAME = 1 << 26
 USE_APPLICATION_COMMANDS = 1 << 31
+MANAGE_THREADS = 1 << 34
 CREATE_PUBLIC_THREADS = 1 << 35
 SEND_MESSAGES_IN_THREADS = 1 << 38
 ALL_PERMISSIONS = (1 << 53) - 1
@@ -230,6 +237,11 @@ def _describe(predicate: Callable[..., Any]) -> str:
 
 class CommandHidden(Exception):
     """A slash command Discord would not show to this member, so they cannot invoke it."""
+
+
+class ChannelHidden(Exception):
+    """Discord does not show this channel to this member (no View Channel there): they cannot use
+    a command or click a button in it."""
 
 
 class ModalRefused(ValueError):
@@ -432,9 +444,28 @@ class FakeMember:
         return data
 
 
+@dataclass(frozen=True)
+class FakeOverwrite:
+    """A channel's permission overwrite for a role (type 0) or a member (type 1), as Discord sends it."""
+
+    id: int
+    type: int
+    allow: int = 0
+    deny: int = 0
+
+    @classmethod
+    def of(cls, target: FakeRole | FakeMember, *, allow: int = 0, deny: int = 0) -> FakeOverwrite:
+        """An overwrite for `target`: a role (``guild.everyone`` for @everyone) or a member."""
+        return cls(target.id, 0 if isinstance(target, FakeRole) else 1, allow, deny)
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"id": str(self.id), "type": self.type, "allow": str(self.allow), "deny": str(self.deny)}
+
+
 @dataclass(eq=False, repr=False)
 class FakeChannel:
-    """A text channel (type 0) or a DM channel (type 1)."""
+    """A text channel (type 0), a DM channel (type 1), or a thread of a text channel (11 public,
+    12 private; its `parent` is the channel, and it has no overwrites of its own)."""
 
     id: int
     name: str
@@ -448,6 +479,12 @@ class FakeChannel:
     recipient: FakeUser | None = None
     #: Age-restricted ("NSFW") channel, as Server Settings sets it.
     nsfw: bool = False
+    #: The channel's overwrites for roles and members (the bot's own comes from ``bot_permissions``).
+    overwrites: list[FakeOverwrite] = field(default_factory=list)
+    #: A thread's channel, who started it, and (private threads) who was added to it.
+    parent: FakeChannel | None = None
+    owner_id: int | None = None
+    thread_members: set[int] = field(default_factory=set)
     _bot_user_id: int = 0
 
     @property
@@ -463,6 +500,39 @@ class FakeChannel:
             f"<FakeChannel #{self.name} id={self.id} type={self.type} bot_permissions={self.bot_permissions}>"
         )
 
+    def permissions_for(self, member: FakeMember) -> int:
+        """`member`'s permissions in this channel, by Discord's rules: the guild-level permissions
+        (all for the owner and administrators), then the @everyone overwrite, then the member's
+        roles' overwrites together, then the member's own; no View Channel means no permission.
+        A thread has its parent's permissions; a private one only for its owner, the members added
+        to it and Manage Threads."""
+        if self.parent is not None:
+            perms = self.parent.permissions_for(member)
+            if self.type == 12 and not (
+                perms & MANAGE_THREADS or member.id == self.owner_id or member.id in self.thread_members
+            ):
+                return 0
+            return perms
+        base = member.permissions
+        if base & ADMINISTRATOR or (self.guild is not None and self.guild.owner_id == member.id):
+            return ALL_PERMISSIONS
+        if self.guild is None:
+            return base
+        by_id = {(o.type, o.id): o for o in self.overwrites}
+        everyone = by_id.get((0, self.guild.id))
+        if everyone is not None:
+            base = (base & ~everyone.deny) | everyone.allow
+        allow = deny = 0
+        for role in member.roles:
+            found = by_id.get((0, role.id))
+            if found is not None:
+                allow, deny = allow | found.allow, deny | found.deny
+        base = (base & ~deny) | allow
+        own = by_id.get((1, member.id))
+        if own is not None:
+            base = (base & ~own.deny) | own.allow
+        return base if base & VIEW_CHANNEL else 0
+
     def to_payload(self) -> dict[str, Any]:
         if self.type == 1:
             return {
@@ -473,6 +543,28 @@ class FakeChannel:
                 "recipients": [self.recipient.to_payload()] if self.recipient else [],
             }
         assert self.guild is not None
+        if self.parent is not None:
+            return {
+                "id": str(self.id),
+                "type": self.type,
+                "guild_id": str(self.guild.id),
+                "parent_id": str(self.parent.id),
+                "owner_id": str(self.owner_id or self._bot_user_id),
+                "name": self.name,
+                "last_message_id": None,
+                "rate_limit_per_user": 0,
+                "flags": 0,
+                "message_count": 0,
+                "member_count": len(self.thread_members) + 1,
+                "total_message_sent": 0,
+                "thread_metadata": {
+                    "archived": False,
+                    "archive_timestamp": _iso(snowflake_time(self.id)),
+                    "auto_archive_duration": 1440,
+                    "locked": False,
+                    **({"invitable": True} if self.type == 12 else {}),
+                },
+            }
         return {
             "id": str(self.id),
             "type": self.type,
@@ -485,7 +577,8 @@ class FakeChannel:
                     "type": 1,
                     "allow": str(self.bot_permissions),
                     "deny": str(ALL_PERMISSIONS & ~self.bot_permissions),
-                }
+                },
+                *(o.to_payload() for o in self.overwrites if (o.type, o.id) != (1, self._bot_user_id)),
             ],
             "parent_id": None,
             "topic": None,
@@ -506,6 +599,8 @@ class FakeGuild:
     owner_id: int | None = None
     preferred_locale: str = "en-US"
     channels: list[FakeChannel] = field(default_factory=list)
+    #: Active threads (sent in GUILD_CREATE's ``threads``).
+    threads: list[FakeChannel] = field(default_factory=list)
     members: dict[int, FakeMember] = field(default_factory=dict)
     roles: list[FakeRole] = field(default_factory=list)
     joined_at: float = field(default_factory=time.time)
@@ -578,7 +673,7 @@ class FakeGuild:
                     "voice_states": [],
                     "members": [m.to_payload() for m in members],
                     "channels": [c.to_payload() for c in self.channels],
-                    "threads": [],
+                    "threads": [t.to_payload() for t in self.threads],
                     "presences": [],
                     "stage_instances": [],
                     "guild_scheduled_events": [],
@@ -738,6 +833,19 @@ def _walk_components(components: Iterable[dict[str, Any]]) -> Iterable[dict[str,
         for key in ("component", "accessory"):
             if isinstance(comp.get(key), dict):
                 yield from _walk_components([comp[key]])
+
+
+def _with_custom_id(components: list[dict[str, Any]], custom_id: str, type_: int) -> list[dict[str, Any]]:
+    """A copy of `components` whose first component of type `type_` has `custom_id` (else one more row)."""
+    out = copy.deepcopy(components)
+    target = next((c for c in _walk_components(out) if c.get("type") == type_ and c.get("custom_id")), None)
+    if target is not None:
+        target["custom_id"] = custom_id
+    else:
+        out.append(
+            {"type": 1, "components": [{"type": type_, "style": 2, "label": "?", "custom_id": custom_id}]}
+        )
+    return out
 
 
 @dataclass
@@ -1256,8 +1364,11 @@ class FakeDiscord:
         bot_permissions: int = TEXT_PERMISSIONS,
         nsfw: bool = False,
         system: bool = False,
+        overwrites: Sequence[FakeOverwrite] = (),
     ) -> FakeChannel:
-        """Add a text channel; ``nsfw`` makes it age-restricted, ``system`` the guild's system channel."""
+        """Add a text channel; ``nsfw`` makes it age-restricted, ``system`` the guild's system channel,
+        ``overwrites`` who else may see it (``FakeOverwrite.of(guild.everyone, deny=VIEW_CHANNEL)``
+        and ``FakeOverwrite.of(staff, allow=VIEW_CHANNEL)``: a private staff channel)."""
         channel = FakeChannel(
             id=snowflake_at(time.time()),
             name=name,
@@ -1265,6 +1376,7 @@ class FakeDiscord:
             bot_permissions=bot_permissions,
             position=len(guild.channels),
             nsfw=nsfw,
+            overwrites=list(overwrites),
             _bot_user_id=self.bot_user.id,
         )
         guild.channels.append(channel)
@@ -1272,6 +1384,26 @@ class FakeDiscord:
         if system:
             guild.system_channel_id = channel.id
         return channel
+
+    def add_thread(
+        self, parent: FakeChannel, name: str, *, private: bool = False, owner: FakeMember | None = None
+    ) -> FakeChannel:
+        """Add an active thread of `parent` (public, or ``private``: seen by `owner`, the members
+        in its ``thread_members`` and Manage Threads), known to the bot from GUILD_CREATE on."""
+        assert parent.guild is not None and parent.parent is None, "a thread of a guild text channel"
+        thread = FakeChannel(
+            id=snowflake_at(time.time()),
+            name=name,
+            guild=parent.guild,
+            bot_permissions=parent.bot_permissions,
+            type=12 if private else 11,
+            parent=parent,
+            owner_id=owner.id if owner is not None else None,
+            _bot_user_id=self.bot_user.id,
+        )
+        parent.guild.threads.append(thread)
+        self.channels[thread.id] = thread
+        return thread
 
     async def update_channel(self, channel: FakeChannel, *, nsfw: bool | None = None) -> None:
         """Change a channel (its age restriction) and tell the bot (CHANNEL_UPDATE)."""
@@ -1862,12 +1994,20 @@ class FakeDiscord:
         }
         if guild is not None:
             assert isinstance(user, FakeMember)
+            in_channel = channel.permissions_for(user)
+            if not in_channel & VIEW_CHANNEL:
+                raise ChannelHidden(
+                    f"{user.name!r} cannot see #{channel.name}: Discord does not show it to them"
+                )
+            member = user.to_payload(with_permissions=True)
+            # Discord: "total permissions of the member in the channel, including overwrites".
+            member["permissions"] = str(in_channel)
             payload.update(
                 {
                     "guild_id": str(guild.id),
                     "guild": {"id": str(guild.id), "locale": guild.preferred_locale, "features": []},
                     "guild_locale": guild.preferred_locale,
-                    "member": user.to_payload(with_permissions=True),
+                    "member": member,
                     "authorizing_integration_owners": {"0": str(guild.id)},
                 }
             )
@@ -2003,18 +2143,24 @@ class FakeDiscord:
         age: float = 0.0,
         app_permissions: int | None = None,
         attachment_size_limit: int | None = None,
+        crafted: bool = False,
     ) -> FakeInteraction:
-        """Click a component of a stored message (INTERACTION_CREATE type 3)."""
+        """Click a component of a stored message (INTERACTION_CREATE type 3).
+
+        ``crafted``: send `custom_id` whatever the message's components are, as a forged request
+        would (a bot must not trust what a custom id says). discord.py only runs a click whose
+        custom id is on the message that comes with it, so the message sent along carries the
+        crafted id in place of the first component of that type: the most a forger could show."""
         if message.deleted:
             raise ValueError(f"message {message.id} was deleted")
         comp = next(
             (c for c in _walk_components(message.components) if c.get("custom_id") == custom_id), None
         )
-        if comp is None:
+        if comp is None and not crafted:
             raise ValueError(
                 f"message {message.id} has no component {custom_id!r} (has {message.custom_ids()})"
             )
-        if comp.get("disabled"):
+        if comp is not None and comp.get("disabled") and not crafted:
             raise ValueError(f"component {custom_id!r} is disabled")
         channel = self.channels.get(message.channel_id) or self._dm_channels.get(message.channel_id)
         if channel is None:
@@ -2037,6 +2183,10 @@ class FakeDiscord:
             data["values"] = list(values)
         it.payload["data"] = data
         it.payload["message"] = message.to_payload()
+        if comp is None:  # crafted
+            it.payload["message"]["components"] = _with_custom_id(
+                message.components, custom_id, component_type
+            )
         return await self._send_interaction(it)
 
     async def submit_modal(

@@ -209,6 +209,9 @@ class FakeService:
     * ``image_poll_url_field``: where a completed image task's poll puts the URL (``image_url``).
     * ``models`` / ``models_shape``: the model list ((id, kind) pairs) and its JSON shape:
       ``data``, ``data_kind``, ``data_no_kind``, ``bare``, ``strings``, ``weird``.
+      ``unknown_models``: whether a create naming a model not in ``models`` (for its kind) is
+      refused 400 ``{"error": {"message": "The model `x` does not exist", "code": "model_not_found"}}``
+      (default False: any model is accepted). :meth:`rename_model` renames one and turns this on.
     * ``rate_limit``: ``(N, window_seconds)`` or None: a sliding window per key over every
       authorised request (downloads of result URLs with the key included); over it, 429.
       ``retry_after``: the 429's ``Retry-After`` header (seconds or a string; None: no header).
@@ -255,6 +258,7 @@ class FakeService:
             ("svc-text-1.5", "text"),
         ]
         self.models_shape: ModelsShape = "data"
+        self.unknown_models = False
         self.rate_limit: tuple[int, float] | None = None
         self.retry_after: float | str | None = None
         self.count_rejected = True
@@ -395,6 +399,19 @@ class FakeService:
             best = max(best, hi - lo + 1)
         return best
 
+    def rename_model(self, old: str, new: str) -> None:
+        """The service renames model `old` to `new` (same kind) and refuses `old` from now on."""
+        self.models = [(new if model == old else model, kind) for model, kind in self.models]
+        self.unknown_models = True
+
+    def _unknown_model(self, body: dict[str, Any], kind: str) -> web.Response | None:
+        if not self.unknown_models or (body["model"], kind) in self.models:
+            return None
+        message = f"The model `{body['model']}` does not exist"
+        return _json(
+            {"error": {"message": message, "type": "invalid_request_error", "code": "model_not_found"}}, 400
+        )
+
     def plan_for(self, prompt: str) -> TaskPlan:
         """The plan a task with this prompt gets."""
         for needle, plan in self.plans:
@@ -527,6 +544,8 @@ class FakeService:
         )
         if problem:
             return _error(400, problem)
+        if (refused := self._unknown_model(body, "video")) is not None:
+            return refused
         plan = self.plan_for(body["prompt"])
         if plan.reject_status is not None:
             return _error(plan.reject_status, plan.reject_message)
@@ -543,6 +562,8 @@ class FakeService:
         problem = _check_fields(body, {"model": str, "prompt": str, "size": str}, ())
         if problem:
             return _error(400, problem)
+        if (refused := self._unknown_model(body, "image")) is not None:
+            return refused
         plan = self.plan_for(body["prompt"])
         if plan.reject_status is not None:
             return _error(plan.reject_status, plan.reject_message)

@@ -42,6 +42,10 @@ class SingleKey:
         """The one key."""
         return self._key
 
+    def key_unreadable(self, guild_id: int) -> bool:
+        """Never: the one key is the operator's."""
+        return False
+
     def bind(self, job_id: int, account: KeyAccount) -> None:
         """Nothing to keep: the one key lives as long as the runner."""
 

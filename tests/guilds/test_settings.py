@@ -1,15 +1,15 @@
-"""Server settings: JSON round trip, ceilings, validation of changes, quota windows, blocklist matching."""
+"""Server settings: JSON round trip, ceilings, validation of changes, quota windows (blocklist matching:
+test_blocklist.py)."""
 
 from __future__ import annotations
 
 import math
-import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from framecast.config import Secret, Settings
@@ -23,7 +23,6 @@ from framecast.guilds.settings import (
     SettingsError,
     SettingsProblem,
     Source,
-    blocked_term,
     check_change,
     quota_window,
     resolve,
@@ -260,158 +259,3 @@ def test_quota_window_contains_now(now: float, period: float) -> None:
     start, reset = quota_window(now, period)
     assert start <= now < reset
     assert reset - start == pytest.approx(period)
-
-
-# ---------------------------------------------------------------------- blocked_term: examples
-
-
-@pytest.mark.parametrize(
-    ("prompt", "terms", "found"),
-    [
-        # Latin: case and accents either way.
-        ("A Café at night", ["cafe"], "cafe"),
-        ("a cafe at night", ["CAFÉ"], "CAFÉ"),
-        ("cafe\u0301 (decomposed)", ["café"], "café"),
-        ("ÜBER alles", ["uber"], "uber"),
-        ("Straße", ["strasse"], "strasse"),
-        ("ＦＵＬＬＷＩＤＴＨ text", ["fullwidth"], "fullwidth"),
-        ("Ελληνικά ΆΣΤΡΑ", ["αστρα"], "αστρα"),
-        ("ёлка", ["елка"], "елка"),
-        # Whole words and phrases only in spaced scripts.
-        ("a classic scene", ["ass"], None),
-        ("passing by", ["ass"], None),
-        ("kick ass!", ["ass"], "ass"),
-        ("blood-red sky", ["blood"], "blood"),
-        ("bloody", ["blood"], None),
-        ("blood2", ["blood"], None),
-        ("very   bad\nword here", ["bad word"], "bad word"),
-        ("bad words", ["bad word"], None),
-        ("b\u200dad (joiner inside)", ["bad"], "bad"),
-        ("bad\u200bword", ["bad"], "bad"),  # a zero-width space separates words
-        # Scripts without spaces: substrings.
-        ("我爱北京天安门", ["北京"], "北京"),
-        ("東京タワーの夜景", ["タワー"], "タワー"),
-        ("ﾀﾜｰ", ["タワー"], "タワー"),  # half-width katakana
-        ("ねこがすき", ["ねこ"], "ねこ"),
-        ("แมวน่ารัก", ["แมว"], "แมว"),
-        ("고양이가 좋아", ["고양이"], "고양이"),
-        ("각", ["가"], None),  # a syllable is not a substring of another syllable
-        ("かがみ", ["かか"], None),  # voicing marks are kept: が is not か
-        # Hindi: words, and vowel signs are part of the word.
-        ("राम और सीता", ["राम"], "राम"),
-        ("रामायण की कथा", ["राम"], None),
-        ("काम करो", ["कम"], None),
-        ("कम करो", ["काम"], None),
-        ("कम करो", ["कम"], "कम"),
-        # Nukta letter precomposed in the prompt, decomposed in the term.
-        (
-            "\u095b\u0930\u0942\u0930 \u0906\u0913",
-            ["\u091c\u093c\u0930\u0942\u0930"],
-            "\u091c\u093c\u0930\u0942\u0930",
-        ),
-        # Order: the first listed term that occurs.
-        ("red and blue", ["green", "blue", "red"], "blue"),
-        ("nothing here", [], None),
-        ("", ["a"], None),
-    ],
-)
-def test_blocked_term_examples(prompt: str, terms: list[str], found: str | None) -> None:
-    assert blocked_term(prompt, terms) == found
-
-
-def test_terms_that_fold_to_nothing_never_match() -> None:
-    assert (
-        blocked_term("anything at all \u0301 \u200d", ["", "   ", "\u0301", "\u200d", " \u0301\u0302 "])
-        is None
-    )
-
-
-def test_emoji_and_symbol_terms_match() -> None:
-    assert blocked_term("a 🍆 emoji", ["🍆"]) == "🍆"
-    assert blocked_term("eggplant🍆🍆", ["🍆"]) == "🍆"
-
-
-# ---------------------------------------------------------------------- blocked_term: properties
-
-TERM_LETTERS = "abcdefghijklm"
-OTHER_LETTERS = "nopqrstuvwxyz"
-ACCENTS = ["\u0301", "\u0300", "\u0308", "\u0302", "\u0303", "\u0327"]  # acute grave diaeresis ...
-
-words = st.text(alphabet=OTHER_LETTERS, min_size=1, max_size=8)
-separators = st.sampled_from([" ", "  ", ", ", "! ", "\n", " - ", "\t", "\u3000"])
-
-
-def disguise(text: str, data: st.DataObject) -> str:
-    """Random case and random accents on every letter (composed where Unicode can)."""
-    out = []
-    for ch in text:
-        if ch.isalpha():
-            ch = ch.upper() if data.draw(st.booleans()) else ch
-            if data.draw(st.booleans()):
-                ch += data.draw(st.sampled_from(ACCENTS))
-        out.append(ch)
-    joined = "".join(out)
-    return unicodedata.normalize("NFC", joined) if data.draw(st.booleans()) else joined
-
-
-@settings(max_examples=300)
-@given(
-    term_words=st.lists(st.text(alphabet=TERM_LETTERS, min_size=1, max_size=8), min_size=1, max_size=3),
-    before=st.lists(words, max_size=4),
-    after=st.lists(words, max_size=4),
-    data=st.data(),
-)
-def test_a_disguised_term_between_other_words_is_found(
-    term_words: list[str], before: list[str], after: list[str], data: st.DataObject
-) -> None:
-    term = " ".join(term_words)
-    pieces = [*before, disguise(term, data), *after]
-    prompt = ""
-    for piece in pieces:
-        prompt += piece + data.draw(separators)
-    assert blocked_term(prompt, [term]) == term
-
-
-@settings(max_examples=300)
-@given(
-    term=st.text(alphabet=TERM_LETTERS, min_size=1, max_size=8),
-    glued=st.sampled_from(["x", "9", "é", "\u0301x", "ß"]),
-    data=st.data(),
-)
-def test_a_term_glued_to_a_letter_or_digit_is_not_a_word(term: str, glued: str, data: st.DataObject) -> None:
-    assert blocked_term(f"{glued}{disguise(term, data)}", [term]) is None
-    assert blocked_term(f"{disguise(term, data)}{glued}", [term]) is None
-
-
-def _has_term_letter(ch: str) -> bool:
-    # An independent oracle: what could fold into one of the term's letters at all.
-    folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", ch).casefold())
-    return any(c in TERM_LETTERS for c in folded)
-
-
-@settings(max_examples=300)
-@given(
-    term=st.text(alphabet=TERM_LETTERS, min_size=1, max_size=6),
-    text=st.text(st.characters(codec="utf-8")).filter(lambda t: not any(_has_term_letter(c) for c in t)),
-)
-def test_text_without_the_terms_letters_is_never_matched(term: str, text: str) -> None:
-    assert blocked_term(text, [term]) is None
-
-
-@settings(max_examples=300)
-@given(
-    term=st.text(alphabet="猫犬鳥ねこタワー", min_size=1, max_size=3),
-    before=st.text(max_size=10),
-    after=st.text(max_size=10),
-)
-def test_unspaced_terms_are_found_inside_any_text(term: str, before: str, after: str) -> None:
-    # Kana voicing marks in `before` could combine with the term's first character: keep them apart.
-    assert blocked_term(f"{before} {term} {after}", [term]) == term
-    assert blocked_term(f"x{term}y", [term]) == term
-
-
-@settings(max_examples=500)
-@given(prompt=st.text(), terms=st.lists(st.text(), max_size=5))
-def test_blocked_term_never_raises(prompt: str, terms: list[str]) -> None:
-    found = blocked_term(prompt, terms)
-    assert found is None or found in terms

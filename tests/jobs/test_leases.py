@@ -131,6 +131,99 @@ async def test_take_renew_and_lapse(backend: Backend) -> None:
     assert await one.take(replace(other, id=10**9)) is False
 
 
+# ---------------------------------------------------------------------- fencing: holds()
+
+
+class CountingStore:
+    """A lease store that counts the claims reaching the database."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.claims = 0
+
+    async def claim(self, job_id: int, owner: str, until: float) -> bool:
+        self.claims += 1
+        return await self.store.claim(job_id, owner, until)
+
+    async def claimable(
+        self, owner: str, now: float, guilds: Callable[[int], bool] | None = None
+    ) -> list[Job]:
+        return await self.store.claimable(owner, now, guilds)
+
+    async def release(self, job_id: int, owner: str) -> bool:
+        return await self.store.release(job_id, owner)
+
+
+async def test_holds_asks_the_store_only_once_the_lease_it_wrote_may_have_lapsed(backend: Backend) -> None:
+    store = CountingStore(await backend.open())
+    leases = Leases(store, owner="p1", lease_seconds=LEASE, clock=backend.clock)
+    job = await add(store.store)
+    assert await leases.take(job)
+    store.claims = 0
+    # The check before every poll costs no database round trip while the lease is fresh.
+    for _ in range(5):
+        assert await leases.holds(job.id) is True
+    await backend.clock.advance(LEASE * 2 / 3 - 1)
+    assert await leases.holds(job.id) is True
+    assert store.claims == 0
+    # Under a third of a lease left (renewals late, or the process was paused): the store decides,
+    # and the lease it renews makes the next checks free again.
+    await backend.clock.advance(2)
+    assert await leases.holds(job.id) is True
+    assert store.claims == 1
+    assert await leases.holds(job.id) is True
+    assert store.claims == 1
+
+
+@pytest.mark.parametrize("renewal_first", [False, True], ids=["check-first", "renewal-first"])
+async def test_a_process_paused_past_its_lease_finds_the_job_taken_over_and_lets_it_go(
+    backend: Backend, renewal_first: bool
+) -> None:
+    paused_store, other_store = await backend.open(), await backend.open()
+    paused, other = backend.leases(paused_store, "paused"), backend.leases(other_store, "other")
+    job = await touch(paused_store, await add(paused_store))
+    assert await paused.take(job)
+    assert await paused.holds(job.id) is True
+
+    await backend.clock.advance(LEASE)  # SIGSTOP: no renewal while the lease runs out
+    assert [j.id for j in await other.take_over()] == [job.id]
+    # SIGCONT: the renewal timer and the job's task wake in either order; both see the loss.
+    if renewal_first:
+        await paused.renew()
+        assert paused.held == frozenset()
+    assert await paused.holds(job.id) is False
+    assert paused.held == frozenset()
+    assert await paused.holds(job.id) is False  # and it stays lost (no renewal brings it back)
+    await paused.renew()
+    assert await paused.holds(job.id) is False
+    assert await other.holds(job.id) is True
+    assert await paused_store.claimable("paused", backend.clock.time()) == []  # other's lease runs
+
+
+async def test_a_lapsed_lease_nobody_took_stays_with_the_process_that_held_it(backend: Backend) -> None:
+    store, other_store = await backend.open(), await backend.open()
+    mine, other = backend.leases(store, "p1"), backend.leases(other_store, "p2")
+    job = await add(store)
+    assert await mine.take(job)
+    await backend.clock.advance(LEASE * 2)  # paused, but nobody came for the job meanwhile
+    assert await mine.holds(job.id) is True  # claimed again, with the same compare-and-set...
+    assert await other.take(job) is False  # ...so a takeover arriving now finds it held
+    assert [j.id for j in await other.take_over()] == []
+
+
+async def test_holds_is_false_for_an_ended_or_released_job(backend: Backend) -> None:
+    store = await backend.open()
+    leases = backend.leases(store, "p1")
+    ended, left = await add(store), await add(store)
+    assert await leases.take(ended) and await leases.take(left)
+    await store.transition(ended.id, S.CANCELLED)  # e.g. cancelled through another process
+    await backend.clock.advance(LEASE)
+    assert await leases.holds(ended.id) is False
+    leases.done(left.id)
+    assert await leases.holds(left.id) is False
+    assert await leases.holds(10**9) is False
+
+
 # ---------------------------------------------------------------------- take_over
 
 

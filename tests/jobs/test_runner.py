@@ -10,7 +10,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,13 +25,16 @@ from framecast.jobs.chat_side import (
     DeliveryOutcome,
     ResultToDeliver,
 )
+from framecast.jobs.leases import LeaseCheck, LeaseLost, Leases
 from framecast.jobs.reasons import Note
 from framecast.jobs.runner import JobRunner
+from framecast.jobs.scheduler import Scheduler
 from framecast.keys.budget import RequestBudget
 from framecast.ops.metrics import Metrics
 from framecast.service import GenerationClient
 from framecast.storage import Store
 from tests.fakes.chat_side import RUNNER_SETTINGS, RecordingReporter
+from tests.fakes.clock import ManualClock
 from tests.fakes.gen_service import FakeService, TaskPlan
 from tests.fakes.keys import SingleKey
 from tests.fakes.media import make_large_mp4, make_png, make_png_bomb
@@ -95,7 +98,7 @@ async def rig(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Rig]:
     reporter = RecordingReporter()
     results_dir = tmp_path / "data" / "results"
 
-    def make_runner(**overrides: Any) -> JobRunner:
+    def make_runner(leases: LeaseCheck | None = None, **overrides: Any) -> JobRunner:
         return JobRunner(
             store=store,
             accounts=SingleKey(client),
@@ -103,6 +106,7 @@ async def rig(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Rig]:
             clock=clock,
             settings=replace(SETTINGS, **overrides),
             results_dir=results_dir,
+            leases=leases,
         )
 
     try:
@@ -503,3 +507,167 @@ async def test_reencodes_are_counted_with_their_outcome_and_time(rig: Rig) -> No
     assert sample(metrics, "framecast_reencodes_total", kind="video", outcome="timeout") == 1
     assert sample(metrics, "framecast_reencodes_total", kind="video", outcome="fitted") == 0
     assert sample(metrics, "framecast_reencode_seconds_count", kind="video") == 1
+
+
+# -- leases: a job another process took over ------------------------------------------------------
+
+
+@dataclass
+class StandInLease:
+    """A lease check whose answer the test decides: the lease is lost once `lost()` says so."""
+
+    lost: Callable[[], bool]
+    asked: int = 0
+
+    async def holds(self, job_id: int) -> bool:
+        self.asked += 1
+        return not self.lost()
+
+
+def fenced(rig: Rig, lost: Callable[[], bool]) -> JobRunner:
+    return rig.make_runner(leases=StandInLease(lost))
+
+
+def polls(rig: Rig) -> int:
+    return sum(1 for r in rig.fake.requests if r.path == "/svcapi")
+
+
+def errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_a_runner_without_the_lease_creates_no_task_and_leaves_the_job_alone(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    job = await rig.add(JobKind.VIDEO, "taken over while queued")
+    with caplog.at_level(logging.INFO), pytest.raises(LeaseLost):
+        await fenced(rig, lambda: True).run(job, release_service_slot=lambda: None)
+    assert rig.fake.requests == []
+    assert (await rig.store.get(job.id)).state is JobState.QUEUED  # type: ignore[union-attr]
+    assert rig.reporter.changes == [] and errors(caplog) == []
+
+
+async def test_a_runner_whose_lease_was_taken_over_stops_before_its_next_poll(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig.fake.plans.append(("long", TaskPlan(polls=50)))
+    job = await rig.add(JobKind.VIDEO, "a long clip")
+    # Another process takes the job over right after this one's first poll.
+    with caplog.at_level(logging.INFO), pytest.raises(LeaseLost):
+        await fenced(rig, lambda: polls(rig) >= 1).run(job, release_service_slot=lambda: None)
+    assert len(service_creates_of(rig)) == 1 and polls(rig) == 1
+    current = await rig.store.get(job.id)
+    assert current is not None and current.state is JobState.RUNNING  # the new owner's to move on
+    assert errors(caplog) == []
+
+
+def service_creates_of(rig: Rig) -> list[Any]:
+    return [r for r in rig.fake.requests if r.method == "POST" and r.path == "/v1/videos"]
+
+
+@pytest.mark.parametrize("lost_after", ["completed", "download"])
+async def test_a_runner_whose_lease_was_taken_over_neither_downloads_nor_delivers(
+    rig: Rig, caplog: pytest.LogCaptureFixture, lost_after: str
+) -> None:
+    def lost() -> bool:
+        if lost_after == "completed":  # the task's last poll answered: lost before the download
+            return any(t.state == "completed" for t in rig.fake.tasks.values())
+        return rig.file_requests() >= 1  # downloaded: lost before the delivery
+
+    job = await rig.add(JobKind.VIDEO, "a finished clip")
+    with caplog.at_level(logging.INFO), pytest.raises(LeaseLost):
+        await fenced(rig, lost).run(job, release_service_slot=lambda: None)
+    assert rig.file_requests() == (0 if lost_after == "completed" else 1)
+    assert rig.reporter.files == [] and rig.reporter.links == [] and rig.reporter.started == []
+    current = await rig.store.get(job.id)
+    assert current is not None and current.state is JobState.DELIVERING
+    assert errors(caplog) == []
+
+
+class PausingReporter(RecordingReporter):
+    """After the first progress shown, "the process is paused" (`pause`) once."""
+
+    pause: Callable[[], Awaitable[None]] | None = None
+
+    async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
+        await super().job_changed(job, urgent=urgent)
+        if job.progress is not None and self.pause is not None:
+            pause, self.pause = self.pause, None
+            await pause()
+
+
+async def test_a_paused_process_lets_a_taken_over_job_go_quietly_and_frees_its_slot(
+    rig: Rig, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Two "processes" on one store, each with its own leases; time of the leases is the test's.
+    clock = ManualClock(wall_start=time.time())
+    store = await Store.open(tmp_path / "shared.sqlite3", clock=clock)
+    mine = Leases(store, owner="paused", lease_seconds=30, clock=clock)
+    theirs = Leases(store, owner="other", lease_seconds=30, clock=clock)
+    reporter = PausingReporter()
+    runner = JobRunner(
+        store=store,
+        accounts=SingleKey(rig.client),
+        reporter=reporter,
+        clock=SystemClock(),
+        settings=SETTINGS,
+        results_dir=tmp_path / "results",
+        leases=mine,
+    )
+    scheduler = Scheduler(store=store, runner=runner, admission=1, clock=clock, leases=mine)
+
+    async def pause() -> None:
+        await clock.advance(30)  # no renewal while paused: the lease lapses...
+        assert [j.id for j in await theirs.take_over()] == [taken.id]  # ...and the other takes it
+
+    reporter.pause = pause
+    rig.fake.plans.append(("long", TaskPlan(polls=50)))
+    taken = await store.add(
+        NewJob(JobKind.VIDEO, 1, 2, 3, "en-US", video_params("a long clip")),
+        member_limit=None,
+        guild_cap=None,
+    )
+    try:
+        with caplog.at_level(logging.INFO):
+            assert [j.id for j in await scheduler.start()] == [taken.id]
+            await wait_for(lambda: mine.held == frozenset() and not reporter.started)
+            # The next poll was never sent: the new owner alone polls the task from here.
+            assert polls(rig) == 1
+            assert await theirs.holds(taken.id) is True
+            current = await store.get(taken.id)
+            assert current is not None and current.state is JobState.RUNNING
+            # Its slot is free: the next job (admission 1) runs and is delivered here.
+            after = await store.add(
+                NewJob(JobKind.VIDEO, 1, 2, 3, "en-US", video_params("the next clip")),
+                member_limit=None,
+                guild_cap=None,
+            )
+            assert await scheduler.claim(after)
+            scheduler.submit(after)
+            await reporter.wait_until(lambda: len(reporter.files) == 1)
+            assert [job_id for job_id, *_ in reporter.files] == [after.id]
+        # Never polled again by this process (`theirs` only holds the lease here: it runs nothing).
+        assert sum(1 for r in rig.fake.requests if r.query.get("video_id") == current.task_id) == 1
+        assert f"job {taken.id}: left to the process that holds its lease now" in caplog.text
+        assert errors(caplog) == []
+    finally:
+        await scheduler.close(1.0)
+        await store.close()
+
+
+def video_params(prompt: str) -> dict[str, Any]:
+    return {
+        "model": "svc-video-v2.0",
+        "prompt": prompt,
+        "width": 64,
+        "height": 64,
+        "num_frames": 12,
+        "frame_rate": 12,
+    }
+
+
+async def wait_for(predicate: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not predicate():
+        assert time.monotonic() < deadline, "waited 10 s in vain"
+        await asyncio.sleep(0.01)

@@ -335,11 +335,12 @@ async def test_a_removed_key_keeps_serving_its_running_jobs_and_is_gone_after_a_
 async def test_a_key_the_vault_cannot_read_is_not_replaced_by_the_operators(rig: Rig) -> None:
     await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
     accounts = await rig.reopen(secret=Fernet.generate_key().decode())  # the operator changed the secret
-    assert accounts.guild_key_state(GUILD) is KeyStatus.REJECTED  # the intake refuses its jobs
+    assert accounts.key_unreadable(GUILD) and not accounts.key_unreadable(OTHER_GUILD)  # the intake refuses
+    assert accounts.guild_key_state(GUILD) is KeyStatus.REJECTED
     queued = await rig.job(GUILD)
     assert accounts.for_job(queued) is None
     failed = await rig.runner().run(queued, release_service_slot=lambda: None)
-    assert failed.error_code == ErrorCode.KEY_REMOVED
+    assert failed.error_code == ErrorCode.GUILD_KEY_UNREADABLE  # the reason, not "the key was removed"
     assert rig.fake.count(path="/v1/videos") == 0
 
 

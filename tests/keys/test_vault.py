@@ -6,7 +6,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from framecast.config import Secret
-from framecast.keys.vault import KeyUnreadable, KeyVault, KeyVaultState, last4
+from framecast.keys.vault import KeyUnreadable, KeyVault, KeyVaultState, Rotation, last4
 
 KEY = "sk-live-0123456789abcdefWXYZ"
 
@@ -84,3 +84,35 @@ def test_last4() -> None:
     assert last4(f"  {KEY}\n") == "WXYZ"
     assert last4("abcdefgh") == "efgh"
     assert last4("short") == ""  # four characters of a short key would give most of it away
+
+
+def test_a_list_of_secrets_encrypts_with_the_first_and_reads_with_any() -> None:
+    old, new = secret(), secret()
+    stored_under_old = KeyVault(enabled=True, secret=old).encrypt(KEY)
+    vault = KeyVault(enabled=True, secret=Secret(f"{new.reveal()}, {old.reveal()}"))
+    assert vault.state is KeyVaultState.READY
+    assert vault.decrypt(stored_under_old).reveal() == KEY
+    fresh = vault.encrypt(KEY)
+    assert KeyVault(enabled=True, secret=new).decrypt(fresh).reveal() == KEY  # the first key encrypts
+    with pytest.raises(KeyUnreadable):
+        KeyVault(enabled=True, secret=old).decrypt(fresh)
+    assert new.reveal() not in repr(vars(vault)) and old.reveal() not in repr(vars(vault))
+
+
+def test_rotate_re_encrypts_old_tokens_with_the_first_key_once() -> None:
+    old, new, stranger = secret(), secret(), secret()
+    vault = KeyVault(enabled=True, secret=Secret(f"{new.reveal()},{old.reveal()}"))
+    outcome, rotated = vault.rotate(KeyVault(enabled=True, secret=old).encrypt(KEY))
+    assert outcome is Rotation.ROTATED and rotated is not None
+    assert KeyVault(enabled=True, secret=new).decrypt(rotated).reveal() == KEY  # old key not needed now
+    assert vault.rotate(rotated) == (Rotation.CURRENT, None)  # a second run writes nothing
+    assert vault.rotate(vault.encrypt(KEY)) == (Rotation.CURRENT, None)
+    foreign = KeyVault(enabled=True, secret=stranger).encrypt(KEY)
+    assert vault.rotate(foreign) == (Rotation.UNREADABLE, None)
+    assert vault.rotate(b"not a token") == (Rotation.UNREADABLE, None)
+
+
+def test_a_vault_that_is_not_ready_rotates_nothing() -> None:
+    with pytest.raises(RuntimeError) as info:
+        KeyVault(enabled=True, secret=None).rotate(KeyVault(enabled=True, secret=secret()).encrypt(KEY))
+    assert KEY not in str(info.value)
