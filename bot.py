@@ -27,6 +27,7 @@ from framecast.clock import Clock
 from framecast.config import ConfigError, Settings, load_settings
 from framecast.jobs.queues import QueuePositions
 from framecast.logsetup import setup_logging
+from framecast.ops.heap import HeapFreezer, track_heap
 from framecast.ops.http import OpsServer
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
@@ -67,6 +68,9 @@ class Framecast(commands.Bot):
         self._opened = False
         #: What /metrics shows; the core records into it.
         self.metrics = Metrics()
+        #: Freezes the guild cache out of the garbage collector's way once the shards are ready.
+        self.heap = HeapFreezer()
+        track_heap(self.metrics.registry, self.heap)
         self._ops: OpsServer | None = None
         #: Whether the (unsharded) gateway connection is up, kept from discord.py's connection events.
         self._gateway_up = False
@@ -166,10 +170,25 @@ class Framecast(commands.Bot):
             await ops.close()
 
     async def on_ready(self) -> None:
-        """Log who we are (no command sync here: on_ready fires on every reconnect)."""
+        """Log who we are, then freeze the filled cache (no command sync here: on_ready fires on
+        every full reconnect, after which the cache was rebuilt and is swept again)."""
         log.info(
             "connected as %s (%s) in %d guild(s)", self.user, getattr(self.user, "id", "?"), len(self.guilds)
         )
+        self.heap.ready(len(self.guilds))
+
+    async def on_guild_join(self, guild: discord.Guild) -> None:
+        """A guild added the bot: one more guild the heap policy counts as churn."""
+        self.heap.guilds_changed(1, len(self.guilds))
+
+    async def on_guild_remove(self, guild: discord.Guild) -> None:
+        """The bot left a guild (or it was deleted): its cached objects are now garbage."""
+        self.heap.guilds_changed(1, len(self.guilds))
+
+    async def on_shard_ready(self, shard_id: int) -> None:
+        """A shard identified again on its own: discord.py replaced its guilds' cached objects."""
+        if self.is_ready():
+            self.heap.guilds_changed(sum(1 for g in self.guilds if g.shard_id == shard_id), len(self.guilds))
 
     @staticmethod
     def _gateway_options(settings: Settings) -> dict[str, Any]:

@@ -26,6 +26,10 @@ All times are printed in clock seconds (real seconds x scale). The rate window (
 seconds) must stay far above the local round trip (a few milliseconds): scale 20 gives 3 s.
 
 Run: ``python3 benchmarks/bench_planner.py [--jobs 48] [--guilds 4] [--scale 20] [--seed 9]``
+
+``--shape mixed`` (issue 17, item 1): 36 such videos accepted at once, then 12 images (3 per guild)
+8 clock seconds later; it prints each image's time from its command to its file (p50, p90, max) and
+the videos' makespan, beside the naive bot (which creates each image as the budget allows).
 """
 
 from __future__ import annotations
@@ -65,7 +69,9 @@ from framecast.jobs.reasons import Note  # noqa: E402
 from framecast.keys.budget import RequestBudget  # noqa: E402
 from framecast.ops.metrics import Metrics  # noqa: E402
 from framecast.planner.estimate import Estimate, Estimates  # noqa: E402
-from framecast.service import GenerationClient, VideoParams  # noqa: E402
+from framecast.service import GenerationClient, ImageParams, VideoParams  # noqa: E402
+from framecast.service.errors import ServiceError  # noqa: E402
+from framecast.service.refusals import CreateRefusals, RefusalKind  # noqa: E402
 from framecast.storage import Store
 from tests.fakes.gen_service import FakeService, TaskPlan  # noqa: E402
 
@@ -286,6 +292,8 @@ class RunResult:
     eta_errors: list[float] | None  # |shown ETA - actual delivery| over all looks at started jobs
     start_errors: list[float] | None  # |shown start - actual start| over all looks at queued jobs
     backwards: int | None  # percentages below one shown before (held by the chat side's floor)
+    creates: int = 0  # create requests the fake received (refused ones too)
+    refused_creates: int = 0  # creates answered 429 (the capped shape: concurrency refusals)
 
 
 def settings_for(fake: FakeService, data_dir: Path, batch: Sequence[Clip]) -> Settings:
@@ -307,7 +315,9 @@ def settings_for(fake: FakeService, data_dir: Path, batch: Sequence[Clip]) -> Se
     )
 
 
-async def fake_for(batch: Sequence[Clip], scale: float, progress: bool) -> FakeService:
+async def fake_for(
+    batch: Sequence[Clip], scale: float, progress: bool, *, cap: int | None = None
+) -> FakeService:
     """A started fake service: the key's real limit (in real seconds) and one plan per clip."""
     fake = FakeService()
     await fake.start()
@@ -315,13 +325,18 @@ async def fake_for(batch: Sequence[Clip], scale: float, progress: bool) -> FakeS
     fake.progress_shape = "int" if progress else "missing"
     # polls=0: a task completes when its duration has elapsed, however often it was polled.
     fake.plans = [(c.tag, TaskPlan(duration=c.duration / scale, polls=0)) for c in batch]
+    fake.max_running = cap  # the capped shape: creates refused while the key runs `cap` tasks
+    if CAPPED_SAYS is not None:  # --cap-says: the refusal's words (a rate refusal's, say)
+        fake.max_running_message, fake.max_running_type = CAPPED_SAYS, "rate_limit_error"
     return fake
 
 
-async def run_core(batch: Sequence[Clip], scale: float, *, progress: bool) -> RunResult:
+async def run_core(
+    batch: Sequence[Clip], scale: float, *, progress: bool, cap: int | None = None
+) -> RunResult:
     """The real core against the fake; all jobs accepted at once."""
     clock = ScaledClock(scale)
-    fake = await fake_for(batch, scale, progress)
+    fake = await fake_for(batch, scale, progress, cap=cap)
     factory = RecordingChatFactory()
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -358,7 +373,7 @@ async def run_core(batch: Sequence[Clip], scale: float, *, progress: bool) -> Ru
                     await chat.job_changed(job, urgent=True)  # "Queued: #n", as the bot shows it
 
                 await asyncio.gather(*(submit(c) for c in batch))
-                await _wait_done(chat.all_done.wait(), batch, scale)
+                await _wait_done(chat.all_done.wait(), batch, scale, cap=cap)
             finally:
                 await core.close()
     finally:
@@ -373,10 +388,10 @@ async def run_core(batch: Sequence[Clip], scale: float, *, progress: bool) -> Ru
     return result
 
 
-async def run_naive(batch: Sequence[Clip], scale: float) -> RunResult:
+async def run_naive(batch: Sequence[Clip], scale: float, *, cap: int | None = None) -> RunResult:
     """A naive bot on the same client and budget: create all, poll each every 30 s, no cap."""
     clock = ScaledClock(scale)
-    fake = await fake_for(batch, scale, progress=True)
+    fake = await fake_for(batch, scale, progress=True, cap=cap)
     delivered: dict[str, float] = {}
     size = presets.VIDEO_SIZES[presets.DEFAULT_VIDEO_SIZE]
     try:
@@ -391,6 +406,8 @@ async def run_naive(batch: Sequence[Clip], scale: float) -> RunResult:
             )
             async with aiohttp.ClientSession() as session:
                 client = GenerationClient.from_settings(session, s, budget, clock)
+                # A naive bot tells no refusal from another: every 429 pauses and is retried.
+                client._transport.refusals = _NaiveRefusals()
 
                 async def one(c: Clip) -> None:
                     params = VideoParams(
@@ -403,7 +420,10 @@ async def run_naive(batch: Sequence[Clip], scale: float) -> RunResult:
                         ),
                         frame_rate=presets.DEFAULT_FRAME_RATE,
                     )
-                    task_id = await client.create_video(params)
+                    try:
+                        task_id = await client.create_video(params)
+                    except ServiceError:
+                        return  # the job fails: not delivered
                     status = await client.wait_video(
                         task_id, interval=s.gen_poll_interval, timeout=s.gen_poll_timeout
                     )
@@ -415,7 +435,7 @@ async def run_naive(batch: Sequence[Clip], scale: float) -> RunResult:
 
                 started = time.monotonic()
                 try:
-                    await _wait_done(asyncio.gather(*(one(c) for c in batch)), batch, scale)
+                    await _wait_done(asyncio.gather(*(one(c) for c in batch)), batch, scale, cap=cap)
                 finally:
                     await client.close()
                     budget.close()
@@ -424,9 +444,20 @@ async def run_naive(batch: Sequence[Clip], scale: float) -> RunResult:
     return _figures("naive: every 30 s, no cap", batch, fake, started, delivered, scale)
 
 
-async def _wait_done(done: Awaitable[object], batch: Sequence[Clip], scale: float) -> None:
-    """Wait for the run to end, giving up after ``GIVE_UP_AFTER`` times the physical bound."""
-    limit = physical_bound(batch) * GIVE_UP_AFTER / scale
+class _NaiveRefusals(CreateRefusals):
+    """Every create's 429 taken for a rate refusal (what a bot that reads no answer does)."""
+
+    def classify(self, body: bytes | str) -> RefusalKind:
+        """Always a rate refusal."""
+        return RefusalKind.RATE
+
+
+async def _wait_done(
+    done: Awaitable[object], batch: Sequence[Clip], scale: float, *, cap: int | None = None
+) -> None:
+    """Wait for the run to end, giving up after ``GIVE_UP_AFTER`` times the bound (the cap's, if any)."""
+    bound = physical_bound(batch) if cap is None else cap_bound(batch, cap)
+    limit = bound * GIVE_UP_AFTER / scale
     try:
         await asyncio.wait_for(done, limit)
     except TimeoutError:
@@ -464,6 +495,10 @@ def _figures(
         eta_errors=None,
         start_errors=None,
         backwards=None,
+        creates=sum(1 for r in authorised if r.method == "POST" and r.path == "/v1/videos"),
+        refused_creates=sum(
+            1 for r in authorised if r.method == "POST" and r.path == "/v1/videos" and r.status == 429
+        ),
     )
 
 
@@ -551,6 +586,306 @@ def print_table(results: Sequence[RunResult], bound: float) -> None:
             print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 
 
+# -- the mixed shape (issue 17, item 1): images arriving behind a key saturated by videos ------------
+
+#: The mixed shape: this many videos at once, then `MIXED_IMAGES` images `MIXED_IMAGES_AFTER` later.
+MIXED_VIDEOS = 36
+MIXED_IMAGES = 12
+MIXED_IMAGES_AFTER = 8.0  # clock seconds
+
+
+@dataclass
+class MixedResult:
+    """One run of the mixed shape, in clock seconds."""
+
+    label: str
+    videos: int
+    images: int
+    videos_delivered: int
+    images_delivered: int
+    video_makespan: float  # from the videos' commands to the last video's file
+    image_waits: list[float]  # command -> file, per delivered image
+    requests: int
+    rejected: int
+    busiest_window: int
+
+
+def make_mixed(guilds: int, seed: int) -> tuple[list[Clip], list[Clip]]:
+    """The videos (as :func:`make_batch`) and the images (spread over the same guilds)."""
+    videos = make_batch(MIXED_VIDEOS, guilds, seed)
+    images = [
+        Clip(f"[j{MIXED_VIDEOS + n:03d}]", guild=n % guilds, member=100 + n // guilds, duration=0.0)
+        for n in range(MIXED_IMAGES)
+    ]
+    return videos, images
+
+
+def _mixed_figures(
+    label: str,
+    videos: Sequence[Clip],
+    images: Sequence[Clip],
+    fake: FakeService,
+    started: float,
+    commanded: dict[str, float],
+    delivered: dict[str, float],
+    scale: float,
+) -> MixedResult:
+    video_tags = {c.tag for c in videos}
+    video_done = [at for tag, at in delivered.items() if tag in video_tags]
+    authorised = [r for r in fake.requests if r.auth_ok]
+    return MixedResult(
+        label=label,
+        videos=len(videos),
+        images=len(images),
+        videos_delivered=len(video_done),
+        images_delivered=sum(1 for c in images if c.tag in delivered),
+        video_makespan=(max(video_done, default=started) - started) * scale,
+        image_waits=[(delivered[c.tag] - commanded[c.tag]) * scale for c in images if c.tag in delivered],
+        requests=len(authorised),
+        rejected=sum(1 for r in authorised if r.status == 429),
+        busiest_window=fake.max_in_window(),
+    )
+
+
+async def run_core_mixed(
+    videos: Sequence[Clip], images: Sequence[Clip], scale: float, *, progress: bool
+) -> MixedResult:
+    """The real core: the videos accepted at once, the images `MIXED_IMAGES_AFTER` clock seconds later."""
+    clock = ScaledClock(scale)
+    everything = [*videos, *images]
+    fake = await fake_for(videos, scale, progress)
+    factory = RecordingChatFactory()
+    commanded: dict[str, float] = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = settings_for(fake, Path(tmp), everything)
+            core = await Core.open(settings, reporter=factory, clock=clock)
+            chat = factory.chat
+            assert chat is not None
+            try:
+                chat.expect(len(everything))
+                chat.start_sampling()
+
+                async def submit(c: Clip, kind: JobKind) -> None:
+                    who = Requester(
+                        guild_id=1000 + c.guild,
+                        channel_id=2000 + c.guild,
+                        user_id=3000 + c.member,
+                        locale="en-US",
+                    )
+                    if kind is JobKind.VIDEO:
+                        params = core.intake.video_params(
+                            guild_id=who.guild_id, prompt=c.prompt, model=None, size=None, seconds=None,
+                            frame_rate=None, known_models=(), default_model=settings.gen_video_model,
+                        )  # fmt: skip
+                    else:
+                        params = core.intake.image_params(
+                            guild_id=who.guild_id, prompt=c.prompt, model=None, size=None,
+                            known_models=(), default_model=settings.gen_image_model,
+                        )  # fmt: skip
+                    commanded[c.tag] = time.monotonic()
+                    job, _ = await core.intake.accept(who, kind, params)
+                    await chat.job_changed(job, urgent=True)
+
+                started = time.monotonic()
+                await asyncio.gather(*(submit(c, JobKind.VIDEO) for c in videos))
+                await clock.sleep(MIXED_IMAGES_AFTER - (time.monotonic() - started) * scale)
+                await asyncio.gather(*(submit(c, JobKind.IMAGE) for c in images))
+                await _wait_done(chat.all_done.wait(), videos, scale)
+            finally:
+                await core.close()
+    finally:
+        await fake.stop()
+    delivered = {
+        tag_of(t.job.params["prompt"]): t.delivered for t in chat.tracks.values() if t.delivered is not None
+    }
+    label = f"framecast, {'with' if progress else 'no'} progress"
+    return _mixed_figures(label, videos, images, fake, started, commanded, delivered, scale)
+
+
+async def run_naive_mixed(videos: Sequence[Clip], images: Sequence[Clip], scale: float) -> MixedResult:
+    """The naive bot (see :func:`run_naive`); each image: its create as the budget allows, then its download."""
+    clock = ScaledClock(scale)
+    fake = await fake_for(videos, scale, progress=True)
+    delivered: dict[str, float] = {}
+    commanded: dict[str, float] = {}
+    size = presets.VIDEO_SIZES[presets.DEFAULT_VIDEO_SIZE]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            s = settings_for(fake, Path(tmp), [*videos, *images])
+            budget = RequestBudget(
+                s.gen_rate_limit.requests,
+                s.gen_rate_limit.window,
+                clock=clock,
+                backoff_base=s.gen_backoff_base,
+                backoff_max=s.gen_backoff_max,
+            )
+            async with aiohttp.ClientSession() as session:
+                client = GenerationClient.from_settings(session, s, budget, clock)
+
+                async def video(c: Clip) -> None:
+                    commanded[c.tag] = time.monotonic()
+                    params = VideoParams(
+                        model=s.gen_video_model, prompt=c.prompt, width=size.width, height=size.height,
+                        num_frames=presets.num_frames(presets.DEFAULT_VIDEO_SECONDS, presets.DEFAULT_FRAME_RATE),
+                        frame_rate=presets.DEFAULT_FRAME_RATE,
+                    )  # fmt: skip
+                    task_id = await client.create_video(params)
+                    status = await client.wait_video(
+                        task_id, interval=s.gen_poll_interval, timeout=s.gen_poll_timeout
+                    )
+                    assert status.result_url is not None
+                    await client.download(
+                        status.result_url, max_bytes=s.gen_download_max_bytes, timeout=s.gen_download_timeout
+                    )
+                    delivered[c.tag] = time.monotonic()
+
+                async def image(c: Clip) -> None:
+                    await clock.sleep(MIXED_IMAGES_AFTER - (time.monotonic() - started) * scale)
+                    commanded[c.tag] = time.monotonic()
+                    square = presets.IMAGE_SIZES[presets.DEFAULT_IMAGE_SIZE]
+                    result = await client.create_image(
+                        ImageParams(model=s.gen_image_model, prompt=c.prompt, size=square.size)
+                    )
+                    assert result.url is not None
+                    await client.download(
+                        result.url, max_bytes=s.gen_download_max_bytes, timeout=s.gen_download_timeout
+                    )
+                    delivered[c.tag] = time.monotonic()
+
+                started = time.monotonic()
+                jobs = [*(video(c) for c in videos), *(image(c) for c in images)]
+                try:
+                    await _wait_done(asyncio.gather(*jobs), videos, scale)
+                finally:
+                    await client.close()
+                    budget.close()
+    finally:
+        await fake.stop()
+    return _mixed_figures(
+        "naive: every 30 s, no cap", videos, images, fake, started, commanded, delivered, scale
+    )
+
+
+def print_mixed(results: Sequence[MixedResult], bound: float) -> None:
+    """The mixed runs side by side, as a Markdown table."""
+
+    def wait(q: float) -> Callable[[MixedResult], str]:
+        def cell(r: MixedResult) -> str:
+            if not r.image_waits:
+                return "-"
+            return f"{statistics.median(r.image_waits) if q == 0.5 else _quantile(r.image_waits, q):.0f} s"
+
+        return cell
+
+    cells: list[tuple[str, Callable[[MixedResult], str]]] = [
+        ("videos delivered", lambda r: f"{r.videos_delivered}/{r.videos}"),
+        ("images delivered", lambda r: f"{r.images_delivered}/{r.images}"),
+        ("image command -> file, p50", wait(0.5)),
+        ("image command -> file, p90", wait(0.9)),
+        ("image command -> file, max", wait(1.0)),
+        ("video makespan", lambda r: f"{r.video_makespan:.0f} s"),
+        ("video makespan / bound", lambda r: f"{r.video_makespan / bound:.2f}x"),
+        ("requests", lambda r: str(r.requests)),
+        ("429 answers", lambda r: str(r.rejected)),
+        ("busiest rate window", lambda r: f"{r.busiest_window}/{RATE_REQUESTS}"),
+    ]
+    table = [["", *(r.label for r in results)]]
+    table += [[label, *(cell(r) for r in results)] for label, cell in cells]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    for n, line in enumerate(table):
+        print("| " + " | ".join(text.ljust(w) for text, w in zip(line, widths, strict=True)) + " |")
+        if n == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+
+
+async def main_mixed(guilds: int, scale: float, seed: int, runs: Sequence[Run]) -> None:
+    """Run the mixed shape and print its table."""
+    videos, images = make_mixed(guilds, seed)
+    bound = physical_bound(videos)
+    print(
+        f"mixed: {len(videos)} videos across {guilds} guilds (durations {DURATION_RANGE[0]:.0f}-"
+        f"{DURATION_RANGE[1]:.0f} s, seed {seed}), then {len(images)} images {MIXED_IMAGES_AFTER:g} s later in "
+        f"the same guilds; key {RATE_REQUESTS}/{RATE_WINDOW:.0f} s, polls every {POLL_INTERVAL:.0f} s; "
+        f"clock x{scale:g}. Times in clock seconds."
+    )
+    print(f"the videos' physical bound: {bound:.0f} s")
+    results: list[MixedResult] = []
+    for run in runs:
+        wall = time.monotonic()
+        if run == "naive":
+            results.append(await run_naive_mixed(videos, images, scale))
+        else:
+            results.append(await run_core_mixed(videos, images, scale, progress=run == "progress"))
+        print(f"  {results[-1].label}: {time.monotonic() - wall:.0f} real seconds", file=sys.stderr)
+    print_mixed(results, bound)
+
+
+# -- the capped shape (issue 17, item 2): a service that refuses creates above K running tasks --------
+
+#: The capped shape: this many videos at once, on a service that runs at most `CAPPED_K` of a key's
+#: tasks and refuses (429) a create above that, polls still answered. Durations in clock seconds:
+#: 6-12 real seconds at the default x20.
+CAPPED_JOBS = 24
+CAPPED_K = 3
+CAPPED_DURATIONS = (120.0, 240.0)
+#: What the capped service's refusal says (None: the fake's "too many tasks are running...").
+CAPPED_SAYS: str | None = None
+
+
+def cap_bound(batch: Sequence[Clip], cap: int) -> float:
+    """The capped shape's bound: the durations' sum over the cap (or the physical bound, if larger)."""
+    return max(sum(c.duration for c in batch) / cap, physical_bound(batch))
+
+
+async def main_capped(guilds: int, scale: float, seed: int, runs: Sequence[Run]) -> None:
+    """Run the capped shape and print its table."""
+    rng = random.Random(seed)
+    batch = [
+        Clip(
+            f"[j{n:03d}]",
+            guild=n % guilds,
+            member=(n // guilds) // 2,
+            duration=rng.uniform(*CAPPED_DURATIONS),
+        )
+        for n in range(CAPPED_JOBS)
+    ]
+    bound = cap_bound(batch, CAPPED_K)
+    print(
+        f"capped: {len(batch)} videos across {guilds} guilds, durations {CAPPED_DURATIONS[0]:.0f}-"
+        f"{CAPPED_DURATIONS[1]:.0f} s (seed {seed}); the service refuses creates (429) while the key runs "
+        f"{CAPPED_K} tasks; key {RATE_REQUESTS}/{RATE_WINDOW:.0f} s, polls every {POLL_INTERVAL:.0f} s; "
+        f"clock x{scale:g}. Times in clock seconds."
+    )
+    print(f"the cap's bound: {bound:.0f} s (the durations' sum / {CAPPED_K})")
+    results: list[RunResult] = []
+    for run in runs:
+        wall = time.monotonic()
+        if run == "naive":
+            results.append(await run_naive(batch, scale, cap=CAPPED_K))
+        else:
+            results.append(await run_core(batch, scale, progress=run == "progress", cap=CAPPED_K))
+        print(f"  {results[-1].label}: {time.monotonic() - wall:.0f} real seconds", file=sys.stderr)
+    cells: list[Row] = [
+        ("delivered", lambda r: f"{r.delivered}/{r.jobs}"),
+        ("makespan", lambda r: f"{r.makespan:.0f} s"),
+        ("makespan / cap bound", lambda r: f"{r.makespan / bound:.2f}x"),
+        ("creates sent", lambda r: str(r.creates)),
+        ("creates refused (429)", lambda r: str(r.refused_creates)),
+        ("refusals per create", lambda r: f"{r.refused_creates / r.creates:.0%}" if r.creates else "-"),
+        ("other 429 answers", lambda r: str(r.rejected - r.refused_creates)),
+        ("requests per video", lambda r: f"{r.requests / r.delivered:.2f}" if r.delivered else "-"),
+        ("busiest rate window", lambda r: f"{r.busiest_window}/{RATE_REQUESTS}"),
+    ]
+    table = [["", *(r.label for r in results)]]
+    table += [[label, *(cell(r) for r in results)] for label, cell in cells]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    for n, line in enumerate(table):
+        print("| " + " | ".join(text.ljust(w) for text, w in zip(line, widths, strict=True)) + " |")
+        if n == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+
+
 async def main_async(jobs: int, guilds: int, scale: float, seed: int, runs: Sequence[Run]) -> None:
     """Run the benchmark and print the table."""
     batch = make_batch(jobs, guilds, seed)
@@ -581,12 +916,31 @@ def main() -> None:
     parser.add_argument(
         "--runs", default=",".join(RUNS), help=f"which runs, comma-separated, of {', '.join(RUNS)}"
     )
+    parser.add_argument(
+        "--shape",
+        default="videos",
+        choices=("videos", "mixed", "capped"),
+        help="videos: --jobs videos at once; mixed: 36 videos, then 12 images 8 s later; capped: 24 videos on a service running 3 tasks at most (issue 17)",
+    )
+    parser.add_argument(
+        "--cap-says",
+        default=None,
+        help='capped shape: what the refusal says (e.g. "Rate limit exceeded"; default: too many tasks)',
+    )
     args = parser.parse_args()
     names = [r for r in args.runs.split(",") if r]
     unknown = [r for r in names if r not in RUNS]
     if unknown:
         parser.error(f"unknown run(s): {', '.join(unknown)}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.shape == "capped":
+        global CAPPED_SAYS
+        CAPPED_SAYS = args.cap_says
+        asyncio.run(main_capped(args.guilds, args.scale, args.seed, [RUNS[r] for r in names]))
+        return
+    if args.shape == "mixed":
+        asyncio.run(main_mixed(args.guilds, args.scale, args.seed, [RUNS[r] for r in names]))
+        return
     asyncio.run(main_async(args.jobs, args.guilds, args.scale, args.seed, [RUNS[r] for r in names]))
 
 

@@ -3,15 +3,23 @@
 :class:`GuildQueues` is plain bookkeeping (no I/O, no tasks): the scheduler pushes accepted jobs
 and takes the next one to start; anyone may ask where a job stands. It is built before the
 scheduler and the chat side, so both can be handed it without a forward reference.
+
+No job waits behind a job of another kind that cannot start yet (issue 17): when a guild's turn
+comes, its queue is read head first, one job per kind (the first video, the first image), and the
+first of them the key admits is taken. A video the key admits is therefore never overtaken, an
+image whose two requests fit goes ahead of videos waiting for the budget, and within a kind the
+order is first come, first served. Places follow the same rule: a job's place is counted among
+the queued jobs of its own kind (see :meth:`GuildQueues.position`).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-from framecast.jobs import Job
+from framecast.jobs import Job, JobKind
 
 __all__ = ["GuildQueues", "QueuePositions"]
 
@@ -20,7 +28,8 @@ class QueuePositions(Protocol):
     """Where a job stands in its guild's queue (what the chat side shows)."""
 
     def position(self, job_id: int) -> int | None:
-        """1-based place of a queued job in its guild's queue (1 once it is being started), else None."""
+        """1-based place of a queued job among its guild's queued jobs of its kind (1 once it is
+        being started), else None."""
         ...
 
 
@@ -30,6 +39,8 @@ class GuildQueues:
     def __init__(self) -> None:
         self._queues: dict[int, deque[int]] = {}
         self._guild_of: dict[int, int] = {}
+        self._kind_of: dict[int, JobKind] = {}  # every queued job's kind
+        self._since: dict[int, float] = {}  # every queued job's created_at (wall clock)
         self._turns: deque[int] = deque()  # guilds with queued jobs, in round-robin order
         self._just_served: int | None = None  # the guild the last take put back at the tail
         self._started: set[int] = set()  # taken off (or restored) and not finished: "first in line"
@@ -42,6 +53,8 @@ class GuildQueues:
         queue = self._queues.setdefault(job.guild_id, deque())
         queue.append(job.id)
         self._guild_of[job.id] = job.guild_id
+        self._kind_of[job.id] = JobKind(job.kind)
+        self._since[job.id] = job.created_at
         if job.guild_id not in self._turns:
             if self._turns and self._turns[-1] == self._just_served:
                 # A guild that has had no turn yet goes ahead of the one served a moment ago.
@@ -52,6 +65,8 @@ class GuildQueues:
     def remove(self, job_id: int) -> int | None:
         """Take a queued job out of line (cancelled); returns its guild when that queue moved."""
         guild = self._guild_of.pop(job_id, None)
+        self._kind_of.pop(job_id, None)
+        self._since.pop(job_id, None)
         if guild is None:
             return None
         queue = self._queues.get(guild)
@@ -63,13 +78,17 @@ class GuildQueues:
             self._turns.remove(guild)
         return guild
 
-    def take_next(self, eligible: Callable[[int], bool] | None = None) -> tuple[int, int] | None:
-        """``(job_id, guild_id)`` of the head of the next guild's queue in round-robin order.
+    def take_next(self, eligible: Callable[[int, JobKind], bool] | None = None) -> tuple[int, int] | None:
+        """``(job_id, guild_id)`` of the next job to start: the guilds in round-robin order, each
+        guild's queue read head first, one job per kind.
 
-        With `eligible`, guilds for which it answers False are passed over and keep their place in
-        the round (each API key admits its own jobs: a guild whose key is saturated must not lose its
-        turn to guilds on other keys). The job counts as started (position 1) until :meth:`finished`
-        is called for it.
+        `eligible(guild_id, kind)` says whether the key of that guild admits a job of that kind now
+        (None: everything is admitted, so the head of the next guild's queue is taken). A guild
+        whose head is refused offers its first job of another kind instead (an image behind videos
+        waiting for the budget); a guild with nothing admitted is passed over and keeps its place
+        in the round (each API key admits its own jobs: a guild whose key is saturated must not
+        lose its turn to guilds on other keys). The job counts as started (position 1) until
+        :meth:`finished` is called for it.
         """
         for guild in list(self._turns):
             queue = self._queues.get(guild)
@@ -77,12 +96,15 @@ class GuildQueues:
                 self._queues.pop(guild, None)
                 self._turns.remove(guild)
                 continue
-            if eligible is not None and not eligible(guild):
+            job_id = queue[0] if eligible is None else self._first_admitted(guild, queue, eligible)
+            if job_id is None:
                 continue
             self._just_served = None
             self._turns.remove(guild)
-            job_id = queue.popleft()
+            queue.remove(job_id)
             self._guild_of.pop(job_id, None)
+            self._kind_of.pop(job_id, None)
+            self._since.pop(job_id, None)
             if queue:
                 self._turns.append(guild)
                 self._just_served = guild
@@ -90,6 +112,26 @@ class GuildQueues:
                 del self._queues[guild]
             self._started.add(job_id)
             return job_id, guild
+        return None
+
+    def _first_admitted(
+        self, guild: int, queue: deque[int], eligible: Callable[[int, JobKind], bool]
+    ) -> int | None:
+        """The first job of `queue` that is the first of its kind and whose kind `eligible` admits.
+
+        Each kind is asked once, so the look-ahead is bounded by the number of kinds and the
+        order within a kind is kept.
+        """
+        asked: set[JobKind] = set()
+        for job_id in queue:
+            kind = self._kind_of[job_id]
+            if kind in asked:
+                continue
+            if eligible(guild, kind):
+                return job_id
+            asked.add(kind)
+            if len(asked) == len(JobKind):
+                break
         return None
 
     def started(self, job_id: int) -> None:
@@ -108,16 +150,28 @@ class GuildQueues:
         """How many jobs wait in all queues together."""
         return len(self._guild_of)
 
+    def waiting(self, kind: JobKind, in_scope: Callable[[int], bool] | None = None) -> tuple[int, float]:
+        """How many jobs of `kind` are queued (in the guilds for which `in_scope` answers True), and
+        the earliest of their ``created_at`` (inf when none)."""
+        jobs = [
+            j
+            for j, k in self._kind_of.items()
+            if k is kind and (in_scope is None or in_scope(self._guild_of[j]))
+        ]
+        return len(jobs), min((self._since[j] for j in jobs), default=math.inf)
+
     def ahead(self, job_id: int, in_scope: Callable[[int], bool] | None = None) -> int | None:
-        """How many queued jobs round-robin starts before `job_id` (None: not queued).
+        """How many queued jobs of its kind round-robin starts before `job_id` (None: not queued).
 
         Across all guilds, or only those for which `in_scope` answers True (the guilds on the same
-        API key: the others' jobs do not wait for this key's budget).
+        API key: the others' jobs do not wait for this key's budget). Jobs of the other kind are
+        not counted: one that can start starts at once, one that cannot is gone ahead of.
         """
         guild = self._guild_of.get(job_id)
         if guild is None:
             return None
-        mine = self._queues[guild].index(job_id)  # whole rounds before this job's turn
+        kind = self._kind_of[job_id]
+        mine = self._same_kind(guild, kind).index(job_id)  # whole rounds before this job's turn
         before = True  # guilds whose turn comes before this guild's in the current round
         count = mine
         for other in self._turns:
@@ -126,19 +180,26 @@ class GuildQueues:
                 continue
             if in_scope is not None and not in_scope(other):
                 continue
-            count += min(len(self._queues.get(other, ())), mine + 1 if before else mine)
+            count += min(len(self._same_kind(other, kind)), mine + 1 if before else mine)
         return count
 
     def position(self, job_id: int) -> int | None:
-        """1-based place of a queued job in its guild's queue (1 once it is being started), else None."""
+        """1-based place of a queued job among its guild's queued jobs of its kind (1 once it is
+        being started), else None.
+
+        Counted per kind because the order is kept per kind: an image never waits for a video
+        that cannot start yet, so the videos ahead of it are not places ahead of it (/queue and
+        the job's own message both show this number).
+        """
         guild = self._guild_of.get(job_id)
         if guild is None:
             # Taken off the queue and starting: it is at the head until its state moves on.
             return 1 if job_id in self._started else None
-        queue = self._queues.get(guild)
-        if not queue:
-            return None
         try:
-            return queue.index(job_id) + 1
+            return self._same_kind(guild, self._kind_of[job_id]).index(job_id) + 1
         except ValueError:
             return None
+
+    def _same_kind(self, guild: int, kind: JobKind) -> list[int]:
+        """The guild's queued jobs of `kind`, head first."""
+        return [j for j in self._queues.get(guild, ()) if self._kind_of.get(j) is kind]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +66,7 @@ from framecast.service.errors import (
     ServiceUnavailable,
     UnknownModel,
 )
+from framecast.service.refusals import RefusalKind, create_refusal
 from framecast.storage import Store
 
 __all__ = [
@@ -334,17 +334,24 @@ class JobRunner:
             except (RateLimited, ServiceUnavailable, RequestRejected) as exc:
                 # The client already backed off and retried; the job is kept and tried again later
                 # rather than failed, as long as the poll timeout allows. A 429 on a create, or a
-                # refusal saying the service runs too many tasks, is the service pushing back on
-                # concurrency: the planner runs fewer tasks for a while.
-                pushed_back = isinstance(exc, RateLimited) or _too_many_tasks(exc)
+                # refusal saying the service runs too many tasks, is the service pushing back: the
+                # planner runs fewer tasks for a while (for the key's rate), or holds at the cap
+                # and lets the create wait for one of its tasks to end (for its tasks at once).
+                refusal = create_refusal(exc)
+                pushed_back = refusal is not None
                 if isinstance(exc, RequestRejected) and not pushed_back:
                     raise
                 if planner is not None:
-                    planner.create_finished(ok=False, pushed_back=pushed_back)
+                    planner.create_finished(
+                        ok=False, pushed_back=pushed_back, refusal=refusal or RefusalKind.RATE
+                    )
                 waited = self._clock.time() - job.updated_at
                 if waited > self._settings.poll_timeout:
                     raise
                 delay = backoff.next()
+                if refusal is RefusalKind.CONCURRENCY and planner is not None:
+                    await planner.after_refusal(delay)
+                    continue
                 log.info("job %s: create deferred (%s), next try in %.1fs", job.id, exc.code, delay)
                 # Meanwhile this create is not "the one in flight": a create that the service keeps
                 # failing must not hold up every other guild's jobs until the poll timeout.
@@ -574,17 +581,6 @@ def _detail(exc: ServiceError) -> str | None:
             if cleaned:
                 return cleaned
     return None
-
-
-_TOO_MANY = re.compile(
-    r"too many (?:tasks|jobs|requests|videos|concurrent)|concurren|capacity", re.IGNORECASE
-)
-
-
-def _too_many_tasks(exc: ServiceError) -> bool:
-    """Whether a refused create says the service runs too many of our tasks (not a bad request)."""
-    detail = getattr(exc, "detail", None) or ""
-    return bool(_TOO_MANY.search(detail))
 
 
 def _without_credentials(url: str) -> str:

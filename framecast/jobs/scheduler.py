@@ -6,8 +6,10 @@ dispatcher takes the next job whenever its :class:`Admission` says one more may 
 planner: as many as the budget can sustain; or a fixed ``max_running``), and every request still
 goes through the key's request budget. With several API keys (servers with their own key), each
 key admits its own jobs (:class:`AccountAdmission`): slots are counted per key, and a guild whose
-key is saturated is passed over without losing its turn. What a job does once started is the
-:class:`Runner`'s business.
+key is saturated is passed over without losing its turn. Admission is asked per kind of job, so a
+job never waits behind one of another kind that cannot start yet (an image behind videos waiting
+for the budget goes ahead of them; a video the key admits is never overtaken). What a job does
+once started is the :class:`Runner`'s business.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable, Hashable
 from typing import Protocol, runtime_checkable
 
 from framecast.clock import Clock, SystemClock
-from framecast.jobs import Job, JobState
+from framecast.jobs import Job, JobKind, JobState
 from framecast.jobs.leases import LeaseLost, Leases
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import ShuttingDown
@@ -66,8 +68,8 @@ class Runner(Protocol):
 class Admission(Protocol):
     """Whether the next job may start (:class:`framecast.planner.planner.Planner` implements it)."""
 
-    def may_start(self, running: int) -> bool:
-        """With `running` jobs occupying the service, may one more start now?"""
+    def may_start(self, running: int, kind: JobKind = JobKind.VIDEO) -> bool:
+        """With `running` jobs occupying the service, may one more of `kind` start now?"""
         ...
 
     def recheck_in(self) -> float:
@@ -130,8 +132,8 @@ class FixedAdmission:
     def __repr__(self) -> str:
         return f"<FixedAdmission {self.max_running}>"
 
-    def may_start(self, running: int) -> bool:
-        """Below the fixed number."""
+    def may_start(self, running: int, kind: JobKind = JobKind.VIDEO) -> bool:
+        """Below the fixed number (whatever the kind: each job holds a slot while it is created)."""
         return running < self.max_running
 
     def recheck_in(self) -> float:
@@ -302,24 +304,26 @@ class Scheduler:
         return sum(1 for held in self._holding_slot.values() if held == key)
 
     def _take_admitted(self) -> tuple[int, Hashable] | float:
-        """``(job_id, key)``: the next job whose key admits one more, in round-robin order.
+        """``(job_id, key)``: the next job whose key admits one more of its kind, in round-robin
+        order (a job behind one of another kind that cannot start yet may go ahead of it: see
+        :meth:`GuildQueues.take_next`).
 
         The job counts as started from now. When none may start: the clock seconds after which the
         refusing keys should be asked again (inf: only a wake-up changes anything).
         """
-        answers: dict[Hashable, bool] = {}
+        answers: dict[tuple[Hashable, JobKind], bool] = {}
         refusing: list[Admission] = []
         key_of: dict[int, Hashable] = {}
 
-        def admitted(guild: int) -> bool:
-            # Each key is asked once per take: its answer holds for every guild on it.
+        def admitted(guild: int, kind: JobKind) -> bool:
+            # Each key is asked once per kind and take: its answer holds for every guild on it.
             key, admission = self._admissions.admission_for(guild)
             key_of[guild] = key
-            if key not in answers:
-                answers[key] = admission.may_start(self._running_on(key))
-                if not answers[key]:
+            if (key, kind) not in answers:
+                answers[key, kind] = admission.may_start(self._running_on(key), kind)
+                if not answers[key, kind]:
                     refusing.append(admission)
-            return answers[key]
+            return answers[key, kind]
 
         taken = self._queues.take_next(admitted)
         if taken is None:

@@ -15,10 +15,16 @@ task on the service (:mod:`framecast.planner.predict`):
   while the budget can sustain the requests the running tasks are expected to need within the
   next window plus one create, and one create at a time waits for the budget (so the queues, not
   the budget, keep the order); a create the service failed, backing off before its next try, does
-  not count as that one (but two such stop admission: creates then fail altogether).
+  not count as that one (but two such stop admission: creates then fail altogether). An image
+  (a create and a download, spent at once) is admitted on its own rule and goes before waiting
+  videos when the key is short (see :meth:`Planner.may_start`).
   ``GEN_MAX_RUNNING`` is an optional ceiling. When the service
-  pushes back on creates (429s on creates, or "too many tasks"), the planner lowers its own
-  ceiling to what runs now and raises it again by one per create that goes through.
+  pushes back on creates for the key's rate (429s on creates), the planner lowers its own
+  ceiling to what runs now and raises it again by one per create that goes through. When it
+  refuses creates for the key's tasks at once (a concurrency cap: "too many tasks", or creates
+  refused while polls pass, :mod:`framecast.service.refusals`), the ceiling is the learned cap,
+  held there and probed one above now and then (:class:`~framecast.planner.shared.Pushback`);
+  the refused create waits for one of the key's tasks to end (:meth:`Planner.after_refusal`).
 * **What members are told between polls** (:class:`~framecast.planner.estimate.Estimate`),
   computed locally: no request is spent on it.
 
@@ -31,20 +37,23 @@ spending it. Only a cached view is read here; without Redis each planner plans o
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import logging
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from framecast.clock import Clock
-from framecast.jobs import Job, JobState
+from framecast.jobs import Job, JobKind, JobState
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import Budget, Priority
 from framecast.planner.estimate import Estimate
 from framecast.planner.predict import DurationKey, DurationModel, ProgressTrack
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
 from framecast.service import TaskStatus
+from framecast.service.refusals import RefusalKind
 from framecast.storage import Store
 
 __all__ = ["Planner", "PlannerSettings"]
@@ -55,6 +64,8 @@ log = logging.getLogger(__name__)
 LEARNED_AFTER = 3
 #: Requests a video costs at the least: create, the poll that sees it done, the download.
 _MIN_REQUESTS_PER_TASK = 3.0
+#: Requests an image costs: its create and the download of the result the create answered.
+_IMAGE_REQUESTS = 2.0
 #: Creates backing off after a failure that admission looks past (see Planner.may_start).
 _MAX_DEFERRED = 1
 #: The view without other processes (no shared state).
@@ -116,9 +127,11 @@ class Planner:
         self._settings = settings
         self._tasks: dict[int, _Task] = {}
         self._deferred: set[int] = set()  # jobs whose create is backing off after a failure
+        self._images_started: deque[float] = deque()  # monotonic times images were admitted
         self._occupied = 0  # jobs occupying the service when admission was last asked
         # The ceiling after the service pushed back on creates; key-wide when shared (see ceiling()).
         self._pushback = Pushback()
+        self._room_waiters: list[asyncio.Future[None]] = []  # refused creates waiting for a task to end
         self._shared = shared
         self._listener: Callable[[], None] | None = None
         self._requests_per_task = _MIN_REQUESTS_PER_TASK + 0.5  # learned as tasks finish
@@ -171,17 +184,28 @@ class Planner:
         on the key, so what the others run is taken off it.
         """
         limits: list[float] = [] if self._settings.ceiling is None else [self._settings.ceiling]
-        pushback = self._current_pushback()
-        if pushback.ceiling is not None:
-            limits.append(pushback.ceiling - self._others().running)
+        pushback = self._current_pushback().limit()
+        if pushback is not None:
+            limits.append(pushback - self._others().running)
         return max(1, math.floor(min(limits))) if limits else None
 
     def concurrency(self) -> int:
         """Tasks this planner has on the service now (what adaptive concurrency has reached)."""
         return len(self._tasks)
 
-    def may_start(self, running: int) -> bool:
-        """Whether one more job may start now, with `running` jobs occupying the service."""
+    def may_start(self, running: int, kind: JobKind = JobKind.VIDEO) -> bool:
+        """Whether one more job of `kind` may start now, with `running` jobs occupying the service.
+
+        A video adds polls for minutes: it starts only while the running tasks' polls of the next
+        window leave room for its create. An image costs its create and download, spent within
+        seconds and never again: it starts while the window is not planned full, so one image at
+        a time may borrow its two requests from the window. The requests of images started within
+        the last window are counted against it too (they hold their slots that long). A video also
+        leaves room for every image waiting on this key (two requests each): the short jobs go
+        first when the key is short, so an image never waits behind videos that wait for the
+        budget (issue 17); when both fit, the queue's order decides, unless an image has waited a
+        whole window already: then no video starts before it.
+        """
         self._occupied = running  # for the estimated start of queued jobs
         ceiling = self.ceiling()
         if ceiling is not None and running >= ceiling:
@@ -199,7 +223,28 @@ class Planner:
         # nothing on the key may still start one: whoever sees a task end first (its own, at once;
         # the others a refresh later) would otherwise always win, and shut other shards' guilds out.
         others = self._others().demand if running > 0 else 0.0
-        return self.demand() + others + 1 <= self._budget.allowed
+        planned = self.demand() + others + self._images_spending()
+        if kind is JobKind.IMAGE:
+            # One image at a time may borrow its two requests from the window (it pushes the
+            # window's later polls back by two of the key's slots at most, once per window).
+            if planned > self._budget.allowed:
+                return False
+            self._images_started.append(self._clock.monotonic())
+            return True
+        # The images waiting for this key go first (the short jobs): a video starts only while the
+        # window also leaves room for every image waiting on its key.
+        images, since = self._queues.waiting(JobKind.IMAGE, self._scope)
+        if since <= self._clock.time() - self._budget.window:
+            # An image has waited a whole window: videos wait until it has started.
+            return False
+        return planned + 1 + _IMAGE_REQUESTS * images <= self._budget.allowed
+
+    def _images_spending(self) -> float:
+        """Requests of the images started within the last window (their slots are still held)."""
+        since = self._clock.monotonic() - self._budget.window
+        while self._images_started and self._images_started[0] < since:
+            self._images_started.popleft()
+        return _IMAGE_REQUESTS * len(self._images_started)
 
     def demand(self) -> float:
         """Requests the running tasks are expected to need within the next window."""
@@ -235,24 +280,69 @@ class Planner:
             self._deferred.discard(job_id)
             self._changed()
 
-    def create_finished(self, *, ok: bool, pushed_back: bool = False) -> None:
-        """A create ended: `ok`, or refused because the service has too many tasks (`pushed_back`)."""
+    def create_finished(
+        self, *, ok: bool, pushed_back: bool = False, refusal: RefusalKind = RefusalKind.RATE
+    ) -> None:
+        """A create ended: `ok`, or refused because the service has too many tasks (`pushed_back`).
+
+        `refusal` says which "too many": the key's rate (the ceiling backs off and climbs back), or
+        its tasks at once (the ceiling holds at the learned cap; see :class:`Pushback`).
+        """
         p = self._current_pushback()
         # A change is one revision above every one seen, so every process adopts it (see shared).
         rev = p.rev + 1
         if pushed_back:
             # The service counts the key's tasks, whichever process created them.
-            ceiling = float(max(1, len(self._tasks) + self._others().running))
-            self._pushback = Pushback(ceiling=ceiling, successes=0, rev=rev)
-            log.warning(
-                "the service pushed back on a create; running at most %d tasks for now", self.ceiling()
-            )
-        elif ok and p.ceiling is not None:
-            # Additive increase: one more task per create that went through, until none binds.
-            successes = p.successes + 1
-            raised = None if successes > 32 else p.ceiling + 1
-            self._pushback = Pushback(ceiling=raised, successes=successes, rev=rev)
+            self._pushback = p.refused(refusal, self._on_key(), rev)
+            if refusal is RefusalKind.CONCURRENCY and p.cap:
+                log.info("the service refused a create at %d tasks; holding there", self._on_key())
+            elif refusal is RefusalKind.CONCURRENCY:
+                log.warning(
+                    "the service runs at most %d of this key's tasks at once; holding there", self._on_key()
+                )
+            else:
+                log.warning(
+                    "the service pushed back on a create; running at most %d tasks for now", self.ceiling()
+                )
+        elif ok:
+            self._pushback = p.went_through(rev)
         self._changed()
+
+    async def after_refusal(self, fallback: float) -> None:
+        """Wait, after a concurrency refusal, until the key has room again: one of its tasks ended.
+
+        Retrying sooner would only be refused again. When none of the key's tasks is known to run
+        (another client of the key holds the cap), or none ends for ``poll_max_interval``, it waits
+        `fallback` clock seconds or that long instead, then the create is tried again.
+        """
+        if self._on_key() == 0:
+            await self._clock.sleep(fallback)
+            return
+        room: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._room_waiters.append(room)
+        timer = asyncio.ensure_future(self._clock.sleep(self._settings.poll_max_interval))
+        try:
+            await asyncio.wait((room, timer), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            if room in self._room_waiters:
+                self._room_waiters.remove(room)
+
+    def _on_key(self) -> int:
+        """Tasks on the service with this key, this process's and the others'."""
+        return len(self._tasks) + self._others().running
+
+    def _wake_refused(self) -> None:
+        """Let creates refused for the key's tasks at once try again, once there is room."""
+        if not self._room_waiters:
+            return
+        ceiling = self._current_pushback().ceiling
+        if ceiling is not None and self._on_key() >= ceiling:
+            return
+        waiters, self._room_waiters = self._room_waiters, []
+        for room in waiters:
+            if not room.done():
+                room.set_result(None)
 
     # -- what is shared with the other processes on this key ---------------------------------------
     def _others(self) -> SharedView:
@@ -293,6 +383,12 @@ class Planner:
                 task.track.observe(job.updated_at, job.progress)
                 task.seen_progress = job.progress
             self._tasks[job.id] = task
+            p = self._current_pushback()
+            raised = p.seen_running(self._on_key(), p.rev + 1)
+            if raised is not None:
+                # The service took a task above the learned cap (a probe): the cap is higher now.
+                self._pushback = raised
+                log.info("the service runs %d of this key's tasks at once now", self._on_key())
             self._changed()
         return TaskPacer(self, task)
 
@@ -444,6 +540,7 @@ class Planner:
         return per_second / sharing / max(_MIN_REQUESTS_PER_TASK, self._requests_per_task)
 
     def _changed(self) -> None:
+        self._wake_refused()
         if self._listener is not None:
             self._listener()
 

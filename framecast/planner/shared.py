@@ -21,9 +21,16 @@ waits for Redis).
 
 Pushback is one key-wide fact ("too many tasks on this key"), so it spreads as the *latest* change
 rather than per process: each change (a pushback, an additive increase after a create that went
-through, the ceiling lifted) carries a revision one above every revision seen, and every planner
-adopts the freshest one (ties: the lower ceiling). A pushback anywhere thus lowers every process's
-ceiling, and creates that go through anywhere raise it again.
+through, the ceiling lifted, a cap learned or probed) carries a revision one above every revision
+seen, and every planner adopts the freshest one (ties: the lower ceiling). A pushback anywhere thus
+lowers every process's ceiling, and creates that go through anywhere raise it again.
+
+:class:`Pushback` is also the one owner of what a refused create does to the ceiling
+(:class:`~framecast.service.refusals.RefusalKind`): after a rate refusal the ceiling drops to what runs and climbs back by one per
+create that goes through (lifted after 32); after a concurrency refusal (the service runs at most
+K of the key's tasks) it is the learned cap K, held there however many creates go through, and
+raised by one only to probe now and then (after :data:`PROBE_AFTER` creates at the cap, twice as
+many after each probe the service refused): a probe the service accepts is a higher cap.
 
 Redis unreachable: the view falls back to "nobody else" (this process's own, local, view) and the
 outage is logged once; it also expires on its own if no refresh succeeded for two windows.
@@ -32,6 +39,7 @@ outage is logged once; it also expires on its own if no refresh succeeded for tw
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import math
@@ -43,8 +51,17 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from framecast.clock import Clock
+from framecast.service.refusals import RefusalKind
 
-__all__ = ["KEY_PREFIX", "Pushback", "Share", "SharedPlanState", "SharedView"]
+__all__ = [
+    "KEY_PREFIX",
+    "PROBE_AFTER",
+    "PROBE_AFTER_MAX",
+    "Pushback",
+    "Share",
+    "SharedPlanState",
+    "SharedView",
+]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +70,12 @@ KEY_PREFIX = "framecast:plan:"
 _MIN_PERIOD = 0.02
 #: Real seconds one refresh may take before it counts as failed.
 _CALL_TIMEOUT = 2.0
+#: Creates that go through at a learned cap before one more task is tried above it (a probe).
+PROBE_AFTER = 12
+#: The longest a refused probe's wait may grow to (it doubles with each probe the service refuses).
+PROBE_AFTER_MAX = 48
+#: Creates that go through after a rate pushback before the ceiling is lifted altogether.
+_LIFT_AFTER = 32
 
 # KEYS[1] plan hash; ARGV owner, payload, stale_ms. Writes "<server ms> <payload>" for the owner,
 # drops fields not refreshed for stale_ms, and returns the other live fields (field, value, ...).
@@ -82,13 +105,60 @@ class Pushback:
     """The key-wide ceiling after the service pushed back on creates, as last changed anywhere.
 
     `ceiling` counts tasks of every process on the key (None: no ceiling binds); `successes` are
-    the creates that went through since the pushback (additive increase); `rev` orders changes
-    across processes (0: never changed).
+    the creates that went through since the pushback (additive increase) or since the cap was
+    learned or last probed; `rev` orders changes across processes (0: never changed). `cap`: the
+    ceiling is the service's concurrency cap as learned (held, probed after `probe_after` creates).
     """
 
     ceiling: float | None = None
     successes: int = 0
     rev: int = 0
+    cap: bool = False
+    probe_after: int = PROBE_AFTER
+
+    @property
+    def probing(self) -> bool:
+        """Whether one task above the learned cap may be tried now (see :meth:`limit`)."""
+        return self.cap and self.ceiling is not None and self.successes >= self.probe_after
+
+    def limit(self) -> float | None:
+        """The most tasks the key may run now: the ceiling, one more while a probe is due."""
+        if self.ceiling is None:
+            return None
+        return self.ceiling + 1 if self.probing else self.ceiling
+
+    def refused(self, refusal: RefusalKind, running: int, rev: int) -> Pushback:
+        """After a create refused with `running` tasks of the key on the service (change `rev`)."""
+        ceiling = float(max(1, running))
+        if refusal is RefusalKind.RATE:
+            return Pushback(ceiling=ceiling, successes=0, rev=rev)
+        # The service counts no more of the key's tasks than we do (a task it finished may not be
+        # seen yet): the cap is at most `running`, so holding there never needs a collapse below.
+        after = min(PROBE_AFTER_MAX, 2 * self.probe_after) if self.probing else self.probe_after
+        if not self.cap:
+            after = PROBE_AFTER
+        return Pushback(ceiling=ceiling, successes=0, rev=rev, cap=True, probe_after=after)
+
+    def went_through(self, rev: int) -> Pushback:
+        """After a create that went through (the ceiling unchanged when none binds)."""
+        if self.ceiling is None:
+            return self
+        successes = self.successes + 1
+        if self.cap:
+            return dataclasses.replace(self, successes=successes, rev=rev)
+        # Additive increase: one more task per create that went through, until none binds.
+        raised = None if successes > _LIFT_AFTER else self.ceiling + 1
+        return Pushback(ceiling=raised, successes=successes, rev=rev)
+
+    def seen_running(self, running: int, rev: int) -> Pushback | None:
+        """The key runs `running` tasks: above a learned cap while probing, the cap is higher.
+
+        Only a probe counts: other processes' tasks are read from a cached view, which may still
+        count a task that ended, and must not pass for a higher cap.
+        """
+        if self.probing and self.ceiling is not None and running > self.ceiling:
+            return Pushback(ceiling=float(running), successes=0, rev=rev, cap=True, probe_after=PROBE_AFTER)
+        return None
 
     def newer_than(self, other: Pushback) -> bool:
         """Whether this change wins over `other` (a later revision; at a tie, the lower ceiling)."""
@@ -116,7 +186,15 @@ class Share:
         """The payload stored in Redis (after the server time)."""
         p = self.pushback
         return json.dumps(
-            {"d": round(self.demand, 3), "r": self.running, "c": p.ceiling, "s": p.successes, "v": p.rev},
+            {
+                "d": round(self.demand, 3),
+                "r": self.running,
+                "c": p.ceiling,
+                "s": p.successes,
+                "v": p.rev,
+                "k": int(p.cap),
+                "p": p.probe_after,
+            },
             separators=(",", ":"),
         )
 
@@ -132,6 +210,9 @@ class Share:
                 ceiling=None if ceiling is None else float(ceiling),
                 successes=int(data.get("s", 0)),
                 rev=int(data.get("v", 0)),
+                # Written by a version that learns caps ("k", "p"); an older one's field has neither.
+                cap=bool(data.get("k", 0)),
+                probe_after=max(1, int(data.get("p", PROBE_AFTER))),
             ),
         )
 

@@ -18,6 +18,8 @@ The modules, from the bottom up:
 * :mod:`~framecast.service.fields`: progress and ``Retry-After``, read loosely.
 * :mod:`~framecast.service.parsing`: the lenient parsers of whole answers and error bodies.
 * :mod:`~framecast.service.body`: reading a body with a cap counted after decompression.
+* :mod:`~framecast.service.refusals`: which kind a create's 429 is (the key's rate, or the
+  tasks it may run at once).
 * :mod:`~framecast.service.transport`: the one request loop (budget slot, retries and backoff,
   caps, error mapping) behind API calls and downloads alike.
 * :mod:`~framecast.service.netguard` and :mod:`~framecast.service.download`: where results may

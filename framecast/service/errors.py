@@ -26,9 +26,11 @@ __all__ = [
     "ServiceUnavailable",
     "TaskFailed",
     "TaskTimedOut",
+    "TooManyTasks",
     "UnknownModel",
     "UnsafeResultURL",
     "refused_model",
+    "says_too_many_tasks",
 ]
 
 
@@ -69,6 +71,49 @@ class RateLimited(ServiceError):
     def __init__(self, message: str | None = None, *, retry_after: float | None = None) -> None:
         self.retry_after = retry_after
         super().__init__(message, status=429)
+
+
+class TooManyTasks(RateLimited):
+    """A create refused because the key already runs as many tasks as the service allows at once.
+
+    A concurrency refusal, not a rate one: the service still answers polls, so the budget is not
+    paused and the create is not retried at once (it would be refused until one of the key's tasks
+    ends). Still a :class:`RateLimited` (same code): whoever does not tell them apart fails or
+    defers the job as before. ``detail``: the service's own words, when it sent some.
+    """
+
+    def __init__(
+        self, message: str | None = None, *, retry_after: float | None = None, detail: str | None = None
+    ) -> None:
+        self.detail = detail
+        super().__init__(
+            message or "the generation service runs as many of this key's tasks as it allows at once",
+            retry_after=retry_after,
+        )
+
+
+# What a refusal says when the key has too many tasks at once rather than too many requests: the
+# contract shows no error body, so any wording services use ("too many running tasks", "concurrency
+# limit", "3 tasks already in progress", "parallel task limit", "limit of 3 active jobs",
+# ``max_concurrent_tasks``...), in any casing, "_" or "-" for spaces. "Too many requests" and
+# "rate limit" are not in it: those are the rate refusal's words.
+_THINGS = r"(?:tasks?|jobs?|videos?|generations?|predictions?|renders?|requests?\s+in\s+progress)"
+_RUNNING = r"(?:running|active|pending|queued|ongoing|unfinished|open|in\s+progress|in\s+flight|processing)"
+_TOO_MANY_TASKS = re.compile(
+    rf"concurren|parallel|simultaneous|{_THINGS}\s+(?:\w+\s+)?at\s+(?:once|(?:a|one)\s+time)"
+    rf"|too\s+many\s+(?:{_RUNNING}\s+)?{_THINGS}"
+    rf"|{_RUNNING}\s+{_THINGS}|{_THINGS}\s+(?:(?:are|is)\s+)?(?:already\s+|still\s+)?{_RUNNING}"
+    rf"|(?:max(?:imum)?|limit)\s+(?:of\s+|number\s+of\s+|is\s+)?(?:\d+\s+)?(?:{_RUNNING}\s+)?{_THINGS}"
+    r"|(?:task|job)s?\s+(?:limit|cap|slots?)|capacity|queue\s+(?:is\s+)?full",
+    re.IGNORECASE,
+)
+
+
+def says_too_many_tasks(text: str | None) -> bool:
+    """Whether a refusal's words say the key runs too many tasks at once (not too many requests)."""
+    if not text:
+        return False
+    return bool(_TOO_MANY_TASKS.search(re.sub(r"[_\-]+", " ", text)))
 
 
 class RequestRejected(ServiceError):

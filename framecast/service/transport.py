@@ -6,8 +6,9 @@ Every request the client makes, API calls and result downloads alike, goes throu
 * :meth:`Transport.exchange` is one HTTP request: inside a slot of the shared
   :class:`~framecast.keys.budget.RequestBudget` when it carries the key, its body read with a cap counted
   after decompression (:func:`~framecast.service.body.read_body`), and a 429 pausing the budget
-  while the slot is still held. It raises nothing of its own: what happened is in the
-  :class:`Answer`.
+  while the slot is still held, unless it is a create refused for the key's tasks at once rather
+  than its rate (:mod:`framecast.service.refusals`). It raises nothing of its own: what happened
+  is in the :class:`Answer`.
 * :meth:`Transport.retrying` is the retry loop: an attempt gives a value, raises an error that must
   not be retried, or returns a :class:`Retry`. The wait before the next attempt is the budget's
   pause after a 429, else the answer's ``Retry-After``, else
@@ -49,11 +50,13 @@ from framecast.service.errors import (
     RequestRejected,
     ServiceError,
     ServiceUnavailable,
+    TooManyTasks,
 )
 from framecast.service.fields import parse_retry_after
 from framecast.service.jsonread import JSON_MAX_DEPTH, load_json
 from framecast.service.jsonscan import JSON_MAX_ITEMS, JsonScan
 from framecast.service.parsing import error_detail
+from framecast.service.refusals import CreateRefusals, RefusalKind
 
 __all__ = ["DETAIL_MAX", "Answer", "Retry", "Transport"]
 
@@ -74,6 +77,8 @@ _KIND_MAX_ITEMS: dict[RequestKind, int] = {
     RequestKind.POLL: 10_000,
     RequestKind.CREATE_IMAGE: 10_000,
 }
+#: The requests a concurrency cap refuses (see framecast.service.refusals).
+_CREATES = frozenset({RequestKind.CREATE_VIDEO, RequestKind.CREATE_IMAGE})
 #: Answers larger than this are parsed in a worker thread, so the loop keeps its turns.
 _PARSE_INLINE_MAX = 256 * 1024
 _UNPARSED: Any = object()
@@ -86,7 +91,8 @@ class Answer:
     ``status`` is ``None`` when no answer came (``problem`` says why: a timeout, a connection
     error kept in ``failure``). A 2xx body is in ``body``, or ``unreadable`` says why it could not
     be read within the cap; of a 4xx, ``body`` holds the beginning (when asked for). ``penalty`` is
-    the budget's pause after a 429 of a request that went through the budget.
+    the budget's pause after a 429 of a request that went through the budget; ``concurrency``: the
+    429 refused a create for the key's tasks at once (no pause then).
     """
 
     status: int | None = None
@@ -100,6 +106,7 @@ class Answer:
     timed_out: bool = False
     failure: aiohttp.ClientError | None = None
     penalty: float | None = None
+    concurrency: bool = False
 
     @property
     def ok(self) -> bool:
@@ -163,6 +170,8 @@ class Transport:
         self._json_max_bytes = int(json_max_bytes)
         self._metrics = metrics
         self._key_label = key_label
+        #: Which kind of refusal this key's create 429s are (the evidence of its answers).
+        self.refusals = CreateRefusals()
 
     # -- the key and the service's words ------------------------------------------------------------
     def headers(self) -> dict[str, str]:
@@ -261,11 +270,17 @@ class Transport:
             except aiohttp.ClientError as exc:
                 answer.problem = f"connection problem ({self.describe(exc)})"
                 answer.failure = exc
+            if budgeted and kind not in _CREATES:
+                self.refusals.answered(answer.status)
             if answer.status == 429 and budgeted:
-                # Paused while this request still holds its slot: releasing it first would let a
-                # waiting request slip out between the 429 and the pause, and a server that counts
-                # rejected requests would then never see the window drain.
-                answer.penalty = self.budget.penalize(self.retry_after(answer))
+                if kind in _CREATES and self.refusals.classify(answer.body) is RefusalKind.CONCURRENCY:
+                    # The key's rate is not what was refused: its polls must go on (they free a slot).
+                    answer.concurrency = True
+                else:
+                    # Paused while this request still holds its slot: releasing it first would let
+                    # a waiting request slip out between the 429 and the pause, and a server that
+                    # counts rejected requests would then never see the window drain.
+                    answer.penalty = self.budget.penalize(self.retry_after(answer))
         if self._metrics is not None:
             self._metrics.service_request(kind, answer.status, key=self._key_label)
         return answer
@@ -369,6 +384,14 @@ class Transport:
             raise BadResponse(f"{what}: the service answered with a redirect (HTTP {status})", status=status)
         if status in (401, 403):
             raise AuthError(f"{what}: the service rejected the API key (HTTP {status})", status=status)
+        if status == 429 and answer.concurrency:
+            # Not retried: it would be refused until one of the key's tasks ends (the caller waits).
+            detail = self.shown(error_detail(answer.body), DETAIL_MAX)
+            raise TooManyTasks(
+                f"{what}: the service runs as many of this key's tasks as it allows at once (HTTP 429)",
+                retry_after=self.retry_after(answer),
+                detail=detail,
+            )
         if status == 429:
             retry_after = self.retry_after(answer)
             pause = answer.penalty

@@ -1210,6 +1210,8 @@ class FakeDiscord:
 
         # world
         self.guilds: list[FakeGuild] = []
+        # get_guild by id: a scan of 25,000 guilds per request would be the fake's cost, not the bot's.
+        self._guilds_by_id: dict[int, FakeGuild] = {}
         self.users: dict[int, FakeUser] = {self.bot_user.id: self.bot_user, self.app_owner.id: self.app_owner}
         self.channels: dict[int, FakeChannel] = {}
         self._dm_channels: dict[int, FakeChannel] = {}
@@ -1343,6 +1345,7 @@ class FakeDiscord:
             user=self.bot_user, guild=guild, roles=[bot_role], joined_at=now - 86400
         )
         self.guilds.append(guild)
+        self._guilds_by_id.setdefault(gid, guild)
         return guild
 
     def add_role(self, guild: FakeGuild, name: str, *, permissions: int = 0) -> FakeRole:
@@ -1457,7 +1460,8 @@ class FakeDiscord:
         return channel
 
     def get_guild(self, guild_id: int) -> FakeGuild | None:
-        return next((g for g in self.guilds if g.id == int(guild_id)), None)
+        found = self._guilds_by_id.get(int(guild_id))
+        return found if found is not None else next((g for g in self.guilds if g.id == int(guild_id)), None)
 
     async def set_bot_permissions(self, channel: FakeChannel, permissions: int) -> None:
         """Change the bot's permissions in a channel and tell the bot (CHANNEL_UPDATE)."""

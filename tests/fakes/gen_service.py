@@ -239,6 +239,13 @@ class FakeService:
       gzip"``, ``"deflate"``...; one it cannot apply, such as ``br``, is only named).
     * ``path_scripted``: like ``scripted``, per path (``"/svcapi"``, ``"/v1/videos"``, ...), so a
       hostile poll answer is not eaten by a model-list refresh; consumed before ``scripted``.
+    * ``max_running``: a concurrency cap K (None: none). A create (video, or image answered as a
+      task) is refused with 429 while the key already has K tasks running (created, not yet
+      finished on the service: its duration has not elapsed or it still owes pending polls);
+      polls, downloads and model lists are answered as usual. The refusal's body is
+      ``{"error": {"message": max_running_message, "type": max_running_type}}`` (the message may
+      hold ``{limit}``), with ``max_running_retry_after`` as ``Retry-After`` (None: no header).
+      Set the message to ``"Rate limit exceeded"`` to make it look like a rate refusal.
     """
 
     def __init__(self, *, api_key: str | None = None, host: str = "127.0.0.1") -> None:
@@ -281,6 +288,10 @@ class FakeService:
         self.file_gzip = False
         self.file_encoding = "gzip"
         self.path_scripted: dict[str, list[tuple[int, Any, dict[str, str] | None]]] = {}
+        self.max_running: int | None = None
+        self.max_running_message = "too many tasks are running for this key"
+        self.max_running_type = "concurrency_limit_exceeded"
+        self.max_running_retry_after: str | None = None
 
         self.requests: list[RecordedRequest] = []
         self.tasks: dict[str, FakeTask] = {}
@@ -411,6 +422,27 @@ class FakeService:
         return _json(
             {"error": {"message": message, "type": "invalid_request_error", "code": "model_not_found"}}, 400
         )
+
+    def running(self, key: str | None) -> int:
+        """Tasks of `key` still running on the service (what ``max_running`` counts)."""
+        return sum(
+            1
+            for t in self.tasks.values()
+            if t.key == key
+            and t.state == "pending"
+            and (t.elapsed < t.plan.duration or t.polls < t.plan.polls)
+            and t.plan.status is None
+        )
+
+    def _over_cap(self, request: web.Request) -> web.Response | None:
+        """The 429 of a create while the key runs ``max_running`` tasks (None: room, or no cap)."""
+        if self.max_running is None or self.running(_bearer(request)) < self.max_running:
+            return None
+        extra = (
+            None if self.max_running_retry_after is None else {"Retry-After": self.max_running_retry_after}
+        )
+        message = self.max_running_message.replace("{limit}", str(self.max_running))
+        return _json({"error": {"message": message, "type": self.max_running_type}}, 429, extra)
 
     def plan_for(self, prompt: str) -> TaskPlan:
         """The plan a task with this prompt gets."""
@@ -549,6 +581,8 @@ class FakeService:
         plan = self.plan_for(body["prompt"])
         if plan.reject_status is not None:
             return _error(plan.reject_status, plan.reject_message)
+        if (capped := self._over_cap(request)) is not None:
+            return capped
         task = FakeTask(
             self._new_id("video"), "video", body["prompt"], body, plan, time.monotonic(), key=_bearer(request)
         )
@@ -567,6 +601,8 @@ class FakeService:
         plan = self.plan_for(body["prompt"])
         if plan.reject_status is not None:
             return _error(plan.reject_status, plan.reject_message)
+        if self.image_shape == "task" and (capped := self._over_cap(request)) is not None:
+            return capped
         task = FakeTask(
             self._new_id("image"), "image", body["prompt"], body, plan, time.monotonic(), key=_bearer(request)
         )

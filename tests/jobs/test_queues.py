@@ -1,14 +1,17 @@
-"""GuildQueues.ahead: how many queued jobs round-robin starts before a given one."""
+"""GuildQueues: round-robin between guilds, FIFO within a kind, places and what goes ahead of what."""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 from framecast.jobs import Job, JobKind, JobState
 from framecast.jobs.queues import GuildQueues
 
 
-def job(job_id: int, guild: int) -> Job:
+def job(job_id: int, guild: int, kind: JobKind = JobKind.VIDEO) -> Job:
     return Job(
-        id=job_id, kind=JobKind.VIDEO, state=JobState.QUEUED, guild_id=guild, channel_id=1, user_id=1,
+        id=job_id, kind=kind, state=JobState.QUEUED, guild_id=guild, channel_id=1, user_id=1,
         locale="en-US", params={}, created_at=0.0, updated_at=0.0,
     )  # fmt: skip
 
@@ -47,14 +50,14 @@ def test_take_next_passes_over_ineligible_guilds_and_keeps_their_turn() -> None:
     for job_id, guild in ((1, 1), (2, 1), (3, 2), (4, 2), (5, 3)):
         q.push(job(job_id, guild))
     blocked = {1}
-    assert q.take_next(lambda g: g not in blocked) == (3, 2)
-    assert q.take_next(lambda g: g not in blocked) == (5, 3)
-    assert q.take_next(lambda g: g not in blocked) == (4, 2)
-    assert q.take_next(lambda g: False) is None
+    assert q.take_next(lambda g, k: g not in blocked) == (3, 2)
+    assert q.take_next(lambda g, k: g not in blocked) == (5, 3)
+    assert q.take_next(lambda g, k: g not in blocked) == (4, 2)
+    assert q.take_next(lambda g, k: False) is None
     assert q.total() == 2
     blocked.clear()
     # Guild 1 kept its place at the head of the round: it goes first once its key admits again.
-    assert q.take_next(lambda g: g not in blocked) == (1, 1)
+    assert q.take_next(lambda g, k: g not in blocked) == (1, 1)
     assert q.take_next() == (2, 1)
     assert q.take_next() is None
 
@@ -67,3 +70,80 @@ def test_ahead_in_scope_counts_only_guilds_on_the_same_key() -> None:
     # Guild 2 runs on its own key: its jobs do not wait for (nor delay) guilds 1 and 3.
     assert q.ahead(6, in_scope=lambda g: g != 2) == 3
     assert q.ahead(5, in_scope=lambda g: g == 2) == 1
+
+
+VID, IMG = JobKind.VIDEO, JobKind.IMAGE
+
+
+def queues(*jobs: tuple[int, int, JobKind]) -> GuildQueues:
+    q = GuildQueues()
+    for job_id, guild, kind in jobs:
+        q.push(job(job_id, guild, kind))
+    return q
+
+
+def only(kind: JobKind) -> Callable[[int, JobKind], bool]:
+    """A key that admits only jobs of `kind` now (the other kind cannot start yet)."""
+    return lambda guild, k: k is kind
+
+
+def test_an_image_behind_videos_that_cannot_start_goes_ahead() -> None:
+    q = queues((1, 1, VID), (2, 1, VID), (3, 1, IMG))
+    assert q.take_next(only(IMG)) == (3, 1)
+    assert q.queued(1) == [1, 2]
+    assert q.position(3) == 1  # starting
+
+
+def test_a_video_that_can_start_is_not_overtaken() -> None:
+    q = queues((1, 1, VID), (2, 1, IMG))
+    assert q.take_next(lambda guild, kind: True) == (1, 1)
+    assert q.take_next(lambda guild, kind: True) == (2, 1)
+
+
+def test_an_image_that_cannot_start_lets_a_video_behind_it_go() -> None:
+    q = queues((1, 1, IMG), (2, 1, VID))
+    assert q.take_next(only(VID)) == (2, 1)
+
+
+def test_order_within_each_kind_is_kept() -> None:
+    q = queues((1, 1, VID), (2, 1, IMG), (3, 1, VID), (4, 1, IMG))
+    assert q.take_next(only(IMG)) == (2, 1)
+    assert q.take_next(only(IMG)) == (4, 1)
+    assert q.take_next(only(IMG)) is None
+    assert q.take_next(only(VID)) == (1, 1)
+    assert q.take_next(only(VID)) == (3, 1)
+
+
+def test_going_ahead_keeps_the_round_robin_between_guilds() -> None:
+    # Guild 1 has a long line of videos then images; guild 2 only images: they alternate.
+    q = queues((1, 1, VID), (2, 1, VID), (3, 1, IMG), (4, 1, IMG), (5, 2, IMG), (6, 2, IMG))
+    taken = [q.take_next(only(IMG)) for _ in range(4)]
+    assert taken == [(3, 1), (5, 2), (4, 1), (6, 2)]
+    assert q.take_next(only(IMG)) is None
+    assert q.total() == 2
+
+
+def test_each_kind_is_asked_once_per_guild() -> None:
+    q = queues((1, 1, VID), (2, 1, VID), (3, 1, VID), (4, 1, IMG), (5, 1, IMG))
+    asked: list[tuple[int, JobKind]] = []
+
+    def refuse(guild: int, kind: JobKind) -> bool:
+        asked.append((guild, kind))
+        return False
+
+    assert q.take_next(refuse) is None
+    assert asked == [(1, VID), (1, IMG)]
+    assert q.total() == 5
+
+
+def test_places_and_ahead_are_counted_within_a_kind() -> None:
+    q = queues((1, 1, VID), (2, 1, VID), (3, 1, IMG), (4, 2, IMG), (5, 1, IMG))
+    assert [q.position(j) for j in (1, 2, 3, 4, 5)] == [1, 2, 1, 1, 2]
+    # The image 3 waits for no video; image 5 waits for image 3 and (round-robin) image 4.
+    assert (q.ahead(3), q.ahead(4), q.ahead(5)) == (0, 1, 2)
+    assert q.ahead(2) == 1
+    assert (q.waiting(IMG), q.waiting(VID)) == ((3, 0.0), (2, 0.0))
+    assert q.waiting(IMG, in_scope=lambda guild: guild == 2) == (1, 0.0)
+    assert q.waiting(IMG, in_scope=lambda guild: guild == 3) == (0, math.inf)
+    q.remove(3)
+    assert q.position(5) == 1

@@ -8,6 +8,7 @@ service slot, finish, crash), so every step is driven by events: no sleeps, no t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from pathlib import Path
@@ -684,3 +685,48 @@ async def test_a_key_opened_later_wakes_the_dispatcher(h: Harness) -> None:
     keys.open_key(GUILD_B, "own", 1)  # B's admin sets the server's own key
     await h.runner.wait_started(2)
     assert h.runner.started == [a.id, b.id] and h.runner.is_running(a.id)
+
+
+class ByKind:
+    """One key whose budget admits at most `videos` videos' worth of running jobs, and images up to
+    `images` (an image's requests are spent at once: it fits where another video does not)."""
+
+    def __init__(self, videos: int, images: int) -> None:
+        self.limits = {JobKind.VIDEO: videos, JobKind.IMAGE: images}
+
+    def may_start(self, running: int, kind: JobKind = JobKind.VIDEO) -> bool:
+        return running < self.limits[kind]
+
+    def recheck_in(self) -> float:
+        return float("inf")
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        pass
+
+
+async def test_an_image_goes_ahead_of_videos_that_cannot_start_and_takes_no_video_s_turn(h: Harness) -> None:
+    h.scheduler = scheduler = Scheduler(
+        store=h.store,
+        runner=h.runner,
+        admission=ByKind(videos=1, images=2),
+        on_positions_changed=lambda guild, ids: h.positions.append((guild, list(ids))),
+    )
+    await scheduler.start()
+    v1, v2 = await h.add_many([GUILD_A, GUILD_A])
+    image = await h.store.add(
+        dataclasses.replace(new_job(GUILD_A), kind=JobKind.IMAGE, params={"prompt": "a cat", "size": "1x1"}),
+        member_limit=None,
+        guild_cap=None,
+    )
+    for job in (v1, v2, image):
+        scheduler.submit(job)
+    # v1 takes the one video's room; v2 cannot start, the image behind it can: it goes ahead.
+    await h.runner.wait_started(2)
+    await h.flush()
+    assert h.runner.started == [v1.id, image.id]
+    assert scheduler.position(v2.id) == 1
+    # Once v1 frees its slot, the image's room is the videos' again: v2 is next.
+    await h.runner.finish_and_wait(v1.id)
+    await h.runner.finish_and_wait(image.id)
+    await h.runner.wait_started(3)
+    assert h.runner.started[2] == v2.id

@@ -1,0 +1,130 @@
+"""Admission per kind of job (issue 17): an image is not held behind videos waiting for the budget.
+
+A real budget, store and queues; time is a ManualClock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.jobs.queues import GuildQueues
+from framecast.keys.budget import RequestBudget
+from framecast.planner.planner import Planner, PlannerSettings
+from framecast.storage import Store
+from tests.fakes.clock import ManualClock
+
+INTERVAL = 30.0
+VIDEO = {
+    "model": "svc-video-v2.0",
+    "prompt": "p",
+    "width": 1152,
+    "height": 768,
+    "num_frames": 121,
+    "frame_rate": 24,
+}
+IMAGE = {"model": "svc-image-2.1-flash", "prompt": "p", "size": "1024x1024"}
+
+
+@dataclasses.dataclass
+class Rig:
+    clock: ManualClock
+    store: Store
+    budget: RequestBudget
+    queues: GuildQueues
+    planner: Planner
+
+    async def job(self, kind: JobKind = JobKind.VIDEO, guild: int = 1) -> Job:
+        return await self.store.add(
+            NewJob(
+                kind=kind, guild_id=guild, channel_id=2, user_id=3, locale="en-US",
+                params=dict(VIDEO if kind is JobKind.VIDEO else IMAGE),
+            ),
+            member_limit=None,
+            guild_cap=None,
+        )  # fmt: skip
+
+    async def fill_with_videos(self) -> int:
+        """Start videos until the budget can sustain no more; returns how many run."""
+        running = 0
+        while self.planner.may_start(running) and running < 100:
+            job = dataclasses.replace(
+                await self.job(), state=JobState.RUNNING, started_at=self.clock.time(), task_id="t"
+            )
+            self.planner.pacer(job).next_poll(self.clock.monotonic(), None)  # its create went through
+            running += 1
+        return running
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    clock = ManualClock()
+    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
+    budget = RequestBudget(16, 60.0, clock=clock)
+    queues = GuildQueues()
+    settings = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
+    planner = await Planner.open(
+        budget=budget, clock=clock, store=store, queues=queues, settings=settings, scope=lambda g: g != 9
+    )
+    try:
+        yield Rig(clock, store, budget, queues, planner)
+    finally:
+        budget.close()
+        await store.close()
+
+
+async def test_an_image_starts_when_the_window_has_no_room_for_another_video(rig: Rig) -> None:
+    running = await rig.fill_with_videos()
+    assert not rig.planner.may_start(running, JobKind.VIDEO)
+    assert rig.planner.may_start(running, JobKind.IMAGE)
+
+
+async def test_images_started_within_the_window_count_against_it(rig: Rig) -> None:
+    running = await rig.fill_with_videos()
+    assert rig.planner.may_start(running, JobKind.IMAGE)  # the one image borrowing from the window
+    assert not rig.planner.may_start(running, JobKind.IMAGE)  # its two requests still hold slots
+    await rig.clock.advance(rig.budget.window + 1)
+    # A window later its requests are spent and gone; the videos' polls are what is planned now.
+    assert rig.planner.may_start(running, JobKind.IMAGE) == (rig.planner.demand() <= rig.budget.allowed)
+
+
+async def test_a_waiting_image_goes_before_a_video_that_would_just_fit(rig: Rig) -> None:
+    running = await rig.fill_with_videos()
+    # Make room for exactly one more video (one task's planned polls gone).
+    rig.planner.forget(next(iter(rig.planner._tasks)))
+    running -= 1
+    assert rig.planner.may_start(running, JobKind.VIDEO)
+    rig.queues.push(await rig.job(JobKind.IMAGE))
+    assert not rig.planner.may_start(running, JobKind.VIDEO)  # it leaves the image its two requests
+    assert rig.planner.may_start(running, JobKind.IMAGE)
+
+
+async def test_an_image_waiting_on_another_key_does_not_hold_videos_back(rig: Rig) -> None:
+    running = await rig.fill_with_videos()
+    rig.planner.forget(next(iter(rig.planner._tasks)))
+    rig.queues.push(await rig.job(JobKind.IMAGE, guild=9))  # guild 9 runs on another key
+    assert rig.planner.may_start(running - 1, JobKind.VIDEO)
+
+
+async def test_one_create_at_a_time_holds_for_images_too(rig: Rig) -> None:
+    assert rig.planner.may_start(0, JobKind.IMAGE)
+    assert not rig.planner.may_start(1, JobKind.IMAGE)  # its create has not gone through yet
+
+
+async def test_an_image_that_waited_a_whole_window_goes_before_any_video(rig: Rig) -> None:
+    running = await rig.fill_with_videos()
+    rig.planner.forget(next(iter(rig.planner._tasks)))
+    rig.planner.forget(next(iter(rig.planner._tasks)))
+    running -= 2
+    rig.queues.push(await rig.job(JobKind.IMAGE))
+    assert rig.planner.may_start(running, JobKind.VIDEO)  # room for the video and the image: order decides
+    await rig.clock.advance(rig.budget.window)
+    # The image still waits (its guild's turn has not come): no video is admitted before it starts.
+    image = rig.queues.queued(1)[0]
+    assert not rig.planner.may_start(running, JobKind.VIDEO)
+    rig.queues.remove(image)  # cancelled: the videos' room is theirs again
+    assert rig.planner.may_start(running, JobKind.VIDEO)

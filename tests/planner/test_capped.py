@@ -1,0 +1,288 @@
+"""A service that caps the key's tasks at once: the planner learns the cap, holds it, probes it rarely.
+
+A real store, budget, queues and planner on a ManualClock; the service is simulated here (a count
+of running tasks and a cap), so a whole batch runs in milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.jobs.queues import GuildQueues
+from framecast.keys.budget import RequestBudget
+from framecast.planner.planner import Planner, PlannerSettings
+from framecast.planner.shared import KEY_PREFIX, PROBE_AFTER, Pushback, Share, SharedPlanState
+from framecast.service.refusals import RefusalKind
+from framecast.storage import Store
+from tests.fakes.clock import ManualClock
+
+INTERVAL = 30.0
+VIDEO = {
+    "model": "svc-video-v2.0",
+    "prompt": "p",
+    "width": 1152,
+    "height": 768,
+    "num_frames": 121,
+    "frame_rate": 24,
+}
+CONCURRENCY = RefusalKind.CONCURRENCY
+
+
+@dataclasses.dataclass
+class Rig:
+    clock: ManualClock
+    store: Store
+    planner: Planner
+
+    async def job(self) -> Job:
+        job = await self.store.add(
+            NewJob(
+                kind=JobKind.VIDEO, guild_id=1, channel_id=2, user_id=3, locale="en-US", params=dict(VIDEO)
+            ),
+            member_limit=None,
+            guild_cap=None,
+        )
+        return dataclasses.replace(
+            job, state=JobState.RUNNING, started_at=self.clock.time(), task_id=f"t{job.id}"
+        )
+
+    async def running(self, n: int) -> list[Job]:
+        """`n` tasks created and on the service."""
+        jobs = [await self.job() for _ in range(n)]
+        for job in jobs:
+            self.planner.create_finished(ok=True)
+            self.planner.pacer(job)
+        return jobs
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    clock = ManualClock()
+    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
+    budget = RequestBudget(16, 60.0, clock=clock)
+    settings = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
+    planner = await Planner.open(
+        budget=budget, clock=clock, store=store, queues=GuildQueues(), settings=settings
+    )
+    try:
+        yield Rig(clock, store, planner)
+    finally:
+        budget.close()
+        await store.close()
+
+
+async def test_a_concurrency_refusal_holds_the_ceiling_at_the_running_count(rig: Rig) -> None:
+    jobs = await rig.running(3)
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    assert rig.planner.ceiling() == 3 and not rig.planner.may_start(3)
+    # Creates that go through at the cap (a task ended, the next took its place) do not climb
+    # above it: each climb would be one more refusal.
+    for job in jobs[:2]:
+        await rig.planner.finished(job, completed=False)
+        rig.planner.create_finished(ok=True)
+        rig.planner.pacer(await rig.job())
+        assert rig.planner.ceiling() == 3
+    # A refusal at the same count again: held there, never below.
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    assert rig.planner.ceiling() == 3
+
+
+async def test_a_rate_refusal_still_lowers_the_ceiling_and_climbs_back(rig: Rig) -> None:
+    await rig.running(3)
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=RefusalKind.RATE)
+    assert rig.planner.ceiling() == 3
+    rig.planner.create_finished(ok=True)
+    assert rig.planner.ceiling() == 4
+    for _ in range(40):
+        rig.planner.create_finished(ok=True)
+    assert rig.planner.ceiling() is None  # lifted after enough creates went through
+
+
+async def test_a_probe_above_the_cap_is_rare_and_a_refused_one_comes_twice_as_late(rig: Rig) -> None:
+    await rig.running(3)
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    for _ in range(PROBE_AFTER - 1):
+        rig.planner.create_finished(ok=True)
+        assert rig.planner.ceiling() == 3
+    rig.planner.create_finished(ok=True)
+    assert rig.planner.ceiling() == 4  # one task above the cap may be tried now
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    assert rig.planner.ceiling() == 3
+    for _ in range(2 * PROBE_AFTER - 1):
+        rig.planner.create_finished(ok=True)
+    assert rig.planner.ceiling() == 3
+    rig.planner.create_finished(ok=True)
+    assert rig.planner.ceiling() == 4
+
+
+async def test_a_probe_the_service_accepts_raises_the_learned_cap(rig: Rig) -> None:
+    await rig.running(3)
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    for _ in range(PROBE_AFTER):
+        rig.planner.create_finished(ok=True)
+    assert rig.planner.ceiling() == 4
+    await rig.running(1)  # the probe went through: the service runs four of the key's tasks
+    assert rig.planner.ceiling() == 4
+    for _ in range(PROBE_AFTER - 1):
+        rig.planner.create_finished(ok=True)
+    assert rig.planner.ceiling() == 4  # held at the new cap, probed again only later
+
+
+async def test_more_tasks_than_the_cap_seen_without_a_probe_do_not_raise_it(rig: Rig) -> None:
+    await rig.running(3)
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    await rig.running(1)  # e.g. a job restored after a restart: no probe was due
+    assert rig.planner.ceiling() == 3
+
+
+async def test_a_refused_create_waits_for_a_task_to_end_not_a_timer(rig: Rig) -> None:
+    jobs = await rig.running(3)
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    waiting = asyncio.create_task(rig.planner.after_refusal(2.0))
+    await rig.clock.advance(INTERVAL)  # far past the fallback: nothing ended, it still waits
+    assert not waiting.done()
+    await rig.planner.finished(jobs[0], completed=False)
+    await asyncio.wait_for(waiting, 1.0)
+
+
+async def test_a_refused_create_with_no_task_of_the_key_running_waits_the_fallback(rig: Rig) -> None:
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    waiting = asyncio.create_task(rig.planner.after_refusal(2.0))
+    await rig.clock.advance(1.0)
+    assert not waiting.done()
+    await rig.clock.advance(1.5)
+    await asyncio.wait_for(waiting, 1.0)
+
+
+async def test_the_learned_cap_is_shared_with_other_processes_as_json() -> None:
+    share = Share(running=3, pushback=Pushback(ceiling=3.0, successes=5, rev=4, cap=True, probe_after=24))
+    assert Share.from_json(share.to_json()) == share
+    # A field written by a version that knew no caps reads as a plain (rate) pushback.
+    old = Share.from_json('{"d":1.0,"r":3,"c":3.0,"s":1,"v":2}')
+    assert not old.pushback.cap and old.pushback.limit() == 3.0
+
+
+async def simulate(
+    rig: Rig, *, jobs: int, cap: int, raise_to: int | None = None, seed: int = 1
+) -> tuple[int, int, int]:
+    """Run `jobs` videos through the planner against a service running at most `cap` of them at once.
+
+    The scheduler's part: start a job while the planner admits one; a refused create waits for a
+    task to end. With `raise_to`, the service's cap rises to that halfway through. Returns
+    (creates, refusals, the most tasks the service ran at once in the second half).
+    """
+    rng = random.Random(seed)
+    queue = [await rig.job() for _ in range(jobs)]
+    on_service: list[tuple[float, Job]] = []  # (end time, job)
+    refused: Job | None = None
+    creates = refusals = most_late = done = 0
+
+    def create(job: Job) -> bool:
+        nonlocal creates, refusals
+        creates += 1
+        if len(on_service) >= cap:
+            refusals += 1
+            rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+            return False
+        rig.planner.create_finished(ok=True)
+        rig.planner.pacer(job)
+        on_service.append((rig.clock.monotonic() + rng.uniform(120, 240), job))
+        return True
+
+    while done < jobs:
+        if refused is not None and create(refused):
+            refused = None
+        while refused is None and queue and rig.planner.may_start(len(on_service)):
+            job = queue.pop(0)
+            if not create(job):
+                refused = job
+        if raise_to is not None and done >= jobs // 2:
+            cap = raise_to
+            most_late = max(most_late, len(on_service))
+        on_service.sort(key=lambda item: item[0])
+        end, job = on_service.pop(0)
+        await rig.clock.advance(max(0.0, end - rig.clock.monotonic()))
+        await rig.planner.finished(job, completed=False)
+        done += 1
+    return creates, refusals, most_late
+
+
+async def test_a_capped_batch_is_refused_on_at_most_a_tenth_of_its_creates(rig: Rig) -> None:
+    creates, refusals, _ = await simulate(rig, jobs=48, cap=3)
+    assert creates == 48 + refusals
+    assert refusals <= 0.10 * creates
+
+
+async def test_a_cap_the_service_raises_is_found_by_a_probe(rig: Rig) -> None:
+    creates, refusals, most_late = await simulate(rig, jobs=160, cap=3, raise_to=5)
+    assert most_late == 5
+    assert refusals <= 0.10 * creates
+
+
+def _redis_answers() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _redis_answers(), reason="no Redis answering PING on 127.0.0.1:6379")
+async def test_a_cap_learned_in_one_process_holds_the_other_at_it_too(tmp_path: Path) -> None:
+    key_id = f"test-{uuid.uuid4().hex[:12]}"
+    redis = aioredis.Redis(host="127.0.0.1", port=6379, socket_timeout=1.0)
+    clock = ManualClock()
+    rigs: list[Rig] = []
+    states: list[SharedPlanState] = []
+    budgets: list[RequestBudget] = []
+    try:
+        for n in range(2):
+            store = await Store.open(tmp_path / f"p{n}.sqlite3", clock=clock)
+            budget = RequestBudget(16, 60.0, clock=clock)
+            shared = SharedPlanState(redis=redis, key_id=key_id, clock=clock, window=60.0)
+            planner = await Planner.open(
+                budget=budget,
+                clock=clock,
+                store=store,
+                queues=GuildQueues(),
+                settings=PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL),
+                shared=shared,
+            )
+            rigs.append(Rig(clock, store, planner))
+            states.append(shared)
+            budgets.append(budget)
+        a, b = rigs
+        await a.running(2)
+        await b.running(1)
+        for state in (*states, *states):
+            assert await state.refresh()
+        a.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)  # 3 on the key
+        for state in (*states, *states):
+            assert await state.refresh()
+        assert b.planner.ceiling() == 1 and not b.planner.may_start(1)  # 3 less A's 2
+        # B's creates that go through keep the key-wide cap where it is (no climb above it).
+        for _ in range(3):
+            b.planner.create_finished(ok=True)
+        for state in (*states, *states):
+            assert await state.refresh()
+        assert a.planner.ceiling() == 2 and b.planner.ceiling() == 1
+    finally:
+        for state in states:
+            await state.aclose()
+        for budget in budgets:
+            budget.close()
+        for rig in rigs:
+            await rig.store.close()
+        await redis.delete(f"{KEY_PREFIX}{key_id}")
+        await redis.aclose()
