@@ -227,7 +227,8 @@ async def test_queue_lists_running_and_queued_jobs_marks_mine_and_pings_nobody(s
     assert "\\<\\@everyone>" in running and "\\*\\*bold\\*\\*" in running and "https\\://" in running
     assert bobs.startswith(f"**1.** Video #{ids[0]} · starts <t:") and f"by <@{world.bob.id}>" in bobs
     assert int(re.findall(r"<t:(\d+):R>", bobs)[0]) > time.time()
-    assert carols.startswith(f"**2.** Image #{ids[1]}") and f"by <@{carol.id}>" in carols
+    # Places are counted per kind: Carol's image is the first image in line, whatever videos wait.
+    assert carols.startswith(f"**1.** Image #{ids[1]}") and f"by <@{carol.id}>" in carols
     assert bobs.endswith("← you") and not carols.endswith("← you") and not running.endswith("← you")
     assert reply.embeds[0]["footer"]["text"] == "Running: 1 · queued: 2"
     # Carol sees the same queue with her own job marked instead.
