@@ -20,7 +20,9 @@ when completed, no concurrency cap. The three columns are printed side by side:
   every ``EDIT_INTERVAL``; likewise the estimated start of queued jobs; and how often the
   percentage a message is drawn from fell below one it showed before (the chat side then holds
   its highest figure, so the screen never goes back; a count above zero is an estimate that ran
-  ahead of the truth).
+  ahead of the truth);
+* in every shape, the median relative error of every "starts in" and "left" a member saw, against
+  when the job actually started and stopped generating (issue 17 item 4, ``estimate_error.py``).
 
 All times are printed in clock seconds (real seconds x scale). The rate window (60 s / scale real
 seconds) must stay far above the local round trip (a few milliseconds): scale 20 gives 3 s.
@@ -52,6 +54,8 @@ from typing import Literal
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import estimate_error  # noqa: E402  (beside this file: how honest the shown estimates are)
 
 from framecast.app.core import Core  # noqa: E402
 from framecast.app.intake import Requester  # noqa: E402
@@ -242,6 +246,9 @@ class RecordingChat:
     def add_note(self, job: Job, note: Note) -> None:
         """Notes are not measured."""
 
+    async def remove_job_message(self, job: Job) -> None:
+        """No messages: nothing to remove."""
+
     async def close(self) -> None:
         """Stop sampling."""
         if self._sampler is not None:
@@ -294,6 +301,7 @@ class RunResult:
     backwards: int | None  # percentages below one shown before (held by the chat side's floor)
     creates: int = 0  # create requests the fake received (refused ones too)
     refused_creates: int = 0  # creates answered 429 (the capped shape: concurrency refusals)
+    estimates: estimate_error.EstimateErrors | None = None  # each shown estimate vs what happened
 
 
 def settings_for(fake: FakeService, data_dir: Path, batch: Sequence[Clip]) -> Settings:
@@ -385,7 +393,13 @@ async def run_core(
     if chat.estimates is not None:
         result.eta_errors, result.start_errors = _estimate_errors(tracks.values(), scale)
         result.backwards = sum(t.backwards for t in tracks.values())
+        result.estimates = _shown_errors(tracks.values(), scale)
     return result
+
+
+def _shown_errors(tracks: Iterable[Track], scale: float) -> estimate_error.EstimateErrors:
+    """Each "starts in" and "left" shown, against when the job started and stopped generating."""
+    return estimate_error.estimate_errors((t.shown for t in tracks), scale=scale, floor=POLL_INTERVAL)
 
 
 async def run_naive(batch: Sequence[Clip], scale: float, *, cap: int | None = None) -> RunResult:
@@ -572,6 +586,7 @@ def rows(bound: float) -> list[Row]:
             "% below one shown before (screen holds)",
             lambda r: "n/a" if r.backwards is None else str(r.backwards),
         ),
+        *estimate_error.rows(),
     ]
 
 
@@ -608,6 +623,7 @@ class MixedResult:
     requests: int
     rejected: int
     busiest_window: int
+    estimates: estimate_error.EstimateErrors | None = None  # each shown estimate vs what happened
 
 
 def make_mixed(guilds: int, seed: int) -> tuple[list[Clip], list[Clip]]:
@@ -700,7 +716,9 @@ async def run_core_mixed(
         tag_of(t.job.params["prompt"]): t.delivered for t in chat.tracks.values() if t.delivered is not None
     }
     label = f"framecast, {'with' if progress else 'no'} progress"
-    return _mixed_figures(label, videos, images, fake, started, commanded, delivered, scale)
+    result = _mixed_figures(label, videos, images, fake, started, commanded, delivered, scale)
+    result.estimates = _shown_errors(chat.tracks.values(), scale)
+    return result
 
 
 async def run_naive_mixed(videos: Sequence[Clip], images: Sequence[Clip], scale: float) -> MixedResult:
@@ -789,6 +807,7 @@ def print_mixed(results: Sequence[MixedResult], bound: float) -> None:
         ("requests", lambda r: str(r.requests)),
         ("429 answers", lambda r: str(r.rejected)),
         ("busiest rate window", lambda r: f"{r.busiest_window}/{RATE_REQUESTS}"),
+        *estimate_error.rows(),
     ]
     table = [["", *(r.label for r in results)]]
     table += [[label, *(cell(r) for r in results)] for label, cell in cells]
@@ -876,6 +895,7 @@ async def main_capped(guilds: int, scale: float, seed: int, runs: Sequence[Run])
         ("other 429 answers", lambda r: str(r.rejected - r.refused_creates)),
         ("requests per video", lambda r: f"{r.requests / r.delivered:.2f}" if r.delivered else "-"),
         ("busiest rate window", lambda r: f"{r.busiest_window}/{RATE_REQUESTS}"),
+        *estimate_error.rows(),
     ]
     table = [["", *(r.label for r in results)]]
     table += [[label, *(cell(r) for r in results)] for label, cell in cells]

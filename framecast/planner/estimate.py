@@ -1,13 +1,51 @@
-"""What the bot may honestly say about a job between polls, without spending the key."""
+"""What the bot may honestly say about a job between polls, without spending the key.
+
+A running job's message says how long its generation has left; a queued one's when it starts
+(``cogs/views/render.py`` words them). Both are checked against what happened in
+``benchmarks/bench_planner.py`` (``benchmarks/estimate_error.py``: the median error of each, per
+shape). Two things make them honest:
+
+* **"left" counts to the poll that will see the task done**, not to the task's predicted end on the
+  service: the message says "Generating…" until the bot has seen the result, and that poll is the
+  planner's own plan (its next poll, then the ones its rule would time after it), as late as its
+  polls have come lately (a due poll waits for its turn in the budget). Without progress reports
+  the end is uncertain: the time shown is the mean of when it will be seen over the planned polls,
+  given that the last poll found the task still running (the learned durations' distribution,
+  conditioned on that age), so a task past its typical duration is still shown some time left,
+  never "finishing" for minutes.
+* **"starts in" counts the key's real throughput**: each job ahead costs the requests a task takes
+  on average (learned), the images waiting on the key go first (two requests each), and when a
+  ceiling on tasks at once holds the queue back (the service's cap, ``GEN_MAX_RUNNING``), the job
+  starts when a slot frees: as the running tasks are seen done, then the tasks started in their
+  place, each taking the time a new task takes to be seen done.
+"""
 
 from __future__ import annotations
 
+import heapq
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from framecast.jobs import Job
+from framecast.jobs import Job, JobKind, JobState
+from framecast.planner.predict import DurationModel
 
-__all__ = ["Estimate", "Estimates"]
+if TYPE_CHECKING:  # the planner imports this module: its types only for the checker
+    from framecast.planner.planner import Planner, _Task
+
+__all__ = ["DurationCdf", "Estimate", "Estimates", "Forecast", "expected_seen", "first_poll_at"]
+
+#: Requests a task costs at the least (create, the poll that sees it done, the download).
+_MIN_REQUESTS_PER_TASK = 3.0
+#: Requests an image costs: its create and its download.
+_IMAGE_REQUESTS = 2.0
+#: Polls followed ahead when timing the one that sees a task done (a guard: the rule converges).
+_MAX_POLLS_AHEAD = 64
+#: Weight of a poll's lateness in the smoothed lateness.
+_LATENESS_SMOOTHING = 0.2
+#: The quantile ladder of polls without progress (as the planner times them, see Planner._predicted_done).
+_LADDER_START, _LADDER_STEP, _LADDER_TOP = 0.5, 0.15, 0.95
 
 
 @dataclass(frozen=True)
@@ -33,3 +71,235 @@ class Estimates(Protocol):
     def estimate(self, job: Job) -> Estimate:
         """The job's estimate now."""
         ...
+
+
+def first_poll_at(target: float, next_poll: float, *, interval: float, max_interval: float) -> float:
+    """When the first poll at or after `target` comes, under the planner's rule for a known end.
+
+    The planner polls a task at its predicted end, but never sooner than `interval` after the last
+    poll nor later than `max_interval` after it; `next_poll` is the poll already planned.
+    """
+    at = next_poll
+    # The planned poll was timed by the same rule: a hair before the target (the wall and monotonic
+    # clocks are read at different instants) is that poll, not one an interval later.
+    slack = 0.05 * interval
+    for _ in range(_MAX_POLLS_AHEAD):
+        if at >= target - slack:
+            break
+        at = min(max(at + interval, target), at + max_interval)
+    return at
+
+
+class DurationCdf:
+    """The distribution of a kind of task's durations, as a cdf read off its quantile function.
+
+    The planner keeps quantiles (learned, corrected by the tasks still running); the chance that a
+    task is done by some age is read from a grid of them, interpolated.
+    """
+
+    _GRID = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98)
+
+    def __init__(self, quantile: Callable[[float], float]) -> None:
+        """`quantile(q)`: the duration a fraction `q` of such tasks finish within (non-decreasing)."""
+        self._points = [(max(0.0, quantile(q)), q) for q in self._GRID]
+
+    def __call__(self, age: float) -> float:
+        """The chance that such a task is done within `age` seconds."""
+        points = self._points
+        if age <= 0:
+            return 0.0
+        first_d, first_q = points[0]
+        if age < first_d:
+            return first_q * age / first_d
+        for (d0, q0), (d1, q1) in zip(points, points[1:], strict=False):
+            if age < d1:
+                return q0 if d1 <= d0 else q0 + (q1 - q0) * (age - d0) / (d1 - d0)
+        return points[-1][1]
+
+
+def expected_seen(polls: Sequence[float], done_by: Callable[[float], float]) -> float:
+    """When the task is expected to be seen done: the mean over the planned `polls`.
+
+    `done_by(t)`: the chance the task is done by wall time `t`, given what was seen of it. Each poll
+    sees it done with the chance it finished since the one before (the last one takes the rest).
+    The mean rather than the likeliest poll: without progress the first poll comes at the median
+    duration, so it sees the task done about one time in two and the next one an interval or more
+    later; a figure between them is off by less, either way, than one that bets on either.
+    """
+    total, before = 0.0, 0.0
+    for n, at in enumerate(polls):
+        done = 1.0 if n == len(polls) - 1 else min(1.0, max(before, done_by(at)))
+        total += at * (done - before)
+        before = done
+    return total
+
+
+class Forecast:
+    """The estimates of one key's planner (:meth:`Planner.estimate`), read from its own plan.
+
+    A part of the planner split out for size: it reads the planner's state (its tasks and their
+    planned polls, its learned durations, its queues, budget and ceiling) and changes none of it.
+    """
+
+    def __init__(self, planner: Planner) -> None:
+        self._p = planner
+        # How late polls come after their planned time (they wait for the budget), smoothed.
+        self._lateness = 0.0
+
+    def polled(self, planned: float, at: float, *, likely_done: bool) -> None:
+        """A poll planned for monotonic time `planned` was made at `at` (the planner reports each).
+
+        Only the polls planned to find their task done count: the one that sees a task done is
+        such a poll, and it goes before the progress polls in the budget (they wait longer).
+        """
+        if likely_done and planned > 0 and math.isfinite(at - planned):
+            late = min(max(0.0, at - planned), self._p._settings.poll_max_interval)
+            self._lateness += _LATENESS_SMOOTHING * (late - self._lateness)
+
+    def __repr__(self) -> str:
+        return f"<Forecast of {self._p!r}>"
+
+    def estimate(self, job: Job) -> Estimate:
+        """The job's progress and timing as far as they are known (see :class:`Estimate`)."""
+        p = self._p
+        if job.state is JobState.QUEUED:
+            # Only jobs on this key wait for its budget: other keys' guilds start on their own.
+            ahead = p._queues.ahead(job.id, p._scope)
+            if ahead is None:
+                return Estimate()
+            return Estimate(starts_in=self.starts_in(ahead, job))
+        task = p._tasks.get(job.id)
+        if job.state is not JobState.RUNNING or task is None:
+            return Estimate()
+        now = p._clock.time()
+        progress = task.track.progress_at(now)
+        seen = self.seen_done(task, now)
+        remaining = None if seen is None else max(0.0, seen - now)
+        measured = progress is not None and progress == task.seen_progress
+        return Estimate(progress=progress, remaining=remaining, measured=measured)
+
+    # -- running: when the bot will see the task done ------------------------------------------------
+    def seen_done(self, task: _Task, now: float) -> float | None:
+        """Wall time the planner's polls are expected to see `task` done (None: nothing known)."""
+        p = self._p
+        s = p._settings
+        next_poll = self._next_poll(task, now)
+        if task.track.predicted_done() is not None:
+            # Progress gives the end: the planner aims its poll just after it (its margin included).
+            target = p._predicted_done(task)
+            assert target is not None
+            return first_poll_at(
+                target, next_poll, interval=s.poll_interval, max_interval=s.poll_max_interval
+            )
+        if task.key is None or not p._learned(task):
+            return None
+        key = task.key
+
+        def quantile(q: float) -> float:
+            return p._quantile(key, q)
+
+        cdf = DurationCdf(quantile)
+        # The last poll found it still running: only the durations beyond that age are left.
+        last = task.track.last_at
+        past = cdf(0.0 if last is None else last - task.started)
+
+        def done_by(at: float) -> float:
+            return (cdf(at - task.started) - past) / (1.0 - past) if past < 1.0 else 1.0
+
+        polls = self._ladder(next_poll, task.started, task.polls, quantile, done_by)
+        return expected_seen(polls, done_by)
+
+    def _next_poll(self, task: _Task, now: float) -> float:
+        """Wall time of the task's next poll as planned (now, when one is due and waits for the budget)."""
+        p = self._p
+        if task.next_at > 0:
+            # As late as polls have come lately: a due poll waits for its turn in the budget.
+            at = task.next_at + self._lateness + (p._clock.time() - p._clock.monotonic())
+        else:  # not planned yet: the first poll comes an interval after the create
+            at = task.seen_at + p._settings.poll_interval
+        return max(at, now)
+
+    def typical_seen(self, job: Job) -> float | None:
+        """Seconds from a new task's create until the bot is expected to see it done (None: unknown).
+
+        A task of the job's kind just created: polls on the quantile ladder from the learned median
+        (never sooner than an interval), the mean of when one sees it done, as late as polls come.
+        """
+        p = self._p
+        key = DurationModel.key_for_params(job.params)
+        # The planner's threshold (read here: the planner imports this module when it loads).
+        from framecast.planner.planner import LEARNED_AFTER
+
+        if key is None or p._model.expected(key).count < LEARNED_AFTER:
+            return None
+        s = p._settings
+
+        def quantile(q: float) -> float:
+            return p._quantile(key, q)
+
+        cdf = DurationCdf(quantile)
+        polls = self._ladder(max(s.poll_interval, quantile(0.5)), 0.0, 0, quantile, cdf)
+        # Its polls come as late as polls have lately.
+        return expected_seen(polls, cdf) + self._lateness
+
+    def _ladder(
+        self,
+        first: float,
+        started: float,
+        polled: int,
+        quantile: Callable[[float], float],
+        done_by: Callable[[float], float],
+    ) -> list[float]:
+        """The polls the planner will make of a task without progress, from the `first` one planned.
+
+        Each later one at the next quantile of the ladder (its rule, see Planner._predicted_done),
+        an interval at the least after the one before and at most the longest gap; until the task
+        is almost surely done.
+        """
+        s = self._p._settings
+        polls = [first]
+        for k in range(1, _MAX_POLLS_AHEAD):
+            q = _LADDER_START + _LADDER_STEP * (polled + k)
+            if q > _LADDER_TOP + _LADDER_STEP or done_by(polls[-1]) >= 0.99:
+                break
+            at = polls[-1]
+            target = started + quantile(min(_LADDER_TOP, q))
+            polls.append(min(max(at + s.poll_interval, target), at + s.poll_max_interval))
+        return polls
+
+    # -- queued: when the job starts ------------------------------------------------------------------
+    def starts_in(self, ahead: int, job: Job) -> float | None:
+        """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown).
+
+        The budget sets the pace: every job ahead takes the requests a task costs on average, and
+        a video also waits for the images waiting on the key (they go first). A ceiling on tasks at
+        once can hold the queue back further: then the job starts when a slot frees for it.
+        """
+        p = self._p
+        per_second = p._budget.allowed / p._budget.window
+        # The key's rate is spent by every process with tasks on it: ours is an even part.
+        per_second /= 1 + p._others().active
+        requests = (ahead + 1) * max(_MIN_REQUESTS_PER_TASK, p._requests_per_task)
+        if job.kind is JobKind.VIDEO:
+            images, _ = p._queues.waiting(JobKind.IMAGE, p._scope)
+            requests += _IMAGE_REQUESTS * images
+        by_rate = requests / per_second
+        ceiling = p.ceiling()
+        occupied = max(len(p._tasks), p._occupied)
+        if ceiling is None or ahead + 1 <= ceiling - occupied:
+            return by_rate
+        now = p._clock.time()
+        duration = self.typical_seen(job)
+        # When each slot frees: free now, when a running task is seen done, or unknown (inf); a
+        # job being created holds its slot for a whole typical duration.
+        frees = [0.0] * max(0, ceiling - occupied)
+        for task in p._tasks.values():
+            seen = self.seen_done(task, now)
+            frees.append(math.inf if seen is None else max(0.0, seen - now))
+        frees += [math.inf if duration is None else duration] * max(0, occupied - len(p._tasks))
+        heapq.heapify(frees)
+        for _ in range(ahead):
+            at = heapq.heappop(frees)
+            heapq.heappush(frees, math.inf if duration is None else at + duration)
+        at = heapq.heappop(frees) if frees else math.inf
+        return None if math.isinf(at) else max(by_rate, at)

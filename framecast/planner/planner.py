@@ -6,14 +6,17 @@ task on the service (:mod:`framecast.planner.predict`):
 
 * **When each task is polled, and how urgently.** A task is polled when it is likely to have
   finished: from the slope of its reported progress, or else from the durations learned from
-  finished tasks of the same model and size. Such polls (and downloads) go first in the budget;
-  polls that can only refresh progress come after creates. Never more often than
+  finished tasks of the same model and size, corrected by the ones still running (a batch's
+  first to finish are its shortest: :mod:`framecast.planner.survival`). Such polls (and
+  downloads) go first in the budget; polls that can only refresh progress come after creates.
+  Never more often than
   ``GEN_POLL_INTERVAL``; never longer apart than ``GEN_POLL_MAX_INTERVAL``, so a wrong estimate
   corrects itself. Until a kind of task has been seen to finish a few times, polls come every
   interval, as a cautious bot would.
 * **How many tasks run at once** (adaptive concurrency): the scheduler starts the next job only
   while the budget can sustain the requests the running tasks are expected to need within the
-  next window plus one create, and one create at a time waits for the budget (so the queues, not
+  next window plus one create, and the windows its own polls will fall in have room for them
+  (:mod:`framecast.planner.horizon`); one create at a time waits for the budget (so the queues, not
   the budget, keep the order); a create the service failed, backing off before its next try, does
   not count as that one (but two such stop admission: creates then fail altogether). An image
   (a create and a download, spent at once) is admitted on its own rule and goes before waiting
@@ -38,7 +41,6 @@ spending it. Only a cached view is read here; without Redis each planner plans o
 from __future__ import annotations
 
 import asyncio
-import heapq
 import logging
 import math
 from collections import deque
@@ -46,12 +48,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from framecast.clock import Clock
-from framecast.jobs import Job, JobKind, JobState
+from framecast.jobs import Job, JobKind
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import Budget, Priority
-from framecast.planner.estimate import Estimate
+from framecast.planner.estimate import Estimate, Forecast
+from framecast.planner.horizon import Requests, peak_with
 from framecast.planner.predict import DurationKey, DurationModel, ProgressTrack
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
+from framecast.planner.survival import Survival
 from framecast.service import TaskStatus
 from framecast.service.refusals import RefusalKind
 from framecast.storage import Store
@@ -66,6 +70,10 @@ LEARNED_AFTER = 3
 _MIN_REQUESTS_PER_TASK = 3.0
 #: Requests an image costs: its create and the download of the result the create answered.
 _IMAGE_REQUESTS = 2.0
+#: Videos waiting on the key at most for the batch's last creates (see Planner.may_start).
+_LAST_CREATES = 4
+#: How far the batch's last creates, and images, may borrow from the planned window (its share).
+_BORROW = 1.5
 #: Creates backing off after a failure that admission looks past (see Planner.may_start).
 _MAX_DEFERRED = 1
 #: The view without other processes (no shared state).
@@ -124,6 +132,8 @@ class Planner:
         self._store = store
         self._queues = queues
         self._model = model
+        self._survival = Survival()  # recent durations, corrected for the tasks still running
+        self._video_key: DurationKey | None = None  # the kind of video last started
         self._settings = settings
         self._tasks: dict[int, _Task] = {}
         self._deferred: set[int] = set()  # jobs whose create is backing off after a failure
@@ -135,6 +145,7 @@ class Planner:
         self._shared = shared
         self._listener: Callable[[], None] | None = None
         self._requests_per_task = _MIN_REQUESTS_PER_TASK + 0.5  # learned as tasks finish
+        self._forecast = Forecast(self)  # what members are told (reads this planner's plan)
         if shared is not None:
             shared.attach(self._share, self._changed)
 
@@ -198,13 +209,20 @@ class Planner:
 
         A video adds polls for minutes: it starts only while the running tasks' polls of the next
         window leave room for its create. An image costs its create and download, spent within
-        seconds and never again: it starts while the window is not planned full, so one image at
-        a time may borrow its two requests from the window. The requests of images started within
-        the last window are counted against it too (they hold their slots that long). A video also
+        seconds and never again: images may borrow up to half a window from the planned polls
+        (which run a few of the key's slots later). The requests of images started within the
+        last window are counted against it too (they hold their slots that long). A video also
         leaves room for every image waiting on this key (two requests each): the short jobs go
         first when the key is short, so an image never waits behind videos that wait for the
         budget (issue 17); when both fit, the queue's order decides, unless an image has waited a
         whole window already: then no video starts before it.
+
+        Over the horizon (issue 17): a video's first poll comes when it is likely done, minutes
+        later, so a video also waits until the windows its polls will fall in have room for them
+        (:meth:`_profile`, :func:`~framecast.planner.horizon.peak_with`): creates go ahead while
+        the windows their completions fall in are still free, and a window where completions
+        come due is spent on their polls. The batch's last few videos may borrow up to half a
+        window from the planned polls (no creates follow them to take that room later).
         """
         self._occupied = running  # for the estimated start of queued jobs
         ceiling = self.ceiling()
@@ -225,9 +243,9 @@ class Planner:
         others = self._others().demand if running > 0 else 0.0
         planned = self.demand() + others + self._images_spending()
         if kind is JobKind.IMAGE:
-            # One image at a time may borrow its two requests from the window (it pushes the
-            # window's later polls back by two of the key's slots at most, once per window).
-            if planned > self._budget.allowed:
+            # Images may borrow up to half a window (they push the window's later polls back by
+            # a few of the key's slots; issue 17: an image should not wait minutes for two requests).
+            if planned + _IMAGE_REQUESTS > _BORROW * self._budget.allowed:
                 return False
             self._images_started.append(self._clock.monotonic())
             return True
@@ -237,7 +255,45 @@ class Planner:
         if since <= self._clock.time() - self._budget.window:
             # An image has waited a whole window: videos wait until it has started.
             return False
-        return planned + 1 + _IMAGE_REQUESTS * images <= self._budget.allowed
+        videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
+        if 0 < videos <= _LAST_CREATES:
+            # The batch's last creates: no more creates follow them, so the windows ahead hold only
+            # polls, and these may borrow up to half a window of them now rather than start last
+            # and end the batch a whole task later. Bounded, so a steady trickle stays planned.
+            return planned + 1 + _IMAGE_REQUESTS * images <= _BORROW * self._budget.allowed
+        if planned + 1 + _IMAGE_REQUESTS * images > self._budget.allowed:
+            return False
+        # Over the horizon: the windows after this one that its polls will fall in must have room
+        # for them too, or its completion waits for the budget behind the others due then (issue 17).
+        now = self._clock.monotonic()
+        later = now + 1e-6  # this window was checked above (with the other processes' demand)
+        peak = peak_with(
+            self._profile(now), self._new_video_requests(now), window=self._budget.window, start=later
+        )
+        return peak <= self._budget.allowed
+
+    def _profile(self, now: float) -> list[Requests]:
+        """The running tasks' expected requests over the horizon, at monotonic times."""
+        interval = self._settings.poll_interval
+        to_mono = now - self._clock.time()
+        planned: list[Requests] = []
+        for task in self._tasks.values():
+            at = max(now, task.next_at)  # a poll already due waits for the budget now
+            if task.likely_done:
+                planned.append((at, 2.0))  # the poll that sees it done, then the download
+                continue
+            done = self._predicted_done(task)
+            planned += [(at, 1.0), (max(at + interval, at if done is None else done + to_mono), 2.0)]
+        return planned
+
+    def _new_video_requests(self, now: float) -> list[Requests]:
+        """A video created now: its create, then its first poll at the median (half the time one more)."""
+        interval = self._settings.poll_interval
+        key = self._video_key  # videos of the kind last started
+        if key is None or self._model.expected(key).count < LEARNED_AFTER:
+            return [(now, 1.0), (now + interval, 2.0)]  # nothing learned: as the running ones count
+        first = max(interval, self._quantile(key, 0.5))
+        return [(now, 1.0), (now + first, 1.5), (now + first + interval, 1.0)]
 
     def _images_spending(self) -> float:
         """Requests of the images started within the last window (their slots are still held)."""
@@ -383,6 +439,8 @@ class Planner:
                 task.track.observe(job.updated_at, job.progress)
                 task.seen_progress = job.progress
             self._tasks[job.id] = task
+            if job.kind is JobKind.VIDEO:
+                self._video_key = task.key
             p = self._current_pushback()
             raised = p.seen_running(self._on_key(), p.rev + 1)
             if raised is not None:
@@ -408,6 +466,8 @@ class Planner:
         if seconds is None:
             return  # no poll saw it complete (the runner reports completion only after one does)
         self._requests_per_task += 0.1 * ((task.polls + 2) - self._requests_per_task)
+        if task.key is not None:
+            self._survival.finished(task.key, seconds)
         row = self._model.learn(task.key, seconds, at=self._clock.time()) if task.key is not None else None
         if row is not None:
             try:
@@ -449,12 +509,26 @@ class Planner:
         # quantile, so a long task costs a few polls more rather than many.
         assert task.key is not None
         q = min(0.95, 0.5 + 0.15 * task.polls)
-        return task.started + self._model.quantile(task.key, q)
+        return task.started + self._quantile(task.key, q)
+
+    def _quantile(self, key: DurationKey, q: float) -> float:
+        """The learned duration quantile, corrected by the tasks still running (see survival)."""
+        learned = self._model.quantile(key, q)
+        if self._survival.count(key) < LEARNED_AFTER:
+            return learned  # after a restart: the persisted model until this process saw more
+        pending = [
+            t.track.last_at - t.started
+            for t in self._tasks.values()
+            if t.key == key and t.track.last_at is not None and not t.track.completed
+        ]
+        value, largest = self._survival.quantile(key, q, pending)
+        return value if value is not None else max(learned, largest)
 
     def _learned(self, task: _Task) -> bool:
         return task.key is not None and self._model.expected(task.key).count >= LEARNED_AFTER
 
     def _observed(self, task: _Task, status: TaskStatus | None) -> None:
+        self._forecast.polled(task.next_at, self._clock.monotonic(), likely_done=task.likely_done)
         task.polls += 1
         if status is not None and status.state == "completed":
             task.track.complete(self._clock.time())
@@ -466,78 +540,8 @@ class Planner:
 
     # -- estimates (what the chat side shows between polls) -----------------------------------------
     def estimate(self, job: Job) -> Estimate:
-        """The job's progress and timing as far as they are known (see :class:`Estimate`)."""
-        if job.state is JobState.QUEUED:
-            # Only jobs on this key wait for its budget: other keys' guilds start on their own.
-            ahead = self._queues.ahead(job.id, self._scope)
-            if ahead is None:
-                return Estimate()
-            return Estimate(starts_in=self._starts_in(ahead, job))
-        task = self._tasks.get(job.id)
-        if job.state is not JobState.RUNNING or task is None:
-            return Estimate()
-        now = self._clock.time()
-        done = task.track.predicted_done()
-        progress = task.track.progress_at(now)
-        if done is None and task.key is not None and self._learned(task):
-            done = task.started + self._model.quantile(task.key, 0.5)
-            elapsed = now - task.started
-            total = done - task.started
-            if total > 0 and task.seen_progress is None:
-                progress = None  # the service says nothing of progress: show only the time
-            if elapsed > total:
-                done = now  # overdue: "finishing", never a negative time
-        remaining = None if done is None else max(0.0, done - now)
-        measured = progress is not None and progress == task.seen_progress
-        return Estimate(progress=progress, remaining=remaining, measured=measured)
-
-    def _starts_in(self, ahead: int, job: Job) -> float | None:
-        """Seconds until a queued job with `ahead` jobs before it starts, or None when unknown.
-
-        The budget sets the pace at which jobs start; a ceiling on tasks at once (GEN_MAX_RUNNING,
-        or the service's pushback) can hold it back further: then the job starts when a slot
-        frees for it, which is only known from the running tasks' predictions (and, for later
-        waves, the learned duration of such jobs). Unknown means nothing is claimed.
-        """
-        by_rate = (ahead + 1) / self._start_rate()
-        ceiling = self.ceiling()
-        occupied = max(len(self._tasks), self._occupied)
-        if ceiling is None or ahead + 1 <= ceiling - occupied:
-            return by_rate
-        now = self._clock.time()
-        key = DurationModel.key_for_params(job.params)
-        duration = (
-            self._model.quantile(key, 0.5)
-            if key is not None and self._model.expected(key).count >= LEARNED_AFTER
-            else None
-        )
-        # When each slot frees: free now, after a running task's predicted end, or unknown (inf);
-        # a job being created holds its slot for a whole expected duration.
-        frees = [0.0] * max(0, ceiling - occupied)
-        for task in self._tasks.values():
-            left = self._remaining(task, now)
-            frees.append(math.inf if left is None else left)
-        frees += [math.inf if duration is None else duration] * max(0, occupied - len(self._tasks))
-        heapq.heapify(frees)
-        for _ in range(ahead):
-            at = heapq.heappop(frees)
-            heapq.heappush(frees, math.inf if duration is None else at + duration)
-        at = heapq.heappop(frees) if frees else math.inf
-        return None if math.isinf(at) else max(by_rate, at)
-
-    def _remaining(self, task: _Task, now: float) -> float | None:
-        """Seconds until the running task is expected to finish (0: overdue), or None: unknown."""
-        done = task.track.predicted_done()
-        if done is None and task.key is not None and self._learned(task):
-            done = task.started + self._model.quantile(task.key, 0.5)
-        return None if done is None else max(0.0, done - now)
-
-    def _start_rate(self) -> float:
-        """Jobs started per clock second the budget can sustain (this process's part of the key's)."""
-        per_second = self._budget.allowed / self._budget.window
-        # The key's rate is spent by every process with tasks on it: ours is an even part.
-        sharing = 1 + self._others().active
-        return per_second / sharing / max(_MIN_REQUESTS_PER_TASK, self._requests_per_task)
+        """The job's progress and timing as far as they are known (see :class:`Forecast`)."""
+        return self._forecast.estimate(job)
 
     def _changed(self) -> None:
         self._wake_refused()

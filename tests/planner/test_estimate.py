@@ -1,0 +1,249 @@
+"""What members are told between polls (issue 17 item 4): "left" and "starts in", in constructed situations.
+
+The pure parts (the poll rule, the duration cdf, the mean of when a task is seen done) directly;
+the forecast through a real planner (real store, budget and queues, a ManualClock).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.jobs.queues import GuildQueues
+from framecast.keys.budget import RequestBudget
+from framecast.planner.estimate import DurationCdf, expected_seen, first_poll_at
+from framecast.planner.planner import LEARNED_AFTER, Planner, PlannerSettings
+from framecast.planner.predict import DurationModel
+from framecast.service import TaskStatus
+from framecast.storage import Store
+from tests.fakes.clock import ManualClock
+
+INTERVAL = 30.0
+VIDEO = {
+    "model": "svc-video-v2.0",
+    "prompt": "p",
+    "width": 1152,
+    "height": 768,
+    "num_frames": 121,
+    "frame_rate": 24,
+}
+IMAGE = {"model": "svc-image-v1", "prompt": "p", "size": "1024x1024"}
+
+
+# -- the pure parts ---------------------------------------------------------------------------------
+
+
+def test_the_poll_that_sees_a_known_end_follows_the_planners_rule() -> None:
+    # The planned poll is after the end: that one sees it.
+    assert first_poll_at(50, 60, interval=30, max_interval=180) == 60
+    # The end is later: the next poll is aimed at it (an interval after the last one at the least).
+    assert first_poll_at(100, 60, interval=30, max_interval=180) == 100
+    assert first_poll_at(70, 60, interval=30, max_interval=180) == 90
+    # Never longer apart than the longest gap: a far end takes several polls to reach.
+    assert first_poll_at(500, 60, interval=30, max_interval=180) == 500
+    assert first_poll_at(500, 60, interval=30, max_interval=100) == 500
+    assert first_poll_at(430, 0, interval=30, max_interval=100) == 430
+
+
+def test_the_duration_cdf_inverts_the_quantiles() -> None:
+    model = DurationModel(video_prior=120.0)
+    key = DurationModel.key_for_params(VIDEO)
+    assert key is not None
+    cdf = DurationCdf(lambda q: model.quantile(key, q))
+    for q in (0.1, 0.3, 0.5, 0.7, 0.9):
+        assert cdf(model.quantile(key, q)) == pytest.approx(q, abs=0.01)
+    ages = [0, 10, 60, 120, 200, 400, 2000]
+    values = [cdf(a) for a in ages]
+    assert values == sorted(values) and values[0] == 0.0 and values[-1] <= 1.0
+
+
+def test_the_time_shown_is_the_mean_of_when_a_poll_sees_it_done() -> None:
+    polls = [100.0, 130.0, 160.0]
+    # 30 % done by the first poll, 80 % by the second, the rest by the last.
+    chances = {100.0: 0.3, 130.0: 0.8}
+    assert expected_seen(polls, chances.__getitem__) == pytest.approx(0.3 * 100 + 0.5 * 130 + 0.2 * 160)
+    # Surely done by the first: that one. No chance before the last: the last one.
+    assert expected_seen(polls, lambda at: 1.0) == 100
+    assert expected_seen(polls, lambda at: 0.0) == 160
+    # A chance that seems to fall (a noisy estimate) never makes a poll count negatively.
+    assert expected_seen(polls, {100.0: 0.5, 130.0: 0.4}.__getitem__) == pytest.approx(50 + 0.5 * 160)
+
+
+# -- through the planner ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Rig:
+    clock: ManualClock
+    store: Store
+    budget: RequestBudget
+    queues: GuildQueues
+    planner: Planner
+
+    async def job(self, guild: int = 1, *, kind: JobKind = JobKind.VIDEO, running: bool = True) -> Job:
+        job = await self.store.add(
+            NewJob(
+                kind=kind,
+                guild_id=guild,
+                channel_id=2,
+                user_id=3,
+                locale="en-US",
+                params=dict(VIDEO if kind is JobKind.VIDEO else IMAGE),
+            ),
+            member_limit=None,
+            guild_cap=None,
+        )
+        if running:
+            job = dataclasses.replace(
+                job, state=JobState.RUNNING, started_at=self.clock.time(), task_id=f"t{job.id}"
+            )
+        return job
+
+    async def reopen(self, **settings: object) -> Planner:
+        base = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
+        self.planner = await Planner.open(
+            budget=self.budget,
+            clock=self.clock,
+            store=self.store,
+            queues=self.queues,
+            settings=dataclasses.replace(base, **settings),  # type: ignore[arg-type]
+        )
+        return self.planner
+
+    async def teach(self, seconds: float, times: int = LEARNED_AFTER) -> None:
+        """Let `times` videos finish after `seconds` (each seen done by a poll right then)."""
+        for _ in range(times):
+            job = await self.job()
+            pacer = self.planner.pacer(job)
+            await self.clock.advance(seconds)
+            pacer.observed(TaskStatus("completed", 1.0, "http://x/v.mp4"))
+            await self.planner.finished(job, completed=True)
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    clock = ManualClock()
+    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
+    budget = RequestBudget(16, 60.0, clock=clock)
+    queues = GuildQueues()
+    settings = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
+    planner = await Planner.open(budget=budget, clock=clock, store=store, queues=queues, settings=settings)
+    try:
+        yield Rig(clock, store, budget, queues, planner)
+    finally:
+        budget.close()
+        await store.close()
+
+
+async def test_left_counts_to_the_poll_that_sees_the_task_done(rig: Rig) -> None:
+    # 90 % after 30 s: the service is done at about 33 s, but the next poll may come only an
+    # interval after the last: "Generating…" lasts until 60 s, and that is what is shown.
+    job = await rig.job()
+    pacer = rig.planner.pacer(job)
+    start = rig.clock.monotonic()
+    pacer.next_poll(start, None)
+    await rig.clock.advance(INTERVAL)
+    pacer.observed(TaskStatus("pending", 0.9))
+    when, _ = pacer.next_poll(rig.clock.monotonic(), rig.clock.monotonic())
+    left = rig.planner.estimate(job).remaining
+    assert left == pytest.approx(when - rig.clock.monotonic()) and left == pytest.approx(INTERVAL)
+
+
+async def test_left_aims_at_the_planned_poll_just_after_the_predicted_end(rig: Rig) -> None:
+    # 25 % after 30 s: done at about 120 s; the planner polls a little after that, and "left" says so.
+    job = await rig.job()
+    pacer = rig.planner.pacer(job)
+    pacer.next_poll(rig.clock.monotonic(), None)
+    await rig.clock.advance(INTERVAL)
+    pacer.observed(TaskStatus("pending", 0.25))
+    when, _ = pacer.next_poll(rig.clock.monotonic(), rig.clock.monotonic())
+    left = rig.planner.estimate(job).remaining
+    assert left is not None and 90 < left <= 100
+    assert left == pytest.approx(when - rig.clock.monotonic())
+
+
+async def test_without_progress_an_overdue_task_still_has_time_left(rig: Rig) -> None:
+    # Videos take 150 s; this one was seen pending at 150 s: it is not "finishing" — the next poll
+    # (an interval later at the least) is the earliest that can see it done.
+    await rig.teach(150.0)
+    job = await rig.job()
+    pacer = rig.planner.pacer(job)
+    first, _ = pacer.next_poll(rig.clock.monotonic(), None)
+    shown = rig.planner.estimate(job)
+    assert shown.progress is None  # no figure is made up
+    # The first poll, at the learned median, likely sees it done; the later ones weigh a little.
+    assert shown.remaining is not None
+    assert first - rig.clock.monotonic() <= shown.remaining < first - rig.clock.monotonic() + INTERVAL
+    await rig.clock.advance(first - rig.clock.monotonic())
+    pacer.observed(TaskStatus("pending", None))
+    when, _ = pacer.next_poll(rig.clock.monotonic(), rig.clock.monotonic())
+    left = rig.planner.estimate(job).remaining
+    assert left is not None and left >= when - rig.clock.monotonic() >= INTERVAL
+
+
+async def test_a_queue_behind_a_saturated_key_starts_at_the_keys_pace(rig: Rig) -> None:
+    # N videos queued: each one ahead costs the requests a task takes (3.5 until learned) at the
+    # key's 16 requests a minute.
+    queued = [await rig.job(running=False) for _ in range(6)]
+    for job in queued:
+        rig.queues.push(job)
+    starts = [rig.planner.estimate(job).starts_in for job in queued]
+    per_job = 3.5 * 60 / 16
+    assert starts == pytest.approx([per_job * (n + 1) for n in range(6)])
+
+
+async def test_videos_wait_for_the_images_waiting_on_the_key(rig: Rig) -> None:
+    video = await rig.job(running=False)
+    rig.queues.push(video)
+    before = rig.planner.estimate(video).starts_in
+    images = [await rig.job(guild=2, kind=JobKind.IMAGE, running=False) for _ in range(3)]
+    for image in images:
+        rig.queues.push(image)
+    after = rig.planner.estimate(video).starts_in
+    assert before is not None and after is not None
+    # Images go first: two requests each.
+    assert after - before == pytest.approx(3 * 2 * 60 / 16)
+
+
+async def test_behind_a_cap_the_queue_starts_as_tasks_are_seen_done(rig: Rig) -> None:
+    # One task at a time; the running one is half-way at its first poll: seen done by the poll
+    # aimed just after its end, and the next job then runs as long as a new task takes.
+    await rig.teach(200.0)
+    planner = await rig.reopen(ceiling=1)
+    running = await rig.job()
+    pacer = planner.pacer(running)
+    planned, _ = pacer.next_poll(rig.clock.monotonic(), None)
+    await rig.clock.advance(planned - rig.clock.monotonic())  # polled on time
+    pacer.observed(TaskStatus("pending", 0.5))
+    when, _ = pacer.next_poll(rig.clock.monotonic(), rig.clock.monotonic())
+    assert not planner.may_start(1)
+    queued = [await rig.job(running=False) for _ in range(2)]
+    for job in queued:
+        rig.queues.push(job)
+    first, second = (planner.estimate(job).starts_in for job in queued)
+    assert first is not None and second is not None
+    # Never before the poll that frees the slot: a start shown sooner would be optimistic.
+    assert first == pytest.approx(when - rig.clock.monotonic())
+    typical = planner._forecast.typical_seen(queued[1])
+    key = DurationModel.key_for_params(VIDEO)
+    assert key is not None
+    # The mean of when a new task is seen done: its first poll at the median, later ones after it.
+    assert typical is not None and typical >= planner._quantile(key, 0.5)
+    assert second == pytest.approx(first + typical)
+
+
+async def test_left_allows_for_polls_that_come_late(rig: Rig) -> None:
+    # The budget has made polls wait 10 s past their planned time: the poll that will see this
+    # task done is expected that much late too.
+    job = await rig.job()
+    pacer = rig.planner.pacer(job)
+    planned, _ = pacer.next_poll(rig.clock.monotonic(), None)
+    await rig.clock.advance(planned - rig.clock.monotonic() + 10)
+    pacer.observed(TaskStatus("pending", 0.9))
+    when, _ = pacer.next_poll(rig.clock.monotonic(), rig.clock.monotonic())
+    left = rig.planner.estimate(job).remaining
+    assert left is not None and when - rig.clock.monotonic() < left <= when - rig.clock.monotonic() + 10
