@@ -20,7 +20,7 @@ from cogs.delivery import DeliveryTimings, DiscordReporter
 from cogs.discord_internals import point_discord_at
 from cogs.i18n import FramecastTranslator
 from cogs.startup import ReconnectLogFilter, connect_patiently
-from cogs.tree import FramecastTree
+from cogs.tree import FramecastTree, set_install_scope
 from framecast.app.core import Core
 from framecast.backoff import Backoff
 from framecast.clock import Clock
@@ -36,7 +36,16 @@ from framecast.storage import Store, StoreError
 # Named, not __name__: run as a script this module is "__main__", and operators read "framecast".
 log = logging.getLogger("framecast")
 
-EXTENSIONS = ("cogs.generate", "cogs.jobs", "cogs.admin", "cogs.settings", "cogs.queue", "cogs.info")
+EXTENSIONS = (
+    "cogs.generate",
+    "cogs.jobs",
+    "cogs.admin",
+    "cogs.settings",
+    "cogs.styles",  # attaches /settings styles: after cogs.settings
+    "cogs.queue",
+    "cogs.info",
+    "cogs.history",
+)
 # Never let a stalled Discord rate limit block a worker for long: raise instead and retry later.
 MAX_RATELIMIT_TIMEOUT = 30.0
 
@@ -92,6 +101,7 @@ class Framecast(commands.Bot):
             self._opened = True
             for extension in EXTENSIONS:
                 await self.load_extension(extension)
+            set_install_scope(self.tree, user_install=self.settings.user_install)
         if self._sync_commands:
             synced = await self.tree.sync()
             log.info("synced %d global command(s)", len(synced))

@@ -15,7 +15,7 @@ from discord.app_commands import Choice, locale_str
 from discord.ext import commands
 
 from cogs import interactions
-from framecast.app import JobKind, JobOptions, presets
+from framecast.app import JobKind, JobOptions, Style, presets
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -41,6 +41,22 @@ FPS_CHOICES: list[Choice[int]] = [
     for f in presets.FRAME_RATES
 ]
 
+#: Discord's longest autocomplete choice name.
+CHOICE_NAME_CHARS = 100
+
+
+def style_choices(styles: list[Style]) -> list[Choice[str]]:
+    """Autocomplete choices for a style: its name, then its template on one line as far as it fits."""
+    choices = []
+    for style in styles[:25]:
+        room = CHOICE_NAME_CHARS - len(style.name) - 3
+        template = " ".join(style.template.split())
+        if len(template) > room:
+            template = template[: room - 1] + "…"
+        label = f"{style.name} · {template}" if room > 8 else style.name
+        choices.append(Choice(name=label[:CHOICE_NAME_CHARS], value=style.name))
+    return choices
+
 
 class Generate(commands.Cog):
     """The generation commands."""
@@ -58,6 +74,7 @@ class Generate(commands.Cog):
         length=locale_str("length"),
         fps=locale_str("fps"),
         model=locale_str("model"),
+        style=locale_str("style"),
     )
     @app_commands.describe(
         prompt=locale_str("What the video should show (any language)"),
@@ -65,6 +82,7 @@ class Generate(commands.Cog):
         length=locale_str("Clip length in seconds"),
         fps=locale_str("Frames per second"),
         model=locale_str("Model to use (from the service's list)"),
+        style=locale_str("One of this server's styles"),
     )
     @app_commands.choices(size=VIDEO_SIZE_CHOICES, length=LENGTH_CHOICES, fps=FPS_CHOICES)  # type: ignore[misc]  # str and int choices in one call
     async def video(
@@ -75,20 +93,27 @@ class Generate(commands.Cog):
         length: int | None = None,
         fps: int | None = None,
         model: str | None = None,
+        style: str | None = None,
     ) -> None:
         """Queue a video."""
-        options = JobOptions(prompt=prompt, size=size, seconds=length, fps=fps, model=model)
+        options = JobOptions(prompt=prompt, size=size, seconds=length, fps=fps, model=model, style=style)
         await self._request(interaction, JobKind.VIDEO, options)
 
     @app_commands.command(
         name=locale_str("image"), description=locale_str("Generate an image from a text prompt")
     )
     @app_commands.guild_only()
-    @app_commands.rename(prompt=locale_str("prompt"), size=locale_str("size"), model=locale_str("model"))
+    @app_commands.rename(
+        prompt=locale_str("prompt"),
+        size=locale_str("size"),
+        model=locale_str("model"),
+        style=locale_str("style"),
+    )
     @app_commands.describe(
         prompt=locale_str("What the image should show (any language)"),
         size=locale_str("Frame size"),
         model=locale_str("Model to use (from the service's list)"),
+        style=locale_str("One of this server's styles"),
     )
     @app_commands.choices(size=IMAGE_SIZE_CHOICES)
     async def image(
@@ -97,9 +122,11 @@ class Generate(commands.Cog):
         prompt: str,
         size: str | None = None,
         model: str | None = None,
+        style: str | None = None,
     ) -> None:
         """Queue an image."""
-        await self._request(interaction, JobKind.IMAGE, JobOptions(prompt=prompt, size=size, model=model))
+        options = JobOptions(prompt=prompt, size=size, model=model, style=style)
+        await self._request(interaction, JobKind.IMAGE, options)
 
     async def _request(
         self, interaction: discord.Interaction[Framecast], kind: JobKind, options: JobOptions
@@ -123,6 +150,23 @@ class Generate(commands.Cog):
         self, interaction: discord.Interaction[Framecast], current: str
     ) -> list[Choice[str]]:
         return [Choice(name=m, value=m) for m in self.bot.core.members.suggest_models(JobKind.IMAGE, current)]
+
+    # From memory (the core keeps each server's styles): an autocomplete answers at once.
+    @video.autocomplete("style")
+    async def _video_styles(
+        self, interaction: discord.Interaction[Framecast], current: str
+    ) -> list[Choice[str]]:
+        return style_choices(
+            self.bot.core.members.suggest_styles(interaction.guild_id, JobKind.VIDEO, current)
+        )
+
+    @image.autocomplete("style")
+    async def _image_styles(
+        self, interaction: discord.Interaction[Framecast], current: str
+    ) -> list[Choice[str]]:
+        return style_choices(
+            self.bot.core.members.suggest_styles(interaction.guild_id, JobKind.IMAGE, current)
+        )
 
 
 async def setup(bot: Framecast) -> None:

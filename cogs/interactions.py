@@ -3,11 +3,12 @@ and the bookkeeping a new job keeps of the interaction that started it. Discord-
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, cast
 
 import discord
 
-from cogs.tree import MissingChannelPermissions
+from cogs.tree import MissingChannelPermissions, ServerOnly
 from framecast.app import Actor, Members, QueueViewer, Requester
 
 if TYPE_CHECKING:
@@ -24,6 +25,53 @@ REQUIRED_PERMISSIONS = (
 )
 
 
+#: What the bot's messages need where only the interaction can post (DMs, group DMs, servers without
+#: the bot): Discord grants these to user-installed apps there; the rest is not the bot's to have.
+PERSONAL_PERMISSIONS = ("embed_links", "attach_files")
+
+
+class Where(StrEnum):
+    """Where an interaction comes from, and through which install (stored with a job as ``context``)."""
+
+    GUILD = "guild"  # a server that installed the app (the bot is a member)
+    DM = "dm"  # the person's DM with the app's bot
+    GROUP_DM = "group_dm"  # a group DM, or a DM between other people (user install)
+    USER_GUILD = "user_guild"  # a server where only the person's own install authorised the command
+
+    @property
+    def personal(self) -> bool:
+        """The request joins the person's own queue (no server's settings, key or channels)."""
+        return self is not Where.GUILD
+
+
+def where(interaction: discord.Interaction[Any]) -> Where:
+    """Where `interaction` comes from (no I/O).
+
+    In a server, the server's own install wins (the bot is there, with the server's rules); a server
+    that did not install the app is reached only through the person's install. Outside servers,
+    Discord's ``context`` tells the DM with the bot from group DMs and other people's DMs.
+    """
+    if interaction.guild_id is not None:
+        if interaction.is_guild_integration() or not interaction.is_user_integration():
+            return Where.GUILD
+        return Where.USER_GUILD
+    if interaction.context.private_channel:
+        return Where.GROUP_DM
+    return Where.DM
+
+
+def _user_install(interaction: discord.Interaction[Any]) -> bool:
+    return bool(cast("Framecast", interaction.client).settings.user_install)
+
+
+def server_only(interaction: discord.Interaction[Any]) -> discord.app_commands.NoPrivateMessage:
+    """The refusal of a server command outside a server that installed the app (raise it).
+
+    With user installs on, it names what a person can use there instead.
+    """
+    return ServerOnly() if _user_install(interaction) else discord.app_commands.NoPrivateMessage()
+
+
 def members(interaction: discord.Interaction[Any]) -> Members:
     """The members' use cases of the bot that received `interaction`."""
     return cast("Framecast", interaction.client).core.members
@@ -36,6 +84,15 @@ def requester(interaction: discord.Interaction[Any]) -> Requester:
     and a thread belongs to its parent's). ``nsfw``: the channel, or a thread's parent, is
     age-restricted; unknown counts as not (a server's NSFW-only rule then refuses).
     """
+    place = where(interaction)
+    if place.personal:
+        if not _user_install(interaction) or interaction.channel_id is None:
+            raise discord.app_commands.NoPrivateMessage()
+        return Requester.personal_queue(
+            user_id=interaction.user.id,
+            channel_id=interaction.channel_id,
+            locale=str(interaction.locale.value),
+        )
     if interaction.guild_id is None or interaction.channel_id is None:
         raise discord.app_commands.NoPrivateMessage()
     channel = interaction.channel
@@ -100,8 +157,11 @@ def actor(interaction: discord.Interaction[Any]) -> Actor:
 
     Whether they may act on a given job is the use case's call, from the stored job.
     """
-    if interaction.guild_id is None:
-        raise discord.app_commands.NoPrivateMessage()
+    if where(interaction).personal and _user_install(interaction):
+        # Outside a server that installed the app a person acts on their own queue's jobs.
+        return Actor(user_id=interaction.user.id, guild_id=interaction.user.id)
+    if interaction.guild_id is None or where(interaction) is not Where.GUILD:
+        raise server_only(interaction)
     perms = getattr(interaction, "permissions", None)
     return Actor(
         user_id=interaction.user.id,
@@ -113,7 +173,8 @@ def actor(interaction: discord.Interaction[Any]) -> Actor:
 def check_channel(interaction: discord.Interaction[Any]) -> None:
     """Refuse now, not at delivery time, when the bot cannot post or attach files here."""
     perms = interaction.app_permissions
-    missing = [name for name in REQUIRED_PERMISSIONS if not getattr(perms, name)]
+    needed = PERSONAL_PERMISSIONS if where(interaction).personal else REQUIRED_PERMISSIONS
+    missing = [name for name in needed if not getattr(perms, name)]
     if missing:
         raise MissingChannelPermissions(missing)
 
@@ -127,4 +188,4 @@ def job_bookkeeping(interaction: discord.Interaction[Any]) -> dict[str, Any]:
     # Imported here: the delivery package draws job messages with the buttons that call this.
     from cogs.delivery.record import record_for
 
-    return record_for(interaction).to_dict()
+    return record_for(interaction, context=where(interaction).value).to_dict()

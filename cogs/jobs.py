@@ -8,6 +8,7 @@ every Remix form's submit reaches :func:`cogs.views.remix.remix_submitted` throu
 
 from __future__ import annotations
 
+import io
 from typing import TYPE_CHECKING
 
 import discord
@@ -18,11 +19,12 @@ from discord.ext import commands
 from cogs import interactions
 from cogs.delivery import result_attachments
 from cogs.i18n import t
+from cogs.styles import show_sent_prompt
 from cogs.tree import error_message
 from cogs.views.buttons import JOB_BUTTONS
 from cogs.views.remix import RemixSubmit, remix_submitted
 from cogs.views.render import link_text, render_job
-from framecast.app import JobRefused, JobState
+from framecast.app import Actor, Job, JobRefused, JobState, ParkedFile, ParkedProblem
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -65,18 +67,43 @@ class Jobs(commands.Cog):
         rendered = render_job(
             job, position=details.position, now=details.now, poll_timeout=details.poll_timeout
         )
-        lines = []
+        show_sent_prompt(rendered.embed, job, loc)
+        # A personal job's result that Discord let the bot post nowhere (token spent, DMs refused):
+        # its requester gets the file itself, on this answer of their own.
+        lines, parked = await self._parked(interaction, actor, job) if job.parked else ([], None)
+        files = []
         message = await self.bot.core.reporter.job_message(job)
         if message is not None:
             lines.append(t("job_message_link", loc, link=message.jump_url))
-            lines.extend(t("job_file_link", loc, link=a.url) for a in result_attachments(message, job.id))
-        if job.state is JobState.DELIVERED and job.result_url and not lines:
-            lines.append(t("job_file_link", loc, link=link_text(job.result_url)))
+            files = [t("job_file_link", loc, link=a.url) for a in result_attachments(message, job.id)]
+        if job.state is JobState.DELIVERED and job.result_url and not files and not parked:
+            if job.parked or message is None:
+                files.append(t("job_file_link", loc, link=link_text(job.result_url)))
+        if job.deleted is not None:
+            # Deleted from the channel (by its requester or a moderator): /job does not bring it back.
+            lines, files = [t("history_state_deleted", loc)], []
+        attachments = [discord.File(io.BytesIO(parked.data), filename=parked.filename)] if parked else []
         await interaction.edit_original_response(
-            content="\n".join(lines) or None,
+            content="\n".join(lines + files) or None,
             embed=rendered.embed,
+            attachments=attachments,
             allowed_mentions=discord.AllowedMentions.none(),
         )
+        if parked is not None:
+            # Shown: the requester has the file, and the bot's copy may go.
+            await self.bot.core.parked.handed_over(actor, job.id)
+
+    async def _parked(
+        self, interaction: discord.Interaction[Framecast], actor: Actor, job: Job
+    ) -> tuple[list[str], ParkedFile | None]:
+        """The lines about a parked result, and its file when `actor` is its requester and it loads."""
+        loc = interaction.locale
+        outcome = await self.bot.core.parked.fetch(actor, job.id, interaction.filesize_limit)
+        if isinstance(outcome, ParkedFile):
+            extra = [t("parked_reencoded", loc)] if outcome.reencoded else []
+            return [t("parked_here", loc), *extra], outcome
+        key = _PARKED_KEYS.get(outcome.problem)
+        return ([t(key, loc, id=job.id)] if key else []), None
 
     @commands.Cog.listener()
     async def on_interaction(self, interaction: discord.Interaction[Framecast]) -> None:
@@ -84,6 +111,14 @@ class Jobs(commands.Cog):
         submit = RemixSubmit.of(interaction)
         if submit is not None:
             await remix_submitted(interaction, submit)
+
+
+#: Why a parked result is not attached (not the asker's, or not parked any more: no line).
+_PARKED_KEYS = {
+    ParkedProblem.GONE: "parked_gone",
+    ParkedProblem.DOWNLOAD_FAILED: "parked_download_failed",
+    ParkedProblem.TOO_LARGE: "parked_too_large",
+}
 
 
 async def setup(bot: Framecast) -> None:

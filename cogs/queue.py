@@ -23,7 +23,7 @@ from cogs.delivery.slot import percent_floor
 from cogs.i18n import t
 from cogs.interactions import queue_viewer
 from cogs.views.render import as_text, shown_percent
-from framecast.app import Job, JobKind, JobState, PromptHidden, QueueRow, QueueView
+from framecast.app import Job, JobKind, JobState, PromptHidden, QueueRow, QueueView, job_style
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -68,7 +68,12 @@ def _prompt(row: QueueRow, locale: str) -> str:
     if row.hidden is not None:
         return t(HIDDEN_KEYS[row.hidden], locale)
     # The member's text: literal, never a link, a mention or formatting.
-    return as_text(" ".join((row.prompt or "").split()), limit=PROMPT_CHARS)
+    prompt = as_text(" ".join((row.prompt or "").split()), limit=PROMPT_CHARS)
+    style = job_style(row.job.params)
+    if style is None or not style.name:
+        return prompt
+    # The member's own words, with the style's name beside them (not the expanded prompt).
+    return t("style_queue_prompt", locale, prompt=prompt, style=as_text(style.name))
 
 
 def row_text(row: QueueRow, *, locale: str, now: float) -> str:

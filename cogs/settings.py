@@ -27,6 +27,7 @@ from discord.ext import commands
 from cogs.discord_internals import system_channel_id
 from cogs.generate import FPS_CHOICES, IMAGE_SIZE_CHOICES, LENGTH_CHOICES, VIDEO_SIZE_CHOICES
 from cogs.i18n import command_name, shipped, t
+from cogs.interactions import Where, server_only, where
 from cogs.tree import SETTING_NAME_KEYS, NotServerManager, relative_time
 from cogs.views.render import as_text
 from framecast.app import (
@@ -267,8 +268,8 @@ class ServerSettings(
 
     async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:  # type: ignore[override]
         """Manage Server (or Administrator) on every use: Integrations overrides can show it to anyone."""
-        if interaction.guild_id is None:
-            raise app_commands.NoPrivateMessage()
+        if interaction.guild_id is None or where(interaction) is not Where.GUILD:  # not a user install
+            raise server_only(interaction)
         if not is_manager(interaction):
             raise NotServerManager()
         return True
@@ -517,8 +518,8 @@ class ServerSettings(
 
     async def submit_key(self, interaction: discord.Interaction[Any], key: str) -> None:
         """The modal's submit: the core checks the key with one model-list call, then stores it encrypted."""
-        if interaction.guild_id is None:
-            raise app_commands.NoPrivateMessage()
+        if interaction.guild_id is None or where(interaction) is not Where.GUILD:
+            raise server_only(interaction)
         if not is_manager(interaction):
             raise NotServerManager()
         await interaction.response.defer(ephemeral=True, thinking=True)

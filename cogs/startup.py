@@ -94,7 +94,10 @@ async def _wait_for_gateway(client: discord.Client, backoff: Delays) -> None:
     async with aiohttp.ClientSession() as session:
         while not client.is_closed():
             try:
-                socket = await asyncio.wait_for(session.ws_connect(url), timeout=60.0)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+                # that arrives as the connection attempt ends, and this loop would then never stop.
+                async with asyncio.timeout(60.0):
+                    socket = await session.ws_connect(url)
             except (aiohttp.ClientError, TimeoutError) as exc:
                 delay = backoff.next()
                 log.warning("cannot reach Discord's gateway (%s); retrying in %.1f s", describe(exc), delay)

@@ -20,6 +20,7 @@ from discord import app_commands
 
 from cogs.i18n import t
 from framecast.app import (
+    STYLE_PLACEHOLDER,
     ErrorCode,
     IntakeError,
     IntakeProblem,
@@ -30,6 +31,8 @@ from framecast.app import (
     Setting,
     SettingsError,
     SettingsProblem,
+    StyleError,
+    StyleProblem,
 )
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,23 @@ INTAKE_KEYS: dict[IntakeProblem, str] = {
     IntakeProblem.DAILY_QUOTA: "settings_refuse_quota_video",  # by kind: DAILY_QUOTA_KEYS
     IntakeProblem.GUILD_KEY_REJECTED: "settings_refuse_key_rejected",
     IntakeProblem.GUILD_KEY_UNREADABLE: "settings_refuse_key_unreadable",
+    IntakeProblem.UNKNOWN_STYLE: "style_error_unknown",
+    IntakeProblem.STYLE_WRONG_KIND: "style_error_not_for_video",  # by kind: STYLE_KIND_KEYS
+    IntakeProblem.STYLED_PROMPT_TOO_LONG: "style_error_prompt_too_long",
+}
+#: A style of the other kind names what was asked for.
+STYLE_KIND_KEYS: dict[JobKind, str] = {
+    JobKind.VIDEO: "style_error_not_for_video",
+    JobKind.IMAGE: "style_error_not_for_image",
+}
+#: The one mapping from a refused /settings styles change to the admin's words.
+STYLE_KEYS: dict[StyleProblem, str] = {
+    StyleProblem.BAD_NAME: "style_error_bad_name",
+    StyleProblem.NAME_TAKEN: "style_error_name_taken",
+    StyleProblem.NO_PLACEHOLDER: "style_error_no_placeholder",
+    StyleProblem.TEMPLATE_TOO_LONG: "style_error_template_too_long",
+    StyleProblem.TOO_MANY: "style_error_too_many",
+    StyleProblem.NOT_FOUND: "style_error_not_found",
 }
 #: The one mapping from a refused action on a job to the member's words (all take the job's id).
 REFUSAL_KEYS: dict[Refusal, str] = {
@@ -98,6 +118,11 @@ SERVICE_ERROR_KEYS: dict[ErrorCode, str] = {
 }
 
 
+class ServerOnly(app_commands.NoPrivateMessage):
+    """A server command used where a person's own install brought the app (a DM, a group DM, a
+    server that did not add the bot): it is for servers that installed the app."""
+
+
 class NotServerManager(app_commands.CheckFailure):
     """/settings used by a member without Manage Server (an Integrations override showed it to them)."""
 
@@ -122,6 +147,8 @@ def _intake_message(error: IntakeError, locale: str | discord.Locale | None) -> 
         key = DAILY_QUOTA_KEYS[JobKind(params.pop("kind"))]
         params["resets"] = relative_time(float(params.pop("resets_at")))
         return t(key, locale, **params)
+    if error.problem is IntakeProblem.STYLE_WRONG_KIND:
+        key = STYLE_KIND_KEYS[JobKind(params.pop("kind"))]
     if error.problem is IntakeProblem.CHANNEL_NOT_ALLOWED:
         # Channel mentions show the channel's name and never ping anyone.
         params["channels"] = ", ".join(f"<#{int(c)}>" for c in params.get("channels", ()))
@@ -161,6 +188,10 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
         return _intake_message(error, locale)
     if isinstance(error, SettingsError):
         return _settings_message(error, locale)
+    if isinstance(error, StyleError):
+        # A name or template as the admin typed it: shown literally.
+        params = {k: _literal(v) if isinstance(v, str) else v for k, v in error.params.items()}
+        return t(STYLE_KEYS[error.problem], locale, placeholder=STYLE_PLACEHOLDER, **params)
     if isinstance(error, JobRefused):
         return t(REFUSAL_KEYS[error.refusal], locale, id=error.job_id)
     if isinstance(error, NotServerManager):
@@ -168,6 +199,8 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
     if isinstance(error, MissingChannelPermissions):
         names = ", ".join(p.replace("_", " ").title() for p in error.perms)
         return t("error_missing_permissions", locale, perms=names)
+    if isinstance(error, ServerOnly):
+        return t("userinstall_server_only", locale)
     if isinstance(error, app_commands.NoPrivateMessage):
         return t("error_guild_only", locale)
     if isinstance(error, app_commands.MissingPermissions):
@@ -208,6 +241,32 @@ async def answer_error(interaction: discord.Interaction[Any], error: BaseExcepti
         log.error("%s failed", what, exc_info=(type(cause), cause, cause.__traceback__))
         text = t("error_generic", interaction.locale)
     await reply_privately(interaction, text)
+
+
+#: The commands a person may use where they added the app to their own account (``USER_INSTALL``):
+#: asking, and finding what they asked for. Everything else (``/settings``, keys, ``/queue``…) stays
+#: with server installs.
+PERSONAL_COMMANDS = frozenset({"video", "image", "job", "history"})
+
+
+def set_install_scope(tree: app_commands.CommandTree[Any], *, user_install: bool) -> None:
+    """Declare where each command may be installed and used (what a sync sends to Discord).
+
+    Off: nothing changes (server installs, server channels). On: :data:`PERSONAL_COMMANDS` may also
+    be installed to a person's account and used in DMs and group DMs (``integration_types`` [0, 1],
+    ``contexts`` [0, 1, 2]); every other command says explicitly that it is for server installs only.
+    """
+    if not user_install:
+        return
+    for command in tree.get_commands():
+        if command.name in PERSONAL_COMMANDS:
+            command.guild_only = False
+            command.allowed_installs = app_commands.AppInstallationType(guild=True, user=True)
+            command.allowed_contexts = app_commands.AppCommandContext(
+                guild=True, dm_channel=True, private_channel=True
+            )
+        else:
+            command.allowed_installs = app_commands.AppInstallationType(guild=True, user=False)
 
 
 class FramecastTree(app_commands.CommandTree[Any]):

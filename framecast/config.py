@@ -417,6 +417,8 @@ class Settings(BaseSettings):
     daily_image_quota: Annotated[int | None, _env(_parse_count)] = None
     quota_period: Seconds = 86400.0
     guild_keys: Annotated[bool, _env(_parse_switch)] = True
+    # Commands in DMs and group DMs for people who add the app to their account (off: servers only).
+    user_install: Annotated[bool, _env(_parse_switch)] = False
     key_encryption_secret: Annotated[Secret | None, _env(_parse_fernet_keys, secret=True)] = None
     prompt_max_chars: Positive = 2000
     edit_interval: Seconds = 5.0

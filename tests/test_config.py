@@ -66,6 +66,7 @@ DEFAULTS = {
     "daily_image_quota": None,
     "quota_period": 86400.0,
     "guild_keys": True,
+    "user_install": False,
     "key_encryption_secret": None,
     "http_port": None,
     "http_host": "127.0.0.1",
@@ -204,6 +205,7 @@ def test_operating_variables_are_read() -> None:
 )
 def test_switches(text: str, expected: bool) -> None:
     assert load_settings(env(GUILD_KEYS=text)).guild_keys is expected
+    assert load_settings(env(USER_INSTALL=text)).user_install is expected
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ __all__ = [
     "DISCORD_TROUBLE",
     "DiscordCode",
     "MessageUnusable",
+    "NowhereToPost",
     "TokenDead",
     "TooLarge",
     "describe",
@@ -31,6 +32,7 @@ class DiscordCode(IntEnum):
     UNKNOWN_MESSAGE = 10008  # the message is gone (deleted)
     UNKNOWN_WEBHOOK = 10015  # the interaction token is unknown (expired long ago)
     MESSAGE_TOO_OLD = 30046  # no more edits of a message older than an hour
+    CANNOT_MESSAGE_USER = 50007  # the person does not accept DMs from the bot
     REQUEST_TOO_LARGE = 40005  # the upload is over the destination's limit (HTTP 413)
     INVALID_WEBHOOK_TOKEN = 50027  # the interaction token expired
 
@@ -45,6 +47,10 @@ class TooLarge(Exception):
 
 class MessageUnusable(Exception):
     """Discord refuses edits of the channel message (too old) or it is gone: post a fresh one."""
+
+
+class NowhereToPost(Exception):
+    """A personal job's token is spent and Discord refuses the bot a DM with its requester (50007)."""
 
 
 def translate(exc: discord.HTTPException, *, via_token: bool) -> Exception:

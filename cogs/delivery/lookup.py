@@ -8,6 +8,7 @@ import discord
 
 from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.record import DiscordRecord
+from cogs.delivery.target import home
 from framecast.app import Clock, Job, is_result_filename
 
 __all__ = ["JobMessages", "result_attachments"]
@@ -53,13 +54,24 @@ class JobMessages:
     async def fetch(
         self, job: Job, record: DiscordRecord, message_id: int, *, via_token: bool
     ) -> discord.Message | None:
-        """One message of the job: with the bot token, else through its interaction token while it lives."""
-        try:
-            channel = self._client.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
-            with self._errors.counted():
-                return await channel.fetch_message(message_id)
-        except discord.HTTPException:
-            pass
+        """One message of the job: with the bot token, else through its interaction token while it lives.
+
+        A personal job's interaction message is in a place that may not be the bot's (a group DM, a
+        server without the bot): only its token reads it. Its channel message is in the requester's DM.
+        """
+        channel_id: int | None
+        guild_id: int | None
+        if via_token:
+            channel_id, guild_id = (None, None) if record.personal else (job.channel_id, job.guild_id)
+        else:
+            channel_id, guild_id = home(job, record)
+        if channel_id is not None:
+            try:
+                channel = self._client.get_partial_messageable(channel_id, guild_id=guild_id)
+                with self._errors.counted():
+                    return await channel.fetch_message(message_id)
+            except discord.HTTPException:
+                pass
         # Until its real expiry: the margin only keeps edits off a token about to die.
         if via_token and record.token_usable(
             self._clock.time(), self._token_margin, spare=-self._token_margin

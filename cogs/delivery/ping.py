@@ -56,7 +56,10 @@ async def ping_requester(
     if slot.record.pinged:
         return
     text = ping_text(job, shown.state)
-    channel = client.get_partial_messageable(target.channel_id, guild_id=job.guild_id)
+    # A personal job's channel message is in its requester's DM: no server there.
+    channel = client.get_partial_messageable(
+        target.channel_id, guild_id=None if slot.record.personal else job.guild_id
+    )
     try:
         await channel.send(
             text,

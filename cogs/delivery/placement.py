@@ -13,25 +13,26 @@ nothing above it.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import aiohttp
 import discord
 
-from cogs.delivery.codes import MessageUnusable, TokenDead, describe, translate
+from cogs.delivery.codes import MessageUnusable, NowhereToPost, TokenDead, describe, translate
 from cogs.delivery.drawing import Drawing
 from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.notes import note_text
 from cogs.delivery.ping import ping_requester
 from cogs.delivery.slot import Delivery, Slot, with_state
-from cogs.delivery.target import Target
+from cogs.delivery.target import Target, home
 from cogs.delivery.timings import DeliveryTimings
 from cogs.i18n import t
 from cogs.views.render import link_text
-from framecast.app import Clock, Job, JobState, ResultFile
+from framecast.app import Clock, Delivered, Job, JobState, ResultFile
 
 __all__ = ["Placement", "Target"]
 
@@ -64,13 +65,27 @@ class Placement:
         return f"<Placement margin={self._timings.token_margin:g}s>"
 
     # -- what a job's worker asks (see worker.SlotOwner) -------------------------------------------
-    async def deliver(self, slot: Slot, delivery: Delivery) -> None:
-        """Put the result on the job's message in one edit (raises when it could not)."""
-        await self.show(slot, lambda target: self.draw(slot, target, delivery))
+    async def deliver(self, slot: Slot, delivery: Delivery) -> Delivered:
+        """Put the result on the job's message in one edit (raises when it could not).
+
+        A personal job whose token is spent and whose requester refuses the bot's DMs has nowhere to
+        post: its record says so (``parked``), the answer too (the runner keeps its saved result),
+        and ``/job`` hands the file to its requester.
+        """
+        try:
+            await self.show(slot, lambda target: self.draw(slot, target, delivery))
+        except NowhereToPost:
+            slot.learn(parked=True)
+            await self._drawing.save(slot)
+            log.info("job %s: no place to post the result; it waits for its requester in /job", slot.job.id)
+            return Delivered(parked=True)
+        return Delivered()
 
     async def redraw(self, slot: Slot) -> None:
         """Draw the job's current state where its message lives now (a no-op when it shows it)."""
-        await self.show(slot, lambda target: self.draw(slot, target, None))
+        with contextlib.suppress(NowhereToPost):
+            # A personal job nobody can be shown: its result still waits in /job when it comes.
+            await self.show(slot, lambda target: self.draw(slot, target, None))
 
     async def landed(self, slot: Slot) -> None:
         """The result was found on the message: mention the requester if a crash cut the ping off."""
@@ -83,7 +98,7 @@ class Placement:
     def until_move(self, slot: Slot) -> float | None:
         """Seconds until the job must leave its interaction token (None when it already has)."""
         record = slot.record
-        if slot.job.is_terminal or record.channel_message_id or not record.token:
+        if slot.job.is_terminal or record.channel_message_id or not record.token or record.dm_refused:
             return None
         return max(0.0, record.token_expires_at - self._timings.token_margin - self._clock.time())
 
@@ -95,7 +110,8 @@ class Placement:
     def on_channel(self, slot: Slot) -> Target | None:
         """The job's channel message, once it has one."""
         mid = slot.record.channel_message_id
-        return Target(False, mid, slot.job.channel_id) if mid else None
+        channel_id, _ = home(slot.job, slot.record)
+        return Target(False, mid, channel_id) if mid and channel_id else None
 
     def token_safety(self) -> float:
         """How long before its real expiry a token is no longer used, even for a last pointer edit.
@@ -134,6 +150,8 @@ class Placement:
             return channel
         if self.token_usable(slot):
             return Target.interaction(slot.record, slot.job.channel_id)
+        if slot.record.dm_refused:
+            raise NowhereToPost()
         await self.move(slot, reason="token")
         channel = self.on_channel(slot)
         assert channel is not None
@@ -219,13 +237,23 @@ class Placement:
         job: Job = slot.job
         old_channel_mid = slot.record.channel_message_id
         rendered = self._drawing.rendered(slot)
-        channel = self._client.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
+        channel_id, guild_id = home(job, slot.record)
+        if slot.record.personal:
+            # No channel of the bot's: the requester's DM with the bot, if Discord allows one.
+            channel_id = await self._open_dm(slot)
+        assert channel_id is not None
+        channel = self._client.get_partial_messageable(channel_id, guild_id=guild_id)
         # render_job always builds a view (possibly empty): an empty one simply sends no buttons.
         view = rendered.view or discord.ui.View(timeout=None)
-        with self._errors.counted():
-            message = await channel.send(
-                embed=rendered.embed, view=view, allowed_mentions=discord.AllowedMentions.none()
-            )
+        try:
+            with self._errors.counted():
+                message = await channel.send(
+                    embed=rendered.embed, view=view, allowed_mentions=discord.AllowedMentions.none()
+                )
+        except discord.Forbidden as exc:
+            if slot.record.personal:
+                await self._dm_refused(slot, exc)
+            raise
         slot.learn(channel_message_id=message.id)
         await self._drawing.save(slot)
         slot.last_key = rendered.key
@@ -234,14 +262,48 @@ class Placement:
         if point_old:
             await self._point_old(slot, old_channel_mid, message.jump_url)
 
-    async def _point_old(self, slot: Slot, old_channel_mid: int | None, link: str) -> None:
-        """One last edit of the old message, no buttons, saying where the job went (best effort)."""
-        job = slot.job
-        old = self._drawing.rendered(slot, extra=(t("note_moved", job.locale, link=link),))
+    async def _open_dm(self, slot: Slot) -> int:
+        """The personal job's DM with its requester (opened once, ``POST /users/@me/channels``).
+
+        Raises :class:`NowhereToPost` when Discord refuses it.
+        """
+        if slot.record.dm_channel_id:
+            return slot.record.dm_channel_id
         try:
-            if old_channel_mid:
+            with self._errors.counted():
+                dm = await self._client.create_dm(discord.Object(slot.job.user_id))
+        except discord.Forbidden as exc:
+            await self._dm_refused(slot, exc)
+        slot.learn(dm_channel_id=dm.id)
+        await self._drawing.save(slot)
+        return dm.id
+
+    async def _dm_refused(self, slot: Slot, exc: discord.HTTPException) -> NoReturn:
+        """Discord refuses the bot a DM with the requester: remember it (never asked again), and raise."""
+        log.info("job %s: its requester cannot be sent a DM (%s)", slot.job.id, describe(exc))
+        slot.learn(dm_refused=True)
+        await self._drawing.save(slot)
+        # The token's last moments: tell the requester where the result will wait.
+        await self._point_old(slot, None, None)
+        raise NowhereToPost() from None
+
+    async def _point_old(self, slot: Slot, old_channel_mid: int | None, link: str | None) -> None:
+        """One last edit of the old message, no buttons, saying where the job went (best effort).
+
+        `link` None: nowhere (a personal job whose requester refuses DMs): its result will wait in /job.
+        """
+        job = slot.job
+        note = (
+            t("note_moved", job.locale, link=link)
+            if link is not None
+            else t("userinstall_note_job", job.locale, id=job.id)
+        )
+        old = self._drawing.rendered(slot, extra=(note,))
+        try:
+            channel_id, _ = home(job, slot.record)
+            if old_channel_mid and channel_id:
                 await self.edit(
-                    Target(False, old_channel_mid, job.channel_id), content=None, embed=old.embed, view=None
+                    Target(False, old_channel_mid, channel_id), content=None, embed=old.embed, view=None
                 )
             elif self.token_usable(slot, spare=-self._timings.token_margin + self.token_safety()):
                 await self.edit(

@@ -14,10 +14,14 @@ from typing import Any
 
 import discord
 
-__all__ = ["ORIGINAL", "DiscordRecord", "record_for"]
+from framecast.app import PARKED
+
+__all__ = ["GUILD", "ORIGINAL", "DiscordRecord", "record_for"]
 
 #: The wire's stand-in for the interaction's own message until its real id is known.
 ORIGINAL = "@original"
+#: The context of a job asked in a server that installed the app (the default, never stored).
+GUILD = "guild"
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,15 @@ class DiscordRecord:
     shown_percent: int = 0
     #: The job a Retry created from this one (written by the Retry button).
     retried_as: int | None = None
+    #: Where the job was asked (``cogs.interactions.Where``): "guild", or a person's own queue's
+    #: "dm", "group_dm", "user_guild".
+    context: str = GUILD
+    #: A personal job's DM with its requester, once opened (where it moves when its token expires).
+    dm_channel_id: int | None = None
+    #: Discord refused to let the bot open or write that DM (50007): nowhere left to post.
+    dm_refused: bool = False
+    #: The result could be posted nowhere: it waits for its requester in ``/job`` (and ``/history``).
+    parked: bool = False
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DiscordRecord:
@@ -60,6 +73,10 @@ class DiscordRecord:
             pinged=bool(data.get("pinged")),
             shown_percent=percent if isinstance(percent, int) and not isinstance(percent, bool) else 0,
             retried_as=_int(data.get("retried_as")),
+            context=str(data.get("context") or GUILD),
+            dm_channel_id=_int(data.get("dm_channel_id")),
+            dm_refused=bool(data.get("dm_refused")),
+            parked=bool(data.get(PARKED)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,6 +91,8 @@ class DiscordRecord:
             }
         if self.attachment_limit is not None:
             out["attachment_limit"] = self.attachment_limit
+        if self.context != GUILD:
+            out["context"] = self.context
         return out | self.delivery_changes() | ({"retried_as": self.retried_as} if self.retried_as else {})
 
     def delivery_changes(self) -> dict[str, Any]:
@@ -89,6 +108,12 @@ class DiscordRecord:
             out["pinged"] = True
         if self.shown_percent:
             out["shown_percent"] = self.shown_percent
+        if self.dm_channel_id is not None:
+            out["dm_channel_id"] = self.dm_channel_id
+        if self.dm_refused:
+            out["dm_refused"] = True
+        if self.parked:
+            out[PARKED] = True
         return out
 
     def merged(self, known: DiscordRecord) -> DiscordRecord:
@@ -105,7 +130,15 @@ class DiscordRecord:
             token_dead=self.token_dead or known.token_dead,
             pinged=self.pinged or known.pinged,
             shown_percent=max(self.shown_percent, known.shown_percent),
+            dm_channel_id=known.dm_channel_id or self.dm_channel_id,
+            dm_refused=self.dm_refused or known.dm_refused,
+            parked=self.parked or known.parked,
         )
+
+    @property
+    def personal(self) -> bool:
+        """The job is on its requester's own queue (asked outside a server that installed the app)."""
+        return self.context != GUILD
 
     def token_usable(self, now: float, margin: float, spare: float = 0.0) -> bool:
         """Whether the interaction token may still be used at `now` (`spare` seconds before `margin`)."""
@@ -114,7 +147,7 @@ class DiscordRecord:
         return now < self.token_expires_at - margin - spare
 
 
-def record_for(interaction: discord.Interaction[Any]) -> DiscordRecord:
+def record_for(interaction: discord.Interaction[Any], *, context: str = "guild") -> DiscordRecord:
     """The bookkeeping of a job a command just started (its interaction reaches its first message).
 
     The interaction's application id and token are stored with the job, so the reporter (and a
@@ -125,6 +158,7 @@ def record_for(interaction: discord.Interaction[Any]) -> DiscordRecord:
         token=interaction.token,
         token_expires_at=interaction.expires_at.timestamp(),
         attachment_limit=interaction.filesize_limit,
+        context=context,
     )
 
 

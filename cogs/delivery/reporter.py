@@ -30,6 +30,7 @@ from cogs.delivery.lookup import JobMessages
 from cogs.delivery.placement import Placement
 from cogs.delivery.record import DiscordRecord
 from cogs.delivery.recovery import result_on_messages
+from cogs.delivery.removal import JobMessageRemoval
 from cogs.delivery.slot import Delivery, Slot
 from cogs.delivery.timings import DeliveryTimings
 from cogs.delivery.worker import Workers
@@ -80,6 +81,9 @@ class DiscordReporter:
         )
         placement = Placement(client, timings=timings, clock=clock, drawing=drawing, errors=self._errors)
         self._messages = JobMessages(
+            client, clock=clock, token_margin=timings.token_margin, errors=self._errors
+        )
+        self._removal = JobMessageRemoval(
             client, clock=clock, token_margin=timings.token_margin, errors=self._errors
         )
         # With estimates, queued and running jobs are drawn again between changes: the estimate moves.
@@ -157,6 +161,10 @@ class DiscordReporter:
     async def job_message(self, job: Job) -> discord.Message | None:
         """The job's current message (the channel message once it moved there), if it can be read."""
         return await self._messages.current(job, self._record(job))
+
+    async def remove_job_message(self, job: Job) -> None:
+        """Delete the job's messages (Delete): the result, and the one that pointed to it."""
+        await self._removal.remove(job, self._record(job))
 
     def add_note(self, job: Job, note: Note) -> None:
         """Show an extra line on the job's message until it finishes."""

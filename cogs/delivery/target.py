@@ -5,8 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cogs.delivery.record import ORIGINAL, DiscordRecord
+from framecast.app import Job
 
-__all__ = ["Target"]
+__all__ = ["Target", "home"]
+
+
+def home(job: Job, record: DiscordRecord) -> tuple[int | None, int | None]:
+    """``(channel id, guild id)`` where the bot posts the job's channel message with its own token.
+
+    In a server, the job's channel. A personal job (a DM, a group DM, a server without the bot) has
+    no channel of the bot's: its requester's DM with the bot, once opened (None before).
+    """
+    if record.personal:
+        return record.dm_channel_id, None
+    return job.channel_id, job.guild_id
 
 
 @dataclass

@@ -47,8 +47,8 @@ _MOVING = frozenset({JobState.QUEUED, JobState.RUNNING})
 class SlotOwner(Protocol):
     """What a job's worker does with the job's message."""
 
-    async def deliver(self, slot: Slot, delivery: Delivery) -> None:
-        """Put the result on the message (raises when it could not)."""
+    async def deliver(self, slot: Slot, delivery: Delivery) -> Delivered:
+        """Put the result on the message (raises when it could not); parked: there was nowhere to."""
         ...
 
     async def redraw(self, slot: Slot) -> None:
@@ -162,7 +162,7 @@ class Workers:
         :class:`UploadTooLarge`; anything else is raised for the runner to judge.
         """
         try:
-            await self._owner.deliver(slot, delivery)
+            delivered = await self._owner.deliver(slot, delivery)
         except TooLarge:
             slot.failed_attempts = 0
             size = len(delivery.result.data) if isinstance(delivery.result, ResultFile) else 0
@@ -182,7 +182,7 @@ class Workers:
             )
             return Interrupted(delay)
         slot.failed_attempts = 0
-        return Delivered()
+        return delivered
 
     async def _run(self, slot: Slot) -> None:
         while True:

@@ -1,4 +1,4 @@
-"""The job buttons (Cancel, Retry, Again, Remix) as typed handlers.
+"""The job buttons (Cancel, Retry, Again, Remix, Delete and its Confirm/Keep) as typed handlers.
 
 Each is a :class:`discord.ui.DynamicItem`, so a click works on any message, after any restart: its
 custom id carries the job's id, its callback translates the click into the use case
@@ -10,6 +10,10 @@ out there have it) decides nothing. Errors go to the one error handler,
 Cancel, Retry and Remix read the job before Discord's 3-second acknowledgement (the first two to
 refuse a member who may not, privately; Remix because the form is the acknowledgement): a store
 slower than :data:`ACK_LOOKUP_TIMEOUT` gets "try again" instead of "This interaction failed".
+
+Delete asks first, privately: its click answers with a question carrying Confirm and Keep (job
+buttons too, so a question still works after a restart); Confirm deletes (the use case checks who
+again), Keep only says so.
 """
 
 from __future__ import annotations
@@ -17,20 +21,27 @@ from __future__ import annotations
 import asyncio
 import enum
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import discord
 
 from cogs import interactions
-from cogs.tree import answer_error
+from cogs.i18n import t
+from cogs.tree import answer_error, reply_privately
 from cogs.views import remix
-from framecast.app import JobAction
+from framecast.app import Deletions, JobAction
+
+if TYPE_CHECKING:
+    from bot import Framecast
 
 __all__ = [
     "ACK_LOOKUP_TIMEOUT",
     "AgainButton",
     "ButtonAction",
     "CancelButton",
+    "DeleteButton",
+    "DeleteConfirmButton",
+    "DeleteKeepButton",
     "JOB_BUTTONS",
     "RemixButton",
     "RetryButton",
@@ -47,6 +58,9 @@ class ButtonAction(enum.StrEnum):
     RETRY = "retry"
     AGAIN = "again"
     REMIX = "remix"
+    DELETE = "delete"
+    DELETE_CONFIRM = "delete-confirm"
+    DELETE_KEEP = "delete-keep"
 
 
 def _template(action: ButtonAction) -> str:
@@ -164,5 +178,78 @@ class RemixButton(_JobButton, template=_template(ButtonAction.REMIX)):
         await interaction.response.send_modal(remix.remix_form(prefill, interaction.locale))
 
 
+def _deletions(interaction: discord.Interaction[Any]) -> Deletions:
+    return cast("Framecast", interaction.client).core.deletions
+
+
+class DeleteButton(_JobButton, template=_template(ButtonAction.DELETE)):
+    """Asks, privately, whether to delete a delivered result (its requester or Manage Server)."""
+
+    action = ButtonAction.DELETE
+    style = discord.ButtonStyle.secondary
+
+    async def clicked(self, interaction: discord.Interaction[Any]) -> None:
+        """Refuse privately who may not; else the question, with Confirm and Keep (only they see it)."""
+        actor = interactions.actor(interaction)
+        checked = await asyncio.wait_for(
+            _deletions(interaction).check(actor, self.job_id), ACK_LOOKUP_TIMEOUT
+        )
+        loc = interaction.locale
+        if checked.already:
+            await reply_privately(interaction, t("delete_already", loc, id=self.job_id))
+            return
+        question = discord.ui.View(timeout=None)
+        question.add_item(DeleteConfirmButton(self.job_id, label=t("delete_confirm", loc)))
+        question.add_item(DeleteKeepButton(self.job_id, label=t("delete_keep", loc)))
+        await interaction.response.send_message(
+            t("delete_question", loc, id=self.job_id),
+            view=question,
+            ephemeral=True,
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+
+
+class DeleteConfirmButton(_JobButton, template=_template(ButtonAction.DELETE_CONFIRM)):
+    """Deletes the result the question is about (who may is checked again, from the stored job)."""
+
+    action = ButtonAction.DELETE_CONFIRM
+    style = discord.ButtonStyle.danger
+
+    async def clicked(self, interaction: discord.Interaction[Any]) -> None:
+        """Acknowledge (removing a message may take longer than Discord waits), delete, then say so."""
+        actor = interactions.actor(interaction)
+        await interaction.response.defer()
+        deleted = await _deletions(interaction).delete(actor, self.job_id)
+        key = "delete_already" if deleted.already else "delete_done"
+        await interaction.edit_original_response(
+            content=t(key, interaction.locale, id=self.job_id),
+            view=None,
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+
+
+class DeleteKeepButton(_JobButton, template=_template(ButtonAction.DELETE_KEEP)):
+    """Answers the question with no: nothing changes, the question says so."""
+
+    action = ButtonAction.DELETE_KEEP
+    style = discord.ButtonStyle.secondary
+
+    async def clicked(self, interaction: discord.Interaction[Any]) -> None:
+        """The question becomes "kept", without buttons."""
+        await interaction.response.edit_message(
+            content=t("delete_kept", interaction.locale, id=self.job_id),
+            view=None,
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+
+
 #: The job buttons, registered with the bot when the Jobs cog loads.
-JOB_BUTTONS = (CancelButton, RetryButton, AgainButton, RemixButton)
+JOB_BUTTONS = (
+    CancelButton,
+    RetryButton,
+    AgainButton,
+    RemixButton,
+    DeleteButton,
+    DeleteConfirmButton,
+    DeleteKeepButton,
+)

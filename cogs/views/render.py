@@ -1,7 +1,7 @@
 """What a job's message looks like in each state (pure functions of the job: easy to test).
 
 The message is one embed (prompt, requester, settings, status) plus the buttons that fit the state:
-Cancel while it can be cancelled, Retry after a failure, Again and Remix on a delivered result.
+Cancel while it can be cancelled, Retry after a failure, Again, Remix and Delete on a delivered result.
 Embeds never ping, and every edit carries ``AllowedMentions.none()``: prompts are user text. (The
 requester is pinged by a separate short reply, see the reporter.)
 """
@@ -16,8 +16,8 @@ from urllib.parse import quote
 import discord
 
 from cogs.i18n import t
-from cogs.views.buttons import AgainButton, CancelButton, RemixButton, RetryButton
-from framecast.app import ErrorCode, Estimate, Job, JobKind, JobState
+from cogs.views.buttons import AgainButton, CancelButton, DeleteButton, RemixButton, RetryButton
+from framecast.app import ErrorCode, Estimate, Job, JobKind, JobState, job_style
 
 BAR_CELLS = 12
 #: An estimated percentage moves in steps of this size ("≈ 60%"): an estimate is not precise to
@@ -325,6 +325,10 @@ def render_job(
     )
     embed.add_field(name=t("field_requested_by", loc), value=f"<@{job.user_id}>", inline=True)
     embed.add_field(name=t("field_settings", loc), value=settings_line(job), inline=True)
+    style = job_style(job.params)
+    if style is not None and style.name:
+        # The style's name beside the member's prompt (the service got the prompt inside the style).
+        embed.add_field(name=t("style_field", loc), value=as_text(style.name), inline=True)
     status, percent = _status(
         job, position=position, now=now, poll_timeout=poll_timeout, estimate=estimate, floor=floor
     )
@@ -343,6 +347,8 @@ def render_job(
         # Any member may iterate on a result: the new job is theirs, under their own limits.
         view.add_item(AgainButton(job.id, job.user_id, label=t("button_again", loc)))
         view.add_item(RemixButton(job.id, job.user_id, label=t("button_remix", loc)))
+        # Only its requester or Manage Server may (the use case decides, from the stored job).
+        view.add_item(DeleteButton(job.id, label=t("delete_button", loc)))
     key = (
         embed.title,
         embed.description,

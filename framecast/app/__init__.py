@@ -6,16 +6,32 @@ This package is the Discord edge's only door into the core: ``cogs/`` imports fr
 
 * :mod:`framecast.app.values`: the value types use cases return (jobs, enums, settings records);
 * :mod:`framecast.app.members`: request, cancel, retry, again, remix, show a job, the queue, models;
+* :mod:`framecast.app.deletion`: delete a delivered result; :mod:`framecast.app.history`: /history;
+* :mod:`framecast.app.parked`: hand a result that could be posted nowhere to its requester (/job);
 * :mod:`framecast.app.admins`: show and change settings, set and remove a server's key;
+* :mod:`framecast.app.styles`: a server's named prompt styles (/settings styles, ``style:``);
 * :mod:`framecast.app.chat`: the protocol the chat side implements to show and deliver jobs.
 
 The core itself is assembled in :mod:`framecast.app.core` (``bot.py`` opens and closes it).
 """
 
-from framecast.app import admins, chat, members, values
+from framecast.app import admins, chat, deletion, history, members, parked, styles, values
 from framecast.app.admins import *  # noqa: F403
 from framecast.app.chat import *  # noqa: F403
+from framecast.app.deletion import *  # noqa: F403
+from framecast.app.history import *  # noqa: F403
 from framecast.app.members import *  # noqa: F403
+from framecast.app.parked import *  # noqa: F403
+from framecast.app.styles import *  # noqa: F403
 from framecast.app.values import *  # noqa: F403
 
-__all__ = [*values.__all__, *members.__all__, *admins.__all__, *chat.__all__]
+__all__ = [
+    *values.__all__,
+    *members.__all__,
+    *admins.__all__,
+    *chat.__all__,
+    *deletion.__all__,
+    *history.__all__,
+    *parked.__all__,
+    *styles.__all__,
+]

@@ -93,6 +93,13 @@ class ChatSide(JobReporter, Protocol):
         """Show `note` on the job's message until the job finishes."""
         ...
 
+    async def remove_job_message(self, job: Job) -> None:
+        """Remove the message(s) showing `job`'s result (Delete); one already gone counts as removed.
+
+        Raises when a message is still there and could not be removed.
+        """
+        ...
+
     async def close(self) -> None:
         """Stop showing jobs (their state is in the store; nothing is lost)."""
         ...

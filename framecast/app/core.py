@@ -32,10 +32,14 @@ import aiohttp
 
 from framecast.app.admins import Admins
 from framecast.app.chat import ChatSide, ChatSideFactory
+from framecast.app.deletion import Deletions
+from framecast.app.history import MemberHistory
 from framecast.app.intake import Intake, Limits
 from framecast.app.members import Members
 from framecast.app.model_renames import ModelRenames
+from framecast.app.parked import ParkedResults
 from framecast.app.settings_book import SettingsBook
+from framecast.app.styles import ServerStyles, StyleBook
 from framecast.clock import Clock, SystemClock
 from framecast.config import Settings
 from framecast.guilds.settings import Ceilings, GuildSettings, Policy
@@ -91,6 +95,14 @@ class Core(Generic[R]):
     admins: Admins
     #: What a member can do: request, cancel, retry, again, remix, show a job, the queue, models.
     members: Members
+    #: Deleting a delivered result (its requester, or Manage Server).
+    deletions: Deletions
+    #: /history: a member's jobs, a page at a time.
+    history: MemberHistory
+    #: What a server's admins do with its named prompt styles (/settings styles).
+    styles: ServerStyles
+    #: A result that could be posted nowhere, handed to its requester through /job (user installs).
+    parked: ParkedResults
     #: Unfinished jobs by state and kind, kept from the store's change events (read by /metrics).
     active_jobs: ActiveJobs = field(default_factory=ActiveJobs, repr=False)
     #: The unfinished jobs found in the store at start-up (they continue).
@@ -184,6 +196,8 @@ class Core(Generic[R]):
             ceilings = Ceilings.from_settings(s)
             # The servers' settings: cached here, changed only through the book's one writer.
             book = SettingsBook(store, ceilings, guild_settings)
+            # The servers' named styles: cached here (autocomplete answers from memory), one writer.
+            style_book = await StyleBook.load(store)
             # Every unfinished job is held by one process through a lease (several processes on one
             # PostgreSQL store); with one process the leases are simply always ours.
             leases = Leases(
@@ -249,6 +263,7 @@ class Core(Generic[R]):
                 estimate=accounts.estimate,
                 clock=clock,
                 poll_timeout=s.gen_poll_timeout,
+                styles=style_book,
             )
             active_jobs = ActiveJobs()
             store.subscribe(active_jobs.observe)
@@ -274,6 +289,12 @@ class Core(Generic[R]):
                 book=book,
                 admins=admins,
                 members=members,
+                styles=ServerStyles(style_book),
+                deletions=Deletions(members=members, jobs=store, remover=chat, clock=clock),
+                history=MemberHistory(store),
+                parked=ParkedResults(
+                    jobs=store, loader=runner.fitter, keys=accounts, image_max_pixels=s.image_max_pixels
+                ),
             )
             undo.push_async_callback(core.stop)
             await core._start()

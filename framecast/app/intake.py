@@ -41,7 +41,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Requester:
-    """Who asked, where, and in which language."""
+    """Who asked, where, and in which language.
+
+    `guild_id` names the queue the job joins: a server's, or, for a person who added the app to
+    their own account and asks outside a server that installed it, their own queue, named by their
+    own user id (:meth:`personal`). Discord's ids are unique across users and servers, so a personal
+    queue never meets a server's settings or key: it has the operator's limits, quotas and key.
+    """
 
     guild_id: int
     channel_id: int
@@ -49,6 +55,21 @@ class Requester:
     locale: str
     parent_id: int | None = None  # a thread's parent channel (channel rules apply to it too)
     nsfw: bool = False  # the channel, or the thread's parent, is age-restricted
+
+    @classmethod
+    def personal_queue(cls, *, user_id: int, channel_id: int, locale: str) -> Requester:
+        """A person asking outside a server that installed the app (a DM, a group DM, another server)."""
+        return cls(guild_id=user_id, channel_id=channel_id, user_id=user_id, locale=locale)
+
+    @property
+    def personal(self) -> bool:
+        """The request joins the person's own queue (see :meth:`personal_queue`)."""
+        return is_personal_queue(self.guild_id, self.user_id)
+
+
+def is_personal_queue(queue_id: int, user_id: int) -> bool:
+    """Whether a queue (a job's ``guild_id``) is `user_id`'s own: its id is theirs (no server's id is)."""
+    return queue_id == user_id
 
 
 @dataclass
@@ -162,9 +183,14 @@ class Intake:
         (a thread counts as its parent channel); the server is NSFW-only and the channel is not
         age-restricted; a daily quota of 0 for ``kind``; the member limit; the guild's queue cap.
         """
-        if self._key_unreadable is not None and self._key_unreadable(who.guild_id):
+        # A personal queue has no server key (the operator's is used): nothing to refuse for it.
+        if not who.personal and self._key_unreadable is not None and self._key_unreadable(who.guild_id):
             raise IntakeError(IntakeProblem.GUILD_KEY_UNREADABLE)
-        if self._key_state is not None and self._key_state(who.guild_id) is KeyStatus.REJECTED:
+        if (
+            not who.personal
+            and self._key_state is not None
+            and self._key_state(who.guild_id) is KeyStatus.REJECTED
+        ):
             raise IntakeError(IntakeProblem.GUILD_KEY_REJECTED)
         policy = self.policy(who.guild_id)
         channels = policy.settings.channels

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from framecast.app.intake import Intake, Requester
+from framecast.app.intake import Intake, Requester, is_personal_queue
 from framecast.app.model_choice import ModelChoice, ModelSource, choose_model
+from framecast.app.problems import IntakeError, IntakeProblem
 from framecast.app.queue_view import (
     RUNNING_STATES,
     PromptHidden,
@@ -32,6 +33,7 @@ from framecast.app.queue_view import (
     order_rows,
 )
 from framecast.app.requests import FormInput, JobOptions, options_from_form, options_of
+from framecast.app.styles import Style, StyleBook, job_style, styled_params
 from framecast.clock import Clock
 from framecast.guilds.settings import Policy
 from framecast.jobs import Job, JobKind, JobState
@@ -58,6 +60,7 @@ __all__ = [
     "ServiceError",  # a use case that asks the service (none of the members' today) may raise it
     "ShowsJobs",
     "Started",
+    "is_personal_queue",
     # What the members' use cases take and return, from the modules that hold them:
     "FormInput",
     "JobOptions",
@@ -107,12 +110,13 @@ class JobAction(StrEnum):
     RETRY = "retry"  # a failed job: the requester or Manage Server
     AGAIN = "again"  # a delivered job: any member, as a job of their own
     REMIX = "remix"  # likewise, with the options edited first
+    DELETE = "delete"  # a delivered job's result message: the requester or Manage Server
 
 
 #: Actions only the job's requester (or a server manager) may take.
-_OWNER_ACTIONS = frozenset({JobAction.SHOW, JobAction.CANCEL, JobAction.RETRY})
+_OWNER_ACTIONS = frozenset({JobAction.SHOW, JobAction.CANCEL, JobAction.RETRY, JobAction.DELETE})
 #: Actions on a delivered job only.
-_DELIVERED_ACTIONS = frozenset({JobAction.AGAIN, JobAction.REMIX})
+_DELIVERED_ACTIONS = frozenset({JobAction.AGAIN, JobAction.REMIX, JobAction.DELETE})
 
 
 class Refusal(StrEnum):
@@ -143,6 +147,9 @@ class Request:
     retry_of: int | None = None
     #: The delivered job an Again or a Remix starts from (for the log).
     from_job: int | None = None
+    #: The stored job whose style this request keeps (a Remix: its form has no room for the style,
+    #: which is read, and applied to the new prompt, in :meth:`Members.submit`).
+    style_from: int | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +235,7 @@ class Members:
         estimate: Callable[[Job], Estimate],
         clock: Clock,
         poll_timeout: float,
+        styles: StyleBook | None = None,
     ) -> None:
         self._intake = intake
         self._store = store
@@ -237,6 +245,7 @@ class Members:
         self._estimate = estimate
         self._clock = clock
         self._poll_timeout = poll_timeout
+        self._styles = styles
 
     def __repr__(self) -> str:
         return f"<Members models={self._models!r}>"
@@ -258,7 +267,10 @@ class Members:
         Raises :class:`IntakeError` for anything the member can fix.
         """
         self._intake.precheck(who, kind)
-        return Request(who=who, kind=kind, params=self._params(who.guild_id, kind, options))
+        params = self._params(who.guild_id, kind, options)
+        # The style comes after the prompt's own checks: the blocklist reads what the member typed.
+        style = self._style(who.guild_id, kind, options)
+        return Request(who=who, kind=kind, params=styled_params(params, style, self._prompt_chars))
 
     async def submit(self, request: Request, chat: Mapping[str, Any]) -> Started:
         """Persist and queue the request, then show it (after the acknowledgement).
@@ -268,8 +280,13 @@ class Members:
         inserting transaction: :class:`IntakeError` when they are reached (or when a failed job was
         already retried).
         """
+        params = dict(request.params)
+        if request.style_from is not None:
+            source = await self._store.get(request.style_from)
+            if source is not None and source.guild_id == request.who.guild_id:
+                params = styled_params(params, job_style(source.params), self._prompt_chars)
         job, position = await self._intake.accept(
-            request.who, request.kind, dict(request.params), discord=dict(chat), retry_of=request.retry_of
+            request.who, request.kind, params, discord=dict(chat), retry_of=request.retry_of
         )
         if request.from_job is not None:
             log.info("job %s: from job %s, by user %s", job.id, request.from_job, request.who.user_id)
@@ -302,8 +319,9 @@ class Members:
     async def authorize(self, actor: Actor, job_id: int, action: JobAction) -> Job:
         """The stored job `job_id`, if `actor` may take `action` on it; else :class:`JobRefused`.
 
-        NOT_FOUND: no such job in the actor's server (for Again and Remix: no delivered one).
-        NOT_ALLOWED: showing, cancelling or retrying by neither the requester nor a server manager.
+        NOT_FOUND: no such job in the actor's server (for Again, Remix and Delete: no delivered one).
+        NOT_ALLOWED: showing, cancelling, retrying or deleting by neither the requester nor a server
+        manager.
         """
         job = await self._store.get(job_id)
         if job is None or job.guild_id != actor.guild_id:
@@ -391,7 +409,7 @@ class Members:
     def prepare_remix(self, who: Requester, kind: JobKind, job_id: int, form: FormInput) -> Request:
         """The submitted Remix form of job `job_id` as a checked request (no I/O), like /video or /image."""
         request = self.prepare(who, kind, options_from_form(kind, form))
-        return dataclasses.replace(request, from_job=job_id)
+        return dataclasses.replace(request, from_job=job_id, style_from=job_id)
 
     # -- looking around ------------------------------------------------------------------------------
     async def show_job(self, actor: Actor, job_id: int) -> JobDetails:
@@ -437,6 +455,31 @@ class Members:
                 for kind in JobKind
             )
         )
+
+    def suggest_styles(self, guild_id: int | None, kind: JobKind | str, typed: str) -> list[Style]:
+        """Autocomplete for ``style:``: the server's styles for `kind` matching what was typed (no I/O)."""
+        return self._styles.suggest(guild_id, JobKind(kind), typed) if self._styles is not None else []
+
+    def _style(self, guild_id: int, kind: JobKind, options: JobOptions) -> Style | None:
+        """The style a request asks for: kept by the job it is made again from, else the server's by name.
+
+        :class:`IntakeError` UNKNOWN_STYLE for a name the server has no style by (autocomplete
+        values are not checked by Discord), STYLE_WRONG_KIND for a style of the other kind.
+        """
+        if options.style_template is not None:
+            return Style(options.style or "", options.style_template)
+        if not options.style:
+            return None
+        style = self._styles.find(guild_id, options.style) if self._styles is not None else None
+        if style is None:
+            raise IntakeError(IntakeProblem.UNKNOWN_STYLE, style=options.style)
+        if not style.kind.fits(kind):
+            raise IntakeError(IntakeProblem.STYLE_WRONG_KIND, style=style.name, kind=kind)
+        return style
+
+    @property
+    def _prompt_chars(self) -> int:
+        return self._intake.limits.prompt_chars
 
     def suggest_models(self, kind: JobKind | str, typed: str, limit: int = 25) -> list[str]:
         """Autocomplete: the default first, then the service's models matching what was typed."""

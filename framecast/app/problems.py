@@ -28,6 +28,9 @@ class IntakeProblem(StrEnum):
     DAILY_QUOTA = "daily_quota"  # params: kind (JobKind), limit, resets_at (epoch seconds)
     GUILD_KEY_REJECTED = "guild_key_rejected"  # the server's own key was refused; an admin must replace it
     GUILD_KEY_UNREADABLE = "guild_key_unreadable"  # stored key undecryptable: an admin sets it again
+    UNKNOWN_STYLE = "unknown_style"  # params: style (as typed): not one of this server's styles
+    STYLE_WRONG_KIND = "style_wrong_kind"  # params: style, kind (the request's JobKind)
+    STYLED_PROMPT_TOO_LONG = "styled_prompt_too_long"  # params: style, max, length (with the style)
 
 
 class IntakeError(Exception):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from framecast.jobs import Job, JobState
+from framecast.jobs.model import STYLED_PROMPT
 from framecast.planner.estimate import Estimate
 
 __all__ = ["RUNNING_STATES", "PromptHidden", "QueueRow", "QueueView", "QueueViewer", "order_rows"]
@@ -22,8 +23,8 @@ __all__ = ["RUNNING_STATES", "PromptHidden", "QueueRow", "QueueView", "QueueView
 #: States in which a job holds (or is about to hold, or just left) a task on the service.
 RUNNING_STATES = (JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING)
 
-#: The job parameters a hidden row leaves out (the member's own words).
-_PRIVATE_PARAMS = frozenset({"prompt"})
+#: The job parameters a hidden row leaves out (the member's own words, also inside its style).
+_PRIVATE_PARAMS = frozenset({"prompt", STYLED_PROMPT})
 
 
 class PromptHidden(StrEnum):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from framecast.app.model_choice import ModelChoice, ModelSource
 from framecast.app.problems import IntakeError, IntakeProblem
+from framecast.app.styles import job_style
 from framecast.jobs import Job, JobKind, presets
 
 __all__ = ["FormInput", "JobOptions", "options_from_form", "options_of"]
@@ -27,6 +28,11 @@ class JobOptions:
     seconds: int | None = None  # video only
     fps: int | None = None  # video only
     model: str | None = None
+    #: One of the server's styles, by name (any case).
+    style: str | None = None
+    #: A style kept by a job made again: its template, used as kept (named `style`) even if the
+    #: server has since removed or changed the style.
+    style_template: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,14 +63,21 @@ def options_of(job: Job) -> JobOptions:
         size = next((key for key, preset in _sizes(job.kind).items() if preset.size == shape), None)
     picked = ModelChoice.of_params(p) is ModelSource.PICKED
     model = p.get("model") if picked else None
+    kept = job_style(p)  # the style as the job kept it, whatever the server did with it since
+    style = kept.name if kept is not None else None
+    template = kept.template if kept is not None else None
     if job.kind is JobKind.IMAGE:
-        return JobOptions(prompt=p.get("prompt", ""), size=size, model=model)
+        return JobOptions(
+            prompt=p.get("prompt", ""), size=size, model=model, style=style, style_template=template
+        )
     return JobOptions(
         prompt=p.get("prompt", ""),
         size=size,
         seconds=p.get("seconds"),
         fps=p.get("frame_rate"),
         model=model,
+        style=style,
+        style_template=template,
     )
 
 

@@ -48,6 +48,9 @@ class SettingsBook:
         Only settings whose value really changes are saved and logged (by name, never by value: a
         blocklist can hold words nobody wants in a log).
         """
+        if guild_id == by:
+            # A person's own queue (its id is theirs): it has the operator's settings and no others.
+            raise ValueError("a personal queue has no server settings")
         current = self.settings(guild_id)
         new = check_change(current, self.ceilings, **changes)
         changed = tuple(Setting(name) for name in changes if getattr(new, name) != getattr(current, name))

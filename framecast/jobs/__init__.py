@@ -7,10 +7,14 @@ own modules (``queues``, ``scheduler``, ``runner``, ``leases``, ``results``, ``r
 
 from framecast.jobs.model import (
     ACTIVE,
+    DELETED_AT,
+    DELETED_BY,
+    PARKED,
     TERMINAL,
     TRANSITIONS,
     AlreadyRetried,
     DailyQuotaReached,
+    Deletion,
     GuildQueueFull,
     InvalidTransition,
     Job,
@@ -26,10 +30,14 @@ from framecast.jobs.model import (
 
 __all__ = [
     "ACTIVE",
+    "DELETED_AT",
+    "DELETED_BY",
+    "PARKED",
     "TERMINAL",
     "TRANSITIONS",
     "AlreadyRetried",
     "DailyQuotaReached",
+    "Deletion",
     "GuildQueueFull",
     "InvalidTransition",
     "Job",

@@ -3,7 +3,9 @@
 The runner owns "delivered exactly once": it hands a finished result to one call,
 :meth:`JobReporter.deliver`, which answers with a :data:`DeliveryOutcome`:
 
-* :class:`Delivered`: the result is on the job's message;
+* :class:`Delivered`: the result is on the job's message, or (``parked``) it could be posted nowhere
+  and waits for its requester to fetch it (a user install whose token is spent and whose DMs are
+  closed to the bot): the runner then keeps a result it saved itself instead of forgetting it;
 * :class:`Interrupted`: the attempt failed in a way another attempt may cure (Discord's rate
   limit, a 5xx, a lost connection), after `retry_after` seconds. It may still have landed: the runner
   asks :meth:`JobReporter.was_delivered` (a pure query) before it sends again;
@@ -59,7 +61,11 @@ ResultToDeliver = ResultFile | ResultLink
 
 @dataclass(frozen=True)
 class Delivered:
-    """The result is on the job's message."""
+    """The result is on the job's message, or kept for its requester (`parked`): the job is done."""
+
+    #: There was nowhere to post it: the requester fetches it later (``framecast.app.parked``), so
+    #: the runner keeps a result it saved itself (an inline image) rather than forgetting it.
+    parked: bool = False
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,18 @@
 
 Part of the runner (:mod:`framecast.jobs.runner`), kept apart because it holds the heavy work: the
 result's bytes come from the file the bot saved itself or a download of the service's link, and a
-file over the limit is re-encoded (one at a time, with a deadline) before it is handed over.
+file over the limit is re-encoded (one at a time, with a deadline) before it is handed over. It also
+bounds the results held in memory at once (:meth:`ResultFitter.held`), for the runner and for a
+parked result handed over later (``framecast.app.parked``), which loads and fits it the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,15 +48,38 @@ class FitSettings:
 class ResultFitter:
     """Loads results (saved or downloaded) and re-encodes them to fit, one re-encode at a time."""
 
-    def __init__(self, settings: FitSettings, results: LocalResults, metrics: Metrics | None = None) -> None:
-        """`results`: where the bot saved inline results; `metrics`: where re-encodes are counted."""
+    def __init__(
+        self,
+        settings: FitSettings,
+        results: LocalResults,
+        metrics: Metrics | None = None,
+        *,
+        at_once: int = 1,
+    ) -> None:
+        """`results`: where the bot saved inline results; `metrics`: where re-encodes are counted;
+        `at_once`: results held in memory at once (see :meth:`held`)."""
         self._settings = settings
         self._results = results
         self._metrics = metrics
         self._fit_slots = asyncio.Semaphore(1)
+        self._held = asyncio.Semaphore(max(1, at_once))
 
     def __repr__(self) -> str:
         return f"<ResultFitter reencoding={self._fit_slots.locked()}>"
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        """Hold one of the `at_once` memory slots from a result's load to the end of its upload.
+
+        However many results are handed over at once, at most `at_once` are in memory; the others
+        wait here, their state on disk.
+        """
+        async with self._held:
+            yield
+
+    def forget(self, job_id: int) -> None:
+        """The job's saved result is no longer needed (delivered, failed, or handed to its requester)."""
+        self._results.forget(job_id)
 
     async def load(self, job: Job, client: GenerationClient | None) -> bytes:
         """The result's bytes: the file the bot saved itself, or a download of the service's link.

@@ -18,6 +18,11 @@ __all__ = [
     "ACTIVE",
     "AlreadyRetried",
     "DailyQuotaReached",
+    "STYLED_PROMPT",
+    "DELETED_AT",
+    "DELETED_BY",
+    "Deletion",
+    "PARKED",
     "TERMINAL",
     "TRANSITIONS",
     "GuildQueueFull",
@@ -170,6 +175,30 @@ def check_transition(old: JobState, new: JobState, *, job_id: int | None = None)
         raise InvalidTransition(old, new, job_id=job_id)
 
 
+#: The keys of a job's chat record (``Job.discord``) that say its result message was deleted: when
+#: (epoch seconds) and by whom (a user id). Kept there, not in a column: nothing queries them.
+DELETED_AT, DELETED_BY = "deleted_at", "deleted_by"
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """A delivered job's result message was deleted: when (epoch seconds) and by whom (a user id)."""
+
+    at: float
+    by: int
+
+
+#: The key of a job's chat record (``Job.discord``) that says its result could be posted nowhere and
+#: waits for its requester (true; written by the chat side, cleared once handed over: see
+#: ``framecast.app.parked``).
+PARKED = "parked"
+
+
+#: The job parameter holding the prompt as its style expanded it (absent: no style), kept at
+#: submission so a style removed or changed later does not change a queued job.
+STYLED_PROMPT = "styled_prompt"
+
+
 @dataclass
 class NewJob:
     """A job as accepted from a member, before the store gives it an id and timestamps."""
@@ -231,3 +260,33 @@ class Job:
         """The member's prompt (empty string if the params carry none)."""
         value = self.params.get("prompt") if isinstance(self.params, Mapping) else None
         return value if isinstance(value, str) else ""
+
+    @property
+    def service_prompt(self) -> str:
+        """What the service gets: the prompt inside the job's style (kept at submission), else :attr:`prompt`."""
+        value = self.params.get(STYLED_PROMPT) if isinstance(self.params, Mapping) else None
+        return value if isinstance(value, str) else self.prompt
+
+    @property
+    def deleted(self) -> Deletion | None:
+        """When and by whom the job's result message was deleted; None while it was not.
+
+        Read from the chat record, where the delete use case writes it; a malformed entry reads as
+        not deleted (the record is the chat side's, and older rows have no such keys).
+        """
+        record = self.discord if isinstance(self.discord, Mapping) else {}
+        at, by = record.get(DELETED_AT), record.get(DELETED_BY)
+        if isinstance(at, bool) or not isinstance(at, int | float):
+            return None
+        if isinstance(by, bool) or not isinstance(by, int):
+            return None
+        return Deletion(float(at), by)
+
+    @property
+    def parked(self) -> bool:
+        """The job is delivered but its result was posted nowhere: it waits for its requester.
+
+        Read from the chat record (:data:`PARKED`); anything but ``true`` reads as not parked.
+        """
+        record = self.discord if isinstance(self.discord, Mapping) else {}
+        return self.state is JobState.DELIVERED and record.get(PARKED) is True

@@ -1,8 +1,9 @@
 """What the runner keeps outside the event loop: results held on disk, and re-encodes in threads.
 
 * :class:`LocalResults`: an image the service sent inline (base64) is kept under the runner's results
-  directory until it is delivered, found by job id (never by a path or URL the service named), and
-  owner-only (0700 directory, 0600 files): a result is the member's until it is posted.
+  directory until it is delivered (or, posted nowhere, handed to its requester through ``/job``),
+  found by job id (never by a path or URL the service named), and owner-only (0700 directory, 0600
+  files): a result is the member's until it is posted.
 * :func:`start_daemon_thread` and :func:`fit_media`: a re-encode to fit an upload limit runs in a
   daemon thread, so a stopping bot never waits for it.
 """

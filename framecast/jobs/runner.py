@@ -146,10 +146,8 @@ class JobRunner:
             settings.image_max_pixels,
             settings.reencode_timeout,
         )
-        self._fitter = ResultFitter(fit, self._results, metrics)
-        # Memory bound: a result is downloaded (or read back), checked, fitted and uploaded only
-        # while holding one of these; other finished jobs wait in DELIVERING, their state on disk.
-        self._result_slots = asyncio.Semaphore(max(1, settings.results_at_once))
+        #: Loads and fits results, at most `results_at_once` in memory (also a parked one, handed over later).
+        self.fitter = ResultFitter(fit, self._results, metrics, at_once=settings.results_at_once)
         self._critical: set[int] = set()
         self._critical_changed = asyncio.Event()
         self._metrics = metrics
@@ -417,12 +415,12 @@ class JobRunner:
         # Held from the download to the end of the upload: at most `results_at_once` results are in
         # memory however many jobs finish at once. The result's bytes live only in _deliver_held's
         # frame, so they are gone when the slot is given back.
-        async with self._result_slots:
+        async with self.fitter.held():
             return await self._deliver_held(job, account)
 
     async def _deliver_held(self, job: Job, account: KeyAccount | None) -> Job:
         await check_held(self._leases, job.id)  # after the wait for a slot, before the download
-        data = await self._fitter.load(job, account.client if account is not None else None)
+        data = await self.fitter.load(job, account.client if account is not None else None)
         expected: Literal["video", "image"] = "video" if job.kind is JobKind.VIDEO else "image"
         # Headers only, nothing decoded: the wrong kind (an HTML error page) or a picture over the
         # pixel limit (a decompression bomb) fails the job here, never uploaded, never linked.
@@ -430,7 +428,7 @@ class JobRunner:
         limit = await self._reporter.upload_limit(job)
         notice: Note | None = None
         for _ in range(_UPLOAD_ATTEMPTS):
-            fitted = await self._fitter.fit(job.kind, data, info, limit)
+            fitted = await self.fitter.fit(job.kind, data, info, limit)
             if fitted is None:
                 break
             payload, ext_out = fitted
@@ -467,7 +465,7 @@ class JobRunner:
                 outcome = await self._send_patiently(job, result)
                 if isinstance(outcome, UploadTooLarge):
                     return outcome
-                finished = await self._finish(job)
+                finished = await self._finish(job, parked=outcome.parked)
         except ShuttingDown:
             if finished is not None:
                 return finished
@@ -508,14 +506,15 @@ class JobRunner:
                 log.info("job %s: the failed attempt had reached the chat after all", job.id)
                 return Delivered()
 
-    async def _finish(self, job: Job) -> Job:
+    async def _finish(self, job: Job, *, parked: bool = False) -> Job:
         job = await self._store.transition(job.id, JobState.DELIVERED, expect=JobState.DELIVERING)
         if self._metrics is not None:
             self._metrics.job_delivered(job.kind)
             completed_at = self._completed_at.pop(job.id, None)
             if completed_at is not None:
                 self._metrics.completion_to_file(job.kind, self._clock.monotonic() - completed_at)
-        self._results.forget(job.id)
+        if not parked:  # else the saved result waits for its requester (framecast.app.parked)
+            self._results.forget(job.id)
         await self._reporter.job_changed(job)
         return job
 
@@ -559,7 +558,7 @@ def _video_params(job: Job) -> VideoParams:
     p: dict[str, Any] = job.params
     return VideoParams(
         model=p["model"],
-        prompt=p["prompt"],
+        prompt=job.service_prompt,  # the member's prompt inside its style, if it has one
         width=int(p["width"]),
         height=int(p["height"]),
         num_frames=int(p["num_frames"]),
@@ -569,7 +568,7 @@ def _video_params(job: Job) -> VideoParams:
 
 def _image_params(job: Job) -> ImageParams:
     p: dict[str, Any] = job.params
-    return ImageParams(model=p["model"], prompt=p["prompt"], size=str(p["size"]))
+    return ImageParams(model=p["model"], prompt=job.service_prompt, size=str(p["size"]))
 
 
 def _detail(exc: ServiceError) -> str | None:

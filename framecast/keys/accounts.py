@@ -477,6 +477,9 @@ class Accounts:
         Raises ``RuntimeError`` when server keys cannot be stored (:attr:`vault_state` not READY).
         Jobs already running keep the key they were created with.
         """
+        if guild_id == by:
+            # A person's own queue (its id is theirs) always uses the operator's key.
+            raise ValueError("a personal queue has no server key")
         key = key.strip()
         token = self._vault.encrypt(key)
         shown = last4(key)

@@ -7,7 +7,8 @@
 * ``GET /readyz``: every registered readiness check (gateway connected, database reachable, model
   list loaded...), each within ``check_timeout`` seconds; 200 when all pass, else 503. The JSON
   body names each check and its :class:`CheckOutcome`, nothing else.
-* ``GET /metrics``: the :class:`~framecast.ops.metrics.Metrics` registry in Prometheus' text format.
+* ``GET /metrics``: the :class:`~framecast.ops.metrics.Metrics` registry in Prometheus' text format,
+  after running the readiness checks (``framecast_ready``), since a scraper never asks ``/readyz``.
 
 Nothing else is served, and no answer carries a secret, a guild or a user: the port may be
 reachable by anyone who can reach the container.
@@ -252,12 +253,18 @@ class OpsServer:
         return 200, _TEXT, f"ok\nloop lag: {lag:.3f} s\n".encode()
 
     async def _readyz(self) -> tuple[int, str, bytes]:
+        checks = await self._run_checks()
+        ready = all(outcome is CheckOutcome.OK for outcome in checks.values())
+        body = json.dumps({"ready": ready, "checks": {n: o.value for n, o in checks.items()}}).encode()
+        return (200 if ready else 503), "application/json; charset=utf-8", body
+
+    async def _run_checks(self) -> dict[str, CheckOutcome]:
+        """Every readiness check at once, each recorded in ``framecast_ready``."""
         names = list(self._checks)
         outcomes = await asyncio.gather(*(self._run_check(name, self._checks[name]) for name in names))
-        checks = {name: outcome.value for name, outcome in zip(names, outcomes, strict=True)}
-        ready = all(outcome is CheckOutcome.OK for outcome in outcomes)
-        body = json.dumps({"ready": ready, "checks": checks}).encode()
-        return (200 if ready else 503), "application/json; charset=utf-8", body
+        for name, outcome in zip(names, outcomes, strict=True):
+            self._metrics.readiness(name, outcome is CheckOutcome.OK)
+        return dict(zip(names, outcomes, strict=True))
 
     async def _run_check(self, name: str, check: Check) -> CheckOutcome:
         try:
@@ -274,6 +281,9 @@ class OpsServer:
         return CheckOutcome.OK if result else CheckOutcome.FAILED
 
     async def _metrics_text(self) -> tuple[int, str, bytes]:
+        # A scraper asks /metrics, never /readyz: run the checks here too so ``framecast_ready``
+        # is current and an alert can name the failing check (each is bounded by check_timeout).
+        await self._run_checks()
         return 200, CONTENT_TYPE_LATEST, generate_latest(self._metrics.registry)
 
 

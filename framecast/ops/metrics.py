@@ -31,6 +31,7 @@ from typing import TypeVar
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     ProcessCollector,
     disable_created_metrics,
@@ -217,6 +218,14 @@ class Metrics:
             buckets=_LAG_BUCKETS,
             registry=r,
         )
+        # Set by the ops server each time it runs the readiness checks (every /readyz and every
+        # scrape), so an alert can say which check fails: Prometheus scrapes /metrics, not /readyz.
+        self._ready = Gauge(
+            "framecast_ready",
+            "1 while the named readiness check passes, else 0 (as last run for /readyz or a scrape).",
+            ["check"],
+            registry=r,
+        )
         self._live = _LiveCollector()
         r.register(self._live)
         if process:
@@ -226,6 +235,9 @@ class Metrics:
         for kind in JobKind:
             self._delivered.labels(kind=kind.value)
             self._delivery_delay.labels(kind=kind.value)
+            self._reencode_seconds.labels(kind=kind.value)
+            for outcome in ReencodeOutcome:
+                self._reencodes.labels(kind=kind.value, outcome=outcome.value)
 
     def __repr__(self) -> str:
         return "<Metrics>"
@@ -264,6 +276,10 @@ class Metrics:
     def loop_lag(self, seconds: float) -> None:
         """One tick of the event loop monitor and how late it ran (recorded by the ops server)."""
         self._loop_lag.observe(max(0.0, seconds))
+
+    def readiness(self, check: str, ready: bool) -> None:
+        """The readiness check named `check` (``gateway``, ``database``, ``models``) just passed or failed."""
+        self._ready.labels(check=check).set(1 if ready else 0)
 
     # -- live values, read at scrape time ----------------------------------------------------------
     def track_jobs(self, counts: Callable[[], JobCounts]) -> None:

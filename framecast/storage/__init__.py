@@ -23,6 +23,7 @@ from framecast.jobs import (
 )
 from framecast.planner.predict import DurationRow
 from framecast.storage.dialects import StoreClosed, StoreError, redact_dsn
+from framecast.storage.history import MemberJobs
 from framecast.storage.schema import QUOTA_COUNTS
 from framecast.storage.store import Store
 from framecast.storage.values import SettingsChange, StoredKey
@@ -41,6 +42,7 @@ __all__ = [
     "JobLimitError",
     "JobNotFound",
     "KeyStatus",
+    "MemberJobs",
     "MemberLimitReached",
     "SettingsChange",
     "Store",

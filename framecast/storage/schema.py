@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.sql.elements import ColumnElement
 
 from framecast.guilds.settings import KeyStatus
+from framecast.guilds.styles import StyleKind
 from framecast.jobs import ACTIVE, JobKind, JobState
 
 
@@ -113,6 +114,20 @@ settings_log = sa.Table(
     sa.Column("at", sa.Double, nullable=False),
     sa.Index("settings_log_guild", "guild_id", "id"),
     sqlite_autoincrement=True,
+)
+
+# A server's named prompt styles (framecast/guilds/styles.py): unique per server ignoring case, which
+# the store checks under the server's lock (a case-folded comparison no SQL collation gives both
+# databases alike); the primary key keeps the exact name unique.
+guild_styles = sa.Table(
+    "guild_styles",
+    metadata,
+    sa.Column("guild_id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("template", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text, sa.CheckConstraint(f"kind IN ({sql_list(StyleKind)})"), nullable=False),
+    sa.Column("created_by", sa.BigInteger, nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
 )
 
 #: The jobs that use up a member's daily quota: not failed jobs (they gave the member nothing), nor

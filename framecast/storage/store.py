@@ -38,7 +38,7 @@ from framecast.jobs import (
     check_transition,
 )
 from framecast.planner.predict import DurationRow
-from framecast.storage import migrate, values
+from framecast.storage import history, migrate, values
 from framecast.storage.dialects import Postgres, Sqlite
 from framecast.storage.schema import (
     OPEN,
@@ -49,6 +49,7 @@ from framecast.storage.schema import (
     jobs,
     settings_log,
 )
+from framecast.storage.styles import GuildStyles
 from framecast.storage.values import SettingsChange, StoredKey
 
 if TYPE_CHECKING:
@@ -173,6 +174,11 @@ class Store:
             raise
         log.info("job store open: %s", db.target)
         return cls(db, clock.time if clock is not None else time.time)
+
+    @functools.cached_property
+    def styles(self) -> GuildStyles:
+        """The servers' named prompt styles, on this store's database."""
+        return GuildStyles(self._db, self._timestamp)
 
     @property
     def path(self) -> Path | None:
@@ -363,6 +369,20 @@ class Store:
     async def active(self) -> list[Job]:
         """Every non-terminal job, ordered by id (acceptance order: the FIFO order after a restart)."""
         return [_job(r) for r in await self._db.rows(_ACTIVE)]
+
+    async def member_jobs(
+        self,
+        guild_id: int,
+        user_id: int,
+        *,
+        before: int | None = None,
+        after: int | None = None,
+        limit: int = 10,
+    ) -> history.MemberJobs:
+        """A page of `user_id`'s jobs in `guild_id`, newest first (see :func:`history.member_jobs`)."""
+        return await history.member_jobs(
+            self._db, _JOB, _job, guild_id, user_id, before=before, after=after, limit=limit
+        )
 
     async def ping(self) -> bool:
         """Whether the database answers (a readiness check)."""

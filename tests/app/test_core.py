@@ -45,6 +45,7 @@ class RecordingChat:
         self.files: list[tuple[int, str, int]] = []  # (job id, filename, size)
         self.links: list[tuple[int, str]] = []
         self.moves: list[tuple[int, list[int]]] = []
+        self.removed: list[int] = []  # job ids whose messages the core had removed
         self.closed = False
         self.changed = asyncio.Event()
 
@@ -74,6 +75,9 @@ class RecordingChat:
 
     def add_note(self, job: Job, note: Note) -> None:
         self.notes.append((job.id, note))
+
+    async def remove_job_message(self, job: Job) -> None:
+        self.removed.append(job.id)
 
     async def close(self) -> None:
         self.closed = True

@@ -131,3 +131,12 @@ def test_hiding_never_changes_places_or_counts_and_shows_only_what_the_rule_allo
         adult = original.channel_id in viewer.age_restricted_channels
         allowed = original.user_id == VIEWER or (readable and (in_age_restricted or not adult))
         assert (row.prompt == original.prompt) if allowed else (row.prompt is None and row.job.prompt == "")
+
+
+def test_a_hidden_row_carries_no_prompt_inside_its_style_either() -> None:
+    styled = job(1, channel_id=STAFF)
+    styled.params.update(style="Noir", style_template="{prompt}, noir", styled_prompt="prompt 1, noir")
+    [row] = rows_for([styled], MEMBER).rows
+    assert row.hidden is PromptHidden.CHANNEL_NOT_READABLE
+    assert "prompt 1" not in repr(row.job.params) and row.job.service_prompt == ""
+    assert row.job.params["style"] == "Noir"  # the style's name is the admin's, not the member's words

@@ -56,10 +56,12 @@ def _command_strings() -> tuple[dict[str, str], list[list[str]]]:
     """
     import cogs.admin
     import cogs.generate
+    import cogs.history
     import cogs.info
     import cogs.jobs
     import cogs.queue
     import cogs.settings
+    import cogs.styles
 
     seen: dict[str, str] = {}
 
@@ -86,7 +88,15 @@ def _command_strings() -> tuple[dict[str, str], list[list[str]]]:
         )
         await tree.set_translator(recorder)
         top: list[str] = []
-        for module in (cogs.generate, cogs.jobs, cogs.admin, cogs.settings, cogs.queue, cogs.info):
+        for module in (
+            cogs.generate,
+            cogs.jobs,
+            cogs.admin,
+            cogs.settings,
+            cogs.queue,
+            cogs.info,
+            cogs.history,
+        ):
             for cls in vars(module).values():
                 if (
                     isinstance(cls, type)
@@ -96,6 +106,8 @@ def _command_strings() -> tuple[dict[str, str], list[list[str]]]:
                     # Cog.__new__ builds the cog's commands (and a GroupCog's group) without __init__.
                     cog = cls.__new__(cls)
                     group = cog.__cog_app_commands_group__
+                    if module is cogs.settings and group is not None:
+                        group.add_command(cogs.styles.StylesGroup())  # attached as the bot does
                     found = [group] if group is not None else cog.__cog_app_commands__
                     for command in found:
                         payload = await command.get_translated_payload(tree, recorder)

@@ -74,6 +74,7 @@ class Server:
             channel_id=where.id,
             user=member,
             locale=discord.Locale.american_english,
+            is_guild_integration=lambda: True,  # the server installed the app
         )
         return queue_viewer(interaction)
 

@@ -572,14 +572,15 @@ def test_retry_button_when_failed() -> None:
     assert buttons(rendered) == [(f"framecast:retry:41:{USER}", "Retry")]
 
 
-def test_again_and_remix_buttons_when_delivered() -> None:
+def test_again_remix_and_delete_buttons_when_delivered() -> None:
     rendered = render(make_job(S.DELIVERED, id=41, user_id=USER))
     assert buttons(rendered) == [
         (f"framecast:again:41:{USER}", "Again"),
         (f"framecast:remix:41:{USER}", "Remix"),
+        ("framecast:delete:41", "Delete"),  # who may is the stored job's say, not the button's
     ]
     german = render(make_job(S.DELIVERED, id=41, locale="de"))
-    assert [label for _, label in buttons(german)] == ["Nochmal", "Remixen"]
+    assert [label for _, label in buttons(german)] == ["Nochmal", "Remixen", "Löschen"]
 
 
 @pytest.mark.parametrize("state", [S.DELIVERING, S.CANCELLED])
@@ -593,7 +594,7 @@ def test_every_state_is_covered_by_the_button_rules() -> None:
 
     assert having("cancel") == {S.QUEUED, S.SUBMITTING, S.RUNNING}
     assert having("retry") == {S.FAILED}
-    assert having("again") == having("remix") == {S.DELIVERED}
+    assert having("again") == having("remix") == having("delete") == {S.DELIVERED}
 
 
 def test_embed_layout() -> None:

@@ -156,8 +156,11 @@ async def test_an_unreachable_gateway_is_probed_until_it_answers(monkeypatch: py
     delays = Delays()
     client = StandInClient(login_errors=[], connect_errors=[])
     task = asyncio.create_task(connect_patiently(_client(client), "token", backoff=delays))
-    await asyncio.sleep(0.2)
-    assert client.connects == 0 and delays.waits >= 2  # still waiting for the gateway
+    for _ in range(500):  # until it has probed twice (a loaded machine may take longer than 0.2 s)
+        if delays.waits >= 2 or task.done():
+            break
+        await asyncio.sleep(0.01)
+    assert client.connects == 0 and delays.waits >= 2 and not task.done()  # still waiting for the gateway
 
     async def handle(request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()

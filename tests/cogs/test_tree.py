@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import discord
 import pytest
 from discord import app_commands
 
@@ -16,6 +17,8 @@ from cogs.tree import (
     SERVICE_ERROR_KEYS,
     SETTING_NAME_KEYS,
     SETTINGS_KEYS,
+    STYLE_KEYS,
+    STYLE_KIND_KEYS,
     MissingChannelPermissions,
     NotServerManager,
     answer_error,
@@ -32,6 +35,8 @@ from framecast.app import (
     Setting,
     SettingsError,
     SettingsProblem,
+    StyleError,
+    StyleProblem,
 )
 from framecast.service.errors import AuthError
 
@@ -54,9 +59,11 @@ INTAKE_ERRORS: list[tuple[IntakeProblem, dict[str, Any], str]] = [
     (P.PROMPT_BLOCKED, {}, "settings_refuse_blocked"),
     (P.GUILD_KEY_REJECTED, {}, "settings_refuse_key_rejected"),
     (P.GUILD_KEY_UNREADABLE, {}, "settings_refuse_key_unreadable"),
+    (P.UNKNOWN_STYLE, {"style": "Noir"}, "style_error_unknown"),
+    (P.STYLED_PROMPT_TOO_LONG, {"style": "Noir", "max": 2000, "length": 2010}, "style_error_prompt_too_long"),
 ]
-#: Problems whose parameters are shaped for Discord (channel mentions, a relative timestamp).
-SHAPED_PROBLEMS = {P.CHANNEL_NOT_ALLOWED, P.DAILY_QUOTA}
+#: Problems whose parameters are shaped for Discord (channel mentions, a relative timestamp, a kind).
+SHAPED_PROBLEMS = {P.CHANNEL_NOT_ALLOWED, P.DAILY_QUOTA, P.STYLE_WRONG_KIND}
 LOCALES = ["en-US", "de", "es-ES", "fr"]
 
 
@@ -100,6 +107,37 @@ def test_intake_parameters_are_shown_literally() -> None:
     text = error_message(IntakeError(P.UNKNOWN_MODEL, model="**bold** @everyone"), "en-US")
     assert text is not None
     assert "\\*\\*bold\\*\\*" in text and "\\@everyone" in text
+
+
+@pytest.mark.parametrize("locale", LOCALES)
+def test_a_style_of_the_other_kind_names_what_it_is_for(locale: str) -> None:
+    for asked, key in (
+        (JobKind.VIDEO, "style_error_not_for_video"),
+        (JobKind.IMAGE, "style_error_not_for_image"),
+    ):
+        text = error_message(IntakeError(P.STYLE_WRONG_KIND, style="*Noir*", kind=asked), locale)
+        assert text == t(key, locale, style="\\*Noir\\*")
+
+
+STYLE_ERRORS: list[tuple[StyleError, str]] = [
+    (StyleError(StyleProblem.BAD_NAME, max=32), "1 to 32 characters"),
+    (StyleError(StyleProblem.NAME_TAKEN, name="<@1> Noir"), "already has a style called “\\<\\@1> Noir”"),
+    (StyleError(StyleProblem.NO_PLACEHOLDER), "must contain {prompt} where"),
+    (StyleError(StyleProblem.TEMPLATE_TOO_LONG, max=1000, length=1001), "(1001 characters; at most 1000)"),
+    (StyleError(StyleProblem.TOO_MANY, max=25), "already has 25 styles"),
+    (StyleError(StyleProblem.NOT_FOUND, name="__x__"), "no style called “\\_\\_x\\_\\_”"),
+]
+
+
+def test_every_style_problem_has_a_message_with_what_the_admin_typed_shown_literally() -> None:
+    assert set(STYLE_KEYS) == set(StyleProblem) == {e.problem for e, _ in STYLE_ERRORS}
+    assert set(STYLE_KEYS.values()) | set(STYLE_KIND_KEYS.values()) <= english_keys()
+    for error, shown in STYLE_ERRORS:
+        text = error_message(error, "en-US")
+        assert text is not None and shown in text, (error.problem, text)
+        for locale in LOCALES[1:]:
+            translated = error_message(error, locale)
+            assert translated and translated != text and "{" not in translated.replace("{prompt}", "")
 
 
 def test_missing_channel_permissions_are_named() -> None:
@@ -258,3 +296,39 @@ async def test_the_one_handler_answers_privately_and_logs_only_bugs(caplog: pyte
     [(text, kwargs)] = bug.response.sent
     assert text == t("error_generic", "en-US") and kwargs["ephemeral"] is True
     assert "the remix of job 3 failed" in caplog.text and "RuntimeError: boom" in caplog.text
+
+
+def _command(name: str) -> app_commands.Command[Any, ..., None]:
+    async def callback(interaction: Any) -> None:
+        """A command."""
+
+    return app_commands.guild_only(app_commands.Command(name=name, description="x", callback=callback))
+
+
+def test_user_installs_open_only_the_personal_commands() -> None:
+    from cogs.tree import PERSONAL_COMMANDS, set_install_scope
+
+    names = [*sorted(PERSONAL_COMMANDS), "settings", "queue"]
+    off = app_commands.CommandTree(discord.Client(intents=discord.Intents.none()))
+    on = app_commands.CommandTree(discord.Client(intents=discord.Intents.none()))
+    for tree in (off, on):
+        for name in names:
+            tree.add_command(_command(name))
+    set_install_scope(off, user_install=False)
+    set_install_scope(on, user_install=True)
+    for name in names:
+        before = off.get_command(name).to_dict(off)  # type: ignore[union-attr]
+        assert before["contexts"] == [0] and before["integration_types"] is None  # as before
+        after = on.get_command(name).to_dict(on)  # type: ignore[union-attr]
+        if name in PERSONAL_COMMANDS:
+            assert (after["integration_types"], after["contexts"]) == ([0, 1], [0, 1, 2])
+        else:
+            assert (after["integration_types"], after["contexts"]) == ([0], [0])
+
+
+def test_server_commands_outside_servers_name_what_works_there() -> None:
+    from cogs.tree import ServerOnly
+
+    for locale in ("en-US", "de", "ja"):
+        assert error_message(ServerOnly(), locale) == t("userinstall_server_only", locale)
+        assert error_message(app_commands.NoPrivateMessage(), locale) == t("error_guild_only", locale)

@@ -75,6 +75,7 @@ def clicked_by(user_id: int, members: Any, *, manages: bool = False) -> Any:
         permissions=discord.Permissions(manage_guild=manages),
         app_permissions=discord.Permissions.all(),
         response=Response(),
+        is_guild_integration=lambda: True,  # the server installed the app
     )
 
 

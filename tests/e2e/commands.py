@@ -122,9 +122,9 @@ def button(message: FakeMessage, action: str) -> str:
 
 
 async def with_buttons(world: World, it: FakeInteraction) -> FakeMessage:
-    """The delivered job message of `it`, once it shows its Again and Remix buttons."""
+    """The delivered job message of `it`, once it shows its Again, Remix and Delete buttons."""
     message = await world.delivered(it)
-    await world.discord.wait_for(lambda: len(button_ids(message)) == 2, timeout=5, what="again/remix")
+    await world.discord.wait_for(lambda: len(button_ids(message)) == 3, timeout=5, what="again/remix/delete")
     return message
 
 

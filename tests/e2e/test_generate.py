@@ -49,8 +49,8 @@ async def test_video_goes_queued_generating_done_with_the_file_attached(world: W
     fields = {f["name"]: f["value"] for f in embed["fields"]}
     assert fields["Requested by"] == f"<@{world.alice.id}>"
     assert fields["Settings"] == "1152×768 · 5 s · 24 fps · svc-video-v2.0"
-    # Nothing left to cancel; any member may make it again, or remix it.
-    assert [c.split(":")[1] for c in button_ids(msg)] == ["again", "remix"]
+    # Nothing left to cancel; any member may make it again, or remix it; its requester may delete it.
+    assert [c.split(":")[1] for c in button_ids(msg)] == ["again", "remix", "delete"]
     [body] = creates(world)
     assert body == {
         "model": "svc-video-v2.0",

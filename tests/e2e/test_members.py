@@ -33,7 +33,7 @@ async def delivered_video(world: World, prompt: str, **opts: Any) -> tuple[int, 
     job_id = await world.job_id(it)
     message = await world.delivered(it)
     # The file and the buttons come in one edit, but wait for the buttons explicitly anyway.
-    await world.discord.wait_for(lambda: len(button_ids(message)) == 2, timeout=5, what="again/remix")
+    await world.discord.wait_for(lambda: len(button_ids(message)) == 3, timeout=5, what="again/remix/delete")
     return job_id, message
 
 
@@ -137,7 +137,7 @@ async def test_remix_opens_a_prefilled_form_and_queues_the_edited_request(world:
 async def test_remix_of_an_image_with_a_frame_size_typed_out(world: World) -> None:
     it = await world.image("a lighthouse", opts={"size": "landscape"})
     message = await world.delivered(it)
-    await world.discord.wait_for(lambda: len(button_ids(message)) == 2, timeout=5, what="again/remix")
+    await world.discord.wait_for(lambda: len(button_ids(message)) == 3, timeout=5, what="again/remix/delete")
     click = await world.discord.click(message, button(message, "remix"), world.alice)
     await click.wait_response()
     assert values_of(click) == {"prompt": "a lighthouse", "size": "landscape", "model": ""}

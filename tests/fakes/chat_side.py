@@ -61,6 +61,8 @@ class RecordingReporter:
     looks: int = 0
     #: Jobs the runner said it will deliver after looking (``delivery_pending``).
     pending: list[int] = field(default_factory=list)
+    #: Deliveries answer that there was nowhere to post (``Delivered(parked=True)``).
+    parked: bool = False
     _allowance: int = 0
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -104,7 +106,7 @@ class RecordingReporter:
             record()
             self.in_flight -= 1
             self._changed.notify_all()
-        return Delivered()
+        return Delivered(parked=self.parked)
 
     async def allow(self, n: int = 1) -> None:
         async with self._changed:
@@ -138,6 +140,9 @@ class QuietChat:
         pass
 
     def add_note(self, job: Job, note: Note) -> None:
+        pass
+
+    async def remove_job_message(self, job: Job) -> None:
         pass
 
     async def close(self) -> None:

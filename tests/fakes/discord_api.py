@@ -132,6 +132,12 @@ CREATE_PUBLIC_THREADS = 1 << 35
 SEND_MESSAGES_IN_THREADS = 1 << 38
 ALL_PERMISSIONS = (1 << 53) - 1
 
+#: What Discord grants a user-installed app in DMs and group DMs (``app_permissions``): enough to
+#: answer with embeds and files, nothing of a member's.
+USER_INSTALL_PERMISSIONS = EMBED_LINKS | ATTACH_FILES | USE_EXTERNAL_EMOJIS
+#: Follow-up messages Discord lets a user-installed app create per interaction.
+USER_INSTALL_FOLLOWUPS = 5
+
 #: ``discord.Permissions.text()`` plus VIEW_CHANNEL (the test checks the value against discord.py).
 TEXT_PERMISSIONS = 8515152769449024
 DEFAULT_EVERYONE_PERMISSIONS = (
@@ -330,6 +336,8 @@ class FakeUser:
     global_name: str | None = None
     #: False makes DMs to this user fail with 403 / 50007.
     accepts_dms: bool = True
+    #: True makes even opening a DM with this user (POST /users/@me/channels) fail with 403 / 50007.
+    refuses_dm_channel: bool = False
 
     def to_payload(self) -> dict[str, Any]:
         return {
@@ -541,6 +549,17 @@ class FakeChannel:
                 "last_message_id": None,
                 "flags": 0,
                 "recipients": [self.recipient.to_payload()] if self.recipient else [],
+            }
+        if self.type == 3:  # a group DM (Discord's PrivateGroupChannelResponse)
+            return {
+                "id": str(self.id),
+                "type": 3,
+                "name": self.name,
+                "icon": None,
+                "owner_id": str(self.owner_id or 0),
+                "last_message_id": None,
+                "flags": 0,
+                "recipients": [],
             }
         assert self.guild is not None
         if self.parent is not None:
@@ -1458,6 +1477,94 @@ class FakeDiscord:
             self._dm_channels[u.id] = channel
             self._dm_channels[channel.id] = channel
         return channel
+
+    def foreign_guild(self, name: str, member: FakeUser) -> tuple[FakeGuild, FakeChannel]:
+        """A server the bot is not in (never sent to it), with one text channel and `member` in it.
+
+        Only a person's own install reaches it (:meth:`slash_personal` with its channel); any
+        channel request the bot makes there fails (10003), as the channel is unknown to it.
+        """
+        now = time.time()
+        gid = snowflake_at(now - 86400 * 30)
+        guild = FakeGuild(id=gid, name=name, owner_id=member.id)
+        guild.roles.append(
+            FakeRole(id=gid, guild_id=gid, name="@everyone", permissions=DEFAULT_EVERYONE_PERMISSIONS)
+        )
+        channel = FakeChannel(id=snowflake_at(now), name="general", guild=guild)
+        guild.channels.append(channel)
+        guild.members[member.id] = FakeMember(user=member, guild=guild, roles=[], joined_at=now - 3600)
+        return guild, channel
+
+    def group_dm(self, name: str = "group") -> FakeChannel:
+        """A group DM (type 3). The bot is never in one: every channel request there fails (10003),
+        so only an interaction's responses and follow-ups can post in it."""
+        return FakeChannel(id=snowflake_at(time.time()), name=name, guild=None, type=3)
+
+    async def slash_personal(
+        self,
+        channel: FakeChannel,
+        user: FakeUser | FakeMember,
+        name: str,
+        options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        *,
+        locale: str = "en-US",
+        age: float = 0.0,
+        attachment_size_limit: int | None = None,
+        subcommand: str | None = None,
+    ) -> FakeInteraction:
+        """A slash command from a person's own install of the app, as Discord sends it in `channel`:
+        the DM with the bot (type 1: ``context`` 1), a group DM (type 3: ``context`` 2), or a channel of
+        a server the bot is not in (:meth:`foreign_guild`: ``context`` 0, with ``guild_id`` and the
+        person's ``member``). In DMs no ``member`` and no ``guild_id``. Always
+        ``authorizing_integration_owners`` {"1": the user's id} and the ``app_permissions`` Discord
+        grants a user install.
+
+        Raises :class:`CommandHidden` when Discord would not offer the command there: the synced
+        command lacks user installs (``integration_types`` 1) or that ``contexts`` value.
+        """
+        u = user.user if isinstance(user, FakeMember) else user
+        guild = channel.guild
+        context = 0 if guild is not None else (1 if channel.type == 1 else 2)
+        cmd = self.synced_command(None, name)
+        if cmd is None:
+            raise CommandHidden(f"/{name} is not a global command: Discord offers it in no DM")
+        if 1 not in (cmd.get("integration_types") or [0]):
+            raise CommandHidden(
+                f"/{name} cannot be installed to a user (integration_types {cmd.get('integration_types')})"
+            )
+        contexts = cmd.get("contexts")
+        if contexts is not None and context not in contexts:
+            raise CommandHidden(f"/{name} is not offered in context {context} (contexts {contexts})")
+        perms = USER_INSTALL_PERMISSIONS
+        it = self._base_interaction(
+            type_=IT_COMMAND,
+            guild=None,
+            channel=channel,
+            user=u,
+            locale=locale,
+            age=age,
+            attachment_size_limit=attachment_size_limit,
+            app_permissions=perms,
+            name=name,
+        )
+        it.payload["context"] = context
+        it.payload["authorizing_integration_owners"] = {"1": str(u.id)}
+        if guild is not None:
+            member = guild.members[u.id]
+            payload = member.to_payload(with_permissions=True)
+            payload["permissions"] = str(channel.permissions_for(member))
+            del it.payload["user"]
+            it.payload.update(
+                {
+                    "guild_id": str(guild.id),
+                    "guild": {"id": str(guild.id), "locale": guild.preferred_locale, "features": []},
+                    "guild_locale": guild.preferred_locale,
+                    "member": payload,
+                }
+            )
+            it.guild = guild
+        it.payload["data"] = self._command_data(None, channel, name, options, subcommand)
+        return await self._send_interaction(it)
 
     def get_guild(self, guild_id: int) -> FakeGuild | None:
         found = self._guilds_by_id.get(int(guild_id))
@@ -2624,6 +2731,8 @@ class FakeDiscord:
         user = self.users.get(int(rid)) if rid.isdigit() else None
         if user is None:
             raise _form_error(["recipient_id"], "NUMBER_TYPE_COERCE", f'Value "{rid}" is not snowflake.')
+        if user.refuses_dm_channel:
+            raise ApiError(403, 50007, "Cannot send messages to this user")
         return 200, self.dm_channel(user).to_payload()
 
     async def _r_channel_history(self, call: _Call) -> tuple[int, Any]:
@@ -2854,6 +2963,11 @@ class FakeDiscord:
     async def _r_webhook_execute(self, call: _Call) -> tuple[int, Any]:
         it = self._interaction_for_token(call)
         self._check_upload_sizes(call.uploads, it.attachment_size_limit)
+        owners = it.payload.get("authorizing_integration_owners", {})
+        created = [m for m in it.followups if m is not it.original]
+        if "0" not in owners and len(created) >= USER_INSTALL_FOLLOWUPS:
+            # Discord (2024-06-27): a user-installed app may create 5 follow-ups per interaction.
+            raise ApiError(400, 40094, "This interaction has hit the maximum number of follow up messages")
         body = call.body or {}
         original = it.original
         if original is not None and original.loading and not original.deleted:

@@ -9,7 +9,7 @@ import unicodedata
 from importlib.resources import files
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from framecast.guilds.blocklist import blocked_term, skeleton, term_key
@@ -433,7 +433,9 @@ def test_a_star_term_blocks_every_word_it_begins_and_no_word_it_is_inside(
     stem: str, ending: str, data: st.DataObject
 ) -> None:
     assert blocked_term(f"a {stem}{ending} b", [f"{stem}*"]) == f"{stem}*"
-    assert blocked_term(f"a x{stem}{ending} b", [f"{stem}*"]) is None
+    inside = f"x{stem}{ending}"
+    assume(not inside.startswith(stem))  # "xxx" does begin with "xx*": that word is not inside
+    assert blocked_term(f"a {inside} b", [f"{stem}*"]) is None
 
 
 @settings(max_examples=500)

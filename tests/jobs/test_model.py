@@ -6,10 +6,13 @@ import pytest
 
 from framecast.jobs import (
     ACTIVE,
+    DELETED_AT,
+    DELETED_BY,
     TERMINAL,
     TRANSITIONS,
     AlreadyRetried,
     DailyQuotaReached,
+    Deletion,
     GuildQueueFull,
     InvalidTransition,
     Job,
@@ -145,3 +148,22 @@ def test_job_properties() -> None:
     assert job.task_id is None and job.discord == {} and job.retry_of is None
     assert job.key_owner is None  # the operator's key unless a server's own key ran the task
     assert job.result_url is None and job.result_local is False  # a result held by the bot is a flag
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        ({}, None),
+        ({"token": "t", "message_id": 5}, None),
+        ({"deleted_at": 1700000000.5, "deleted_by": 42}, Deletion(1700000000.5, 42)),
+        ({"deleted_at": 1700000000, "deleted_by": 42}, Deletion(1700000000.0, 42)),
+        # Malformed (the record is the chat side's JSON): not deleted, never an exception.
+        ({"deleted_at": "yesterday", "deleted_by": 42}, None),
+        ({"deleted_at": True, "deleted_by": 42}, None),
+        ({"deleted_at": 1.0, "deleted_by": "42"}, None),
+        ({"deleted_at": 1.0}, None),
+    ],
+)
+def test_deleted_reads_the_chat_record(record: dict[str, object], expected: Deletion | None) -> None:
+    assert make_job(discord=record).deleted == expected
+    assert (DELETED_AT, DELETED_BY) == ("deleted_at", "deleted_by")

@@ -139,6 +139,18 @@ async def test_an_inline_image_is_kept_by_job_id_owner_only_and_delivered_from_t
     assert list(rig.results_dir.iterdir()) == []  # forgotten once delivered
 
 
+async def test_an_inline_image_posted_nowhere_is_kept_for_its_requester(rig: Rig) -> None:
+    # The chat side had nowhere to post it (a user install: token spent, DMs refused).
+    rig.fake.image_shape = "data_b64"
+    rig.reporter.parked = True
+    final = await rig.run(JobKind.IMAGE, "a picture nobody can be shown")
+    assert final.state is JobState.DELIVERED
+    # Kept, owner-only, for framecast.app.parked to hand over later.
+    [saved] = list(rig.results_dir.iterdir())
+    assert saved.name == f"job-{final.id}.png" and saved.read_bytes() == rig.fake.image_bytes()
+    assert saved.stat().st_mode & 0o777 == 0o600
+
+
 @pytest.mark.parametrize("scheme_path", ["file://{secret}", "file://localhost{secret}", "FILE:{secret}"])
 async def test_a_result_url_naming_a_local_file_is_never_read(
     rig: Rig, tmp_path: Path, scheme_path: str

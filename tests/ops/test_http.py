@@ -218,6 +218,45 @@ async def test_metrics_parse_and_show_recorded_and_live_values(http: aiohttp.Cli
         await server.close()
 
 
+async def test_a_scrape_runs_the_readiness_checks_and_shows_each_as_framecast_ready(
+    http: aiohttp.ClientSession,
+) -> None:
+    # Prometheus never asks /readyz: the alert on readiness reads framecast_ready from /metrics.
+    database_up = [True]
+
+    async def database() -> bool:
+        return database_up[0]
+
+    def broken() -> bool:
+        raise RuntimeError("secret-in-message")
+
+    server = await started(check_timeout=0.5)
+    server.add_check("database", database)
+    server.add_check("gateway", broken)
+    server.add_check("models", lambda: True)
+
+    async def ready() -> dict[str, float]:
+        async with http.get(url(server, "/metrics")) as resp:
+            text = await resp.text()
+        return {
+            s.labels["check"]: s.value
+            for f in text_string_to_metric_families(text)
+            if f.name == "framecast_ready"
+            for s in f.samples
+        }
+
+    try:
+        assert await ready() == {"database": 1.0, "gateway": 0.0, "models": 1.0}
+        database_up[0] = False
+        assert (await ready())["database"] == 0.0
+        database_up[0] = True
+        async with http.get(url(server, "/readyz")) as resp:
+            assert resp.status == 503  # the gateway check still raises
+        assert (await ready())["database"] == 1.0
+    finally:
+        await server.close()
+
+
 async def test_nothing_else_is_served(http: aiohttp.ClientSession) -> None:
     server = await started()
     try:

@@ -57,6 +57,7 @@ NAMED_FAMILIES = {
     "framecast_jobs_delivered",
     "framecast_jobs_failed",
     "framecast_event_loop_lag_seconds",
+    "framecast_ready",
 }
 
 
@@ -64,6 +65,26 @@ def test_every_named_family_is_exposed() -> None:
     _, families, _ = scrape(Metrics())
     assert NAMED_FAMILIES <= families
     assert "process_resident_memory_bytes" in families or "process_cpu_seconds" in families
+
+
+def test_readiness_shows_each_check_as_1_or_0() -> None:
+    m = Metrics()
+    m.readiness("database", True)
+    m.readiness("models", False)
+    _, _, s = scrape(m)
+    assert value(s, "framecast_ready", check="database") == 1
+    assert value(s, "framecast_ready", check="models") == 0
+    m.readiness("models", True)
+    assert value(scrape(m)[2], "framecast_ready", check="models") == 1
+
+
+def test_reencode_series_exist_at_zero_before_the_first_re_encode() -> None:
+    # So the dashboard's rate() and histogram_quantile() see the first re-encode as an increase.
+    _, _, s = scrape(Metrics())
+    for kind in JobKind:
+        assert value(s, "framecast_reencode_seconds_count", kind=kind.value) == 0
+        for outcome in ReencodeOutcome:
+            assert value(s, "framecast_reencodes_total", kind=kind.value, outcome=outcome.value) == 0
 
 
 def test_service_requests_by_kind_and_status_and_429s_by_key() -> None:

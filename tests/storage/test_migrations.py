@@ -117,7 +117,7 @@ async def test_a_new_database_is_created_at_head_exactly_as_the_tables_say(empty
     store = await Store.open(empty)
     try:
         diff, current = await schema_difference(store)
-        assert current == HEAD == BASELINE
+        assert current == HEAD
         assert diff == []
         job = await store.add(
             NewJob(JobKind.VIDEO, G1, 2, U1, "en-US", {"p": 1}), member_limit=1, guild_cap=1
@@ -201,7 +201,8 @@ async def test_a_v4_sqlite_database_of_the_old_store_upgrades_in_place_with_ever
     assert sqlite_rows(path) == before
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(BASELINE,)]
+        # Adopted at the baseline, then upgraded along the chain.
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD,)]
         assert (
             conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_FENCE
         )  # the old code refuses it now
@@ -221,7 +222,7 @@ async def test_a_v4_postgres_database_of_the_old_store_upgrades_in_place_with_ev
         assert await pg_rows(dsn) == before
         conn = await asyncpg.connect(dsn)
         try:
-            assert await conn.fetchval("SELECT version_num FROM alembic_version") == BASELINE
+            assert await conn.fetchval("SELECT version_num FROM alembic_version") == HEAD
             assert await conn.fetchval("SELECT version FROM schema_version") == PG_FENCE
         finally:
             await conn.close()
@@ -230,6 +231,28 @@ async def test_a_v4_postgres_database_of_the_old_store_upgrades_in_place_with_ev
             await check_fixture_through_the_store(store)
         finally:
             await store.close()
+
+
+async def test_a_database_of_the_previous_release_gains_the_styles_table_and_keeps_its_rows(
+    empty: str,
+) -> None:
+    """A database at ``0001_baseline`` (the release before styles) is upgraded in place at start-up."""
+    store = await Store.open(empty)
+    job = await store.add(
+        NewJob(JobKind.VIDEO, G1, 2, U1, "en-US", {"prompt": "猫"}), member_limit=1, guild_cap=1
+    )
+    async with store._db.write() as conn:  # back to what the previous release left
+        await conn.exec_driver_sql("DROP TABLE guild_styles")
+        await conn.exec_driver_sql(f"UPDATE alembic_version SET version_num = '{BASELINE}'")
+    await store.close()
+    store = await Store.open(empty)
+    try:
+        diff, current = await schema_difference(store)
+        assert (current, diff) == (HEAD, [])
+        assert await store.get(job.id) == job
+        assert await store.styles.all() == {}
+    finally:
+        await store.close()
 
 
 async def test_a_database_of_a_newer_framecast_is_refused_with_one_line(empty: str) -> None:

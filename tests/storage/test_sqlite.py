@@ -49,7 +49,7 @@ from framecast.storage import (
     StoreError,
     dialects,
 )
-from framecast.storage.migrate import BASELINE
+from framecast.storage.migrate import HEAD
 from framecast.storage.schema import OPEN_SQL
 from framecast.storage.store import _ACTIVE, _CHECKS, _CLAIMABLE, _GET
 from tests.storage import _crash_child as crash_child
@@ -183,7 +183,7 @@ async def test_open_creates_directory_wal_full_and_schema(store: Store, db_path:
     assert store.path == db_path
     assert (await on_worker(store, "PRAGMA journal_mode"))[0][0] == "wal"
     assert (await on_worker(store, "PRAGMA synchronous"))[0][0] == 2  # FULL
-    assert (await on_worker(store, "SELECT version_num FROM alembic_version"))[0][0] == BASELINE
+    assert (await on_worker(store, "SELECT version_num FROM alembic_version"))[0][0] == HEAD
     # Past the old code's v4: an older Framecast refuses the file instead of using it.
     assert (await on_worker(store, "PRAGMA user_version"))[0][0] == dialects.SQLITE_FENCE == 5
 

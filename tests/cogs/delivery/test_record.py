@@ -63,3 +63,25 @@ def test_the_token_is_usable_until_the_margin_before_its_expiry() -> None:
     assert not record.token_usable(expires - 59, margin=60)
     assert record.token_usable(expires - 1, margin=60, spare=-60)  # reading lasts until the expiry
     assert not DiscordRecord.from_dict(OLD_ROW | {"token_dead": True}).token_usable(0, margin=60)
+
+
+def test_a_personal_jobs_context_and_dm_fallback_round_trip() -> None:
+    # A user install's job: where it was asked, its requester's DM, and whether it is parked.
+    row = OLD_ROW | {"context": "group_dm", "dm_channel_id": "888", "dm_refused": True, "parked": True}
+    record = DiscordRecord.from_dict(row)
+    assert record.personal and record.context == "group_dm" and record.dm_channel_id == 888
+    assert record.dm_refused and record.parked
+    assert DiscordRecord.from_dict(record.to_dict()) == record
+    # What the delivery learns is saved with its patches; a stale copy never rolls it back.
+    assert {
+        "dm_channel_id": 888,
+        "dm_refused": True,
+        "parked": True,
+    }.items() <= record.delivery_changes().items()
+    stale = DiscordRecord.from_dict(OLD_ROW | {"context": "group_dm"})
+    assert stale.merged(record).parked and stale.merged(record).dm_channel_id == 888
+    # A server's job stores no context (rows stay as they were) and is not personal.
+    assert (
+        not DiscordRecord.from_dict(OLD_ROW).personal
+        and "context" not in DiscordRecord.from_dict(OLD_ROW).to_dict()
+    )

@@ -61,12 +61,13 @@ class Owner:
     delivery_failures: list[Exception] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def deliver(self, slot: Slot, delivery: Delivery) -> None:
+    async def deliver(self, slot: Slot, delivery: Delivery) -> Delivered:
         if self.delivery_failures:
             raise self.delivery_failures.pop(0)
         assert isinstance(delivery.result, ResultFile)
         self.delivered.append(delivery.result.data)
         self.changed.set()
+        return Delivered()
 
     async def redraw(self, slot: Slot) -> None:
         if self.fail_next_draw:

@@ -1,0 +1,127 @@
+"""The servers' named prompt styles in the store's database (table ``guild_styles``).
+
+Reached through :attr:`framecast.storage.Store.styles`, on the store's own database. What a style
+may be is :mod:`framecast.guilds.styles`'s rule; what is checked here is what only the database can
+check for every process at once: the server's count and a name taken in another case, under the
+server's write lock, in the inserting transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from sqlalchemy import bindparam, delete, insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from framecast.guilds.styles import Style, StyleError, StyleKind, StyleProblem, style_key
+from framecast.storage import values
+from framecast.storage.dialects import Postgres, Sqlite
+from framecast.storage.schema import guild_styles, settings_log
+
+__all__ = ["STYLES_LOG_NAME", "GuildStyles"]
+
+log = logging.getLogger(__name__)
+
+#: The audit log's name for a change of a server's styles (who and when; never the template).
+STYLES_LOG_NAME = "styles"
+
+_COLUMNS = (
+    guild_styles.c.guild_id,
+    guild_styles.c.name,
+    guild_styles.c.template,
+    guild_styles.c.kind,
+    guild_styles.c.created_by,
+    guild_styles.c.created_at,
+)
+_ALL = select(*_COLUMNS).order_by(guild_styles.c.guild_id, guild_styles.c.created_at, guild_styles.c.name)
+_OF_GUILD = _ALL.where(guild_styles.c.guild_id == bindparam("guild_id"))
+
+
+class GuildStyles:
+    """Every server's styles on one database (build through :attr:`Store.styles`)."""
+
+    def __init__(self, db: Sqlite | Postgres, now: Callable[[], float]) -> None:
+        self._db = db
+        self._now = now
+
+    def __repr__(self) -> str:
+        return f"<GuildStyles {self._db.name}>"
+
+    async def all(self) -> dict[int, list[Style]]:
+        """Every server's styles, oldest first, by guild id (servers without any are left out)."""
+        found: dict[int, list[Style]] = {}
+        for row in await self._db.rows(_ALL):
+            found.setdefault(int(row[0]), []).append(_style(row))
+        return found
+
+    async def of_guild(self, guild_id: int) -> list[Style]:
+        """The server's styles, oldest first."""
+        return [_style(r) for r in await self._db.rows(_OF_GUILD, {"guild_id": values.discord_id(guild_id)})]
+
+    async def add(self, guild_id: int, style: Style, *, by: int, limit: int) -> Style:
+        """Store `style` for the server (stamped with `by` and now) and return it as stored.
+
+        In one transaction under the server's lock, against every process: :class:`StyleError`
+        NAME_TAKEN when the server has a style of the same name in any case, TOO_MANY when it has
+        `limit` styles already. Nothing is stored when it raises.
+        """
+        gid, who = values.discord_id(guild_id), values.discord_id(by)
+        now = values.check_float("clock time", self._now())
+        row = {
+            "guild_id": gid,
+            "name": values.check_text("style name", style.name),
+            "template": values.check_text("style template", style.template),
+            "kind": StyleKind(style.kind).value,
+            "created_by": who,
+            "created_at": now,
+        }
+        async with self._locked(gid) as conn:
+            names = [r[0] for r in await conn.execute(select(guild_styles.c.name).where(_guild(gid)))]
+            taken = next((name for name in names if style_key(name) == style.key), None)
+            if taken is not None:
+                raise StyleError(StyleProblem.NAME_TAKEN, name=taken)
+            if len(names) >= limit:
+                raise StyleError(StyleProblem.TOO_MANY, max=limit)
+            await conn.execute(insert(guild_styles).values(row))
+            await _log_change(conn, gid, who, now)
+        return _style(tuple(row.values()))
+
+    async def remove(self, guild_id: int, name: str, *, by: int) -> Style | None:
+        """Forget the server's style named `name` (in any case); the style removed, or None."""
+        gid, who = values.discord_id(guild_id), values.discord_id(by)
+        now = values.check_float("clock time", self._now())
+        key = style_key(name)
+        async with self._locked(gid) as conn:
+            rows = (await conn.execute(_OF_GUILD, {"guild_id": gid})).all()
+            found = next((_style(r) for r in rows if style_key(r[1]) == key), None)
+            if found is None:
+                return None
+            await conn.execute(delete(guild_styles).where(_guild(gid), guild_styles.c.name == found.name))
+            await _log_change(conn, gid, who, now)
+        return found
+
+    def _locked(self, guild_id: int) -> AbstractAsyncContextManager[AsyncConnection]:
+        # SQLite: BEGIN IMMEDIATE (the one writer), so the count, the names and the insert are one
+        # step. PostgreSQL: the server's advisory lock in the transaction, so two processes adding
+        # at once are taken one after the other (a row lock cannot cover a row not there yet).
+        if isinstance(self._db, Sqlite):
+            return self._db.write()
+        return self._db.locked(guild_id)
+
+
+def _guild(guild_id: int) -> Any:
+    return guild_styles.c.guild_id == guild_id
+
+
+async def _log_change(conn: AsyncConnection, guild_id: int, by: int, now: float) -> None:
+    # Who and when, like every settings change; /settings' own log reader skips names it does not know.
+    row = {"guild_id": guild_id, "user_id": by, "setting": STYLES_LOG_NAME, "at": now}
+    await conn.execute(insert(settings_log), [row])
+
+
+def _style(row: Any) -> Style:
+    _, name, template, kind, created_by, created_at = row
+    return Style(str(name), str(template), StyleKind(kind), int(created_by), float(created_at))

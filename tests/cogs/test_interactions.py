@@ -1,0 +1,62 @@
+"""Reading where an interaction comes from: a server's install, or a person's own (user installs)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Literal
+
+import discord
+import pytest
+from discord import app_commands
+
+from cogs.interactions import Where, requester, where
+
+DORA, GUILD = 1_200_000_000_000_000_001, 900_000_000_000_000_001
+
+
+def interaction(
+    *, guild_id: int | None, owners: dict[int, int], context: Literal[0, 1, 2], user_install: bool = True
+) -> Any:
+    """An interaction as discord.py reads Discord's payload (``authorizing_integration_owners``)."""
+    return SimpleNamespace(
+        guild_id=guild_id,
+        channel_id=77,
+        channel=None,
+        user=SimpleNamespace(id=DORA),
+        locale=discord.Locale.american_english,
+        context=app_commands.AppCommandContext._from_value([context]),
+        is_guild_integration=lambda: guild_id is not None and owners.get(0) == guild_id,
+        is_user_integration=lambda: owners.get(1) == DORA,
+        client=SimpleNamespace(settings=SimpleNamespace(user_install=user_install)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("guild_id", "owners", "context", "expected"),
+    [
+        (GUILD, {0: GUILD}, 0, Where.GUILD),  # a server that installed the app
+        (GUILD, {0: GUILD, 1: DORA}, 0, Where.GUILD),  # both installs: the server's rules
+        (GUILD, {1: DORA}, 0, Where.USER_GUILD),  # a server without the bot: only her install
+        (GUILD, {}, 0, Where.GUILD),  # a payload from before user installs
+        (None, {1: DORA}, 1, Where.DM),
+        (None, {1: DORA}, 2, Where.GROUP_DM),
+    ],
+)
+def test_where_an_interaction_comes_from(
+    guild_id: int | None, owners: dict[int, int], context: Literal[0, 1, 2], expected: Where
+) -> None:
+    assert where(interaction(guild_id=guild_id, owners=owners, context=context)) is expected
+
+
+@pytest.mark.parametrize("context", [1, 2])
+def test_outside_servers_a_person_asks_on_their_own_queue(context: Literal[1, 2]) -> None:
+    who = requester(interaction(guild_id=None, owners={1: DORA}, context=context))
+    assert who.personal and (who.guild_id, who.user_id, who.channel_id) == (DORA, DORA, 77)
+    # With user installs off nothing is asked outside servers.
+    with pytest.raises(app_commands.NoPrivateMessage):
+        requester(interaction(guild_id=None, owners={1: DORA}, context=context, user_install=False))
+
+
+def test_a_server_without_the_bot_is_a_personal_queue_too() -> None:
+    who = requester(interaction(guild_id=GUILD, owners={1: DORA}, context=0))
+    assert who.personal and who.guild_id == DORA
