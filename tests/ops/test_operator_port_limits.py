@@ -97,7 +97,9 @@ def test_healthz_answers_while_2000_idle_clients_are_connected(bot_like_process:
             assert time.monotonic() < deadline
         status, latency = _healthz(bot_like_process)
         assert status == 200
-        assert latency < 1.0, f"/healthz took {latency:.2f} s"
+        # Well under the idle clients' 5 s head timeout: it did not wait for them to be dropped. Not a
+        # speed test (a loaded CI machine once took 1.02 s); the figure is bench_ops_port.py's.
+        assert latency < 2.5, f"/healthz took {latency:.2f} s"
     finally:
         for client in idle:
             client.close()
