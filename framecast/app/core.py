@@ -292,9 +292,7 @@ class Core(Generic[R]):
                 styles=ServerStyles(style_book),
                 deletions=Deletions(members=members, jobs=store, remover=chat, clock=clock),
                 history=MemberHistory(store),
-                parked=ParkedResults(
-                    jobs=store, loader=runner.fitter, keys=accounts, image_max_pixels=s.image_max_pixels
-                ),
+                parked=ParkedResults(jobs=store, loader=runner.fitter, keys=accounts),
             )
             undo.push_async_callback(core.stop)
             await core._start()

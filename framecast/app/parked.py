@@ -21,7 +21,7 @@ import logging
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal, Protocol
+from typing import Protocol
 
 from framecast import media
 from framecast.app.chat import JobBookkeeping
@@ -52,8 +52,9 @@ class ResultLoader(Protocol):
         """One of the memory slots results are held in (the runner's bound covers these too)."""
         ...
 
-    async def load(self, job: Job, client: GenerationClient | None) -> bytes:
-        """The saved file, or a download of the service's link with `client` (DownloadError when not)."""
+    async def load_checked(self, job: Job, client: GenerationClient | None) -> tuple[bytes, media.MediaInfo]:
+        """The saved file, or a download of the service's link with `client`, checked from its
+        headers (a ServiceError when it cannot be loaded or is no such file)."""
         ...
 
     async def fit(
@@ -117,15 +118,12 @@ ParkedOutcome = ParkedFile | ParkedUnavailable
 class ParkedResults:
     """Fetching a parked result for its requester, and recording that they have it."""
 
-    def __init__(
-        self, *, jobs: JobBookkeeping, loader: ResultLoader, keys: JobKeys, image_max_pixels: int
-    ) -> None:
+    def __init__(self, *, jobs: JobBookkeeping, loader: ResultLoader, keys: JobKeys) -> None:
         """`jobs`: the stored jobs and their chat records; `loader`: the runner's result loader;
-        `keys`: which key downloads a job's result; `image_max_pixels`: the pixel limit of results."""
+        `keys`: which key downloads a job's result."""
         self._jobs = jobs
         self._loader = loader
         self._keys = keys
-        self._max_pixels = image_max_pixels
 
     def __repr__(self) -> str:
         return "<ParkedResults>"
@@ -145,12 +143,10 @@ class ParkedResults:
         account = None if job.result_local else self._keys.for_job(job)
         if not job.result_local and (job.result_url is None or account is None):
             return ParkedUnavailable(job_id, ParkedProblem.GONE)
-        expected: Literal["video", "image"] = "video" if job.kind is JobKind.VIDEO else "image"
         async with self._loader.held():
             try:
-                data = await self._loader.load(job, account.client if account is not None else None)
-                # Headers only, as the runner does: a link that now serves an error page is no file.
-                info = media.check_result(data, expected, self._max_pixels)
+                # As the runner loads it: a link that now serves an error page is no file.
+                data, info = await self._loader.load_checked(job, account.client if account else None)
             except ServiceError as exc:
                 log.info("job %s: its parked result could not be loaded (%s)", job_id, exc.code)
                 # A saved copy that cannot be read will not come back; a link may answer later.

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from framecast import media
 from framecast.jobs.model import Job, JobKind
@@ -101,6 +101,16 @@ class ResultFitter:
             max_bytes=self._settings.download_max_bytes,
             timeout=self._settings.download_timeout,
         )
+
+    async def load_checked(self, job: Job, client: GenerationClient | None) -> tuple[bytes, media.MediaInfo]:
+        """:meth:`load`, then the bytes checked from their headers alone (nothing decoded).
+
+        The wrong kind (an HTML error page) or a picture over the pixel limit (a decompression bomb)
+        raises here, so it is never uploaded, never linked.
+        """
+        data = await self.load(job, client)
+        expected: Literal["video", "image"] = "video" if job.kind is JobKind.VIDEO else "image"
+        return data, media.check_result(data, expected, self._settings.image_max_pixels)
 
     async def fit(
         self, kind: JobKind, data: bytes, info: media.MediaInfo, limit: int

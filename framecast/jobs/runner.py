@@ -30,10 +30,9 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from framecast import media
 from framecast.backoff import Backoff
 from framecast.clock import Clock
 from framecast.jobs import ACTIVE, InvalidTransition, Job, JobKind, JobState
@@ -420,11 +419,8 @@ class JobRunner:
 
     async def _deliver_held(self, job: Job, account: KeyAccount | None) -> Job:
         await check_held(self._leases, job.id)  # after the wait for a slot, before the download
-        data = await self.fitter.load(job, account.client if account is not None else None)
-        expected: Literal["video", "image"] = "video" if job.kind is JobKind.VIDEO else "image"
-        # Headers only, nothing decoded: the wrong kind (an HTML error page) or a picture over the
-        # pixel limit (a decompression bomb) fails the job here, never uploaded, never linked.
-        info = media.check_result(data, expected, self._settings.image_max_pixels)
+        # A result of the wrong kind or over the pixel limit fails the job here (headers only).
+        data, info = await self.fitter.load_checked(job, account.client if account is not None else None)
         limit = await self._reporter.upload_limit(job)
         notice: Note | None = None
         for _ in range(_UPLOAD_ATTEMPTS):
