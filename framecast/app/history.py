@@ -9,13 +9,12 @@ only where the viewer could read the channel they were asked in.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Protocol
 
 from framecast.app.members import Actor
-from framecast.app.queue_view import PromptHidden, QueueViewer
+from framecast.app.queue_view import PromptHidden, QueueViewer, without_prompt
 from framecast.jobs import Deletion, Job
 from framecast.storage import MemberJobs
 
@@ -138,7 +137,5 @@ def _row(job: Job, viewer: QueueViewer) -> HistoryRow:
     hidden = viewer.hides(job)
     deleted = job.deleted
     if hidden is not None:
-        # Not only unshown but absent, as in /queue: no renderer can leak what this viewer may not read.
-        params = {key: value for key, value in job.params.items() if key != "prompt"}
-        job = dataclasses.replace(job, params=params, discord={})
+        job = without_prompt(job)  # as in /queue (its styled prompt too)
     return HistoryRow(job, deleted, hidden)

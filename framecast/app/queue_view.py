@@ -27,6 +27,13 @@ RUNNING_STATES = (JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING)
 _PRIVATE_PARAMS = frozenset({"prompt", STYLED_PROMPT})
 
 
+def without_prompt(job: Job) -> Job:
+    """`job` as a viewer who may not read its prompt gets it: not only unshown but absent (the
+    member's words, also inside its style, and its chat record), so no renderer can leak them."""
+    params = {key: value for key, value in job.params.items() if key not in _PRIVATE_PARAMS}
+    return dataclasses.replace(job, params=params, discord={})
+
+
 class PromptHidden(StrEnum):
     """Why /queue does not show a job's prompt to the member who asks."""
 
@@ -135,7 +142,5 @@ def order_rows(
 def _row(job: Job, place: int | None, estimate: Estimate | None, viewer: QueueViewer) -> QueueRow:
     hidden = viewer.hides(job)
     if hidden is not None:
-        # Not only unshown but absent: no later renderer can leak what this viewer may not read.
-        params = {key: value for key, value in job.params.items() if key not in _PRIVATE_PARAMS}
-        job = dataclasses.replace(job, params=params, discord={})
+        job = without_prompt(job)
     return QueueRow(job, place, estimate, job.user_id == viewer.user_id, hidden)

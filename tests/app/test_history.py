@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -41,6 +41,7 @@ async def add(
     guild_id: int = GUILD,
     channel_id: int = OPEN_CHANNEL,
     prompt: str = "p",
+    style: Mapping[str, str] | None = None,
 ) -> int:
     job = NewJob(
         kind=JobKind.VIDEO,
@@ -48,7 +49,7 @@ async def add(
         channel_id=channel_id,
         user_id=user_id,
         locale="en-US",
-        params={"prompt": prompt, "model": "m"},
+        params={"prompt": prompt, "model": "m", **(style or {})},
         discord={"message_id": 9},
     )
     return (await store.add(job, member_limit=None, guild_cap=None)).id
@@ -105,6 +106,19 @@ async def test_anothers_prompts_follow_what_the_viewer_can_read(store: Store) ->
     # Absent, not only unshown: no prompt and no chat record (no link) in the row.
     assert "prompt" not in hidden.job.params and hidden.job.discord == {}
     assert "staff words" not in repr(page)
+
+
+async def test_a_hidden_styled_prompt_is_absent_inside_its_style_too(store: Store) -> None:
+    style = {"style": "Noir", "style_template": "noir: {prompt}", "styled_prompt": "noir: staff words"}
+    staff = await add(store, user_id=BOB, channel_id=STAFF_CHANNEL, prompt="staff words", style=style)
+    admin = Actor(ADMIN, GUILD, manages_guild=True)
+    viewer = QueueViewer(ADMIN, readable_channels=frozenset({OPEN_CHANNEL}))
+
+    page = await MemberHistory(store).show(admin, viewer, BOB)
+
+    (row,) = page.rows
+    assert row.job.id == staff and row.hidden is PromptHidden.CHANNEL_NOT_READABLE
+    assert "staff words" not in repr(row.job.params) and row.job.params["style"] == "Noir"
 
 
 async def test_own_prompts_are_always_shown_and_a_deleted_result_is_marked(store: Store) -> None:
