@@ -24,8 +24,14 @@ so the figures say which collections fell inside each burst.
 This process (the fakes) freezes its own heap before each burst, so its collections of the fake's
 25,000 guilds cannot delay the acknowledgements it measures.
 
-Run: ``python3 benchmarks/bench_gc.py [--guilds 25000] [--shards 10] [--commands 200] [--channels 5]``
-(under a minute per variant at 25,000 guilds on 2 vCPUs; ``--variants treated`` runs one).
+Whether one of CPython's own full collections falls inside a burst is chance (it depends on how
+many objects survived since the last one). ``--collect-in-burst`` removes the chance: as each
+burst begins, the parent signals the bot (not the gc-off one), whose handler runs ``gc.collect()``
+on the loop's thread, the same stall a collection falling due there would cause.
+
+Run: ``python3 benchmarks/bench_gc.py [--guilds 25000] [--shards 10] [--commands 200] [--channels 5]
+[--collect-in-burst]`` (under a minute per variant at 25,000 guilds on 2 vCPUs; ``--variants
+treated`` runs one).
 """
 
 from __future__ import annotations
@@ -88,6 +94,14 @@ def child(variant: str, gc_log: Path) -> int:
             collections.append((info["generation"], started["wall"], time.perf_counter() - started["t"]))
 
     gc.callbacks.append(on_gc)
+
+    def collect_now(signum: int, frame: Any) -> None:
+        # --collect-in-burst: a full collection falling due as the burst arrives, on purpose. A
+        # signal handler runs in the main thread between bytecodes, so it stops the loop just as a
+        # collection CPython's thresholds start would.
+        gc.collect()
+
+    signal.signal(signal.SIGUSR1, collect_now)
 
     def dump() -> None:
         gc.callbacks.remove(on_gc)
@@ -219,6 +233,8 @@ async def run_variant(
             gc.collect()
             gc.freeze()  # this process's own heap (the fake's guilds) out of its collector's way
             wall0 = time.time()
+            if args.collect_in_burst and variant != "gc-off":
+                proc.send_signal(signal.SIGUSR1)
             its = await asyncio.gather(
                 *[
                     fake.slash(g, ch, member, "video", {"prompt": f"gc bench {variant} {burst} {i}"})
@@ -373,6 +389,12 @@ def main() -> None:
     parser.add_argument("--bursts", type=int, default=4)
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--no-probe", action="store_true", help="skip the timed full collections")
+    parser.add_argument(
+        "--collect-in-burst",
+        action="store_true",
+        help="start a full collection in the bot as each burst begins (not in gc-off): the stall the "
+        "issue met, without waiting for CPython's thresholds to make one fall due inside a burst",
+    )
     parser.add_argument("--child", choices=(*VARIANTS, "probe"), help=argparse.SUPPRESS)
     parser.add_argument("--gc-log", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -37,6 +37,7 @@ from framecast.app import (
     JobState,
     MemberHistory,
     QueueViewer,
+    is_personal_queue,
 )
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def jump_url(row: HistoryRow) -> str | None:
     if message_id is None:
         return None
     # A personal queue's jobs (user installs) carry the person's own id: their messages are in DMs.
-    where = "@me" if job.guild_id == job.user_id else str(job.guild_id)
+    where = "@me" if is_personal_queue(job.guild_id, job.user_id) else str(job.guild_id)
     return f"https://discord.com/channels/{where}/{job.channel_id}/{message_id}"
 
 

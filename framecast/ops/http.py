@@ -98,6 +98,8 @@ class OpsServer:
         # may be dropped to make room), False once its request is being answered.
         self._connections: dict[asyncio.StreamWriter, bool] = {}
         self._monitor: asyncio.Task[None] | None = None
+        # The run of the readiness checks in flight: every request arriving meanwhile shares it.
+        self._checking: asyncio.Future[dict[str, CheckOutcome]] | None = None
         self._last_tick = time.monotonic()
         self._last_lag = 0.0
 
@@ -151,6 +153,10 @@ class OpsServer:
                 writer.transport.abort()
             self._connections.clear()
             await server.wait_closed()
+        if self._checking is not None:
+            checking, self._checking = self._checking, None
+            checking.cancel()
+            await asyncio.gather(checking, return_exceptions=True)
 
     # -- connections --------------------------------------------------------------------------------
     def _make_room(self) -> bool:
@@ -259,7 +265,18 @@ class OpsServer:
         return (200 if ready else 503), "application/json; charset=utf-8", body
 
     async def _run_checks(self) -> dict[str, CheckOutcome]:
-        """Every readiness check at once, each recorded in ``framecast_ready``."""
+        """Every readiness check at once, each recorded in ``framecast_ready``.
+
+        One run at a time: requests arriving while one is in flight get its outcome, so a flood of
+        ``/readyz`` or ``/metrics`` requests costs the database and the gateway one check per
+        check timeout at most, not one per request.
+        """
+        if self._checking is None or self._checking.done():
+            self._checking = asyncio.ensure_future(self._check_all())
+        # Shielded: one client hanging up (its handler cancelled) must not cancel the others' run.
+        return await asyncio.shield(self._checking)
+
+    async def _check_all(self) -> dict[str, CheckOutcome]:
         names = list(self._checks)
         outcomes = await asyncio.gather(*(self._run_check(name, self._checks[name]) for name in names))
         for name, outcome in zip(names, outcomes, strict=True):

@@ -309,7 +309,13 @@ class SharedPlanState:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            # Bounded: a cancellation swallowed inside the Redis client must not hold up shutdown
+            # (the loop below also ends at its next turn, since it checks `_closed`).
+            done, _ = await asyncio.wait({task}, timeout=_CALL_TIMEOUT)
+            if done:
+                await asyncio.gather(task, return_exceptions=True)  # its outcome, retrieved
+            else:
+                log.warning("the shared planning state's refresh did not stop when cancelled")
         try:
             async with asyncio.timeout(_CALL_TIMEOUT):
                 await self._redis.hdel(self.key, self.owner)
@@ -335,7 +341,7 @@ class SharedPlanState:
 
     # -- internals --------------------------------------------------------------------------------
     async def _run(self) -> None:
-        while True:
+        while not self._closed:
             await self.refresh()
             await self._clock.sleep(self.period)
 

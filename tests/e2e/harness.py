@@ -14,11 +14,13 @@ configuration (a 16-per-60-seconds budget becomes 16 per second), never by patch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,7 @@ class BotProcess:
             stdout=self._log_file,
             stderr=asyncio.subprocess.STDOUT,
         )
+        _STARTED.add(self)
 
     async def kill(self) -> None:
         """SIGKILL: no chance to clean up (a crash)."""
@@ -110,6 +113,28 @@ class BotProcess:
     def log_text(self) -> str:
         """Everything the bot printed so far."""
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+#: Every bot.py a test started (emptied after each test by :func:`no_bot_left_running`).
+_STARTED: set[BotProcess] = set()
+
+
+@pytest.fixture(autouse=True)
+def no_bot_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test, kill any bot.py it left running, and name the test in a warning.
+
+    An orphaned bot keeps its ports, database and CPU until the suite ends, and slows every test
+    after it; the warning says which test to fix.
+    """
+    yield
+    left = [bot for bot in _STARTED if bot.running and bot.proc is not None]
+    _STARTED.clear()
+    for bot in left:
+        assert bot.proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(bot.proc.pid, signal.SIGKILL)
+    if left:
+        warnings.warn(f"{request.node.nodeid} left {len(left)} bot.py running; killed", stacklevel=1)
 
 
 @dataclass
@@ -177,7 +202,9 @@ class World:
                     fut.cancel()
 
     async def restart_bot(self) -> None:
-        """Start the bot again on the same database (after a kill or a stop)."""
+        """Start the bot again on the same database (stopping it first, SIGTERM, if it still runs)."""
+        if self.bot is not None and self.bot.running:
+            await self.bot.terminate()
         await self.start_bot()
 
     async def video(self, prompt: str, *, member: Any = None, guild: int = 0, **options: Any) -> Any:

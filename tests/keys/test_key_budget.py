@@ -89,6 +89,8 @@ async def accounts(
         await opened.close()
         await session.close()
         await store.close()
+        await session.close()
+        await store.close()
 
 
 @pytest.fixture

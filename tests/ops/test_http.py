@@ -119,6 +119,44 @@ async def test_readyz_runs_sync_and_async_checks(http: aiohttp.ClientSession) ->
         await server.close()
 
 
+async def test_requests_arriving_while_the_checks_run_share_one_run_of_them(
+    http: aiohttp.ClientSession,
+) -> None:
+    # A flood of /readyz and /metrics costs the database one check at a time, not one per request.
+    server = await started()
+    runs = 0
+    release = asyncio.Event()
+
+    async def database() -> bool:
+        nonlocal runs
+        runs += 1
+        await release.wait()
+        return True
+
+    server.add_check("database", database)
+
+    async def ask(path: str) -> int:
+        async with http.get(url(server, path)) as resp:
+            await resp.read()
+            return resp.status
+
+    try:
+        asking = [asyncio.ensure_future(ask("/readyz" if n % 2 else "/metrics")) for n in range(40)]
+        async with asyncio.timeout(5):
+            while server.connections < 40 or runs < 1:  # noqa: ASYNC110 -- no event for it
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)  # every request's head read: each is now waiting on the checks
+        assert runs == 1
+        release.set()
+        assert await asyncio.gather(*asking) == [200] * 40
+        assert runs == 1
+        async with http.get(url(server, "/readyz")) as resp:  # a later request runs them again
+            assert resp.status == 200
+        assert runs == 2
+    finally:
+        await server.close()
+
+
 async def test_readyz_slow_and_raising_checks_fail_within_the_timeout(http: aiohttp.ClientSession) -> None:
     server = await started(check_timeout=0.3)
 
