@@ -9,18 +9,19 @@ task on the service (:mod:`framecast.planner.predict`):
   finished tasks of the same model and size, corrected by the ones still running (a batch's
   first to finish are its shortest: :mod:`framecast.planner.survival`). Such polls (and
   downloads) go first in the budget; polls that can only refresh progress come after creates.
-  Never more often than
-  ``GEN_POLL_INTERVAL``; never longer apart than ``GEN_POLL_MAX_INTERVAL``, so a wrong estimate
-  corrects itself. Until a kind of task has been seen to finish a few times, polls come every
-  interval, as a cautious bot would.
+  Never more often than ``GEN_POLL_INTERVAL``; never longer apart than ``GEN_POLL_MAX_INTERVAL``,
+  so a wrong estimate corrects itself. Until a kind of task has been seen to finish a few times,
+  polls come every interval, as a cautious bot would (after images' creates while the task is
+  younger than the prior duration of its kind: such a poll is sent to learn it).
 * **How many tasks run at once** (adaptive concurrency): the scheduler starts the next job only
   while the budget can sustain the requests the running tasks are expected to need within the
   next window plus one create, and the windows its own polls will fall in have room for them
-  (:mod:`framecast.planner.horizon`); one create at a time waits for the budget (so the queues, not
-  the budget, keep the order); a create the service failed, backing off before its next try, does
-  not count as that one (but two such stop admission: creates then fail altogether). An image
+  (:mod:`framecast.planner.horizon`); one video's create at a time waits for the budget (so the
+  queues, not the budget, keep the order); a create the service failed, backing off before its
+  next try, does not count as that one (two such stop admission: creates then fail). An image
   (a create and a download, spent at once) is admitted on its own rule and goes before waiting
-  videos when the key is short (see :meth:`Planner.may_start`).
+  videos, and before polls that cannot see a result yet, when the key is short
+  (see :meth:`Planner.may_start`).
   ``GEN_MAX_RUNNING`` is an optional ceiling. When the service
   pushes back on creates for the key's rate (429s on creates), the planner lowers its own
   ceiling to what runs now and raises it again by one per create that goes through. When it
@@ -72,8 +73,12 @@ _MIN_REQUESTS_PER_TASK = 3.0
 _IMAGE_REQUESTS = 2.0
 #: Videos waiting on the key at most for the batch's last creates (see Planner.may_start).
 _LAST_CREATES = 4
-#: How far the batch's last creates, and images, may borrow from the planned window (its share).
+#: How far the batch's last creates may borrow from the planned window (its share).
 _BORROW = 1.5
+#: How far images may push back the planned polls that cannot see a result yet (in windows).
+_IMAGES_PUSH = 2.0
+#: Images' creates that may wait for the budget at once (see Planner.may_start).
+_IMAGE_CREATES_AT_ONCE = 4
 #: Creates backing off after a failure that admission looks past (see Planner.may_start).
 _MAX_DEFERRED = 1
 #: The view without other processes (no shared state).
@@ -103,6 +108,7 @@ class _Task:
     polls: int = 0
     next_at: float = 0.0  # monotonic time of the next poll, as last planned
     likely_done: bool = False  # the next poll is expected to find it finished
+    learning: bool = False  # the planned poll is sent only to learn the task (see Planner._plan)
     seen_progress: float | None = None
 
 
@@ -209,9 +215,10 @@ class Planner:
 
         A video adds polls for minutes: it starts only while the running tasks' polls of the next
         window leave room for its create. An image costs its create and download, spent within
-        seconds and never again: images may borrow up to half a window from the planned polls
-        (which run a few of the key's slots later). The requests of images started within the
-        last window are counted against it too (they hold their slots that long). A video also
+        seconds and never again; its create goes before the polls that cannot see a result yet
+        (see :meth:`_plan`), so only the polls expected to see one, and their downloads, must leave
+        it room (issue 17); the others wait a window at most. The requests of images started
+        within the last window are counted against it too (they hold their slots). A video also
         leaves room for every image waiting on this key (two requests each): the short jobs go
         first when the key is short, so an image never waits behind videos that wait for the
         budget (issue 17); when both fit, the queue's order decides, unless an image has waited a
@@ -225,13 +232,16 @@ class Planner:
         window from the planned polls (no creates follow them to take that room later).
         """
         self._occupied = running  # for the estimated start of queued jobs
+        now = self._clock.monotonic()
         ceiling = self.ceiling()
         if ceiling is not None and running >= ceiling:
             return False
         deferred = len(self._deferred)
-        if running - deferred > len(self._tasks):
-            # A started job whose create has not gone through yet: one create waits for the budget
-            # at a time, so the queues (round-robin, cancellable) keep the order, not the budget.
+        creating = running - deferred - len(self._tasks)  # started jobs whose create has not gone through
+        if creating > 0 and (kind is JobKind.VIDEO or creating >= _IMAGE_CREATES_AT_ONCE):
+            # One video's create waits for the budget at a time, so the queues (round-robin,
+            # cancellable) keep the order, not the budget. A few images' creates wait together (served
+            # in the order they started): one by one, a slot freed meanwhile goes to a later poll.
             return False
         if deferred > _MAX_DEFERRED:
             # More than one create failing: the service likely refuses creates altogether; more
@@ -241,14 +251,20 @@ class Planner:
         # nothing on the key may still start one: whoever sees a task end first (its own, at once;
         # the others a refresh later) would otherwise always win, and shut other shards' guilds out.
         others = self._others().demand if running > 0 else 0.0
-        planned = self.demand() + others + self._images_spending()
+        spending = self._images_spending()
+        planned = self.demand() + others + spending
         if kind is JobKind.IMAGE:
-            # Images may borrow up to half a window (they push the window's later polls back by
-            # a few of the key's slots; issue 17: an image should not wait minutes for two requests).
-            if planned + _IMAGE_REQUESTS > _BORROW * self._budget.allowed:
+            # Its create goes before the polls that cannot see a result yet: only the polls that
+            # will see one (and their downloads) must fit beside it; a stream of images holds the
+            # others back a window at most (issue 17: not minutes of waiting for two requests).
+            if self._ahead_of_images() + others + spending + _IMAGE_REQUESTS > self._budget.allowed:
                 return False
-            self._images_started.append(self._clock.monotonic())
+            if planned + _IMAGE_REQUESTS > _IMAGES_PUSH * self._budget.allowed:
+                return False
+            self._images_started.append(now)
             return True
+        if any(t.learning and t.next_at <= now for t in self._tasks.values()):
+            return False  # a poll sent to learn a task is due: it yields to images only (see _plan)
         # The images waiting for this key go first (the short jobs): a video starts only while the
         # window also leaves room for every image waiting on its key.
         images, since = self._queues.waiting(JobKind.IMAGE, self._scope)
@@ -265,7 +281,6 @@ class Planner:
             return False
         # Over the horizon: the windows after this one that its polls will fall in must have room
         # for them too, or its completion waits for the budget behind the others due then (issue 17).
-        now = self._clock.monotonic()
         later = now + 1e-6  # this window was checked above (with the other processes' demand)
         peak = peak_with(
             self._profile(now), self._new_video_requests(now), window=self._budget.window, start=later
@@ -316,6 +331,14 @@ class Planner:
             else:
                 total += 1 + math.floor((horizon - max(now, task.next_at)) / interval)
         return total
+
+    def _ahead_of_images(self) -> float:
+        """Requests of the next window an image's create cannot go before: the polls expected to
+        see a result, and their downloads (the others come after creates: see :meth:`_plan`)."""
+        horizon = self._clock.monotonic() + self._budget.window
+        return sum(
+            2.0 for t in self._tasks.values() if t.likely_done and not t.learning and t.next_at <= horizon
+        )
 
     def recheck_in(self) -> float:
         """Clock seconds after which admission should be asked again even without a change."""
@@ -487,13 +510,20 @@ class Planner:
         latest = last_poll + s.poll_max_interval
         done_at = self._predicted_done(task)
         if done_at is None:
-            when, likely = earliest, True  # nothing learned yet: poll as often as allowed
+            # Nothing learned yet: poll as often as allowed (counted as likely done, the cautious
+            # count). Such a poll is sent to learn the task: until the task is as old as the prior
+            # says, it is unlikely to see a result, and an image should not wait for it (issue 17);
+            # a video's create still does (may_start), as before a poll that may see one.
+            when, likely = earliest, True
+            age = when - to_mono - task.started
+            learning = task.key is not None and age < self._model.quantile(task.key, 0.5)
         else:
             when = min(max(earliest, done_at + to_mono), max(earliest, latest))
-            likely = done_at + to_mono <= when + 1e-9
+            likely, learning = done_at + to_mono <= when + 1e-9, False
         task.next_at = when
         task.likely_done = likely
-        return when, Priority.HIGH if likely else Priority.PROGRESS
+        task.learning = learning
+        return when, Priority.HIGH if likely and not learning else Priority.PROGRESS
 
     def _predicted_done(self, task: _Task) -> float | None:
         """Wall time the task is expected to be done, or None when nothing is known yet."""
@@ -530,6 +560,7 @@ class Planner:
     def _observed(self, task: _Task, status: TaskStatus | None) -> None:
         self._forecast.polled(task.next_at, self._clock.monotonic(), likely_done=task.likely_done)
         task.polls += 1
+        task.learning = False  # answered; the next poll is planned afresh
         if status is not None and status.state == "completed":
             task.track.complete(self._clock.time())
         elif status is not None and status.state == "pending":
