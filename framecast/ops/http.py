@@ -267,9 +267,8 @@ class OpsServer:
     async def _run_checks(self) -> dict[str, CheckOutcome]:
         """Every readiness check at once, each recorded in ``framecast_ready``.
 
-        One run at a time: requests arriving while one is in flight get its outcome, so a flood of
-        ``/readyz`` or ``/metrics`` requests costs the database and the gateway one check per
-        check timeout at most, not one per request.
+        One run at a time: requests arriving while one is in flight get its outcome, so requests
+        at once cost the database and the gateway one check between them, not one each.
         """
         if self._checking is None or self._checking.done():
             self._checking = asyncio.ensure_future(self._check_all())

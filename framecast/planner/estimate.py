@@ -43,6 +43,7 @@ __all__ = [
     "expected_seen",
     "first_poll_at",
     "likeliest_close",
+    "mean_wait",
     "seen_chances",
 ]
 
@@ -150,7 +151,12 @@ def expected_seen(polls: Sequence[float], done_by: Callable[[float], float]) -> 
     What sums of waits need (a queue behind a cap waits for one task after another); a single
     figure shown to a member is :func:`likeliest_close`'s.
     """
-    return sum(at * chance for at, chance in zip(polls, seen_chances(polls, done_by), strict=True))
+    return mean_wait(polls, seen_chances(polls, done_by))
+
+
+def mean_wait(polls: Sequence[float], chances: Sequence[float]) -> float:
+    """The mean of the `polls` weighted by the chance of each (see :func:`seen_chances`)."""
+    return sum(at * chance for at, chance in zip(polls, chances, strict=True))
 
 
 def likeliest_close(
@@ -254,7 +260,7 @@ class Forecast:
         if outlook is None:
             return None
         polls, chances = outlook
-        return sum(at * chance for at, chance in zip(polls, chances, strict=True))
+        return mean_wait(polls, chances)
 
     def left(self, task: _Task, now: float) -> float | None:
         """Seconds "left" shown for `task`: until the poll that sees it done (None: nothing known).

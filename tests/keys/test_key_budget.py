@@ -89,8 +89,6 @@ async def accounts(
         await opened.close()
         await session.close()
         await store.close()
-        await session.close()
-        await store.close()
 
 
 @pytest.fixture
