@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from framecast.jobs import Job, JobKind, JobState
+from framecast.planner.ladder import LEARNED_AFTER, TOP_AFTER, ladder_quantile
 from framecast.planner.predict import DurationModel
 
 if TYPE_CHECKING:  # the planner imports this module: its types only for the checker
@@ -55,8 +56,6 @@ _IMAGE_REQUESTS = 2.0
 _MAX_POLLS_AHEAD = 64
 #: Weight of a poll's lateness in the smoothed lateness.
 _LATENESS_SMOOTHING = 0.2
-#: The quantile ladder of polls without progress (as the planner times them, see Planner._predicted_done).
-_LADDER_START, _LADDER_STEP, _LADDER_TOP = 0.5, 0.15, 0.95
 #: "left" aims within this share of the true wait (tighter than the goal's 25 %: polls come a few
 #: seconds off their plan, which eats into the margin).
 _WITHIN = 0.2
@@ -328,9 +327,6 @@ class Forecast:
         """
         p = self._p
         key = DurationModel.key_for_params(job.params)
-        # The planner's threshold (read here: the planner imports this module when it loads).
-        from framecast.planner.planner import LEARNED_AFTER
-
         if key is None or p._model.expected(key).count < LEARNED_AFTER:
             return None
         s = p._settings
@@ -353,18 +349,17 @@ class Forecast:
     ) -> list[float]:
         """The polls the planner will make of a task without progress, from the `first` one planned.
 
-        Each later one at the next quantile of the ladder (its rule, see Planner._predicted_done),
+        Each later one at the next quantile of the ladder (:mod:`framecast.planner.ladder`),
         an interval at the least after the one before and at most the longest gap; until the task
         is almost surely done.
         """
         s = self._p._settings
         polls = [first]
         for k in range(1, _MAX_POLLS_AHEAD):
-            q = _LADDER_START + _LADDER_STEP * (polled + k)
-            if q > _LADDER_TOP + _LADDER_STEP or done_by(polls[-1]) >= 0.99:
+            if polled + k > TOP_AFTER + 1 or done_by(polls[-1]) >= 0.99:
                 break
             at = polls[-1]
-            target = started + quantile(min(_LADDER_TOP, q))
+            target = started + quantile(ladder_quantile(polled + k))
             polls.append(min(max(at + s.poll_interval, target), at + s.poll_max_interval))
         return polls
 

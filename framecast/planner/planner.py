@@ -10,7 +10,8 @@ task on the service (:mod:`framecast.planner.predict`):
   first to finish are its shortest: :mod:`framecast.planner.survival`). Such polls (and
   downloads) go first in the budget; polls that can only refresh progress come after creates.
   Never more often than ``GEN_POLL_INTERVAL``; never longer apart than ``GEN_POLL_MAX_INTERVAL``,
-  so a wrong estimate corrects itself. Until a kind of task has been seen to finish a few times,
+  so a wrong estimate corrects itself. Without progress, polls climb a quantile ladder
+  (:mod:`framecast.planner.ladder`). Until a kind of task has been seen to finish a few times,
   polls come every interval, as a cautious bot would (after images' creates while the task is
   younger than the prior duration of its kind: such a poll is sent to learn it).
 * **How many tasks run at once** (adaptive concurrency): the scheduler starts the next job only
@@ -20,9 +21,8 @@ task on the service (:mod:`framecast.planner.predict`):
   queues, not the budget, keep the order); a create the service failed, backing off before its
   next try, does not count as that one (two such stop admission: creates then fail). An image
   (a create and a download, spent at once) is admitted on its own rule and goes before waiting
-  videos, and before polls that cannot see a result yet, when the key is short
-  (see :meth:`Planner.may_start`).
-  ``GEN_MAX_RUNNING`` is an optional ceiling. When the service
+  videos, and before polls that cannot see a result yet, when the key is short (see
+  :meth:`Planner.may_start`). ``GEN_MAX_RUNNING`` is an optional ceiling. When the service
   pushes back on creates for the key's rate (429s on creates), the planner lowers its own
   ceiling to what runs now and raises it again by one per create that goes through. When it
   refuses creates for the key's tasks at once (a concurrency cap: "too many tasks", or creates
@@ -54,6 +54,7 @@ from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import Budget, Priority
 from framecast.planner.estimate import Estimate, Forecast
 from framecast.planner.horizon import Requests, peak_with
+from framecast.planner.ladder import LEARNED_AFTER, ladder_quantile
 from framecast.planner.predict import DurationKey, DurationModel, ProgressTrack
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
 from framecast.planner.survival import Survival
@@ -61,12 +62,10 @@ from framecast.service import TaskStatus
 from framecast.service.refusals import RefusalKind
 from framecast.storage import Store
 
-__all__ = ["Planner", "PlannerSettings"]
+__all__ = ["LEARNED_AFTER", "Planner", "PlannerSettings"]
 
 log = logging.getLogger(__name__)
 
-#: Finished tasks of a kind before their learned durations are trusted to skip polls.
-LEARNED_AFTER = 3
 #: Requests a video costs at the least: create, the poll that sees it done, the download.
 _MIN_REQUESTS_PER_TASK = 3.0
 #: Requests an image costs: its create and the download of the result the create answered.
@@ -109,6 +108,7 @@ class _Task:
     next_at: float = 0.0  # monotonic time of the next poll, as last planned
     likely_done: bool = False  # the next poll is expected to find it finished
     learning: bool = False  # the planned poll is sent only to learn the task (see Planner._plan)
+    cold: bool = False  # polled every interval before anything was known of its end
     seen_progress: float | None = None
 
 
@@ -485,13 +485,16 @@ class Planner:
         if task is None or not completed:
             return
         # The track places the end between the last "pending" poll and the one that saw it done.
-        seconds = task.track.duration()
-        if seconds is None:
+        bounds = task.track.bounds()
+        if bounds is None:
             return  # no poll saw it complete (the runner reports completion only after one does)
-        self._requests_per_task += 0.1 * ((task.polls + 2) - self._requests_per_task)
-        if task.key is not None:
-            self._survival.finished(task.key, seconds)
-        row = self._model.learn(task.key, seconds, at=self._clock.time()) if task.key is not None else None
+        if not task.cold:  # a cold task's polls say nothing of what the queued jobs will cost
+            self._requests_per_task += 0.1 * ((task.polls + 2) - self._requests_per_task)
+        if task.key is None:
+            return
+        self._survival.finished(task.key, *bounds)
+        seconds = self._model.typical_within(task.key, *bounds)
+        row = self._model.learn(task.key, seconds, at=self._clock.time())
         if row is not None:
             try:
                 await self._store.save_duration(row)
@@ -515,6 +518,7 @@ class Planner:
             # says, it is unlikely to see a result, and an image should not wait for it (issue 17);
             # a video's create still does (may_start), as before a poll that may see one.
             when, likely = earliest, True
+            task.cold = True
             age = when - to_mono - task.started
             learning = task.key is not None and age < self._model.quantile(task.key, 0.5)
         else:
@@ -535,11 +539,8 @@ class Planner:
             return done + margin
         if not self._learned(task):
             return None
-        # Without progress: the first poll at the learned median, then each later one at the next
-        # quantile, so a long task costs a few polls more rather than many.
-        assert task.key is not None
-        q = min(0.95, 0.5 + 0.15 * task.polls)
-        return task.started + self._quantile(task.key, q)
+        assert task.key is not None  # without progress: up the ladder from the learned median
+        return task.started + self._quantile(task.key, ladder_quantile(task.polls))
 
     def _quantile(self, key: DurationKey, q: float) -> float:
         """The learned duration quantile, corrected by the tasks still running (see survival)."""

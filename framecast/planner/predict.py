@@ -167,25 +167,26 @@ class ProgressTrack:
             guess = last_p
         return max(min(last_p, _PROGRESS_CAP), min(guess, _PROGRESS_CAP))
 
-    def duration(self) -> float | None:
-        """How long the task took, for :meth:`DurationModel.learn`; ``None`` before :meth:`complete`.
+    def bounds(self) -> tuple[float, float] | None:
+        """How long the task took, ``(at least, at most)`` seconds; ``None`` before :meth:`complete`.
 
         The completing poll only bounds the true completion: it lies between the last pending poll
-        and that poll. With a rate, the predicted completion inside that gap; without, its middle
-        (learning the poll time itself would teach every duration half a poll interval too long).
+        (or the start) and that poll. With a rate, the predicted completion inside that gap is
+        taken as known (both figures equal); without, the gap itself is the answer (its middle
+        would teach a task seen done at its first poll that it took half that long:
+        :mod:`framecast.planner.survival`).
         """
         if self._completed_at is None:
             return None
         seen = self._completed_at
         before = self._pending_at if self._pending_at is not None else self._started_at
         before = min(max(before, self._started_at), seen)
-        done = (before + seen) / 2
         if self._rate is not None and self._rate >= _MIN_RATE:
             last_t, last_p = self._points[-1]
             predicted = last_t + (1.0 - last_p) / self._rate
             if math.isfinite(predicted):
-                done = min(max(predicted, before), seen)
-        return max(0.0, done - self._started_at)
+                before = seen = min(max(predicted, before), seen)
+        return max(0.0, before - self._started_at), max(0.0, seen - self._started_at)
 
     def _smooth(self, sample: float) -> float:
         assert self._rate is not None
@@ -348,6 +349,23 @@ class DurationModel:
             return 0.0
         mu, var, _ = self._estimate(key)
         return _NORMAL.cdf((math.log(seconds) - mu) / math.sqrt(var))
+
+    def typical_within(self, key: DurationKey, lower: float, upper: float) -> float:
+        """The likeliest single figure for a task known to have taken ``lower`` to ``upper`` seconds.
+
+        The model's median given that interval (what :meth:`learn` takes from a task whose polls
+        only bound its end); the nearer bound when the model gives the interval no chance at all.
+        """
+        if not upper > lower:
+            return upper
+        mu, var, _ = self._estimate(key)
+        sigma = math.sqrt(var)
+        low = self.cdf(key, lower)
+        high = self.cdf(key, upper)
+        if high - low < 1e-9:
+            return min(max(math.exp(mu), lower), upper)
+        middle = min(max((low + high) / 2, 1e-12), 1 - 1e-12)
+        return min(max(math.exp(mu + _NORMAL.inv_cdf(middle) * sigma), lower), upper)
 
     def learn(self, key: DurationKey, seconds: float, *, at: float) -> DurationRow | None:
         """Learn that a task with this key took ``seconds``; return the row to persist.

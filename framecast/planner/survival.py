@@ -5,50 +5,116 @@ finished. Early in a batch those are the short ones: of sixteen videos created t
 three to finish are the three shortest, so a median learned from finished tasks alone comes out far
 too low, and every poll timed by it comes too early (a wasted request, and another an interval
 later). The tasks still running say how long the others take at the least: a task seen pending at
-95 s takes longer than 95 s. :class:`Survival` keeps the recent finished durations of each kind and
-combines them with the running tasks' "still pending at this age" by the product-limit
-(Kaplan-Meier) estimate, which is free of that bias. Pure: no clock, no I/O.
+95 s takes longer than 95 s.
+
+A finished task's duration is seldom known exactly either. Without progress reports, the poll that
+sees a task done only says it ended after the last poll that found it pending and before this one:
+for a task seen done at its first poll, somewhere between its start and that poll. Learning the
+middle of that gap teaches a task seen done at 120 s that it took 60 s, though the same polls
+would have seen a 115 s task done just the same; timed by such figures, first polls come ever
+earlier and find fewer tasks done (issue 17).
+
+:class:`Survival` therefore keeps each recent finished task of a kind as the interval its polls
+pinned it to (a point when progress reports predicted its end) and combines them with the running
+tasks' "still pending at this age" by the nonparametric maximum-likelihood estimate for interval-
+and right-censored data (Turnbull's self-consistency algorithm). With exact durations it is the
+product-limit (Kaplan-Meier) estimate. Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
+from itertools import accumulate
 
-__all__ = ["Survival", "product_limit_quantile"]
+__all__ = ["Fit", "Survival", "fit_durations"]
 
 #: Finished durations kept per kind: recent enough to follow a service that changes speed.
 KEEP = 32
+# An exactly known duration t counts as the interval (t - w, t], w this or a billionth of t if
+# larger: wide enough to order ties (and to survive rounding), too narrow to matter.
+_EXACT = 1e-6
+# The self-consistency iteration stops when no interval's share moves by more than this ...
+_CONVERGED = 1e-7
+# ... or after this many rounds (a few dozen with the samples kept here; the bound keeps a
+# pathological sample from stalling the loop).
+_MAX_ROUNDS = 400
 
 
-def product_limit_quantile(finished: Iterable[float], pending: Iterable[float], q: float) -> float | None:
-    """The duration within which a fraction `q` of tasks finish (Kaplan-Meier), or None.
+class Fit:
+    """The estimated distribution of durations: shares of probability on disjoint intervals.
 
-    `finished`: durations of tasks that finished; `pending`: ages at which running tasks were last
-    seen unfinished (censored observations). None when the sample does not reach `q` (more than
-    ``1 - q`` of it is still running at its largest age: the quantile lies beyond what was seen).
+    Within an interval the share is spread evenly (nothing seen tells where inside it tasks end).
+    The last interval may reach to infinity: the share of tasks still running past every age seen.
     """
-    if not 0 < q < 1:
-        raise ValueError("q must be in (0, 1)")
-    # At a tie a finish counts before a censoring: a task seen pending at t was at risk at t.
-    events = sorted([(t, 0) for t in finished] + [(t, 1) for t in pending])
-    at_risk = len(events)
-    surviving = 1.0
-    i = 0
-    while i < len(events):
-        t = events[i][0]
-        ended = 0
-        j = i
-        while j < len(events) and events[j][0] == t:
-            ended += events[j][1] == 0
-            j += 1
-        if ended:
-            surviving *= 1.0 - ended / at_risk
-            if 1.0 - surviving >= q - 1e-12:
-                return t
-        at_risk -= j - i
-        i = j
-    return None
+
+    def __init__(self, intervals: Sequence[tuple[float, float]], shares: Sequence[float]) -> None:
+        self._intervals = list(intervals)
+        self._shares = list(shares)
+
+    def __repr__(self) -> str:
+        return f"<Fit intervals={len(self._intervals)}>"
+
+    def quantile(self, q: float) -> float | None:
+        """The duration within which a fraction `q` of tasks finish, or None beyond what was seen."""
+        if not 0 < q < 1:
+            raise ValueError("q must be in (0, 1)")
+        below = 0.0
+        for (start, end), share in zip(self._intervals, self._shares, strict=True):
+            if share > 0 and below + share >= q - 1e-9:
+                if math.isinf(end):
+                    return None
+                return start + (end - start) * min(1.0, max(0.0, (q - below) / share))
+            below += share
+        return None
+
+
+def fit_durations(finished: Iterable[tuple[float, float]], pending: Iterable[float]) -> Fit:
+    """Fit the distribution of durations to what was seen (see the module docstring).
+
+    `finished`: ``(lower, upper)`` for each finished task, its end known to lie in ``(lower, upper]``
+    (``lower == upper``: known exactly); `pending`: ages at which running tasks were last seen
+    unfinished (each took longer than that).
+    """
+    observed: list[tuple[float, float]] = []
+    for lower, upper in finished:
+        if math.isfinite(lower) and math.isfinite(upper) and upper > 0:
+            lower = max(0.0, min(lower, upper - max(_EXACT, upper * 1e-9)))
+            observed.append((lower, upper))
+    observed += [(max(0.0, age), math.inf) for age in pending if math.isfinite(age)]
+    # Turnbull's innermost intervals: a left end followed by a right end with no end between them.
+    # At a tie, a right end comes first: "done by t" and "pending at t" do not overlap.
+    ends = sorted([(lower, 1) for lower, _ in observed] + [(upper, 0) for _, upper in observed])
+    intervals = [
+        (a, b) for (a, a_left), (b, b_left) in zip(ends, ends[1:], strict=False) if a_left and not b_left
+    ]
+    starts = [a for a, _ in intervals]
+    stops = [b for _, b in intervals]
+    # Each observation covers a run of consecutive innermost intervals: [first, last).
+    runs = [(bisect_left(starts, lower), bisect_right(stops, upper)) for lower, upper in observed]
+    runs = [(first, last) for first, last in runs if first < last]
+    if not runs:
+        return Fit([], [])
+    shares = [1.0 / len(intervals)] * len(intervals)
+    weight = 1.0 / len(runs)
+    for _ in range(_MAX_ROUNDS):
+        # One self-consistency round: each observation spreads its weight over the intervals it
+        # covers in proportion to their current shares (prefix sums keep a round linear).
+        total = [0.0, *accumulate(shares)]
+        spread = [0.0] * (len(intervals) + 1)
+        for first, last in runs:
+            covered = total[last] - total[first]
+            if covered > 0:
+                spread[first] += weight / covered
+                spread[last] -= weight / covered
+        updated = [share * factor for share, factor in zip(shares, accumulate(spread), strict=False)]
+        moved = max(abs(new - old) for new, old in zip(updated, shares, strict=True))
+        shares = updated
+        if moved < _CONVERGED:
+            break
+    return Fit(intervals, shares)
 
 
 class Survival:
@@ -56,15 +122,20 @@ class Survival:
 
     def __init__(self, keep: int = KEEP) -> None:
         self._keep = keep
-        self._finished: dict[Hashable, deque[float]] = {}
+        self._finished: dict[Hashable, deque[tuple[float, float]]] = {}
+        # The last fit of each kind, with what it was fitted to: polls ask far more often than
+        # tasks are seen (every admission check reads every running task's next poll).
+        self._fits: dict[Hashable, tuple[tuple[float, ...], int, Fit]] = {}
+        self._revision = 0
 
     def __repr__(self) -> str:
         return f"<Survival kinds={len(self._finished)}>"
 
-    def finished(self, key: Hashable, seconds: float) -> None:
-        """A task of `key` finished after `seconds`."""
-        if seconds > 0:
-            self._finished.setdefault(key, deque(maxlen=self._keep)).append(seconds)
+    def finished(self, key: Hashable, lower: float, upper: float) -> None:
+        """A task of `key` finished after between `lower` and `upper` seconds (equal: exactly)."""
+        if upper > 0 and lower <= upper:
+            self._finished.setdefault(key, deque(maxlen=self._keep)).append((lower, upper))
+            self._revision += 1
 
     def count(self, key: Hashable) -> int:
         """Finished durations of `key` kept."""
@@ -76,7 +147,13 @@ class Survival:
         None when the sample does not reach `q`: then the quantile is beyond the largest age seen,
         which the caller uses as a floor for its own estimate.
         """
-        done = list(self._finished.get(key, ()))
-        ages = [a for a in pending if a > 0]
-        largest = max([*done, *ages], default=0.0)
-        return product_limit_quantile(done, ages, q), largest
+        done = self._finished.get(key, ())
+        ages = tuple(sorted(a for a in pending if a > 0))
+        largest = max([*(upper for _, upper in done), *ages], default=0.0)
+        cached = self._fits.get(key)
+        if cached is not None and cached[0] == ages and cached[1] == self._revision:
+            fit = cached[2]
+        else:
+            fit = fit_durations(done, ages)
+            self._fits[key] = (ages, self._revision, fit)
+        return fit.quantile(q), largest

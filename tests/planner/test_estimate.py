@@ -213,6 +213,36 @@ async def test_a_queue_behind_a_saturated_key_starts_at_the_keys_pace(rig: Rig) 
     assert starts == pytest.approx([per_job * (n + 1) for n in range(6)])
 
 
+async def test_the_first_tasks_polled_every_interval_do_not_slow_the_queues_pace(rig: Rig) -> None:
+    # Until a few videos have finished nothing is known of their end, so each is polled every
+    # interval: five polls for a 150 s video. The jobs queued behind them will cost what a task
+    # costs once durations are learned, which the first ones do not say.
+    async def run(polls_until_done: int) -> None:
+        job = await rig.job()
+        pacer = rig.planner.pacer(job)
+        last = None
+        for n in range(polls_until_done):
+            now = rig.clock.monotonic()
+            when, _ = pacer.next_poll(now, last)
+            await rig.clock.advance(max(0.0, when - now))
+            last = rig.clock.monotonic()
+            done = n == polls_until_done - 1
+            pacer.observed(
+                TaskStatus("completed", 1.0, "http://x/v.mp4") if done else TaskStatus("pending", None)
+            )
+        await rig.planner.finished(job, completed=True)
+
+    queued = await rig.job(running=False)
+    rig.queues.push(queued)
+    for _ in range(LEARNED_AFTER):
+        await run(5)
+    per_job = 3.5 * 60 / 16  # what a task costs until one is seen on learned durations
+    assert rig.planner.estimate(queued).starts_in == pytest.approx(per_job)
+    await run(1)  # polled at the learned median and seen done: three requests
+    after = rig.planner.estimate(queued).starts_in
+    assert after is not None and after < per_job
+
+
 async def test_videos_wait_for_the_images_waiting_on_the_key(rig: Rig) -> None:
     video = await rig.job(running=False)
     rig.queues.push(video)

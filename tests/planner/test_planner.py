@@ -298,6 +298,27 @@ async def test_the_first_poll_is_not_timed_by_the_shortest_tasks_alone(rig: Rig)
     assert when - now >= 90
 
 
+async def test_tasks_seen_done_at_their_first_poll_do_not_pull_the_next_first_poll_earlier(
+    rig: Rig,
+) -> None:
+    # Without progress a task seen done at its first poll ended somewhere before it. Learned as the
+    # middle of that gap, six such videos (first polled at the learned median, about 135 s) would
+    # say "about 70 s" and pull every later first poll ever earlier; known only to lie before the
+    # poll, they leave the median where the polls found it.
+    await teach(rig, 150.0)  # pending at 120 s, done at 150 s
+    for _ in range(6):
+        job = await rig.job()
+        pacer = rig.planner.pacer(job)
+        now = rig.clock.monotonic()
+        when, _ = pacer.next_poll(now, None)
+        assert when - now >= 120
+        await rig.clock.advance(when - now)
+        pacer.observed(TaskStatus("completed", 1.0, "http://x/v.mp4"))
+        await rig.planner.finished(job, completed=True)
+    key = DurationModel.key_for_params(VIDEO)
+    assert key is not None and rig.planner._model.quantile(key, 0.5) >= 100  # learned, not halved
+
+
 async def test_one_create_at_a_time_waits_for_the_budget(rig: Rig) -> None:
     assert rig.planner.may_start(0)
     assert not rig.planner.may_start(1)  # started, but its task is not known yet: create pending

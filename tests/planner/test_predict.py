@@ -150,21 +150,33 @@ def test_out_of_order_and_non_finite_observations_are_ignored() -> None:
     assert track.predicted_done() == done and track.last_progress == 0.20
 
 
-def test_duration_of_a_finished_task_lies_between_the_last_pending_poll_and_completion() -> None:
+def test_a_finished_task_is_bounded_by_the_last_pending_poll_and_completion() -> None:
     with_progress = linear_track(100.0, [30.0, 60.0, 90.0])
-    assert with_progress.duration() is None
+    assert with_progress.bounds() is None
     with_progress.complete(T0 + 120.0)
-    assert with_progress.duration() == pytest.approx(100.0)
+    assert with_progress.bounds() == pytest.approx((100.0, 100.0))  # the rate placed its end
 
     without = ProgressTrack(T0)
     without.observe(T0 + 30.0, None)
     without.observe(T0 + 60.0, None)
     without.complete(T0 + 90.0)
-    assert without.duration() == pytest.approx(75.0)  # the middle of the last gap
+    assert without.bounds() == pytest.approx((60.0, 90.0))  # somewhere in the last gap
 
     never_polled = ProgressTrack(T0)
     never_polled.complete(T0 + 40.0)
-    assert never_polled.duration() == pytest.approx(20.0)
+    assert never_polled.bounds() == pytest.approx((0.0, 40.0))
+
+
+def test_a_task_known_only_by_bounds_is_learned_as_the_model_expects_inside_them() -> None:
+    model = DurationModel(video_prior=120.0)
+    for _ in range(20):
+        model.learn(VIDEO, 120.0, at=T0)
+    # Seen done at its first poll, at 150 s: most such tasks took about the median, not 75 s.
+    assert 110.0 < model.typical_within(VIDEO, 0.0, 150.0) < 125.0
+    assert 80.0 < model.typical_within(VIDEO, 60.0, 90.0) <= 90.0  # nearer the likelier end
+    assert model.typical_within(VIDEO, 400.0, 430.0) == pytest.approx(400.0, abs=3.0)
+    assert model.typical_within(VIDEO, 80.0, 80.0) == 80.0
+    assert model.typical_within(VIDEO, 1e5, 2e5) == 1e5  # no chance at all: the nearer bound
 
 
 def test_after_a_restart_a_track_rebuilt_from_the_stored_progress_predicts_alike() -> None:
@@ -204,8 +216,8 @@ def test_no_observations_make_a_track_raise_or_claim_the_impossible(
             latest = max(latest, finish)
     done = track.predicted_done()
     assert done is None or (math.isfinite(done) and done >= latest)
-    duration = track.duration()
-    assert duration is None or (math.isfinite(duration) and duration >= 0)
+    bounds = track.bounds()
+    assert bounds is None or (math.isfinite(bounds[1]) and 0 <= bounds[0] <= bounds[1])
     for value in (track.progress_at(now) for now in probes):
         assert value is None or 0.0 <= value <= 1.0
         assert value != 1.0 or track.completed
