@@ -62,7 +62,7 @@ from framecast.service import TaskStatus
 from framecast.service.refusals import RefusalKind
 from framecast.storage import Store
 
-__all__ = ["LEARNED_AFTER", "Planner", "PlannerSettings"]
+__all__ = ["Planner", "PlannerSettings"]
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import RequestBudget
 from framecast.planner.estimate import DurationCdf, expected_seen, first_poll_at, likeliest_close
-from framecast.planner.planner import LEARNED_AFTER, Planner, PlannerSettings
+from framecast.planner.ladder import LEARNED_AFTER
+from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.predict import DurationModel
 from framecast.service import TaskStatus
 from framecast.storage import Store

@@ -14,7 +14,8 @@ import pytest
 from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import Priority, RequestBudget
-from framecast.planner.planner import LEARNED_AFTER, Planner, PlannerSettings
+from framecast.planner.ladder import LEARNED_AFTER
+from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.predict import DurationModel
 from framecast.service import TaskStatus
 from framecast.storage import Store
