@@ -27,20 +27,23 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from framecast.clock import Clock
 from framecast.jobs import Job, JobKind, JobState
-from framecast.planner.ladder import LEARNED_AFTER, TOP_AFTER, ladder_quantile
+from framecast.jobs.queues import GuildQueues
+from framecast.keys.budget import Budget
+from framecast.planner.costs import IMAGE_REQUESTS
+from framecast.planner.ladder import TOP_AFTER, ladder_quantile
+from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
-
-if TYPE_CHECKING:  # the planner imports this module: its types only for the checker
-    from framecast.planner.planner import Planner, _Task
 
 __all__ = [
     "DurationCdf",
     "Estimate",
     "Estimates",
     "Forecast",
+    "QueuePace",
     "expected_seen",
     "first_poll_at",
     "likeliest_close",
@@ -48,10 +51,6 @@ __all__ = [
     "seen_chances",
 ]
 
-#: Requests a task costs at the least (create, the poll that sees it done, the download).
-_MIN_REQUESTS_PER_TASK = 3.0
-#: Requests an image costs: its create and its download.
-_IMAGE_REQUESTS = 2.0
 #: Polls followed ahead when timing the one that sees a task done (a guard: the rule converges).
 _MAX_POLLS_AHEAD = 64
 #: Weight of a poll's lateness in the smoothed lateness.
@@ -76,6 +75,16 @@ class Estimate:
     remaining: float | None = None
     starts_in: float | None = None
     measured: bool = False
+
+
+@dataclass(frozen=True)
+class QueuePace:
+    """How fast a key's queue moves now, as its planner's admission sees it (for "starts in")."""
+
+    requests_per_task: float  # what a task costs on average, learned (at least a video's minimum)
+    processes: int  # processes spending the key's rate (this one included)
+    ceiling: int | None  # the most tasks at once (None: no fixed number)
+    occupied: int  # jobs occupying the service (running, or being created)
 
 
 class Estimates(Protocol):
@@ -205,14 +214,29 @@ def likeliest_close(
 
 
 class Forecast:
-    """The estimates of one key's planner (:meth:`Planner.estimate`), read from its own plan.
+    """The estimates of one key's planner (``Planner.estimate``), read from its own plan.
 
-    A part of the planner split out for size: it reads the planner's state (its tasks and their
-    planned polls, its learned durations, its queues, budget and ceiling) and changes none of it.
+    It reads the key's poll plan (its tasks, their planned polls, the learned durations), its
+    queues and budget, and the planner's pace (:class:`QueuePace`); it changes none of them.
     """
 
-    def __init__(self, planner: Planner) -> None:
-        self._p = planner
+    def __init__(
+        self,
+        plan: PollPlan,
+        *,
+        clock: Clock,
+        budget: Budget,
+        queues: GuildQueues,
+        scope: Callable[[int], bool] | None,
+        pace: Callable[[], QueuePace],
+    ) -> None:
+        """`scope(guild_id)`: whether a guild's jobs wait for this key (None: every guild's)."""
+        self._plan = plan
+        self._clock = clock
+        self._budget = budget
+        self._queues = queues
+        self._scope = scope
+        self._pace = pace
         # How late polls come after their planned time (they wait for the budget), smoothed: for
         # sums of waits (a queue behind a cap), not for "left" (see :meth:`left`).
         self._lateness = 0.0
@@ -224,32 +248,31 @@ class Forecast:
         such a poll, and it goes before the progress polls in the budget (they wait longer).
         """
         if likely_done and planned > 0 and math.isfinite(at - planned):
-            late = min(max(0.0, at - planned), self._p._settings.poll_max_interval)
+            late = min(max(0.0, at - planned), self._plan.max_interval)
             self._lateness += _LATENESS_SMOOTHING * (late - self._lateness)
 
     def __repr__(self) -> str:
-        return f"<Forecast of {self._p!r}>"
+        return f"<Forecast of {self._plan!r}>"
 
     def estimate(self, job: Job) -> Estimate:
         """The job's progress and timing as far as they are known (see :class:`Estimate`)."""
-        p = self._p
         if job.state is JobState.QUEUED:
             # Only jobs on this key wait for its budget: other keys' guilds start on their own.
-            ahead = p._queues.ahead(job.id, p._scope)
+            ahead = self._queues.ahead(job.id, self._scope)
             if ahead is None:
                 return Estimate()
             return Estimate(starts_in=self.starts_in(ahead, job))
-        task = p._tasks.get(job.id)
+        task = self._plan.get(job.id)
         if job.state is not JobState.RUNNING or task is None:
             return Estimate()
-        now = p._clock.time()
+        now = self._clock.time()
         progress = task.track.progress_at(now)
         remaining = self.left(task, now)
         measured = progress is not None and progress == task.seen_progress
         return Estimate(progress=progress, remaining=remaining, measured=measured)
 
     # -- running: when the bot will see the task done ------------------------------------------------
-    def seen_done(self, task: _Task, now: float) -> float | None:
+    def seen_done(self, task: PolledTask, now: float) -> float | None:
         """Wall time the planner's polls are expected to see `task` done (None: nothing known).
 
         The mean over the polls, as late as polls come on average: what a queue behind a cap adds
@@ -261,7 +284,7 @@ class Forecast:
         polls, chances = outlook
         return mean_wait(polls, chances)
 
-    def left(self, task: _Task, now: float) -> float | None:
+    def left(self, task: PolledTask, now: float) -> float | None:
         """Seconds "left" shown for `task`: until the poll that sees it done (None: nothing known).
 
         Of the waits the planned polls may make it, the one most likely to be close
@@ -275,28 +298,29 @@ class Forecast:
         if outlook is None:
             return None
         polls, chances = outlook
-        return likeliest_close([at - now for at in polls], chances, floor=self._p._settings.poll_interval)
+        return likeliest_close([at - now for at in polls], chances, floor=self._plan.interval)
 
-    def _outlook(self, task: _Task, now: float, *, late: float) -> tuple[list[float], list[float]] | None:
+    def _outlook(
+        self, task: PolledTask, now: float, *, late: float
+    ) -> tuple[list[float], list[float]] | None:
         """The polls that may see `task` done (wall times) and the chance of each (None: unknown).
 
         `late`: how late a planned poll is expected to come.
         """
-        p = self._p
-        s = p._settings
+        plan = self._plan
         next_poll = self._next_poll(task, now, late)
         if task.track.predicted_done() is not None:
             # Progress gives the end: the planner aims its poll just after it (its margin included).
-            target = p._predicted_done(task)
+            target = plan.predicted_done(task)
             assert target is not None
-            at = first_poll_at(target, next_poll, interval=s.poll_interval, max_interval=s.poll_max_interval)
+            at = first_poll_at(target, next_poll, interval=plan.interval, max_interval=plan.max_interval)
             return [at], [1.0]
-        if task.key is None or not p._learned(task):
+        if task.key is None or not plan.learned(task.key):
             return None
         key = task.key
 
         def quantile(q: float) -> float:
-            return p._quantile(key, q)
+            return plan.quantile(key, q)
 
         cdf = DurationCdf(quantile)
         # The last poll found it still running: only the durations beyond that age are left.
@@ -309,14 +333,13 @@ class Forecast:
         polls = self._ladder(next_poll, task.started, task.polls, quantile, done_by)
         return polls, seen_chances(polls, done_by)
 
-    def _next_poll(self, task: _Task, now: float, late: float) -> float:
+    def _next_poll(self, task: PolledTask, now: float, late: float) -> float:
         """Wall time of the task's next poll as planned, `late` seconds late (now, when one is due)."""
-        p = self._p
         if task.next_at > 0:
             # As late as polls have come lately: a due poll waits for its turn in the budget.
-            at = task.next_at + late + (p._clock.time() - p._clock.monotonic())
+            at = task.next_at + late + (self._clock.time() - self._clock.monotonic())
         else:  # not planned yet: the first poll comes an interval after the create
-            at = task.seen_at + p._settings.poll_interval
+            at = task.seen_at + self._plan.interval
         return max(at, now)
 
     def typical_seen(self, job: Job) -> float | None:
@@ -325,17 +348,16 @@ class Forecast:
         A task of the job's kind just created: polls on the quantile ladder from the learned median
         (never sooner than an interval), the mean of when one sees it done, as late as polls come.
         """
-        p = self._p
+        plan = self._plan
         key = DurationModel.key_for_params(job.params)
-        if key is None or p._model.expected(key).count < LEARNED_AFTER:
+        if key is None or not plan.learned(key):
             return None
-        s = p._settings
 
         def quantile(q: float) -> float:
-            return p._quantile(key, q)
+            return plan.quantile(key, q)
 
         cdf = DurationCdf(quantile)
-        polls = self._ladder(max(s.poll_interval, quantile(0.5)), 0.0, 0, quantile, cdf)
+        polls = self._ladder(max(plan.interval, quantile(0.5)), 0.0, 0, quantile, cdf)
         # Its polls come as late as polls have lately.
         return expected_seen(polls, cdf) + self._lateness
 
@@ -353,14 +375,14 @@ class Forecast:
         an interval at the least after the one before and at most the longest gap; until the task
         is almost surely done.
         """
-        s = self._p._settings
+        plan = self._plan
         polls = [first]
         for k in range(1, _MAX_POLLS_AHEAD):
             if polled + k > TOP_AFTER + 1 or done_by(polls[-1]) >= 0.99:
                 break
             at = polls[-1]
             target = started + quantile(ladder_quantile(polled + k))
-            polls.append(min(max(at + s.poll_interval, target), at + s.poll_max_interval))
+            polls.append(min(max(at + plan.interval, target), at + plan.max_interval))
         return polls
 
     # -- queued: when the job starts ------------------------------------------------------------------
@@ -371,28 +393,27 @@ class Forecast:
         a video also waits for the images waiting on the key (they go first). A ceiling on tasks at
         once can hold the queue back further: then the job starts when a slot frees for it.
         """
-        p = self._p
-        per_second = p._budget.allowed / p._budget.window
+        pace = self._pace()
         # The key's rate is spent by every process with tasks on it: ours is an even part.
-        per_second /= 1 + p._others().active
-        requests = (ahead + 1) * max(_MIN_REQUESTS_PER_TASK, p._requests_per_task)
+        per_second = self._budget.allowed / self._budget.window / pace.processes
+        requests = (ahead + 1) * pace.requests_per_task
         if job.kind is JobKind.VIDEO:
-            images, _ = p._queues.waiting(JobKind.IMAGE, p._scope)
-            requests += _IMAGE_REQUESTS * images
+            images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
+            requests += IMAGE_REQUESTS * images
         by_rate = requests / per_second
-        ceiling = p.ceiling()
-        occupied = max(len(p._tasks), p._occupied)
+        ceiling, occupied = pace.ceiling, pace.occupied
         if ceiling is None or ahead + 1 <= ceiling - occupied:
             return by_rate
-        now = p._clock.time()
+        now = self._clock.time()
+        running = list(self._plan)
         duration = self.typical_seen(job)
         # When each slot frees: free now, when a running task is seen done, or unknown (inf); a
         # job being created holds its slot for a whole typical duration.
         frees = [0.0] * max(0, ceiling - occupied)
-        for task in p._tasks.values():
+        for task in running:
             seen = self.seen_done(task, now)
             frees.append(math.inf if seen is None else max(0.0, seen - now))
-        frees += [math.inf if duration is None else duration] * max(0, occupied - len(p._tasks))
+        frees += [math.inf if duration is None else duration] * max(0, occupied - len(running))
         heapq.heapify(frees)
         for _ in range(ahead):
             at = heapq.heappop(frees)

@@ -103,7 +103,7 @@ async def test_images_go_before_polls_sent_only_to_learn_the_videos(rig: Rig) ->
     running = await rig.fill_with_videos()
     # Every video's next poll is one sent to learn it (nothing learned, younger than the prior):
     # it goes after creates in the budget, so images may take the window's room before them...
-    assert all(t.learning for t in rig.planner._tasks.values())
+    assert all(t.learning for t in rig.planner.polls)
     started = 0
     while rig.planner.may_start(running, JobKind.IMAGE) and started < 100:
         started += 1
@@ -112,21 +112,21 @@ async def test_images_go_before_polls_sent_only_to_learn_the_videos(rig: Rig) ->
 
 async def test_a_video_create_waits_while_a_poll_sent_to_learn_a_video_is_due(rig: Rig) -> None:
     running = await rig.fill_with_videos()
-    rig.planner.forget(next(iter(rig.planner._tasks)))
+    rig.planner.forget(next(iter(rig.planner.polls)).job_id)
     running -= 1
     assert rig.planner.may_start(running, JobKind.VIDEO)
     await rig.clock.advance(INTERVAL)
     # The polls are due and wait for the budget at the priority of polls that refresh progress:
     # a create would go before them there, so no video starts until they have gone (only images do).
     assert not rig.planner.may_start(running, JobKind.VIDEO)
-    for task in rig.planner._tasks.values():
+    for task in rig.planner.polls:
         task.learning = False  # answered
     assert rig.planner.may_start(running, JobKind.VIDEO)
 
 
 async def test_polls_that_will_see_a_result_keep_their_room_from_images(rig: Rig) -> None:
     running = await rig.fill_with_videos()
-    for task in rig.planner._tasks.values():
+    for task in rig.planner.polls:
         task.learning = False  # as if each poll were expected to find its video done
     started = 0
     while rig.planner.may_start(running, JobKind.IMAGE) and started < 100:
@@ -137,7 +137,7 @@ async def test_polls_that_will_see_a_result_keep_their_room_from_images(rig: Rig
 async def test_a_waiting_image_goes_before_a_video_that_would_just_fit(rig: Rig) -> None:
     running = await rig.fill_with_videos()
     # Make room for exactly one more video (one task's planned polls gone).
-    rig.planner.forget(next(iter(rig.planner._tasks)))
+    rig.planner.forget(next(iter(rig.planner.polls)).job_id)
     running -= 1
     assert rig.planner.may_start(running, JobKind.VIDEO)
     rig.queues.push(await rig.job(JobKind.IMAGE))
@@ -147,7 +147,7 @@ async def test_a_waiting_image_goes_before_a_video_that_would_just_fit(rig: Rig)
 
 async def test_an_image_waiting_on_another_key_does_not_hold_videos_back(rig: Rig) -> None:
     running = await rig.fill_with_videos()
-    rig.planner.forget(next(iter(rig.planner._tasks)))
+    rig.planner.forget(next(iter(rig.planner.polls)).job_id)
     rig.queues.push(await rig.job(JobKind.IMAGE, guild=9))  # guild 9 runs on another key
     assert rig.planner.may_start(running - 1, JobKind.VIDEO)
 
@@ -161,13 +161,13 @@ async def test_a_few_image_creates_may_wait_together_but_one_video_create(rig: R
 
 async def test_an_image_that_waited_a_whole_window_goes_before_any_video(rig: Rig) -> None:
     running = await rig.fill_with_videos()
-    rig.planner.forget(next(iter(rig.planner._tasks)))
-    rig.planner.forget(next(iter(rig.planner._tasks)))
+    rig.planner.forget(next(iter(rig.planner.polls)).job_id)
+    rig.planner.forget(next(iter(rig.planner.polls)).job_id)
     running -= 2
     rig.queues.push(await rig.job(JobKind.IMAGE))
     assert rig.planner.may_start(running, JobKind.VIDEO)  # room for the video and the image: order decides
     await rig.clock.advance(rig.budget.window)
-    for task in rig.planner._tasks.values():
+    for task in rig.planner.polls:
         task.learning = False  # the videos' due polls went and were answered meanwhile
     # The image still waits (its guild's turn has not come): no video is admitted before it starts.
     image = rig.queues.queued(1)[0]

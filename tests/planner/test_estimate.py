@@ -280,7 +280,7 @@ async def test_behind_a_cap_the_queue_starts_as_tasks_are_seen_done(rig: Rig) ->
     key = DurationModel.key_for_params(VIDEO)
     assert key is not None
     # The mean of when a new task is seen done: its first poll at the median, later ones after it.
-    assert typical is not None and typical >= planner._quantile(key, 0.5)
+    assert typical is not None and typical >= planner.polls.quantile(key, 0.5)
     assert second == pytest.approx(first + typical)
 
 

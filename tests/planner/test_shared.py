@@ -173,7 +173,7 @@ async def test_the_others_demand_closes_admission(proc: ProcFactory) -> None:
     assert not b.planner.may_start(1)  # 3 + 15 + 1 > 16
     assert not a.planner.may_start(5)
     # A's tasks end: once it publishes that, B admits again.
-    for job_id in list(a.planner._tasks):
+    for job_id in [t.job_id for t in a.planner.polls]:
         a.planner.forget(job_id)
     await refresh(a, b)
     assert b.shared.view.demand == 0 and b.planner.may_start(1)

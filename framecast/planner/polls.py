@@ -1,0 +1,243 @@
+"""One key's tasks on the service and when each is polled: the planner's poll plan.
+
+A task is polled when it is likely to have finished: from the slope of its reported progress, or
+else from the durations learned from finished tasks of the same model and size, corrected by the
+ones still running (a batch's first to finish are its shortest: :mod:`framecast.planner.survival`).
+Such polls (and downloads) go first in the budget; polls that can only refresh progress come after
+creates. Never more often than ``GEN_POLL_INTERVAL``; never longer apart than
+``GEN_POLL_MAX_INTERVAL``, so a wrong estimate corrects itself. Without progress, polls climb a
+quantile ladder (:mod:`framecast.planner.ladder`). Until a kind of task has been seen to finish a
+few times, polls come every interval, as a cautious bot would (after images' creates while the task
+is younger than the prior duration of its kind: such a poll is sent to learn it).
+
+The plan also says what the running tasks will ask of the budget (:meth:`PollPlan.demand`, over
+the horizon :meth:`PollPlan.profile`), which admission (:mod:`framecast.planner.planner`) weighs,
+and what the forecast (:mod:`framecast.planner.estimate`) reads to tell members when a task will be
+seen done. It decides nothing about which job starts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from framecast.clock import Clock
+from framecast.jobs import Job
+from framecast.keys.budget import Priority
+from framecast.planner.horizon import Requests
+from framecast.planner.ladder import LEARNED_AFTER, ladder_quantile
+from framecast.planner.predict import DurationKey, DurationModel, DurationRow, ProgressTrack
+from framecast.planner.survival import Survival
+from framecast.service import TaskStatus
+
+__all__ = ["PollPlan", "PolledTask"]
+
+
+@dataclass
+class PolledTask:
+    """What the planner knows of one task on the service."""
+
+    job_id: int
+    key: DurationKey | None  # None: parameters the model cannot bucket (never predicted)
+    started: float  # wall clock (the job's started_at)
+    track: ProgressTrack
+    # Wall time of the last known contact with the task before this planner saw it: its creation,
+    # or for a job restored after a restart its last recorded poll (the job's updated_at).
+    seen_at: float = 0.0
+    polls: int = 0
+    next_at: float = 0.0  # monotonic time of the next poll, as last planned
+    likely_done: bool = False  # the next poll is expected to find it finished
+    learning: bool = False  # the planned poll is sent only to learn the task (see PollPlan.plan)
+    cold: bool = False  # polled every interval before anything was known of its end
+    seen_progress: float | None = None
+
+
+class PollPlan:
+    """The running tasks of one key and their planned polls (see the module docstring)."""
+
+    def __init__(self, *, clock: Clock, model: DurationModel, interval: float, max_interval: float) -> None:
+        """`interval`: never poll a task more often; `max_interval`: never leave one unpolled longer."""
+        self._clock = clock
+        self._model = model
+        self.interval = interval
+        self.max_interval = max_interval
+        self._survival = Survival()  # recent durations, corrected for the tasks still running
+        self._tasks: dict[int, PolledTask] = {}
+        self.video_key: DurationKey | None = None  # the kind of video last started
+
+    def __repr__(self) -> str:
+        return f"<PollPlan tasks={len(self._tasks)}>"
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __iter__(self) -> Iterator[PolledTask]:
+        return iter(list(self._tasks.values()))
+
+    def get(self, job_id: int) -> PolledTask | None:
+        """The task of the job, if it runs on the service."""
+        return self._tasks.get(job_id)
+
+    @property
+    def model(self) -> DurationModel:
+        """The durations learned from finished tasks (persisted)."""
+        return self._model
+
+    # -- the tasks ------------------------------------------------------------------------------------
+    def add(self, job: Job, *, video: bool) -> PolledTask:
+        """Register the task of `job` (a restored job keeps its times and last progress)."""
+        now_wall = self._clock.time()
+        started = job.started_at if job.started_at is not None else now_wall
+        # The runner records every poll on the job (updated_at), so a restarted bot knows when
+        # the task was last asked about and keeps the next poll a whole interval from it.
+        # Never later than now: a clock that went back must not postpone the poll for ever.
+        seen_at = min(max(started, job.updated_at), max(started, now_wall))
+        task = PolledTask(
+            job_id=job.id,
+            key=DurationModel.key_for_params(job.params),
+            started=started,
+            track=ProgressTrack(started),
+            seen_at=seen_at,
+        )
+        if job.progress is not None:
+            # Restored after a restart: the last progress was saved with the job.
+            task.track.observe(job.updated_at, job.progress)
+            task.seen_progress = job.progress
+        self._tasks[job.id] = task
+        if video:
+            self.video_key = task.key
+        return task
+
+    def pop(self, job_id: int) -> PolledTask | None:
+        """Stop planning the job's task; the task, if there was one."""
+        return self._tasks.pop(job_id, None)
+
+    def learn(self, task: PolledTask) -> DurationRow | None:
+        """A completed task teaches the durations; the model's row to persist, if it changed.
+
+        The track places the end between the last "pending" poll and the one that saw it done.
+        """
+        bounds = task.track.bounds()
+        if bounds is None or task.key is None:
+            return None  # no poll saw it complete, or parameters the model cannot bucket
+        self._survival.finished(task.key, *bounds)
+        seconds = self._model.typical_within(task.key, *bounds)
+        return self._model.learn(task.key, seconds, at=self._clock.time())
+
+    # -- when each task is polled -------------------------------------------------------------------
+    def plan(self, task: PolledTask, now: float, last_poll: float | None) -> tuple[float, int]:
+        """When to poll `task` next (monotonic) and at which budget priority."""
+        now_wall = self._clock.time()
+        to_mono = now - now_wall  # monotonic = wall + to_mono
+        if last_poll is None:
+            # The first poll: one interval after the create, or after the last poll recorded
+            # before a restart (kept across it: a restart never makes a poll come sooner).
+            last_poll = task.seen_at + to_mono
+        earliest = last_poll + self.interval
+        latest = last_poll + self.max_interval
+        done_at = self.predicted_done(task)
+        if done_at is None:
+            # Nothing learned yet: poll as often as allowed (counted as likely done, the cautious
+            # count). Such a poll is sent to learn the task: until the task is as old as the prior
+            # says, it is unlikely to see a result, and an image should not wait for it (issue 17);
+            # a video's create still does (Planner.may_start), as before a poll that may see one.
+            when, likely = earliest, True
+            task.cold = True
+            age = when - to_mono - task.started
+            learning = task.key is not None and age < self._model.quantile(task.key, 0.5)
+        else:
+            when = min(max(earliest, done_at + to_mono), max(earliest, latest))
+            likely, learning = done_at + to_mono <= when + 1e-9, False
+        task.next_at = when
+        task.likely_done = likely
+        task.learning = learning
+        return when, Priority.HIGH if likely and not learning else Priority.PROGRESS
+
+    def observed(self, task: PolledTask, status: TaskStatus | None) -> None:
+        """Learn from a poll's answer (None: the poll failed)."""
+        task.polls += 1
+        task.learning = False  # answered; the next poll is planned afresh
+        if status is not None and status.state == "completed":
+            task.track.complete(self._clock.time())
+        elif status is not None and status.state == "pending":
+            task.track.observe(self._clock.time(), status.progress)
+            if status.progress is not None:
+                task.seen_progress = status.progress
+
+    def predicted_done(self, task: PolledTask) -> float | None:
+        """Wall time the task is expected to be done, or None when nothing is known yet."""
+        done = task.track.predicted_done()
+        if done is not None:
+            # Aim a little after the predicted end, so the poll finds it done: missing it by a
+            # hair costs a whole interval. Reports in whole percents blur the end by ~1 %.
+            margin = max(0.1 * self.interval, 0.02 * (done - task.started))
+            return done + margin
+        if not self.learned(task.key):
+            return None
+        assert task.key is not None  # without progress: up the ladder from the learned median
+        return task.started + self.quantile(task.key, ladder_quantile(task.polls))
+
+    def quantile(self, key: DurationKey, q: float) -> float:
+        """The learned duration quantile, corrected by the tasks still running (see survival)."""
+        learned = self._model.quantile(key, q)
+        if self._survival.count(key) < LEARNED_AFTER:
+            return learned  # after a restart: the persisted model until this process saw more
+        pending = [
+            t.track.last_at - t.started
+            for t in self._tasks.values()
+            if t.key == key and t.track.last_at is not None and not t.track.completed
+        ]
+        value, largest = self._survival.quantile(key, q, pending)
+        return value if value is not None else max(learned, largest)
+
+    def learned(self, key: DurationKey | None) -> bool:
+        """Whether enough tasks of this kind finished to time polls by their durations."""
+        return key is not None and self._model.expected(key).count >= LEARNED_AFTER
+
+    def learning_due(self, now: float) -> bool:
+        """Whether a poll sent only to learn a task is due (it yields to images only)."""
+        return any(t.learning and t.next_at <= now for t in self._tasks.values())
+
+    # -- what the running tasks ask of the budget ------------------------------------------------------
+    def demand(self, now: float, window: float) -> float:
+        """Requests the running tasks are expected to need within the window from `now`."""
+        horizon = now + window
+        total = 0.0
+        for task in self._tasks.values():
+            if task.next_at > horizon:
+                continue
+            if task.likely_done:
+                total += 2  # the poll that sees it done, then the download
+            else:
+                total += 1 + math.floor((horizon - max(now, task.next_at)) / self.interval)
+        return total
+
+    def ahead_of_images(self, now: float, window: float) -> float:
+        """Requests of the window from `now` an image's create cannot go before: the polls expected
+        to see a result, and their downloads (the others come after creates: see :meth:`plan`)."""
+        horizon = now + window
+        return sum(
+            2.0 for t in self._tasks.values() if t.likely_done and not t.learning and t.next_at <= horizon
+        )
+
+    def profile(self, now: float) -> list[Requests]:
+        """The running tasks' expected requests over the horizon, at monotonic times."""
+        to_mono = now - self._clock.time()
+        planned: list[Requests] = []
+        for task in self._tasks.values():
+            at = max(now, task.next_at)  # a poll already due waits for the budget now
+            if task.likely_done:
+                planned.append((at, 2.0))  # the poll that sees it done, then the download
+                continue
+            done = self.predicted_done(task)
+            planned += [(at, 1.0), (max(at + self.interval, at if done is None else done + to_mono), 2.0)]
+        return planned
+
+    def new_video_requests(self, now: float) -> list[Requests]:
+        """A video created now: its create, then its first poll at the median (half the time one more)."""
+        key = self.video_key  # videos of the kind last started
+        if key is None or not self.learned(key):
+            return [(now, 1.0), (now + self.interval, 2.0)]  # nothing learned: as the running ones count
+        first = max(self.interval, self.quantile(key, 0.5))
+        return [(now, 1.0), (now + first, 1.5), (now + first + self.interval, 1.0)]

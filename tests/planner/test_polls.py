@@ -1,0 +1,152 @@
+"""The poll plan on its own: when each task is polled, and what the running tasks ask of the budget.
+
+No store, no budget, no queues: a :class:`PollPlan` over a duration model, time on a ManualClock.
+"""
+
+from __future__ import annotations
+
+from framecast.jobs import Job, JobKind, JobState
+from framecast.keys.budget import Priority
+from framecast.planner.ladder import LEARNED_AFTER
+from framecast.planner.polls import PolledTask, PollPlan
+from framecast.planner.predict import DurationModel
+from framecast.service import TaskStatus
+from tests.fakes.clock import ManualClock
+
+INTERVAL = 30.0
+WINDOW = 60.0
+VIDEO = {"model": "svc-video-v2.0", "prompt": "p", "width": 1152, "height": 768, "num_frames": 121}
+
+
+def plan_on(clock: ManualClock) -> PollPlan:
+    model = DurationModel(video_prior=4 * INTERVAL, image_prior=INTERVAL)
+    return PollPlan(clock=clock, model=model, interval=INTERVAL, max_interval=6 * INTERVAL)
+
+
+def running_job(clock: ManualClock, job_id: int, **changes: object) -> Job:
+    now = clock.time()
+    fields: dict[str, object] = {
+        "id": job_id,
+        "kind": JobKind.VIDEO,
+        "state": JobState.RUNNING,
+        "guild_id": 1,
+        "channel_id": 2,
+        "user_id": 3,
+        "locale": "en-US",
+        "params": dict(VIDEO),
+        "created_at": now,
+        "updated_at": now,
+        "task_id": f"t{job_id}",
+        "started_at": now,
+        **changes,
+    }
+    return Job(**fields)  # type: ignore[arg-type]
+
+
+async def finish_after(plan: PollPlan, clock: ManualClock, job_id: int, seconds: float) -> PolledTask:
+    """A task polled every interval until one poll, `seconds` after its create or later, sees it done."""
+    task = plan.add(running_job(clock, job_id), video=True)
+    elapsed = 0.0
+    while elapsed + INTERVAL < seconds:
+        await clock.advance(INTERVAL)
+        elapsed += INTERVAL
+        plan.observed(task, TaskStatus("pending", None))
+    await clock.advance(INTERVAL)
+    plan.observed(task, TaskStatus("completed", 1.0, "http://x/v.mp4"))
+    plan.pop(job_id)
+    return task
+
+
+async def test_a_cold_task_is_polled_every_interval_and_only_to_learn_until_the_prior_age() -> None:
+    clock = ManualClock()
+    plan = plan_on(clock)
+    task = plan.add(running_job(clock, 1), video=True)
+    ages = []
+    for _ in range(5):
+        when, priority = plan.plan(task, clock.monotonic(), None if task.polls == 0 else clock.monotonic())
+        assert when == clock.monotonic() + INTERVAL
+        ages.append((when - task.started + (clock.monotonic() - clock.time()), task.learning, priority))
+        await clock.advance(INTERVAL)
+        plan.observed(task, TaskStatus("pending", None))
+    # The prior median is 4 intervals: polls before that age only learn; from it on they may see it.
+    assert [(learning, priority) for _, learning, priority in ages] == [
+        (True, Priority.PROGRESS),
+        (True, Priority.PROGRESS),
+        (True, Priority.PROGRESS),
+        (False, Priority.HIGH),
+        (False, Priority.HIGH),
+    ]
+    assert task.cold and task.polls == 5
+
+
+async def test_progress_times_the_poll_just_after_the_predicted_end() -> None:
+    clock = ManualClock()
+    plan = plan_on(clock)
+    task = plan.add(running_job(clock, 1), video=True)
+    for progress in (0.2, 0.4):  # 20 % per interval: done 5 intervals after the create
+        await clock.advance(INTERVAL)
+        plan.observed(task, TaskStatus("pending", progress))
+    when, priority = plan.plan(task, clock.monotonic(), clock.monotonic())
+    end = 5 * INTERVAL  # monotonic: the task started at 0
+    # A little after the end (missing it by a hair would cost an interval), never sooner than it.
+    assert end < when <= end + 0.2 * INTERVAL and priority == Priority.HIGH and task.likely_done
+    # A far end is still polled within the longest gap, so a wrong slope corrects itself.
+    for progress in (0.42, 0.44, 0.46):  # 2 % per interval now
+        await clock.advance(INTERVAL)
+        plan.observed(task, TaskStatus("pending", progress))
+    when, _ = plan.plan(task, clock.monotonic(), clock.monotonic())
+    assert when == clock.monotonic() + 6 * INTERVAL and not task.likely_done
+
+
+async def test_a_task_seen_done_teaches_a_duration_between_its_last_two_polls() -> None:
+    clock = ManualClock()
+    plan = plan_on(clock)
+    key = DurationModel.key_for_params(VIDEO)
+    assert key is not None
+    for n in range(LEARNED_AFTER):
+        task = await finish_after(plan, clock, n + 1, 100.0)  # seen pending at 90 s, done at 120 s
+        assert plan.learn(task) is not None
+    assert plan.learned(key)
+    assert 90.0 <= plan.quantile(key, 0.5) <= 120.0
+    # Learned: a new video's first poll is counted at the median, not one interval after its create.
+    requests = plan.new_video_requests(clock.monotonic())
+    assert requests[0] == (clock.monotonic(), 1.0)
+    assert requests[1][0] - clock.monotonic() == plan.quantile(key, 0.5)
+
+
+async def test_a_new_video_is_counted_one_interval_out_until_its_kind_is_learned() -> None:
+    clock = ManualClock()
+    plan = plan_on(clock)
+    plan.add(running_job(clock, 1), video=True)
+    now = clock.monotonic()
+    assert plan.new_video_requests(now) == [(now, 1.0), (now + INTERVAL, 2.0)]
+
+
+async def test_demand_counts_a_likely_done_poll_with_its_download_and_every_progress_poll() -> None:
+    clock = ManualClock()
+    plan = plan_on(clock)
+    now = clock.monotonic()
+    due = plan.add(running_job(clock, 1), video=True)
+    due.next_at, due.likely_done = now + 10, True  # the poll that should see it done, then the download
+    polling = plan.add(running_job(clock, 2), video=True)
+    polling.next_at = now + 5  # progress polls at 5 s and 35 s into the window
+    later = plan.add(running_job(clock, 3), video=True)
+    later.next_at, later.likely_done = now + WINDOW + 1, True  # after the window: not counted
+    assert plan.demand(now, WINDOW) == 2 + 2
+    # An image's create goes before progress polls and polls sent only to learn: only `due` counts.
+    assert plan.ahead_of_images(now, WINDOW) == 2
+    due.learning = True
+    assert plan.ahead_of_images(now, WINDOW) == 0
+    assert plan.learning_due(now + 10) and not plan.learning_due(now + 9)
+
+
+async def test_a_restored_task_keeps_its_last_progress_and_polls_an_interval_after_its_last_poll() -> None:
+    clock = ManualClock(start=1000.0)
+    plan = plan_on(clock)
+    job = running_job(clock, 1, started_at=clock.time() - 200, updated_at=clock.time() - 10, progress=0.5)
+    task = plan.add(job, video=True)
+    assert task.seen_progress == 0.5 and task.track.last_progress == 0.5
+    when, _ = plan.plan(task, clock.monotonic(), None)
+    assert when >= clock.monotonic() - 10 + INTERVAL
+    assert plan.get(1) is task and len(plan) == 1 and list(plan) == [task]
+    assert plan.pop(1) is task and plan.get(1) is None and len(plan) == 0
