@@ -13,6 +13,8 @@ shape). Two things make them honest:
   running), and the time shown is the one most likely to be within a fifth of the truth (see
   :func:`likeliest_close`), so a task past its typical duration is still shown some time left,
   never "finishing" for minutes.
+  When polls fall due together on a busy key, a poll waits for the ones before it: "left" counts
+  that wait too (:meth:`Forecast._queued`).
 * **"starts in" counts the key's real throughput**: each job ahead costs the requests a task takes
   on average (learned), the images waiting on the key go first (two requests each), and when a
   ceiling on tasks at once holds the queue back (the service's cap, ``GEN_MAX_RUNNING``), the job
@@ -53,6 +55,8 @@ __all__ = [
 
 #: Polls followed ahead when timing the one that sees a task done (a guard: the rule converges).
 _MAX_POLLS_AHEAD = 64
+#: The share of polls planned to see a result that do, each followed by its download (see _queued).
+_DOWNLOAD_CHANCE = 0.5
 #: Weight of a poll's lateness in the smoothed lateness.
 _LATENESS_SMOOTHING = 0.2
 #: "left" aims within this share of the true wait (tighter than the goal's 25 %: polls come a few
@@ -288,13 +292,12 @@ class Forecast:
         """Seconds "left" shown for `task`: until the poll that sees it done (None: nothing known).
 
         Of the waits the planned polls may make it, the one most likely to be close
-        (:func:`likeliest_close`). The polls as planned, not as late as polls have come: the poll
-        that sees a task done goes first in the budget, and the moment it sees it is as often a
-        little before the poll forecast as after it (``bench_planner.py``, mixed shape: the seen
-        time minus the nearest planned poll, quartiles -7 s / 0 s / +4 s); adding the measured
-        lateness (its mean, or the recent ones as they came) made "left" worse in most runs.
+        (:func:`likeliest_close`). The polls as planned, unless the polls due before this one
+        need more of the key than it frees by then (:meth:`_queued`): not as late as polls have
+        come lately, which mixes a quiet key's polls with a busy one's (adding that measured
+        lateness, its mean or the recent ones as they came, made "left" worse in most runs).
         """
-        outlook = self._outlook(task, now, late=0.0)
+        outlook = self._outlook(task, now, late=self._queued(task))
         if outlook is None:
             return None
         polls, chances = outlook
@@ -332,6 +335,39 @@ class Forecast:
 
         polls = self._ladder(next_poll, task.started, task.polls, quantile, done_by)
         return polls, seen_chances(polls, done_by)
+
+    def _queued(self, task: PolledTask) -> float:
+        """How late the task's planned poll is expected to go out, queued behind the ones before it.
+
+        A poll planned to see a result goes first in the budget, but after the other such polls
+        planned before it, and the downloads they bring (about one in two). When the key is busy,
+        each takes a slot as one frees (one every ``window / allowed`` seconds, shared with the other
+        processes on the key), so polls that fall due together go out one after another: early in
+        a batch the first polls of tasks created in the same minute were 20-60 s late (issue 17),
+        and "left" counted to the plan. A queue over the planned polls in their order; the slots
+        free now serve the first ones as planned.
+        """
+        if not task.likely_done or task.learning:
+            return 0.0  # a poll that cannot see a result yet goes after creates: its figure is the plan's
+        now = self._clock.monotonic()
+        spacing = self._budget.window / self._budget.allowed * self._pace().processes
+        order = (task.next_at, task.job_id)
+        due = sorted(
+            (other.next_at, other.job_id)
+            for other in self._plan
+            if other.likely_done and not other.learning and (other.next_at, other.job_id) <= order
+        )
+        cost = 1.0 + _DOWNLOAD_CHANCE  # a poll, and the download half of them bring
+        free = float(self._budget.available())  # slots free now: the first polls go as planned
+        free_at, sent = now, now
+        for next_at, _ in due:
+            sent = max(now, next_at)
+            if free >= cost:
+                free -= cost
+                continue
+            sent = max(sent, free_at)  # then one slot as each frees
+            free_at = sent + spacing * cost
+        return max(0.0, sent - task.next_at)
 
     def _next_poll(self, task: PolledTask, now: float, late: float) -> float:
         """Wall time of the task's next poll as planned, `late` seconds late (now, when one is due)."""
