@@ -350,7 +350,7 @@ class Forecast:
         if not task.likely_done or task.learning:
             return 0.0  # a poll that cannot see a result yet goes after creates: its figure is the plan's
         now = self._clock.monotonic()
-        spacing = self._budget.window / self._budget.allowed * self._pace().processes
+        spacing = self._budget.window / max(1, self._budget.allowed) * self._pace().processes
         order = (task.next_at, task.job_id)
         due = sorted(
             (other.next_at, other.job_id)

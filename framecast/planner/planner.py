@@ -194,8 +194,9 @@ class Planner:
         A video adds polls for minutes: it starts only while the running tasks' polls of the next
         window leave room for its create. An image costs its create and download, spent within
         seconds and never again; its create goes before the polls that cannot see a result yet
-        (see :meth:`_plan`), so only the polls expected to see one, and their downloads, must leave
-        it room (issue 17); the others wait a window at most. The requests of images started
+        (see :meth:`PollPlan.plan <framecast.planner.polls.PollPlan.plan>`), so only the polls
+        expected to see one, and their downloads, must leave it room (issue 17); the others wait a
+        window at most. The requests of images started
         within the last window are counted against it too (they hold their slots). A video also
         leaves room for every image waiting on this key (two requests each): the short jobs go
         first when the key is short, so an image never waits behind videos that wait for the
@@ -204,9 +205,10 @@ class Planner:
 
         Over the horizon (issue 17): a video's first poll comes when it is likely done, minutes
         later, so a video also waits until the windows its polls will fall in have room for them
-        (:meth:`_profile`, :func:`~framecast.planner.horizon.peak_with`): creates go ahead while
-        the windows their completions fall in are still free, and a window where completions
-        come due is spent on their polls. The batch's last few videos may borrow up to half a
+        (:meth:`PollPlan.profile <framecast.planner.polls.PollPlan.profile>`,
+        :func:`~framecast.planner.horizon.peak_with`): creates go ahead while the windows their
+        completions fall in are still free, and a window where completions come due is spent on
+        their polls. The batch's last few videos may borrow up to half a
         window from the planned polls (no creates follow them to take that room later).
         """
         self._occupied = running  # for the estimated start of queued jobs
