@@ -185,7 +185,7 @@ class Planner:
 
     @property
     def polls(self) -> PollPlan:
-        """The key's tasks on the service and their planned polls (read-only for callers)."""
+        """The key's tasks on the service and their planned polls (each task's pacer plans through it)."""
         return self._polls
 
     def may_start(self, running: int, kind: JobKind = JobKind.VIDEO) -> bool:
