@@ -347,15 +347,15 @@ class Forecast:
         and "left" counted to the plan. A queue over the planned polls in their order; the slots
         free now serve the first ones as planned.
         """
-        if not task.likely_done or task.learning:
+        if not task.goes_first:
             return 0.0  # a poll that cannot see a result yet goes after creates: its figure is the plan's
         now = self._clock.monotonic()
-        spacing = self._budget.window / max(1, self._budget.allowed) * self._pace().processes
+        spacing = 1.0 / self._per_second()
         order = (task.next_at, task.job_id)
         due = sorted(
             (other.next_at, other.job_id)
             for other in self._plan
-            if other.likely_done and not other.learning and (other.next_at, other.job_id) <= order
+            if other.goes_first and (other.next_at, other.job_id) <= order
         )
         cost = 1.0 + _DOWNLOAD_CHANCE  # a poll, and the download half of them bring
         free = float(self._budget.available())  # slots free now: the first polls go as planned
@@ -421,6 +421,11 @@ class Forecast:
             polls.append(min(max(at + plan.interval, target), at + plan.max_interval))
         return polls
 
+    def _per_second(self) -> float:
+        """Requests a second this process may spend on the key: the key's rate is spent by every
+        process with tasks on it, ours an even part."""
+        return max(1, self._budget.allowed) / self._budget.window / self._pace().processes
+
     # -- queued: when the job starts ------------------------------------------------------------------
     def starts_in(self, ahead: int, job: Job) -> float | None:
         """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown).
@@ -430,8 +435,7 @@ class Forecast:
         once can hold the queue back further: then the job starts when a slot frees for it.
         """
         pace = self._pace()
-        # The key's rate is spent by every process with tasks on it: ours is an even part.
-        per_second = self._budget.allowed / self._budget.window / pace.processes
+        per_second = self._per_second()
         requests = (ahead + 1) * pace.requests_per_task
         if job.kind is JobKind.VIDEO:
             images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)

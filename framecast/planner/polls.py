@@ -52,6 +52,14 @@ class PolledTask:
     cold: bool = False  # polled every interval before anything was known of its end
     seen_progress: float | None = None
 
+    @property
+    def goes_first(self) -> bool:
+        """Whether its planned poll goes first in the budget: one expected to see a result.
+
+        Polls that can only refresh progress, or are sent only to learn the task, go after creates.
+        """
+        return self.likely_done and not self.learning
+
 
 class PollPlan:
     """The running tasks of one key and their planned polls (see the module docstring)."""
@@ -78,11 +86,6 @@ class PollPlan:
     def get(self, job_id: int) -> PolledTask | None:
         """The task of the job, if it runs on the service."""
         return self._tasks.get(job_id)
-
-    @property
-    def model(self) -> DurationModel:
-        """The durations learned from finished tasks (persisted)."""
-        return self._model
 
     # -- the tasks ------------------------------------------------------------------------------------
     def add(self, job: Job, *, video: bool) -> PolledTask:
@@ -152,7 +155,7 @@ class PollPlan:
         task.next_at = when
         task.likely_done = likely
         task.learning = learning
-        return when, Priority.HIGH if likely and not learning else Priority.PROGRESS
+        return when, Priority.HIGH if task.goes_first else Priority.PROGRESS
 
     def observed(self, task: PolledTask, status: TaskStatus | None) -> None:
         """Learn from a poll's answer (None: the poll failed)."""
@@ -217,9 +220,7 @@ class PollPlan:
         """Requests of the window from `now` an image's create cannot go before: the polls expected
         to see a result, and their downloads (the others come after creates: see :meth:`plan`)."""
         horizon = now + window
-        return sum(
-            2.0 for t in self._tasks.values() if t.likely_done and not t.learning and t.next_at <= horizon
-        )
+        return sum(2.0 for t in self._tasks.values() if t.goes_first and t.next_at <= horizon)
 
     def profile(self, now: float) -> list[Requests]:
         """The running tasks' expected requests over the horizon, at monotonic times."""

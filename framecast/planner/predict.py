@@ -360,8 +360,7 @@ class DurationModel:
             return upper
         mu, var, _ = self._estimate(key)
         sigma = math.sqrt(var)
-        low = self.cdf(key, lower)
-        high = self.cdf(key, upper)
+        low, high = (_NORMAL.cdf((math.log(t) - mu) / sigma) if t > 0 else 0.0 for t in (lower, upper))
         if high - low < 1e-9:
             return min(max(math.exp(mu), lower), upper)
         middle = min(max((low + high) / 2, 1e-12), 1 - 1e-12)
