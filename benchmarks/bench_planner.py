@@ -302,6 +302,7 @@ class RunResult:
     creates: int = 0  # create requests the fake received (refused ones too)
     refused_creates: int = 0  # creates answered 429 (the capped shape: concurrency refusals)
     estimates: estimate_error.EstimateErrors | None = None  # each shown estimate vs what happened
+    waits: list[float] = field(default_factory=list)  # submission -> file, per video
 
 
 def settings_for(fake: FakeService, data_dir: Path, batch: Sequence[Clip]) -> Settings:
@@ -513,6 +514,7 @@ def _figures(
         refused_creates=sum(
             1 for r in authorised if r.method == "POST" and r.path == "/v1/videos" and r.status == 429
         ),
+        waits=[(at - started) * scale for at in delivered.values()],
     )
 
 
@@ -557,6 +559,9 @@ def rows(bound: float) -> list[Row]:
     def per_video(n: int, r: RunResult) -> str:
         return f"{n / r.delivered:.2f}" if r.delivered else "-"
 
+    def waited(figure: Callable[[list[float]], float], r: RunResult) -> str:
+        return f"{figure(r.waits):.0f} s" if r.waits else "-"
+
     def delay(q: float) -> Callable[[RunResult], str]:
         def cell(r: RunResult) -> str:
             if not r.delays:
@@ -574,6 +579,8 @@ def rows(bound: float) -> list[Row]:
         ("polls per video", lambda r: per_video(r.polls, r)),
         ("429 answers", lambda r: str(r.rejected)),
         ("busiest rate window", lambda r: f"{r.busiest_window}/{RATE_REQUESTS}"),
+        ("command -> file, mean (what members wait)", lambda r: waited(statistics.fmean, r)),
+        ("command -> file, median", lambda r: waited(statistics.median, r)),
         ("completion -> file, median (x poll interval)", delay(0.5)),
         ("completion -> file, p90 (x poll interval)", delay(0.9)),
         (

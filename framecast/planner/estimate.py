@@ -36,7 +36,7 @@ from framecast.jobs import Job, JobKind, JobState
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import Budget
 from framecast.planner.costs import IMAGE_REQUESTS
-from framecast.planner.ladder import TOP_AFTER, ladder_quantile
+from framecast.planner.ladder import ladder_quantile, top_after
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 
@@ -333,7 +333,7 @@ class Forecast:
         def done_by(at: float) -> float:
             return (cdf(at - task.started) - past) / (1.0 - past) if past < 1.0 else 1.0
 
-        polls = self._ladder(next_poll, task.started, task.polls, quantile, done_by)
+        polls = self._ladder(next_poll, task.started, task.polls, task.first, quantile, done_by)
         return polls, seen_chances(polls, done_by)
 
     def _queued(self, task: PolledTask) -> float:
@@ -381,8 +381,9 @@ class Forecast:
     def typical_seen(self, job: Job) -> float | None:
         """Seconds from a new task's create until the bot is expected to see it done (None: unknown).
 
-        A task of the job's kind just created: polls on the quantile ladder from the learned median
-        (never sooner than an interval), the mean of when one sees it done, as late as polls come.
+        A task of the job's kind just created: polls on the quantile ladder from the rung a task
+        created now starts on (never sooner than an interval), the mean of when one sees it done,
+        as late as polls come.
         """
         plan = self._plan
         key = DurationModel.key_for_params(job.params)
@@ -393,7 +394,8 @@ class Forecast:
             return plan.quantile(key, q)
 
         cdf = DurationCdf(quantile)
-        polls = self._ladder(max(plan.interval, quantile(0.5)), 0.0, 0, quantile, cdf)
+        rung = plan.first_rung()
+        polls = self._ladder(max(plan.interval, quantile(rung)), 0.0, 0, rung, quantile, cdf)
         # Its polls come as late as polls have lately.
         return expected_seen(polls, cdf) + self._lateness
 
@@ -402,22 +404,23 @@ class Forecast:
         first: float,
         started: float,
         polled: int,
+        rung: float,
         quantile: Callable[[float], float],
         done_by: Callable[[float], float],
     ) -> list[float]:
         """The polls the planner will make of a task without progress, from the `first` one planned.
 
-        Each later one at the next quantile of the ladder (:mod:`framecast.planner.ladder`),
-        an interval at the least after the one before and at most the longest gap; until the task
-        is almost surely done.
+        `polled`: the polls made of it so far; `rung`: its ladder's first rung. Each later one at
+        the next quantile of the ladder (:mod:`framecast.planner.ladder`), an interval at the least
+        after the one before and at most the longest gap; until the task is almost surely done.
         """
         plan = self._plan
         polls = [first]
         for k in range(1, _MAX_POLLS_AHEAD):
-            if polled + k > TOP_AFTER + 1 or done_by(polls[-1]) >= 0.99:
+            if polled + k > top_after(rung) + 1 or done_by(polls[-1]) >= 0.99:
                 break
             at = polls[-1]
-            target = started + quantile(ladder_quantile(polled + k))
+            target = started + quantile(ladder_quantile(polled + k, rung))
             polls.append(min(max(at + plan.interval, target), at + plan.max_interval))
         return polls
 

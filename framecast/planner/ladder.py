@@ -1,26 +1,54 @@
-"""When a task that reports no progress is polled: the quantile ladder (its one owner).
+"""When a task is polled before anything says its end: the quantile ladder (its one owner).
 
 Without progress reports, only the durations learned from finished tasks say when a task is likely
-done. Its first poll comes at their median; each later one at the next quantile up the ladder, so a
-long task costs a few polls more rather than many (the planner also keeps polls an interval apart
-and never further apart than the longest gap). The planner times its polls by this rule and the
-forecast follows the same rule to say when a member's task will be seen done.
+done (with progress, only until its first poll reports some). Its first poll comes at a low rung;
+each later one at the next quantile up the ladder, so a long task costs a few polls more rather
+than many (the planner also keeps polls an interval apart and never further apart than the longest
+gap). The planner times its polls by this rule and the forecast follows the same rule to say when a
+member's task will be seen done.
+
+Where the ladder starts depends on who waits for the key (issue 17). On a quiet key the first poll
+comes at the median: a poll that finds the task still running costs a request nobody else wanted,
+and half the files come sooner. While members wait in the queue for the key, every request a poll
+spends without seeing a result delays every one of them (the queue moves at the key's rate): the
+first poll then climbs towards a high quantile (:func:`first_rung`), so nearly every poll sees a
+result and the key buys more videos an hour, for a later file on the tasks that finish early.
 """
 
 from __future__ import annotations
 
-__all__ = ["LEARNED_AFTER", "TOP_AFTER", "ladder_quantile"]
+__all__ = ["FIRST", "LEARNED_AFTER", "THRIFTY_FIRST", "first_rung", "ladder_quantile", "top_after"]
 
 #: Finished tasks of a kind before their learned durations are trusted to time polls (until then
 #: polls come every interval).
 LEARNED_AFTER = 3
 
-_FIRST, _STEP, _TOP = 0.5, 0.15, 0.95
+#: The first rung on a quiet key: the median.
+FIRST = 0.5
+#: The first rung while a window's worth of members (or more) waits for the key.
+THRIFTY_FIRST = 0.8
 
-#: Polls after which the ladder stays at its top quantile.
-TOP_AFTER = round((_TOP - _FIRST) / _STEP)
+_STEP, _TOP = 0.15, 0.95
 
 
-def ladder_quantile(polls: int) -> float:
-    """The duration quantile at which a task is polled next, after `polls` polls of it."""
-    return min(_TOP, _FIRST + _STEP * max(0, polls))
+def first_rung(waiting: float) -> float:
+    """The first rung of a task created while `waiting` windows' worth of jobs wait for the key.
+
+    `waiting`: the jobs in the queue over the jobs the key starts in one window (0: nobody waits).
+    From the median on a quiet key up to :data:`THRIFTY_FIRST` once a window's worth waits.
+    """
+    crowd = min(1.0, max(0.0, waiting))
+    return FIRST + (THRIFTY_FIRST - FIRST) * crowd
+
+
+def top_after(first: float = FIRST) -> int:
+    """Polls after which the ladder that starts at `first` stays at its top quantile."""
+    return max(0, round((_TOP - first) / _STEP))
+
+
+def ladder_quantile(polls: int, first: float = FIRST) -> float:
+    """The duration quantile at which a task is polled next, after `polls` polls of it.
+
+    `first`: the task's first rung (:func:`first_rung` when it was created).
+    """
+    return min(_TOP, first + _STEP * max(0, polls))

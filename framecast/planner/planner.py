@@ -110,7 +110,11 @@ class Planner:
         self._model = model
         self._settings = settings
         self._polls = PollPlan(
-            clock=clock, model=model, interval=settings.poll_interval, max_interval=settings.poll_max_interval
+            clock=clock,
+            model=model,
+            interval=settings.poll_interval,
+            max_interval=settings.poll_max_interval,
+            crowd=self._crowd,
         )
         self._deferred: set[int] = set()  # jobs whose create is backing off after a failure
         self._images_started: deque[float] = deque()  # monotonic times images were admitted
@@ -272,6 +276,21 @@ class Planner:
             start=later,
         )
         return peak <= self._budget.allowed
+
+    def _crowd(self) -> float:
+        """How many windows' worth of jobs wait in the queues for this key (what the poll plan spends
+        its first polls by: :func:`~framecast.planner.ladder.first_rung`).
+
+        A window's worth: the jobs this process's part of the key's rate starts in one window, at
+        what a task has cost lately.
+        """
+        videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
+        images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
+        if videos + images == 0:
+            return 0.0
+        pace = self._pace()
+        per_window = max(1, self._budget.allowed) / pace.processes / pace.requests_per_task
+        return (videos + images) / per_window
 
     def _images_spending(self) -> float:
         """Requests of the images started within the last window (their slots are still held)."""

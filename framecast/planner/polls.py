@@ -6,7 +6,8 @@ ones still running (a batch's first to finish are its shortest: :mod:`framecast.
 Such polls (and downloads) go first in the budget; polls that can only refresh progress come after
 creates. Never more often than ``GEN_POLL_INTERVAL``; never longer apart than
 ``GEN_POLL_MAX_INTERVAL``, so a wrong estimate corrects itself. Without progress, polls climb a
-quantile ladder (:mod:`framecast.planner.ladder`). Until a kind of task has been seen to finish a
+quantile ladder (:mod:`framecast.planner.ladder`), from the median on a quiet key and from a higher
+quantile while members wait for the key (a poll that sees no result then costs each of them). Until a kind of task has been seen to finish a
 few times, polls come every interval, as a cautious bot would (after images' creates while the task
 is younger than the prior duration of its kind: such a poll is sent to learn it).
 
@@ -19,14 +20,14 @@ seen done. It decides nothing about which job starts.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from framecast.clock import Clock
 from framecast.jobs import Job
 from framecast.keys.budget import Priority
 from framecast.planner.horizon import Requests
-from framecast.planner.ladder import LEARNED_AFTER, ladder_quantile
+from framecast.planner.ladder import FIRST, LEARNED_AFTER, first_rung, ladder_quantile
 from framecast.planner.predict import DurationKey, DurationModel, DurationRow, ProgressTrack
 from framecast.planner.survival import Survival
 from framecast.service import TaskStatus
@@ -51,6 +52,7 @@ class PolledTask:
     learning: bool = False  # the planned poll is sent only to learn the task (see PollPlan.plan)
     cold: bool = False  # polled every interval before anything was known of its end
     seen_progress: float | None = None
+    first: float = FIRST  # the quantile ladder's first rung, set by who waited when it was created
 
     @property
     def goes_first(self) -> bool:
@@ -64,9 +66,22 @@ class PolledTask:
 class PollPlan:
     """The running tasks of one key and their planned polls (see the module docstring)."""
 
-    def __init__(self, *, clock: Clock, model: DurationModel, interval: float, max_interval: float) -> None:
-        """`interval`: never poll a task more often; `max_interval`: never leave one unpolled longer."""
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        model: DurationModel,
+        interval: float,
+        max_interval: float,
+        crowd: Callable[[], float] | None = None,
+    ) -> None:
+        """`interval`: never poll a task more often; `max_interval`: never leave one unpolled longer.
+
+        `crowd()`: how many windows' worth of jobs wait for the key now (None: nobody ever
+        waits); it sets where a new task's polls start on the ladder (:func:`first_rung`).
+        """
         self._clock = clock
+        self._crowd = crowd
         self._model = model
         self.interval = interval
         self.max_interval = max_interval
@@ -102,6 +117,8 @@ class PollPlan:
             started=started,
             track=ProgressTrack(started),
             seen_at=seen_at,
+            # An image's task takes seconds: polled promptly, whoever waits.
+            first=self.first_rung() if video else FIRST,
         )
         if job.progress is not None:
             # Restored after a restart: the last progress was saved with the job.
@@ -178,8 +195,12 @@ class PollPlan:
             return done + margin
         if not self.learned(task.key):
             return None
-        assert task.key is not None  # without progress: up the ladder from the learned median
-        return task.started + self.quantile(task.key, ladder_quantile(task.polls))
+        assert task.key is not None  # without progress: up the ladder from the task's first rung
+        return task.started + self.quantile(task.key, ladder_quantile(task.polls, task.first))
+
+    def first_rung(self) -> float:
+        """The ladder's first rung for a task created now (see :mod:`framecast.planner.ladder`)."""
+        return first_rung(0.0 if self._crowd is None else self._crowd())
 
     def quantile(self, key: DurationKey, q: float) -> float:
         """The learned duration quantile, corrected by the tasks still running (see survival)."""
@@ -236,9 +257,12 @@ class PollPlan:
         return planned
 
     def new_video_requests(self, now: float) -> list[Requests]:
-        """A video created now: its create, then its first poll at the median (half the time one more)."""
+        """A video created now: its create, then its first poll on the ladder's first rung (the
+        median on a quiet key: half the time one more poll; see :meth:`first_rung`)."""
         key = self.video_key  # videos of the kind last started
         if key is None or not self.learned(key):
             return [(now, 1.0), (now + self.interval, 2.0)]  # nothing learned: as the running ones count
-        first = max(self.interval, self.quantile(key, 0.5))
-        return [(now, 1.0), (now + first, 1.5), (now + first + self.interval, 1.0)]
+        rung = self.first_rung()
+        first = max(self.interval, self.quantile(key, rung))
+        again = 1.0 - rung  # the chance the first poll finds it still running
+        return [(now, 1.0), (now + first, 1.0 + rung), (now + first + self.interval, 2.0 * again)]

@@ -1,18 +1,43 @@
-"""The poll ladder of tasks without progress: from the median up, then held at the top."""
+"""The poll ladder of tasks without progress: from its first rung up, then held at the top."""
 
 from __future__ import annotations
 
-from framecast.planner.ladder import TOP_AFTER, ladder_quantile
+from hypothesis import given
+from hypothesis import strategies as st
+
+from framecast.planner.ladder import FIRST, THRIFTY_FIRST, first_rung, ladder_quantile, top_after
 
 
 def test_the_first_poll_comes_at_the_median_and_each_later_one_higher() -> None:
-    rungs = [ladder_quantile(polls) for polls in range(TOP_AFTER + 1)]
+    rungs = [ladder_quantile(polls) for polls in range(top_after() + 1)]
     assert rungs[0] == 0.5
     assert all(low < high for low, high in zip(rungs, rungs[1:], strict=False))
 
 
 def test_past_the_top_every_poll_waits_for_the_same_high_quantile() -> None:
-    top = ladder_quantile(TOP_AFTER)
+    top = ladder_quantile(top_after())
     assert 0.9 <= top < 1.0
-    assert ladder_quantile(TOP_AFTER + 1) == ladder_quantile(100) == top
+    assert ladder_quantile(top_after() + 1) == ladder_quantile(100) == top
     assert ladder_quantile(-1) == ladder_quantile(0)  # nonsense counts start at the bottom
+
+
+def test_a_quiet_key_starts_at_the_median_and_a_crowded_one_higher() -> None:
+    assert first_rung(0.0) == FIRST == 0.5
+    assert first_rung(1.0) == first_rung(40.0) == THRIFTY_FIRST
+    assert FIRST < first_rung(0.5) < THRIFTY_FIRST
+    assert first_rung(-3.0) == FIRST  # nonsense counts are a quiet key
+
+
+def test_a_ladder_from_a_higher_rung_reaches_the_same_top_in_fewer_polls() -> None:
+    assert top_after(THRIFTY_FIRST) < top_after(FIRST)
+    assert ladder_quantile(top_after(THRIFTY_FIRST), THRIFTY_FIRST) == ladder_quantile(top_after())
+    assert ladder_quantile(0, THRIFTY_FIRST) == THRIFTY_FIRST
+
+
+@given(st.floats(allow_nan=False), st.integers(min_value=-5, max_value=50))
+def test_every_rung_is_a_quantile_that_never_falls_with_more_polls(waiting: float, polls: int) -> None:
+    first = first_rung(waiting)
+    assert FIRST <= first <= THRIFTY_FIRST
+    q = ladder_quantile(polls, first)
+    assert 0.0 < q < 1.0
+    assert ladder_quantile(polls + 1, first) >= q

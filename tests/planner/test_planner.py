@@ -171,6 +171,32 @@ async def test_without_progress_the_learned_median_times_the_first_poll(rig: Rig
     assert later >= now + INTERVAL
 
 
+async def test_while_a_window_of_members_waits_for_the_key_first_polls_wait_for_a_likely_result(
+    rig: Rig,
+) -> None:
+    # A poll that finds the task still running spends a request every queued member waits for:
+    # while they wait, the first poll comes when most such tasks are done (issue 17).
+    await teach(rig, 150.0)
+    quiet = rig.planner.pacer(await rig.job())
+    t0 = rig.clock.monotonic()
+    quiet_at, _ = quiet.next_poll(t0, None)
+    for _ in range(rig.budget.allowed):  # more than a window's worth: a task costs 3 requests at least
+        rig.queues.push(await rig.job(running=False))
+    crowded = rig.planner.pacer(await rig.job())
+    crowded_at, priority = crowded.next_poll(t0, None)
+    assert crowded_at > quiet_at and priority is Priority.HIGH
+    # Only the guilds on this key count: a planner for another key sees a quiet key.
+    other_key = await Planner.open(
+        budget=rig.budget,
+        clock=rig.clock,
+        store=rig.store,
+        queues=rig.queues,
+        settings=rig.planner_settings,
+        scope=lambda guild: guild != 1,
+    )
+    assert other_key.polls.first_rung() < rig.planner.polls.first_rung()
+
+
 async def test_learned_durations_survive_a_restart(rig: Rig) -> None:
     await teach(rig, 150.0)
     planner = await rig.reopen()
@@ -266,11 +292,14 @@ async def test_the_batch_last_creates_borrow_at_most_half_a_window(rig: Rig) -> 
     for job in more:
         rig.queues.push(job)
     assert not rig.planner.may_start(running)  # a backlog: it waits for room as any create does
-    for job in more:
+    for job in [*more, *last]:
         rig.queues.remove(job.id)
-    for job in [await rig.job() for _ in range(4)]:  # half a window more of polls planned
+    # Half a window more of polls planned: tasks created on a quiet key (each polled to learn it).
+    for job in [await rig.job() for _ in range(4)]:
         rig.planner.pacer(job).next_poll(rig.clock.monotonic(), None)
         running += 1
+    for job in last:
+        rig.queues.push(job)
     assert rig.planner.demand() + 1 > 1.5 * rig.budget.allowed
     assert not rig.planner.may_start(running)  # never more than half a window borrowed
 

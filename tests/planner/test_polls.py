@@ -5,9 +5,11 @@ No store, no budget, no queues: a :class:`PollPlan` over a duration model, time 
 
 from __future__ import annotations
 
+import pytest
+
 from framecast.jobs import Job, JobKind, JobState
 from framecast.keys.budget import Priority
-from framecast.planner.ladder import LEARNED_AFTER
+from framecast.planner.ladder import FIRST, LEARNED_AFTER, THRIFTY_FIRST
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.service import TaskStatus
@@ -18,9 +20,16 @@ WINDOW = 60.0
 VIDEO = {"model": "svc-video-v2.0", "prompt": "p", "width": 1152, "height": 768, "num_frames": 121}
 
 
-def plan_on(clock: ManualClock) -> PollPlan:
+def plan_on(clock: ManualClock, crowd: list[float] | None = None) -> PollPlan:
+    """A plan over a fresh model; `crowd[0]`: the windows' worth of jobs waiting (may change)."""
     model = DurationModel(video_prior=4 * INTERVAL, image_prior=INTERVAL)
-    return PollPlan(clock=clock, model=model, interval=INTERVAL, max_interval=6 * INTERVAL)
+    return PollPlan(
+        clock=clock,
+        model=model,
+        interval=INTERVAL,
+        max_interval=6 * INTERVAL,
+        crowd=None if crowd is None else (lambda: crowd[0]),
+    )
 
 
 def running_job(clock: ManualClock, job_id: int, **changes: object) -> Job:
@@ -150,3 +159,61 @@ async def test_a_restored_task_keeps_its_last_progress_and_polls_an_interval_aft
     assert when >= clock.monotonic() - 10 + INTERVAL
     assert plan.get(1) is task and len(plan) == 1 and list(plan) == [task]
     assert plan.pop(1) is task and plan.get(1) is None and len(plan) == 0
+
+
+async def learned_plan(clock: ManualClock, crowd: list[float]) -> PollPlan:
+    """A plan that learned durations of 60-180 s (every 20 s), seen done within a second."""
+    plan = plan_on(clock, crowd)
+    for n, seconds in enumerate(range(60, 181, 20)):
+        task = plan.add(running_job(clock, 100 + n), video=True)
+        await clock.advance(seconds - 0.5)
+        plan.observed(task, TaskStatus("pending", None))
+        await clock.advance(1.0)
+        plan.observed(task, TaskStatus("completed", 1.0, "http://x/v.mp4"))
+        plan.learn(plan.pop(task.job_id) or task)
+    return plan
+
+
+async def test_while_members_wait_a_new_task_is_first_polled_when_it_is_likely_done() -> None:
+    clock = ManualClock()
+    crowd = [0.0]
+    plan = await learned_plan(clock, crowd)
+    quiet = plan.add(running_job(clock, 1), video=True)
+    crowd[0] = 1.0  # a window's worth of jobs waits for the key
+    crowded = plan.add(running_job(clock, 2), video=True)
+    crowd[0] = 0.0  # the rung is the one of the task's creation, whatever comes later
+    assert (quiet.first, crowded.first) == (FIRST, THRIFTY_FIRST)
+    assert quiet.key is not None
+    quiet_at, _ = plan.plan(quiet, clock.monotonic(), None)
+    crowded_at, priority = plan.plan(crowded, clock.monotonic(), None)
+    started = clock.monotonic()  # both were created now
+    assert quiet_at - started == pytest.approx(plan.quantile(quiet.key, FIRST))
+    assert crowded_at - started == pytest.approx(plan.quantile(quiet.key, THRIFTY_FIRST))
+    assert crowded_at > quiet_at + 20.0  # the durations' 80th percentile is well past their median
+    assert priority == Priority.HIGH and crowded.likely_done
+
+
+async def test_while_members_wait_a_new_video_is_counted_at_the_later_first_poll() -> None:
+    clock = ManualClock()
+    crowd = [0.0]
+    plan = await learned_plan(clock, crowd)
+    now = clock.monotonic()
+    plan.video_key = DurationModel.key_for_params(VIDEO)
+    assert plan.video_key is not None
+    quiet = plan.new_video_requests(now)
+    crowd[0] = 3.0
+    crowded = plan.new_video_requests(now)
+    assert quiet[1] == (now + plan.quantile(plan.video_key, FIRST), 1.5)
+    assert crowded[1][0] == now + plan.quantile(plan.video_key, THRIFTY_FIRST) > quiet[1][0] + 20.0
+    # The later first poll sees a result more often: less is counted for the one after it.
+    assert crowded[2][1] < quiet[2][1]
+    assert sum(n for _, n in crowded) == pytest.approx(sum(n for _, n in quiet) - (THRIFTY_FIRST - FIRST))
+
+
+async def test_an_image_task_is_polled_promptly_however_many_wait() -> None:
+    clock = ManualClock()
+    plan = plan_on(clock, [5.0])
+    images = [plan.add(running_job(clock, n, kind=JobKind.IMAGE), video=False) for n in range(6)]
+    now = clock.monotonic()
+    assert all(image.first == FIRST for image in images)
+    assert {plan.plan(image, now, None)[0] for image in images} == {now + INTERVAL}
