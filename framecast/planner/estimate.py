@@ -183,11 +183,11 @@ def likeliest_close(
     A shown wait is judged by its error relative to the true one, ``|shown - true| / max(true,
     floor)`` (below `floor` the words are "less than a minute" anyway). The figure shown is the one
     most likely to be within `within` of the truth; among those, the one off by least on average.
-    Without progress the first poll comes at the median duration and sees the task done about one
-    time in two, the next one an interval or more later: when both are near (a minute and a half
-    against two), a figure between them is within a fifth of either; when they are far apart (ten
-    seconds against forty), no figure is, and this one bets on the likelier, where the mean would
-    be far from both.
+    Without progress the first poll on a quiet key comes at the median duration and sees the task
+    done about one time in two, the next one an interval or more later: when both are near (a
+    minute and a half against two), a figure between them is within a fifth of either; when they
+    are far apart (ten seconds against forty), no figure is, and this one bets on the likelier,
+    where the mean would be far from both.
     """
     weights: dict[float, float] = {}
     for wait, chance in zip(waits, chances, strict=True):
@@ -394,7 +394,7 @@ class Forecast:
             return plan.quantile(key, q)
 
         cdf = DurationCdf(quantile)
-        rung = plan.first_rung()
+        rung = plan.first_rung(key)
         polls = self._ladder(max(plan.interval, quantile(rung)), 0.0, 0, rung, quantile, cdf)
         # Its polls come as late as polls have lately.
         return expected_seen(polls, cdf) + self._lateness

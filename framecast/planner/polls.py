@@ -6,10 +6,11 @@ ones still running (a batch's first to finish are its shortest: :mod:`framecast.
 Such polls (and downloads) go first in the budget; polls that can only refresh progress come after
 creates. Never more often than ``GEN_POLL_INTERVAL``; never longer apart than
 ``GEN_POLL_MAX_INTERVAL``, so a wrong estimate corrects itself. Without progress, polls climb a
-quantile ladder (:mod:`framecast.planner.ladder`), from the median on a quiet key and from a higher
-quantile while members wait for the key (a poll that sees no result then costs each of them). Until a kind of task has been seen to finish a
-few times, polls come every interval, as a cautious bot would (after images' creates while the task
-is younger than the prior duration of its kind: such a poll is sent to learn it).
+quantile ladder (:mod:`framecast.planner.ladder`): from the median on a quiet key, from a higher
+quantile while members wait for the key (a poll that sees no result then costs each of them).
+Until a kind of task has been seen to finish a few times, polls come every interval, as a cautious
+bot would (after images' creates while the task is younger than the prior duration of its kind:
+such a poll is sent to learn it).
 
 The plan also says what the running tasks will ask of the budget (:meth:`PollPlan.demand`, over
 the horizon :meth:`PollPlan.profile`), which admission (:mod:`framecast.planner.planner`) weighs,
@@ -87,6 +88,8 @@ class PollPlan:
         self.max_interval = max_interval
         self._survival = Survival()  # recent durations, corrected for the tasks still running
         self._tasks: dict[int, PolledTask] = {}
+        # Whether the latest poll that found a task of each kind running had its progress (first_rung).
+        self._reports_progress: dict[DurationKey, bool] = {}
         self.video_key: DurationKey | None = None  # the kind of video last started
 
     def __repr__(self) -> str:
@@ -118,7 +121,7 @@ class PollPlan:
             track=ProgressTrack(started),
             seen_at=seen_at,
             # An image's task takes seconds: polled promptly, whoever waits.
-            first=self.first_rung() if video else FIRST,
+            first=self.first_rung(DurationModel.key_for_params(job.params)) if video else FIRST,
         )
         if job.progress is not None:
             # Restored after a restart: the last progress was saved with the job.
@@ -181,6 +184,8 @@ class PollPlan:
         if status is not None and status.state == "completed":
             task.track.complete(self._clock.time())
         elif status is not None and status.state == "pending":
+            if task.key is not None:  # what the service's latest "still running" said of its kind
+                self._reports_progress[task.key] = status.progress is not None
             task.track.observe(self._clock.time(), status.progress)
             if status.progress is not None:
                 task.seen_progress = status.progress
@@ -198,9 +203,12 @@ class PollPlan:
         assert task.key is not None  # without progress: up the ladder from the task's first rung
         return task.started + self.quantile(task.key, ladder_quantile(task.polls, task.first))
 
-    def first_rung(self) -> float:
-        """The ladder's first rung for a task created now (see :mod:`framecast.planner.ladder`)."""
-        return first_rung(0.0 if self._crowd is None else self._crowd())
+    def first_rung(self, key: DurationKey | None) -> float:
+        """The ladder's first rung for a task of kind `key` created now (:mod:`~framecast.planner.ladder`)."""
+        return first_rung(
+            0.0 if self._crowd is None else self._crowd(),
+            reports_progress=key is not None and self._reports_progress.get(key, False),
+        )
 
     def quantile(self, key: DurationKey, q: float) -> float:
         """The learned duration quantile, corrected by the tasks still running (see survival)."""
@@ -262,7 +270,7 @@ class PollPlan:
         key = self.video_key  # videos of the kind last started
         if key is None or not self.learned(key):
             return [(now, 1.0), (now + self.interval, 2.0)]  # nothing learned: as the running ones count
-        rung = self.first_rung()
+        rung = self.first_rung(key)
         first = max(self.interval, self.quantile(key, rung))
         again = 1.0 - rung  # the chance the first poll finds it still running
         return [(now, 1.0), (now + first, 1.0 + rung), (now + first + self.interval, 2.0 * again)]

@@ -194,7 +194,8 @@ async def test_while_a_window_of_members_waits_for_the_key_first_polls_wait_for_
         settings=rig.planner_settings,
         scope=lambda guild: guild != 1,
     )
-    assert other_key.polls.first_rung() < rig.planner.polls.first_rung()
+    key = DurationModel.key_for_params(VIDEO)
+    assert other_key.polls.first_rung(key) < rig.planner.polls.first_rung(key)
 
 
 async def test_learned_durations_survive_a_restart(rig: Rig) -> None:

@@ -217,3 +217,35 @@ async def test_an_image_task_is_polled_promptly_however_many_wait() -> None:
     now = clock.monotonic()
     assert all(image.first == FIRST for image in images)
     assert {plan.plan(image, now, None)[0] for image in images} == {now + INTERVAL}
+
+
+async def test_while_members_wait_a_kind_that_reports_progress_is_still_first_polled_at_the_median() -> None:
+    clock = ManualClock()
+    crowd = [1.0]
+    plan = plan_on(clock, crowd)
+    for n, seconds in enumerate((60.0, 120.0, 180.0)):  # each reports progress at its first poll
+        task = plan.add(running_job(clock, 100 + n), video=True)
+        await clock.advance(seconds / 2)
+        plan.observed(task, TaskStatus("pending", 0.5))
+        await clock.advance(seconds / 2 + 1.0)
+        plan.observed(task, TaskStatus("completed", 1.0, "http://x/v.mp4"))
+        plan.learn(plan.pop(task.job_id) or task)
+    task = plan.add(running_job(clock, 1), video=True)
+    # Its first poll gives the end when it finds the task running: nothing to save by waiting.
+    assert task.first == FIRST
+    assert plan.first_rung(task.key) == FIRST
+
+
+async def test_a_task_seen_done_at_its_first_poll_does_not_hide_that_its_kind_reports_progress() -> None:
+    clock = ManualClock()
+    plan = plan_on(clock, [1.0])
+    key = DurationModel.key_for_params(VIDEO)
+    running = plan.add(running_job(clock, 1), video=True)
+    await clock.advance(INTERVAL)
+    plan.observed(running, TaskStatus("pending", 0.3))
+    quick = plan.add(running_job(clock, 2), video=True)
+    await clock.advance(INTERVAL)
+    plan.observed(quick, TaskStatus("completed", 1.0, "http://x/v.mp4"))  # no "running" answer
+    assert plan.first_rung(key) == FIRST
+    plan.observed(running, TaskStatus("pending", None))  # the service stopped reporting it
+    assert plan.first_rung(key) == THRIFTY_FIRST
