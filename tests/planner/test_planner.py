@@ -6,7 +6,7 @@ A real store (durations persist), a real budget and real queues; time is a Manua
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -68,6 +68,17 @@ class Rig:
             settings=dataclasses.replace(self.planner_settings, **settings),  # type: ignore[arg-type]
         )
         return self.planner
+
+    async def planner_for(self, scope: Callable[[int], bool]) -> Planner:
+        """Another key's planner over the same queues: its guilds are the ones `scope` accepts."""
+        return await Planner.open(
+            budget=self.budget,
+            clock=self.clock,
+            store=self.store,
+            queues=self.queues,
+            settings=self.planner_settings,
+            scope=scope,
+        )
 
     planner_settings: PlannerSettings = dataclasses.field(
         default_factory=lambda: PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
@@ -186,14 +197,7 @@ async def test_while_a_window_of_members_waits_for_the_key_first_polls_wait_for_
     crowded_at, priority = crowded.next_poll(t0, None)
     assert crowded_at > quiet_at and priority is Priority.HIGH
     # Only the guilds on this key count: a planner for another key sees a quiet key.
-    other_key = await Planner.open(
-        budget=rig.budget,
-        clock=rig.clock,
-        store=rig.store,
-        queues=rig.queues,
-        settings=rig.planner_settings,
-        scope=lambda guild: guild != 1,
-    )
+    other_key = await rig.planner_for(lambda guild: guild != 1)
     key = DurationModel.key_for_params(VIDEO)
     assert other_key.polls.first_rung(key) < rig.planner.polls.first_rung(key)
 
@@ -448,14 +452,7 @@ async def test_behind_a_full_ceiling_later_waves_use_the_learned_duration(rig: R
 
 async def test_a_queued_job_only_waits_for_jobs_on_its_own_key(rig: Rig) -> None:
     own_key_guild = 9
-    scoped = await Planner.open(
-        budget=rig.budget,
-        clock=rig.clock,
-        store=rig.store,
-        queues=rig.queues,
-        settings=rig.planner_settings,
-        scope=lambda guild: guild != own_key_guild,  # the operator key's planner: every guild but 9
-    )
+    scoped = await rig.planner_for(lambda guild: guild != own_key_guild)  # the operator key's: all but 9
     others = [await rig.job(guild=own_key_guild, running=False) for _ in range(6)]
     for job in others:
         rig.queues.push(job)
