@@ -90,6 +90,11 @@ class QueuePace:
     ceiling: int | None  # the most tasks at once (None: no fixed number)
     occupied: int  # jobs occupying the service (running, or being created)
 
+    def per_second(self, budget: Budget) -> float:
+        """Requests a second this process may spend on the key: the key's rate is spent by every
+        process with tasks on it, ours an even part."""
+        return max(1, budget.allowed) / budget.window / self.processes
+
 
 class Estimates(Protocol):
     """Where the chat side gets a job's :class:`Estimate` (the key's planner implements it)."""
@@ -350,7 +355,7 @@ class Forecast:
         if not task.goes_first:
             return 0.0  # a poll that cannot see a result yet goes after creates: its figure is the plan's
         now = self._clock.monotonic()
-        spacing = 1.0 / self._per_second()
+        spacing = 1.0 / self._pace().per_second(self._budget)
         order = (task.next_at, task.job_id)
         due = sorted(
             (other.next_at, other.job_id)
@@ -424,11 +429,6 @@ class Forecast:
             polls.append(min(max(at + plan.interval, target), at + plan.max_interval))
         return polls
 
-    def _per_second(self) -> float:
-        """Requests a second this process may spend on the key: the key's rate is spent by every
-        process with tasks on it, ours an even part."""
-        return max(1, self._budget.allowed) / self._budget.window / self._pace().processes
-
     # -- queued: when the job starts ------------------------------------------------------------------
     def starts_in(self, ahead: int, job: Job) -> float | None:
         """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown).
@@ -438,7 +438,7 @@ class Forecast:
         once can hold the queue back further: then the job starts when a slot frees for it.
         """
         pace = self._pace()
-        per_second = self._per_second()
+        per_second = pace.per_second(self._budget)
         requests = (ahead + 1) * pace.requests_per_task
         if job.kind is JobKind.VIDEO:
             images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)

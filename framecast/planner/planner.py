@@ -289,7 +289,7 @@ class Planner:
         if videos + images == 0:
             return 0.0
         pace = self._pace()
-        per_window = max(1, self._budget.allowed) / pace.processes / pace.requests_per_task
+        per_window = pace.per_second(self._budget) * self._budget.window / pace.requests_per_task
         return (videos + images) / per_window
 
     def _images_spending(self) -> float:

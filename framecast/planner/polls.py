@@ -114,14 +114,15 @@ class PollPlan:
         # the task was last asked about and keeps the next poll a whole interval from it.
         # Never later than now: a clock that went back must not postpone the poll for ever.
         seen_at = min(max(started, job.updated_at), max(started, now_wall))
+        key = DurationModel.key_for_params(job.params)
         task = PolledTask(
             job_id=job.id,
-            key=DurationModel.key_for_params(job.params),
+            key=key,
             started=started,
             track=ProgressTrack(started),
             seen_at=seen_at,
             # An image's task takes seconds: polled promptly, whoever waits.
-            first=self.first_rung(DurationModel.key_for_params(job.params)) if video else FIRST,
+            first=self.first_rung(key) if video else FIRST,
         )
         if job.progress is not None:
             # Restored after a restart: the last progress was saved with the job.
