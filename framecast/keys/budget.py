@@ -106,6 +106,10 @@ class Budget(Protocol):
         """Requests in flight or finished inside the current window."""
         ...
 
+    def frees_at(self) -> list[float] | None:
+        """When the slots used now free again (monotonic, soonest first); None: not known here."""
+        ...
+
     def close(self) -> None:
         """Stop the timer; waiters are released with an error."""
         ...
@@ -319,6 +323,13 @@ class RequestBudget:
         """Requests in flight or finished inside the current window."""
         self._prune(self._clock.monotonic())
         return self._in_flight + len(self._ends)
+
+    def frees_at(self) -> list[float]:
+        """When the slots used now free again (monotonic, soonest first): a window after each
+        request's end, a request in flight a window from now at the soonest."""
+        now = self._clock.monotonic()
+        self._prune(now)
+        return [end + self.window for end in self._ends] + [now + self.window] * self._in_flight
 
     def close(self) -> None:
         """Stop the internal timer (waiters still parked stay parked)."""

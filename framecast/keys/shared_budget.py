@@ -355,6 +355,10 @@ class RedisBudget:
         """Requests this process has in flight (the shared count is :meth:`shared_available`'s)."""
         return self._in_flight
 
+    def frees_at(self) -> None:
+        """Not known here: the other processes' requests are counted in Redis only."""
+        return None
+
     async def shared_available(self) -> int:
         """Slots free in Redis right now for every process (ignoring a pause); raises RedisError."""
         now_s, now_us = await self._redis.time()

@@ -15,11 +15,17 @@ shape). Two things make them honest:
   never "finishing" for minutes.
   When polls fall due together on a busy key, a poll waits for the ones before it: "left" counts
   that wait too (:meth:`Forecast._queued`).
-* **"starts in" counts the key's real throughput**: each job ahead costs the requests a task takes
-  on average (learned), the images waiting on the key go first (two requests each), and when a
-  ceiling on tasks at once holds the queue back (the service's cap, ``GEN_MAX_RUNNING``), the job
-  starts when a slot frees: as the running tasks are seen done, then the tasks started in their
-  place, each taking the time a new task takes to be seen done.
+* **"starts in" plays the planner's own admission forward** (:mod:`framecast.planner.starts`): over
+  the requests the running tasks are expected to make and the budget's slots as they free, the
+  images waiting on the key first, a queued video starts when the rule the planner starts videos
+  by would let it. The queue does not move at an even pace: a batch's first videos start at once,
+  the next ones wait while their completions come due, then about one for each task's worth of
+  requests; a pace (requests per task over the key's rate) was off by minutes at either end
+  (issue 17). When a ceiling on tasks at once holds the queue back (the service's cap,
+  ``GEN_MAX_RUNNING``), the job starts when a slot frees: as the running tasks are seen done,
+  then the tasks started in their place, each taking the time a new task takes to be seen done.
+  Images, and videos beyond the play's horizon, start at the key's pace (what a task costs on
+  average, learned).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from framecast.planner.costs import IMAGE_REQUESTS
 from framecast.planner.ladder import ladder_quantile, top_after
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
+from framecast.planner.starts import Slots, VideoAdmission, play_starts
 
 __all__ = [
     "DurationCdf",
@@ -238,14 +245,25 @@ class Forecast:
         queues: GuildQueues,
         scope: Callable[[int], bool] | None,
         pace: Callable[[], QueuePace],
+        admission: Callable[[float], VideoAdmission],
     ) -> None:
-        """`scope(guild_id)`: whether a guild's jobs wait for this key (None: every guild's)."""
+        """`scope(guild_id)`: whether a guild's jobs wait for this key (None: every guild's).
+
+        `admission(allowed)`: the planner's rule for starting a video, for a window of `allowed`.
+        """
         self._plan = plan
         self._clock = clock
         self._budget = budget
         self._queues = queues
         self._scope = scope
         self._pace = pace
+        self._admission = admission
+        # The queued videos' starts as last played forward (monotonic), when, for how many queued
+        # videos and images, and whether the plan changed since (see :meth:`_video_starts`).
+        self._starts: list[float] = []
+        self._starts_at = -math.inf
+        self._starts_for = (0, 0)
+        self._stale = True
         # How late polls come after their planned time (they wait for the budget), smoothed: for
         # sums of waits (a queue behind a cap), not for "left" (see :meth:`left`).
         self._lateness = 0.0
@@ -262,6 +280,10 @@ class Forecast:
 
     def __repr__(self) -> str:
         return f"<Forecast of {self._plan!r}>"
+
+    def changed(self) -> None:
+        """The plan or the queues changed: the queued videos' starts are played again when next read."""
+        self._stale = True
 
     def estimate(self, job: Job) -> Estimate:
         """The job's progress and timing as far as they are known (see :class:`Estimate`)."""
@@ -355,24 +377,37 @@ class Forecast:
         if not task.goes_first:
             return 0.0  # a poll that cannot see a result yet goes after creates: its figure is the plan's
         now = self._clock.monotonic()
-        spacing = 1.0 / self._pace().per_second(self._budget)
         order = (task.next_at, task.job_id)
         due = sorted(
             (other.next_at, other.job_id)
             for other in self._plan
             if other.goes_first and (other.next_at, other.job_id) <= order
         )
-        cost = 1.0 + _DOWNLOAD_CHANCE  # a poll, and the download half of them bring
-        free = float(self._budget.available())  # slots free now: the first polls go as planned
-        free_at, sent = now, now
+        slots = self._slots(now, self._pace())
+        downloads = 0.0  # the downloads the polls so far bring (half of them), each a slot
+        sent = now
         for next_at, _ in due:
-            sent = max(now, next_at)
-            if free >= cost:
-                free -= cost
-                continue
-            sent = max(sent, free_at)  # then one slot as each frees
-            free_at = sent + spacing * cost
+            while slots.first() < next_at:
+                slots.idle(next_at)  # a poll goes at its plan at the soonest
+            sent = slots.first()
+            slots.spend()
+            downloads += _DOWNLOAD_CHANCE
+            if downloads >= 1.0:
+                downloads -= 1.0
+                slots.spend()
         return max(0.0, sent - task.next_at)
+
+    def _slots(self, now: float, pace: QueuePace) -> Slots:
+        """When this process's budget grants its next slots (see :class:`~framecast.planner.starts.Slots`)."""
+        budget = self._budget
+        return Slots(
+            now=now,
+            window=budget.window,
+            allowed=max(1, budget.allowed),
+            free=int(budget.available() / pace.processes),
+            frees=budget.frees_at() if pace.processes == 1 else None,
+            spacing=1.0 / pace.per_second(budget),
+        )
 
     def _next_poll(self, task: PolledTask, now: float, late: float) -> float:
         """Wall time of the task's next poll as planned, `late` seconds late (now, when one is due)."""
@@ -399,7 +434,7 @@ class Forecast:
             return plan.quantile(key, q)
 
         cdf = DurationCdf(quantile)
-        rung = plan.first_rung(key)
+        rung = plan.first_rung()
         polls = self._ladder(max(plan.interval, quantile(rung)), 0.0, 0, rung, quantile, cdf)
         # Its polls come as late as polls have lately.
         return expected_seen(polls, cdf) + self._lateness
@@ -433,17 +468,22 @@ class Forecast:
     def starts_in(self, ahead: int, job: Job) -> float | None:
         """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown).
 
-        The budget sets the pace: every job ahead takes the requests a task costs on average, and
-        a video also waits for the images waiting on the key (they go first). A ceiling on tasks at
-        once can hold the queue back further: then the job starts when a slot frees for it.
+        A video: when the planner's rule, played forward, starts it (:meth:`_video_starts`); an
+        image, or a video beyond the play's horizon, at the key's pace (every job ahead takes the
+        requests a task costs on average, and a video also waits for the images waiting on the
+        key: they go first). A ceiling on tasks at once can hold the queue back further: then the
+        job starts when a slot frees for it.
         """
         pace = self._pace()
-        per_second = pace.per_second(self._budget)
-        requests = (ahead + 1) * pace.requests_per_task
-        if job.kind is JobKind.VIDEO:
-            images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
-            requests += IMAGE_REQUESTS * images
-        by_rate = requests / per_second
+        starts = self._video_starts(pace) if job.kind is JobKind.VIDEO else []
+        if ahead < len(starts):
+            by_rate = max(0.0, starts[ahead] - self._clock.monotonic())
+        else:  # at the key's pace: every job ahead costs what a task costs on average
+            requests = (ahead + 1) * pace.requests_per_task
+            if job.kind is JobKind.VIDEO:
+                images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
+                requests += IMAGE_REQUESTS * images
+            by_rate = requests / pace.per_second(self._budget)
         ceiling, occupied = pace.ceiling, pace.occupied
         if ceiling is None or ahead + 1 <= ceiling - occupied:
             return by_rate
@@ -463,3 +503,39 @@ class Forecast:
             heapq.heappush(frees, math.inf if duration is None else at + duration)
         at = heapq.heappop(frees) if frees else math.inf
         return None if math.isinf(at) else max(by_rate, at)
+
+    def _video_starts(self, pace: QueuePace) -> list[float]:
+        """When each queued video of this key starts, in queue order (monotonic; see
+        :func:`~framecast.planner.starts.play_starts`): the planner's rule played forward over the
+        running tasks' expected requests, the waiting images first.
+
+        Played again when the queues changed; when the plan did, at most every quarter of a budget
+        slot; and at least every slot (a slot's worth of time moves every start).
+        """
+        now = self._clock.monotonic()
+        spacing = 1.0 / pace.per_second(self._budget)
+        videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
+        images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
+        age = now - self._starts_at
+        same = (videos, images) == self._starts_for
+        if same and (age < spacing / 4 or (age < spacing and not self._stale)):
+            return self._starts
+        plan = self._plan
+        planned = plan.profile(now)
+        if images:  # images go first: their creates, then their downloads
+            planned.append((now, float((IMAGE_REQUESTS - 1) * images)))
+        self._starts = play_starts(
+            now=now,
+            count=videos,
+            planned=planned,
+            slots=self._slots(now, pace),
+            rule=self._admission(max(1, self._budget.allowed) / pace.processes),
+            weighed=plan.new_video_requests,
+            expected=plan.new_video_cost,
+            # Long enough for the queue at twice a task's cost, and a whole task's polls beyond.
+            horizon=2 * (videos + 1) * pace.requests_per_task * spacing + 2 * plan.max_interval,
+            step=spacing,
+            creates_first=images,
+        )
+        self._starts_at, self._starts_for, self._stale = now, (videos, images), False
+        return self._starts

@@ -10,13 +10,13 @@ member's task will be seen done.
 Where the ladder starts depends on who waits for the key (issue 17). On a quiet key the first poll
 comes at the median: a poll that finds the task still running costs a request nobody else wanted,
 and half the files come sooner. While members wait in the queue for the key, every request a poll
-spends without seeing a result delays every one of them (the queue moves at the key's rate): for
-tasks that report no progress the first poll then climbs towards a high quantile
-(:func:`first_rung`), so nearly every poll sees a result and the key buys more videos an hour, for a
-later file on the tasks that finish early. A task that reports progress stays at the median: the
-answer of a poll that finds it running gives its end, so the next poll is exact and nothing is
-wasted but that one request (measured: moving it up saved 0.1 request a video and delivered a third
-to half an interval later, `benchmarks/README.md`).
+spends without seeing a result delays every one of them (the queue moves at the key's rate), so
+the first poll climbs towards a high quantile (:func:`first_rung`): nearly every poll sees a
+result and the key buys more videos an hour, for a later file on the tasks that finish early. Also
+for tasks that report progress: a poll that finds one running gives its end, but that poll is a
+request the queue waited for, and with the batch's creates sent first (the scouts,
+:mod:`framecast.planner.polls`) their polls crowd the key afterwards; measured, the higher rung
+cut 0.15 request a video and brought the files sooner (``benchmarks/README.md``, round 7).
 """
 
 from __future__ import annotations
@@ -35,15 +35,12 @@ THRIFTY_FIRST = 0.8
 _STEP, _TOP = 0.15, 0.95
 
 
-def first_rung(waiting: float, *, reports_progress: bool = False) -> float:
+def first_rung(waiting: float) -> float:
     """The first rung of a task created while `waiting` windows' worth of jobs wait for the key.
 
     `waiting`: the jobs in the queue over the jobs the key starts in one window (0: nobody waits).
-    From the median on a quiet key up to :data:`THRIFTY_FIRST` once a window's worth waits; the
-    median whatever waits for tasks of a kind that `reports_progress` (see the module docstring).
+    From the median on a quiet key up to :data:`THRIFTY_FIRST` once a window's worth waits.
     """
-    if reports_progress:
-        return FIRST
     crowd = min(1.0, max(0.0, waiting))
     return FIRST + (THRIFTY_FIRST - FIRST) * crowd
 

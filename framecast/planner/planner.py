@@ -51,6 +51,7 @@ from framecast.planner.horizon import peak_with
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
+from framecast.planner.starts import VideoAdmission
 from framecast.service import TaskStatus
 from framecast.service.refusals import RefusalKind
 from framecast.storage import Store
@@ -127,7 +128,13 @@ class Planner:
         self._requests_per_task = MIN_REQUESTS_PER_VIDEO + 0.5  # learned as tasks finish
         # What members are told: read from the poll plan, the queues and this planner's pace.
         self._forecast = Forecast(
-            self._polls, clock=clock, budget=budget, queues=queues, scope=scope, pace=self._pace
+            self._polls,
+            clock=clock,
+            budget=budget,
+            queues=queues,
+            scope=scope,
+            pace=self._pace,
+            admission=self._admission,
         )
         if shared is not None:
             shared.attach(self._share, self._changed)
@@ -210,7 +217,9 @@ class Planner:
         Over the horizon (issue 17): a video's first poll comes when it is likely done, minutes
         later, so a video also waits until the windows its polls will fall in have room for them
         (:meth:`PollPlan.profile <framecast.planner.polls.PollPlan.profile>`,
-        :func:`~framecast.planner.horizon.peak_with`): creates go ahead while the windows their
+        :func:`~framecast.planner.horizon.peak_with`; the rule is
+        :class:`~framecast.planner.starts.VideoAdmission`, which the forecast plays forward for
+        "starts in"): creates go ahead while the windows their
         completions fall in are still free, and a window where completions come due is spent on
         their polls. The batch's last few videos may borrow up to half a
         window from the planned polls (no creates follow them to take that room later).
@@ -259,23 +268,25 @@ class Planner:
             # An image has waited a whole window: videos wait until it has started.
             return False
         videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
-        if 0 < videos <= _LAST_CREATES:
-            # The batch's last creates: no more creates follow them, so the windows ahead hold only
-            # polls, and these may borrow up to half a window of them now rather than start last
-            # and end the batch a whole task later. Bounded, so a steady trickle stays planned.
-            return planned + 1 + IMAGE_REQUESTS * images <= _BORROW * self._budget.allowed
-        if planned + 1 + IMAGE_REQUESTS * images > self._budget.allowed:
-            return False
-        # Over the horizon: the windows after this one that its polls will fall in must have room
-        # for them too, or its completion waits for the budget behind the others due then (issue 17).
-        later = now + 1e-6  # this window was checked above (with the other processes' demand)
-        peak = peak_with(
-            self._polls.profile(now),
-            self._polls.new_video_requests(now),
-            window=self._budget.window,
-            start=later,
+
+        def peak() -> float:
+            # The windows after this one (checked with the other processes' demand) its polls fall in.
+            return peak_with(
+                self._polls.profile(now),
+                self._polls.new_video_requests(now),
+                window=self._budget.window,
+                start=now + 1e-6,
+            )
+
+        return self._admission(self._budget.allowed).fits(
+            due=planned, images=images, videos=videos, peak=peak
         )
-        return peak <= self._budget.allowed
+
+    def _admission(self, allowed: float) -> VideoAdmission:
+        """The rule a video starts by, for a window that holds `allowed` requests."""
+        return VideoAdmission(
+            window=self._budget.window, allowed=allowed, last_creates=_LAST_CREATES, borrow=_BORROW
+        )
 
     def _crowd(self) -> float:
         """How many windows' worth of jobs wait in the queues for this key (what the poll plan spends
@@ -457,6 +468,7 @@ class Planner:
         )
 
     def _changed(self) -> None:
+        self._forecast.changed()
         self._wake_refused()
         if self._listener is not None:
             self._listener()

@@ -10,7 +10,12 @@ quantile ladder (:mod:`framecast.planner.ladder`): from the median on a quiet ke
 quantile while members wait for the key (a poll that sees no result then costs each of them).
 Until a kind of task has been seen to finish a few times, polls come every interval, as a cautious
 bot would (after images' creates while the task is younger than the prior duration of its kind:
-such a poll is sent to learn it).
+such a poll is sent to learn it). While members wait for the key, only the kind's oldest few videos
+(the scouts, :data:`SCOUTS`) are polled so; the others are parked at the longest gap, when they are
+very likely done, and move onto the ladder as soon as the scouts have taught the kind (the client
+asks the plan again every interval). Polling every task of a new kind every interval spent two or
+three requests a video of a fresh batch on polls that saw nothing, each one a request every
+queued member waited for (measured in ``benchmarks/README.md``, round 7).
 
 The plan also says what the running tasks will ask of the budget (:meth:`PollPlan.demand`, over
 the horizon :meth:`PollPlan.profile`), which admission (:mod:`framecast.planner.planner`) weighs,
@@ -33,7 +38,10 @@ from framecast.planner.predict import DurationKey, DurationModel, DurationRow, P
 from framecast.planner.survival import Survival
 from framecast.service import TaskStatus
 
-__all__ = ["PollPlan", "PolledTask"]
+__all__ = ["SCOUTS", "PollPlan", "PolledTask"]
+
+#: Tasks of a kind not learned yet polled every interval to learn it while members wait for the key.
+SCOUTS = 4
 
 
 @dataclass
@@ -54,6 +62,7 @@ class PolledTask:
     cold: bool = False  # polled every interval before anything was known of its end
     seen_progress: float | None = None
     first: float = FIRST  # the quantile ladder's first rung, set by who waited when it was created
+    video: bool = True  # a video's task (an image's takes seconds: never parked)
 
     @property
     def goes_first(self) -> bool:
@@ -88,8 +97,6 @@ class PollPlan:
         self.max_interval = max_interval
         self._survival = Survival()  # recent durations, corrected for the tasks still running
         self._tasks: dict[int, PolledTask] = {}
-        # Whether the latest poll that found a task of each kind running had its progress (first_rung).
-        self._reports_progress: dict[DurationKey, bool] = {}
         self.video_key: DurationKey | None = None  # the kind of video last started
 
     def __repr__(self) -> str:
@@ -122,7 +129,8 @@ class PollPlan:
             track=ProgressTrack(started),
             seen_at=seen_at,
             # An image's task takes seconds: polled promptly, whoever waits.
-            first=self.first_rung(key) if video else FIRST,
+            first=self.first_rung() if video else FIRST,
+            video=video,
         )
         if job.progress is not None:
             # Restored after a restart: the last progress was saved with the job.
@@ -161,7 +169,13 @@ class PollPlan:
         earliest = last_poll + self.interval
         latest = last_poll + self.max_interval
         done_at = self.predicted_done(task)
-        if done_at is None:
+        if done_at is None and self._parked(task):
+            # Nothing learned yet and members wait for the key: the scouts learn the kind; this
+            # one is polled at the longest gap (very likely done by then), or on the ladder once
+            # the scouts have taught it (the client asks the plan again every interval).
+            when, likely, learning = max(earliest, latest), True, False
+            task.cold = True
+        elif done_at is None:
             # Nothing learned yet: poll as often as allowed (counted as likely done, the cautious
             # count). Such a poll is sent to learn the task: until the task is as old as the prior
             # says, it is unlikely to see a result, and an image should not wait for it (issue 17);
@@ -185,11 +199,19 @@ class PollPlan:
         if status is not None and status.state == "completed":
             task.track.complete(self._clock.time())
         elif status is not None and status.state == "pending":
-            if task.key is not None:  # what the service's latest "still running" said of its kind
-                self._reports_progress[task.key] = status.progress is not None
             task.track.observe(self._clock.time(), status.progress)
             if status.progress is not None:
                 task.seen_progress = status.progress
+
+    def _parked(self, task: PolledTask) -> bool:
+        """Whether a video of a kind not learned yet waits for the scouts rather than being polled
+        every interval: members wait for the key, and older tasks of its kind (the scouts,
+        :data:`SCOUTS`) are polled every interval to learn it."""
+        if not task.video or task.key is None or self._crowd is None or self._crowd() <= 0:
+            return False
+        order = (task.started, task.job_id)
+        older = sum(1 for t in self._tasks.values() if t.key == task.key and (t.started, t.job_id) < order)
+        return older >= SCOUTS
 
     def predicted_done(self, task: PolledTask) -> float | None:
         """Wall time the task is expected to be done, or None when nothing is known yet."""
@@ -204,12 +226,9 @@ class PollPlan:
         assert task.key is not None  # without progress: up the ladder from the task's first rung
         return task.started + self.quantile(task.key, ladder_quantile(task.polls, task.first))
 
-    def first_rung(self, key: DurationKey | None) -> float:
-        """The ladder's first rung for a task of kind `key` created now (:mod:`~framecast.planner.ladder`)."""
-        return first_rung(
-            0.0 if self._crowd is None else self._crowd(),
-            reports_progress=key is not None and self._reports_progress.get(key, False),
-        )
+    def first_rung(self) -> float:
+        """The ladder's first rung for a video created now (:mod:`~framecast.planner.ladder`)."""
+        return first_rung(0.0 if self._crowd is None else self._crowd())
 
     def quantile(self, key: DurationKey, q: float) -> float:
         """The learned duration quantile, corrected by the tasks still running (see survival)."""
@@ -266,12 +285,35 @@ class PollPlan:
         return planned
 
     def new_video_requests(self, now: float) -> list[Requests]:
-        """A video created now: its create, then its first poll on the ladder's first rung (the
-        median on a quiet key: half the time one more poll; see :meth:`first_rung`)."""
+        """What admission weighs for a video created now: its create, then its first poll on the
+        ladder's first rung (the median on a quiet key: half the time one more poll; see
+        :meth:`first_rung`).
+
+        Of a kind not learned yet, a poll an interval on, as the scouts poll: a video parked behind
+        them (:meth:`parks_new`) is weighed so too, not at the longest gap it waits at most. While
+        members wait for the key, its idle slots now buy more than that poll's wait costs later (by
+        then the scouts have taught the kind and its polls are spread over the ladder): the batch's
+        creates go out first, its polls fill the key to the end (issue 17; measured in
+        ``benchmarks/README.md``).
+        """
         key = self.video_key  # videos of the kind last started
         if key is None or not self.learned(key):
-            return [(now, 1.0), (now + self.interval, 2.0)]  # nothing learned: as the running ones count
-        rung = self.first_rung(key)
+            return [(now, 1.0), (now + self.interval, 2.0)]
+        rung = self.first_rung()
         first = max(self.interval, self.quantile(key, rung))
         again = 1.0 - rung  # the chance the first poll finds it still running
         return [(now, 1.0), (now + first, 1.0 + rung), (now + first + self.interval, 2.0 * again)]
+
+    def new_video_cost(self, now: float) -> list[Requests]:
+        """What a video created now is expected to ask after its create (the forecast's): as
+        :meth:`new_video_requests` weighs, but one parked behind the scouts polls at the longest gap."""
+        if self.parks_new():
+            return [(now + self.max_interval, 2.0)]
+        return self.new_video_requests(now)[1:]
+
+    def parks_new(self) -> bool:
+        """Whether a video created now would be parked behind the scouts of its kind (see :meth:`plan`)."""
+        key = self.video_key
+        if key is None or self.learned(key) or self._crowd is None or self._crowd() <= 0:
+            return False
+        return sum(1 for t in self._tasks.values() if t.key == key) >= SCOUTS

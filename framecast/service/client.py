@@ -396,6 +396,12 @@ class GenerationClient:
         while True:
             when, priority = pacer.next_poll(self._clock.monotonic(), last_poll)
             delay = min(when, deadline) - self._clock.monotonic()
+            if delay > interval:
+                # A far poll is planned from what was known then: ask the pacer again an interval
+                # on (what the planner learned meanwhile may bring it sooner; never sooner than
+                # an interval after the last poll, which the pacer keeps).
+                await self._clock.sleep(interval)
+                continue
             if delay > 0:
                 await self._clock.sleep(delay)
             if before_poll is not None:

@@ -58,6 +58,24 @@ async def test_limit_then_window_counts_from_end() -> None:
     assert budget.in_flight == 0 and budget.waiting == 0 and budget.granted_total == 4
 
 
+async def test_it_says_when_each_used_slot_frees() -> None:
+    # What the forecast plays "starts in" over: a window after each request's end; a request still
+    # in flight frees a window after now at the soonest.
+    clock = ManualClock()
+    budget = RequestBudget(3, 10.0, clock=clock)
+    order: list[str] = []
+    first, second = Holder(budget, "a", order), Holder(budget, "b", order)
+    await settle()
+    await first.finish()
+    await clock.advance(4.0)
+    start = clock.monotonic()
+    assert budget.frees_at() == pytest.approx([start - 4.0 + 10.0, start + 10.0])
+    await second.finish()
+    await clock.advance(6.0)  # the first slot has aged out
+    assert budget.frees_at() == pytest.approx([start + 10.0])
+    assert budget.available() == 2
+
+
 async def test_priority_then_fifo() -> None:
     clock = ManualClock()
     budget = RequestBudget(1, 1.0, clock=clock)

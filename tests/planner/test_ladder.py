@@ -28,11 +28,6 @@ def test_a_quiet_key_starts_at_the_median_and_a_crowded_one_higher() -> None:
     assert first_rung(-3.0) == FIRST  # nonsense counts are a quiet key
 
 
-def test_tasks_that_report_progress_are_first_polled_at_the_median_however_many_wait() -> None:
-    # A poll that finds such a task running learns its end: the next poll is exact.
-    assert first_rung(5.0, reports_progress=True) == FIRST
-
-
 def test_a_ladder_from_a_higher_rung_reaches_the_same_top_in_fewer_polls() -> None:
     assert top_after(THRIFTY_FIRST) < top_after(FIRST)
     assert ladder_quantile(top_after(THRIFTY_FIRST), THRIFTY_FIRST) == ladder_quantile(top_after())

@@ -10,7 +10,7 @@ import pytest
 from framecast.jobs import Job, JobKind, JobState
 from framecast.keys.budget import Priority
 from framecast.planner.ladder import FIRST, LEARNED_AFTER, THRIFTY_FIRST
-from framecast.planner.polls import PolledTask, PollPlan
+from framecast.planner.polls import SCOUTS, PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.service import TaskStatus
 from tests.fakes.clock import ManualClock
@@ -219,33 +219,56 @@ async def test_an_image_task_is_polled_promptly_however_many_wait() -> None:
     assert {plan.plan(image, now, None)[0] for image in images} == {now + INTERVAL}
 
 
-async def test_while_members_wait_a_kind_that_reports_progress_is_still_first_polled_at_the_median() -> None:
+async def test_while_members_wait_only_the_scouts_of_a_new_kind_are_polled_every_interval() -> None:
+    # Nothing is known of the kind yet: the oldest few tasks (the scouts) are polled every interval
+    # to learn it; the later ones wait the longest gap, when they are very likely done, rather than
+    # spend a request a window on polls every queued member waits for (issue 17).
     clock = ManualClock()
     crowd = [1.0]
     plan = plan_on(clock, crowd)
-    for n, seconds in enumerate((60.0, 120.0, 180.0)):  # each reports progress at its first poll
-        task = plan.add(running_job(clock, 100 + n), video=True)
-        await clock.advance(seconds / 2)
-        plan.observed(task, TaskStatus("pending", 0.5))
-        await clock.advance(seconds / 2 + 1.0)
-        plan.observed(task, TaskStatus("completed", 1.0, "http://x/v.mp4"))
-        plan.learn(plan.pop(task.job_id) or task)
-    task = plan.add(running_job(clock, 1), video=True)
-    # Its first poll gives the end when it finds the task running: nothing to save by waiting.
-    assert task.first == FIRST
-    assert plan.first_rung(task.key) == FIRST
+    tasks = []
+    for n in range(SCOUTS + 2):
+        tasks.append(plan.add(running_job(clock, n + 1), video=True))
+        await clock.advance(1.0)
+    now = clock.monotonic()
+    gaps = [plan.plan(task, now, None)[0] - (task.started + now - clock.time()) for task in tasks]
+    assert gaps == pytest.approx([INTERVAL] * SCOUTS + [6 * INTERVAL] * 2)
+    assert all(task.likely_done and task.cold for task in tasks)
+    assert plan.parks_new() and plan.new_video_cost(now) == [(now + 6 * INTERVAL, 2.0)]
+    # Admission weighs a parked video as the scouts poll (see new_video_requests): its create and
+    # a poll an interval on.
+    assert plan.new_video_requests(now) == [(now, 1.0), (now + INTERVAL, 2.0)]
 
 
-async def test_a_task_seen_done_at_its_first_poll_does_not_hide_that_its_kind_reports_progress() -> None:
+async def test_on_a_quiet_key_every_task_of_a_new_kind_is_polled_every_interval() -> None:
     clock = ManualClock()
-    plan = plan_on(clock, [1.0])
-    key = DurationModel.key_for_params(VIDEO)
-    running = plan.add(running_job(clock, 1), video=True)
-    await clock.advance(INTERVAL)
-    plan.observed(running, TaskStatus("pending", 0.3))
-    quick = plan.add(running_job(clock, 2), video=True)
-    await clock.advance(INTERVAL)
-    plan.observed(quick, TaskStatus("completed", 1.0, "http://x/v.mp4"))  # no "running" answer
-    assert plan.first_rung(key) == FIRST
-    plan.observed(running, TaskStatus("pending", None))  # the service stopped reporting it
-    assert plan.first_rung(key) == THRIFTY_FIRST
+    crowd = [0.0]
+    plan = plan_on(clock, crowd)
+    tasks = [plan.add(running_job(clock, n + 1), video=True) for n in range(SCOUTS + 2)]
+    now = clock.monotonic()
+    assert {plan.plan(task, now, None)[0] for task in tasks} == {now + INTERVAL}
+    assert not plan.parks_new()
+    images = [plan.add(running_job(clock, 100 + n, kind=JobKind.IMAGE), video=False) for n in range(6)]
+    crowd[0] = 1.0  # an image's task takes seconds: never parked, whoever waits
+    assert {plan.plan(image, now, None)[0] for image in images} == {now + INTERVAL}
+
+
+async def test_a_parked_task_moves_onto_the_ladder_once_the_scouts_have_taught_its_kind() -> None:
+    clock = ManualClock()
+    crowd = [1.0]
+    plan = plan_on(clock, crowd)
+    for n in range(SCOUTS):  # the scouts, older
+        plan.add(running_job(clock, 100 + n), video=True)
+    late = plan.add(running_job(clock, 200), video=True)
+    now = clock.monotonic()
+    planned, _ = plan.plan(late, now, None)
+    assert planned == pytest.approx(now + 6 * INTERVAL)
+    for n in range(LEARNED_AFTER):  # scouts finish at 90 s
+        plan.learn(await finish_after(plan, clock, 300 + n, 90.0))
+    clock_now = clock.monotonic()
+    again, _ = plan.plan(late, clock_now, None)
+    assert late.key is not None and plan.learned(late.key)
+    assert again < planned  # asked again (the client does every interval), it comes sooner
+    assert again == pytest.approx(
+        late.started + (clock_now - clock.time()) + plan.quantile(late.key, late.first)
+    )

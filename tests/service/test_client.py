@@ -285,6 +285,42 @@ async def test_wait_video_reports_progress_and_returns(
     assert polls[0] - fake_service.requests[0].received >= 0.02 * 0.9  # the first poll waits too
 
 
+class ChangingPacer:
+    """Plans the first poll far off, then (asked again) for one `interval` after the start."""
+
+    def __init__(self, clock: Clock, interval: float) -> None:
+        self._clock = clock
+        self._interval = interval
+        self._start = clock.monotonic()
+        self.asked = 0
+
+    def next_poll(self, now: float, last_poll: float | None) -> tuple[float, int]:
+        self.asked += 1
+        if self.asked == 1:
+            return now + 1000 * self._interval, Priority.HIGH
+        return max(now, self._start + self._interval), Priority.HIGH
+
+    def observed(self, status: TaskStatus | None) -> None:
+        pass
+
+
+async def test_a_far_poll_is_asked_again_every_interval_and_comes_when_the_plan_moves_it(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    # The planner may learn meanwhile that a task parked for the longest gap is likely done sooner
+    # (issue 17: the scouts teach its kind): the wait loop asks the pacer again an interval on.
+    clock = ScaledClock(100)
+    fake_service.default_plan = TaskPlan(polls=0)
+    client = make_client(fake_service, session, clock=clock)
+    task_id = await client.create_video(VIDEO)
+    pacer = ChangingPacer(clock, 2.0)
+    started = clock.monotonic()
+    done = await client.wait_video(task_id, interval=2.0, timeout=600.0, pacer=pacer)
+    assert done.state == "completed"
+    assert pacer.asked == 2
+    assert clock.monotonic() - started < 10.0  # an interval or two, not the 2,000 s first planned
+
+
 async def test_wait_video_failed_raises(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
     fake_service.default_plan = TaskPlan(polls=1, outcome="failed", error="nsfw")
     client = make_client(fake_service, session, clock=ScaledClock(100))

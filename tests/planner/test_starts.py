@@ -1,0 +1,151 @@
+"""When queued videos start: the admission rule, the budget's slots, and the rule played forward."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from framecast.planner.horizon import Requests
+from framecast.planner.starts import Slots, VideoAdmission, play_starts
+
+WINDOW = 60.0
+RULE = VideoAdmission(window=WINDOW, allowed=16, last_creates=4, borrow=1.5)
+
+
+def no_peak() -> float:
+    raise AssertionError("the later windows are looked at only when the next one has room")
+
+
+def test_a_video_starts_only_while_the_next_window_has_room_for_its_create() -> None:
+    assert RULE.fits(due=15, images=0, videos=10, peak=lambda: 0.0)
+    assert not RULE.fits(due=16, images=0, videos=10, peak=no_peak)
+    # Each waiting image goes first: two requests of the window each.
+    assert not RULE.fits(due=12, images=2, videos=10, peak=no_peak)
+
+
+def test_a_video_whose_polls_would_crowd_a_later_window_waits() -> None:
+    assert not RULE.fits(due=0, images=0, videos=10, peak=lambda: 17.0)
+    assert RULE.fits(due=0, images=0, videos=10, peak=lambda: 16.0)
+
+
+def test_the_batchs_last_creates_borrow_up_to_half_a_window() -> None:
+    assert RULE.fits(due=23, images=0, videos=4, peak=no_peak)
+    assert not RULE.fits(due=24, images=0, videos=4, peak=no_peak)
+    assert not RULE.fits(due=23, images=0, videos=5, peak=no_peak)
+
+
+def test_a_known_budget_frees_its_slots_a_window_after_each_was_spent() -> None:
+    slots = Slots(now=0.0, window=WINDOW, allowed=3, free=0, frees=[10.0, 20.0], spacing=20.0)
+    seen = []
+    for _ in range(5):
+        seen.append(slots.first())
+        slots.spend()
+    # One free now, the used ones as they age out, then the one spent now a window later.
+    assert seen == [0.0, 10.0, 20.0, 60.0, 70.0]
+
+
+def test_an_idle_slot_stays_free_until_something_wants_it() -> None:
+    slots = Slots(now=0.0, window=WINDOW, allowed=1, free=0, frees=[], spacing=60.0)
+    slots.idle(25.0)
+    assert slots.first() == 25.0
+    slots.spend()
+    assert slots.first() == 85.0
+
+
+def test_an_unknown_budget_grants_this_processs_even_part_after_the_free_slots() -> None:
+    slots = Slots(now=0.0, window=WINDOW, allowed=16, free=2, frees=None, spacing=7.5)
+    seen = []
+    for _ in range(5):
+        seen.append(slots.first())
+        slots.spend()
+    assert seen == [0.0, 0.0, 7.5, 15.0, 22.5]
+
+
+def play(count: int, planned: Sequence[Requests], slots: Slots, cost: Sequence[Requests] = ()) -> list[float]:
+    return play_starts(
+        now=0.0,
+        count=count,
+        planned=planned,
+        slots=slots,
+        rule=RULE,
+        weighed=lambda at: [(at, 1.0)],
+        expected=lambda at: [(at + t, n) for t, n in cost],
+        horizon=3600.0,
+        step=WINDOW / 16,
+    )
+
+
+def test_an_idle_key_starts_a_window_of_videos_at_once_and_the_rest_as_the_window_frees() -> None:
+    slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
+    starts = play(20, [], slots)
+    # Not one a pace apart: the budget's free slots all go now, the next ones a window later.
+    assert starts == pytest.approx([0.0] * 16 + [60.0] * 4)
+
+
+def test_a_window_where_completions_come_due_is_spent_on_their_polls() -> None:
+    slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
+    # Twenty polls due in 10 s: no room in the next window for a create until five have gone out
+    # (at 10 s); its create waits behind the other polls due (they go first), so it goes out, and
+    # the next video starts, when the slots spent at 10 s free again.
+    starts = play(10, [(10.0, 20.0)], slots)
+    assert starts[:2] == pytest.approx([10.0, 70.0])
+
+
+def test_what_the_started_videos_will_ask_holds_back_the_ones_after_them() -> None:
+    slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
+    # Each video polls 30 s after its create and downloads: two requests of the next window, so
+    # eight fit beside their creates (the batch's last four may borrow).
+    starts = play(20, [], slots, cost=[(30.0, 2.0)])
+    assert starts[:8] == pytest.approx([0.0] * 8)
+    assert all(later > 0.0 for later in starts[8:])
+
+
+def test_the_play_stops_at_its_horizon() -> None:
+    slots = Slots(now=0.0, window=WINDOW, allowed=1, free=1, frees=[], spacing=WINDOW)
+    starts = play_starts(
+        now=0.0,
+        count=10,
+        planned=[],
+        slots=slots,
+        rule=VideoAdmission(window=WINDOW, allowed=1, last_creates=0, borrow=1.0),
+        weighed=lambda at: [(at, 1.0)],
+        expected=lambda at: [],
+        horizon=150.0,
+        step=WINDOW,
+    )
+    assert starts == pytest.approx([0.0, 60.0, 120.0])
+
+
+@given(
+    st.lists(st.tuples(st.floats(-60, 600), st.floats(0, 5)), max_size=20),
+    st.integers(0, 16),
+    st.integers(0, 30),
+)
+def test_starts_come_in_queue_order_and_never_before_now(
+    planned: list[tuple[float, float]], free: int, count: int
+) -> None:
+    slots = Slots(now=0.0, window=WINDOW, allowed=16, free=free, frees=[], spacing=WINDOW / 16)
+    starts = play(count, planned, slots, cost=[(90.0, 1.5)])
+    assert starts == sorted(starts) and all(at >= 0.0 for at in starts)
+    assert len(starts) <= count
+
+
+def test_the_images_creates_go_out_before_any_video_starts() -> None:
+    slots = Slots(now=0.0, window=WINDOW, allowed=16, free=0, frees=None, spacing=WINDOW / 16)
+    starts = play_starts(
+        now=0.0,
+        count=2,
+        planned=[],
+        slots=slots,
+        rule=RULE,
+        weighed=lambda at: [(at, 1.0)],
+        expected=lambda at: [],
+        horizon=3600.0,
+        step=WINDOW / 16,
+        creates_first=3,
+    )
+    spacing = WINDOW / 16
+    assert starts == pytest.approx([4 * spacing, 5 * spacing])
