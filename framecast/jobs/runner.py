@@ -291,7 +291,8 @@ class JobRunner:
                             **owner,
                         )
                     else:
-                        result = await client.create_image(_image_params(job), priority=Priority.NORMAL)
+                        priority = planner.create_priority(job) if planner is not None else Priority.NORMAL
+                        result = await client.create_image(_image_params(job), priority=priority)
                         if result.task_id is not None:
                             job = await self._store.transition(
                                 job.id,

@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 class Priority(IntEnum):
     """What a request is for; lower values are served first."""
 
+    #: The create of an image that has waited a whole window (short jobs first: it must not wait
+    #: behind a batch's completions coming due together).
+    FIRST = -1
     HIGH = 0  # polls likely to find a task finished, downloads of finished results
     NORMAL = 1  # creates
     PROGRESS = 2  # polls that only refresh progress (the task is not expected to be done yet)

@@ -246,10 +246,12 @@ class Forecast:
         scope: Callable[[int], bool] | None,
         pace: Callable[[], QueuePace],
         admission: Callable[[float], VideoAdmission],
+        images_first: Callable[[], int],
     ) -> None:
         """`scope(guild_id)`: whether a guild's jobs wait for this key (None: every guild's).
 
-        `admission(allowed)`: the planner's rule for starting a video, for a window of `allowed`.
+        `admission(allowed)`: the planner's rule for starting a video, for a window of `allowed`;
+        `images_first()`: the images waiting that go before the polls expected to see a result.
         """
         self._plan = plan
         self._clock = clock
@@ -258,6 +260,7 @@ class Forecast:
         self._scope = scope
         self._pace = pace
         self._admission = admission
+        self._images_first = images_first
         # The queued videos' starts as last played forward (monotonic), when, for how many queued
         # videos and images, and whether the plan changed since (see :meth:`_video_starts`).
         self._starts: list[float] = []
@@ -384,6 +387,8 @@ class Forecast:
             if other.goes_first and (other.next_at, other.job_id) <= order
         )
         slots = self._slots(now, self._pace())
+        for _ in range(int(IMAGE_REQUESTS) * self._images_first()):
+            slots.spend()  # images that have waited a whole window go first, their downloads too
         downloads = 0.0  # the downloads the polls so far bring (half of them), each a slot
         sent = now
         for next_at, _ in due:

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from framecast.clock import Clock
 from framecast.jobs import Job, JobKind
 from framecast.jobs.queues import GuildQueues
-from framecast.keys.budget import Budget
+from framecast.keys.budget import Budget, Priority
 from framecast.planner.costs import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO
 from framecast.planner.estimate import Estimate, Forecast, QueuePace
 from framecast.planner.horizon import peak_with
@@ -135,6 +135,7 @@ class Planner:
             scope=scope,
             pace=self._pace,
             admission=self._admission,
+            images_first=self._images_first,
         )
         if shared is not None:
             shared.attach(self._share, self._changed)
@@ -250,10 +251,11 @@ class Planner:
             # Its create goes before the polls that cannot see a result yet: only the polls that
             # will see one (and their downloads) must fit beside it; a stream of images holds the
             # others back a window at most (issue 17: not minutes of waiting for two requests).
-            if (
-                self._polls.ahead_of_images(now, self._budget.window) + others + spending + IMAGE_REQUESTS
-                > self._budget.allowed
-            ):
+            # An image that has waited a whole window goes before those polls too (its create
+            # first in the budget: create_priority): a batch's completions coming due together
+            # held images back for minutes.
+            ahead = 0.0 if self._image_waited() else self._polls.ahead_of_images(now, self._budget.window)
+            if ahead + others + spending + IMAGE_REQUESTS > self._budget.allowed:
                 return False
             if planned + IMAGE_REQUESTS > _IMAGES_PUSH * self._budget.allowed:
                 return False
@@ -263,8 +265,8 @@ class Planner:
             return False  # a poll sent to learn a task is due: it yields to images only (see PollPlan)
         # The images waiting for this key go first (the short jobs): a video starts only while the
         # window also leaves room for every image waiting on its key.
-        images, since = self._queues.waiting(JobKind.IMAGE, self._scope)
-        if since <= self._clock.time() - self._budget.window:
+        images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
+        if self._image_waited():
             # An image has waited a whole window: videos wait until it has started.
             return False
         videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
@@ -287,6 +289,28 @@ class Planner:
         return VideoAdmission(
             window=self._budget.window, allowed=allowed, last_creates=_LAST_CREATES, borrow=_BORROW
         )
+
+    def create_priority(self, job: Job) -> Priority:
+        """The budget priority of `job`'s create: first for an image that has waited a whole
+        window (short jobs first), else a create's."""
+        if job.kind is JobKind.IMAGE and self._waited_a_window(job.created_at):
+            return Priority.FIRST
+        return Priority.NORMAL
+
+    def _waited_a_window(self, since: float) -> bool:
+        """Whether a job queued at wall time `since` has waited a whole window (an image that has
+        goes before the videos and the polls: see :meth:`may_start`)."""
+        return since <= self._clock.time() - self._budget.window
+
+    def _image_waited(self) -> bool:
+        """Whether an image waiting for this key has waited a whole window."""
+        return self._images_first() > 0
+
+    def _images_first(self) -> int:
+        """Images waiting for this key that go before the polls expected to see a result (all of
+        them once one has waited a whole window; none before: see :meth:`may_start`)."""
+        images, since = self._queues.waiting(JobKind.IMAGE, self._scope)
+        return images if self._waited_a_window(since) else 0
 
     def _crowd(self) -> float:
         """How many windows' worth of jobs wait in the queues for this key (what the poll plan spends

@@ -13,7 +13,7 @@ import pytest
 
 from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.queues import GuildQueues
-from framecast.keys.budget import RequestBudget
+from framecast.keys.budget import Priority, RequestBudget
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.storage import Store
 from tests.fakes.clock import ManualClock
@@ -174,3 +174,32 @@ async def test_an_image_that_waited_a_whole_window_goes_before_any_video(rig: Ri
     assert not rig.planner.may_start(running, JobKind.VIDEO)
     rig.queues.remove(image)  # cancelled: the videos' room is theirs again
     assert rig.planner.may_start(running, JobKind.VIDEO)
+
+
+async def test_an_image_that_waited_a_whole_window_goes_before_the_polls_expected_to_see_a_result(
+    rig: Rig,
+) -> None:
+    # A batch's completions coming due together fill the window with polls that will see a result:
+    # an image keeps out of their way, but not for minutes (issue 17 item 1): once it has waited a
+    # whole window it starts, and its create goes first in the budget.
+    running = await rig.fill_with_videos()
+    for task in rig.planner.polls:
+        task.learning = False  # as if each poll were expected to find its video done
+    started = 0
+    while rig.planner.may_start(running, JobKind.IMAGE) and started < 100:
+        started += 1
+    image = await rig.job(JobKind.IMAGE)
+    rig.queues.push(image)
+    assert not rig.planner.may_start(running, JobKind.IMAGE)
+    assert rig.planner.create_priority(image) is Priority.NORMAL
+    await rig.clock.advance(rig.budget.window)
+    for task in rig.planner.polls:  # the polls planned meanwhile are as many and as likely
+        task.next_at = rig.clock.monotonic()
+        task.learning = False
+    assert (
+        rig.planner.polls.ahead_of_images(rig.clock.monotonic(), rig.budget.window) + 2 > rig.budget.allowed
+    )
+    assert rig.planner.may_start(running, JobKind.IMAGE)
+    assert rig.planner.create_priority(image) is Priority.FIRST
+    video = await rig.job(JobKind.VIDEO)
+    assert rig.planner.create_priority(video) is Priority.NORMAL  # a video's create never jumps the polls

@@ -23,6 +23,7 @@ from framecast.planner.predict import DurationModel
 from framecast.service import TaskStatus
 from framecast.storage import Store
 from tests.fakes.clock import ManualClock
+from tests.planner.spending import spend
 
 INTERVAL = 30.0
 VIDEO = {
@@ -134,11 +135,7 @@ class Rig:
 
     async def spend(self, slots: int, *, every: float = 0.0) -> None:
         """Spend `slots` of the budget, one every `every` seconds (the last one now)."""
-        for n in range(slots):
-            async with self.budget.slot():
-                pass
-            if n < slots - 1:
-                await self.clock.advance(every)
+        await spend(self.budget, self.clock, slots, every=every)
 
     async def teach(self, seconds: float, times: int = LEARNED_AFTER) -> None:
         """Let `times` videos finish after `seconds` (each seen done by a poll right then)."""
@@ -354,3 +351,15 @@ async def test_slots_free_now_let_the_first_due_polls_go_as_planned(rig: Rig) ->
     assert rig.budget.available() == rig.budget.allowed
     lefts = [rig.planner.estimate(job).remaining for job in jobs]
     assert lefts == pytest.approx([when - rig.clock.monotonic()] * 6)
+
+
+async def test_left_counts_the_images_that_have_waited_a_window_before_the_polls(rig: Rig) -> None:
+    # An image that has waited a whole window goes before the polls expected to see a result (the
+    # planner's rule): its create and download take two of the slots the polls wait for.
+    image = await rig.job(kind=JobKind.IMAGE, running=False)
+    rig.queues.push(image)
+    await rig.clock.advance(60.0)
+    jobs, _ = await busy_tasks(rig, 20)
+    await rig.spend(rig.budget.allowed)
+    lefts = [rig.planner.estimate(job).remaining for job in jobs]
+    assert lefts == pytest.approx([60.0] * 10 + [120.0] * 10)  # one poll fewer in the first lot

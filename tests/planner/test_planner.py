@@ -20,6 +20,7 @@ from framecast.planner.predict import DurationModel
 from framecast.service import TaskStatus
 from framecast.storage import Store
 from tests.fakes.clock import ManualClock
+from tests.planner.spending import spend
 
 INTERVAL = 30.0
 VIDEO = {
@@ -71,11 +72,7 @@ class Rig:
 
     async def spend(self, slots: int, *, every: float = 0.0) -> None:
         """Spend `slots` of the budget, one every `every` seconds (the last one now)."""
-        for n in range(slots):
-            async with self.budget.slot():
-                pass
-            if n < slots - 1:
-                await self.clock.advance(every)
+        await spend(self.budget, self.clock, slots, every=every)
 
     async def planner_for(self, scope: Callable[[int], bool]) -> Planner:
         """Another key's planner over the same queues: its guilds are the ones `scope` accepts."""
