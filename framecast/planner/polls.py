@@ -207,11 +207,16 @@ class PollPlan:
         """Whether a video of a kind not learned yet waits for the scouts rather than being polled
         every interval: members wait for the key, and older tasks of its kind (the scouts,
         :data:`SCOUTS`) are polled every interval to learn it."""
-        if not task.video or task.key is None or self._crowd is None or self._crowd() <= 0:
+        if not task.video or not self._scouting(task.key):
             return False
         order = (task.started, task.job_id)
         older = sum(1 for t in self._tasks.values() if t.key == task.key and (t.started, t.job_id) < order)
         return older >= SCOUTS
+
+    def _scouting(self, key: DurationKey | None) -> bool:
+        """Whether the kind's scouts learn it while the others wait: members wait for the key and
+        nothing is learned of the kind yet."""
+        return key is not None and not self.learned(key) and self._crowd is not None and self._crowd() > 0
 
     def predicted_done(self, task: PolledTask) -> float | None:
         """Wall time the task is expected to be done, or None when nothing is known yet."""
@@ -314,6 +319,4 @@ class PollPlan:
     def parks_new(self) -> bool:
         """Whether a video created now would be parked behind the scouts of its kind (see :meth:`plan`)."""
         key = self.video_key
-        if key is None or self.learned(key) or self._crowd is None or self._crowd() <= 0:
-            return False
-        return sum(1 for t in self._tasks.values() if t.key == key) >= SCOUTS
+        return self._scouting(key) and sum(1 for t in self._tasks.values() if t.key == key) >= SCOUTS
