@@ -254,7 +254,7 @@ class Planner:
             # An image that has waited a whole window goes before those polls too (its create
             # first in the budget: create_priority): a batch's completions coming due together
             # held images back for minutes.
-            ahead = 0.0 if self._image_waited() else self._polls.ahead_of_images(now, self._budget.window)
+            ahead = 0.0 if self._images_first() else self._polls.ahead_of_images(now, self._budget.window)
             if ahead + others + spending + IMAGE_REQUESTS > self._budget.allowed:
                 return False
             if planned + IMAGE_REQUESTS > _IMAGES_PUSH * self._budget.allowed:
@@ -265,8 +265,8 @@ class Planner:
             return False  # a poll sent to learn a task is due: it yields to images only (see PollPlan)
         # The images waiting for this key go first (the short jobs): a video starts only while the
         # window also leaves room for every image waiting on its key.
-        images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
-        if self._image_waited():
+        images, since = self._queues.waiting(JobKind.IMAGE, self._scope)
+        if self._waited_a_window(since):
             # An image has waited a whole window: videos wait until it has started.
             return False
         videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
@@ -301,10 +301,6 @@ class Planner:
         """Whether a job queued at wall time `since` has waited a whole window (an image that has
         goes before the videos and the polls: see :meth:`may_start`)."""
         return since <= self._clock.time() - self._budget.window
-
-    def _image_waited(self) -> bool:
-        """Whether an image waiting for this key has waited a whole window."""
-        return self._images_first() > 0
 
     def _images_first(self) -> int:
         """Images waiting for this key that go before the polls expected to see a result (all of
