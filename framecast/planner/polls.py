@@ -253,8 +253,13 @@ class PollPlan:
         return key is not None and self._model.expected(key).count >= LEARNED_AFTER
 
     def learning_due(self, now: float) -> bool:
-        """Whether a poll sent only to learn a task is due (it yields to images only)."""
-        return any(t.learning and t.next_at <= now for t in self._tasks.values())
+        """Whether a poll sent only to learn a task is due (it yields to images only).
+
+        Only while its kind is still not learned: the flag was set when the poll was planned, and
+        the poll may wait for the budget a window while other tasks teach the kind (a batch's video
+        creates then waited a minute for a poll with nothing left to learn).
+        """
+        return any(t.learning and t.next_at <= now and not self.learned(t.key) for t in self._tasks.values())
 
     # -- what the running tasks ask of the budget ------------------------------------------------------
     def demand(self, now: float, window: float) -> float:

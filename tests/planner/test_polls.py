@@ -272,3 +272,21 @@ async def test_a_parked_task_moves_onto_the_ladder_once_the_scouts_have_taught_i
     assert again == pytest.approx(
         late.started + (clock_now - clock.time()) + plan.quantile(late.key, late.first)
     )
+
+
+async def test_a_poll_planned_to_learn_a_kind_holds_no_video_once_the_kind_is_learned() -> None:
+    # The flag is set when the poll is planned; the poll may then wait for the budget behind the
+    # images and downloads for a window while other tasks teach the kind. Videos wait only for
+    # polls that still have something to learn (a batch's creates stalled a minute on stale flags).
+    clock = ManualClock()
+    plan = plan_on(clock)
+    waiting = plan.add(running_job(clock, 1), video=True)
+    _, priority = plan.plan(waiting, clock.monotonic(), None)
+    assert waiting.learning and priority == Priority.PROGRESS
+    await clock.advance(INTERVAL)
+    assert plan.learning_due(clock.monotonic())  # due, not yet answered: nothing is learned
+    for n in range(LEARNED_AFTER):  # meanwhile other tasks of the kind finish and teach it
+        plan.learn(await finish_after(plan, clock, 100 + n, 90.0))
+    assert waiting.key is not None and plan.learned(waiting.key)
+    assert waiting.learning and waiting.next_at <= clock.monotonic()  # its poll still waits
+    assert not plan.learning_due(clock.monotonic())

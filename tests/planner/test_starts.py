@@ -12,7 +12,7 @@ from framecast.planner.horizon import Requests
 from framecast.planner.starts import Slots, VideoAdmission, play_starts
 
 WINDOW = 60.0
-RULE = VideoAdmission(window=WINDOW, allowed=16, last_creates=4, borrow=1.5)
+RULE = VideoAdmission(window=WINDOW, allowed=16, last_creates=4, borrow=1.5, idle=0.5)
 
 
 def no_peak() -> float:
@@ -27,8 +27,14 @@ def test_a_video_starts_only_while_the_next_window_has_room_for_its_create() -> 
 
 
 def test_a_video_whose_polls_would_crowd_a_later_window_waits() -> None:
-    assert not RULE.fits(due=0, images=0, videos=10, peak=lambda: 17.0)
-    assert RULE.fits(due=0, images=0, videos=10, peak=lambda: 16.0)
+    assert not RULE.fits(due=9, images=0, videos=10, peak=lambda: 17.0)
+    assert RULE.fits(due=9, images=0, videos=10, peak=lambda: 16.0)
+
+
+def test_a_video_starts_whatever_the_later_windows_hold_while_the_key_would_idle() -> None:
+    # Half the next window or less planned: a slot left idle is lost, a crowded window only waits.
+    assert RULE.fits(due=8, images=0, videos=10, peak=no_peak)
+    assert not RULE.fits(due=8.5, images=0, videos=10, peak=lambda: 17.0)
 
 
 def test_the_batchs_last_creates_borrow_up_to_half_a_window() -> None:
@@ -110,7 +116,7 @@ def test_the_play_stops_at_its_horizon() -> None:
         count=10,
         planned=[],
         slots=slots,
-        rule=VideoAdmission(window=WINDOW, allowed=1, last_creates=0, borrow=1.0),
+        rule=VideoAdmission(window=WINDOW, allowed=1, last_creates=0, borrow=1.0, idle=0.0),
         weighed=lambda at: [(at, 1.0)],
         expected=lambda at: [],
         horizon=150.0,
