@@ -16,7 +16,9 @@ result and the key buys more videos an hour, for a later file on the tasks that 
 for tasks that report progress: a poll that finds one running gives its end, but that poll is a
 request the queue waited for, and with the batch's creates sent first (the scouts,
 :mod:`framecast.planner.polls`) their polls crowd the key afterwards; measured, the higher rung
-cut 0.15 request a video and brought the files sooner (``benchmarks/README.md``, round 7).
+cut 0.15 request a video and brought the files sooner (``benchmarks/README.md``, round 7). Once
+nobody waits, a task not polled yet goes back to the median: a poll that sees no result costs
+nobody again, and the batch's last tasks were otherwise polled late while the key idled (round 9).
 """
 
 from __future__ import annotations
@@ -53,6 +55,6 @@ def top_after(first: float = FIRST) -> int:
 def ladder_quantile(polls: int, first: float = FIRST) -> float:
     """The duration quantile at which a task is polled next, after `polls` polls of it.
 
-    `first`: the task's first rung (:func:`first_rung` when it was created).
+    `first`: the task's first rung (:func:`first_rung` at its create; :data:`FIRST` once nobody waits).
     """
     return min(_TOP, first + _STEP * max(0, polls))

@@ -61,7 +61,7 @@ class PolledTask:
     learning: bool = False  # the planned poll is sent only to learn the task (see PollPlan.plan)
     cold: bool = False  # polled every interval before anything was known of its end
     seen_progress: float | None = None
-    first: float = FIRST  # the quantile ladder's first rung, set by who waited when it was created
+    first: float = FIRST  # the quantile ladder's first rung: who waited at its create (FIRST once none)
     video: bool = True  # a video's task (an image's takes seconds: never parked)
 
     @property
@@ -168,6 +168,14 @@ class PollPlan:
             last_poll = task.seen_at + to_mono
         earliest = last_poll + self.interval
         latest = last_poll + self.max_interval
+        if task.video and task.polls == 0 and self._quiet():
+            # Once the queue has drained, a task created while members waited is polled as on a
+            # quiet key: its high rung otherwise held the batch's last files while the key idled
+            # (benchmarks/README.md, round 9). Only once nobody waits: a rung lowered while the
+            # batch's last video still waited planned every running task's poll into the next
+            # window, and that video waited minutes behind them. Never back up: the time already
+            # shown stays an upper bound.
+            task.first = FIRST
         done_at = self.predicted_done(task)
         if done_at is None and self._parked(task):
             # Nothing learned yet and members wait for the key: the scouts learn the kind; this
@@ -230,6 +238,10 @@ class PollPlan:
             return None
         assert task.key is not None  # without progress: up the ladder from the task's first rung
         return task.started + self.quantile(task.key, ladder_quantile(task.polls, task.first))
+
+    def _quiet(self) -> bool:
+        """Whether nobody waits for the key now."""
+        return self._crowd is None or self._crowd() <= 0
 
     def first_rung(self) -> float:
         """The ladder's first rung for a video created now (:mod:`~framecast.planner.ladder`)."""

@@ -181,7 +181,7 @@ async def test_while_members_wait_a_new_task_is_first_polled_when_it_is_likely_d
     quiet = plan.add(running_job(clock, 1), video=True)
     crowd[0] = 1.0  # a window's worth of jobs waits for the key
     crowded = plan.add(running_job(clock, 2), video=True)
-    crowd[0] = 0.0  # the rung is the one of the task's creation, whatever comes later
+    crowd[0] = 3.0  # more members waiting later never raise a rung
     assert (quiet.first, crowded.first) == (FIRST, THRIFTY_FIRST)
     assert quiet.key is not None
     quiet_at, _ = plan.plan(quiet, clock.monotonic(), None)
@@ -191,6 +191,35 @@ async def test_while_members_wait_a_new_task_is_first_polled_when_it_is_likely_d
     assert crowded_at - started == pytest.approx(plan.quantile(quiet.key, THRIFTY_FIRST))
     assert crowded_at > quiet_at + 20.0  # the durations' 80th percentile is well past their median
     assert priority == Priority.HIGH and crowded.likely_done
+
+
+async def test_once_the_queue_drains_a_task_not_polled_yet_is_polled_as_on_a_quiet_key() -> None:
+    # The batch's last videos start while members still wait; then nobody does, and a poll that
+    # sees no result costs nobody: their first polls come at the median, not at the high rung
+    # chosen when they were created (the key idled while they waited for it).
+    clock = ManualClock()
+    crowd = [1.0]
+    plan = await learned_plan(clock, crowd)
+    crowded = plan.add(running_job(clock, 1), video=True)
+    polled = plan.add(running_job(clock, 2), video=True)
+    assert crowded.key is not None and crowded.first == polled.first == THRIFTY_FIRST
+    started = clock.monotonic()
+    await clock.advance(INTERVAL)
+    # A task already polled without progress keeps its ladder.
+    plan.observed(polled, TaskStatus("pending", None))
+    late_at, _ = plan.plan(crowded, clock.monotonic(), None)
+    assert late_at - started == pytest.approx(plan.quantile(crowded.key, THRIFTY_FIRST))
+    crowd[0] = 0.2  # the batch's last video still waits: the rung holds (its polls spread out)
+    assert plan.plan(crowded, clock.monotonic(), None)[0] == pytest.approx(late_at)
+    crowd[0] = 0.0
+    quiet_at, priority = plan.plan(crowded, clock.monotonic(), None)
+    assert crowded.first == FIRST and priority == Priority.HIGH
+    assert quiet_at - started == pytest.approx(plan.quantile(crowded.key, FIRST))
+    assert quiet_at < late_at - 20.0
+    crowd[0] = 2.0  # members waiting again never push a promised poll later
+    assert plan.plan(crowded, clock.monotonic(), None)[0] == pytest.approx(quiet_at)
+    plan.plan(polled, clock.monotonic(), clock.monotonic())
+    assert polled.first == THRIFTY_FIRST
 
 
 async def test_while_members_wait_a_new_video_is_counted_at_the_later_first_poll() -> None:
