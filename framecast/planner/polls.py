@@ -168,13 +168,14 @@ class PollPlan:
             last_poll = task.seen_at + to_mono
         earliest = last_poll + self.interval
         latest = last_poll + self.max_interval
-        if task.video and task.polls == 0 and self._quiet():
+        if task.polls == 0 and task.first > FIRST and self._quiet():
             # Once the queue has drained, a task created while members waited is polled as on a
             # quiet key: its high rung otherwise held the batch's last files while the key idled
             # (benchmarks/README.md, round 9). Only once nobody waits: a rung lowered while the
             # batch's last video still waited planned every running task's poll into the next
             # window, and that video waited minutes behind them. Never back up: the time already
-            # shown stays an upper bound.
+            # shown stays an upper bound. (Only a video's rung is ever above FIRST; checked before
+            # asking who waits, a queue scan.)
             task.first = FIRST
         done_at = self.predicted_done(task)
         if done_at is None and self._parked(task):
