@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from framecast.jobs import Job, JobKind
@@ -44,6 +44,11 @@ class GuildQueues:
         self._turns: deque[int] = deque()  # guilds with queued jobs, in round-robin order
         self._just_served: int | None = None  # the guild the last take put back at the tail
         self._started: set[int] = set()  # taken off (or restored) and not finished: "first in line"
+        # The same jobs per kind and guild, and each such line's earliest created_at: admission and
+        # the forecast ask how many of a kind wait (and since when) on every decision, so a count
+        # walks the guilds with jobs of that kind, never every queued job (issue 17's scale).
+        self._of_kind: dict[JobKind, dict[int, deque[int]]] = {kind: {} for kind in JobKind}
+        self._earliest: dict[JobKind, dict[int, float]] = {kind: {} for kind in JobKind}
 
     def __repr__(self) -> str:
         return f"<GuildQueues queued={len(self._guild_of)} started={len(self._started)}>"
@@ -52,9 +57,13 @@ class GuildQueues:
         """Put `job` at the tail of its guild's queue."""
         queue = self._queues.setdefault(job.guild_id, deque())
         queue.append(job.id)
+        kind = JobKind(job.kind)
         self._guild_of[job.id] = job.guild_id
-        self._kind_of[job.id] = JobKind(job.kind)
+        self._kind_of[job.id] = kind
         self._since[job.id] = job.created_at
+        self._of_kind[kind].setdefault(job.guild_id, deque()).append(job.id)
+        earliest = self._earliest[kind]
+        earliest[job.guild_id] = min(earliest.get(job.guild_id, math.inf), job.created_at)
         if job.guild_id not in self._turns:
             if self._turns and self._turns[-1] == self._just_served:
                 # A guild that has had no turn yet goes ahead of the one served a moment ago.
@@ -64,14 +73,11 @@ class GuildQueues:
 
     def remove(self, job_id: int) -> int | None:
         """Take a queued job out of line (cancelled); returns its guild when that queue moved."""
-        guild = self._guild_of.pop(job_id, None)
-        self._kind_of.pop(job_id, None)
-        self._since.pop(job_id, None)
+        guild = self._guild_of.get(job_id)
         if guild is None:
             return None
-        queue = self._queues.get(guild)
-        if queue is None or job_id not in queue:
-            return None
+        queue = self._queues[guild]
+        self._forget(job_id, guild)
         queue.remove(job_id)
         if not queue:
             del self._queues[guild]
@@ -102,9 +108,7 @@ class GuildQueues:
             self._just_served = None
             self._turns.remove(guild)
             queue.remove(job_id)
-            self._guild_of.pop(job_id, None)
-            self._kind_of.pop(job_id, None)
-            self._since.pop(job_id, None)
+            self._forget(job_id, guild)
             if queue:
                 self._turns.append(guild)
                 self._just_served = guild
@@ -134,6 +138,20 @@ class GuildQueues:
                 break
         return None
 
+    def _forget(self, job_id: int, guild: int) -> None:
+        """Drop a queued job from the per-kind lines (it leaves its guild's queue)."""
+        del self._guild_of[job_id]
+        kind = self._kind_of.pop(job_id)
+        since = self._since.pop(job_id)
+        line = self._of_kind[kind][guild]
+        line.remove(job_id)
+        if not line:
+            del self._of_kind[kind][guild]
+            del self._earliest[kind][guild]
+        elif since <= self._earliest[kind][guild]:
+            # It was (one of) the line's earliest: the next earliest is among the ones left.
+            self._earliest[kind][guild] = min(self._since[j] for j in line)
+
     def started(self, job_id: int) -> None:
         """Mark a job that is being worked on without having been queued (restored after a restart)."""
         self._started.add(job_id)
@@ -153,12 +171,13 @@ class GuildQueues:
     def waiting(self, kind: JobKind, in_scope: Callable[[int], bool] | None = None) -> tuple[int, float]:
         """How many jobs of `kind` are queued (in the guilds for which `in_scope` answers True), and
         the earliest of their ``created_at`` (inf when none)."""
-        jobs = [
-            j
-            for j, k in self._kind_of.items()
-            if k is kind and (in_scope is None or in_scope(self._guild_of[j]))
-        ]
-        return len(jobs), min((self._since[j] for j in jobs), default=math.inf)
+        count, since = 0, math.inf
+        earliest = self._earliest[kind]
+        for guild, line in self._of_kind[kind].items():
+            if in_scope is None or in_scope(guild):
+                count += len(line)
+                since = min(since, earliest[guild])
+        return count, since
 
     def ahead(self, job_id: int, in_scope: Callable[[int], bool] | None = None) -> int | None:
         """How many queued jobs of its kind round-robin starts before `job_id` (None: not queued).
@@ -200,6 +219,6 @@ class GuildQueues:
         except ValueError:
             return None
 
-    def _same_kind(self, guild: int, kind: JobKind) -> list[int]:
+    def _same_kind(self, guild: int, kind: JobKind) -> Sequence[int]:
         """The guild's queued jobs of `kind`, head first."""
-        return [j for j in self._queues.get(guild, ()) if self._kind_of.get(j) is kind]
+        return self._of_kind[kind].get(guild, ())

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from framecast.jobs import Job, JobKind, JobState
 from framecast.jobs.queues import GuildQueues
@@ -147,3 +152,64 @@ def test_places_and_ahead_are_counted_within_a_kind() -> None:
     assert q.waiting(IMG, in_scope=lambda guild: guild == 3) == (0, math.inf)
     q.remove(3)
     assert q.position(5) == 1
+
+
+# -- the per-kind counts agree with the queues, whatever happened (Hypothesis) -----------------------
+
+_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("push"), st.integers(1, 4), st.sampled_from(list(JobKind)), st.floats(0, 100)),
+        st.tuples(st.just("remove"), st.integers(0, 30)),
+        st.tuples(st.just("take"), st.sampled_from([None, *JobKind]), st.integers(0, 4)),
+    ),
+    max_size=60,
+)
+
+
+def admitting(kind: JobKind, blocked: int) -> Callable[[int, JobKind], bool]:
+    """A key that admits only `kind`, and nothing in guild `blocked`."""
+    return lambda guild, k: k is kind and guild != blocked
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=_STEPS, scoped=st.frozensets(st.integers(1, 4)))
+def test_waiting_and_places_match_the_queues_after_any_pushes_removals_and_takes(
+    steps: list[tuple[Any, ...]], scoped: frozenset[int]
+) -> None:
+    # The counts admission and the forecast read on every decision (kept per kind and guild, not
+    # recomputed) must always say what the guilds' queues hold, earliest created_at included.
+    q = GuildQueues()
+    kind_of: dict[int, JobKind] = {}
+    since_of: dict[int, float] = {}
+    next_id = 0
+    for step in steps:
+        if step[0] == "push":
+            _, guild, kind, since = step
+            pushed = job(next_id, guild, kind)
+            q.push(dataclasses.replace(pushed, created_at=since))
+            kind_of[next_id], since_of[next_id] = kind, since
+            next_id += 1
+        elif step[0] == "remove":
+            q.remove(step[1])
+        else:
+            _, admits, blocked = step
+            q.take_next(None if admits is None else admitting(admits, blocked))
+        queued = {g: q.queued(g) for g in range(1, 5)}
+        for kind in JobKind:
+            for scope in (None, lambda g: g in scoped):
+                mine = [
+                    j
+                    for g, jobs in queued.items()
+                    if scope is None or scope(g)
+                    for j in jobs
+                    if kind_of[j] is kind
+                ]
+                assert q.waiting(kind, scope) == (
+                    len(mine),
+                    min((since_of[j] for j in mine), default=math.inf),
+                )
+        for jobs in queued.values():
+            for j in jobs:
+                same = [other for other in jobs if kind_of[other] is kind_of[j]]
+                assert q.position(j) == same.index(j) + 1
+        assert q.total() == sum(len(jobs) for jobs in queued.values())
