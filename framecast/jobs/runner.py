@@ -278,8 +278,9 @@ class JobRunner:
             try:
                 async with self._critical_step(job.id):
                     await check_held(self._leases, job.id)
+                    priority = planner.create_priority(job) if planner is not None else Priority.NORMAL
                     if job.kind is JobKind.VIDEO:
-                        task_id = await client.create_video(_video_params(job), priority=Priority.NORMAL)
+                        task_id = await client.create_video(_video_params(job), priority=priority)
                         # Written straight away: the crash window for a duplicate create is between
                         # the service's answer and this commit (see README, "what happens when").
                         job = await self._store.transition(
@@ -291,7 +292,6 @@ class JobRunner:
                             **owner,
                         )
                     else:
-                        priority = planner.create_priority(job) if planner is not None else Priority.NORMAL
                         result = await client.create_image(_image_params(job), priority=priority)
                         if result.task_id is not None:
                             job = await self._store.transition(

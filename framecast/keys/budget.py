@@ -47,8 +47,8 @@ class Priority(IntEnum):
     #: The create of an image that has waited a whole window (short jobs first: it must not wait
     #: behind a batch's completions coming due together).
     FIRST = -1
-    HIGH = 0  # polls likely to find a task finished, downloads of finished results
-    NORMAL = 1  # creates
+    HIGH = 0  # polls likely to find a task finished, downloads of finished results, videos' creates
+    NORMAL = 1  # creates (a planned video's goes at HIGH: Planner.create_priority)
     PROGRESS = 2  # polls that only refresh progress (the task is not expected to be done yet)
     LOW = 3  # model lists and other housekeeping
 

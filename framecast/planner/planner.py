@@ -10,8 +10,10 @@ task on the service (:mod:`framecast.planner.predict`):
 * **How many tasks run at once** (adaptive concurrency): the scheduler starts the next job only
   while the budget can sustain the requests the running tasks are expected to need within the
   next window plus one create, and the windows its own polls will fall in have room for them
-  (:mod:`framecast.planner.horizon`); one video's create at a time waits for the budget (so the
-  queues, not the budget, keep the order); a create the service failed, backing off before its
+  (:mod:`framecast.planner.horizon`), or a full next window lends it a slot the windows after it
+  have (:class:`~framecast.planner.starts.VideoAdmission`); one video's create at a time waits
+  for the budget, in turn with the polls expected to see a result (so the queues, not the budget,
+  keep the order); a create the service failed, backing off before its
   next try, does not count as that one (two such stop admission: creates then fail). An image
   (a create and a download, spent at once) is admitted on its own rule and goes before waiting
   videos, and before polls that cannot see a result yet, when the key is short (see
@@ -68,6 +70,10 @@ _LAST_CREATES = 8
 _BORROW = 1.5
 #: The window's share planned at most for a video to start without looking at later windows.
 _IDLE = 0.5
+#: Windows that together may lend a full next window a video's create (see VideoAdmission.fits):
+#: three, so a batch's completions coming due together (a window or two of polls) leave room for
+#: creates whose own polls fall after them (measured in benchmarks/README.md, round 10).
+_SPREAD = 3.0
 #: How far images may push back the planned polls that cannot see a result yet (in windows).
 _IMAGES_PUSH = 2.0
 #: Images' creates that may wait for the budget at once (see Planner.may_start).
@@ -229,7 +235,9 @@ class Planner:
         their polls. The batch's last few videos may borrow up to half a
         window from the planned polls (no creates follow them to take that room later), and while
         no more than half the next window is planned a video starts whatever the later windows
-        hold (the key would idle now).
+        hold (the key would idle now). A full next window lends a video's create its slot while
+        the next three windows together have room (``_SPREAD``) and no image waits: its create
+        takes its turn among the polls (:meth:`create_priority`), which slip into that room.
         """
         self._occupied = running  # for the estimated start of queued jobs
         now = self._clock.monotonic()
@@ -286,8 +294,15 @@ class Planner:
                 start=now + 1e-6,
             )
 
+        def planned_within(span: float) -> float:
+            # Everything planned within `span`: the running tasks' requests, the other processes'
+            # demand (per window) and the images' slots held now.
+            until = now + span
+            polls = sum(n for at, n in self._polls.profile(now) if at < until)
+            return polls + others * span / self._budget.window + spending
+
         return self._admission(self._budget.allowed).fits(
-            due=planned, images=images, videos=videos, peak=peak
+            due=planned, images=images, videos=videos, peak=peak, ahead=planned_within
         )
 
     def _admission(self, allowed: float) -> VideoAdmission:
@@ -298,14 +313,21 @@ class Planner:
             last_creates=_LAST_CREATES,
             borrow=_BORROW,
             idle=_IDLE,
+            spread=_SPREAD,
         )
 
     def create_priority(self, job: Job) -> Priority:
-        """The budget priority of `job`'s create: first for an image that has waited a whole
-        window (short jobs first), else a create's."""
-        if job.kind is JobKind.IMAGE and self._waited_a_window(job.created_at):
-            return Priority.FIRST
-        return Priority.NORMAL
+        """The budget priority of `job`'s create.
+
+        An image's goes first once it has waited a whole window (short jobs first), else as a
+        create. A video's goes in turn with the polls expected to see a result: admission started
+        it because the windows ahead have room for those polls, whereas behind every poll that
+        came due while it waited it sat out a batch's completions, holding the queue (one video's
+        create waits at a time), and the key idled after them (issue 17, round 10).
+        """
+        if job.kind is JobKind.IMAGE:
+            return Priority.FIRST if self._waited_a_window(job.created_at) else Priority.NORMAL
+        return Priority.HIGH
 
     def _waited_a_window(self, since: float) -> bool:
         """Whether a job queued at wall time `since` has waited a whole window (an image that has

@@ -4,7 +4,8 @@ Admission (:meth:`Planner.may_start <framecast.planner.planner.Planner.may_start
 while the requests due in the next window leave room for its create and the windows its own polls
 will fall in have room for them too (:func:`~framecast.planner.horizon.peak_with`), unless the key
 would idle now (half the next window or less planned); the batch's last few creates may borrow
-from the planned polls. :class:`VideoAdmission` is that rule.
+from the planned polls; and a full next window lends a create its slot while the next few windows
+together have room (the polls it displaces slip into them). :class:`VideoAdmission` is that rule.
 
 The queue therefore does not move at an even pace. While the running tasks owe little (a batch's
 start: most of its tasks wait for the scouts that learn their kind, see
@@ -39,13 +40,29 @@ class VideoAdmission:
     last_creates: int  # videos waiting at most for the batch's last creates
     borrow: float  # how far (in windows) the batch's last creates may borrow from the planned polls
     idle: float  # the window's share planned at most for the key to idle without this video
+    spread: float = 0.0  # windows that together may lend a full next window a create's slot (0: none)
 
-    def fits(self, *, due: float, images: int, videos: int, peak: Callable[[], float]) -> bool:
+    def fits(
+        self,
+        *,
+        due: float,
+        images: int,
+        videos: int,
+        peak: Callable[[], float],
+        ahead: Callable[[float], float] | None = None,
+    ) -> bool:
         """Whether a video may start, `due` requests planned within the next window.
 
         `images`: images waiting on the key (they go first: two requests each); `videos`: videos
         waiting on it, this one included; `peak()`: the most requests a later window would hold
-        with the new video's requests (asked only when the next window has room).
+        with the new video's requests (asked only when the next window has room, or lends it);
+        `ahead(seconds)`: the requests planned within that many seconds (None: nothing lends).
+        While the next ``spread`` windows together have room for everything planned and this
+        create, and no image waits, a full next window lends it a slot (issue 17): its create goes
+        in turn with the polls due then, and the ones it displaces slip into the windows after,
+        where the room is.
+        A batch's completions coming due together otherwise held every create until they were
+        all delivered, and the key then idled while the next wave of videos ran.
         The batch's last creates (`videos` at most ``last_creates``) may borrow up to ``borrow``
         windows: no creates follow them to take that room later, and starting them late only ends
         the batch a whole task later. Bounded, so a steady trickle of videos stays planned.
@@ -57,7 +74,10 @@ class VideoAdmission:
         if 0 < videos <= self.last_creates:
             return wanted <= self.borrow * self.allowed
         if wanted > self.allowed:
-            return False
+            if ahead is None or self.spread <= 1 or images:
+                return False  # nothing lends; or images wait: they go first, within this window
+            lent = ahead(self.spread * self.window) + 1
+            return lent <= self.spread * self.allowed and peak() <= self.allowed
         if due <= self.idle * self.allowed:
             # The key would idle (measured: the mixed shape's videos waited out whole windows
             # behind a peak a request or two above the line: 1.5-1.7x the bound one run in four).
@@ -134,7 +154,8 @@ def play_starts(
     due before `now` waits for a slot); `slots`: when the budget grants them; `weighed(t)`: what
     admission weighs for a video started at `t` (its create first); `expected(t)`: what such a video
     will ask after its create. Each slot goes to the earliest request due by then, else to the
-    create of the video admitted last; a video is admitted when the rule passes and no create of an
+    create of the video admitted last (a request that comes due while that create waits goes after
+    it: they share the budget's priority); a video is admitted when the rule passes and no create of an
     earlier one still waits (the scheduler sends one at a time), looked at again every `step`
     seconds while it does not. Stops at `horizon` seconds: the list is shorter when the rest start
     later. `creates_first`: creates that go out before any video is admitted (the images waiting:
@@ -143,6 +164,7 @@ def play_starts(
     pending: list[list[float]] = sorted([at, n] for at, n in planned if n > 0)
     starts: list[float] = []
     create_waits = False
+    create_since = -math.inf  # when the waiting create asked for its slot
     while len(starts) < count:
         at = slots.first()
         if at > now + horizon:
@@ -160,13 +182,17 @@ def play_starts(
                     [(max(t, at), n) for t, n in pending], weighed(at), window=rule.window, start=at + 1e-6
                 )
 
-            if rule.fits(due=due, images=0, videos=count - len(starts), peak=peak):
+            def ahead(span: float, at: float = at) -> float:
+                return sum(n for t, n in pending if t < at + span)
+
+            if rule.fits(due=due, images=0, videos=count - len(starts), peak=peak, ahead=ahead):
                 starts.append(at)
-                create_waits = True
+                create_waits, create_since = True, at
                 for t, n in expected(at):
                     bisect.insort(pending, [t, n])
-        # This slot's request: the earliest one due, else the waiting create.
-        if pending and pending[0][0] <= at:
+        # This slot's request: the earliest one due before the waiting create asked (the budget
+        # serves the create in turn with the polls: see Planner.create_priority), else the create.
+        if pending and pending[0][0] <= (create_since if create_waits else at):
             pending[0][1] -= 1.0
             if pending[0][1] <= 1e-9:
                 pending.pop(0)

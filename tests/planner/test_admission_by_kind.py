@@ -201,4 +201,4 @@ async def test_an_image_that_waited_a_whole_window_goes_before_the_polls_expecte
     assert rig.planner.may_start(running, JobKind.IMAGE)
     assert rig.planner.create_priority(image) is Priority.FIRST
     video = await rig.job(JobKind.VIDEO)
-    assert rig.planner.create_priority(video) is Priority.NORMAL  # a video's create never jumps the polls
+    assert rig.planner.create_priority(video) is Priority.HIGH  # in turn with the polls, never before them

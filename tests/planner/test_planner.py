@@ -264,6 +264,15 @@ async def start_until_refused(rig: Rig, running: int = 0) -> int:
     return running
 
 
+async def start_admitted(rig: Rig, count: int) -> int:
+    """Start `count` videos, each admitted (their creates going through at once); how many run."""
+    for running in range(count):
+        assert rig.planner.may_start(running)
+        job = await rig.job()
+        rig.planner.pacer(job).next_poll(rig.clock.monotonic(), None)
+    return count
+
+
 async def test_while_the_next_window_is_mostly_free_videos_start_whatever_later_windows_hold(
     rig: Rig,
 ) -> None:
@@ -272,16 +281,28 @@ async def test_while_the_next_window_is_mostly_free_videos_start_whatever_later_
     # window only wait a little for the one after it: they start (their creates paced by the
     # budget, one at a time). Over the horizon (VideoAdmission) once the next window is half full.
     await teach(rig, 170.0)
-    running = 0
-    for _ in range(20):
-        assert rig.planner.may_start(running)
-        job = await rig.job()
-        rig.planner.pacer(job).next_poll(rig.clock.monotonic(), None)
-        running += 1
+    running = await start_admitted(rig, 25)
     assert rig.planner.demand() == 0
-    # Their polls come due together: the window is spent on them, and creates wait.
+    # Their polls come due together: more than the next three windows hold (each a poll and a
+    # download), so nothing lends a create a slot and creates wait.
+    await rig.clock.advance(2 * rig.budget.window)
+    assert 2 * running + 1 > 3 * rig.budget.allowed
+    assert not rig.planner.may_start(running)
+
+
+async def test_a_full_window_lends_a_create_its_slot_while_the_windows_after_it_have_room(rig: Rig) -> None:
+    # A batch's completions coming due together fill the next window, but the three windows from
+    # now have room for them and one more create: the video starts, its create in turn with those
+    # polls (issue 17: held until they were all delivered, the key then idled while it ran).
+    await teach(rig, 170.0)
+    running = await start_admitted(rig, 20)
     await rig.clock.advance(2 * rig.budget.window)
     assert rig.planner.demand() > rig.budget.allowed
+    assert 2 * running + 1 <= 3 * rig.budget.allowed
+    assert rig.planner.may_start(running)
+    assert rig.planner.create_priority(await rig.job()) is Priority.HIGH
+    # An image waiting: it goes first, within the window; nothing lends past it.
+    rig.queues.push(dataclasses.replace(await rig.job(running=False), kind=JobKind.IMAGE))
     assert not rig.planner.may_start(running)
 
 

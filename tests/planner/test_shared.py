@@ -170,8 +170,13 @@ async def test_the_others_demand_closes_admission(proc: ProcFactory) -> None:
     await refresh(a, b)
     assert b.shared.view.processes == 1 and b.shared.view.demand == pytest.approx(15)
     assert a.shared.view.demand == pytest.approx(3)
-    assert not b.planner.may_start(1)  # 3 + 15 + 1 > 16
-    assert not a.planner.may_start(5)
+    # 3 + 15 + 1 > 16; nor does the full window lend B a slot: A's demand, counted in each of the
+    # next three windows, leaves no room in them (3 + 3 x 15 + 1 > 3 x 16).
+    assert not b.planner.may_start(1)
+    # A's next window is full too (B's demand counted), but the three windows from now have room
+    # for A's tasks, B's demand in each and one more create: a full window lends it a slot.
+    assert a.planner.demand() + a.shared.view.demand + 1 > a.budget.allowed
+    assert a.planner.may_start(5)  # 15 + 3 x 3 + 1 <= 3 x 16
     # A's tasks end: once it publishes that, B admits again.
     for job_id in [t.job_id for t in a.planner.polls]:
         a.planner.forget(job_id)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 
 import pytest
 from hypothesis import given
@@ -43,6 +44,31 @@ def test_the_batchs_last_creates_borrow_up_to_half_a_window() -> None:
     assert not RULE.fits(due=23, images=0, videos=5, peak=no_peak)
 
 
+LENDING = dataclasses.replace(RULE, spread=3.0)
+
+
+def planned_within(total: float) -> Callable[[float], float]:
+    """`ahead` for the rule: `total` requests planned within the three windows it asks about."""
+
+    def ahead(span: float) -> float:
+        assert span == pytest.approx(3 * WINDOW)
+        return total
+
+    return ahead
+
+
+def test_a_full_next_window_lends_a_create_its_slot_while_the_next_three_windows_have_room() -> None:
+    assert LENDING.fits(due=20, images=0, videos=10, peak=lambda: 16.0, ahead=planned_within(47))
+    assert not LENDING.fits(due=20, images=0, videos=10, peak=no_peak, ahead=planned_within(48))
+    # Its own polls must still find room in the windows they fall in.
+    assert not LENDING.fits(due=20, images=0, videos=10, peak=lambda: 17.0, ahead=planned_within(30))
+    # Images waiting go first, within this window: nothing lends past them.
+    assert not LENDING.fits(due=14, images=1, videos=10, peak=no_peak, ahead=planned_within(30))
+    # A rule without a spread (or nothing to ask) lends nothing.
+    assert not RULE.fits(due=20, images=0, videos=10, peak=no_peak, ahead=planned_within(0))
+    assert not LENDING.fits(due=20, images=0, videos=10, peak=no_peak)
+
+
 def test_a_known_budget_frees_its_slots_a_window_after_each_was_spent() -> None:
     slots = Slots(now=0.0, window=WINDOW, allowed=3, free=0, frees=[10.0, 20.0], spacing=20.0)
     seen = []
@@ -70,13 +96,19 @@ def test_an_unknown_budget_grants_this_processs_even_part_after_the_free_slots()
     assert seen == [0.0, 0.0, 7.5, 15.0, 22.5]
 
 
-def play(count: int, planned: Sequence[Requests], slots: Slots, cost: Sequence[Requests] = ()) -> list[float]:
+def play(
+    count: int,
+    planned: Sequence[Requests],
+    slots: Slots,
+    cost: Sequence[Requests] = (),
+    rule: VideoAdmission = RULE,
+) -> list[float]:
     return play_starts(
         now=0.0,
         count=count,
         planned=planned,
         slots=slots,
-        rule=RULE,
+        rule=rule,
         weighed=lambda at: [(at, 1.0)],
         expected=lambda at: [(at + t, n) for t, n in cost],
         horizon=3600.0,
@@ -98,6 +130,19 @@ def test_a_window_where_completions_come_due_is_spent_on_their_polls() -> None:
     # the next video starts, when the slots spent at 10 s free again.
     starts = play(10, [(10.0, 20.0)], slots)
     assert starts[:2] == pytest.approx([10.0, 70.0])
+
+
+def test_a_lent_create_goes_before_the_polls_that_come_due_while_it_waits() -> None:
+    # Twenty polls due at 10 s fill the next window, but the three windows from now have room: the
+    # first video starts now and its create (in turn with the polls in the budget) takes a slot
+    # before they come due; without the spread it waited for them (10 s, then a window on).
+    slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
+    lent = play(10, [(10.0, 20.0)], slots, rule=LENDING)
+    slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
+    held = play(10, [(10.0, 20.0)], slots)
+    assert lent[0] == pytest.approx(0.0)
+    assert held[0] == pytest.approx(10.0)
+    assert lent[1] <= held[1]
 
 
 def test_what_the_started_videos_will_ask_holds_back_the_ones_after_them() -> None:
