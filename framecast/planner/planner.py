@@ -37,6 +37,7 @@ spending it. Only a cached view is read here; without Redis each planner plans o
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 from collections import deque
@@ -285,10 +286,13 @@ class Planner:
             return False
         videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
 
+        # The running tasks' requests over the horizon, for both looks ahead (computed once).
+        profile = functools.cache(functools.partial(self._polls.profile, now))
+
         def peak() -> float:
             # The windows after this one (checked with the other processes' demand) its polls fall in.
             return peak_with(
-                self._polls.profile(now),
+                profile(),
                 self._polls.new_video_requests(now),
                 window=self._budget.window,
                 start=now + 1e-6,
@@ -298,7 +302,7 @@ class Planner:
             # Everything planned within `span`: the running tasks' requests, the other processes'
             # demand (per window) and the images' slots held now.
             until = now + span
-            polls = sum(n for at, n in self._polls.profile(now) if at < until)
+            polls = sum(n for at, n in profile() if at < until)
             return polls + others * span / self._budget.window + spending
 
         return self._admission(self._budget.allowed).fits(
