@@ -62,10 +62,12 @@ class Cluster:
         return [g for g in range(len(self.world.guilds)) if self.shard_of(g) == shard]
 
     async def jobs(self) -> dict[int, asyncpg.Record]:
-        """The shared job table: id -> (guild_id, state, lease_owner)."""
+        """The shared job table: id -> (guild_id, state, lease_owner, lease_until)."""
         conn = await asyncpg.connect(self.dsn, timeout=5)
         try:
-            rows = await conn.fetch("SELECT id, guild_id, state, lease_owner FROM jobs ORDER BY id")
+            rows = await conn.fetch(
+                "SELECT id, guild_id, state, lease_owner, lease_until FROM jobs ORDER BY id"
+            )
         finally:
             await conn.close()
         return {int(r["id"]): r for r in rows}

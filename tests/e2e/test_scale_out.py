@@ -100,14 +100,18 @@ async def test_kill_9_of_one_process_and_the_other_finishes_its_jobs_once(cluste
     while any(row["state"] != "running" for row in (await cluster.jobs()).values()):
         assert time.monotonic() < deadline, "the jobs never showed RUNNING"
         await asyncio.sleep(0.05)
-    killed_at = time.monotonic()
     await cluster.bots[victim].kill()
     assert not any(world.files_for(ids[p]) for p in victims), "the victim's jobs ended before the kill"
+    # The leases as the victim last renewed them (possibly a moment before the kill): none of its
+    # jobs may be delivered by the survivor before its own lease lapses.
+    held = await cluster.jobs()
+    lapses = {p: held[ids[p]]["lease_until"] for p in victims}
 
-    for it in its.values():
+    for prompt, it in its.items():
         await world.delivered(it, timeout=45)
-    took = time.monotonic() - killed_at
-    assert took >= LEASE_SECONDS, f"delivered {took:.1f}s after the kill: before the lease could lapse"
+        if prompt in lapses:
+            early = lapses[prompt] - time.time()  # lease_until: the database's epoch seconds
+            assert early <= 0, f"{prompt!r} delivered {early:.2f}s before its lease could lapse"
 
     await asyncio.sleep(0.5)
     rows = await cluster.jobs()
@@ -229,8 +233,12 @@ async def test_a_process_paused_past_its_leases_lets_the_taken_over_jobs_go_quie
         await world.service.wait_for(lambda: all(tap.polls(t) for t in tasks.values()), timeout=15)
         assert bot.proc is not None
         bot.proc.send_signal(signal.SIGSTOP)
-        stopped_at = time.monotonic()
         try:
+            # The leases as the stopped process last renewed them (possibly just before the stop):
+            # nothing may take a job over before its own lease lapses.
+            held = await cluster.jobs()
+            lapses = {j: held[j]["lease_until"] for j in ids.values()}
+            assert all(held[j]["lease_owner"] == f"framecast-shards-{paused}" for j in ids.values())
             survivor_log = cluster.bots[survivor].log_text
             await _wait_until(
                 "the takeover",
@@ -239,12 +247,15 @@ async def test_a_process_paused_past_its_leases_lets_the_taken_over_jobs_go_quie
                 ),
                 timeout=LEASE_SECONDS * 4,
             )
+            seen_at = time.time()  # lease_until is in the database's epoch seconds (wall clock)
+            assert all(seen_at >= until for until in lapses.values()), (
+                f"taken over {max(lapses.values()) - seen_at:.2f}s before a lease lapsed"
+            )
             # The new owner polls each task (every poll but the tap's comes from the survivor).
             await world.service.wait_for(
                 lambda: all(len(service_polls(world, t)) > len(tap.polls(t)) for t in tasks.values()),
                 timeout=10,
             )
-            assert time.monotonic() - stopped_at >= LEASE_SECONDS
             assert all(world.service.tasks[t].state == "pending" for t in tasks.values()), (
                 "PAUSED_TASK too short"
             )
