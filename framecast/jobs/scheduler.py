@@ -18,6 +18,7 @@ import asyncio
 import enum
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import Protocol, runtime_checkable
 
@@ -178,6 +179,8 @@ class Scheduler:
         self._on_positions_changed = on_positions_changed
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._holding_slot: dict[int, Hashable] = {}  # job id -> the key whose slot it holds
+        # Key -> jobs holding its slot (asked per key on every take: a count, not a walk of them all).
+        self._holding_per_key: Counter[Hashable] = Counter()
         self._wakeup = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
         self._closing = False
@@ -301,7 +304,7 @@ class Scheduler:
 
     def _running_on(self, key: Hashable) -> int:
         """Jobs holding a service slot of `key`."""
-        return sum(1 for held in self._holding_slot.values() if held == key)
+        return self._holding_per_key[key]
 
     def _take_admitted(self) -> tuple[int, Hashable] | float:
         """``(job_id, key)``: the next job whose key admits one more of its kind, in round-robin
@@ -387,14 +390,26 @@ class Scheduler:
         if holds_slot:
             if key is _UNKNOWN:
                 key, _ = self._admissions.admission_for_job(job)
+            self._let_go(job.id)  # a job holds one slot at most, whatever starts it again
             self._holding_slot[job.id] = key
+            self._holding_per_key[key] += 1
         self._queues.started(job.id)
         task = asyncio.create_task(self._run_job(job), name=f"framecast-job-{job.id}")
         self._tasks[job.id] = task
 
     def _release(self, job_id: int) -> None:
-        if self._holding_slot.pop(job_id, _NOT_HELD) is not _NOT_HELD:
+        if self._let_go(job_id):
             self._wakeup.set()
+
+    def _let_go(self, job_id: int) -> bool:
+        """Drop the job's slot, if it holds one; whether it did."""
+        key = self._holding_slot.pop(job_id, _NOT_HELD)
+        if key is _NOT_HELD:
+            return False
+        self._holding_per_key[key] -= 1
+        if self._holding_per_key[key] <= 0:
+            del self._holding_per_key[key]  # keys come and go (servers' own keys): no zeros kept
+        return True
 
     async def _run_job(self, job: Job) -> None:
         try:
