@@ -56,6 +56,8 @@ async def core(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Core[
         gen_api_key=Secret(fake_service.api_key),
         database_path=tmp_path / "data" / "framecast.sqlite3",
         shutdown_timeout=2.0,
+        gen_backoff_base=0.01,  # a failed download's retries in milliseconds, not the real minute
+        gen_backoff_max=0.05,
     )
     opened = await asyncio.wait_for(Core.open(settings, reporter=quiet_chat), WAIT)
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from types import SimpleNamespace
@@ -25,6 +24,7 @@ from aiohttp import web
 
 from cogs import discord_internals
 from cogs.startup import ReconnectLogFilter, connect_patiently, describe, is_transient
+from tests.workers import free_port
 
 
 class Delays:
@@ -147,9 +147,7 @@ async def test_an_error_after_the_gateway_connection_opened_is_raised(gateway: l
 
 
 async def test_an_unreachable_gateway_is_probed_until_it_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens there
     monkeypatch.setattr(
         discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(f"ws://127.0.0.1:{port}/")
     )

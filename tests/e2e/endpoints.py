@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -18,17 +17,11 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.harness import World
+from tests.workers import free_port
 
 __all__ = ["Ops", "Samples", "free_port", "ops_of", "parse", "ready_body", "value"]
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def free_port() -> int:
-    """A port nothing listens on now (the bot binds it a moment later)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Ops:

@@ -3,7 +3,7 @@
 * :func:`cluster`: two real ``bot.py`` processes run shards 0 and 1 of 2 (``SHARD_COUNT=2``,
   ``SHARD_IDS=0`` / ``1``) against one fake Discord (four guilds, two on each shard) and one fake
   service whose rate limit is the bot's ``GEN_RATE_LIMIT``. They share a fresh PostgreSQL database
-  (``DATABASE_URL``, from tests/pg.py) and a Redis database (``REDIS_URL``, db 9, flushed before
+  (``DATABASE_URL``, from tests/pg.py) and a Redis database (``REDIS_URL``, db 9 or the xdist worker's own, flushed before
   and after).
 * :class:`Relay`, :func:`pg_relay`, :func:`redis_relay`: a server reached through a TCP relay the
   test can cut and restore on the same port (the server "goes away").
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -38,11 +37,12 @@ from tests.e2e.harness import (
 )
 from tests.fakes.discord_api import snowflake_at
 from tests.pg import fresh_database
+from tests.workers import redis_url
 
 SHARDS = 2
 RATE = (6, 1.0)  # GEN_RATE_LIMIT: 6 requests per (scaled) second, for both processes together
 LEASE_SECONDS = 3.0
-REDIS_URL = os.environ.get("FRAMECAST_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+REDIS_URL = redis_url()  # this xdist worker's database (db 9 without xdist)
 SLOW = 8.0  # seconds a "slow" task stays pending: long enough to kill its process mid-way
 CREATED = re.compile(r"created video task (\S+)")
 

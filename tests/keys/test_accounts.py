@@ -8,7 +8,6 @@ Jobs are run by the real :class:`JobRunner` with the recording chat side of ``te
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from framecast.service.errors import AuthError
 from framecast.storage import Store
 from tests.fakes.chat_side import RUNNER_SETTINGS, RecordingReporter
 from tests.fakes.gen_service import FakeService
+from tests.workers import free_port
 
 GUILD, OTHER_GUILD, ADMIN = 501, 502, 77
 SERVER_KEY = "server-own-key-0123456789abcd"
@@ -140,9 +140,7 @@ async def rig(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Rig]:
 
 
 def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_port()  # nothing listens there
 
 
 # -- one budget per key ----------------------------------------------------------------------------

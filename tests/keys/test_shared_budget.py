@@ -33,6 +33,7 @@ from framecast.keys.budget import Priority, RequestBudget
 from framecast.keys.shared_budget import KEY_PREFIX, RedisBudget, budget_key_id, connect, open_budget
 from framecast.service.client import GenerationClient
 from tests.fakes.gen_service import FakeService
+from tests.workers import free_port
 
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 ROOT = Path(__file__).resolve().parents[2]
@@ -391,12 +392,6 @@ async def test_long_request_keeps_its_slot_past_the_lease(key_id: str) -> None:
         await dead.aclose()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _proxy(port: int) -> asyncio.Server:
     """A TCP relay to the real Redis, to switch "Redis" on and off."""
 
@@ -415,7 +410,7 @@ async def _proxy(port: int) -> asyncio.Server:
 
 
 async def test_no_grant_without_redis_then_recovers(key_id: str, caplog: pytest.LogCaptureFixture) -> None:
-    port = _free_port()
+    port = free_port()
     budget = make(5, 0.5, key_id, port=port, retry_base=0.05, retry_max=0.2)
     caplog.set_level(logging.INFO, logger="framecast.keys.shared_budget")
     granted = asyncio.Event()

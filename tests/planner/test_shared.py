@@ -30,6 +30,7 @@ from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import KEY_PREFIX, Pushback, Share, SharedPlanState, SharedView
 from framecast.storage import Store
 from tests.fakes.clock import ManualClock
+from tests.workers import free_port
 
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 INTERVAL = 30.0
@@ -340,9 +341,7 @@ class _Relay:
     """A TCP relay to the real Redis that can be cut (listener and open connections) and restored."""
 
     def __init__(self) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
+        self.port = free_port()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
