@@ -10,7 +10,6 @@ window per key and records every request.
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -31,18 +30,10 @@ from framecast.planner.planner import PlannerSettings
 from framecast.storage import Store
 from tests.fakes.clock import ManualClock
 from tests.fakes.gen_service import FakeService
+from tests.redis_server import REDIS_HOST, REDIS_MISSING, REDIS_PORT, redis_answers
 
 GUILD, ADMIN = 601, 78
 LIMIT, WINDOW = 4, 1.0  # the key's limit: 4 requests per rolling second (the service's and ours)
-
-
-def redis_reachable() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
 
 
 def settings_for(fake: FakeService, tmp_path: Path, redis_url: str | None) -> Settings:
@@ -68,9 +59,9 @@ async def accounts(
     """Accounts whose budgets live in this process, or in Redis (skipped without one)."""
     redis_url = None
     if request.param == "redis":
-        if not redis_reachable():
-            pytest.skip("no Redis answering PING on 127.0.0.1:6379")
-        redis_url = "redis://127.0.0.1:6379/0"
+        if not redis_answers():
+            pytest.skip(REDIS_MISSING)
+        redis_url = f"redis://{REDIS_HOST}:{REDIS_PORT}/0"
     settings = settings_for(fake_service, tmp_path, redis_url)
     store = await Store.open(settings.database_path)
     session = aiohttp.ClientSession()
@@ -98,8 +89,8 @@ async def server_key(fake_service: FakeService) -> AsyncIterator[str]:
     fake_service.api_keys.add(key)
     fake_service.rate_limit = (LIMIT, WINDOW)
     yield key
-    if redis_reachable():
-        client = aioredis.Redis(host="127.0.0.1", port=6379)
+    if redis_answers():
+        client = aioredis.Redis(host=REDIS_HOST, port=REDIS_PORT)
         try:
             kid = budget_key_id(key)
             await client.delete(f"{KEY_PREFIX}{kid}", f"{KEY_PREFIX}{kid}:pause")

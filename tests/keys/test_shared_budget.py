@@ -12,7 +12,6 @@ import contextlib
 import json
 import logging
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -33,24 +32,13 @@ from framecast.keys.budget import Priority, RequestBudget
 from framecast.keys.shared_budget import KEY_PREFIX, RedisBudget, budget_key_id, connect, open_budget
 from framecast.service.client import GenerationClient
 from tests.fakes.gen_service import FakeService
+from tests.redis_server import REDIS_HOST, REDIS_PORT, requires_redis
 from tests.workers import free_port
 
-REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _redis_reachable() -> bool:
-    try:
-        with socket.create_connection((REDIS_HOST, REDIS_PORT), timeout=0.5) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-pytestmark = pytest.mark.skipif(
-    not _redis_reachable(), reason=f"no Redis answering PING on {REDIS_HOST}:{REDIS_PORT}"
-)
+pytestmark = requires_redis
 
 Span = tuple[float, float]  # (granted, ended) in epoch seconds of this machine (the clock Redis uses too)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from framecast.planner.shared import KEY_PREFIX, PROBE_AFTER, Pushback, Share, S
 from framecast.service.refusals import RefusalKind
 from framecast.storage import Store
 from tests.fakes.clock import ManualClock
+from tests.redis_server import REDIS_HOST, REDIS_PORT, requires_redis
 
 INTERVAL = 30.0
 VIDEO = {
@@ -229,19 +229,10 @@ async def test_a_cap_the_service_raises_is_found_by_a_probe(rig: Rig) -> None:
     assert refusals <= 0.10 * creates
 
 
-def _redis_answers() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-@pytest.mark.skipif(not _redis_answers(), reason="no Redis answering PING on 127.0.0.1:6379")
+@requires_redis
 async def test_a_cap_learned_in_one_process_holds_the_other_at_it_too(tmp_path: Path) -> None:
     key_id = f"test-{uuid.uuid4().hex[:12]}"
-    redis = aioredis.Redis(host="127.0.0.1", port=6379, socket_timeout=1.0)
+    redis = aioredis.Redis(host=REDIS_HOST, port=REDIS_PORT, socket_timeout=1.0)
     clock = ManualClock()
     rigs: list[Rig] = []
     states: list[SharedPlanState] = []

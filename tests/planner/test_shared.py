@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -30,9 +29,9 @@ from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import KEY_PREFIX, Pushback, Share, SharedPlanState, SharedView
 from framecast.storage import Store
 from tests.fakes.clock import ManualClock
+from tests.redis_server import REDIS_HOST, REDIS_PORT, requires_redis
 from tests.workers import free_port
 
-REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 INTERVAL = 30.0
 WINDOW = 60.0
 LIMIT = 16
@@ -46,18 +45,7 @@ VIDEO = {
 }
 
 
-def _redis_reachable() -> bool:
-    try:
-        with socket.create_connection((REDIS_HOST, REDIS_PORT), timeout=0.5) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-pytestmark = pytest.mark.skipif(
-    not _redis_reachable(), reason=f"no Redis answering PING on {REDIS_HOST}:{REDIS_PORT}"
-)
+pytestmark = requires_redis
 
 
 def _client(port: int = REDIS_PORT) -> aioredis.Redis:
