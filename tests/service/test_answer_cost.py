@@ -64,10 +64,10 @@ def list_bomb(size: int = IMAGE_CAP - 16) -> bytes:
 @pytest.mark.parametrize("flat", [b"{}", b"[]", b"0", b'""'])
 def test_a_flat_bomb_is_refused_by_the_item_cap(flat: bytes) -> None:
     body = b'{"data": [' + b",".join([flat] * 200_000) + b"]}"
-    started = time.perf_counter()
+    started = time.process_time()  # CPU spent, whatever else the machine runs
     with pytest.raises(BadResponse, match="more than 100000 JSON values"):
         load_json(body)
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
 
 
 def test_nested_lists_are_refused() -> None:
@@ -133,10 +133,10 @@ async def test_a_48kb_bomb_is_refused_quickly_and_cheaply(
     service.path_scripted["/v1/images/generations"] = [(200, payload, {"Content-Encoding": "gzip"})]
     tracemalloc.start()
     try:
-        started = time.perf_counter()
+        started = time.process_time()  # CPU (the fake's side included): cheap, not just quick
         with pytest.raises(BadResponse, match="more than 10000 JSON values"):
             await client.create_image(IMAGE)
-        elapsed = time.perf_counter() - started
+        elapsed = time.process_time() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
