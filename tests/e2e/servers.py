@@ -192,6 +192,8 @@ class Relay:
         self.port = free_port()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._flowing = asyncio.Event()  # cleared: a blackhole (see blackhole())
+        self._flowing.set()
 
     @property
     def up(self) -> bool:
@@ -209,6 +211,16 @@ class Relay:
             with contextlib.suppress(Exception):
                 writer.transport.abort()
         self._writers.clear()
+        self._flowing.set()  # what a blackhole held goes nowhere now: the connections are gone
+
+    def blackhole(self) -> None:
+        """A silent network: connections stay open and new ones are accepted, but nothing is forwarded
+        until :meth:`heal` (then what was held goes through, as TCP retransmits it)."""
+        self._flowing.clear()
+
+    def heal(self) -> None:
+        """End a :meth:`blackhole`."""
+        self._flowing.set()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -221,6 +233,7 @@ class Relay:
         async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             try:
                 while data := await src.read(65536):
+                    await self._flowing.wait()
                     dst.write(data)
                     await dst.drain()
             except (OSError, asyncio.IncompleteReadError):
