@@ -31,6 +31,7 @@ from framecast.app import (
     Setting,
     SettingsError,
     SettingsProblem,
+    StoreUnavailable,
     StyleError,
     StyleProblem,
 )
@@ -209,6 +210,10 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
         return t("error_cooldown", locale, seconds=max(1, round(error.retry_after)))
     if isinstance(error, ServiceError) and error.code in SERVICE_ERROR_KEYS:
         return t(SERVICE_ERROR_KEYS[error.code], locale)
+    if isinstance(error, StoreUnavailable):
+        # The database is gone, silent or locked: refused rather than held, since an accepted job
+        # must be persisted before it is acknowledged. The store logged the outage once.
+        return t("error_store_unavailable", locale)
     return None
 
 
@@ -230,6 +235,29 @@ async def reply_privately(interaction: discord.Interaction[Any], text: str) -> N
         await interaction.followup.send(text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
     except discord.HTTPException as exc:
         log.warning("could not send an error reply: HTTP %s (code %s)", exc.status, exc.code)
+
+
+async def acknowledge_privately(interaction: discord.Interaction[Any]) -> None:
+    """Acknowledge now ("thinking…", seen only by the member) if nothing answered yet.
+
+    For commands that write: the store may wait out another process's lock or an outage for longer
+    than Discord's 3 s, and the answer then comes as the follow-up (:func:`answer_privately`).
+    """
+    if not interaction.response.is_done():
+        await interaction.response.defer(ephemeral=True, thinking=True)
+
+
+async def answer_privately(
+    interaction: discord.Interaction[Any], content: str | None = None, **kwargs: Any
+) -> None:
+    """The member's private answer: the first response, or the follow-up after an acknowledgement."""
+    if content is not None:
+        kwargs["content"] = content
+    kwargs.update(ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
+    if interaction.response.is_done():
+        await interaction.followup.send(**kwargs)
+    else:
+        await interaction.response.send_message(**kwargs)
 
 
 async def answer_error(interaction: discord.Interaction[Any], error: BaseException, *, what: str) -> None:
