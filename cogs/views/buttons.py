@@ -9,7 +9,8 @@ out there have it) decides nothing. Errors go to the one error handler,
 
 Cancel, Retry and Remix read the job before Discord's 3-second acknowledgement (the first two to
 refuse a member who may not, privately; Remix because the form is the acknowledgement): a store
-slower than :data:`ACK_LOOKUP_TIMEOUT` gets "try again" instead of "This interaction failed".
+slower than :data:`ACK_LOOKUP_TIMEOUT` gets "try again in a moment" (the store's own refusal, as for
+a store that is down) instead of "This interaction failed".
 
 Delete asks first, privately: its click answers with a question carrying Confirm and Keep (job
 buttons too, so a question still works after a restart); Confirm deletes (the use case checks who
@@ -21,7 +22,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import re
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import discord
 
@@ -29,7 +31,7 @@ from cogs import interactions
 from cogs.i18n import t
 from cogs.tree import answer_error, reply_privately
 from cogs.views import remix
-from framecast.app import Deletions, JobAction
+from framecast.app import Deletions, JobAction, StoreUnavailable
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -49,6 +51,18 @@ __all__ = [
 
 #: How long a click may wait for the job's record before it must be acknowledged.
 ACK_LOOKUP_TIMEOUT = 1.5
+
+T = TypeVar("T")
+
+
+async def _before_ack(lookup: Awaitable[T]) -> T:
+    """A read made before the acknowledgement: a store slower than Discord allows counts as down."""
+    try:
+        return await asyncio.wait_for(lookup, ACK_LOOKUP_TIMEOUT)
+    except TimeoutError:
+        raise StoreUnavailable(
+            f"no answer within {ACK_LOOKUP_TIMEOUT} s, before the acknowledgement"
+        ) from None
 
 
 class ButtonAction(enum.StrEnum):
@@ -122,7 +136,7 @@ class CancelButton(_JobButton, template=_template(ButtonAction.CANCEL)):
         """Refuse privately who may not; otherwise a silent acknowledgement, and the message shows it."""
         actor = interactions.actor(interaction)
         members = interactions.members(interaction)
-        await asyncio.wait_for(members.authorize(actor, self.job_id, JobAction.CANCEL), ACK_LOOKUP_TIMEOUT)
+        await _before_ack(members.authorize(actor, self.job_id, JobAction.CANCEL))
         await interaction.response.defer()
         await members.cancel(actor, self.job_id)
 
@@ -138,9 +152,8 @@ class RetryButton(_JobButton, template=_template(ButtonAction.RETRY)):
         members = interactions.members(interaction)
         where = interactions.requester(interaction)
         interactions.check_channel(interaction)
-        job = await asyncio.wait_for(
-            members.authorize(interactions.actor(interaction), self.job_id, JobAction.RETRY),
-            ACK_LOOKUP_TIMEOUT,
+        job = await _before_ack(
+            members.authorize(interactions.actor(interaction), self.job_id, JobAction.RETRY)
         )
         request = members.prepare_retry(where, job)
         await interaction.response.defer(thinking=True)
@@ -174,7 +187,7 @@ class RemixButton(_JobButton, template=_template(ButtonAction.REMIX)):
         members = interactions.members(interaction)
         who = interactions.requester(interaction)
         interactions.check_channel(interaction)
-        prefill = await asyncio.wait_for(members.remix_prefill(who, self.job_id), ACK_LOOKUP_TIMEOUT)
+        prefill = await _before_ack(members.remix_prefill(who, self.job_id))
         await interaction.response.send_modal(remix.remix_form(prefill, interaction.locale))
 
 
@@ -191,9 +204,7 @@ class DeleteButton(_JobButton, template=_template(ButtonAction.DELETE)):
     async def clicked(self, interaction: discord.Interaction[Any]) -> None:
         """Refuse privately who may not; else the question, with Confirm and Keep (only they see it)."""
         actor = interactions.actor(interaction)
-        checked = await asyncio.wait_for(
-            _deletions(interaction).check(actor, self.job_id), ACK_LOOKUP_TIMEOUT
-        )
+        checked = await _before_ack(_deletions(interaction).check(actor, self.job_id))
         loc = interaction.locale
         if checked.already:
             await reply_privately(interaction, t("delete_already", loc, id=self.job_id))

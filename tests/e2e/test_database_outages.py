@@ -18,11 +18,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.e2e.commands import answer, refused, video
+from tests.e2e.commands import FOREVER, answer, refused, video
 from tests.e2e.endpoints import free_port, ops_of, ready_body
-from tests.e2e.harness import StartWorld, World, ack_latency, status_of
+from tests.e2e.harness import StartWorld, World, ack_latency, button_ids, status_of
 from tests.e2e.servers import Relay
 from tests.fakes.discord_api import FakeInteraction
+from tests.fakes.gen_service import TaskPlan
 
 TRY_AGAIN = "Framecast can't reach its database right now, so this wasn't done. Please try again in a moment."
 #: Discord's bound on the first answer.
@@ -136,3 +137,23 @@ async def test_settings_limits_is_refused_clearly_when_the_lock_outlasts_the_sto
     retried = await limits(world, member_jobs=1)
     assert "Jobs per member" in (await answer(retried)).content
     assert len(stored_settings(world)) == 1
+
+
+async def test_a_cancel_click_on_a_silent_postgresql_network_is_told_to_try_again(
+    pg_relay: tuple[str, Relay], start: StartWorld
+) -> None:
+    dsn, relay = pg_relay
+    world = await start(extra_env={"DATABASE_URL": dsn, **PG_BOUNDS})
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    it = await world.video("a slow tide")
+    msg = await it.wait_original(lambda m: any(c.startswith("framecast:cancel:") for c in button_ids(m)))
+    [cancel] = [c for c in button_ids(msg) if c.startswith("framecast:cancel:")]
+
+    relay.blackhole()
+    click = await world.discord.click(msg, cancel, world.alice)
+    # Who may cancel is read before the acknowledgement: the store cannot answer in time, so the
+    # member hears "try again in a moment" within Discord's bound, not a generic failure.
+    assert await refused(click) == TRY_AGAIN
+    assert ack_latency(click) < DISCORD_ACK
+    relay.heal()
+    assert "the cancel button of job" not in world.bot.log_text()  # no traceback for an outage
