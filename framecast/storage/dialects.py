@@ -45,7 +45,8 @@ from sqlalchemy.pool import NullPool
 from sqlalchemy.util.concurrency import await_
 
 from framecast.jobs import JobError
-from framecast.storage.outages import OUTAGE, Outage, StoreTimeouts, dropped_when_cut_short
+from framecast.storage.faults import is_store_outage
+from framecast.storage.outages import Outage, StoreTimeouts, dropped_when_cut_short
 
 __all__ = [
     "Postgres",
@@ -110,7 +111,9 @@ class Database:
         self._idle.clear()
         try:
             yield
-        except OUTAGE as exc:
+        except Exception as exc:
+            if not is_store_outage(exc):
+                raise  # the store's own answers (not found, limits) and bugs
             raise StoreUnavailable(f"job store unavailable: {self.outage.began(exc, self.target)}") from exc
         else:
             self.outage.ended(self.target)

@@ -1,22 +1,20 @@
 """What a database outage is, how long each database wait may last, and the outage's log lines.
 
-:class:`StoreTimeouts` carries the bounds (the settings' ``DATABASE_*_TIMEOUT``), :data:`OUTAGE` the
-errors that mean the database is gone or stuck rather than the call wrong, :class:`Outage` logs an
-outage once as it starts and once as it ends (never a traceback per call), and
-:func:`dropped_when_cut_short` drops a PostgreSQL connection whose call was cut short.
+:class:`StoreTimeouts` carries the bounds (the settings' ``DATABASE_*_TIMEOUT``), :class:`Outage`
+logs an outage once as it starts and once as it ends (never a traceback per call), and
+:func:`dropped_when_cut_short` drops a PostgreSQL connection whose call was cut short. Which errors
+are an outage is :mod:`framecast.storage.faults`' call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from framecast.config import (
@@ -25,20 +23,11 @@ from framecast.config import (
     DATABASE_POOL_TIMEOUT,
     DATABASE_STATEMENT_TIMEOUT,
 )
+from framecast.storage.faults import describe_outage
 
-__all__ = ["OUTAGE", "Outage", "StoreTimeouts", "dropped_when_cut_short"]
+__all__ = ["Outage", "StoreTimeouts", "dropped_when_cut_short"]
 
 log = logging.getLogger("framecast.storage")
-
-#: What a database outage raises: the driver's errors about the connection or the file, and timeouts.
-#: Not IntegrityError, nor the store's own refusals (JobNotFound, limits): those are answers.
-OUTAGE = (
-    TimeoutError,
-    OSError,
-    sa_exc.OperationalError,  # SQLite: locked, disk full, I/O error, read-only; PostgreSQL: shut down
-    sa_exc.InterfaceError,  # the connection was closed under the driver
-    sa_exc.TimeoutError,  # no pooled connection within the pool timeout
-)
 
 
 @dataclass(frozen=True)
@@ -65,7 +54,7 @@ class Outage:
 
     def began(self, exc: BaseException, where: str) -> str:
         """A call met the outage: log it if it is new; the reason in a few words."""
-        why = reason(exc)
+        why = describe_outage(exc)
         if self._since is None:
             self._since = time.monotonic()
             log.warning(
@@ -96,13 +85,3 @@ async def dropped_when_cut_short(conn: AsyncConnection) -> AsyncIterator[None]:
     except (asyncio.CancelledError, TimeoutError, OSError):
         await conn.invalidate()
         raise
-
-
-def reason(exc: BaseException) -> str:
-    """What failed, in a few words, without the driver's text (it may quote a query or a URL)."""
-    cause = exc.orig if isinstance(exc, sa_exc.DBAPIError) and exc.orig is not None else exc
-    if isinstance(exc, sa_exc.OperationalError) and isinstance(cause, sqlite3.Error):
-        return f"{type(cause).__name__}: {cause}"  # sqlite3's words: "database is locked", "disk I/O error"
-    if isinstance(exc, (TimeoutError, sa_exc.TimeoutError)):
-        return "no answer in time"
-    return type(cause).__name__

@@ -95,7 +95,7 @@ async def test_video_on_a_silent_postgresql_network_is_refused_within_seconds_an
         assert time.monotonic() - began < READY_CHECK_TIMEOUT + READY_SLACK
         assert status == 503 and ready_body(body)["checks"]["database"] != "ok"
 
-        relay.heal()
+        await relay.restore()
         await ops.until("/readyz", lambda s, _: s == 200, timeout=20, what="ready again")
         after = await world.video("after the network came back")
         await world.delivered(after)
@@ -155,5 +155,5 @@ async def test_a_cancel_click_on_a_silent_postgresql_network_is_told_to_try_agai
     # member hears "try again in a moment" within Discord's bound, not a generic failure.
     assert await refused(click) == TRY_AGAIN
     assert ack_latency(click) < DISCORD_ACK
-    relay.heal()
+    await relay.restore()
     assert "the cancel button of job" not in world.bot.log_text()  # no traceback for an outage

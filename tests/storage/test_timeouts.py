@@ -55,7 +55,7 @@ async def test_reads_and_writes_on_a_silent_network_are_refused_within_their_bou
         )
         assert await timed_refusal(store.patch_discord(job.id, {"a": 1})) < SHORT.call + SLACK
         assert await timed_refusal(store.ping()) < SHORT.call + SLACK
-        relay.heal()
+        await relay.restore()
         # The cut-short connections were dropped, not left stuck: the store works at once.
         assert (await store.transition(job.id, JobState.CANCELLED)).state is JobState.CANCELLED
         assert await store.active() == []  # the refused add wrote nothing
@@ -74,7 +74,7 @@ async def test_a_store_opened_during_a_silent_network_is_refused_within_the_conn
         # Ten calls at once: the pooled connection is stuck, the others must be opened.
         took = await asyncio.gather(*(timed_refusal(store.active()) for _ in range(10)))
         assert max(took) < SHORT.call + SLACK
-        relay.heal()
+        await relay.restore()
         assert await store.ping()
 
 
