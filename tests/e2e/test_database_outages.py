@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tests.e2e.commands import FOREVER, answer, refused, video
 from tests.e2e.endpoints import free_port, ops_of, ready_body
-from tests.e2e.harness import StartWorld, World, ack_latency, button_ids, status_of
+from tests.e2e.harness import StartWorld, World, ack_latency, button_ids, job_rows, status_of
 from tests.e2e.servers import Relay
 from tests.fakes.discord_api import FakeInteraction
 from tests.fakes.gen_service import TaskPlan
@@ -122,7 +122,7 @@ async def test_settings_limits_under_another_process_s_lock_is_acknowledged_then
     assert guild_id == world.guild.id and json.loads(data)["member_jobs"] == 1
 
 
-async def test_settings_limits_is_refused_clearly_when_the_lock_outlasts_the_store_s_bound(
+async def test_settings_limits_and_video_are_refused_clearly_when_the_lock_outlasts_the_store_s_bound(
     start: StartWorld,
 ) -> None:
     world = await start(extra_env={"DATABASE_STATEMENT_TIMEOUT": "1"})
@@ -132,7 +132,12 @@ async def test_settings_limits_is_refused_clearly_when_the_lock_outlasts_the_sto
         assert ack_latency(it) < DISCORD_ACK
         msg = await answer(it)
         assert msg.content == TRY_AGAIN
+        # A job cannot be saved either: acknowledged at once, then refused, nothing queued.
+        asked = await video(world, "behind the lock")
+        assert await refused(asked) == TRY_AGAIN
+        assert ack_latency(asked) < DISCORD_ACK
     assert stored_settings(world) == []
+    assert world.service.tasks == {} and job_rows(world) == {}
     # Nothing was changed in memory either: the next change starts from the same settings.
     retried = await limits(world, member_jobs=1)
     assert "Jobs per member" in (await answer(retried)).content
