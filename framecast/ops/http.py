@@ -8,8 +8,8 @@
   reachable, model list loaded...), each within ``check_timeout`` seconds; 200 when all pass, else
   503. The JSON body names each check and its :class:`CheckOutcome`, nothing else. The bound holds
   whatever the check does: a check still cleaning up after its timeout (a database call on a silent
-  network) is left to finish on its own, not waited for. A check that starts failing is logged once,
-  and once when it passes again.
+  network) is left to finish on its own, not waited for. A check that fails after it passed is logged
+  once, and once when it passes again.
 * ``GET /metrics``: the :class:`~framecast.ops.metrics.Metrics` registry in Prometheus' text format,
   after running the readiness checks (``framecast_ready``), since a scraper never asks ``/readyz``.
 
@@ -105,6 +105,7 @@ class OpsServer:
         self._checking: asyncio.Future[dict[str, CheckOutcome]] | None = None
         # Checks that timed out and are still unwinding (kept so that they are not collected mid-way).
         self._abandoned: set[asyncio.Task[object]] = set()
+        self._passed: set[str] = set()  # checks that passed once: failing after that is an outage
         self._failing: set[str] = set()  # checks whose failure was logged, until they pass again
         self._last_tick = time.monotonic()
         self._last_lag = 0.0
@@ -292,12 +293,14 @@ class OpsServer:
         return dict(zip(names, outcomes, strict=True))
 
     def _note(self, name: str, outcome: CheckOutcome) -> None:
-        # An outage is one line as it starts and one as it ends, not a line per probe.
+        # An outage is one line as it starts and one as it ends, not a line per probe; a check that
+        # never passed yet (the gateway still connecting at start-up) is no outage.
         if outcome is CheckOutcome.OK:
+            self._passed.add(name)
             if name in self._failing:
                 self._failing.discard(name)
                 log.info("readiness check %s passes again", name)
-        elif name not in self._failing:
+        elif name in self._passed and name not in self._failing:
             self._failing.add(name)
             log.warning("readiness check %s: %s", name, outcome.value)
 
