@@ -189,7 +189,10 @@ class Sqlite(Database):
         # The wait for the one connection is bounded: calls queue here while one waits out another
         # process's lock. A statement in flight is never cancelled (its thread would go on, and a
         # BEGIN IMMEDIATE could take the lock after we gave up): busy_timeout bounds that.
-        async with asyncio.timeout(self.timeouts.call):
+        if self._lock.locked():  # no timer on the hot path: a free lock is taken at once
+            async with asyncio.timeout(self.timeouts.call):
+                await self._lock.acquire()
+        else:
             await self._lock.acquire()
         try:
             yield
