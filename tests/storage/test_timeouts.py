@@ -10,20 +10,24 @@ connection's ``BEGIN EXCLUSIVE``, as an admin's ``sqlite3`` shell or a backup wo
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import sqlite3
 import time
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from framecast.jobs import JobKind, JobState, NewJob
-from framecast.storage import Store, StoreTimeouts, StoreUnavailable
+from framecast.storage import Store, StoreTimeouts, StoreUnavailable, dialects
 from tests.e2e.servers import Relay
 
 GUILD, CHANNEL, USER = 111_111_111_111_111_111, 222_222_222_222_222_222, 333_333_333_333_333_333
 #: Short bounds, so that the tests are quick; the assertions read them back.
 SHORT = StoreTimeouts(connect=0.5, statement=0.5, pool=0.5, call=1.5)
+#: The advisory lock a migration holds (a second process starting waits for it).
+MIGRATION_LOCK = dialects._MIGRATION_LOCK  # noqa: SLF001
 #: What a bound may be overrun by (the loop's and the driver's own turns), nowhere near a bound.
 SLACK = 0.5
 
@@ -116,3 +120,39 @@ async def test_calls_queued_behind_a_waiting_sqlite_write_are_refused_within_the
             other.execute("ROLLBACK")
             other.close()
         assert (await first).progress == 0.1  # the lock went before busy_timeout: the write landed
+
+
+async def test_a_call_waiting_for_a_pooled_connection_is_refused_at_the_pool_bound(pg_dsn: str) -> None:
+    timeouts = StoreTimeouts(pool=0.3, call=5.0)
+    async with await Store.open(pg_dsn, timeouts=timeouts) as store:
+        engine = store._db.engine  # noqa: SLF001 - every pooled connection taken, as a burst would
+        held = [await engine.connect() for _ in range(dialects._POOL_SIZE)]  # noqa: SLF001
+        try:
+            assert await timed_refusal(store.get(1)) < timeouts.pool + SLACK
+        finally:
+            for conn in held:
+                await conn.close()
+        assert await store.get(1) is None
+
+
+async def test_a_migration_waits_for_another_process_s_migration_past_the_statement_bound(
+    pg_dsn: str,
+) -> None:
+    # The first process migrates (holding the migration lock) for longer than a statement may take:
+    # the second one opening the store waits for it instead of failing its start.
+    other = await asyncpg.connect(pg_dsn)
+    try:
+        await other.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK)
+        opening = asyncio.ensure_future(Store.open(pg_dsn, timeouts=SHORT))
+        waited = (
+            "SELECT max(now() - query_start) FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        while (await other.fetchval(waited) or datetime.timedelta()).total_seconds() < 2 * SHORT.statement:
+            assert not opening.done(), opening
+            await asyncio.sleep(0.05)  # polling the server's own record of the wait
+        await other.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK)
+        async with await opening as store:
+            assert await store.ping()
+    finally:
+        await other.close()
