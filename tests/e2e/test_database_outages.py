@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import asyncpg
+
 from tests.e2e.commands import FOREVER, answer, refused, video
 from tests.e2e.endpoints import free_port, ops_of, ready_body
 from tests.e2e.harness import StartWorld, World, ack_latency, button_ids, job_rows, status_of
@@ -101,6 +103,12 @@ async def test_video_on_a_silent_postgresql_network_is_refused_within_seconds_an
         await world.delivered(after)
     # The refused request left no job behind; the bot logged the outage, not a traceback per call.
     assert "while the network is silent" not in [t.prompt for t in world.service.tasks.values()]
+    conn = await asyncpg.connect(dsn, timeout=5)
+    try:
+        stored = [json.loads(r["params"])["prompt"] for r in await conn.fetch("SELECT params FROM jobs")]
+    finally:
+        await conn.close()
+    assert sorted(stored) == ["after the network came back", "before the network went silent"]
     log = world.bot.log_text()
     assert log.count("WARNING framecast.storage: job store unavailable") == 1
     assert "job store answers again" in log
