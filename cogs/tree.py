@@ -206,35 +206,15 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
         return t("error_guild_only", locale)
     if isinstance(error, app_commands.MissingPermissions):
         return t("error_not_allowed", locale)
-    if isinstance(error, app_commands.CommandOnCooldown):
-        return t("error_cooldown", locale, seconds=max(1, round(error.retry_after)))
-    if isinstance(error, ServiceError) and error.code in SERVICE_ERROR_KEYS:
-        return t(SERVICE_ERROR_KEYS[error.code], locale)
     if isinstance(error, StoreUnavailable):
         # The database is gone, silent or locked: refused rather than held, since an accepted job
         # must be persisted before it is acknowledged. The store logged the outage once.
         return t("error_store_unavailable", locale)
+    if isinstance(error, app_commands.CommandOnCooldown):
+        return t("error_cooldown", locale, seconds=max(1, round(error.retry_after)))
+    if isinstance(error, ServiceError) and error.code in SERVICE_ERROR_KEYS:
+        return t(SERVICE_ERROR_KEYS[error.code], locale)
     return None
-
-
-async def reply_privately(interaction: discord.Interaction[Any], text: str) -> None:
-    """Answer the member privately, whatever state the interaction is in."""
-    try:
-        if not interaction.response.is_done():
-            await interaction.response.send_message(
-                text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
-            )
-            return
-        if interaction.is_expired():
-            return
-        if interaction.response.type is discord.InteractionResponseType.deferred_channel_message:
-            # The "thinking…" message may be public (a job command, Retry): it goes, and the answer
-            # comes as a private follow-up instead.
-            with contextlib.suppress(discord.NotFound):
-                await interaction.delete_original_response()
-        await interaction.followup.send(text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
-    except discord.HTTPException as exc:
-        log.warning("could not send an error reply: HTTP %s (code %s)", exc.status, exc.code)
 
 
 async def acknowledge_privately(interaction: discord.Interaction[Any]) -> None:
@@ -258,6 +238,26 @@ async def answer_privately(
         await interaction.followup.send(**kwargs)
     else:
         await interaction.response.send_message(**kwargs)
+
+
+async def reply_privately(interaction: discord.Interaction[Any], text: str) -> None:
+    """Answer the member privately, whatever state the interaction is in."""
+    try:
+        if not interaction.response.is_done():
+            await interaction.response.send_message(
+                text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+            )
+            return
+        if interaction.is_expired():
+            return
+        if interaction.response.type is discord.InteractionResponseType.deferred_channel_message:
+            # The "thinking…" message may be public (a job command, Retry): it goes, and the answer
+            # comes as a private follow-up instead.
+            with contextlib.suppress(discord.NotFound):
+                await interaction.delete_original_response()
+        await interaction.followup.send(text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
+    except discord.HTTPException as exc:
+        log.warning("could not send an error reply: HTTP %s (code %s)", exc.status, exc.code)
 
 
 async def answer_error(interaction: discord.Interaction[Any], error: BaseException, *, what: str) -> None:
