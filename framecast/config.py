@@ -426,6 +426,11 @@ class Settings(BaseSettings):
     reencode_timeout: Seconds = 300.0
     # -- Bot -----------------------------------------------------------------------------------
     database_path: Annotated[Path, _env(_parse_path)] = Path("data/framecast.sqlite3")
+    # What each bound trades: DATABASE_CONNECT_TIMEOUT and its neighbours above.
+    database_connect_timeout: Seconds = DATABASE_CONNECT_TIMEOUT
+    database_statement_timeout: Seconds = DATABASE_STATEMENT_TIMEOUT
+    database_pool_timeout: Seconds = DATABASE_POOL_TIMEOUT
+    database_call_timeout: Seconds = DATABASE_CALL_TIMEOUT
     log_level: Annotated[str, _env(_parse_level)] = "INFO"
     member_job_limit: Positive = 2
     guild_queue_cap: Positive = 25
@@ -446,11 +451,6 @@ class Settings(BaseSettings):
     http_port: Annotated[int | None, _env(_parse_port)] = None
     http_host: Annotated[str, _env(_parse_listen_host)] = "127.0.0.1"
     database_url: Annotated[Secret | None, _env(_parse_postgres_url, secret=True)] = None
-    # What each bound trades: DATABASE_CONNECT_TIMEOUT and its neighbours above.
-    database_connect_timeout: Seconds = DATABASE_CONNECT_TIMEOUT
-    database_statement_timeout: Seconds = DATABASE_STATEMENT_TIMEOUT
-    database_pool_timeout: Seconds = DATABASE_POOL_TIMEOUT
-    database_call_timeout: Seconds = DATABASE_CALL_TIMEOUT
     redis_url: Annotated[Secret | None, _env(_parse_redis_url, secret=True)] = None
     shard_count: Annotated[int | None, _env(_parse_int)] = None
     shard_ids: Annotated[tuple[int, ...] | None, _env(_parse_ids)] = None
