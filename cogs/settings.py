@@ -24,11 +24,12 @@ from discord import app_commands
 from discord.app_commands import Choice, locale_str
 from discord.ext import commands
 
+from cogs import tree
 from cogs.discord_internals import system_channel_id
 from cogs.generate import FPS_CHOICES, IMAGE_SIZE_CHOICES, LENGTH_CHOICES, VIDEO_SIZE_CHOICES
 from cogs.i18n import command_name, shipped, t
 from cogs.interactions import Where, server_only, where
-from cogs.tree import SETTING_NAME_KEYS, NotServerManager, acknowledge_privately, relative_time
+from cogs.tree import SETTING_NAME_KEYS, NotServerManager, relative_time
 from cogs.views.render import as_text
 from framecast.app import (
     LIMIT_SETTINGS,
@@ -272,9 +273,8 @@ class ServerSettings(
             raise server_only(interaction)
         if not is_manager(interaction):
             raise NotServerManager()
-        # Answered before anything is written (a write may outwait Discord's 3 s); not the key form.
         if getattr(interaction.command, "callback", None) is not ServerSettings.key_set.callback:
-            await acknowledge_privately(interaction)
+            await tree.acknowledge_privately(interaction)  # before a write, which may outwait Discord
         return True
 
     # -- helpers ---------------------------------------------------------------------------------
