@@ -11,9 +11,11 @@ commands) and by the job buttons' and the Remix form's ``on_error`` (see
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import discord
 from discord import app_commands
@@ -215,6 +217,18 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
     if isinstance(error, ServiceError) and error.code in SERVICE_ERROR_KEYS:
         return t(SERVICE_ERROR_KEYS[error.code], locale)
     return None
+
+
+T = TypeVar("T")
+
+
+async def before_acknowledging(lookup: Awaitable[T], seconds: float) -> T:
+    """A store read made before the acknowledgement, bounded by `seconds`: a store slower than
+    Discord allows counts as down (:class:`StoreUnavailable`: "try again in a moment")."""
+    try:
+        return await asyncio.wait_for(lookup, seconds)
+    except TimeoutError:
+        raise StoreUnavailable(f"no answer within {seconds:g} s, before the acknowledgement") from None
 
 
 async def acknowledge_privately(interaction: discord.Interaction[Any]) -> None:

@@ -19,19 +19,17 @@ again), Keep only says so.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import re
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import discord
 
-from cogs import interactions
+from cogs import interactions, tree
 from cogs.i18n import t
 from cogs.tree import answer_error, reply_privately
 from cogs.views import remix
-from framecast.app import Deletions, JobAction, StoreUnavailable
+from framecast.app import Deletions, JobAction
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -51,18 +49,6 @@ __all__ = [
 
 #: How long a click may wait for the job's record before it must be acknowledged.
 ACK_LOOKUP_TIMEOUT = 1.5
-
-T = TypeVar("T")
-
-
-async def _before_ack(lookup: Awaitable[T]) -> T:
-    """A read made before the acknowledgement: a store slower than Discord allows counts as down."""
-    try:
-        return await asyncio.wait_for(lookup, ACK_LOOKUP_TIMEOUT)
-    except TimeoutError:
-        raise StoreUnavailable(
-            f"no answer within {ACK_LOOKUP_TIMEOUT} s, before the acknowledgement"
-        ) from None
 
 
 class ButtonAction(enum.StrEnum):
@@ -136,7 +122,9 @@ class CancelButton(_JobButton, template=_template(ButtonAction.CANCEL)):
         """Refuse privately who may not; otherwise a silent acknowledgement, and the message shows it."""
         actor = interactions.actor(interaction)
         members = interactions.members(interaction)
-        await _before_ack(members.authorize(actor, self.job_id, JobAction.CANCEL))
+        await tree.before_acknowledging(
+            members.authorize(actor, self.job_id, JobAction.CANCEL), ACK_LOOKUP_TIMEOUT
+        )
         await interaction.response.defer()
         await members.cancel(actor, self.job_id)
 
@@ -152,8 +140,9 @@ class RetryButton(_JobButton, template=_template(ButtonAction.RETRY)):
         members = interactions.members(interaction)
         where = interactions.requester(interaction)
         interactions.check_channel(interaction)
-        job = await _before_ack(
-            members.authorize(interactions.actor(interaction), self.job_id, JobAction.RETRY)
+        job = await tree.before_acknowledging(
+            members.authorize(interactions.actor(interaction), self.job_id, JobAction.RETRY),
+            ACK_LOOKUP_TIMEOUT,
         )
         request = members.prepare_retry(where, job)
         await interaction.response.defer(thinking=True)
@@ -187,7 +176,7 @@ class RemixButton(_JobButton, template=_template(ButtonAction.REMIX)):
         members = interactions.members(interaction)
         who = interactions.requester(interaction)
         interactions.check_channel(interaction)
-        prefill = await _before_ack(members.remix_prefill(who, self.job_id))
+        prefill = await tree.before_acknowledging(members.remix_prefill(who, self.job_id), ACK_LOOKUP_TIMEOUT)
         await interaction.response.send_modal(remix.remix_form(prefill, interaction.locale))
 
 
@@ -204,7 +193,9 @@ class DeleteButton(_JobButton, template=_template(ButtonAction.DELETE)):
     async def clicked(self, interaction: discord.Interaction[Any]) -> None:
         """Refuse privately who may not; else the question, with Confirm and Keep (only they see it)."""
         actor = interactions.actor(interaction)
-        checked = await _before_ack(_deletions(interaction).check(actor, self.job_id))
+        checked = await tree.before_acknowledging(
+            _deletions(interaction).check(actor, self.job_id), ACK_LOOKUP_TIMEOUT
+        )
         loc = interaction.locale
         if checked.already:
             await reply_privately(interaction, t("delete_already", loc, id=self.job_id))
