@@ -133,10 +133,10 @@ class Framecast(commands.Bot):
             return
         ops = OpsServer(self.metrics, port=self.settings.http_port, host=self.settings.http_host)
         ops.add_check("gateway", self.gateway_connected)
-        ops.add_check("database", self._database_answers)
         if self.settings.redis_url is not None:
             # Without Redis no key grants a request: the operator must see why work stopped.
             ops.add_check("redis", self._redis_answers)
+        ops.add_check("database", self._database_answers)
         ops.add_check("models", lambda: self._opened and self.core.models_loaded())
         try:
             await ops.start()

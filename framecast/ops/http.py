@@ -306,30 +306,35 @@ class OpsServer:
 
     async def _run_check(self, name: str, check: Check) -> CheckOutcome:
         try:
-            result = check()
+            result = await self._bounded(check)
+        except TimeoutError:
+            return CheckOutcome.TIMEOUT
         except Exception as exc:
             log.debug("readiness check %s raised %s", name, type(exc).__name__)
             return CheckOutcome.ERROR
-        if inspect.isawaitable(result):
-            # A task of its own, so that the bound is ours: asyncio.timeout() would wait for the
-            # cancelled check to unwind, and a database call's unwinding may itself wait.
-            task = asyncio.ensure_future(result)
-            try:
-                done, _ = await asyncio.wait({task}, timeout=self._check_timeout)
-            except asyncio.CancelledError:
-                task.cancel()  # the server is closing
-                raise
-            if not done:
-                task.cancel()
-                self._abandoned.add(task)
-                task.add_done_callback(self._forget)
-                return CheckOutcome.TIMEOUT
-            try:
-                result = task.result()
-            except Exception as exc:  # logged by type only: its message may hold anything
-                log.debug("readiness check %s raised %s", name, type(exc).__name__)
-                return CheckOutcome.ERROR
         return CheckOutcome.OK if result else CheckOutcome.FAILED
+
+    async def _bounded(self, check: Check) -> object:
+        """The check's answer within ``check_timeout``, else :class:`TimeoutError` at once.
+
+        A task of its own, so that the bound is ours: ``asyncio.timeout()`` would wait for the
+        cancelled check to unwind, and a database call's unwinding may itself wait.
+        """
+        result = check()
+        if not inspect.isawaitable(result):
+            return result
+        task = asyncio.ensure_future(result)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self._check_timeout)
+        except asyncio.CancelledError:
+            task.cancel()  # the server is closing
+            raise
+        if not done:
+            task.cancel()
+            self._abandoned.add(task)
+            task.add_done_callback(self._forget)
+            raise TimeoutError
+        return task.result()
 
     def _forget(self, task: asyncio.Task[object]) -> None:
         self._abandoned.discard(task)
