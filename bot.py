@@ -133,6 +133,9 @@ class Framecast(commands.Bot):
             return
         ops = OpsServer(self.metrics, port=self.settings.http_port, host=self.settings.http_host)
         ops.add_check("gateway", self.gateway_connected)
+        if self.settings.redis_url is not None:
+            # Without Redis no key grants a request: the operator must see why work stopped.
+            ops.add_check("redis", self._redis_answers)
         ops.add_check("database", self._database_answers)
         ops.add_check("models", lambda: self._opened and self.core.models_loaded())
         try:
@@ -146,6 +149,9 @@ class Framecast(commands.Bot):
 
     async def _database_answers(self) -> bool:
         return self._opened and await self.core.database_answers()
+
+    async def _redis_answers(self) -> bool:
+        return self._opened and await self.core.redis_answers()
 
     def gateway_connected(self) -> bool:
         """Whether the gateway connection is up now (``is_ready()`` stays true through an outage)."""

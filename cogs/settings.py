@@ -24,6 +24,7 @@ from discord import app_commands
 from discord.app_commands import Choice, locale_str
 from discord.ext import commands
 
+from cogs import tree
 from cogs.discord_internals import system_channel_id
 from cogs.generate import FPS_CHOICES, IMAGE_SIZE_CHOICES, LENGTH_CHOICES, VIDEO_SIZE_CHOICES
 from cogs.i18n import command_name, shipped, t
@@ -272,6 +273,8 @@ class ServerSettings(
             raise server_only(interaction)
         if not is_manager(interaction):
             raise NotServerManager()
+        if getattr(interaction.command, "callback", None) is not ServerSettings.key_set.callback:
+            await tree.acknowledge_privately(interaction)  # before a write, which may outwait Discord
         return True
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -306,9 +309,7 @@ class ServerSettings(
     @app_commands.command(name=locale_str("show"), description=locale_str("Show this server's settings"))
     async def show(self, interaction: discord.Interaction[Framecast]) -> None:
         """Every setting with its effective value and its source, privately."""
-        guild_id, _ = self._who(interaction)
-        await interaction.response.defer(ephemeral=True, thinking=True)
-        view = await self.bot.core.admins.show(guild_id)
+        view = await self.bot.core.admins.show(self._who(interaction)[0])
         await interaction.followup.send(
             embed=self.render(view, interaction.locale),
             ephemeral=True,
@@ -532,7 +533,6 @@ class ServerSettings(
     async def key_remove(self, interaction: discord.Interaction[Framecast]) -> None:
         """Forget the server's key: its jobs use the operator's key again."""
         guild_id, admin = self._who(interaction)
-        await interaction.response.defer(ephemeral=True, thinking=True)
         removed = await self.bot.core.admins.remove_key(guild_id, admin)
         key = "settings_key_removed" if removed is KeyRemoved.REMOVED else "settings_key_none_to_remove"
         await self._reply(interaction, t(key, interaction.locale))

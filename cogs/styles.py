@@ -19,7 +19,7 @@ from discord.app_commands import Choice, locale_str
 from cogs.generate import style_choices
 from cogs.i18n import t
 from cogs.settings import is_manager
-from cogs.tree import NotServerManager
+from cogs.tree import NotServerManager, acknowledge_privately, answer_privately
 from cogs.views.render import as_text
 from framecast.app import MAX_STYLES, STYLE_PLACEHOLDER, Job, ServerStyles, StyleKind, StyleList, job_style
 
@@ -105,13 +105,12 @@ class StylesGroup(app_commands.Group):
             raise app_commands.NoPrivateMessage()
         if not is_manager(interaction):
             raise NotServerManager()
+        await acknowledge_privately(interaction)  # before anything is written, as for the rest of /settings
         return True
 
     @staticmethod
     async def _reply(interaction: discord.Interaction[Any], content: str) -> None:
-        await interaction.response.send_message(
-            content, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
-        )
+        await answer_privately(interaction, content)
 
     @app_commands.command(
         name=locale_str("add"), description=locale_str("Add a style: a template around the member's prompt")
@@ -154,9 +153,7 @@ class StylesGroup(app_commands.Group):
             colour=discord.Colour.blurple(),
         )
         embed.set_footer(text=t("style_list_footer", loc, placeholder=STYLE_PLACEHOLDER))
-        await interaction.response.send_message(
-            embed=embed, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
-        )
+        await answer_privately(interaction, embed=embed)
 
     @app_commands.command(name=locale_str("remove"), description=locale_str("Remove a style"))
     @app_commands.rename(name=locale_str("name"))

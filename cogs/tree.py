@@ -11,9 +11,11 @@ commands) and by the job buttons' and the Remix form's ``on_error`` (see
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import discord
 from discord import app_commands
@@ -31,6 +33,7 @@ from framecast.app import (
     Setting,
     SettingsError,
     SettingsProblem,
+    StoreUnavailable,
     StyleError,
     StyleProblem,
 )
@@ -205,11 +208,50 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
         return t("error_guild_only", locale)
     if isinstance(error, app_commands.MissingPermissions):
         return t("error_not_allowed", locale)
+    if isinstance(error, StoreUnavailable):
+        # The database is gone, silent or locked: refused rather than held, since an accepted job
+        # must be persisted before it is acknowledged. The store logged the outage once.
+        return t("error_store_unavailable", locale)
     if isinstance(error, app_commands.CommandOnCooldown):
         return t("error_cooldown", locale, seconds=max(1, round(error.retry_after)))
     if isinstance(error, ServiceError) and error.code in SERVICE_ERROR_KEYS:
         return t(SERVICE_ERROR_KEYS[error.code], locale)
     return None
+
+
+T = TypeVar("T")
+
+
+async def before_acknowledging(lookup: Awaitable[T], seconds: float) -> T:
+    """A store read made before the acknowledgement, bounded by `seconds`: a store slower than
+    Discord allows counts as down (:class:`StoreUnavailable`: "try again in a moment")."""
+    try:
+        return await asyncio.wait_for(lookup, seconds)
+    except TimeoutError:
+        raise StoreUnavailable(f"no answer within {seconds:g} s, before the acknowledgement") from None
+
+
+async def acknowledge_privately(interaction: discord.Interaction[Any]) -> None:
+    """Acknowledge now ("thinking…", seen only by the member) if nothing answered yet.
+
+    For commands that write: the store may wait out another process's lock or an outage for longer
+    than Discord's 3 s, and the answer then comes as the follow-up (:func:`answer_privately`).
+    """
+    if not interaction.response.is_done():
+        await interaction.response.defer(ephemeral=True, thinking=True)
+
+
+async def answer_privately(
+    interaction: discord.Interaction[Any], content: str | None = None, **kwargs: Any
+) -> None:
+    """The member's private answer: the first response, or the follow-up after an acknowledgement."""
+    if content is not None:
+        kwargs["content"] = content
+    kwargs.update(ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
+    if interaction.response.is_done():
+        await interaction.followup.send(**kwargs)
+    else:
+        await interaction.response.send_message(**kwargs)
 
 
 async def reply_privately(interaction: discord.Interaction[Any], text: str) -> None:

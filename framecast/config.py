@@ -357,6 +357,23 @@ Count = Annotated[int, _env(_parse_count)]
 GEN_JSON_MAX_BYTES = 1_048_576
 GEN_IMAGE_JSON_MAX_BYTES = 16_777_216
 
+#: Bounds on every database call, in seconds: one value for the settings and the store's defaults.
+#: Each trades riding out a slow moment against answering soon when the database is gone (a command
+#: that meets an outage is refused with "try again in a moment" once its bound is spent).
+#: Opening a PostgreSQL connection: longer tolerates a slow network or handshake, shorter notices a
+#: dead or silent server sooner.
+DATABASE_CONNECT_TIMEOUT = 5.0
+#: One statement: PostgreSQL's answer (the driver's command timeout and the server's
+#: ``statement_timeout``), SQLite's wait for another process's lock (``busy_timeout``). Longer waits
+#: out a busy server or a backup's lock; shorter frees a command sooner on a silent network.
+DATABASE_STATEMENT_TIMEOUT = 5.0
+#: Waiting for a free pooled PostgreSQL connection: longer queues behind a burst, shorter refuses sooner.
+DATABASE_POOL_TIMEOUT = 5.0
+#: One store call end to end (all its statements, or the wait for the one SQLite connection): past it
+#: the call is abandoned (its connection dropped) whatever the driver is doing. The most a command
+#: waits for the store before its answer.
+DATABASE_CALL_TIMEOUT = 8.0
+
 
 class Settings(BaseSettings):
     """All of Framecast's configuration (see ``.env.example`` and docs/ARCHITECTURE.md).
@@ -409,6 +426,11 @@ class Settings(BaseSettings):
     reencode_timeout: Seconds = 300.0
     # -- Bot -----------------------------------------------------------------------------------
     database_path: Annotated[Path, _env(_parse_path)] = Path("data/framecast.sqlite3")
+    # What each bound trades: DATABASE_CONNECT_TIMEOUT and its neighbours above.
+    database_connect_timeout: Seconds = DATABASE_CONNECT_TIMEOUT
+    database_statement_timeout: Seconds = DATABASE_STATEMENT_TIMEOUT
+    database_pool_timeout: Seconds = DATABASE_POOL_TIMEOUT
+    database_call_timeout: Seconds = DATABASE_CALL_TIMEOUT
     log_level: Annotated[str, _env(_parse_level)] = "INFO"
     member_job_limit: Positive = 2
     guild_queue_cap: Positive = 25

@@ -9,7 +9,8 @@ out there have it) decides nothing. Errors go to the one error handler,
 
 Cancel, Retry and Remix read the job before Discord's 3-second acknowledgement (the first two to
 refuse a member who may not, privately; Remix because the form is the acknowledgement): a store
-slower than :data:`ACK_LOOKUP_TIMEOUT` gets "try again" instead of "This interaction failed".
+slower than :data:`ACK_LOOKUP_TIMEOUT` gets "try again in a moment" (the store's own refusal, as for
+a store that is down) instead of "This interaction failed".
 
 Delete asks first, privately: its click answers with a question carrying Confirm and Keep (job
 buttons too, so a question still works after a restart); Confirm deletes (the use case checks who
@@ -18,14 +19,13 @@ again), Keep only says so.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import re
 from typing import TYPE_CHECKING, Any, cast
 
 import discord
 
-from cogs import interactions
+from cogs import interactions, tree
 from cogs.i18n import t
 from cogs.tree import answer_error, reply_privately
 from cogs.views import remix
@@ -122,7 +122,9 @@ class CancelButton(_JobButton, template=_template(ButtonAction.CANCEL)):
         """Refuse privately who may not; otherwise a silent acknowledgement, and the message shows it."""
         actor = interactions.actor(interaction)
         members = interactions.members(interaction)
-        await asyncio.wait_for(members.authorize(actor, self.job_id, JobAction.CANCEL), ACK_LOOKUP_TIMEOUT)
+        await tree.before_acknowledging(
+            members.authorize(actor, self.job_id, JobAction.CANCEL), ACK_LOOKUP_TIMEOUT
+        )
         await interaction.response.defer()
         await members.cancel(actor, self.job_id)
 
@@ -138,7 +140,7 @@ class RetryButton(_JobButton, template=_template(ButtonAction.RETRY)):
         members = interactions.members(interaction)
         where = interactions.requester(interaction)
         interactions.check_channel(interaction)
-        job = await asyncio.wait_for(
+        job = await tree.before_acknowledging(
             members.authorize(interactions.actor(interaction), self.job_id, JobAction.RETRY),
             ACK_LOOKUP_TIMEOUT,
         )
@@ -174,7 +176,7 @@ class RemixButton(_JobButton, template=_template(ButtonAction.REMIX)):
         members = interactions.members(interaction)
         who = interactions.requester(interaction)
         interactions.check_channel(interaction)
-        prefill = await asyncio.wait_for(members.remix_prefill(who, self.job_id), ACK_LOOKUP_TIMEOUT)
+        prefill = await tree.before_acknowledging(members.remix_prefill(who, self.job_id), ACK_LOOKUP_TIMEOUT)
         await interaction.response.send_modal(remix.remix_form(prefill, interaction.locale))
 
 
@@ -191,7 +193,7 @@ class DeleteButton(_JobButton, template=_template(ButtonAction.DELETE)):
     async def clicked(self, interaction: discord.Interaction[Any]) -> None:
         """Refuse privately who may not; else the question, with Confirm and Keep (only they see it)."""
         actor = interactions.actor(interaction)
-        checked = await asyncio.wait_for(
+        checked = await tree.before_acknowledging(
             _deletions(interaction).check(actor, self.job_id), ACK_LOOKUP_TIMEOUT
         )
         loc = interaction.locale

@@ -118,6 +118,10 @@ class Core(Generic[R]):
         """Whether the job store answers now (False while its database is unreachable)."""
         return await self.store.ping()
 
+    async def redis_answers(self) -> bool:
+        """Whether the Redis of the shared request budgets answers now (``REDIS_URL``)."""
+        return await self.accounts.redis_answers()
+
     def models_loaded(self) -> bool:
         """Whether the service's model list has been read at least once."""
         return self.models.catalog is not None

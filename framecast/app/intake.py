@@ -34,7 +34,7 @@ from framecast.guilds.settings import (
 )
 from framecast.jobs import ACTIVE, AlreadyRetried, DailyQuotaReached, Job, JobKind, JobState, NewJob, presets
 from framecast.jobs.scheduler import Scheduler
-from framecast.storage import GuildQueueFull, MemberLimitReached, Store
+from framecast.storage import GuildQueueFull, MemberLimitReached, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -344,7 +344,14 @@ class Intake:
         except AlreadyRetried as exc:
             raise IntakeError(IntakeProblem.ALREADY_RETRIED, job=new.retry_of, id=exc.existing_id) from None
         self._index.track(job)
-        if not await self._scheduler.claim(job):
+        try:
+            claimed = await self._scheduler.claim(job)
+        except StoreUnavailable:
+            # Committed, so accepted (refusing now would hide a job that runs): its lease is free,
+            # and the lease scan of this process (or another) takes it up once the store answers.
+            log.warning("job %s: accepted, but its lease could not be taken yet; the lease scan will", job.id)
+            return job, 1
+        if not claimed:
             # Another process on the shared store took it over in the instant before our claim:
             # it runs there (and shows its place there); queuing it here too would run it twice.
             return job, 1

@@ -20,6 +20,7 @@ from framecast.guilds.settings import (
 from framecast.jobs import Job, JobKind, JobState, presets
 from framecast.jobs.reasons import ErrorCode, Note
 from framecast.planner.estimate import Estimate
+from framecast.storage import StoreUnavailable
 
 __all__ = [
     "Clock",
@@ -38,5 +39,6 @@ __all__ = [
     "SettingsError",
     "SettingsProblem",
     "Source",
+    "StoreUnavailable",
     "presets",
 ]

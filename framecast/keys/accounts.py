@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 import aiohttp
+from redis.exceptions import RedisError
 
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
@@ -177,6 +178,16 @@ class Accounts:
         self._idle_budgets: KeptBudgets[Secret] = KeptBudgets(clock)
         # One Redis connection pool for every key's shared budget (REDIS_URL); None: budgets in memory.
         self._redis = connect(settings.redis_url) if settings.redis_url is not None else None
+
+    async def redis_answers(self) -> bool:
+        """Whether the Redis of the shared budgets answers a PING now (a readiness check; True without
+        Redis). While it does not, no key grants a request: the bot spends nothing and jobs wait."""
+        if self._redis is None:
+            return True
+        try:
+            return bool(await self._redis.ping())
+        except (RedisError, OSError):
+            return False  # the budgets log the outage; a probe every few seconds adds nothing
 
     def __repr__(self) -> str:
         return (

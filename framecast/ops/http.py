@@ -4,9 +4,12 @@
   runs; a monitor task also measures how late the loop wakes it, so a loop that was blocked
   longer than ``stall_after`` seconds (a synchronous call gone wrong) answers 503 even though it
   got around to this request. For the container's ``HEALTHCHECK``.
-* ``GET /readyz``: every registered readiness check (gateway connected, database reachable, model
-  list loaded...), each within ``check_timeout`` seconds; 200 when all pass, else 503. The JSON
-  body names each check and its :class:`CheckOutcome`, nothing else.
+* ``GET /readyz``: every registered readiness check (gateway connected, database reachable, Redis
+  reachable, model list loaded...), each within ``check_timeout`` seconds; 200 when all pass, else
+  503. The JSON body names each check and its :class:`CheckOutcome`, nothing else. The bound holds
+  whatever the check does: a check still cleaning up after its timeout (a database call on a silent
+  network) is left to finish on its own, not waited for. A check that fails after it passed is logged
+  once, and once when it passes again.
 * ``GET /metrics``: the :class:`~framecast.ops.metrics.Metrics` registry in Prometheus' text format,
   after running the readiness checks (``framecast_ready``), since a scraper never asks ``/readyz``.
 
@@ -100,6 +103,10 @@ class OpsServer:
         self._monitor: asyncio.Task[None] | None = None
         # The run of the readiness checks in flight: every request arriving meanwhile shares it.
         self._checking: asyncio.Future[dict[str, CheckOutcome]] | None = None
+        # Checks that timed out and are still unwinding (kept so that they are not collected mid-way).
+        self._abandoned: set[asyncio.Task[object]] = set()
+        self._passed: set[str] = set()  # checks that passed once: failing after that is an outage
+        self._failing: set[str] = set()  # checks whose failure was logged, until they pass again
         self._last_tick = time.monotonic()
         self._last_lag = 0.0
 
@@ -157,6 +164,8 @@ class OpsServer:
             checking, self._checking = self._checking, None
             checking.cancel()
             await asyncio.gather(checking, return_exceptions=True)
+        for task in list(self._abandoned):
+            task.cancel()
 
     # -- connections --------------------------------------------------------------------------------
     def _make_room(self) -> bool:
@@ -280,21 +289,57 @@ class OpsServer:
         outcomes = await asyncio.gather(*(self._run_check(name, self._checks[name]) for name in names))
         for name, outcome in zip(names, outcomes, strict=True):
             self._metrics.readiness(name, outcome is CheckOutcome.OK)
+            self._note(name, outcome)
         return dict(zip(names, outcomes, strict=True))
+
+    def _note(self, name: str, outcome: CheckOutcome) -> None:
+        # An outage is one line as it starts and one as it ends, not a line per probe; a check that
+        # never passed yet (the gateway still connecting at start-up) is no outage.
+        if outcome is CheckOutcome.OK:
+            self._passed.add(name)
+            if name in self._failing:
+                self._failing.discard(name)
+                log.info("readiness check %s passes again", name)
+        elif name in self._passed and name not in self._failing:
+            self._failing.add(name)
+            log.warning("readiness check %s: %s", name, outcome.value)
 
     async def _run_check(self, name: str, check: Check) -> CheckOutcome:
         try:
-            async with asyncio.timeout(self._check_timeout):
-                result = check()
-                if inspect.isawaitable(result):
-                    result = await result
+            result = await self._bounded(check)
         except TimeoutError:
-            log.warning("readiness check %s: no answer within %gs", name, self._check_timeout)
             return CheckOutcome.TIMEOUT
         except Exception as exc:
-            log.warning("readiness check %s raised %s", name, type(exc).__name__)
+            log.debug("readiness check %s raised %s", name, type(exc).__name__)
             return CheckOutcome.ERROR
         return CheckOutcome.OK if result else CheckOutcome.FAILED
+
+    async def _bounded(self, check: Check) -> object:
+        """The check's answer within ``check_timeout``, else :class:`TimeoutError` at once.
+
+        A task of its own, so that the bound is ours: ``asyncio.timeout()`` would wait for the
+        cancelled check to unwind, and a database call's unwinding may itself wait.
+        """
+        result = check()
+        if not inspect.isawaitable(result):
+            return result
+        task = asyncio.ensure_future(result)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self._check_timeout)
+        except asyncio.CancelledError:
+            task.cancel()  # the server is closing
+            raise
+        if not done:
+            task.cancel()
+            self._abandoned.add(task)
+            task.add_done_callback(self._forget)
+            raise TimeoutError
+        return task.result()
+
+    def _forget(self, task: asyncio.Task[object]) -> None:
+        self._abandoned.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("an abandoned readiness check ended with %s", type(task.exception()).__name__)
 
     async def _metrics_text(self) -> tuple[int, str, bytes]:
         # A scraper asks /metrics, never /readyz: run the checks here too so ``framecast_ready``

@@ -22,7 +22,7 @@ from framecast.jobs import (
     MemberLimitReached,
 )
 from framecast.planner.predict import DurationRow
-from framecast.storage.dialects import StoreClosed, StoreError, redact_dsn
+from framecast.storage.dialects import StoreClosed, StoreError, StoreTimeouts, StoreUnavailable, redact_dsn
 from framecast.storage.history import MemberJobs
 from framecast.storage.schema import QUOTA_COUNTS
 from framecast.storage.store import Store
@@ -48,6 +48,8 @@ __all__ = [
     "Store",
     "StoreClosed",
     "StoreError",
+    "StoreTimeouts",
+    "StoreUnavailable",
     "StoredKey",
     "open_store",
     "redact_dsn",
@@ -57,4 +59,12 @@ __all__ = [
 async def open_store(settings: Settings, *, clock: Clock) -> Store:
     """Open the job store the settings select: PostgreSQL if ``database_url`` is set, else SQLite."""
     url = settings.database_url
-    return await Store.open(url if url is not None else settings.database_path, clock=clock)
+    timeouts = StoreTimeouts(
+        connect=settings.database_connect_timeout,
+        statement=settings.database_statement_timeout,
+        pool=settings.database_pool_timeout,
+        call=settings.database_call_timeout,
+    )
+    return await Store.open(
+        url if url is not None else settings.database_path, clock=clock, timeouts=timeouts
+    )

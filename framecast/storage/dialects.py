@@ -13,6 +13,12 @@
   for the file lock.
 * Migrations run in one transaction under the lock a second process would take, with the legacy
   version markers (SQLite ``user_version``, PostgreSQL ``schema_version``) read and fenced here.
+* Every call is bounded (:class:`StoreTimeouts`): PostgreSQL's connect, pool checkout and each
+  statement by the driver, the whole call by asyncio (a silent network leaves a cancelled query's
+  cleanup waiting, so its connection is dropped rather than rolled back); SQLite's wait for another
+  process's lock by ``busy_timeout``, and the wait for its one connection by asyncio. A call that
+  meets an outage raises :class:`StoreUnavailable`; the outage is logged once as it starts and once
+  as it ends.
 """
 
 from __future__ import annotations
@@ -35,15 +41,28 @@ from sqlalchemy.dialects.sqlite.aiosqlite import AsyncAdapt_aiosqlite_connection
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import MissingGreenlet
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 from sqlalchemy.util.concurrency import await_
 
 from framecast.jobs import JobError
+from framecast.storage.faults import is_store_outage
+from framecast.storage.outages import Outage, StoreTimeouts, dropped_when_cut_short
 
-__all__ = ["Postgres", "Sqlite", "StoreClosed", "StoreError", "redact_dsn"]
+__all__ = [
+    "Postgres",
+    "Sqlite",
+    "StoreClosed",
+    "StoreError",
+    "StoreTimeouts",
+    "StoreUnavailable",
+    "redact_dsn",
+]
 
 log = logging.getLogger(__name__)
 
-BUSY_TIMEOUT = 10.0  # seconds a connection waits for another's lock (SQLite) or to connect (PostgreSQL)
+#: Seconds the migration's connection waits to connect (it is not bounded per statement: a migration
+#: of a large table, or the wait for another process's migration, may take longer than a call).
+MIGRATION_CONNECT_TIMEOUT = 10.0
 _FILE_MODE, _DIR_MODE = 0o600, 0o700  # the database holds members' live interaction tokens
 _COMPANIONS = ("-wal", "-shm", "-journal")  # SQLite gives them the database file's permission bits
 # Advisory lock of migrations. Negative: add()'s guild locks are positive snowflakes, never equal.
@@ -63,17 +82,25 @@ class StoreClosed(StoreError, RuntimeError):
     """The store was closed; no further operations are accepted."""
 
 
+class StoreUnavailable(StoreError):
+    """The database did not answer within its bounds, or refused the call for its own sake (gone,
+    silent, locked by another process, full, read-only). The caller did nothing wrong: try again in
+    a moment. A call cut short at its commit may have been written (like any cancelled call)."""
+
+
 class Database:
     """One database: transactions, its locks and its legacy markers. Subclassed once per dialect."""
 
     name: str
     engine: AsyncEngine
 
-    def __init__(self) -> None:
+    def __init__(self, timeouts: StoreTimeouts) -> None:
         self.closed = False
+        self.timeouts = timeouts
         self._busy = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self.outage = Outage("job store")
 
     @asynccontextmanager
     async def _track(self) -> AsyncIterator[None]:
@@ -84,10 +111,21 @@ class Database:
         self._idle.clear()
         try:
             yield
+        except Exception as exc:
+            if not is_store_outage(exc):
+                raise  # the store's own answers (not found, limits) and bugs
+            raise StoreUnavailable(f"job store unavailable: {self.outage.began(exc, self.target)}") from exc
+        else:
+            self.outage.ended(self.target)
         finally:
             self._busy -= 1
             if not self._busy:
                 self._idle.set()
+
+    @property
+    def target(self) -> str:
+        """The database, for logs (no password)."""
+        raise NotImplementedError
 
     def autocommit(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """``async with db.autocommit() as conn``: each statement its own transaction (reads, single writes).
@@ -124,21 +162,42 @@ class Sqlite(Database):
 
     name = "sqlite"
 
-    def __init__(self, path: Path) -> None:
-        super().__init__()
+    def __init__(self, path: Path, timeouts: StoreTimeouts) -> None:
+        super().__init__(timeouts)
         self.path = path
-        self.target = str(path)
         url = URL.create("sqlite+aiosqlite", database=str(path))
         # One pooled connection, held by this object for its life (see _conn).
         self.engine = create_async_engine(
             url, pool_size=1, max_overflow=0, module=_OneHopDBAPI(aiosqlite, sqlite3)
         )
-        event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
+        event.listen(self.engine.sync_engine, "connect", self._connected)
         event.listen(self.engine.sync_engine, "begin", self._begin)
         self._lock = asyncio.Lock()
         self._conn: AsyncConnection | None = None
         self._begin_sql: str | None = "BEGIN IMMEDIATE"
         self._compiled: dict[Select[Any], tuple[str, tuple[str, ...]]] = {}
+
+    @property
+    def target(self) -> str:
+        return str(self.path)
+
+    def _connected(self, dbapi_conn: Any, record: object) -> None:
+        _sqlite_connect(dbapi_conn, self.timeouts.statement)
+
+    @asynccontextmanager
+    async def _turn(self) -> AsyncIterator[None]:
+        # The wait for the one connection is bounded: calls queue here while one waits out another
+        # process's lock. A statement in flight is never cancelled (its thread would go on, and a
+        # BEGIN IMMEDIATE could take the lock after we gave up): busy_timeout bounds that.
+        if self._lock.locked():  # no timer on the hot path: a free lock is taken at once
+            async with asyncio.timeout(self.timeouts.call):
+                await self._lock.acquire()
+        else:
+            await self._lock.acquire()
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def _begin(self, conn: Connection) -> None:
         # The recipe's "begin" hook: IMMEDIATE takes the write lock before anything is read, so
@@ -153,14 +212,14 @@ class Sqlite(Database):
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
-        async with self._track(), self._lock:
+        async with self._track(), self._turn():
             assert self._conn is not None
             async with self._conn.begin():
                 yield self._conn
 
     @asynccontextmanager
     async def autocommit(self) -> AsyncIterator[AsyncConnection]:
-        async with self._track(), self._lock:
+        async with self._track(), self._turn():
             assert self._conn is not None
             # No BEGIN at all: each SELECT is its own consistent snapshot (autocommit), one round
             # trip to the driver thread fewer. The lock makes this flag ours alone meanwhile.
@@ -180,7 +239,7 @@ class Sqlite(Database):
     async def first(self, stmt: Select[Any], params: dict[str, Any]) -> Any:
         # The hot read (get): SQLAlchemy compiles the statement once; it then runs on the driver in
         # one trip. SQLAlchemy's execution layer cost twice the query itself (the old store's 2x).
-        async with self._track(), self._lock:
+        async with self._track(), self._turn():
             assert self._conn is not None and self._conn.sync_connection is not None
             sync = self._conn.sync_connection
             if not (sync.invalidated or sync.in_transaction()):  # else: being recovered, see below
@@ -228,13 +287,13 @@ class Sqlite(Database):
         log.info("job store closed: %s", self.path)
 
 
-def _sqlite_connect(dbapi_conn: Any, record: object) -> None:
+def _sqlite_connect(dbapi_conn: Any, busy_timeout: float) -> None:
     # The recipe's "connect" hook: the driver must never emit BEGIN itself (we do, IMMEDIATE).
     dbapi_conn.isolation_level = None
     cursor = dbapi_conn.cursor()
     try:
-        cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000):d}")
-        mode = _journal_mode_wal(cursor)
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000):d}")
+        mode = _journal_mode_wal(cursor, busy_timeout)
         if mode.lower() != "wal":
             log.warning("job store: WAL not available (journal_mode=%s)", mode)
         # FULL: the WAL is fsynced at every commit, so an acknowledged job survives power loss too.
@@ -352,10 +411,10 @@ class _OneHopDBAPI(AsyncAdapt_aiosqlite_dbapi):
         return conn
 
 
-def _journal_mode_wal(cursor: Any) -> str:
+def _journal_mode_wal(cursor: Any, patience: float) -> str:
     # Another connection opening a new file at the same moment makes this fail at once with
     # "database is locked" (the busy handler does not cover the switch): try again for a while.
-    deadline = time.monotonic() + BUSY_TIMEOUT
+    deadline = time.monotonic() + patience
     while True:
         try:
             cursor.execute("PRAGMA journal_mode=WAL")
@@ -392,13 +451,23 @@ class Postgres(Database):
 
     name = "postgresql"
 
-    def __init__(self, dsn: str) -> None:
-        super().__init__()
-        self.target = redact_dsn(dsn)
+    def __init__(self, dsn: str, timeouts: StoreTimeouts) -> None:
+        super().__init__(timeouts)
+        self._target = redact_dsn(dsn)
         self._dsn = dsn
-        url = make_url(dsn).set(drivername="postgresql+asyncpg")
+        self._url = url = make_url(dsn).set(drivername="postgresql+asyncpg")
+        statement_ms = str(max(1, int(timeouts.statement * 1000)))
         self.engine = create_async_engine(
-            url, pool_size=_POOL_SIZE, max_overflow=0, connect_args={"timeout": BUSY_TIMEOUT}
+            url,
+            pool_size=_POOL_SIZE,
+            max_overflow=0,
+            pool_timeout=timeouts.pool,
+            connect_args={
+                "timeout": timeouts.connect,
+                # The driver's bound covers a silent network; the server's frees its side too.
+                "command_timeout": timeouts.statement,
+                "server_settings": {"statement_timeout": statement_ms},
+            },
         )
         # Reads need no transaction: one round trip instead of BEGIN, SELECT, ROLLBACK.
         self._reader = self.engine.execution_options(isolation_level="AUTOCOMMIT")
@@ -417,15 +486,21 @@ class Postgres(Database):
                 f"cannot open the PostgreSQL job store at {self.target}: {safe_error(exc, self._dsn)}"
             ) from None
 
+    @property
+    def target(self) -> str:
+        return self._target
+
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
-        async with self._track(), self.engine.begin() as conn:
-            yield conn
+        async with self._track(), asyncio.timeout(self.timeouts.call), self.engine.begin() as conn:
+            async with dropped_when_cut_short(conn):
+                yield conn
 
     @asynccontextmanager
     async def autocommit(self) -> AsyncIterator[AsyncConnection]:
-        async with self._track(), self._reader.connect() as conn:
-            yield conn
+        async with self._track(), asyncio.timeout(self.timeouts.call), self._reader.connect() as conn:
+            async with dropped_when_cut_short(conn):
+                yield conn
 
     @asynccontextmanager
     async def locked(self, guild_id: int) -> AsyncIterator[AsyncConnection]:
@@ -452,9 +527,17 @@ class Postgres(Database):
     insert = staticmethod(postgresql.insert)
 
     async def migrate(self, upgrade: Callable[[Connection], None]) -> None:
-        # Two processes starting together: the second waits here, then finds the work done.
-        async with self.locked(_MIGRATION_LOCK) as conn:
-            await conn.run_sync(upgrade)
+        # Two processes starting together: the second waits here, then finds the work done. On a
+        # connection of its own, free of the per-statement bound: a migration may take its time.
+        engine = create_async_engine(
+            self._url, poolclass=NullPool, connect_args={"timeout": MIGRATION_CONNECT_TIMEOUT}
+        )
+        try:
+            async with self._track(), engine.begin() as conn:
+                await conn.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
+                await conn.run_sync(upgrade)
+        finally:
+            await engine.dispose()
 
     def legacy_version(self, conn: Connection) -> int | None:
         if conn.exec_driver_sql("SELECT to_regclass('schema_version')").scalar() is None:

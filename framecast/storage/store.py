@@ -39,7 +39,7 @@ from framecast.jobs import (
 )
 from framecast.planner.predict import DurationRow
 from framecast.storage import history, migrate, values
-from framecast.storage.dialects import Postgres, Sqlite
+from framecast.storage.dialects import Postgres, Sqlite, StoreTimeouts
 from framecast.storage.schema import (
     OPEN,
     QUOTA_COUNTS,
@@ -157,15 +157,24 @@ class Store:
         self._close_task: asyncio.Future[None] | None = None
 
     @classmethod
-    async def open(cls, where: Path | str | os.PathLike[str] | Secret, *, clock: Clock | None = None) -> Self:
+    async def open(
+        cls,
+        where: Path | str | os.PathLike[str] | Secret,
+        *,
+        clock: Clock | None = None,
+        timeouts: StoreTimeouts | None = None,
+    ) -> Self:
         """Open the store at ``where`` (a ``postgresql://`` URL, else a SQLite file path), migrated.
+
+        Every later call is bounded by `timeouts` (defaults: the settings' defaults) and raises
+        :class:`~framecast.storage.StoreUnavailable` when the database does not answer within them.
 
         SQLite: the file, its directory (0700) and the schema are created if needed, the file is 0600.
         ``clock.time()`` stamps every timestamp; without a clock, ``time.time()``. Raises
         :class:`~framecast.storage.StoreError` (one line, never the password) when the database
         cannot be reached, was written by a newer Framecast, or is too old to upgrade here.
         """
-        db = _database(where)
+        db = _database(where, timeouts or StoreTimeouts())
         await db.start()
         try:
             await db.migrate(partial(migrate.upgrade, db))
@@ -541,12 +550,12 @@ class Store:
         return bool(await self._db.rows(_RELEASE, {"job_id": job_id, "owner": values.check_owner(owner)}))
 
 
-def _database(where: Path | str | os.PathLike[str] | Secret) -> Sqlite | Postgres:
+def _database(where: Path | str | os.PathLike[str] | Secret, timeouts: StoreTimeouts) -> Sqlite | Postgres:
     """The database ``where`` names: a ``postgresql://`` URL, else a SQLite file."""
     url = where.reveal() if isinstance(where, Secret) else where
     if isinstance(url, str) and url.startswith(("postgresql:", "postgres:")):
-        return Postgres(url)
-    return Sqlite(Path(url))
+        return Postgres(url, timeouts)
+    return Sqlite(Path(url), timeouts)
 
 
 async def _log_changes(conn: Any, guild_id: int, by: int, changed: Sequence[Setting], now: float) -> None:

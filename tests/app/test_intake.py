@@ -19,8 +19,10 @@ from framecast.app.intake import Intake, IntakeError, IntakeProblem, Limits, Req
 from framecast.config import Settings
 from framecast.guilds.settings import Ceilings, GuildSettings, KeyStatus, Policy, check_change, resolve
 from framecast.jobs import Job, JobKind, JobState, presets
+from framecast.jobs.leases import Leases
 from framecast.jobs.scheduler import Scheduler
-from framecast.storage import Store
+from framecast.storage import Store, StoreUnavailable
+from tests.fakes.clock import ManualClock
 from tests.fakes.unused import unused
 
 S = JobState
@@ -1106,4 +1108,34 @@ async def test_the_operators_quota_applies_when_the_server_sets_none(
         await w.accept(who(user=1), kind=JobKind.IMAGE)
     finally:
         await w.scheduler.close(timeout=1.0)
+        await store.close()
+
+
+class _ClaimOutage(Store):
+    """The store, with its database gone at the instant between a job's insert and its lease."""
+
+    async def claim(self, job_id: int, owner: str, until: float) -> bool:
+        raise StoreUnavailable("job store unavailable: no answer in time")
+
+
+async def test_a_job_committed_before_its_lease_could_be_taken_is_accepted_for_the_lease_scan(
+    tmp_path: Path, limits: Limits
+) -> None:
+    store = await _ClaimOutage.open(tmp_path / "db.sqlite3")
+    clock = ManualClock()
+    leases = Leases(store, owner="framecast", lease_seconds=60.0, clock=clock)
+    scheduler = Scheduler(store=store, runner=StandInRunner(store), admission=1, leases=leases)
+    intake = Intake(store=store, scheduler=scheduler, limits=limits)
+    try:
+        params = intake.image_params(
+            guild_id=GUILD, prompt="a cat", model=None, size=None, known_models=(), default_model="m"
+        )
+        job, place = await intake.accept(who(), JobKind.IMAGE, params)
+        # Persisted, so accepted (a refusal would hide a job that runs), not queued without its
+        # lease (it could run twice): its lease is free for the scan of this or another process.
+        assert place == 1 and scheduler.position(job.id) is None
+        [stored] = await store.claimable("framecast", clock.time())
+        assert stored.id == job.id and stored.state is S.QUEUED
+    finally:
+        await scheduler.close(timeout=1.0)
         await store.close()

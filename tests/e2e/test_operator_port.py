@@ -1,7 +1,8 @@
 """The operating endpoints under trouble: ``/readyz`` and ``/metrics`` say what an operator needs.
 
 ``/readyz`` names the database while PostgreSQL is unreachable (behind a relay the test cuts) and
-recovers with it, and names the model list while it never loaded; ``/healthz`` stays alive through
+recovers with it, names Redis the same way (``REDIS_URL``: without it no key grants a request), and
+names the model list while it never loaded; ``/healthz`` stays alive through
 both. ``/metrics`` counts 429s, failed jobs, Discord errors and re-encodes. (The healthy path is
 tests/e2e/test_operate.py.)
 """
@@ -34,6 +35,32 @@ async def test_readyz_names_the_database_while_postgresql_is_unreachable_and_rec
         # And the store works again: a job goes through.
         it = await world.video("after the database came back")
         await world.delivered(it)
+
+
+async def test_readyz_names_redis_while_it_is_unreachable_and_recovers(
+    redis_relay: tuple[str, Relay], start: StartWorld
+) -> None:
+    url, relay = redis_relay
+    world = await start(extra_env={"HTTP_PORT": str(free_port()), "REDIS_URL": url})
+    async with ops_of(world) as ops:
+        status, text = await ops.until("/readyz", lambda s, _: s == 200, what="ready")
+        assert ready_body(text)["checks"]["redis"] == "ok"
+        await relay.cut()
+        # Without Redis no key grants a request: the bot is not ready, and says why.
+        status, text = await ops.until("/readyz", lambda s, _: s == 503, timeout=15, what="not ready")
+        assert ready_body(text)["checks"] == {
+            "gateway": "ok",
+            "database": "ok",
+            "redis": "failed",
+            "models": "ok",
+        }
+        assert value(parse((await ops.get("/metrics"))[1]), "framecast_ready", check="redis") == 0
+        assert value(parse((await ops.get("/metrics"))[1]), "framecast_ready", check="database") == 1
+        assert (await ops.get("/healthz"))[0] == 200
+        await relay.start()
+        await ops.until("/readyz", lambda s, _: s == 200, timeout=20, what="ready again")
+        assert value(await ops.samples(), "framecast_ready", check="redis") == 1
+    assert world.bot.log_text().count("readiness check redis: failed") == 1
 
 
 async def test_readyz_fails_on_models_while_the_model_list_never_loaded(start: StartWorld) -> None:

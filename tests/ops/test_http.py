@@ -186,6 +186,47 @@ async def test_readyz_slow_and_raising_checks_fail_within_the_timeout(http: aioh
         await server.close()
 
 
+async def test_readyz_answers_within_its_bound_while_a_timed_out_check_is_still_unwinding(
+    http: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A database call on a silent network: cancelled at the bound, its clean-up waits again.
+    caplog.set_level("INFO", logger="framecast.ops.http")
+    server = await started(check_timeout=0.3)
+    unwound = asyncio.Event()
+
+    async def stuck() -> bool:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await asyncio.sleep(3)  # e.g. a rollback waiting for the driver's cancel of the query
+            unwound.set()
+            raise
+        return True
+
+    server.add_check("database", lambda: True)
+    try:
+        async with http.get(url(server, "/readyz")) as resp:
+            assert resp.status == 200
+        server.add_check("database", stuck)  # the database's network goes silent
+        for _ in range(3):
+            began = time.monotonic()
+            async with http.get(url(server, "/readyz")) as resp:
+                assert resp.status == 503
+                assert (await resp.json())["checks"] == {"database": "timeout"}
+            assert time.monotonic() - began < 1.0
+        assert not unwound.is_set()  # answered while the first check was still unwinding
+        # One warning for the failing check, not one per probe.
+        assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+            "readiness check database: timeout"
+        ]
+        server.add_check("database", lambda: True)
+        async with http.get(url(server, "/readyz")) as resp:
+            assert resp.status == 200
+        assert "readiness check database passes again" in caplog.text
+    finally:
+        await server.close()
+
+
 async def test_metrics_parse_and_show_recorded_and_live_values(http: aiohttp.ClientSession) -> None:
     metrics = Metrics()
     guild_key = "sk-guild-do-not-show-1234"

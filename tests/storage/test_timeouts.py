@@ -1,0 +1,158 @@
+"""Every database call is bounded: a silent network, a lock held by another process or a store that
+waits for its own connection ends in :class:`StoreUnavailable` within the store's bounds, and the
+outage is logged once as it starts and once as it ends.
+
+PostgreSQL is the real server on 127.0.0.1:5432, reached through a relay the test silences
+(``tests/e2e/servers.py``: accepted connections, nothing forwarded); SQLite is locked by a second
+connection's ``BEGIN EXCLUSIVE``, as an admin's ``sqlite3`` shell or a backup would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import sqlite3
+import time
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from framecast.jobs import JobKind, JobState, NewJob
+from framecast.storage import Store, StoreTimeouts, StoreUnavailable, dialects
+from tests.e2e.servers import Relay
+
+GUILD, CHANNEL, USER = 111_111_111_111_111_111, 222_222_222_222_222_222, 333_333_333_333_333_333
+#: Short bounds, so that the tests are quick; the assertions read them back.
+SHORT = StoreTimeouts(connect=0.5, statement=0.5, pool=0.5, call=1.5)
+#: The advisory lock a migration holds (a second process starting waits for it).
+MIGRATION_LOCK = dialects._MIGRATION_LOCK  # noqa: SLF001
+#: What a bound may be overrun by (the loop's and the driver's own turns), nowhere near a bound.
+SLACK = 0.5
+
+
+def new_job() -> NewJob:
+    return NewJob(JobKind.VIDEO, GUILD, CHANNEL, USER, "en-US", {"prompt": "a quiet lake"})
+
+
+async def timed_refusal(call: asyncio.Future[object] | object) -> float:
+    """Seconds until `call` (an awaitable) raised StoreUnavailable."""
+    began = time.monotonic()
+    with pytest.raises(StoreUnavailable):
+        await call  # type: ignore[misc]
+    return time.monotonic() - began
+
+
+async def test_reads_and_writes_on_a_silent_network_are_refused_within_their_bound(
+    pg_relay: tuple[str, Relay], caplog: pytest.LogCaptureFixture
+) -> None:
+    dsn, relay = pg_relay
+    caplog.set_level(logging.INFO, logger="framecast.storage")
+    async with await Store.open(dsn, timeouts=SHORT) as store:
+        job = await store.add(new_job(), member_limit=None, guild_cap=None)
+        relay.blackhole()
+        # A read on a pooled connection, a transaction, and a new connection: each one bounded.
+        assert await timed_refusal(store.get(job.id)) < SHORT.call + SLACK
+        assert (
+            await timed_refusal(store.add(new_job(), member_limit=None, guild_cap=None)) < SHORT.call + SLACK
+        )
+        assert await timed_refusal(store.patch_discord(job.id, {"a": 1})) < SHORT.call + SLACK
+        assert await timed_refusal(store.ping()) < SHORT.call + SLACK
+        await relay.restore()
+        # The cut-short connections were dropped, not left stuck: the store works at once.
+        assert (await store.transition(job.id, JobState.CANCELLED)).state is JobState.CANCELLED
+        assert await store.active() == []  # the refused add wrote nothing
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "job store unavailable" in warnings[0].getMessage()
+    assert not any(r.exc_info for r in caplog.records), "an outage is no traceback"
+    assert sum("job store answers again" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_a_store_opened_during_a_silent_network_is_refused_within_the_connect_bound(
+    pg_relay: tuple[str, Relay],
+) -> None:
+    dsn, relay = pg_relay
+    async with await Store.open(dsn, timeouts=SHORT) as store:
+        relay.blackhole()
+        # Ten calls at once: the pooled connection is stuck, the others must be opened.
+        took = await asyncio.gather(*(timed_refusal(store.active()) for _ in range(10)))
+        assert max(took) < SHORT.call + SLACK
+        await relay.restore()
+        assert await store.ping()
+
+
+async def test_a_write_while_another_process_holds_the_sqlite_lock_waits_busy_timeout_then_is_refused(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "framecast.sqlite3"
+    timeouts = StoreTimeouts(statement=0.5, call=5.0)
+    async with await Store.open(path, timeouts=timeouts) as store:
+        job = await store.add(new_job(), member_limit=None, guild_cap=None)
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN EXCLUSIVE")
+            took = await timed_refusal(store.update(job.id, progress=0.5))
+            assert timeouts.statement - 0.1 < took < timeouts.statement + SLACK
+            assert (await store.get(job.id)) is not None  # reads go on (WAL)
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert (await store.update(job.id, progress=0.5)).progress == 0.5
+
+
+async def test_calls_queued_behind_a_waiting_sqlite_write_are_refused_within_the_call_bound(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "framecast.sqlite3"
+    timeouts = StoreTimeouts(statement=3.0, call=0.5)
+    async with await Store.open(path, timeouts=timeouts) as store:
+        job = await store.add(new_job(), member_limit=None, guild_cap=None)
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN EXCLUSIVE")
+            # The first write holds the store's one connection while SQLite waits for the lock...
+            first = asyncio.ensure_future(store.update(job.id, progress=0.1))
+            await asyncio.sleep(0)
+            # ...so a read queued behind it gives up at the call bound, not after the statement bound.
+            assert await timed_refusal(store.get(job.id)) < timeouts.call + SLACK
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert (await first).progress == 0.1  # the lock went before busy_timeout: the write landed
+
+
+async def test_a_call_waiting_for_a_pooled_connection_is_refused_at_the_pool_bound(pg_dsn: str) -> None:
+    timeouts = StoreTimeouts(pool=0.3, call=5.0)
+    async with await Store.open(pg_dsn, timeouts=timeouts) as store:
+        engine = store._db.engine  # noqa: SLF001 - every pooled connection taken, as a burst would
+        held = [await engine.connect() for _ in range(dialects._POOL_SIZE)]  # noqa: SLF001
+        try:
+            assert await timed_refusal(store.get(1)) < timeouts.pool + SLACK
+        finally:
+            for conn in held:
+                await conn.close()
+        assert await store.get(1) is None
+
+
+async def test_a_migration_waits_for_another_process_s_migration_past_the_statement_bound(
+    pg_dsn: str,
+) -> None:
+    # The first process migrates (holding the migration lock) for longer than a statement may take:
+    # the second one opening the store waits for it instead of failing its start.
+    other = await asyncpg.connect(pg_dsn)
+    try:
+        await other.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK)
+        opening = asyncio.ensure_future(Store.open(pg_dsn, timeouts=SHORT))
+        waited = (
+            "SELECT max(now() - query_start) FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        while (await other.fetchval(waited) or datetime.timedelta()).total_seconds() < 2 * SHORT.statement:
+            assert not opening.done(), opening
+            await asyncio.sleep(0.05)  # polling the server's own record of the wait
+        await other.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK)
+        async with await opening as store:
+            assert await store.ping()
+    finally:
+        await other.close()
