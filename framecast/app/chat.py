@@ -73,6 +73,15 @@ class JobBookkeeping(Protocol):
         """Merge `changes` into the job's chat record in one transaction; the updated job."""
         ...
 
+    async def patch_discord_once(
+        self, job_id: int, changes: Mapping[str, Any], *, unless: str
+    ) -> tuple[Job, bool]:
+        """Merge `changes` only while the record has no `unless` key (a conditional write).
+
+        The job as stored now, and whether this call wrote: of two racing callers one writes.
+        """
+        ...
+
 
 class ChatMetrics(Protocol):
     """What the chat side counts (:class:`framecast.ops.metrics.Metrics` implements it)."""

@@ -81,12 +81,11 @@ class Deletions:
         if checked.already:
             return checked
         await self._remover.remove_job_message(checked.job)
-        # Read again just before marking: a Confirm that won the race keeps its own mark.
-        current = await self._jobs.get(job_id)
-        if current is not None and current.deleted is not None:
-            return Deleted(current, already=True)
-        marked = await self._jobs.patch_discord(
-            job_id, {DELETED_AT: self._clock.time(), DELETED_BY: actor.user_id}
+        # One conditional write: of two Confirms racing (from any processes) the first mark stays.
+        marked, wrote = await self._jobs.patch_discord_once(
+            job_id, {DELETED_AT: self._clock.time(), DELETED_BY: actor.user_id}, unless=DELETED_AT
         )
+        if not wrote:
+            return Deleted(marked, already=True)
         log.info("job %s: result deleted by user %s", job_id, actor.user_id)
         return Deleted(marked)
