@@ -31,6 +31,7 @@ from framecast.planner.planner import PlannerSettings
 from framecast.storage import Store
 from tests.fakes.clock import ManualClock
 from tests.fakes.gen_service import FakeService
+from tests.fakes.keys import TEST_REDIS_KEY_SECRET
 
 GUILD, ADMIN = 601, 78
 LIMIT, WINDOW = 4, 1.0  # the key's limit: 4 requests per rolling second (the service's and ours)
@@ -58,6 +59,7 @@ def settings_for(fake: FakeService, tmp_path: Path, redis_url: str | None) -> Se
         database_path=tmp_path / "data" / "framecast.sqlite3",
         key_encryption_secret=Secret(Fernet.generate_key().decode()),
         redis_url=Secret(redis_url) if redis_url is not None else None,
+        redis_key_secret=Secret(TEST_REDIS_KEY_SECRET) if redis_url is not None else None,
     )
 
 
@@ -101,7 +103,7 @@ async def server_key(fake_service: FakeService) -> AsyncIterator[str]:
     if redis_reachable():
         client = aioredis.Redis(host="127.0.0.1", port=6379)
         try:
-            kid = budget_key_id(key)
+            kid = budget_key_id(key, TEST_REDIS_KEY_SECRET)
             await client.delete(f"{KEY_PREFIX}{kid}", f"{KEY_PREFIX}{kid}:pause")
         finally:
             await client.aclose()
