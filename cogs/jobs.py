@@ -64,7 +64,8 @@ class Jobs(commands.Cog):
             )
         except JobRefused as refused:
             # The private "thinking…" message becomes the answer.
-            await interaction.edit_original_response(content=error_message(refused, loc))
+            personal = interactions.where(interaction).personal
+            await interaction.edit_original_response(content=error_message(refused, loc, personal=personal))
             return
         job = details.job
         rendered = render_job(

@@ -170,10 +170,10 @@ class Placement:
             result = delivery.result
             if isinstance(result, ResultFile):
                 if result.notice is not None:
-                    extra = (note_text(result.notice, job.locale, url=""),)
+                    extra = (note_text(result.notice, job, url=""),)
                 files = [discord.File(io.BytesIO(result.data), filename=result.filename)]
             else:
-                extra = (note_text(result.reason, job.locale, url=result.url),)
+                extra = (note_text(result.reason, job, url=result.url),)
                 content = link_text(result.url)
         rendered = self._drawing.rendered(slot, extra=extra, job=shown)
         if delivery is None and rendered.key == slot.last_key:
