@@ -42,7 +42,7 @@ from framecast.keys.redis_names import check_secret
 from framecast.keys.shared_budget import budget_key_id, connect, open_budget
 from framecast.keys.vault import KeyUnreadable, KeyVault, KeyVaultState, last4
 from framecast.logsetup import mask_secrets
-from framecast.ops.metrics import BudgetReading, Metrics, key_label
+from framecast.ops.metrics import UNCHECKED_KEY, BudgetReading, Metrics, key_label
 from framecast.planner.estimate import Estimate
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import SharedPlanState
@@ -460,14 +460,15 @@ class Accounts:
         budget = self._idle_budgets.get(
             secret, lambda: open_budget(s, secret, clock=self._clock, redis=self._redis)
         )
-        # Its requests count like any other (under the key's label); its budget is not shown.
+        # Its requests count like any other, under the one label of unchecked keys (a key the
+        # service refuses must leave no series of its own); its budget is not shown.
         client = GenerationClient.from_settings(
             self._session,
             s.replace(gen_api_key=secret),
             budget,
             self._clock,
             metrics=self._metrics,
-            key_label=key_label(secret),
+            key_label=UNCHECKED_KEY,
         )
         try:
             return await _ask(client)
