@@ -342,7 +342,9 @@ async def test_the_fake_refuses_what_discord_refuses_a_user_install(start_synced
         assert statuses[:USER_INSTALL_FOLLOWUPS] == [(200, None)] * USER_INSTALL_FOLLOWUPS
         assert statuses[-1] == (400, 40094)
         # The bot's token reaches no group DM, and a person may refuse even the opening of a DM.
-        assert await answer("GET", f"/channels/{group.id}", headers=bot) == (404, 10003)
+        # The group DM exists, the bot is not in it: 403 Missing Access, as Discord answers.
+        assert await answer("GET", f"/channels/{group.id}", headers=bot) == (403, 50001)
+        assert await answer("GET", f"/channels/{group.id + 1}", headers=bot) == (404, 10003)  # none at all
         opened = {"recipient_id": str(eve.id)}
         assert await answer("POST", "/users/@me/channels", headers=bot, json=opened) == (403, 50007)
 
