@@ -62,6 +62,9 @@ class DiscordRecord:
     dm_refused: bool = False
     #: The result could be posted nowhere: it waits for its requester in ``/job`` (and ``/history``).
     parked: bool = False
+    #: Older channel messages of the job, each left pointing to the next by a move (Delete removes
+    #: them too).
+    pointers: tuple[int, ...] = ()
     #: A Delete click's own interaction token (written by the Delete button on a personal job's
     #: message): after its deferred update, its ``@original`` is the message the click was on,
     #: `delete_message_id`, which it can delete for 15 minutes, where the bot is not. Never shown.
@@ -90,6 +93,7 @@ class DiscordRecord:
             dm_channel_id=_int(data.get("dm_channel_id")),
             dm_refused=bool(data.get("dm_refused")),
             parked=bool(data.get(PARKED)),
+            pointers=tuple(i for i in map(_int, _list(data.get("pointers"))) if i is not None),
             delete_token=str(click.get("token") or ""),
             delete_token_expires_at=float(click.get("expires_at") or 0.0),
             delete_message_id=_int(click.get("message_id")),
@@ -130,6 +134,8 @@ class DiscordRecord:
             out["dm_refused"] = True
         if self.parked:
             out[PARKED] = True
+        if self.pointers:
+            out["pointers"] = list(self.pointers)
         return out
 
     def merged(self, known: DiscordRecord) -> DiscordRecord:
@@ -149,6 +155,7 @@ class DiscordRecord:
             dm_channel_id=known.dm_channel_id or self.dm_channel_id,
             dm_refused=self.dm_refused or known.dm_refused,
             parked=self.parked or known.parked,
+            pointers=tuple(dict.fromkeys((*self.pointers, *known.pointers))),
         )
 
     @property
@@ -193,6 +200,10 @@ def delete_click(interaction: discord.Interaction[Any], message_id: int) -> dict
             "message_id": message_id,
         }
     }
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
 
 
 def _int(value: object) -> int | None:

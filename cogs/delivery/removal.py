@@ -73,14 +73,22 @@ class JobMessageRemoval:
         if channel_id is None:
             raise RemovalFailed(RemovalProblem.UNREACHABLE)
         await self._with_bot_token(job, channel_id, guild_id, record.channel_message_id)
-        if not has_interaction_message:
-            return None
-        try:
-            await self._interaction_message(job, record)
-        except RemovalFailed as failed:
-            log.info("job %s: the message that pointed to the result stays (%s)", job.id, failed.problem)
-            return failed.problem
-        return None
+        # The result is gone; then the messages that pointed to it (older channel messages, and
+        # the interaction's message), each tried; the first reason one stays is reported.
+        left: RemovalProblem | None = None
+        for pointer in record.pointers:
+            try:
+                await self._with_bot_token(job, channel_id, guild_id, pointer)
+            except RemovalFailed as failed:
+                left = left or failed.problem
+        if has_interaction_message:
+            try:
+                await self._interaction_message(job, record)
+            except RemovalFailed as failed:
+                left = left or failed.problem
+        if left is not None:
+            log.info("job %s: a message that pointed to the result stays (%s)", job.id, left)
+        return left
 
     async def _interaction_message(self, job: Job, record: DiscordRecord) -> None:
         now = self._clock.time()

@@ -719,3 +719,21 @@ async def test_a_personal_result_in_a_group_dm_with_no_live_token_is_reported_un
         assert failed.value.problem is RemovalProblem.UNREACHABLE
     tried = [r.path for r in rig.fake.requests_to("DELETE", "/channels/")]
     assert tried == []  # the bot's token was not even tried where only a token reaches
+
+
+async def test_delete_removes_the_older_channel_messages_a_move_left_behind_too(rig: Rig) -> None:
+    job, it = await rig.job(age=TOKEN_TTL - MARGIN / 2)  # moves to a channel message at once
+    await rig.reporter.job_changed(job, urgent=True)
+    first = (await rig.stored(job, lambda j: bool(j.discord.get("channel_message_id")))).discord[
+        "channel_message_id"
+    ]
+    rig.fake.fail_next("PATCH /api/v10/channels", status=400, code=30046)  # then a fresh one
+    job = await rig.advance(job, JobState.SUBMITTING)
+    await rig.reporter.job_changed(job, urgent=True)
+    stored = await rig.stored(job, lambda j: j.discord.get("channel_message_id") != first)
+    second = stored.discord["channel_message_id"]
+    assert stored.discord["pointers"] == [first]  # remembered, though it was never edited again
+    it.expire()
+    assert await rig.reporter.remove_job_message(stored) is None
+    assert rig.fake.messages[second].deleted and rig.fake.messages[first].deleted
+    assert it.original is not None and it.original.deleted  # the interaction's message, through the channel
