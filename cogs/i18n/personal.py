@@ -20,6 +20,8 @@ PERSONAL_KEYS: dict[str, str] = {
     "note_reencoded": "note_reencoded_personal",
     "note_too_large": "note_too_large_personal",
     "reason_auth": "reason_auth_personal",
+    "history_not_allowed": "history_not_allowed_personal",
+    "style_error_unknown": "style_error_unknown_personal",
 }
 
 

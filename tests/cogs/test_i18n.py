@@ -765,7 +765,8 @@ def test_a_personal_queue_has_its_own_words_for_every_message_that_names_a_serve
         assert place_key(server_key, personal=False) == server_key
     if locale == SOURCE:
         for personal_key in PERSONAL_KEYS.values():
-            assert all("server" not in text.lower() for text in texts(messages[personal_key])), personal_key
+            for text in texts(messages[personal_key]):
+                assert "this server" not in text.lower() and "server admin" not in text.lower(), personal_key
 
 
 def test_refusals_in_a_personal_queue_speak_of_your_jobs() -> None:
@@ -773,6 +774,8 @@ def test_refusals_in_a_personal_queue_speak_of_your_jobs() -> None:
     assert error_message(JobRefused(Refusal.NOT_FOUND, 4), "en-US") == "There is no job #4 in this server."
     full = IntakeError(IntakeProblem.GUILD_QUEUE_FULL, cap=3)
     assert "Your queue" in str(error_message(full, "en-US", personal=True))
+    style = IntakeError(IntakeProblem.UNKNOWN_STYLE, style="noir")
+    assert "this server" not in str(error_message(style, "en-US", personal=True))
     quota = IntakeError(IntakeProblem.DAILY_QUOTA, kind="image", limit=2, resets_at=100.0)
     assert (
         error_message(quota, "en-US", personal=True)
