@@ -283,7 +283,7 @@ def _failure_exit_code(exc: BaseException) -> int:
     ):
         log.error("Discord refused the bot token (check DISCORD_TOKEN)")
         return 2
-    if isinstance(exc, (OpsPortError, StoreError)):
+    if isinstance(exc, (OpsPortError, StoreError, ConfigError)):
         # Known start-up problems of the operator's setup: one line naming it, no traceback.
         log.error("%s", exc)
     elif isinstance(exc, discord.HTTPException):

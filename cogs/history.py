@@ -25,6 +25,7 @@ from discord.ext import commands
 from cogs import interactions
 from cogs.delivery.record import DiscordRecord
 from cogs.i18n import t
+from cogs.i18n.personal import place_key
 from cogs.queue import HIDDEN_KEYS
 from cogs.tree import answer_error, reply_privately
 from cogs.views.render import as_text
@@ -195,7 +196,8 @@ async def _answer(
     try:
         page = await _history(interaction).show(actor, viewer, member_id, before=before, after=after)
     except HistoryRefused:
-        await reply_privately(interaction, t("history_not_allowed", locale))
+        key = place_key("history_not_allowed", personal=interactions.where(interaction).personal)
+        await reply_privately(interaction, t(key, locale))
         return
     await interaction.edit_original_response(
         content=None,

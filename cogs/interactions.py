@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import discord
 
-from cogs.tree import MissingChannelPermissions, ServerOnly
+from cogs.tree import MissingChannelPermissions, ServerOnly, ServerRulesApply
 from framecast.app import Actor, Members, QueueViewer, Requester
 
 if TYPE_CHECKING:
@@ -36,12 +36,16 @@ class Where(StrEnum):
     GUILD = "guild"  # a server that installed the app (the bot is a member)
     DM = "dm"  # the person's DM with the app's bot
     GROUP_DM = "group_dm"  # a group DM, or a DM between other people (user install)
-    USER_GUILD = "user_guild"  # a server where only the person's own install authorised the command
+    USER_GUILD = "user_guild"  # a server without the bot, where only the person's own install authorised it
+    # A server that has the bot, where only the person's own install authorised the command: the
+    # server's install did not (its admins did not allow it there). Refused: a personal job there
+    # would skip the server's rules and post where its /queue, Cancel and Delete cannot see it.
+    BOT_GUILD_USER_INSTALL = "bot_guild_user_install"
 
     @property
     def personal(self) -> bool:
         """The request joins the person's own queue (no server's settings, key or channels)."""
-        return self is not Where.GUILD
+        return self in (Where.DM, Where.GROUP_DM, Where.USER_GUILD)
 
 
 def where(interaction: discord.Interaction[Any]) -> Where:
@@ -54,6 +58,9 @@ def where(interaction: discord.Interaction[Any]) -> Where:
     if interaction.guild_id is not None:
         if interaction.is_guild_integration() or not interaction.is_user_integration():
             return Where.GUILD
+        # The bot's own cache (no I/O): a server the bot is in is never a personal queue's place.
+        if interaction.client.get_guild(interaction.guild_id) is not None:
+            return Where.BOT_GUILD_USER_INSTALL
         return Where.USER_GUILD
     if interaction.context.private_channel:
         return Where.GROUP_DM
@@ -85,6 +92,8 @@ def requester(interaction: discord.Interaction[Any]) -> Requester:
     age-restricted; unknown counts as not (a server's NSFW-only rule then refuses).
     """
     place = where(interaction)
+    if place is Where.BOT_GUILD_USER_INSTALL:
+        raise ServerRulesApply()
     if place.personal:
         if not _user_install(interaction) or interaction.channel_id is None:
             raise discord.app_commands.NoPrivateMessage()
@@ -157,6 +166,8 @@ def actor(interaction: discord.Interaction[Any]) -> Actor:
 
     Whether they may act on a given job is the use case's call, from the stored job.
     """
+    if where(interaction) is Where.BOT_GUILD_USER_INSTALL:
+        raise ServerRulesApply()
     if where(interaction).personal and _user_install(interaction):
         # Outside a server that installed the app a person acts on their own queue's jobs.
         return Actor(user_id=interaction.user.id, guild_id=interaction.user.id)

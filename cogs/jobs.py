@@ -19,6 +19,7 @@ from discord.ext import commands
 from cogs import interactions
 from cogs.delivery import result_attachments
 from cogs.i18n import t
+from cogs.queue import HIDDEN_KEYS
 from cogs.styles import show_sent_prompt
 from cogs.tree import error_message
 from cogs.views.buttons import JOB_BUTTONS
@@ -58,16 +59,28 @@ class Jobs(commands.Cog):
         await interaction.response.defer(ephemeral=True, thinking=True)
         loc = interaction.locale
         try:
-            details = await self.bot.core.members.show_job(actor, job_id)
+            details = await self.bot.core.members.show_job(
+                actor, interactions.queue_viewer(interaction), job_id
+            )
         except JobRefused as refused:
             # The private "thinking…" message becomes the answer.
-            await interaction.edit_original_response(content=error_message(refused, loc))
+            personal = interactions.where(interaction).personal
+            await interaction.edit_original_response(content=error_message(refused, loc, personal=personal))
             return
         job = details.job
         rendered = render_job(
             job, position=details.position, now=details.now, poll_timeout=details.poll_timeout
         )
         show_sent_prompt(rendered.embed, job, loc)
+        if details.hidden is not None:
+            # Another member's job from a channel this viewer cannot read: what /queue shows of it.
+            rendered.embed.description = t(HIDDEN_KEYS[details.hidden], loc)
+            await interaction.edit_original_response(
+                content=t("history_state_deleted", loc) if details.deleted is not None else None,
+                embed=rendered.embed,
+                allowed_mentions=discord.AllowedMentions.none(),
+            )
+            return
         # A personal job's result that Discord let the bot post nowhere (token spent, DMs refused):
         # its requester gets the file itself, on this answer of their own.
         lines, parked = await self._parked(interaction, actor, job) if job.parked else ([], None)

@@ -29,12 +29,12 @@ from cogs.discord_internals import system_channel_id
 from cogs.generate import FPS_CHOICES, IMAGE_SIZE_CHOICES, LENGTH_CHOICES, VIDEO_SIZE_CHOICES
 from cogs.i18n import command_name, shipped, t
 from cogs.interactions import Where, server_only, where
-from cogs.tree import SETTING_NAME_KEYS, NotServerManager, relative_time
+from cogs.tree import SETTING_NAME_KEYS, NotServerManager, answer_error, relative_time
+from cogs.views.key_form import KeySubmit, key_form
 from cogs.views.render import as_text
 from framecast.app import (
     LIMIT_SETTINGS,
     RESETTABLE,
-    SECRET_INPUT_MARK,
     ImageDefaults,
     JobKind,
     KeyAvailability,
@@ -55,13 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: The key modal's ids; the text input's id carries the log filter's secret mark, so discord.py's
-#: DEBUG log of the raw submission shows ``***`` instead of the key.
-KEY_MODAL_ID = "settings:key"
-KEY_INPUT_ID = f"settings:key:{SECRET_INPUT_MARK}"
-#: Lengths Discord enforces on the key's text input (API keys are long; anything shorter is a typo).
-KEY_MIN_CHARS = 8
-KEY_MAX_CHARS = 400
 #: An embed field holds at most 1024 characters; the blocklist is cut well before that.
 BLOCKLIST_SHOWN_CHARS = 900
 #: /settings reset's labels; what may be reset is the core's rule (every setting but the key).
@@ -110,6 +103,7 @@ _KEY_SET_REPLIES = {
     KeySetResult.UNREACHABLE: "settings_key_unreachable",
     KeySetResult.DISABLED: "settings_key_disabled",
     KeySetResult.NO_SECRET: "settings_key_no_secret",
+    KeySetResult.THROTTLED: "settings_key_checks_throttled",
 }
 
 
@@ -203,43 +197,6 @@ class SettingsText:
             shown.append(piece)
             used += len(piece) + 2
         return ", ".join(shown)
-
-
-class KeyModal(discord.ui.Modal):
-    """One short text input for the server's API key: never prefilled, never shown again."""
-
-    def __init__(self, cog: ServerSettings, locale: str | discord.Locale | None) -> None:
-        super().__init__(
-            title=t("settings_key_modal_title", locale)[:45], timeout=900, custom_id=KEY_MODAL_ID
-        )
-        self.cog = cog
-        self.key: discord.ui.TextInput[KeyModal] = discord.ui.TextInput(
-            label=t("settings_key_modal_label", locale)[:45],
-            custom_id=KEY_INPUT_ID,
-            style=discord.TextStyle.short,
-            min_length=KEY_MIN_CHARS,
-            max_length=KEY_MAX_CHARS,
-            required=True,
-        )
-        self.add_item(self.key)
-
-    async def on_submit(self, interaction: discord.Interaction[Any]) -> None:  # type: ignore[override]
-        """Check the key with the service, then store it (or say why not)."""
-        await self.cog.submit_key(interaction, self.key.value)
-
-    async def on_error(self, interaction: discord.Interaction[Any], error: Exception) -> None:  # type: ignore[override]
-        """Same replies as the commands (the tree's handler), never the key."""
-        await self.cog.bot.tree.on_error(interaction, app_commands.CommandInvokeError(_MODAL, error))
-
-
-class _ModalCommand:
-    """What :class:`app_commands.CommandInvokeError` needs of a command (its name) for the modal."""
-
-    name = "settings key set"
-    qualified_name = "settings key set"
-
-
-_MODAL: Any = _ModalCommand()
 
 
 @app_commands.guild_only()
@@ -515,7 +472,18 @@ class ServerSettings(
         if availability is not KeyAvailability.READY:
             await self._reply(interaction, t(_KEY_UNAVAILABLE[availability], interaction.locale))
             return
-        await interaction.response.send_modal(KeyModal(self, interaction.locale))
+        # Its own custom id per opening, never kept: the submit comes back through on_interaction.
+        await interaction.response.send_modal(key_form(interaction.locale))
+
+    @commands.Cog.listener()
+    async def on_interaction(self, interaction: discord.Interaction[Any]) -> None:
+        """Hand a key form's submit to :meth:`submit_key` (other interactions are not ours here)."""
+        submit = KeySubmit.of(interaction)
+        if submit is not None:
+            try:
+                await self.submit_key(interaction, submit.key)
+            except Exception as error:  # the same replies as the commands, never the key
+                await answer_error(interaction, error, what="command settings key set")
 
     async def submit_key(self, interaction: discord.Interaction[Any], key: str) -> None:
         """The modal's submit: the core checks the key with one model-list call, then stores it encrypted."""
@@ -525,9 +493,10 @@ class ServerSettings(
             raise NotServerManager()
         await interaction.response.defer(ephemeral=True, thinking=True)
         outcome = await self.bot.core.admins.set_key(interaction.guild_id, interaction.user.id, key)
-        await self._reply(
-            interaction, t(_KEY_SET_REPLIES[outcome.result], interaction.locale, last4=as_text(outcome.last4))
-        )
+        when = relative_time(outcome.retry_at or 0.0)
+        shown, limit = as_text(outcome.last4), outcome.checks_per_hour
+        reply = _KEY_SET_REPLIES[outcome.result]
+        await self._reply(interaction, t(reply, interaction.locale, last4=shown, max=limit, when=when))
 
     @key.command(name=locale_str("remove"), description=locale_str("Go back to the operator's API key"))
     async def key_remove(self, interaction: discord.Interaction[Framecast]) -> None:

@@ -21,6 +21,7 @@ import discord
 from discord import app_commands
 
 from cogs.i18n import t
+from cogs.i18n.personal import place_key
 from framecast.app import (
     STYLE_PLACEHOLDER,
     ErrorCode,
@@ -126,6 +127,11 @@ class ServerOnly(app_commands.NoPrivateMessage):
     server that did not add the bot): it is for servers that installed the app."""
 
 
+class ServerRulesApply(app_commands.CheckFailure):
+    """A person's own install used in a server that has the bot, where the server's install did not
+    allow the command: the server's rules apply there, so it is refused (never a personal job)."""
+
+
 class NotServerManager(app_commands.CheckFailure):
     """/settings used by a member without Manage Server (an Integrations override showed it to them)."""
 
@@ -143,11 +149,11 @@ def _literal(text: str) -> str:
     return as_text(text)
 
 
-def _intake_message(error: IntakeError, locale: str | discord.Locale | None) -> str:
+def _intake_message(error: IntakeError, locale: str | discord.Locale | None, personal: bool) -> str:
     params: dict[str, Any] = dict(error.params)
-    key = INTAKE_KEYS[error.problem]
+    key = place_key(INTAKE_KEYS[error.problem], personal=personal)
     if error.problem is IntakeProblem.DAILY_QUOTA:
-        key = DAILY_QUOTA_KEYS[JobKind(params.pop("kind"))]
+        key = place_key(DAILY_QUOTA_KEYS[JobKind(params.pop("kind"))], personal=personal)
         params["resets"] = relative_time(float(params.pop("resets_at")))
         return t(key, locale, **params)
     if error.problem is IntakeProblem.STYLE_WRONG_KIND:
@@ -180,15 +186,21 @@ class MissingChannelPermissions(app_commands.CheckFailure):
         self.perms = perms
 
 
-def error_message(error: BaseException, locale: str | discord.Locale | None) -> str | None:
-    """The localised reply for an expected error, or None when the error is a bug."""
+def error_message(
+    error: BaseException, locale: str | discord.Locale | None, *, personal: bool = False
+) -> str | None:
+    """The localised reply for an expected error, or None when the error is a bug.
+
+    `personal`: the request came to a person's own queue (a user install outside a server that has
+    the bot): the words speak of their jobs, not of a server (:func:`place_key`).
+    """
     if (
         isinstance(error, (app_commands.CommandInvokeError, app_commands.TransformerError))
         and error.__cause__
     ):
         error = error.__cause__
     if isinstance(error, IntakeError):
-        return _intake_message(error, locale)
+        return _intake_message(error, locale, personal)
     if isinstance(error, SettingsError):
         return _settings_message(error, locale)
     if isinstance(error, StyleError):
@@ -196,7 +208,7 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
         params = {k: _literal(v) if isinstance(v, str) else v for k, v in error.params.items()}
         return t(STYLE_KEYS[error.problem], locale, placeholder=STYLE_PLACEHOLDER, **params)
     if isinstance(error, JobRefused):
-        return t(REFUSAL_KEYS[error.refusal], locale, id=error.job_id)
+        return t(place_key(REFUSAL_KEYS[error.refusal], personal=personal), locale, id=error.job_id)
     if isinstance(error, NotServerManager):
         return t("settings_error_not_manager", locale)
     if isinstance(error, MissingChannelPermissions):
@@ -204,6 +216,8 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
         return t("error_missing_permissions", locale, perms=names)
     if isinstance(error, ServerOnly):
         return t("userinstall_server_only", locale)
+    if isinstance(error, ServerRulesApply):
+        return t("userinstall_server_rules", locale)
     if isinstance(error, app_commands.NoPrivateMessage):
         return t("error_guild_only", locale)
     if isinstance(error, app_commands.MissingPermissions):
@@ -215,7 +229,7 @@ def error_message(error: BaseException, locale: str | discord.Locale | None) -> 
     if isinstance(error, app_commands.CommandOnCooldown):
         return t("error_cooldown", locale, seconds=max(1, round(error.retry_after)))
     if isinstance(error, ServiceError) and error.code in SERVICE_ERROR_KEYS:
-        return t(SERVICE_ERROR_KEYS[error.code], locale)
+        return t(place_key(SERVICE_ERROR_KEYS[error.code], personal=personal), locale)
     return None
 
 
@@ -274,10 +288,21 @@ async def reply_privately(interaction: discord.Interaction[Any], text: str) -> N
         log.warning("could not send an error reply: HTTP %s (code %s)", exc.status, exc.code)
 
 
+def _personal(interaction: discord.Interaction[Any]) -> bool:
+    """Whether `interaction` came to a person's own queue (see ``cogs.interactions.where``)."""
+    # Imported here: the interactions module raises this module's refusals.
+    from cogs.interactions import where
+
+    try:
+        return where(interaction).personal
+    except Exception:  # an error reply must never fail on reading where it goes
+        return False
+
+
 async def answer_error(interaction: discord.Interaction[Any], error: BaseException, *, what: str) -> None:
     """The one error handler: an expected error gets its private reply; anything else is logged
     with its traceback (naming `what` failed) and gets the generic apology."""
-    text = error_message(error, interaction.locale)
+    text = error_message(error, interaction.locale, personal=_personal(interaction))
     if text is None:
         cause = error.__cause__ or error
         log.error("%s failed", what, exc_info=(type(cause), cause, cause.__traceback__))

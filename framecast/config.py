@@ -290,6 +290,17 @@ def _parse_fernet_keys(text: str) -> Secret:
     return Secret(",".join(key.reveal() for key in keys))
 
 
+#: The shortest REDIS_KEY_SECRET accepted: 32 characters (of a random string: enough that nobody
+#: who reads Redis can guess it and test API keys against the names).
+REDIS_KEY_SECRET_MIN = 32
+
+
+def _parse_shared_secret(text: str) -> Secret:
+    if len(text) < REDIS_KEY_SECRET_MIN:
+        raise ValueError(f"must be at least {REDIS_KEY_SECRET_MIN} characters (a random string)")
+    return Secret(text)
+
+
 def _parse_secret_url(*schemes: str) -> Callable[[str], Secret]:
     # A connection URL may carry a password: only its scheme is checked.
     def parse(text: str) -> Secret:
@@ -452,6 +463,9 @@ class Settings(BaseSettings):
     http_host: Annotated[str, _env(_parse_listen_host)] = "127.0.0.1"
     database_url: Annotated[Secret | None, _env(_parse_postgres_url, secret=True)] = None
     redis_url: Annotated[Secret | None, _env(_parse_redis_url, secret=True)] = None
+    # Names each key's budget in Redis by an HMAC under it (never a plain hash of the key); the same
+    # in every process on one Redis, and needed with REDIS_URL.
+    redis_key_secret: Annotated[Secret | None, _env(_parse_shared_secret, secret=True)] = None
     shard_count: Annotated[int | None, _env(_parse_int)] = None
     shard_ids: Annotated[tuple[int, ...] | None, _env(_parse_ids)] = None
     lease_seconds: Seconds = 60.0
@@ -465,6 +479,15 @@ class Settings(BaseSettings):
             too_big = [i for i in self.shard_ids if i >= self.shard_count]
             if too_big:
                 raise _Invalid("SHARD_IDS", f"shard {too_big[0]} is not below SHARD_COUNT={self.shard_count}")
+        return self
+
+    @model_validator(mode="after")
+    def check_redis_secret(self) -> Settings:
+        """REDIS_URL needs REDIS_KEY_SECRET: the budgets' names in Redis are keyed by it."""
+        if self.redis_url is not None and self.redis_key_secret is None:
+            raise _Invalid(
+                "REDIS_KEY_SECRET", "is required with REDIS_URL (the same random string in every process)"
+            )
         return self
 
     @classmethod
@@ -501,7 +524,7 @@ class Settings(BaseSettings):
         """Every secret these settings hold, for the log filter: the token, the key, the URLs that may
         carry passwords, and each key of a ``KEY_ENCRYPTION_SECRET`` list on its own (while rotating)."""
         found = [self.discord_token.reveal(), self.gen_api_key.reveal()]
-        for extra in (self.key_encryption_secret, self.database_url, self.redis_url):
+        for extra in (self.key_encryption_secret, self.database_url, self.redis_url, self.redis_key_secret):
             if extra is not None:
                 found.append(extra.reveal())
         if self.key_encryption_secret is not None:

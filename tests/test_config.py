@@ -76,6 +76,7 @@ DEFAULTS = {
     "http_host": "127.0.0.1",
     "database_url": None,
     "redis_url": None,
+    "redis_key_secret": None,
     "shard_count": None,
     "shard_ids": None,
     "lease_seconds": 60.0,
@@ -184,6 +185,7 @@ def test_operating_variables_are_read() -> None:
             HTTP_PORT="8080",
             DATABASE_URL="postgresql://fc:pw@db/fc",
             REDIS_URL="rediss://:pw@cache:6380/0",
+            REDIS_KEY_SECRET="r" * 32,
             SHARD_COUNT="4",
             SHARD_IDS="3, 1,1",
             LEASE_SECONDS="30",
@@ -200,6 +202,7 @@ def test_operating_variables_are_read() -> None:
     assert s.key_encryption_secret == Secret(fernet)
     assert s.database_url == Secret("postgresql://fc:pw@db/fc")
     assert s.redis_url == Secret("rediss://:pw@cache:6380/0")
+    assert s.redis_key_secret == Secret("r" * 32)
     assert (s.shard_count, s.shard_ids) == (4, (1, 3))
     assert s.log_level == "WARNING" and s.database_path == Path("~/fc.sqlite3").expanduser()
 
@@ -282,12 +285,26 @@ def test_every_secret_of_the_settings_is_given_to_the_log_filter_each_rotation_k
             KEY_ENCRYPTION_SECRET=f"{first}, {second}",
             DATABASE_URL="postgresql://fc:pw-4242@db/fc",
             REDIS_URL="redis://:rpw-4242@cache:6379/0",
+            REDIS_KEY_SECRET="shared-" + "k" * 30,
         )
     )
     found = s.secrets()
-    for secret in (s.discord_token, s.gen_api_key, s.database_url, s.redis_url):
+    for secret in (s.discord_token, s.gen_api_key, s.database_url, s.redis_url, s.redis_key_secret):
         assert secret is not None and secret.reveal() in found
     assert first in found and second in found  # a line logged with one key only is masked too
+
+
+def test_redis_url_needs_a_long_redis_key_secret_and_neither_is_shown() -> None:
+    with pytest.raises(ConfigError) as missing:
+        load_settings(env(REDIS_URL="redis://:rpw-4242@cache:6379/0"))
+    assert missing.value.variable == "REDIS_KEY_SECRET" and "REDIS_URL" in missing.value.problem
+    assert "rpw-4242" not in str(missing.value)
+    with pytest.raises(ConfigError) as short:
+        load_settings(env(REDIS_URL="redis://cache:6379/0", REDIS_KEY_SECRET="short-hidden4242"))
+    assert short.value.variable == "REDIS_KEY_SECRET" and "32 characters" in short.value.problem
+    assert "hidden4242" not in str(short.value)
+    s = load_settings(env(REDIS_URL="redis://cache:6379/0", REDIS_KEY_SECRET="x" * 32))
+    assert s.redis_key_secret == Secret("x" * 32) and "x" * 32 not in repr(s)
 
 
 @pytest.mark.parametrize("name", ["DISCORD_TOKEN", "GEN_API_BASE_URL", "GEN_API_KEY"])
@@ -524,7 +541,14 @@ def test_replace_is_a_validated_copy() -> None:
 
 
 # -- properties: outside text never gets past load_settings as anything but a ConfigError line ----
-SECRET_VARIABLES = ("DISCORD_TOKEN", "GEN_API_KEY", "KEY_ENCRYPTION_SECRET", "DATABASE_URL", "REDIS_URL")
+SECRET_VARIABLES = (
+    "DISCORD_TOKEN",
+    "GEN_API_KEY",
+    "KEY_ENCRYPTION_SECRET",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "REDIS_KEY_SECRET",
+)
 PLAIN_VARIABLES = sorted(VARIABLES - set(SECRET_VARIABLES))
 # Near misses find more than random text alone: numbers, lists, URLs, rates, switches, odd blanks.
 outside_text = st.one_of(
@@ -557,8 +581,10 @@ def test_any_text_is_a_setting_or_one_line_naming_the_variable(name: str, text: 
 )
 def test_a_secret_value_is_never_shown(name: str, head: str, tail: str) -> None:
     value = f"{head}hid{tail}den4242{tail}"  # "hid...den4242": the part that must never appear
+    # REDIS_URL comes with its secret (without one it is refused naming REDIS_KEY_SECRET).
+    paired = {"REDIS_KEY_SECRET": "p" * 32} if name == "REDIS_URL" else {}
     try:
-        s = load_settings(env(**{name: value}))
+        s = load_settings(env(**{name: value}, **paired))
     except ConfigError as exc:
         shown = f"{exc} {exc!r} {exc.problem}"
         assert exc.variable == name and len(str(exc).splitlines()) == 1

@@ -29,9 +29,11 @@ DISCORD_TROUBLE = (discord.HTTPException, aiohttp.ClientError, TimeoutError)
 class DiscordCode(IntEnum):
     """The JSON error codes of Discord's answers that the delivery code acts on."""
 
+    UNKNOWN_CHANNEL = 10003  # no such channel, as far as the bot may know
     UNKNOWN_MESSAGE = 10008  # the message is gone (deleted)
     UNKNOWN_WEBHOOK = 10015  # the interaction token is unknown (expired long ago)
     MESSAGE_TOO_OLD = 30046  # no more edits of a message older than an hour
+    MISSING_ACCESS = 50001  # the bot is not in that channel (a group DM, a server without it)
     CANNOT_MESSAGE_USER = 50007  # the person does not accept DMs from the bot
     REQUEST_TOO_LARGE = 40005  # the upload is over the destination's limit (HTTP 413)
     INVALID_WEBHOOK_TOKEN = 50027  # the interaction token expired

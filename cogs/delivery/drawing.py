@@ -48,7 +48,7 @@ class Drawing:
         never shows less, even if this one never reaches Discord.
         """
         job = job or slot.job
-        notes = tuple(note_text(note, job.locale) for note in slot.notes) + extra
+        notes = tuple(note_text(note, job) for note in slot.notes) + extra
         floor = slot.record.shown_percent
         rendered = render_job(
             job,

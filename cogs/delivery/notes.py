@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import discord
-
 from cogs.i18n import t
-from framecast.app import Note
+from cogs.i18n.personal import place_key
+from framecast.app import Job, Note, is_personal_queue
 
 __all__ = ["NOTE_KEYS", "note_text"]
 
@@ -18,6 +17,8 @@ NOTE_KEYS: dict[Note, str] = {
 }
 
 
-def note_text(note: Note, locale: str | discord.Locale | None, **params: Any) -> str:
-    """`note` in the member's language (`params` fill the message, e.g. ``url`` for TOO_LARGE)."""
-    return t(NOTE_KEYS[note], locale, **params)
+def note_text(note: Note, job: Job, **params: Any) -> str:
+    """`note` on `job`'s message, in its language and for its place (a server's or a person's own
+    queue); `params` fill the message, e.g. ``url`` for TOO_LARGE."""
+    personal = is_personal_queue(job.guild_id, job.user_id)
+    return t(place_key(NOTE_KEYS[note], personal=personal), job.locale, **params)

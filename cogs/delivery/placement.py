@@ -170,10 +170,10 @@ class Placement:
             result = delivery.result
             if isinstance(result, ResultFile):
                 if result.notice is not None:
-                    extra = (note_text(result.notice, job.locale, url=""),)
+                    extra = (note_text(result.notice, job, url=""),)
                 files = [discord.File(io.BytesIO(result.data), filename=result.filename)]
             else:
-                extra = (note_text(result.reason, job.locale, url=result.url),)
+                extra = (note_text(result.reason, job, url=result.url),)
                 content = link_text(result.url)
         rendered = self._drawing.rendered(slot, extra=extra, job=shown)
         if delivery is None and rendered.key == slot.last_key:
@@ -254,7 +254,9 @@ class Placement:
             if slot.record.personal:
                 await self._dm_refused(slot, exc)
             raise
-        slot.learn(channel_message_id=message.id)
+        # The old channel message stays, pointing here: remembered, so Delete removes it too.
+        pointers = slot.record.pointers + ((old_channel_mid,) if old_channel_mid else ())
+        slot.learn(channel_message_id=message.id, pointers=pointers)
         await self._drawing.save(slot)
         slot.last_key = rendered.key
         slot.last_edit = self._clock.monotonic()
@@ -306,8 +308,12 @@ class Placement:
                     Target(False, old_channel_mid, channel_id), content=None, embed=old.embed, view=None
                 )
             elif self.token_usable(slot, spare=-self._timings.token_margin + self.token_safety()):
-                await self.edit(
+                pointer = await self.edit(
                     Target.interaction(slot.record, job.channel_id), content=None, embed=old.embed, view=None
                 )
+                if pointer is not None and slot.record.message_id is None:
+                    # Its id, so Delete can find the pointer once no token reaches it.
+                    slot.learn(message_id=pointer.id)
+                    await self._drawing.save(slot)
         except (discord.HTTPException, TokenDead, MessageUnusable, aiohttp.ClientError) as exc:
             log.info("job %s: old message not updated after the move: %s", job.id, describe(exc))

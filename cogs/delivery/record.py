@@ -16,12 +16,17 @@ import discord
 
 from framecast.app import PARKED
 
-__all__ = ["GUILD", "ORIGINAL", "DiscordRecord", "record_for"]
+__all__ = ["DM", "GUILD", "ORIGINAL", "DiscordRecord", "delete_click", "record_for"]
 
 #: The wire's stand-in for the interaction's own message until its real id is known.
 ORIGINAL = "@original"
 #: The context of a job asked in a server that installed the app (the default, never stored).
 GUILD = "guild"
+#: The context of a job asked in the requester's own DM with the bot (the bot's token reaches it).
+DM = "dm"
+#: The key of a Delete click's token, expiry and message in the record. The token sits under a
+#: ``"token"`` key, so the log filter masks it wherever a record is logged, as the job's own.
+DELETE_CLICK = "delete_click"
 
 
 @dataclass(frozen=True)
@@ -57,11 +62,22 @@ class DiscordRecord:
     dm_refused: bool = False
     #: The result could be posted nowhere: it waits for its requester in ``/job`` (and ``/history``).
     parked: bool = False
+    #: Older channel messages of the job, each left pointing to the next by a move (Delete removes
+    #: them too).
+    pointers: tuple[int, ...] = ()
+    #: A Delete click's own interaction token (written by the Delete button on a personal job's
+    #: message): after its deferred update, its ``@original`` is the message the click was on,
+    #: `delete_message_id`, which it can delete for 15 minutes, where the bot is not. Never shown.
+    delete_token: str = dataclasses.field(default="", repr=False)
+    delete_token_expires_at: float = 0.0
+    delete_message_id: int | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DiscordRecord:
         """The record stored as `data` (today's keys; missing or malformed values read as unset)."""
         percent = data.get("shown_percent")
+        click = data.get(DELETE_CLICK)
+        click = click if isinstance(click, Mapping) else {}
         return cls(
             application_id=_int(data.get("application_id")) or 0,
             token=str(data.get("token") or ""),
@@ -77,6 +93,10 @@ class DiscordRecord:
             dm_channel_id=_int(data.get("dm_channel_id")),
             dm_refused=bool(data.get("dm_refused")),
             parked=bool(data.get(PARKED)),
+            pointers=tuple(i for i in map(_int, _list(data.get("pointers"))) if i is not None),
+            delete_token=str(click.get("token") or ""),
+            delete_token_expires_at=float(click.get("expires_at") or 0.0),
+            delete_message_id=_int(click.get("message_id")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,6 +134,8 @@ class DiscordRecord:
             out["dm_refused"] = True
         if self.parked:
             out[PARKED] = True
+        if self.pointers:
+            out["pointers"] = list(self.pointers)
         return out
 
     def merged(self, known: DiscordRecord) -> DiscordRecord:
@@ -133,12 +155,19 @@ class DiscordRecord:
             dm_channel_id=known.dm_channel_id or self.dm_channel_id,
             dm_refused=self.dm_refused or known.dm_refused,
             parked=self.parked or known.parked,
+            pointers=tuple(dict.fromkeys((*self.pointers, *known.pointers))),
         )
 
     @property
     def personal(self) -> bool:
         """The job is on its requester's own queue (asked outside a server that installed the app)."""
         return self.context != GUILD
+
+    def delete_token_for(self, message_id: int | None, now: float) -> str | None:
+        """The Delete click's token when it reaches `message_id` and is still valid at `now`."""
+        if not self.delete_token or message_id is None or self.delete_message_id != message_id:
+            return None
+        return self.delete_token if now < self.delete_token_expires_at else None
 
     def token_usable(self, now: float, margin: float, spare: float = 0.0) -> bool:
         """Whether the interaction token may still be used at `now` (`spare` seconds before `margin`)."""
@@ -160,6 +189,21 @@ def record_for(interaction: discord.Interaction[Any], *, context: str = "guild")
         attachment_limit=interaction.filesize_limit,
         context=context,
     )
+
+
+def delete_click(interaction: discord.Interaction[Any], message_id: int) -> dict[str, Any]:
+    """What the chat record keeps of a Delete click on message `message_id` (see ``delete_token``)."""
+    return {
+        DELETE_CLICK: {
+            "token": interaction.token,
+            "expires_at": interaction.expires_at.timestamp(),
+            "message_id": message_id,
+        }
+    }
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
 
 
 def _int(value: object) -> int | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import discord
 
@@ -28,7 +29,7 @@ from cogs.delivery.drawing import Drawing
 from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.lookup import JobMessages
 from cogs.delivery.placement import Placement
-from cogs.delivery.record import DiscordRecord
+from cogs.delivery.record import DiscordRecord, delete_click
 from cogs.delivery.recovery import result_on_messages
 from cogs.delivery.removal import JobMessageRemoval
 from cogs.delivery.slot import Delivery, Slot
@@ -43,6 +44,7 @@ from framecast.app import (
     JobBookkeeping,
     JobState,
     Note,
+    RemovalProblem,
     ResultToDeliver,
 )
 
@@ -69,6 +71,7 @@ class DiscordReporter:
         key's planner expects of each job (None: no estimates shown); `metrics`: where failed
         requests to Discord are counted (None: not recorded)."""
         self._client = client
+        self._bookkeeping = bookkeeping
         self._timings = timings
         self._clock = clock
         self._errors = DiscordErrors(metrics)
@@ -162,9 +165,19 @@ class DiscordReporter:
         """The job's current message (the channel message once it moved there), if it can be read."""
         return await self._messages.current(job, self._record(job))
 
-    async def remove_job_message(self, job: Job) -> None:
-        """Delete the job's messages (Delete): the result, and the one that pointed to it."""
-        await self._removal.remove(job, self._record(job))
+    async def remove_job_message(self, job: Job) -> RemovalProblem | None:
+        """Delete the job's messages (Delete): the result, and the one that pointed to it.
+
+        Raises ``RemovalFailed`` when the result stays; returns why a pointer stays (None: none).
+        """
+        return await self._removal.remove(job, self._record(job))
+
+    async def delete_clicked(
+        self, job_id: int, interaction: discord.Interaction[Any], message_id: int
+    ) -> None:
+        """Keep a Delete click's own token with the job: it can delete the message it was on
+        (``@original`` once the click is answered with a deferred update) for 15 minutes."""
+        await self._bookkeeping.patch_discord(job_id, delete_click(interaction, message_id))
 
     def add_note(self, job: Job, note: Note) -> None:
         """Show an extra line on the job's message until it finishes."""

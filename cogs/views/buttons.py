@@ -29,7 +29,7 @@ from cogs import interactions, tree
 from cogs.i18n import t
 from cogs.tree import answer_error, reply_privately
 from cogs.views import remix
-from framecast.app import Deletions, JobAction
+from framecast.app import Deletions, JobAction, RemovalFailed, RemovalProblem
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -203,12 +203,17 @@ class DeleteButton(_JobButton, template=_template(ButtonAction.DELETE)):
         question = discord.ui.View(timeout=None)
         question.add_item(DeleteConfirmButton(self.job_id, label=t("delete_confirm", loc)))
         question.add_item(DeleteKeepButton(self.job_id, label=t("delete_keep", loc)))
-        await interaction.response.send_message(
-            t("delete_question", loc, id=self.job_id),
-            view=question,
-            ephemeral=True,
-            allowed_mentions=discord.AllowedMentions.none(),
-        )
+        text, none = t("delete_question", loc, id=self.job_id), discord.AllowedMentions.none()
+        if interactions.where(interaction).personal and interaction.message is not None:
+            # A personal result may be where the bot is not (a group DM, a server without it), and
+            # its job's token lasts 15 minutes. This click's own token can delete the message it
+            # is on (its @original, once answered with a deferred update), for 15 minutes more.
+            await interaction.response.defer()
+            reporter = cast("Framecast", interaction.client).core.reporter
+            await reporter.delete_clicked(self.job_id, interaction, interaction.message.id)
+            await interaction.followup.send(text, view=question, ephemeral=True, allowed_mentions=none)
+            return
+        await interaction.response.send_message(text, view=question, ephemeral=True, allowed_mentions=none)
 
 
 class DeleteConfirmButton(_JobButton, template=_template(ButtonAction.DELETE_CONFIRM)):
@@ -221,12 +226,19 @@ class DeleteConfirmButton(_JobButton, template=_template(ButtonAction.DELETE_CON
         """Acknowledge (removing a message may take longer than Discord waits), delete, then say so."""
         actor = interactions.actor(interaction)
         await interaction.response.defer()
-        deleted = await _deletions(interaction).delete(actor, self.job_id)
-        key = "delete_already" if deleted.already else "delete_done"
+        loc = interaction.locale
+        try:
+            deleted = await _deletions(interaction).delete(actor, self.job_id)
+        except RemovalFailed as failed:
+            # The result still shows: say what could not be removed and why (the job is not marked).
+            text = t(_REMOVAL_KEYS[failed.problem], loc, id=self.job_id)
+        else:
+            key = "delete_already" if deleted.already else "delete_done"
+            text = t(key, loc, id=self.job_id)
+            if deleted.pointer_left is not None:
+                text = f"{text}\n{t('delete_pointer_left', loc)}"
         await interaction.edit_original_response(
-            content=t(key, interaction.locale, id=self.job_id),
-            view=None,
-            allowed_mentions=discord.AllowedMentions.none(),
+            content=text, view=None, allowed_mentions=discord.AllowedMentions.none()
         )
 
 
@@ -244,6 +256,12 @@ class DeleteKeepButton(_JobButton, template=_template(ButtonAction.DELETE_KEEP))
             allowed_mentions=discord.AllowedMentions.none(),
         )
 
+
+#: What the member reads when the result could not be removed, by why.
+_REMOVAL_KEYS = {
+    RemovalProblem.UNREACHABLE: "delete_failed_unreachable",
+    RemovalProblem.REFUSED: "delete_failed",
+}
 
 #: The job buttons, registered with the bot when the Jobs cog loads.
 JOB_BUTTONS = (

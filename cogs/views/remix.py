@@ -6,13 +6,15 @@ after it. So the form is never kept at all, and every submit takes one typed rou
 restart and after: the Jobs cog's ``on_interaction`` listener hands it to :func:`remix_submitted`,
 which reads it with :meth:`RemixSubmit.of` (None: not a Remix form) and calls the use case. The
 form's custom id carries the job's kind and id, so the submit is checked before the 3-second
-acknowledgement without a database read. Errors go to the one error handler.
+acknowledgement without a database read, and a nonce, so two forms open at once (two members, or
+one member twice) never share an id. Errors go to the one error handler.
 """
 
 from __future__ import annotations
 
 import enum
 import re
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +51,8 @@ _LABEL_KEYS = {
     RemixField.FPS: "remix_label_fps",
     RemixField.MODEL: "remix_label_model",
 }
-_FORM_ID = re.compile(r"framecast:remix-form:(?P<kind>video|image):(?P<job_id>[0-9]{1,20})")
+#: Each opening's own id: the job's kind and id, and a nonce (none: a form opened before nonces).
+_FORM_ID = re.compile(r"framecast:remix-form:(?P<kind>video|image):(?P<job_id>[0-9]{1,20})(?::[0-9a-f]{16})?")
 #: Discord's limits: a modal title and a label hold 45 characters, a placeholder 100, a value 4000.
 _TITLE_MAX, _LABEL_MAX, _PLACEHOLDER_MAX, _VALUE_MAX = 45, 45, 100, 4000
 _SHORT_MAX = 100  # a size key, a number, a model id (model ids are at most 100 characters)
@@ -85,7 +88,7 @@ def remix_form(prefill: RemixPrefill, loc: str | discord.Locale) -> discord.ui.M
     """
     modal = discord.ui.Modal(
         title=t("remix_title", loc, id=prefill.job_id)[:_TITLE_MAX],
-        custom_id=f"framecast:remix-form:{prefill.kind}:{prefill.job_id}",
+        custom_id=f"framecast:remix-form:{prefill.kind}:{prefill.job_id}:{secrets.token_hex(8)}",
         timeout=None,
     )
     values = _prefilled(prefill)

@@ -16,8 +16,9 @@ from urllib.parse import quote
 import discord
 
 from cogs.i18n import t
+from cogs.i18n.personal import place_key
 from cogs.views.buttons import AgainButton, CancelButton, DeleteButton, RemixButton, RetryButton
-from framecast.app import ErrorCode, Estimate, Job, JobKind, JobState, job_style
+from framecast.app import ErrorCode, Estimate, Job, JobKind, JobState, is_personal_queue, job_style
 
 BAR_CELLS = 12
 #: An estimated percentage moves in steps of this size ("≈ 60%"): an estimate is not precise to
@@ -150,6 +151,7 @@ def failure_reason(job: Job, *, poll_timeout: float) -> str:
         key = REASON_KEYS_WITHOUT_DETAIL[code]
     else:
         key = REASON_KEYS[code]
+    key = place_key(key, personal=is_personal_queue(job.guild_id, job.user_id))
     model = as_text(str(job.params.get("model", "")))  # an id the member picked: shown literally
     return t(key, job.locale, detail=detail, minutes=max(1, round(poll_timeout / 60)), model=model)
 
@@ -247,7 +249,9 @@ def _status(
     loc = job.locale
     state = job.state
     if state is JobState.QUEUED:
-        queued = t("status_queued", loc, position=position) if position else t("status_queued_waiting", loc)
+        personal = is_personal_queue(job.guild_id, job.user_id)
+        queued_key = place_key("status_queued", personal=personal)
+        queued = t(queued_key, loc, position=position) if position else t("status_queued_waiting", loc)
         starts = _time_text(_STARTS_KEYS, estimate.starts_in if estimate else None, loc)
         return (queued if starts is None else t("status_and_time", loc, status=queued, time=starts)), None
     if state is JobState.SUBMITTING:

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from framecast.app.key_checks import KEY_CHECKS_PER_HOUR, KeyCheckThrottle
 from framecast.app.model_choice import check_model, server_default_usable
 from framecast.app.problems import IntakeError, IntakeProblem
 from framecast.app.settings_book import SettingsBook
@@ -221,14 +222,21 @@ class KeySetResult(StrEnum):
     UNREACHABLE = "unreachable"  # the service did not answer usefully: nothing stored, try again later
     DISABLED = "disabled"  # server keys are off on this bot
     NO_SECRET = "no_secret"  # no encryption secret on this bot
+    THROTTLED = "throttled"  # the server checked too many keys this hour: nothing asked, nothing stored
 
 
 @dataclass(frozen=True)
 class KeySet:
-    """The outcome of :meth:`Admins.set_key`: the result and the key's last four characters."""
+    """The outcome of :meth:`Admins.set_key`: the result and the key's last four characters.
+
+    THROTTLED: `retry_at` says when the server may check a key again (epoch seconds), and
+    `checks_per_hour` how many checks an hour it has.
+    """
 
     result: KeySetResult
     last4: str
+    retry_at: float | None = None
+    checks_per_hour: int = KEY_CHECKS_PER_HOUR
 
 
 class KeyRemoved(StrEnum):
@@ -285,6 +293,7 @@ class Admins:
         self._quota_period = quota_period
         #: (guild, last4) whose refusal was already told in this process: one notice per key.
         self._told: set[tuple[int, str]] = set()
+        self._key_checks = KeyCheckThrottle(clock)
 
     def __repr__(self) -> str:
         return f"<Admins {self._book!r}>"
@@ -434,6 +443,9 @@ class Admins:
     async def set_key(self, guild_id: int, by: int, key: str) -> KeySet:
         """Check `key` with one model-list call; when the service accepts it, store it encrypted.
 
+        A server has at most :data:`KEY_CHECKS_PER_HOUR` checks an hour (THROTTLED beyond, asking
+        nothing of the service).
+
         The check's request is charged to the key's own budget, the one its account then spends.
         Only an accepted key is masked in the logs (from when it is stored, while it is in use):
         masking whatever an admin types would let them blank any word out of the operator's logs.
@@ -446,6 +458,9 @@ class Admins:
             return KeySet(KeySetResult.DISABLED, shown)
         if availability is KeyAvailability.NO_SECRET:
             return KeySet(KeySetResult.NO_SECRET, shown)
+        retry_at = self._key_checks.take(guild_id)
+        if retry_at is not None:
+            return KeySet(KeySetResult.THROTTLED, shown, retry_at, self._key_checks.limit)
         check = await self._accounts.check_key(key)
         if check is KeyCheck.REJECTED:
             return KeySet(KeySetResult.REFUSED, shown)

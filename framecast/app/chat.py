@@ -15,6 +15,7 @@ re-exported here, so the edge imports them, like everything of the core, from ``
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from framecast.clock import Clock
@@ -50,6 +51,8 @@ __all__ = [
     "JobBookkeeping",
     "JobReporter",
     "QueuePositions",
+    "RemovalFailed",
+    "RemovalProblem",
     "ResultFile",
     "ResultLink",
     "ResultToDeliver",
@@ -57,6 +60,24 @@ __all__ = [
     "is_result_filename",
     "result_filename",
 ]
+
+
+class RemovalProblem(StrEnum):
+    """Why a message of a job could not be removed (the member is told which)."""
+
+    #: The message is where the bot is not (a group DM, a server without the bot) and no
+    #: interaction token that reaches it is still valid (they last 15 minutes).
+    UNREACHABLE = "unreachable"
+    #: Discord refused or did not answer: trying again later may work.
+    REFUSED = "refused"
+
+
+class RemovalFailed(Exception):
+    """The job's result is still showing: it could not be removed (`problem` says why)."""
+
+    def __init__(self, problem: RemovalProblem) -> None:
+        super().__init__(problem.value)
+        self.problem = problem
 
 
 class JobBookkeeping(Protocol):
@@ -71,6 +92,15 @@ class JobBookkeeping(Protocol):
 
     async def patch_discord(self, job_id: int, changes: Mapping[str, Any]) -> Job:
         """Merge `changes` into the job's chat record in one transaction; the updated job."""
+        ...
+
+    async def patch_discord_once(
+        self, job_id: int, changes: Mapping[str, Any], *, unless: str
+    ) -> tuple[Job, bool]:
+        """Merge `changes` only while the record has no `unless` key (a conditional write).
+
+        The job as stored now, and whether this call wrote: of two racing callers one writes.
+        """
         ...
 
 
@@ -93,10 +123,11 @@ class ChatSide(JobReporter, Protocol):
         """Show `note` on the job's message until the job finishes."""
         ...
 
-    async def remove_job_message(self, job: Job) -> None:
+    async def remove_job_message(self, job: Job) -> RemovalProblem | None:
         """Remove the message(s) showing `job`'s result (Delete); one already gone counts as removed.
 
-        Raises when a message is still there and could not be removed.
+        Raises :class:`~framecast.app.deletion.RemovalFailed` when the result is still there;
+        returns why an older message that only pointed to it stays (None: nothing stays).
         """
         ...
 

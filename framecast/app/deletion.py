@@ -4,8 +4,9 @@ Who may is :meth:`Members.authorize`'s call (:attr:`JobAction.DELETE`), from the
 chat side removes the result message (:class:`RemovesJobMessages`); the job itself stays, in the
 history, marked deleted in its chat record (``deleted_at``, ``deleted_by``; read as
 :attr:`Job.deleted`). The message goes first and the mark follows: a failed removal leaves the
-result where it was and the job unmarked, and a mark that failed after the removal is written by
-the next Confirm (a message already gone counts as removed).
+result where it was and the job unmarked (:class:`RemovalFailed` says why, for the member), and a
+mark that failed after the removal is written by the next Confirm (a message already gone counts
+as removed).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from framecast.app.chat import JobBookkeeping
+from framecast.app.chat import JobBookkeeping, RemovalProblem
 from framecast.app.members import Actor, JobAction, Members
 from framecast.clock import Clock
 from framecast.jobs import DELETED_AT, DELETED_BY, Deletion, Job
@@ -27,10 +28,11 @@ log = logging.getLogger(__name__)
 class RemovesJobMessages(Protocol):
     """What deleting needs of the chat side: remove a job's result message."""
 
-    async def remove_job_message(self, job: Job) -> None:
+    async def remove_job_message(self, job: Job) -> RemovalProblem | None:
         """Remove the message(s) showing `job`'s result; one already gone counts as removed.
 
-        Raises when a message is still there and could not be removed.
+        Raises :class:`RemovalFailed` when the result is still there. Returns why an older message
+        that only pointed to the result (left by a move) stays, or None when nothing stays.
         """
         ...
 
@@ -40,11 +42,13 @@ class Deleted:
     """The job whose result is (or, from :meth:`Deletions.check`, may be) deleted.
 
     `already`: the result was deleted before this request (another click came first); the job's
-    :attr:`Job.deleted` says when and by whom.
+    :attr:`Job.deleted` says when and by whom. `pointer_left`: the result is gone, but an older
+    message that pointed to it could not be removed, and why.
     """
 
     job: Job
     already: bool = False
+    pointer_left: RemovalProblem | None = None
 
 
 class Deletions:
@@ -80,13 +84,12 @@ class Deletions:
         checked = await self.check(actor, job_id)
         if checked.already:
             return checked
-        await self._remover.remove_job_message(checked.job)
-        # Read again just before marking: a Confirm that won the race keeps its own mark.
-        current = await self._jobs.get(job_id)
-        if current is not None and current.deleted is not None:
-            return Deleted(current, already=True)
-        marked = await self._jobs.patch_discord(
-            job_id, {DELETED_AT: self._clock.time(), DELETED_BY: actor.user_id}
+        left = await self._remover.remove_job_message(checked.job)  # RemovalFailed: nothing marked
+        # One conditional write: of two Confirms racing (from any processes) the first mark stays.
+        marked, wrote = await self._jobs.patch_discord_once(
+            job_id, {DELETED_AT: self._clock.time(), DELETED_BY: actor.user_id}, unless=DELETED_AT
         )
+        if not wrote:
+            return Deleted(marked, already=True)
         log.info("job %s: result deleted by user %s", job_id, actor.user_id)
-        return Deleted(marked)
+        return Deleted(marked, pointer_left=left)

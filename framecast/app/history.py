@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from framecast.app.members import Actor
-from framecast.app.queue_view import PromptHidden, QueueViewer, without_prompt
+from framecast.app.queue_view import PromptHidden, QueueViewer, as_seen_by
 from framecast.jobs import Deletion, Job
 from framecast.storage import MemberJobs
 
@@ -134,8 +134,6 @@ class MemberHistory:
 
 
 def _row(job: Job, viewer: QueueViewer) -> HistoryRow:
-    hidden = viewer.hides(job)
     deleted = job.deleted
-    if hidden is not None:
-        job = without_prompt(job)  # as in /queue (its styled prompt too)
-    return HistoryRow(job, deleted, hidden)
+    shown, hidden = as_seen_by(viewer, job)  # as in /queue and /job (its styled prompt too)
+    return HistoryRow(shown, deleted, hidden)

@@ -30,13 +30,14 @@ from framecast.app.queue_view import (
     QueueRow,
     QueueView,
     QueueViewer,
+    as_seen_by,
     order_rows,
 )
 from framecast.app.requests import FormInput, JobOptions, options_from_form, options_of
 from framecast.app.styles import Style, StyleBook, job_style, styled_params
 from framecast.clock import Clock
 from framecast.guilds.settings import Policy
-from framecast.jobs import Job, JobKind, JobState
+from framecast.jobs import Deletion, Job, JobKind, JobState
 from framecast.jobs.scheduler import CancelOutcome, Scheduler
 from framecast.planner.estimate import Estimate
 from framecast.service.errors import ServiceError
@@ -184,12 +185,22 @@ class RemixPrefill:
 
 @dataclass(frozen=True)
 class JobDetails:
-    """/job: a job, its place in the queue, and what its estimate is measured against."""
+    """/job: a job as the viewer may see it, its place in the queue, and what its estimate is
+    measured against.
+
+    When `hidden` says why, the job is another member's from a channel the viewer may not read
+    (:func:`as_seen_by`, the rule of /queue and /history): it carries no prompt, no styled prompt,
+    no chat record (no message to link to) and no result link.
+    """
 
     job: Job
     position: int | None
     now: float
     poll_timeout: float
+    #: Why the job's prompt, message and result are not shown to this viewer; None when they are.
+    hidden: PromptHidden | None = None
+    #: When and by whom its result was deleted (None: it was not), kept when the rest is hidden.
+    deleted: Deletion | None = None
 
 
 @dataclass(frozen=True)
@@ -412,14 +423,22 @@ class Members:
         return dataclasses.replace(request, from_job=job_id, style_from=job_id)
 
     # -- looking around ------------------------------------------------------------------------------
-    async def show_job(self, actor: Actor, job_id: int) -> JobDetails:
-        """/job: the job (the requester's or a server manager's), its place and the time of asking."""
-        job = await self.authorize(actor, job_id, JobAction.SHOW)
+    async def show_job(self, actor: Actor, viewer: QueueViewer, job_id: int) -> JobDetails:
+        """/job: the job (the requester's or a server manager's), its place and the time of asking.
+
+        `viewer` (the same person as `actor`) says which channels they can read: a server manager
+        looking at another member's job from a channel they cannot read (or an age-restricted one
+        from elsewhere) gets it as /queue and /history show it, without its prompt, message or file.
+        """
+        found = await self.authorize(actor, job_id, JobAction.SHOW)
+        job, hidden = as_seen_by(viewer, found)
         return JobDetails(
             job=job,
             position=self._scheduler.position(job.id),
             now=self._clock.time(),
             poll_timeout=self._poll_timeout,
+            hidden=hidden,
+            deleted=found.deleted,
         )
 
     async def show_queue(self, guild_id: int, viewer: QueueViewer) -> QueueView:

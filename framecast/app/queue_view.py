@@ -3,7 +3,8 @@
 A member sees every job's place, but another member's prompt only where Discord would show them
 that prompt's message: in a channel they can read, and an age-restricted channel's prompt only
 when they ask from an age-restricted channel. :class:`QueueViewer` carries what the chat side knows
-of the viewer; :meth:`QueueViewer.hides` is the rule, here and nowhere else.
+of the viewer; :meth:`QueueViewer.hides` is the rule, here and nowhere else, and :func:`as_seen_by`
+applies it for /queue, /history and /job.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from framecast.jobs import Job, JobState
 from framecast.jobs.model import STYLED_PROMPT
 from framecast.planner.estimate import Estimate
 
-__all__ = ["RUNNING_STATES", "PromptHidden", "QueueRow", "QueueView", "QueueViewer", "order_rows"]
+__all__ = [
+    "RUNNING_STATES",
+    "PromptHidden",
+    "QueueRow",
+    "QueueView",
+    "QueueViewer",
+    "as_seen_by",
+    "order_rows",
+]
 
 #: States in which a job holds (or is about to hold, or just left) a task on the service.
 RUNNING_STATES = (JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING)
@@ -29,9 +38,17 @@ _PRIVATE_PARAMS = frozenset({"prompt", STYLED_PROMPT})
 
 def without_prompt(job: Job) -> Job:
     """`job` as a viewer who may not read its prompt gets it: not only unshown but absent (the
-    member's words, also inside its style, and its chat record), so no renderer can leak them."""
+    member's words, also inside its style, its chat record with the message to link to, and its
+    result's link), so no renderer can leak them."""
     params = {key: value for key, value in job.params.items() if key not in _PRIVATE_PARAMS}
-    return dataclasses.replace(job, params=params, discord={})
+    return dataclasses.replace(job, params=params, discord={}, result_url=None, result_local=False)
+
+
+def as_seen_by(viewer: QueueViewer, job: Job) -> tuple[Job, PromptHidden | None]:
+    """What `viewer` may see of `job`, for /queue, /history and /job alike: the job itself, or,
+    when :meth:`QueueViewer.hides` it, the job :func:`without_prompt`, and why."""
+    hidden = viewer.hides(job)
+    return (job if hidden is None else without_prompt(job)), hidden
 
 
 class PromptHidden(StrEnum):
@@ -140,7 +157,5 @@ def order_rows(
 
 
 def _row(job: Job, place: int | None, estimate: Estimate | None, viewer: QueueViewer) -> QueueRow:
-    hidden = viewer.hides(job)
-    if hidden is not None:
-        job = without_prompt(job)
+    job, hidden = as_seen_by(viewer, job)
     return QueueRow(job, place, estimate, job.user_id == viewer.user_id, hidden)

@@ -39,10 +39,11 @@ from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import KeyAccount
 from framecast.jobs.scheduler import Admission
 from framecast.keys.budget import Budget, KeptBudgets, Priority
+from framecast.keys.redis_names import check_secret
 from framecast.keys.shared_budget import budget_key_id, connect, open_budget
 from framecast.keys.vault import KeyUnreadable, KeyVault, KeyVaultState, last4
 from framecast.logsetup import mask_secrets
-from framecast.ops.metrics import BudgetReading, Metrics, key_label
+from framecast.ops.metrics import UNCHECKED_KEY, BudgetReading, Metrics, key_label
 from framecast.planner.estimate import Estimate
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import SharedPlanState
@@ -223,6 +224,9 @@ class Accounts:
             metrics=metrics,
         )
         try:
+            if self._redis is not None and settings.redis_key_secret is not None:
+                # Processes naming budgets under different secrets would each spend the whole key.
+                await check_secret(self._redis, settings.redis_key_secret)
             # The operator's planner answers for every guild without a key of its own.
             self._operator = await self._open_account(None, settings.gen_api_key, "")
             await self._load_guild_keys()
@@ -305,13 +309,12 @@ class Accounts:
             key_label=label,
         )
         # Every process on this key counts the others' planned requests and tasks (never the key itself).
-        shared = (
-            None
-            if self._redis is None
-            else SharedPlanState(
-                redis=self._redis, key_id=budget_key_id(key), clock=self._clock, window=budget.window
+        shared = None
+        if self._redis is not None and s.redis_key_secret is not None:
+            key_id = budget_key_id(key, s.redis_key_secret)
+            shared = SharedPlanState(
+                redis=self._redis, key_id=key_id, clock=self._clock, window=budget.window
             )
-        )
         holder: list[KeyParts] = []
         try:
             planner = await Planner.open(
@@ -468,14 +471,15 @@ class Accounts:
         budget = self._idle_budgets.get(
             secret, lambda: open_budget(s, secret, clock=self._clock, redis=self._redis)
         )
-        # Its requests count like any other (under the key's label); its budget is not shown.
+        # Its requests count like any other, under the one label of unchecked keys (a key the
+        # service refuses must leave no series of its own); its budget is not shown.
         client = GenerationClient.from_settings(
             self._session,
             s.replace(gen_api_key=secret),
             budget,
             self._clock,
             metrics=self._metrics,
-            key_label=key_label(secret),
+            key_label=UNCHECKED_KEY,
         )
         try:
             return await _ask(client)

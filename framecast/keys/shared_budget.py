@@ -4,8 +4,8 @@
 interface) for a bot that runs as several processes on one key: together they never send more
 than N requests in any rolling window of the key.
 
-The window lives in one Redis sorted set per key, ``framecast:budget:<key_id>`` (``key_id`` is a
-SHA-256 prefix of the key, never the key). Each member is one request; its score is the Redis
+The window lives in one Redis sorted set per key, ``framecast:budget:<key_id>`` (``key_id`` is an
+HMAC of the key under ``REDIS_KEY_SECRET``, never the key nor a plain hash of it). Each member is one request; its score is the Redis
 server time (microseconds) at which it stops counting:
 
 * granted, still in flight: ``now + lease + window``, refreshed every ``lease / 3`` while the
@@ -28,7 +28,6 @@ retries with backoff and logs the outage once.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import heapq
 import itertools
 import logging
@@ -48,6 +47,7 @@ from framecast.backoff import Backoff
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
 from framecast.keys.budget import Priority, Pushback, RequestBudget
+from framecast.keys.redis_names import budget_key_id
 
 __all__ = ["KEY_PREFIX", "RedisBudget", "budget_key_id", "connect", "open_budget"]
 
@@ -120,12 +120,6 @@ class _Answer(IntEnum):
     PAUSED = 2
 
 
-def budget_key_id(api_key: Secret | str) -> str:
-    """The name of a key's budget in Redis: a SHA-256 prefix, so the key itself is never stored."""
-    raw = api_key.reveal() if isinstance(api_key, Secret) else api_key
-    return hashlib.sha256(raw.encode()).hexdigest()[:24]
-
-
 def connect(url: Secret | str) -> aioredis.Redis:
     """A Redis client for budgets (``REDIS_URL``); redis-py's own retries off, the budget retries itself.
 
@@ -145,7 +139,9 @@ def open_budget(
     base, cap = settings.gen_backoff_base, settings.gen_backoff_max
     if redis is None:
         return RequestBudget(limit, window, clock=clock, backoff_base=base, backoff_max=cap)
-    key_id = budget_key_id(api_key)
+    if settings.redis_key_secret is None:
+        raise ValueError("REDIS_KEY_SECRET is needed with REDIS_URL")
+    key_id = budget_key_id(api_key, settings.redis_key_secret)
     return RedisBudget(
         limit, window, clock=clock, redis=redis, key_id=key_id, backoff_base=base, backoff_max=cap
     )
@@ -267,17 +263,17 @@ class RedisBudget:
         cls,
         url: Secret | str,
         api_key: Secret | str,
+        secret: Secret | str,
         limit: int,
         window: float,
         *,
         clock: Clock,
         **knobs: Any,
     ) -> RedisBudget:
-        """A budget with its own Redis connection pool (closed by :meth:`aclose`)."""
+        """A budget with its own Redis connection pool (closed by :meth:`aclose`), named under `secret`."""
         client = connect(url)
-        return cls(
-            limit, window, clock=clock, redis=client, key_id=budget_key_id(api_key), owns_redis=True, **knobs
-        )
+        key_id = budget_key_id(api_key, secret)
+        return cls(limit, window, clock=clock, redis=client, key_id=key_id, owns_redis=True, **knobs)
 
     # -- public API ---------------------------------------------------------------------------------
     def slot(self, priority: Priority | int = Priority.NORMAL) -> _Slot:

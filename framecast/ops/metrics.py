@@ -45,6 +45,7 @@ from framecast.jobs.reasons import ErrorCode
 
 __all__ = [
     "OPERATOR_KEY",
+    "UNCHECKED_KEY",
     "ActiveJobs",
     "BudgetReading",
     "JobCounts",
@@ -60,6 +61,10 @@ T = TypeVar("T")
 
 #: The key label of the operator's own API key.
 OPERATOR_KEY = "operator"
+
+#: The one key label of every check of a key an admin typed, before the service accepted it: a key
+#: that never passes its check adds no series of its own (whoever sets keys cannot grow /metrics).
+UNCHECKED_KEY = "unchecked"
 
 #: Label value for a request that got no HTTP status (timeout, connection error) or a Discord
 #: failure without a JSON error code.

@@ -11,7 +11,7 @@ on the key, and reads what the others have:
 * its pushback state (the key-wide ceiling after the service refused creates, with a revision).
 
 All of it lives in one hash per key, ``framecast:plan:<key_id>`` (``key_id`` from
-:func:`~framecast.keys.shared_budget.budget_key_id`: a hash, never the key), one field per process
+:func:`~framecast.keys.shared_budget.budget_key_id`: an HMAC under ``REDIS_KEY_SECRET``, never the key), one field per process
 (:attr:`SharedPlanState.owner`). Each field starts with the Redis server time of its last write, so
 a process that died stops counting once its field is older than :attr:`SharedPlanState.stale_after`
 (two windows): the publishing script drops such fields. One round trip publishes ours and reads

@@ -357,6 +357,21 @@ class Store:
         Read-modify-write in one locked transaction, so two patches of different keys (from any
         process) never lose each other's change. :class:`JobNotFound` for an unknown id.
         """
+        return (await self._patch(job_id, changes, None))[0]
+
+    async def patch_discord_once(
+        self, job_id: int, changes: Mapping[str, Any], *, unless: str
+    ) -> tuple[Job, bool]:
+        """Merge ``changes`` into the job's ``discord`` dict only while its ``unless`` key is unset.
+
+        A conditional write: the row is read under its write lock (``FOR UPDATE`` on PostgreSQL,
+        ``BEGIN IMMEDIATE`` on SQLite) and written only when ``unless`` is absent or null, so of
+        writers racing from any processes exactly one lands. The job as it is now, and whether this
+        call wrote. :class:`JobNotFound` for an unknown id.
+        """
+        return await self._patch(job_id, changes, unless)
+
+    async def _patch(self, job_id: int, changes: Mapping[str, Any], unless: str | None) -> tuple[Job, bool]:
         patch = dict(changes)
         values.dumps(patch)  # fail here, before any I/O, if it is not serialisable
         now = self._timestamp()
@@ -364,11 +379,14 @@ class Store:
             current = (await conn.execute(_DISCORD, {"id": job_id})).scalar()
             if current is None:
                 raise JobNotFound(job_id)
-            merged = values.dumps({**json.loads(current), **patch})
+            record = json.loads(current)
+            if unless is not None and record.get(unless) is not None:
+                return _job((await conn.execute(_GET, {"id": job_id})).one()), False
+            merged = values.dumps({**record, **patch})
             changed = (
                 await conn.execute(_UPDATE, {"discord": merged, "updated_at": now, "job_id": job_id})
             ).one()
-        return _job(changed)
+        return _job(changed), True
 
     async def get(self, job_id: int) -> Job | None:
         """The job with this id, or None."""

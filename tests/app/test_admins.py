@@ -34,6 +34,7 @@ from framecast.app import (
     VideoDefaults,
 )
 from framecast.app.core import Core
+from framecast.app.key_checks import KEY_CHECKS_PER_HOUR
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
 from framecast.jobs import NewJob
@@ -249,6 +250,22 @@ async def test_a_key_is_checked_stored_encrypted_shown_by_its_last_four_and_mask
         record = logging.LogRecord("x", logging.INFO, __file__, 1, "key %s", (typed,), None)
         RedactingFilter([]).filter(record)
         assert record.getMessage() == f"key {shown}"
+
+
+async def test_key_checks_are_throttled_per_server_without_asking_the_service(
+    core: Core[QuietChat], fake_service: FakeService
+) -> None:
+    for n in range(KEY_CHECKS_PER_HOUR):
+        outcome = await core.admins.set_key(GUILD, ADMIN, f"a-key-the-service-refuses-{n}")
+        assert outcome.result is KeySetResult.REFUSED
+    asked = fake_service.count()
+    throttled = await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
+    assert throttled.result is KeySetResult.THROTTLED and throttled.checks_per_hour == KEY_CHECKS_PER_HOUR
+    assert throttled.retry_at is not None and 0 < throttled.retry_at - core.clock.time() <= 3600
+    assert fake_service.count() == asked  # nothing asked of the service
+    assert await core.store.guild_key(GUILD) is None
+    # Another server has its own checks.
+    assert (await core.admins.set_key(OTHER_GUILD, ADMIN, SERVER_KEY)).result is KeySetResult.SAVED
 
 
 async def test_a_key_the_service_cannot_judge_is_not_stored(

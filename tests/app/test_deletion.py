@@ -180,3 +180,34 @@ async def test_a_failed_removal_leaves_the_job_unmarked_and_a_new_confirm_works(
 
     deleted = await core.deletions.delete(Actor(ALICE, GUILD), job.id)
     assert deleted.job.deleted is not None and core.reporter.removed == [job.id]
+
+
+async def test_two_confirms_at_once_remove_once_and_the_first_deleter_sticks(
+    core: Core[RemovingChat],
+) -> None:
+    job = await job_in(core, JobState.DELIVERED)
+    gate = asyncio.Event()
+    both_in = asyncio.Event()
+    inside: list[int] = []
+
+    async def held_removal(removed: Job) -> None:
+        # Both Confirms pass the question and reach the removal before either marks the job.
+        inside.append(removed.id)
+        if len(inside) == 2:
+            both_in.set()
+        await gate.wait()
+
+    core.reporter.remove_job_message = held_removal  # type: ignore[method-assign,assignment]
+    requester = asyncio.ensure_future(core.deletions.delete(Actor(ALICE, GUILD), job.id))
+    moderator = asyncio.ensure_future(core.deletions.delete(Actor(ADMIN, GUILD, manages_guild=True), job.id))
+    await asyncio.wait_for(both_in.wait(), WAIT)
+    gate.set()
+    first, second = await asyncio.wait_for(asyncio.gather(requester, moderator), WAIT)
+
+    # Exactly one of them marked the job; the other is told it was deleted already, by the first.
+    assert sorted([first.already, second.already]) == [False, True]
+    winner = second if first.already else first
+    assert winner.job.deleted is not None
+    stored = await core.store.get(job.id)
+    assert stored is not None and stored.deleted == winner.job.deleted
+    assert (first.job.deleted, second.job.deleted) == (stored.deleted, stored.deleted)

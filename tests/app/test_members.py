@@ -297,12 +297,60 @@ async def test_show_job_is_for_the_requester_and_server_managers(core: Core[Any]
     job = (
         await members.submit(members.prepare(member(ALICE), JobKind.VIDEO, JobOptions("a kite")), CHAT)
     ).job
-    details = await members.show_job(Actor(ALICE, GUILD), job.id)
+    details = await members.show_job(Actor(ALICE, GUILD), QueueViewer(ALICE), job.id)
     assert details.job.id == job.id and details.poll_timeout == core.settings.gen_poll_timeout
-    assert (await members.show_job(Actor(ADMIN, GUILD, manages_guild=True), job.id)).job.id == job.id
+    admin = QueueViewer(ADMIN, frozenset({100}))
+    assert (await members.show_job(Actor(ADMIN, GUILD, manages_guild=True), admin, job.id)).job.id == job.id
     with pytest.raises(JobRefused) as refused:
-        await members.show_job(Actor(BOB, GUILD), job.id)
+        await members.show_job(Actor(BOB, GUILD), QueueViewer(BOB, frozenset({100})), job.id)
     assert refused.value.refusal is Refusal.NOT_ALLOWED
+
+
+async def test_show_job_hides_what_queue_and_history_hide_from_everyone_but_the_requester(
+    core: Core[Any],
+) -> None:
+    """A manager who cannot read the job's channel, or asks about an age-restricted one from
+    elsewhere, gets no prompt, no styled prompt, no message and no result link: the one rule."""
+    staff, adult, general = 100, 300, 200
+    store = core.store
+    job = await store.add(
+        NewJob(
+            kind=JobKind.IMAGE,
+            guild_id=GUILD,
+            channel_id=staff,
+            user_id=ALICE,
+            locale="en-US",
+            params={"prompt": "staff secret", "styled_prompt": "noir: staff secret", "model": "m"},
+            discord={"message_id": 555, "channel_message_id": 556},
+        ),
+        member_limit=None,
+        guild_cap=None,
+    )
+    for step in (JobState.SUBMITTING, JobState.DELIVERING):
+        job = await store.transition(job.id, step)
+    job = await store.transition(job.id, JobState.DELIVERED, result_url="https://cdn.example/secret.png")
+    manager = Actor(ADMIN, GUILD, manages_guild=True)
+
+    outside = await core.members.show_job(manager, QueueViewer(ADMIN, frozenset({general})), job.id)
+    assert outside.hidden is PromptHidden.CHANNEL_NOT_READABLE
+    seen = outside.job
+    assert seen.prompt == "" and "styled_prompt" not in seen.params
+    assert seen.discord == {} and seen.result_url is None and not seen.result_local
+    assert "staff secret" not in repr(dataclasses.asdict(seen)) and "secret.png" not in repr(
+        dataclasses.asdict(seen)
+    )
+
+    # The same rule for an age-restricted channel: hidden from elsewhere, shown from one.
+    adult_job = await store.update(job.id, channel_id=adult)
+    readable = frozenset({general, adult})
+    away = QueueViewer(ADMIN, readable, frozenset({adult}), in_age_restricted=False)
+    there = QueueViewer(ADMIN, readable, frozenset({adult}), in_age_restricted=True)
+    assert (await core.members.show_job(manager, away, adult_job.id)).hidden is PromptHidden.AGE_RESTRICTED
+    shown = await core.members.show_job(manager, there, adult_job.id)
+    assert shown.hidden is None and shown.job.result_url == "https://cdn.example/secret.png"
+    # The requester sees their own job in full wherever they ask.
+    own = await core.members.show_job(Actor(ALICE, GUILD), QueueViewer(ALICE), adult_job.id)
+    assert own.hidden is None and own.job.prompt == "staff secret" and own.job.discord["message_id"] == 555
 
 
 async def test_the_queue_lists_running_then_queued_in_order_with_the_viewers_own_marked(

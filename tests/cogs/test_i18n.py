@@ -37,6 +37,9 @@ from cogs.i18n import (
     shipped,
     t,
 )
+from cogs.i18n.personal import PERSONAL_KEYS, place_key
+from cogs.tree import error_message
+from framecast.app import IntakeError, IntakeProblem, JobRefused, Refusal
 
 try:  # the exact Discord rule needs \p{sc=Deva}; the `regex` module may not be installed
     import regex
@@ -749,3 +752,32 @@ def test_the_core_never_names_a_message_key() -> None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in keys
     ]
     assert not found, "message keys in the core:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("locale", (SOURCE, *LOCALES))
+def test_a_personal_queue_has_its_own_words_for_every_message_that_names_a_server(locale: str) -> None:
+    """User installs: each message a personal queue can show that names "this server" has a twin
+    that speaks of the person's own jobs and queue, in every language."""
+    messages = raw(locale)["messages"]
+    for server_key, personal_key in PERSONAL_KEYS.items():
+        assert texts(messages[personal_key]) != texts(messages[server_key]), (locale, personal_key)
+        assert place_key(server_key, personal=True) == personal_key
+        assert place_key(server_key, personal=False) == server_key
+    if locale == SOURCE:
+        for personal_key in PERSONAL_KEYS.values():
+            for text in texts(messages[personal_key]):
+                assert "this server" not in text.lower() and "server admin" not in text.lower(), personal_key
+
+
+def test_refusals_in_a_personal_queue_speak_of_your_jobs() -> None:
+    assert error_message(JobRefused(Refusal.NOT_FOUND, 4), "en-US", personal=True) == "You have no job #4."
+    assert error_message(JobRefused(Refusal.NOT_FOUND, 4), "en-US") == "There is no job #4 in this server."
+    full = IntakeError(IntakeProblem.GUILD_QUEUE_FULL, cap=3)
+    assert "Your queue" in str(error_message(full, "en-US", personal=True))
+    style = IntakeError(IntakeProblem.UNKNOWN_STYLE, style="noir")
+    assert "this server" not in str(error_message(style, "en-US", personal=True))
+    quota = IntakeError(IntakeProblem.DAILY_QUOTA, kind="image", limit=2, resets_at=100.0)
+    assert (
+        error_message(quota, "en-US", personal=True)
+        == "You have reached your daily image limit (2). It resets <t:100:R>."
+    )

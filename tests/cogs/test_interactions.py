@@ -9,15 +9,23 @@ import discord
 import pytest
 from discord import app_commands
 
-from cogs.interactions import Where, requester, where
+from cogs.i18n import t
+from cogs.interactions import Where, actor, requester, where
+from cogs.tree import ServerRulesApply, error_message
 
 DORA, GUILD = 1_200_000_000_000_000_001, 900_000_000_000_000_001
 
 
 def interaction(
-    *, guild_id: int | None, owners: dict[int, int], context: Literal[0, 1, 2], user_install: bool = True
+    *,
+    guild_id: int | None,
+    owners: dict[int, int],
+    context: Literal[0, 1, 2],
+    user_install: bool = True,
+    bot_guilds: frozenset[int] = frozenset(),
 ) -> Any:
-    """An interaction as discord.py reads Discord's payload (``authorizing_integration_owners``)."""
+    """An interaction as discord.py reads Discord's payload (``authorizing_integration_owners``);
+    `bot_guilds` are the servers the bot is in (its guild cache)."""
     return SimpleNamespace(
         guild_id=guild_id,
         channel_id=77,
@@ -27,7 +35,10 @@ def interaction(
         context=app_commands.AppCommandContext._from_value([context]),
         is_guild_integration=lambda: guild_id is not None and owners.get(0) == guild_id,
         is_user_integration=lambda: owners.get(1) == DORA,
-        client=SimpleNamespace(settings=SimpleNamespace(user_install=user_install)),
+        client=SimpleNamespace(
+            settings=SimpleNamespace(user_install=user_install),
+            get_guild=lambda gid: SimpleNamespace(id=gid) if gid in bot_guilds else None,
+        ),
     )
 
 
@@ -60,3 +71,28 @@ def test_outside_servers_a_person_asks_on_their_own_queue(context: Literal[1, 2]
 def test_a_server_without_the_bot_is_a_personal_queue_too() -> None:
     who = requester(interaction(guild_id=GUILD, owners={1: DORA}, context=0))
     assert who.personal and who.guild_id == DORA
+
+
+@pytest.mark.parametrize(
+    ("owners", "expected"),
+    [
+        ({1: DORA}, Where.BOT_GUILD_USER_INSTALL),  # only her own install, in a server with the bot
+        ({0: GUILD, 1: DORA}, Where.GUILD),  # the server's install too: the server's job
+    ],
+)
+def test_a_server_with_the_bot_is_never_a_personal_queue(owners: dict[int, int], expected: Where) -> None:
+    """Her own install used in a server that has Framecast: never her personal queue (which would
+    skip the server's blocklist, channels, NSFW rule and quotas and post where its /queue, Cancel
+    and Delete cannot see it). With the server's install it is the server's job; without it the
+    command is refused, saying the server's rules apply."""
+    it = interaction(guild_id=GUILD, owners=owners, context=0, bot_guilds=frozenset({GUILD}))
+    place = where(it)
+    assert place is expected and not place.personal
+    if expected is Where.BOT_GUILD_USER_INSTALL:
+        with pytest.raises(ServerRulesApply) as refused:
+            requester(it)
+        assert error_message(refused.value, "en-US") == t("userinstall_server_rules", "en-US")
+        with pytest.raises(ServerRulesApply):
+            actor(it)
+    else:
+        assert requester(it).guild_id == GUILD and actor(it).guild_id == GUILD

@@ -121,7 +121,10 @@ def prefill(kind: JobKind = JobKind.VIDEO, **options: Any) -> RemixPrefill:
 async def test_the_remix_form_is_prefilled_and_never_kept_by_discord_py() -> None:
     form = remix_form(prefill(size="vertical", seconds=3, fps=30), "en-US")
     payload = form.to_dict()
-    assert payload["custom_id"] == "framecast:remix-form:video:12"
+    assert payload["custom_id"].startswith("framecast:remix-form:video:12:")
+    # Each opening has its own id (discord.py would keep only one open form per id).
+    assert remix_form(prefill(), "en-US").to_dict()["custom_id"] != payload["custom_id"]
+    assert RemixSubmit.of(submitted({"custom_id": payload["custom_id"]})) is not None
     inputs = [row["component"] for row in payload["components"]]
     assert [c["custom_id"] for c in inputs] == ["prompt", "size", "length", "fps", "model"]
     assert [c.get("value") for c in inputs] == ["a fox\nin snow", "vertical", "3", "30", None]

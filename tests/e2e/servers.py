@@ -37,6 +37,7 @@ from tests.e2e.harness import (
     make_world,
 )
 from tests.fakes.discord_api import snowflake_at
+from tests.fakes.keys import TEST_REDIS_KEY_SECRET
 from tests.pg import fresh_database
 from tests.workers import redis_url
 
@@ -140,6 +141,7 @@ async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
                 {
                     "DATABASE_URL": dsn,
                     "REDIS_URL": REDIS_URL,
+                    "REDIS_KEY_SECRET": TEST_REDIS_KEY_SECRET,
                     "LEASE_SECONDS": str(lease_seconds),
                     "SHARD_COUNT": str(SHARDS),
                     "GEN_RATE_LIMIT": f"{RATE[0]}/{RATE[1]:g}",

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from tests.e2e.harness import REPO
 
@@ -17,7 +20,7 @@ def test_compose_file_is_valid_and_the_bot_service_is_operable(tmp_path: Path) -
     # A copy beside an empty .env (env_file must exist), as a fresh clone made from .env.example has.
     shutil.copy(REPO / "docker-compose.yml", tmp_path / "docker-compose.yml")
     (tmp_path / ".env").write_text("")
-    env = {**os.environ, "POSTGRES_PASSWORD": "pw"}
+    env = {**os.environ, "POSTGRES_PASSWORD": "pw", "REDIS_PASSWORD": "rpw", "REDIS_KEY_SECRET": "k" * 32}
     for profile in ([], ["--profile", "scale"]):
         out = subprocess.run(
             ["docker-compose", *profile, "config"],
@@ -57,6 +60,7 @@ def test_compose_file_is_valid_and_the_bot_service_is_operable(tmp_path: Path) -
     assert "framecast-data:/data" in text and "HTTP_PORT: '8080'" in text
     assert "SHARD_IDS: '0'" in text and "SHARD_IDS: '1'" in text and text.count("SHARD_COUNT: '2'") == 2
     assert text.count("DATABASE_URL: postgresql://framecast:pw@postgres/framecast") == 2
+    assert text.count("REDIS_URL: redis://:rpw@redis:6379/0") == 2
     assert text.count("condition: service_healthy") == 4
     dockerfile = (REPO / "Dockerfile").read_text()
     assert "HEALTHCHECK" in dockerfile and "/healthz" in dockerfile
@@ -112,3 +116,52 @@ def service_block(config: str, name: str) -> str:
     start = lines.index(f"  {name}:") + 1
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("   ")), len(lines))
     return "\n".join(lines[start:end])
+
+
+def compose_services() -> dict[str, dict[str, Any]]:
+    """docker-compose.yml's services as compose reads them (anchors and ``<<`` merges resolved)."""
+    loaded = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    services: dict[str, dict[str, Any]] = loaded["services"]
+    return services
+
+
+BOTS = ("bot", "bot-shard0", "bot-shard1")
+
+
+def test_no_password_falls_back_to_a_default_and_redis_has_one() -> None:
+    """PostgreSQL and Redis refuse to start without their passwords (no default, as Grafana's), and
+    the bots' URLs carry them. The check is each container's: compose interpolates every service
+    before it applies profiles, so a ``${VAR:?}`` would stop the plain SQLite ``bot`` too."""
+    lines = (REPO / "docker-compose.yml").read_text().splitlines()
+    text = "\n".join(line for line in lines if not line.lstrip().startswith("#"))  # what compose reads
+    assert (
+        re.search(r"\$\{(POSTGRES_PASSWORD|REDIS_PASSWORD|REDIS_KEY_SECRET):?-[^}]", text) is None
+    )  # no default
+    assert ":?" not in text  # nothing the plain `bot` does not need is required of it
+    services = compose_services()
+    postgres, redis = services["postgres"], services["redis"]
+    assert postgres["environment"]["POSTGRES_PASSWORD"] == "${POSTGRES_PASSWORD:-}"
+    refuse = 'if [ -z "$$POSTGRES_PASSWORD" ]; then'
+    assert refuse in postgres["entrypoint"][2] and "exit 1" in postgres["entrypoint"][2]
+    assert postgres["entrypoint"][2].endswith("exec docker-entrypoint.sh postgres")
+    assert redis["environment"]["REDISCLI_AUTH"] == "${REDIS_PASSWORD:-}"  # redis-cli's health check reads it
+    assert 'if [ -z "$$REDISCLI_AUTH" ]; then' in redis["entrypoint"][2]
+    assert redis["entrypoint"][2].endswith('redis-server --requirepass "$$REDISCLI_AUTH"')
+    for shard in ("bot-shard0", "bot-shard1"):
+        env = services[shard]["environment"]
+        assert env["DATABASE_URL"] == "postgresql://framecast:${POSTGRES_PASSWORD:-}@postgres/framecast"
+        assert env["REDIS_URL"] == "redis://:${REDIS_PASSWORD:-}@redis:6379/0"  # the URL carries it
+        assert env["REDIS_KEY_SECRET"] == "${REDIS_KEY_SECRET:-}"  # empty: the bot refuses, naming it
+    assert "REDIS_URL" not in services["bot"]["environment"]
+
+
+@pytest.mark.parametrize("name", [*BOTS, "prometheus", "grafana"])
+def test_containers_run_read_only_without_capabilities_or_new_privileges(name: str) -> None:
+    service = compose_services()[name]
+    assert service.get("read_only") is True, name
+    assert service.get("cap_drop") == ["ALL"], name
+    assert "no-new-privileges:true" in service.get("security_opt", []), name
+    if name in BOTS:
+        # Written: the data volume, and /tmp in memory (re-encoding's scratch files); nothing else.
+        assert "/tmp" in service["tmpfs"]
+        assert any(str(volume).endswith(":/data") for volume in service["volumes"]), service["volumes"]

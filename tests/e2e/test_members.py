@@ -110,7 +110,9 @@ async def test_remix_opens_a_prefilled_form_and_queues_the_edited_request(world:
     click = await world.discord.click(message, button(message, "remix"), world.bob)
     kind, _ = await click.wait_response()
     assert kind == 9  # a modal
-    assert click.modal is not None and click.modal["custom_id"] == f"framecast:remix-form:video:{job_id}"
+    assert click.modal is not None and click.modal["custom_id"].startswith(
+        f"framecast:remix-form:video:{job_id}:"
+    )
     inputs = modal_inputs(click)
     assert values_of(click) == {"prompt": prompt, "size": "vertical", "length": "3", "fps": "30", "model": ""}
     assert inputs["prompt"]["style"] == 2 and inputs["prompt"]["required"]
@@ -132,6 +134,33 @@ async def test_remix_opens_a_prefilled_form_and_queues_the_edited_request(world:
     }
     assert job_rows(world)[new_id]["user_id"] == world.bob.id
     assert len(bodies(world, prompt)) == 1
+
+
+async def test_two_remix_forms_open_at_once_each_have_their_own_id_and_both_queue(world: World) -> None:
+    """Bob and Carol open Remix on one result together (and Bob a second time): three forms, three
+    ids; submitted in any order, each queues its own job. None is lost."""
+    job_id, message = await delivered_video(world, "a harbour at dawn")
+    carol = world.members[0][2]
+    forms = []
+    for who in (world.bob, carol, world.bob):
+        click = await world.discord.click(message, button(message, "remix"), who)
+        kind, _ = await click.wait_response()
+        assert kind == 9 and click.modal is not None
+        forms.append(click)
+    ids = [click.modal["custom_id"] for click in forms if click.modal is not None]
+    assert len(set(ids)) == 3 and all(i.startswith(f"framecast:remix-form:video:{job_id}:") for i in ids)
+    submits = []
+    for n, click in reversed(list(enumerate(forms))):
+        submit = await world.discord.submit_modal(
+            click, {**values_of(click), "prompt": f"a harbour, take {n}"}
+        )
+        submits.append(submit)
+    for submit in submits:
+        await world.delivered(submit)
+    for n in range(3):
+        assert len(bodies(world, f"a harbour, take {n}")) == 1
+    owners = sorted(row["user_id"] for jid, row in job_rows(world).items() if jid != job_id)
+    assert owners == sorted([world.bob.id, carol.id, world.bob.id])
 
 
 async def test_remix_of_an_image_with_a_frame_size_typed_out(world: World) -> None:

@@ -93,3 +93,55 @@ async def test_queue_shows_other_members_prompts_only_from_channels_they_can_rea
     assert rows[1].endswith("staff secret plans") and rows[2].endswith(hidden_age)
     rows = await queue_rows(where["deputy"], where["adult"])
     assert rows[1].endswith("staff secret plans") and rows[2].endswith("adult prompt")
+
+
+async def test_job_shows_a_manager_what_queue_shows_of_a_channel_they_cannot_read(start: StartWorld) -> None:
+    """/job follows /queue's rule: a member with Manage Server who cannot read #staff gets no prompt,
+    no message link and no file link of a job asked there (nor of an age-restricted one from
+    elsewhere); its requester gets everything."""
+    where: dict[str, Any] = {}
+
+    def channels(world: World) -> None:
+        guild, fake = world.guild, world.discord
+        staff = fake.add_role(guild, "staff")
+        where["staff"] = fake.add_channel(
+            guild,
+            "staff",
+            overwrites=[
+                FakeOverwrite.of(guild.everyone, deny=VIEW_CHANNEL),
+                FakeOverwrite.of(staff, allow=VIEW_CHANNEL),
+            ],
+        )
+        where["adult"] = fake.add_channel(guild, "adult", nsfw=True)
+        where["boss"] = fake.add_member(guild, "boss", roles=[staff])
+
+    world = await start(setup=channels)
+    fake, guild, general, admin = world.discord, world.guild, world.channel, world.admins[0]
+
+    async def delivered(prompt: str, member: FakeMember, channel: FakeChannel) -> int:
+        it = await fake.slash(guild, channel, member, "image", {"prompt": prompt})
+        await it.wait_response()
+        job_id = await world.job_id(it)
+        await world.delivered(it)
+        return job_id
+
+    async def job(member: FakeMember, channel: FakeChannel, job_id: int) -> str:
+        look = await fake.slash(guild, channel, member, "job", {"id": job_id})
+        await look.wait_response()
+        shown = await look.wait_original(lambda m: bool(m.embeds) and not m.loading)
+        return str(shown.to_payload())
+
+    staff_job = await delivered("staff secret plans", where["boss"], where["staff"])
+    adult_job = await delivered("adult prompt", world.alice, where["adult"])
+
+    seen = await job(admin, general, staff_job)
+    assert "staff secret" not in seen and "framecast-" not in seen and "/channels/" not in seen, seen
+    assert "(a prompt from a channel you can't see)" in seen
+    seen = await job(admin, general, adult_job)
+    assert "adult prompt" not in seen and "framecast-" not in seen and "/channels/" not in seen, seen
+    # From an age-restricted channel the manager may see the age-restricted job, link and file.
+    seen = await job(admin, where["adult"], adult_job)
+    assert "adult prompt" in seen and "framecast-" in seen
+    # The requester sees their own job in full, from anywhere.
+    seen = await job(where["boss"], general, staff_job)
+    assert "staff secret plans" in seen and "framecast-" in seen

@@ -10,11 +10,13 @@ Restarted without the secret that encrypted a stored key, that server is refused
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from cryptography.fernet import Fernet
 
-from tests.e2e.commands import image, refused, set_key, settings, text_of, video
-from tests.e2e.harness import StartWorld, World, service_creates, wait_state
+from tests.e2e.commands import answer, image, refused, set_key, settings, text_of, video
+from tests.e2e.harness import MANAGE_GUILD, MEMBER_PERMS, StartWorld, World, service_creates, wait_state
+from tests.fakes.discord_api import FakeInteraction
 from tests.fakes.gen_service import TaskPlan
 
 SERVER_KEY = "sk-server-" + "r" * 24 + "qrst"
@@ -141,3 +143,77 @@ async def test_without_the_secret_a_stored_key_refuses_jobs_and_settings_show_sa
     it = await image(world, "back on the operator's key")
     await world.delivered(it)
     assert service_creates(world, "back on the operator's key")[0].key == world.service.api_key
+
+
+def key_input(it: FakeInteraction) -> str:
+    """The custom id of the key's text input in the form `it` was answered with."""
+    modal = it.modal
+    assert modal is not None
+    [custom_id] = [
+        c["custom_id"]
+        for row in modal["components"]
+        for c in [row.get("component"), *row.get("components", [])]
+        if isinstance(c, dict) and c.get("type") == 4
+    ]
+    return str(custom_id)
+
+
+async def test_two_admins_key_forms_open_at_once_are_both_answered_also_after_a_restart(
+    start_synced: StartWorld,
+) -> None:
+    """Two admins open the key form together (and a third before a restart): each form has its own
+    id, and each submit is checked and answered, whatever the order; none is lost."""
+    other_key = "sk-server-" + "o" * 24 + "wxyz"
+    admins: list[Any] = []
+
+    def setup(world: World) -> None:
+        world.service.api_keys.update({SERVER_KEY, other_key})
+        second = world.discord.add_member(
+            world.guild, "second-admin", permissions=MEMBER_PERMS | MANAGE_GUILD
+        )
+        admins.extend([world.admins[0], second])
+
+    world = await start_synced(
+        extra_env={"KEY_ENCRYPTION_SECRET": Fernet.generate_key().decode()}, setup=setup
+    )
+    first_admin, second_admin = admins
+
+    async def open_form(admin: Any) -> FakeInteraction:
+        it = await world.discord.slash(
+            world.guild, world.channel, admin, "settings", {}, subcommand="key set"
+        )
+        kind, _ = await it.wait_response()
+        assert kind == 9 and it.modal is not None  # a form
+        return it
+
+    first, second = await open_form(first_admin), await open_form(second_admin)
+    assert first.modal is not None and second.modal is not None
+    assert first.modal["custom_id"] != second.modal["custom_id"]
+    # The second form is submitted first, then the first one: both are answered.
+    late = await world.discord.submit_modal(second, {key_input(second): other_key})
+    assert "…wxyz" in (await answer(late, timeout=15)).content
+    early = await world.discord.submit_modal(first, {key_input(first): SERVER_KEY})
+    assert "…qrst" in (await answer(early, timeout=15)).content
+    assert "…qrst" in text_of(await settings(world, "show"))  # the last submitted is the server's key
+
+    # A form opened before a restart and submitted after it still reaches the use case.
+    before = await open_form(second_admin)
+    assert await world.bot.terminate() == 0
+    await world.restart_bot()
+    after = await world.discord.submit_modal(before, {key_input(before): other_key})
+    assert "…wxyz" in (await answer(after, timeout=15)).content
+    assert not world.discord.rejected()
+
+
+async def test_a_sixth_key_check_within_the_hour_is_refused_clearly_without_asking_the_service(
+    start_synced: StartWorld,
+) -> None:
+    world = await start_synced(extra_env={"KEY_ENCRYPTION_SECRET": Fernet.generate_key().decode()})
+    for n in range(5):
+        assert "refused" in (await set_key(world, f"sk-typed-wrong-{n:04d}")).content
+    asked = len(world.service.requests)
+    reply = (await set_key(world, SERVER_KEY)).content
+    assert reply.startswith(
+        "Too many key checks for this server (at most 5 per hour). You can try again <t:"
+    ), reply
+    assert len(world.service.requests) == asked  # the sixth asked nothing of the service

@@ -12,13 +12,16 @@ import asyncio
 from tests.e2e.endpoints import free_port, ops_of, value
 from tests.e2e.harness import StartWorld, service_creates
 from tests.e2e.servers import Relay
+from tests.fakes.keys import TEST_REDIS_KEY_SECRET
 
 
 async def test_redis_going_away_mid_run_fails_closed_then_recovers(
     redis_relay: tuple[str, Relay], start: StartWorld
 ) -> None:
     url, relay = redis_relay
-    world = await start(extra_env={"REDIS_URL": url, "HTTP_PORT": str(free_port())})
+    world = await start(
+        extra_env={"REDIS_URL": url, "REDIS_KEY_SECRET": TEST_REDIS_KEY_SECRET, "HTTP_PORT": str(free_port())}
+    )
     first = await world.video("before the outage")
     await world.delivered(first)
     async with ops_of(world) as ops:

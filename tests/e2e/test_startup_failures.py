@@ -15,9 +15,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
 
+from framecast.keys.redis_names import SECRET_MARK, check_secret
 from tests.e2e.endpoints import free_port
 from tests.e2e.harness import REPO, BotProcess, World, close_world, make_world
+from tests.workers import redis_url
 
 
 def run_bot_once(env: dict[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -101,3 +104,28 @@ async def test_unreachable_redis_url_does_not_leak_the_password(idle_world: Worl
         if bot.running:
             await bot.terminate()
     assert "hunter2" not in bot.log_text()
+
+
+async def test_a_redis_key_secret_differing_from_the_other_processes_is_one_clear_line(
+    idle_world: World,
+) -> None:
+    """The processes on one Redis must name budgets under one REDIS_KEY_SECRET, or each would spend
+    the whole key: a process started with another secret stops, saying so, echoing neither."""
+    url = redis_url()  # this xdist worker's own database
+    client = aioredis.Redis.from_url(url, socket_connect_timeout=2)
+    try:
+        try:
+            await client.delete(SECRET_MARK)
+        except Exception:
+            pytest.skip(f"no Redis at {url}")
+        await check_secret(client, "the-other-processes-secret-" + "o" * 20)  # they run already
+        theirs = "mine-hidden4242-" + "m" * 30
+        env = {**idle_world.env, "REDIS_URL": url, "REDIS_KEY_SECRET": theirs, "LOG_LEVEL": "INFO"}
+        proc = await asyncio.to_thread(run_bot_once, env)
+    finally:
+        await client.delete(SECRET_MARK)
+        await client.aclose()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode not in (0, None), out[-2000:]
+    assert "REDIS_KEY_SECRET: another process on this Redis uses a different one" in out, out[-2000:]
+    assert "Traceback" not in out and "hidden4242" not in out and "o" * 20 not in out

@@ -342,6 +342,42 @@ async def test_the_fake_refuses_what_discord_refuses_a_user_install(start_synced
         assert statuses[:USER_INSTALL_FOLLOWUPS] == [(200, None)] * USER_INSTALL_FOLLOWUPS
         assert statuses[-1] == (400, 40094)
         # The bot's token reaches no group DM, and a person may refuse even the opening of a DM.
-        assert await answer("GET", f"/channels/{group.id}", headers=bot) == (404, 10003)
+        # The group DM exists, the bot is not in it: 403 Missing Access, as Discord answers.
+        assert await answer("GET", f"/channels/{group.id}", headers=bot) == (403, 50001)
+        assert await answer("GET", f"/channels/{group.id + 1}", headers=bot) == (404, 10003)  # none at all
         opened = {"recipient_id": str(eve.id)}
         assert await answer("POST", "/users/@me/channels", headers=bot, json=opened) == (403, 50007)
+
+
+async def test_her_own_install_in_a_server_that_has_the_bot_is_refused_never_a_personal_job(
+    start_synced: StartWorld,
+) -> None:
+    """Discord names only her own install (``authorizing_integration_owners`` {"1": her}) but the
+    server has Framecast: the server did not allow the command to her there, so it is refused, with
+    the reason; nothing is asked of the service and no job skips the server's rules."""
+    world = await start_synced(extra_env=ON)
+    alice = world.alice
+    for name, options in (("video", {"prompt": "blocked by the server"}), ("image", {"prompt": "x"})):
+        it = await personal(world, world.channel, alice, name, **options)
+        assert await refusal_text(it) == (
+            "Framecast is installed in this server, so here it follows the server's settings, and the "
+            "server has not allowed this command here. Use it in your DMs, or ask the server's admins."
+        )
+    assert job_rows(world) == {} and service_creates(world) == []
+
+
+async def test_a_personal_queues_answers_speak_of_your_jobs_not_a_server(start_synced: StartWorld) -> None:
+    world = await start_synced(extra_env={**ON, "GEN_MAX_RUNNING": "1"})
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    dora = world.discord.add_user("dora")
+    dm = world.discord.dm_channel(dora)
+    ask = await personal(world, dm, dora, "job", id=4)
+    answer = await ask.wait_original(lambda m: bool(m.content), timeout=15)
+    assert answer.content == "You have no job #4."
+    # Her second job waits behind her first: in her queue, not "this server's".
+    await world.job_id(await personal(world, dm, dora, "video", prompt="first"))
+    second = await personal(world, dm, dora, "video", prompt="second")
+    await world.job_id(second)
+    waiting = await second.wait_original(lambda m: "Queued" in status_of(m), timeout=15)
+    assert status_of(waiting).startswith("⏳ Queued: #1 in your queue"), status_of(waiting)
+    assert "server" not in str(waiting.to_payload()["embeds"])

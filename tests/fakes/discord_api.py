@@ -1234,6 +1234,9 @@ class FakeDiscord:
         self.users: dict[int, FakeUser] = {self.bot_user.id: self.bot_user, self.app_owner.id: self.app_owner}
         self.channels: dict[int, FakeChannel] = {}
         self._dm_channels: dict[int, FakeChannel] = {}
+        #: Channels that exist on Discord but that the bot is not in (group DMs, servers without the
+        #: bot): every channel request there is refused 403 Missing Access (50001), as Discord does.
+        self._elsewhere: dict[int, FakeChannel] = {}
 
         # records
         self.requests: list[FakeRequest] = []
@@ -1482,7 +1485,8 @@ class FakeDiscord:
         """A server the bot is not in (never sent to it), with one text channel and `member` in it.
 
         Only a person's own install reaches it (:meth:`slash_personal` with its channel); any
-        channel request the bot makes there fails (10003), as the channel is unknown to it.
+        channel request the bot makes there is refused (403, 50001 Missing Access), as Discord does
+        for a channel that exists but that the bot is not in.
         """
         now = time.time()
         gid = snowflake_at(now - 86400 * 30)
@@ -1493,12 +1497,16 @@ class FakeDiscord:
         channel = FakeChannel(id=snowflake_at(now), name="general", guild=guild)
         guild.channels.append(channel)
         guild.members[member.id] = FakeMember(user=member, guild=guild, roles=[], joined_at=now - 3600)
+        self._elsewhere[channel.id] = channel
         return guild, channel
 
     def group_dm(self, name: str = "group") -> FakeChannel:
-        """A group DM (type 3). The bot is never in one: every channel request there fails (10003),
-        so only an interaction's responses and follow-ups can post in it."""
-        return FakeChannel(id=snowflake_at(time.time()), name=name, guild=None, type=3)
+        """A group DM (type 3). The bot is never in one: every channel request there is refused
+        (403, 50001 Missing Access), so only an interaction's responses and follow-ups (and a
+        click's own token) can post in it or delete there."""
+        channel = FakeChannel(id=snowflake_at(time.time()), name=name, guild=None, type=3)
+        self._elsewhere[channel.id] = channel
+        return channel
 
     async def slash_personal(
         self,
@@ -2274,9 +2282,15 @@ class FakeDiscord:
         if comp is not None and comp.get("disabled") and not crafted:
             raise ValueError(f"component {custom_id!r} is disabled")
         channel = self.channels.get(message.channel_id) or self._dm_channels.get(message.channel_id)
+        elsewhere = channel is None and message.channel_id in self._elsewhere
+        if elsewhere:
+            # A message a person's own install posted where the bot is not (a group DM): only that
+            # install's interactions reach it, with the permissions Discord grants it there.
+            channel = self._elsewhere[message.channel_id]
+            app_permissions = USER_INSTALL_PERMISSIONS if app_permissions is None else app_permissions
         if channel is None:
             raise ValueError(f"unknown channel {message.channel_id}")
-        guild = channel.guild
+        guild = None if elsewhere else channel.guild
         it = self._base_interaction(
             type_=IT_COMPONENT,
             guild=guild,
@@ -2294,6 +2308,13 @@ class FakeDiscord:
             data["values"] = list(values)
         it.payload["data"] = data
         it.payload["message"] = message.to_payload()
+        if elsewhere:
+            if channel.guild is not None:
+                raise ValueError("clicks in a server without the bot are not modelled")
+            u = user.user if isinstance(user, FakeMember) else user
+            owners = (message.interaction_metadata or {}).get("authorizing_integration_owners")
+            it.payload["context"] = 2
+            it.payload["authorizing_integration_owners"] = dict(owners or {"1": str(u.id)})
         if comp is None:  # crafted
             it.payload["message"]["components"] = _with_custom_id(
                 message.components, custom_id, component_type
@@ -2707,6 +2728,8 @@ class FakeDiscord:
         if cid.isdigit():
             channel = self.channels.get(int(cid)) or self._dm_channels.get(int(cid))
         if channel is None:
+            if cid.isdigit() and int(cid) in self._elsewhere:
+                raise ApiError(403, 50001, "Missing Access")  # it exists; the bot is not in it
             raise _unknown("Channel", 10003)
         if channel.guild is not None and not channel.bot_permissions & VIEW_CHANNEL:
             raise ApiError(403, 50001, "Missing Access")

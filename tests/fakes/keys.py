@@ -54,3 +54,8 @@ class SingleKey:
 
     async def key_rejected(self, account: KeyAccount) -> None:
         """Never called: the operator's key is not a server's."""
+
+
+#: The ``REDIS_KEY_SECRET`` of every test that names budgets in Redis: one value for all of them, so
+#: tests sharing a Redis database never trip the start-up check of a differing secret.
+TEST_REDIS_KEY_SECRET = "framecast-tests-redis-key-secret-0123456789"

@@ -416,3 +416,26 @@ async def test_each_keys_budget_and_planner_are_shown_under_its_label_never_the_
     finally:
         await accounts.close()
     assert gauge("framecast_budget_limit", "operator") is None  # closed: nothing left to read
+
+
+async def test_a_key_that_never_passes_its_check_adds_no_series_of_its_own(rig: Rig) -> None:
+    """A typed key the service answers 429 and then refuses: its requests are counted, under the one
+    label of unchecked keys, never under a label of its own (admins cannot grow /metrics)."""
+    metrics = Metrics(process=False)
+    vault = KeyVault(enabled=True, secret=rig.settings.key_encryption_secret)
+    accounts = await open_accounts(rig.settings, rig.session, rig.store, rig.queues, vault, metrics)
+    refused = "sk-typed-by-an-admin-0001"
+    try:
+        for n in range(3):
+            rig.fake.api_keys.add(f"{refused}{n}")  # past the fake's own check: the script answers
+            rig.fake.scripted = [
+                (429, {"error": {"message": "Rate limit exceeded"}}, {"Retry-After": "0"}),
+                (401, {"error": {"message": "Invalid API key"}}, {}),
+            ]
+            assert await accounts.check_key(f"{refused}{n}") is KeyCheck.REJECTED
+    finally:
+        await accounts.close()
+    text = generate_latest(metrics.registry).decode()
+    series = [line for line in text.splitlines() if line.startswith("framecast_service_429_total{")]
+    assert series == ['framecast_service_429_total{key="unchecked"} 3.0'], series
+    assert not any(key_label(f"{refused}{n}") in text for n in range(3))

@@ -30,6 +30,7 @@ from framecast.planner.planner import PlannerSettings
 from framecast.storage import Store
 from tests.fakes.clock import ManualClock
 from tests.fakes.gen_service import FakeService
+from tests.fakes.keys import TEST_REDIS_KEY_SECRET
 from tests.redis_server import REDIS_HOST, REDIS_MISSING, REDIS_PORT, redis_answers
 
 GUILD, ADMIN = 601, 78
@@ -49,6 +50,7 @@ def settings_for(fake: FakeService, tmp_path: Path, redis_url: str | None) -> Se
         database_path=tmp_path / "data" / "framecast.sqlite3",
         key_encryption_secret=Secret(Fernet.generate_key().decode()),
         redis_url=Secret(redis_url) if redis_url is not None else None,
+        redis_key_secret=Secret(TEST_REDIS_KEY_SECRET) if redis_url is not None else None,
     )
 
 
@@ -92,7 +94,7 @@ async def server_key(fake_service: FakeService) -> AsyncIterator[str]:
     if redis_answers():
         client = aioredis.Redis(host=REDIS_HOST, port=REDIS_PORT)
         try:
-            kid = budget_key_id(key)
+            kid = budget_key_id(key, TEST_REDIS_KEY_SECRET)
             await client.delete(f"{KEY_PREFIX}{kid}", f"{KEY_PREFIX}{kid}:pause")
         finally:
             await client.aclose()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import json
 import logging
 import random
@@ -32,6 +34,7 @@ from framecast.keys.budget import Priority, RequestBudget
 from framecast.keys.shared_budget import KEY_PREFIX, RedisBudget, budget_key_id, connect, open_budget
 from framecast.service.client import GenerationClient
 from tests.fakes.gen_service import FakeService
+from tests.fakes.keys import TEST_REDIS_KEY_SECRET
 from tests.redis_server import REDIS_HOST, REDIS_PORT, requires_redis
 from tests.workers import free_port
 
@@ -148,7 +151,7 @@ async def test_scaled_clock_window_is_converted_for_redis(key_id: str) -> None:
 async def test_generation_clients_on_one_key_stay_under_the_service_limit(fake_service: FakeService) -> None:
     """Drop-in: two GenerationClients, each with its own RedisBudget on one key, as the server sees it."""
     fake_service.rate_limit = (4, 0.5)
-    kid = budget_key_id(Secret(fake_service.api_key))
+    kid = budget_key_id(Secret(fake_service.api_key), TEST_REDIS_KEY_SECRET)
     budgets = [make(4, 0.5, kid, backoff_base=0.05, backoff_max=0.5) for _ in range(2)]
     try:
         async with aiohttp.ClientSession() as session:
@@ -422,12 +425,19 @@ async def test_no_grant_without_redis_then_recovers(key_id: str, caplog: pytest.
         server.close()
 
 
-def test_key_id_never_contains_the_key() -> None:
+def test_key_id_never_contains_the_key_and_is_no_plain_hash_of_it() -> None:
     key = "sk-live-" + "a1b2c3d4" * 4
-    kid = budget_key_id(Secret(key))
-    assert kid == budget_key_id(key) and len(kid) == 24
+    secret = "s" * 40
+    kid = budget_key_id(Secret(key), Secret(secret))
+    assert kid == budget_key_id(key, secret) and len(kid) == 32
     assert key not in kid and "a1b2c3d4" not in kid
-    assert budget_key_id("other") != kid
+    assert budget_key_id("other", secret) != kid
+    # Whoever reads Redis cannot confirm a guessed key: the name is no plain hash of it, and under
+    # another secret the same key gets another name.
+    plain = {hashlib.new(name, key.encode()).hexdigest() for name in ("sha256", "sha1", "md5", "sha512")}
+    assert not any(digest.startswith(kid[:24]) or kid.startswith(digest[:24]) for digest in plain)
+    assert budget_key_id(key, "t" * 40) != kid
+    assert kid == hmac.new(secret.encode(), key.encode(), hashlib.sha256).hexdigest()[:32]
     budget = RedisBudget(1, 1.0, clock=SystemClock(), redis=aioredis.Redis(), key_id=kid)
     assert budget.key == f"framecast:budget:{kid}" and key not in repr(budget)
 
@@ -446,6 +456,7 @@ async def test_open_budget_picks_redis_only_with_a_client(key_id: str) -> None:
             "GEN_API_BASE_URL": "https://gen.example.com",
             "GEN_RATE_LIMIT": "7/3",
             "REDIS_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/0",
+            "REDIS_KEY_SECRET": TEST_REDIS_KEY_SECRET,
         }
     )
     assert settings.redis_url is not None
@@ -455,7 +466,7 @@ async def test_open_budget_picks_redis_only_with_a_client(key_id: str) -> None:
     try:
         shared = open_budget(settings, settings.gen_api_key, clock=SystemClock(), redis=client)
         assert isinstance(shared, RedisBudget) and (shared.limit, shared.window) == (7, 3.0)
-        assert shared.key_id == budget_key_id(settings.gen_api_key)
+        assert shared.key_id == budget_key_id(settings.gen_api_key, TEST_REDIS_KEY_SECRET)
         shared.key = f"{KEY_PREFIX}{key_id}"  # keep the test's own key in Redis
         async with shared.slot():
             pass

@@ -371,6 +371,30 @@ async def test_concurrent_discord_patches_from_two_processes_all_land(backend: B
         await one.patch_discord(job.id, {"a": object()})
 
 
+async def test_a_once_patch_from_two_processes_at_once_lands_only_the_first(backend: Backend) -> None:
+    one, two = await backend.open(), await backend.open()
+    job = await add(one, new_job(discord={"keep": True}))
+    results = await asyncio.gather(
+        *(
+            (one if i % 2 else two).patch_discord_once(
+                job.id, {"deleted_at": float(i), "deleted_by": i}, unless="deleted_at"
+            )
+            for i in range(8)
+        )
+    )
+    wrote = [patched for patched, written in results if written]
+    assert len(wrote) == 1  # exactly one writer, whatever the interleaving
+    winner = wrote[0].discord
+    stored = await one.get(job.id)
+    assert stored is not None and stored.discord == winner and winner["keep"] is True
+    assert all(patched.discord == winner for patched, _ in results)  # the losers read the first's record
+    # A record whose key is null counts as unset; an unknown job is refused.
+    other = await add(one, new_job(discord={"deleted_at": None}))
+    assert (await two.patch_discord_once(other.id, {"deleted_at": 1.0}, unless="deleted_at"))[1]
+    with pytest.raises(JobNotFound):
+        await one.patch_discord_once(10**12, {"a": 1}, unless="a")
+
+
 # ---------------------------------------------------------------------- durations
 
 

@@ -32,7 +32,16 @@ from cogs.delivery.lookup import JobMessages
 from cogs.delivery.placement import Placement, Target
 from cogs.delivery.record import DiscordRecord
 from cogs.delivery.retries import ATTEMPTS, retry_delay
-from framecast.app import Delivered, Interrupted, ResultFile, ResultLink, UploadTooLarge, result_filename
+from framecast.app import (
+    Delivered,
+    Interrupted,
+    RemovalFailed,
+    RemovalProblem,
+    ResultFile,
+    ResultLink,
+    UploadTooLarge,
+    result_filename,
+)
 from framecast.clock import SystemClock
 from framecast.config import Secret, Settings
 from framecast.jobs import Job, JobKind, JobState, NewJob
@@ -41,6 +50,7 @@ from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimate
 from framecast.storage import Store
 from tests.fakes.discord_api import (
+    TEXT_PERMISSIONS,
     FakeChannel,
     FakeDiscord,
     FakeGuild,
@@ -656,3 +666,74 @@ async def test_a_refused_upload_and_a_failed_look_are_counted(rig: Rig) -> None:
     errors.record(RuntimeError("not a request"))  # only failed requests count
     errors.record(aiohttp.ServerDisconnectedError())
     assert discord_errors(metrics, "error", "none") == 1
+
+
+# -- Delete: removed where it is; "gone" only on Unknown Message ---------------------------------
+
+
+async def test_removal_says_gone_only_on_unknown_message_never_on_missing_access_or_unknown_channel(
+    rig: Rig,
+) -> None:
+    job, _ = await rig.job()
+    job = await rig.advance(
+        job, JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING, JobState.DELIVERED
+    )
+    posted = await rig.client.get_partial_messageable(rig.channel.id).send(content="the result")
+    job = await rig.store.patch_discord(
+        job.id, {"channel_message_id": posted.id, "token_dead": True, "message_id": posted.id}
+    )
+    # The bot lost sight of the channel (403 Missing Access): the result may well still show.
+    await rig.fake.set_bot_permissions(rig.channel, 0)
+    with pytest.raises(RemovalFailed) as failed:
+        await rig.reporter.remove_job_message(job)
+    assert failed.value.problem is RemovalProblem.UNREACHABLE
+    assert not rig.fake.messages[posted.id].deleted
+    # Back in sight: deleted; and a message already gone (10008) counts as removed.
+    await rig.fake.set_bot_permissions(rig.channel, TEXT_PERMISSIONS)
+    assert await rig.reporter.remove_job_message(job) is None
+    assert rig.fake.messages[posted.id].deleted
+    assert await rig.reporter.remove_job_message(job) is None
+
+
+async def test_a_personal_result_in_a_group_dm_with_no_live_token_is_reported_unreachable(rig: Rig) -> None:
+    """The bot's token reaches no group DM (403 there; 404 10003 for a channel that does not exist):
+    neither is "gone". Only a live token removes it."""
+    dora = rig.fake.add_user("dora")
+    for channel_id in (rig.fake.group_dm().id, 10**18):
+        job = await rig.store.add(
+            NewJob(
+                JobKind.VIDEO,
+                dora.id,
+                channel_id,
+                dora.id,
+                "en-US",
+                dict(VIDEO),
+                discord={"context": "group_dm"},
+            ),
+            member_limit=None,
+            guild_cap=None,
+        )
+        job = await rig.store.patch_discord(job.id, {"message_id": 123, "token_dead": True})
+        with pytest.raises(RemovalFailed) as failed:
+            await rig.reporter.remove_job_message(job)
+        assert failed.value.problem is RemovalProblem.UNREACHABLE
+    tried = [r.path for r in rig.fake.requests_to("DELETE", "/channels/")]
+    assert tried == []  # the bot's token was not even tried where only a token reaches
+
+
+async def test_delete_removes_the_older_channel_messages_a_move_left_behind_too(rig: Rig) -> None:
+    job, it = await rig.job(age=TOKEN_TTL - MARGIN / 2)  # moves to a channel message at once
+    await rig.reporter.job_changed(job, urgent=True)
+    first = (await rig.stored(job, lambda j: bool(j.discord.get("channel_message_id")))).discord[
+        "channel_message_id"
+    ]
+    rig.fake.fail_next("PATCH /api/v10/channels", status=400, code=30046)  # then a fresh one
+    job = await rig.advance(job, JobState.SUBMITTING)
+    await rig.reporter.job_changed(job, urgent=True)
+    stored = await rig.stored(job, lambda j: j.discord.get("channel_message_id") != first)
+    second = stored.discord["channel_message_id"]
+    assert stored.discord["pointers"] == [first]  # remembered, though it was never edited again
+    it.expire()
+    assert await rig.reporter.remove_job_message(stored) is None
+    assert rig.fake.messages[second].deleted and rig.fake.messages[first].deleted
+    assert it.original is not None and it.original.deleted  # the interaction's message, through the channel

@@ -54,8 +54,24 @@ def test_one_filename_rule_for_writing_and_recognising_results() -> None:
 def test_every_note_has_a_text() -> None:
     assert set(NOTE_KEYS) == set(Note)
     for note in Note:
-        assert note_text(note, "en-US", url="https://x.example/r.mp4")
-    assert "https://x.example/r.mp4" in note_text(Note.TOO_LARGE, "de", url="https://x.example/r.mp4")
+        assert note_text(note, _job(JobKind.VIDEO, "en-US"), url="https://x.example/r.mp4")
+    assert "https://x.example/r.mp4" in note_text(
+        Note.TOO_LARGE, _job(JobKind.VIDEO, "de"), url="https://x.example/r.mp4"
+    )
+
+
+@pytest.mark.parametrize("note", [Note.REENCODED, Note.TOO_LARGE])
+def test_a_personal_queues_notes_speak_of_no_server(note: Note) -> None:
+    """A user install's job (its queue is its requester's own: ``guild_id == user_id``) reads no
+    "server" in any language; a server's job still names the server's upload limit."""
+    server = _job(JobKind.VIDEO, "en-US")
+    own = dataclasses.replace(server, guild_id=server.user_id)
+    assert "server" in note_text(note, server, url="u")
+    for locale in ("en-US", "de", "fr", "pl", "ja"):
+        mine = note_text(note, dataclasses.replace(own, locale=locale), url="u")
+        theirs = note_text(note, dataclasses.replace(server, locale=locale), url="u")
+        assert mine != theirs, locale
+    assert "server" not in note_text(note, own, url="u").lower()
 
 
 def _job(kind: JobKind, locale: str) -> Job:
