@@ -38,6 +38,8 @@ from typing import Protocol
 
 from framecast.clock import Clock
 from framecast.jobs import Job, JobNotFound
+from framecast.jobs.outage import StoreOutage
+from framecast.storage.faults import is_store_outage
 
 __all__ = ["LeaseCheck", "LeaseLost", "LeaseStore", "Leases", "check_held"]
 
@@ -98,9 +100,12 @@ class Leases:
         lease_seconds: float,
         clock: Clock,
         serves: Callable[[int], bool] | None = None,
+        outage: StoreOutage | None = None,
     ) -> None:
-        """`owner` names this process (stable across its restarts); `serves(guild_id)`: its shards' guilds."""
+        """`owner` names this process (stable across its restarts); `serves(guild_id)`: its shards' guilds;
+        `outage`: the process's view of store outages (the upkeep's are noted there, not logged each)."""
         self._store = store
+        self._outage = outage or StoreOutage(clock=clock)
         self.owner = owner
         self._lease = lease_seconds
         self._clock = clock
@@ -182,10 +187,14 @@ class Leases:
                 await self._clock.sleep(self._lease / 3)
                 await self.renew()
                 await self.take_over()
+                self._outage.answered()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("lease upkeep failed; trying again")
+            except Exception as exc:
+                if not is_store_outage(exc):
+                    log.exception("lease upkeep failed; trying again")
+                else:  # the outage is logged once, for the whole process; upkeep goes on when it ends
+                    self._outage.met(exc)
 
     async def renew(self) -> None:
         """Extend every lease this process holds (a job found finished or taken is dropped)."""
@@ -195,7 +204,16 @@ class Leases:
                 await self._claim(job_id, until)
 
     async def take_over(self) -> list[Job]:
-        """Claim the jobs whose lease lapsed and hand them to the scheduler; returns them."""
+        """Claim the jobs whose lease lapsed and hand them to the scheduler; returns them.
+
+        Not while this process cannot reach the store, nor for a lease after it reaches it again: a
+        lease that lapsed in an outage every process met belongs to a live process whose renewals
+        could not land, and whose jobs wait for the store (their task ids in memory, not yet saved).
+        A process cut off alone (a partition) is another matter: the others met no outage, and
+        take its jobs over once their leases lapse.
+        """
+        if not self._outage.settled(self._lease):
+            return []
         now = self._clock.time()
         taken: list[Job] = []
         for job in await self._store.claimable(self.owner, now):
@@ -212,5 +230,12 @@ class Leases:
                 log.info("job %s taken over from a lapsed lease", job.id)
                 taken.append(job)
                 if self._adopt is not None:
-                    await self._adopt(job)
+                    try:
+                        await self._adopt(job)
+                    except Exception:
+                        # Not adopted: no runner holds it here, so its lease must lapse again (a
+                        # lease renewed for a job nobody runs would strand it), and the next round
+                        # takes it over anew.
+                        self.done(job.id)
+                        raise
         return taken

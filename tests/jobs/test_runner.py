@@ -431,7 +431,7 @@ async def test_every_pending_poll_is_recorded_on_the_job_even_without_progress(r
 
 
 def test_a_posted_link_never_carries_credentials() -> None:
-    from framecast.jobs.runner import _without_credentials
+    from framecast.jobs.service_params import without_credentials as _without_credentials
 
     assert _without_credentials("http://user:pw@cdn.example.com:8080/v.mp4?sig=1") == (
         "http://cdn.example.com:8080/v.mp4?sig=1"

@@ -1,0 +1,90 @@
+"""A store that cannot answer is a pause, not a job's end: the job's reads and writes wait it out.
+
+A job that meets a store outage (:mod:`framecast.jobs.outage`) keeps its place (the runner's state
+in memory, its lease, its service slot) and waits until the store answers; then it goes on from
+where it stood. Nothing is repeated that the service already did: a task id or a result the store
+could not take yet is kept in memory and saved first (:class:`PatientJobs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from framecast.jobs import InvalidTransition, Job, JobState
+from framecast.jobs.leases import LeaseCheck, check_held
+from framecast.jobs.outage import StoreOutage
+
+if TYPE_CHECKING:
+    from framecast.storage import Store
+
+__all__ = ["PatientJobs", "StoreOutage"]
+
+
+class PatientJobs:
+    """The job writes and reads of the runner and the scheduler, each waiting out a store outage in place.
+
+    A write is tried again until the store takes it, with what the caller holds in memory (a task
+    id, a result's link): a create is never repeated because its answer could not be saved. Before
+    a write is tried again, the lease is checked (:func:`~framecast.jobs.leases.check_held`): a
+    process cut off longer than a lease lets the job go to the process that took it over. A state
+    change whose answer was lost may have been committed: when the retry finds the job already
+    moved there with the same fields, that is its answer.
+    """
+
+    def __init__(self, store: Store, outage: StoreOutage, leases: LeaseCheck | None) -> None:
+        self._store = store
+        self.outage = outage
+        self._leases = leases
+
+    def __repr__(self) -> str:
+        return f"<PatientJobs {self.outage!r}>"
+
+    async def get(self, job_id: int) -> Job | None:
+        """:meth:`Store.get`, waiting out an outage."""
+        return await self.outage.patiently(lambda: self._store.get(job_id))
+
+    async def update(self, job_id: int, **fields: Any) -> Job:
+        """:meth:`Store.update`, waiting out an outage (writing the same fields again is harmless)."""
+        tries = 0
+
+        async def once() -> Job:
+            nonlocal tries
+            tries += 1
+            if tries > 1:
+                await check_held(self._leases, job_id)
+            return await self._store.update(job_id, **fields)
+
+        return await self.outage.patiently(once)
+
+    async def transition(
+        self, job_id: int, to: JobState, *, expect: JobState | Collection[JobState], **fields: Any
+    ) -> Job:
+        """:meth:`Store.transition`, waiting out an outage (see the class docstring)."""
+        tries = 0
+
+        async def once() -> Job:
+            nonlocal tries
+            tries += 1
+            if tries > 1:
+                await check_held(self._leases, job_id)
+            try:
+                return await self._store.transition(job_id, to, expect=expect, **fields)
+            except InvalidTransition:
+                if tries > 1:
+                    current = await self._store.get(job_id)
+                    if current is not None and _written(current, to, fields):
+                        return current  # the lost answer's write did commit
+                raise
+
+        return await self.outage.patiently(once)
+
+
+def _written(job: Job, to: JobState, fields: dict[str, Any]) -> bool:
+    """Whether `job` is in state `to` with `fields` (a state change committed before its answer was lost)."""
+    if job.state is not to:
+        return False
+    return all(getattr(job, name, _MISSING) == value for name, value in fields.items())
+
+
+_MISSING = object()
