@@ -52,6 +52,7 @@ class StoreOutage:
         self._since: float | None = None  # clock.monotonic() when the outage began; None: none now
         self._waiting = 0  # callers inside patiently() that met the outage and wait for the store
         self._ended: float | None = None  # clock.monotonic() when the last outage ended
+        self._failed = 0.0  # clock.monotonic() of the last failure met
 
     def __repr__(self) -> str:
         return f"<StoreOutage down={self.down} waiting={self._waiting}>"
@@ -74,9 +75,10 @@ class StoreOutage:
 
     def met(self, exc: BaseException) -> None:
         """A call met an outage: the first one since the store last answered logs the WARNING."""
+        self._failed = self._clock.monotonic()
         if self._since is not None:
             return
-        self._since = self._clock.monotonic()
+        self._since = self._failed
         log.warning(
             "the job store does not answer (%s); jobs wait and carry on when it is back",
             describe_outage(exc),
@@ -85,8 +87,11 @@ class StoreOutage:
             self._metrics.store_outage(down=True)
 
     def answered(self) -> None:
-        """A call got through: the outage ends once no caller is waiting any more."""
-        if self._since is None or self._waiting:
+        """A call got through: the outage ends once no caller is waiting any more and nothing failed
+        for half a backoff's longest delay (a full disk lets some writes through: that is not the
+        end). The leases' upkeep calls here too, so the end is seen even when no job is left waiting."""
+        quiet = self._clock.monotonic() - self._failed >= self._cap / 2
+        if self._since is None or self._waiting or not quiet:
             return
         self._ended = self._clock.monotonic()
         lasted = self._ended - self._since
@@ -99,8 +104,11 @@ class StoreOutage:
         """A new retry loop's delays (the one backoff rule)."""
         return Backoff(base=self._base, cap=self._cap)
 
-    async def patiently(self, call: Callable[[], Awaitable[T]]) -> T:
-        """`call()` until it answers: an outage is waited out (backoff), any other error raised."""
+    async def patiently(self, call: Callable[[], Awaitable[T]], *, who: str = "a call") -> T:
+        """`call()` until it answers: an outage is waited out (backoff), any other error raised.
+
+        `who` names the caller in the one DEBUG line that says it waits (``job 12``).
+        """
         backoff: Backoff | None = None
         try:
             while True:
@@ -113,7 +121,7 @@ class StoreOutage:
                     if backoff is None:
                         backoff = self.backoff()
                         self._wait_changed(+1)
-                    log.debug("job store call failed (%s); trying again", describe_outage(exc))
+                        log.debug("%s waits for the job store (%s)", who, describe_outage(exc))
                     await self._clock.sleep(backoff.next())
                     continue
                 if backoff is not None:

@@ -42,7 +42,7 @@ class PatientJobs:
 
     async def get(self, job_id: int) -> Job | None:
         """:meth:`Store.get`, waiting out an outage."""
-        return await self.outage.patiently(lambda: self._store.get(job_id))
+        return await self.outage.patiently(lambda: self._store.get(job_id), who=f"job {job_id}")
 
     async def update(self, job_id: int, **fields: Any) -> Job:
         """:meth:`Store.update`, waiting out an outage (writing the same fields again is harmless)."""
@@ -55,7 +55,7 @@ class PatientJobs:
                 await check_held(self._leases, job_id)
             return await self._store.update(job_id, **fields)
 
-        return await self.outage.patiently(once)
+        return await self.outage.patiently(once, who=f"job {job_id}")
 
     async def transition(
         self, job_id: int, to: JobState, *, expect: JobState | Collection[JobState], **fields: Any
@@ -77,7 +77,7 @@ class PatientJobs:
                         return current  # the lost answer's write did commit
                 raise
 
-        return await self.outage.patiently(once)
+        return await self.outage.patiently(once, who=f"job {job_id}")
 
 
 def _written(job: Job, to: JobState, fields: dict[str, Any]) -> bool:

@@ -354,7 +354,7 @@ class JobRunner:
                             data = result.data
                             # A full or read-only disk is waited out like the store: never created twice.
                             save = functools.partial(asyncio.to_thread, self._results.save, job.id, data)
-                            await self._jobs.outage.patiently(save)
+                            await self._jobs.outage.patiently(save, who=f"job {job.id}")
                             job = await self._jobs.transition(
                                 job.id,
                                 JobState.DELIVERING,

@@ -6,7 +6,8 @@
   (``DATABASE_URL``, from tests/pg.py) and a Redis database (``REDIS_URL``, db 9, flushed before
   and after).
 * :class:`Relay`, :func:`pg_relay`, :func:`redis_relay`: a server reached through a TCP relay the
-  test can cut and restore on the same port (the server "goes away").
+  test can cut (the server "goes away": every connection reset, new ones refused), blackhole (a
+  silent network: connections accepted, nothing forwarded either way) and restore on the same port.
 
 Fixtures here are registered for the whole suite by ``tests/conftest.py``. Skipped, saying why,
 unless PostgreSQL answers on 127.0.0.1:5432 and Redis on 127.0.0.1:6379.
@@ -185,13 +186,15 @@ async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 
 
 class Relay:
-    """A TCP relay to a server (PostgreSQL, Redis) that the test can cut and restore on the same port."""
+    """A TCP relay to a server (PostgreSQL, Redis) that the test can cut, blackhole and restore."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.port = free_port()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
 
     @property
     def up(self) -> bool:
@@ -199,6 +202,17 @@ class Relay:
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, reuse_address=True)
+
+    def blackhole(self) -> None:
+        """A silent network: connections are accepted, and nothing passes either way until
+        :meth:`restore` (then what was held passes, late, as TCP would retransmit it)."""
+        self._flowing.clear()
+
+    async def restore(self) -> None:
+        """The server is back: listening again after a cut, passing data again after a blackhole."""
+        self._flowing.set()
+        if self._server is None:
+            await self.start()
 
     async def cut(self) -> None:
         """Stop listening and drop every open connection (the server went away)."""
@@ -211,6 +225,8 @@ class Relay:
         self._writers.clear()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        await self._flowing.wait()  # a connection made in a blackhole reaches the server only after it
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:
@@ -221,6 +237,7 @@ class Relay:
         async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             try:
                 while data := await src.read(65536):
+                    await self._flowing.wait()
                     dst.write(data)
                     await dst.drain()
             except (OSError, asyncio.IncompleteReadError):
