@@ -176,3 +176,33 @@ async def test_a_full_disk_under_sqlite_pauses_running_jobs_and_inline_images_an
     filler[0].unlink()
     await delivered_once(world, its)
     await assert_quiet_outage(world)
+
+
+async def test_a_read_only_results_folder_pauses_an_inline_image_which_is_created_once(
+    small_disk: Path, start: StartWorld
+) -> None:
+    # The results folder turns read-only (a bind mount of itself, remounted read-only) just as the
+    # service answers an inline image: the bot cannot keep it (EROFS) until the folder is writable.
+    results = small_disk / "results"
+    results.mkdir(mode=0o700)
+    world = await start(extra_env=ENV)
+    world.service.image_shape = "data_b64"
+    image = "an inline picture for a read-only disk"
+
+    def mount_read_only() -> None:
+        for args in (["--bind", str(results), str(results)], ["-o", "remount,bind,ro", str(results)]):
+            subprocess.run(["mount", *args], check=True)
+
+    async def read_only() -> None:
+        await asyncio.to_thread(mount_read_only)
+
+    refused = when_created(world, image, read_only)
+    its = {image: await world.image(image)}
+    try:
+        await asyncio.wait_for(refused.wait(), 15)
+        await outage_met(world, [await world.job_id(its[image])])
+    finally:
+        await asyncio.to_thread(subprocess.run, ["umount", str(results)], check=False)
+    await delivered_once(world, its)
+    await assert_quiet_outage(world)
+    assert "EROFS" in world.bot.log_text()
