@@ -118,6 +118,29 @@ async def test_a_postgresql_cut_pauses_running_queued_and_just_created_jobs_and_
     await assert_quiet_outage(world)
 
 
+@pytest.mark.skip(
+    reason="needs every database call bounded (issue 30 item 4, its own branch): without a statement "
+    "timeout a query on an open connection waits for the silent network for ever, and never fails "
+    "into the pause this test checks; remove this mark once both are merged"
+)
+async def test_a_silent_postgresql_network_pauses_running_jobs_and_loses_none(
+    pg_relay: tuple[str, Relay], start: StartWorld
+) -> None:
+    dsn, relay = pg_relay
+    world = await start(extra_env={"DATABASE_URL": dsn, **ENV, "GEN_MAX_RUNNING": "3"})
+    world.service.plans.append(("held:", TaskPlan(polls=FOREVER)))
+    prompts = ["held: a kite in fog", "held: a tram in rain", "held: a ship in ice"]
+    its = {p: await world.video(p, member=m) for p, m in zip(prompts, world.members[0], strict=True)}
+    await world.service.wait_for(lambda: all(service_creates(world, p) for p in prompts), timeout=10)
+    relay.blackhole()  # accepted, never answered: nothing fails at once, calls just get no answer
+    await outage_met(world, [await world.job_id(it) for it in its.values()], timeout=30)
+    for prompt in prompts:
+        finish(world, prompt)
+    await relay.restore()
+    await delivered_once(world, its)
+    await assert_quiet_outage(world)
+
+
 # -- SQLite on a small disk --------------------------------------------------------------------------
 
 
