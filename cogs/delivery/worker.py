@@ -226,7 +226,7 @@ class Workers:
             except DISCORD_TROUBLE as exc:
                 log.warning("job %s: could not update its message: %s", slot.job.id, describe(exc))
             except Exception as exc:
-                if not is_store_outage(exc):
+                if not is_store_outage(exc, bare=False):
                     raise
                 # Its bookkeeping could not be saved (the store is out, which the core logs once):
                 # the message shows the job again at its next change, the runner's after the outage.

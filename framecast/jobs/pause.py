@@ -18,7 +18,7 @@ from framecast.jobs.outage import StoreOutage
 if TYPE_CHECKING:
     from framecast.storage import Store
 
-__all__ = ["PatientJobs", "StoreOutage"]
+__all__ = ["PatientJobs"]
 
 
 class PatientJobs:
@@ -39,6 +39,11 @@ class PatientJobs:
 
     def __repr__(self) -> str:
         return f"<PatientJobs {self.outage!r}>"
+
+    async def check_lease(self, job_id: int) -> None:
+        """:func:`~framecast.jobs.leases.check_held`, waiting out an outage: a lease check that cannot
+        reach the store waits for it (no request is sent meanwhile), then answers."""
+        await self.outage.patiently(lambda: check_held(self._leases, job_id), who=f"job {job_id}")
 
     async def get(self, job_id: int) -> Job | None:
         """:meth:`Store.get`, waiting out an outage."""

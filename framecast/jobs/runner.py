@@ -48,8 +48,9 @@ from framecast.jobs.chat_side import (
 )
 from framecast.jobs.fitting import FitSettings, ResultFitter
 from framecast.jobs.job_keys import JobAccounts, KeyAccount
-from framecast.jobs.leases import LeaseCheck, LeaseLost, check_held
-from framecast.jobs.pause import PatientJobs, StoreOutage
+from framecast.jobs.leases import LeaseCheck, LeaseLost
+from framecast.jobs.outage import StoreOutage
+from framecast.jobs.pause import PatientJobs
 from framecast.jobs.reasons import ErrorCode, Note
 from framecast.jobs.renamed_models import UnknownModels, next_model
 from framecast.jobs.results import LocalResults
@@ -165,7 +166,6 @@ class JobRunner:
         # Clock time each job entered DELIVERING in this process: the service had just reported its
         # result. A job restored in DELIVERING has none (the moment was in another process's life).
         self._completed_at: dict[int, float] = {}
-        self._leases = leases
 
     def __repr__(self) -> str:
         return f"<JobRunner critical={sorted(self._critical)} stopping={self._stopping}>"
@@ -251,8 +251,7 @@ class JobRunner:
             log.warning("job %s failed: %s: %s", job.id, exc.code, clean_text(str(exc)))
             return await self._fail(job.id, exc.code, failure_detail(exc))
         except Exception:
-            # A step that met the new owner's work is no error (asked of a store that answers).
-            await self._jobs.outage.patiently(lambda: check_held(self._leases, job.id))
+            await self._jobs.check_lease(job.id)  # a step that met the new owner's work is no error
             log.exception("job %s: unexpected error", job.id)
             return await self._fail(job.id, ErrorCode.INTERNAL, None)
         finally:
@@ -262,20 +261,20 @@ class JobRunner:
 
     def _lease_gate(self, job_id: int) -> Callable[[], Awaitable[None]]:
         """The lease check a request makes after its budget grant, right before it is sent."""
-        return functools.partial(check_held, self._leases, job_id)
+        return functools.partial(self._jobs.check_lease, job_id)
 
     async def _run_resuming(
         self, job: Job, account: KeyAccount | None, release_service_slot: Callable[[], None]
     ) -> Job:
-        """:meth:`_run`; a store outage met outside the patient writes (a lease check, the chat
-        side's bookkeeping) is waited out, then the job goes on from its stored state. What only
-        memory knew (a task id, a result) was saved by a patient write, so nothing is done twice."""
+        """:meth:`_run`; a store outage met outside the job's own patient calls (the chat side's
+        bookkeeping in a delivery) is waited out, then the job goes on from its stored state. What
+        only memory knew (a task id, a result) was saved by a patient write: nothing is done twice."""
         backoff = self._jobs.outage.backoff()
         while True:
             try:
                 return await self._run(job, account, release_service_slot)
             except Exception as exc:
-                if not is_store_outage(exc):
+                if not is_store_outage(exc, bare=False):  # a bare timeout may be Discord's
                     raise
                 self._jobs.outage.met(exc)
                 log.debug("job %s: paused by a store outage; resuming from its stored state", job.id)
@@ -290,7 +289,7 @@ class JobRunner:
     ) -> Job:
         if job.state in (JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING):
             assert account is not None  # only a saved result is delivered without a key
-        await check_held(self._leases, job.id)
+        await self._jobs.check_lease(job.id)
         if job.state is JobState.QUEUED:
             job = await self._jobs.transition(job.id, JobState.SUBMITTING, expect=JobState.QUEUED)
             await self._reporter.job_changed(job, urgent=True)
@@ -316,7 +315,7 @@ class JobRunner:
         while True:
             try:
                 async with self._critical_step(job.id):
-                    await check_held(self._leases, job.id)
+                    await self._jobs.check_lease(job.id)
                     priority = planner.create_priority(job) if planner is not None else Priority.NORMAL
                     if job.kind is JobKind.VIDEO:
                         task_id = await client.create_video(video_params(job), priority=priority, gate=gate)
@@ -461,7 +460,7 @@ class JobRunner:
             return await self._deliver_held(job, account)
 
     async def _deliver_held(self, job: Job, account: KeyAccount | None) -> Job:
-        await check_held(self._leases, job.id)  # after the wait for a slot, before the download
+        await self._jobs.check_lease(job.id)  # after the wait for a slot, before the download
         # A result of the wrong kind or over the pixel limit fails the job here (headers only).
         client = account.client if account is not None else None
         data, info = await self.fitter.load_checked(job, client, gate=self._lease_gate(job.id))
@@ -499,7 +498,7 @@ class JobRunner:
         Answers the finished job, or the refusal of a file as too large (nothing was delivered).
         """
         finished: Job | None = None
-        await check_held(self._leases, job.id)
+        await self._jobs.check_lease(job.id)
         try:
             async with self._critical_step(job.id):
                 outcome = await self._send_patiently(job, result)
@@ -529,7 +528,7 @@ class JobRunner:
         Before each new attempt the chat is looked at: an interrupted attempt may have landed.
         """
         while True:
-            await check_held(self._leases, job.id)  # each attempt, however long the last one waited
+            await self._jobs.check_lease(job.id)  # each attempt, however long the last one waited
             outcome = await self._reporter.deliver(job, result)
             if not isinstance(outcome, Interrupted):
                 return outcome

@@ -25,7 +25,8 @@ from typing import Protocol, runtime_checkable
 from framecast.clock import Clock, SystemClock
 from framecast.jobs import Job, JobKind, JobState
 from framecast.jobs.leases import LeaseLost, Leases
-from framecast.jobs.pause import PatientJobs, StoreOutage
+from framecast.jobs.outage import StoreOutage
+from framecast.jobs.pause import PatientJobs
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import ShuttingDown
 from framecast.storage import InvalidTransition, Store

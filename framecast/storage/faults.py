@@ -71,13 +71,19 @@ _PG_OUTAGES: tuple[type[BaseException], ...] = (
 _DEPTH = 6
 
 
-def is_store_outage(exc: BaseException) -> bool:
-    """Whether `exc` says the store (or a file beside it) cannot answer now, rather than a bug."""
+def is_store_outage(exc: BaseException, *, bare: bool = True) -> bool:
+    """Whether `exc` says the store (or a file beside it) cannot answer now, rather than a bug.
+
+    `bare`: whether a bare ``TimeoutError`` or ``OSError`` counts (a driver's connect raises them
+    unwrapped). True where the caller knows the error came from a store call (or a file write);
+    False where it may come from anything (Discord, the network): then only a driver's own error,
+    or one a driver's error wraps, is an outage.
+    """
     seen: BaseException | None = exc
-    for _ in range(_DEPTH):
+    for depth in range(_DEPTH):
         if seen is None:
             return False
-        if _is_outage_itself(seen):
+        if (bare or depth > 0 or not isinstance(seen, OSError)) and _is_outage_itself(seen):
             return True
         if isinstance(seen, sa_exc.DBAPIError):
             if seen.connection_invalidated:

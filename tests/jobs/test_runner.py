@@ -848,7 +848,7 @@ async def test_an_inline_image_the_disk_cannot_take_is_saved_when_it_can_and_cre
     assert len(began) == 1 and "ENOSPC" in began[0] and len(ended) == 1
 
 
-async def test_a_lease_check_the_store_cannot_answer_resumes_the_job_from_its_stored_state(
+async def test_a_lease_check_the_store_cannot_answer_waits_for_it_and_the_job_carries_on(
     rig: Rig, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The lease check must ask the store before a poll, and the store is gone for a moment.

@@ -116,3 +116,12 @@ async def test_a_cancelled_postgresql_statement_is_an_outage_and_a_syntax_error_
     assert is_store_outage(timed_out.value)
     assert describe_outage(timed_out.value) == "asyncpg: QueryCanceledError"
     assert not is_store_outage(typo.value)
+
+
+def test_a_bare_timeout_counts_only_where_the_caller_knows_it_called_the_store() -> None:
+    # A driver's connect raises TimeoutError unwrapped; so does a Discord request.
+    assert is_store_outage(TimeoutError())
+    assert not is_store_outage(TimeoutError(), bare=False)
+    assert not is_store_outage(ConnectionResetError(errno.ECONNRESET, "reset"), bare=False)
+    wrapped = sa_exc.OperationalError("SELECT 1", {}, sqlite3.OperationalError("disk I/O error"))
+    assert is_store_outage(wrapped, bare=False)
