@@ -16,6 +16,8 @@ Redis on 127.0.0.1:6379.
   over, and the paused one, on waking, lets them go before it spends another request on them (no
   second poll, no second delivery, no error logged). Its requests reach the fake service through a
   recording relay (:class:`ServiceTap`), so the test knows which process sent each of them.
+* PostgreSQL cut under both processes for longer than a lease, as a create is answered: no job is
+  taken over (the outage was everyone's), and no task is created twice.
 * A partition of one process from Redis and PostgreSQL past its leases, while its polls wait for a
   budget slot: the other process takes its jobs over, and on heal the cut-off one, granted its
   slots at last, checks its lease again and sends nothing for them.
@@ -28,6 +30,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 from aiohttp import ClientSession, web
@@ -390,3 +393,74 @@ async def test_a_process_cut_off_past_its_leases_sends_nothing_for_the_jobs_take
         for server in (pg, redis):
             await server.cut()
         await tap.stop()
+
+
+async def test_a_postgresql_cut_longer_than_a_lease_under_two_processes_moves_no_job_and_creates_none_twice(
+    cluster: Cluster,
+) -> None:
+    """Both processes lose the database for longer than a lease, one of them just as the service
+    accepted a create: no job is taken over (the outage was everyone's), the task id is saved by the
+    process that holds it, and every job is delivered once, created once, failed never."""
+    world = cluster.world
+    pg = Relay(("127.0.0.1", 5432))
+    await pg.start()
+    try:
+        for bot in cluster.bots.values():
+            await bot.terminate()
+            bot.env = {
+                **bot.env,
+                "DATABASE_URL": cluster.dsn.replace("127.0.0.1:5432", f"127.0.0.1:{pg.port}"),
+            }
+        mark = world.discord.identify_count
+        for bot in cluster.bots.values():
+            await bot.start()
+        await world.discord.wait_ready(timeout=30, after=mark, count=SHARDS)
+
+        world.service.plans.append(("held", TaskPlan(polls=10**9)))
+        held = {f"held job on guild {g}": g for g in (cluster.guilds_of(0)[0], cluster.guilds_of(1)[0])}
+        its = {p: await world.video(p, guild=g) for p, g in held.items()}
+        await world.service.wait_for(lambda: all(service_creates(world, p) for p in held), timeout=30)
+        saved, saved_guild = "saved after the cut", cluster.guilds_of(1)[1]
+        cut = asyncio.Event()
+
+        async def cut_then_answer(record: Any) -> None:
+            body = record.json if isinstance(record.json, dict) else {}
+            if not cut.is_set() and record.status == 200 and body.get("prompt") == saved:
+                held_until = max(row["lease_until"] for row in (await cluster.jobs()).values())
+                leases_lapse.append(held_until)
+                await pg.cut()
+                cut.set()
+
+        leases_lapse: list[float] = []
+        world.service.before_answer = cut_then_answer
+        its[saved] = await world.video(saved, guild=saved_guild)
+        await asyncio.wait_for(cut.wait(), 15)
+        # Down for longer than any lease: every lease in the database lapses meanwhile.
+        await _wait_until(
+            "every lease lapsing", lambda: time.time() > leases_lapse[0] + 0.5, LEASE_SECONDS * 3
+        )
+        for bot in cluster.bots.values():
+            await _wait_until(
+                "the outage met", lambda b=bot: "the job store does not answer" in b.log_text(), 10
+            )
+        for prompt in held:
+            task_for(world, prompt).plan = TaskPlan(polls=0)
+        await pg.restore()
+
+        for it in its.values():
+            await world.delivered(it, timeout=30)
+        await asyncio.sleep(0.5)  # a late second create or upload would show up here
+        rows = await cluster.jobs()
+        for prompt, it in its.items():
+            job_id = await world.job_id(it)
+            assert len(service_creates(world, prompt)) == 1, f"{prompt!r}: its task was created again"
+            assert len(world.files_for(job_id)) == 1, f"{prompt!r} delivered {len(world.files_for(job_id))}x"
+            assert rows[job_id]["state"] == "delivered"
+        for shard, process in cluster.bots.items():
+            log = process.log_text()
+            assert "taken over from a lapsed lease" not in log, f"shard {shard} took a job over"
+            assert _errors(log) == [], f"shard {shard} logged an error"
+        _assert_within_budget(world)
+    finally:
+        world.service.before_answer = None
+        await pg.cut()
