@@ -439,10 +439,11 @@ async def test_a_postgresql_cut_longer_than_a_lease_under_two_processes_moves_no
         await _wait_until(
             "every lease lapsing", lambda: time.time() > leases_lapse[0] + 0.5, LEASE_SECONDS * 3
         )
-        for bot in cluster.bots.values():
-            await _wait_until(
-                "the outage met", lambda b=bot: "the job store does not answer" in b.log_text(), 10
-            )
+        await _wait_until(
+            "both processes meeting the outage",
+            lambda: all("the job store does not answer" in b.log_text() for b in cluster.bots.values()),
+            10,
+        )
         for prompt in held:
             task_for(world, prompt).plan = TaskPlan(polls=0)
         await pg.restore()
