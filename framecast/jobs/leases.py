@@ -41,7 +41,7 @@ from framecast.jobs import Job, JobNotFound
 from framecast.jobs.outage import StoreOutage
 from framecast.storage.faults import is_store_outage
 
-__all__ = ["LeaseCheck", "LeaseLost", "LeaseStore", "Leases", "check_held"]
+__all__ = ["LeaseCheck", "LeaseLost", "LeaseStore", "LeaseUnknown", "Leases", "check_held"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,17 @@ class LeaseLost(Exception):
 
     def __init__(self, job_id: int) -> None:
         super().__init__(f"job {job_id}: another process holds its lease now")
+        self.job_id = job_id
+
+
+class LeaseUnknown(Exception):
+    """Raised by a request's lease check that met a store outage: the request is not sent, and its
+    budget slot is given back at once (it must not wait for the store holding a slot other
+    processes could use). The runner waits for the store, then asks again.
+    """
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id}: its lease could not be checked (the store does not answer)")
         self.job_id = job_id
 
 

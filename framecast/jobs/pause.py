@@ -8,12 +8,13 @@ could not take yet is kept in memory and saved first (:class:`PatientJobs`).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from framecast.jobs import InvalidTransition, Job, JobState
-from framecast.jobs.leases import LeaseCheck, check_held
+from framecast.jobs.leases import LeaseCheck, LeaseUnknown, check_held
 from framecast.jobs.outage import StoreOutage
+from framecast.storage.faults import is_store_outage
 
 if TYPE_CHECKING:
     from framecast.storage import Store
@@ -44,6 +45,24 @@ class PatientJobs:
         """:func:`~framecast.jobs.leases.check_held`, waiting out an outage: a lease check that cannot
         reach the store waits for it (no request is sent meanwhile), then answers."""
         await self.outage.patiently(lambda: check_held(self._leases, job_id), who=f"job {job_id}")
+
+    def gate(self, job_id: int) -> Callable[[], Awaitable[None]]:
+        """The lease check a request makes after its budget grant, right before it is sent.
+
+        One try: a store outage raises :class:`~framecast.jobs.leases.LeaseUnknown`, so the request
+        is not sent and its slot is given back at once; the job waits for the store outside it.
+        """
+
+        async def gate() -> None:
+            try:
+                await check_held(self._leases, job_id)
+            except Exception as exc:
+                if not is_store_outage(exc):
+                    raise
+                self.outage.met(exc)
+                raise LeaseUnknown(job_id) from None
+
+        return gate
 
     async def get(self, job_id: int) -> Job | None:
         """:meth:`Store.get`, waiting out an outage."""

@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from framecast.jobs.chat_side import (
 )
 from framecast.jobs.fitting import FitSettings, ResultFitter
 from framecast.jobs.job_keys import JobAccounts, KeyAccount
-from framecast.jobs.leases import LeaseCheck, LeaseLost
+from framecast.jobs.leases import LeaseCheck, LeaseLost, LeaseUnknown
 from framecast.jobs.outage import StoreOutage
 from framecast.jobs.pause import PatientJobs
 from framecast.jobs.reasons import ErrorCode, Note
@@ -259,26 +259,25 @@ class JobRunner:
             if account is not None:
                 self._accounts.unbind(job.id)
 
-    def _lease_gate(self, job_id: int) -> Callable[[], Awaitable[None]]:
-        """The lease check a request makes after its budget grant, right before it is sent."""
-        return functools.partial(self._jobs.check_lease, job_id)
-
     async def _run_resuming(
         self, job: Job, account: KeyAccount | None, release_service_slot: Callable[[], None]
     ) -> Job:
-        """:meth:`_run`; a store outage met outside the job's own patient calls (the chat side's
-        bookkeeping in a delivery) is waited out, then the job goes on from its stored state. What
-        only memory knew (a task id, a result) was saved by a patient write: nothing is done twice."""
+        """:meth:`_run`; a store outage met outside the job's own patient calls (a request's lease
+        check after its budget grant, the chat side's bookkeeping in a delivery) is waited out, then
+        the job goes on from its stored state. What only memory knew (a task id, a result) was saved
+        by a patient write, and the request that met it was not sent: nothing is done twice."""
         backoff = self._jobs.outage.backoff()
         while True:
             try:
                 return await self._run(job, account, release_service_slot)
+            except LeaseUnknown:
+                await self._jobs.check_lease(job.id)  # waits for the store; LeaseLost if it was lost
             except Exception as exc:
                 if not is_store_outage(exc, bare=False):  # a bare timeout may be Discord's
                     raise
                 self._jobs.outage.met(exc)
                 log.debug("job %s: paused by a store outage; resuming from its stored state", job.id)
-            await self._clock.sleep(backoff.next())
+                await self._clock.sleep(backoff.next())
             current = await self._jobs.get(job.id)
             if current is None or current.is_terminal:
                 return current if current is not None else job
@@ -311,7 +310,7 @@ class JobRunner:
         # Which key created the task, written with it: after a restart the same key polls it.
         owner: dict[str, Any] = {"key_owner": account.owner} if account.owner is not None else {}
         renamed = False  # a create refused for an unknown model is tried once more, never again
-        gate = self._lease_gate(job.id)  # asked again after each budget grant, right before the request
+        gate = self._jobs.gate(job.id)  # asked again after each budget grant, right before the request
         while True:
             try:
                 async with self._critical_step(job.id):
@@ -425,7 +424,7 @@ class JobRunner:
                 started_at=job.started_at,
                 on_progress=on_progress,
                 pacer=planner.pacer(job) if planner is not None else None,
-                before_poll=self._lease_gate(job.id),
+                before_poll=self._jobs.gate(job.id),
             )
         except BaseException:
             if planner is not None:
@@ -463,7 +462,7 @@ class JobRunner:
         await self._jobs.check_lease(job.id)  # after the wait for a slot, before the download
         # A result of the wrong kind or over the pixel limit fails the job here (headers only).
         client = account.client if account is not None else None
-        data, info = await self.fitter.load_checked(job, client, gate=self._lease_gate(job.id))
+        data, info = await self.fitter.load_checked(job, client, gate=self._jobs.gate(job.id))
         limit = await self._reporter.upload_limit(job)
         notice: Note | None = None
         for _ in range(_UPLOAD_ATTEMPTS):

@@ -906,3 +906,51 @@ async def test_a_poll_checks_the_lease_after_its_budget_grant_not_before_the_wai
         await client.close()
     assert polls(rig) == sent  # granted its slot, the poll asked again and was never sent
     assert errors(caplog) == []
+
+
+async def test_a_request_whose_lease_check_meets_an_outage_gives_its_budget_slot_back_and_waits(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A key with one slot: a poll whose lease check cannot reach the store must not sit on it (with
+    # Redis, other processes share that budget) while it waits for the store.
+    clock = SystemClock()
+    budget = RequestBudget(1, 0.05, clock=clock, backoff_base=0.01, backoff_max=0.1)
+    out, asked_in_outage = False, 0
+
+    class OutageLease:
+        async def holds(self, job_id: int) -> bool:
+            nonlocal asked_in_outage
+            if out:
+                asked_in_outage += 1
+                raise disk_full()
+            return True
+
+    async with aiohttp.ClientSession() as session:
+        client = GenerationClient(
+            session,
+            base_url=rig.fake.base_url,
+            api_key=Secret(rig.fake.api_key),
+            budget=budget,
+            clock=clock,
+            request_timeout=5,
+            retry_max=2,
+            backoff_base=0.01,
+            backoff_max=0.1,
+            rng=random.Random(1),
+        )
+        rig.fake.plans.append(("long", TaskPlan(polls=5)))
+        job = await rig.add(JobKind.VIDEO, "a long clip whose lease check meets an outage")
+        runner = rig.make_runner(leases=OutageLease(), key=client)
+        with caplog.at_level(logging.INFO):
+            task = asyncio.create_task(runner.run(job, release_service_slot=lambda: None))
+            await wait_for(lambda: polls(rig) >= 1)
+            out = True
+            await wait_for(lambda: asked_in_outage >= 3)  # the gate's one try, then the wait's
+            async with asyncio.timeout(5), budget.slot(Priority.FIRST):
+                sent = polls(rig)  # the slot is free while the job waits for the store
+            out = False
+            final = await task
+        await client.close()
+    assert final.state is JobState.DELIVERED and polls(rig) > sent
+    assert len(service_creates_of(rig)) == 1 and len(rig.reporter.files) == 1
+    assert outage_lines(caplog)[0] != []
