@@ -20,13 +20,21 @@ not changed for a whole lease, so its own shard's process gets the first chance 
 **Fencing.** A process paused past its leases (a stalled loop, a long pause, ``SIGSTOP``) finds on
 waking that another process took its jobs over. It must then let go before it spends a single
 request on them, whatever order its renewal timer and its job tasks wake up in. So the runner asks
-:meth:`Leases.holds` before every step that sends a request (the create, each poll, the download)
-and before a delivery. The answer needs no I/O while the lease this process last wrote still has a
+:meth:`Leases.holds` for every request it sends (the create, each poll, the download) once the
+request's budget slot is granted, right before it goes out (a wait for a slot can outlast a lease:
+a partition from Redis and the store), and before each delivery attempt. The answer needs no I/O while the lease this process last wrote still has a
 third of a lease to run (nobody may take a lease before it lapses, and a check is followed at
 once by its request); past that, the store is asked, by renewing the lease with the same
 compare-and-set a takeover uses, so exactly one process holds it afterwards. A lost lease is not
 an error: the runner raises :class:`LeaseLost`, the scheduler drops the job quietly, and the new
 owner carries on from the job's stored state.
+
+**Outages.** A lease check the store cannot answer is not an answer: the request waits
+(:class:`LeaseUnknown` gives its budget slot back first). The upkeep notes an outage in the process's
+:class:`~framecast.jobs.outage.StoreOutage` instead of logging each failed round, and no job is taken
+over while the store is out nor for a lease after it answers again: a lease that lapsed while nobody
+could write is no sign of a dead process. A job taken over but not adopted (the scheduler could not
+read it) is let go, so its lease is not renewed for a job nobody runs.
 """
 
 from __future__ import annotations
