@@ -2,7 +2,8 @@
 
 The runner is the only code that moves a job through the service-facing part of its state machine.
 Every step is persisted through :class:`~framecast.storage.Store` before the next one starts, so a
-restarted bot can pick the job up where it stopped (see :meth:`JobRunner.run`).
+restarted bot can pick the job up where it stopped (see :meth:`JobRunner.run`). A store that cannot
+answer pauses the job where it stands, never fails it (:mod:`framecast.jobs.pause`).
 Discord is reached only through the :class:`~framecast.jobs.chat_side.JobReporter` protocol, which
 the bot implements: one delivery call per attempt answers delivered, interrupted (try again later)
 or too large, and the runner alone decides what happens next (it looks before any re-send).
