@@ -64,6 +64,23 @@ class PatientJobs:
 
         return gate
 
+    async def was_outage(self, exc: BaseException, job_id: int) -> bool:
+        """Whether `exc`, escaped from a step that talks to more than the store (the chat side's
+        delivery, say), is a store outage (then noted): a driver's own error is; a bare timeout or
+        ``OSError`` may be anyone's, and is the store's only if the store does not answer now."""
+        if not is_store_outage(exc, bare=False):
+            if not is_store_outage(exc):
+                return False
+            try:
+                await self._store.get(job_id)
+                return False  # the store answers: the timeout was someone else's
+            except Exception as probe:
+                if not is_store_outage(probe):
+                    raise
+                exc = probe
+        self.outage.met(exc)
+        return True
+
     async def get(self, job_id: int) -> Job | None:
         """:meth:`Store.get`, waiting out an outage."""
         return await self.outage.patiently(lambda: self._store.get(job_id), who=f"job {job_id}")

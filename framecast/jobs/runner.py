@@ -77,7 +77,6 @@ from framecast.service.errors import (
 )
 from framecast.service.refusals import RefusalKind, create_refusal
 from framecast.storage import Store
-from framecast.storage.faults import is_store_outage
 
 __all__ = [
     "JobAccounts",
@@ -274,9 +273,8 @@ class JobRunner:
             except LeaseUnknown:
                 await self._jobs.check_lease(job.id)  # waits for the store; LeaseLost if it was lost
             except Exception as exc:
-                if not is_store_outage(exc, bare=False):  # a bare timeout may be Discord's
+                if not await self._jobs.was_outage(exc, job.id):
                     raise
-                self._jobs.outage.met(exc)
                 log.debug("job %s: paused by a store outage; resuming from its stored state", job.id)
                 await self._clock.sleep(backoff.next())
             current = await self._jobs.get(job.id)

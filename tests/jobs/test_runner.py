@@ -954,3 +954,64 @@ async def test_a_request_whose_lease_check_meets_an_outage_gives_its_budget_slot
     assert final.state is JobState.DELIVERED and polls(rig) > sent
     assert len(service_creates_of(rig)) == 1 and len(rig.reporter.files) == 1
     assert outage_lines(caplog)[0] != []
+
+
+@pytest.mark.parametrize("error", ["driver", "bare_timeout_in_outage"])
+async def test_a_delivery_whose_bookkeeping_meets_an_outage_resumes_and_delivers_once(
+    rig: Rig, caplog: pytest.LogCaptureFixture, error: str
+) -> None:
+    # The chat side's own record of the delivery could not be saved: nothing landed, and the store
+    # is out. The job goes on from its stored state (DELIVERING) once the store answers.
+    faulty = FaultyStore(rig.store)
+    outage, clock = watched()
+    failures = [disk_full() if error == "driver" else TimeoutError()]
+    if error != "driver":  # the store is out as the bare timeout comes: the runner's look fails too
+        faulty.faults["get"] = Fault(times=2)
+
+    class Unsaved(RecordingReporter):
+        async def deliver(self, job: Job, result: ResultToDeliver) -> DeliveryOutcome:
+            if failures:
+                raise failures.pop()
+            return await super().deliver(job, result)
+
+    reporter = Unsaved()
+    job = await rig.add(JobKind.VIDEO, "a clip whose delivery meets an outage")
+    runner = JobRunner(
+        store=faulty,  # type: ignore[arg-type]
+        accounts=SingleKey(rig.client),
+        reporter=reporter,
+        clock=SystemClock(),
+        settings=SETTINGS,
+        results_dir=rig.results_dir,
+        outage=outage,
+    )
+    with caplog.at_level(logging.INFO):
+        final = await runner.run(job, release_service_slot=lambda: None)
+        quiet_moment_later(outage, clock)
+    assert final.state is JobState.DELIVERED and failures == []
+    assert [job_id for job_id, *_ in reporter.files] == [job.id]
+    assert len(service_creates_of(rig)) == 1
+    began, ended = outage_lines(caplog)
+    assert len(began) == 1 and len(ended) == 1
+
+
+async def test_a_bare_timeout_of_the_chat_side_still_fails_the_job_while_the_store_answers(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    class TimesOut(RecordingReporter):
+        async def deliver(self, job: Job, result: ResultToDeliver) -> DeliveryOutcome:
+            raise TimeoutError  # Discord's, not the store's: nothing says the store is out
+
+    job = await rig.add(JobKind.VIDEO, "a clip whose delivery times out")
+    runner = JobRunner(
+        store=rig.store,
+        accounts=SingleKey(rig.client),
+        reporter=TimesOut(),
+        clock=SystemClock(),
+        settings=SETTINGS,
+        results_dir=rig.results_dir,
+    )
+    with caplog.at_level(logging.INFO):
+        final = await runner.run(job, release_service_slot=lambda: None)
+    assert final.state is JobState.FAILED and final.error_code == "internal"
+    assert not any("does not answer" in r.getMessage() for r in caplog.records)
