@@ -32,6 +32,7 @@ from framecast.app import (
     JobState,
     ResultFile,
     UploadTooLarge,
+    is_store_outage,
 )
 
 __all__ = ["SlotOwner", "Workers"]
@@ -224,5 +225,11 @@ class Workers:
                 await asyncio.sleep(min(exc.retry_after, _RATE_LIMIT_PAUSE))
             except DISCORD_TROUBLE as exc:
                 log.warning("job %s: could not update its message: %s", slot.job.id, describe(exc))
+            except Exception as exc:
+                if not is_store_outage(exc, bare=False):
+                    raise
+                # Its bookkeeping could not be saved (the store is out, which the core logs once):
+                # the message shows the job again at its next change, the runner's after the outage.
+                log.debug("job %s: message not updated, its bookkeeping waits for the store", slot.job.id)
             if slot.job.is_terminal and slot.delivery is None and not slot.wake.is_set():
                 return

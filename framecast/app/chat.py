@@ -10,6 +10,8 @@ as an opaque mapping stored with the job; it reads and saves it through the narr
 :class:`JobBookkeeping`, never the whole store. The protocols the runner needs are defined in the
 machinery (:mod:`framecast.jobs.chat_side`: machinery never imports the application) and
 re-exported here, so the edge imports them, like everything of the core, from ``framecast.app``.
+So is :func:`is_store_outage`: a bookkeeping write that meets a store outage is no reason to stop
+showing a job (the runner waits the outage out, and the next change is drawn and saved).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from framecast.jobs.model import Job
 from framecast.jobs.queues import QueuePositions
 from framecast.jobs.reasons import Note
 from framecast.planner.estimate import Estimates
+from framecast.storage.faults import is_store_outage
 
 if TYPE_CHECKING:
     from framecast.ops.metrics import Metrics
@@ -58,6 +61,7 @@ __all__ = [
     "ResultToDeliver",
     "UploadTooLarge",
     "is_result_filename",
+    "is_store_outage",
     "result_filename",
 ]
 

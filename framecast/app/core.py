@@ -45,6 +45,7 @@ from framecast.config import Settings
 from framecast.guilds.settings import Ceilings, GuildSettings, Policy
 from framecast.jobs import Job
 from framecast.jobs.leases import Leases
+from framecast.jobs.outage import StoreOutage
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.reasons import Note
 from framecast.jobs.runner import JobRunner, RunnerSettings
@@ -204,12 +205,22 @@ class Core(Generic[R]):
             style_book = await StyleBook.load(store)
             # Every unfinished job is held by one process through a lease (several processes on one
             # PostgreSQL store); with one process the leases are simply always ours.
+            # One view of the store's outages for the whole process: jobs wait them out, logged once.
+            outage = StoreOutage(
+                clock=clock,
+                backoff_base=s.gen_backoff_base / 4,
+                # Tried again at least as often as leases are renewed: a task id waiting in memory is
+                # saved before any other process could think its lease lapsed.
+                backoff_max=min(s.gen_backoff_max, s.lease_seconds / 6),
+                metrics=metrics,
+            )
             leases = Leases(
                 store,
                 owner=owner,
                 lease_seconds=s.lease_seconds,
                 clock=clock,
                 serves=serves_guild(s),
+                outage=outage,
             )
             runner = JobRunner(
                 store=store,
@@ -223,6 +234,7 @@ class Core(Generic[R]):
                 models=ModelRenames(models, book.policy),
                 # A process paused past its leases must not go on with jobs another one took over.
                 leases=leases,
+                outage=outage,
             )
             scheduler = Scheduler(
                 store=store,
@@ -232,6 +244,7 @@ class Core(Generic[R]):
                 on_positions_changed=chat.positions_changed,
                 clock=clock,
                 leases=leases,
+                outage=outage,
             )
             intake = Intake(
                 store=store,

@@ -22,6 +22,7 @@ from framecast.jobs.model import Job, JobKind
 from framecast.jobs.results import LocalResults, fit_media, start_daemon_thread
 from framecast.ops.metrics import Metrics, ReencodeOutcome
 from framecast.service.errors import DownloadError
+from framecast.service.transport import Gate
 
 if TYPE_CHECKING:
     from framecast.service import GenerationClient
@@ -81,10 +82,11 @@ class ResultFitter:
         """The job's saved result is no longer needed (delivered, failed, or handed to its requester)."""
         self._results.forget(job_id)
 
-    async def load(self, job: Job, client: GenerationClient | None) -> bytes:
+    async def load(self, job: Job, client: GenerationClient | None, *, gate: Gate | None = None) -> bytes:
         """The result's bytes: the file the bot saved itself, or a download of the service's link.
 
         The download goes through the job's own key's `client`: its origin gets that key only.
+        `gate` is awaited right before each download request (after its budget slot).
         """
         if job.result_local:
             # Found by job id under our own directory: never a path or URL the service named.
@@ -100,15 +102,18 @@ class ResultFitter:
             job.result_url,
             max_bytes=self._settings.download_max_bytes,
             timeout=self._settings.download_timeout,
+            gate=gate,
         )
 
-    async def load_checked(self, job: Job, client: GenerationClient | None) -> tuple[bytes, media.MediaInfo]:
+    async def load_checked(
+        self, job: Job, client: GenerationClient | None, *, gate: Gate | None = None
+    ) -> tuple[bytes, media.MediaInfo]:
         """:meth:`load`, then the bytes checked from their headers alone (nothing decoded).
 
         The wrong kind (an HTML error page) or a picture over the pixel limit (a decompression bomb)
         raises here, so it is never uploaded, never linked.
         """
-        data = await self.load(job, client)
+        data = await self.load(job, client, gate=gate)
         expected: Literal["video", "image"] = "video" if job.kind is JobKind.VIDEO else "image"
         return data, media.check_result(data, expected, self._settings.image_max_pixels)
 

@@ -20,13 +20,21 @@ not changed for a whole lease, so its own shard's process gets the first chance 
 **Fencing.** A process paused past its leases (a stalled loop, a long pause, ``SIGSTOP``) finds on
 waking that another process took its jobs over. It must then let go before it spends a single
 request on them, whatever order its renewal timer and its job tasks wake up in. So the runner asks
-:meth:`Leases.holds` before every step that sends a request (the create, each poll, the download)
-and before a delivery. The answer needs no I/O while the lease this process last wrote still has a
+:meth:`Leases.holds` for every request it sends (the create, each poll, the download) once the
+request's budget slot is granted, right before it goes out (a wait for a slot can outlast a lease:
+a partition from Redis and the store), and before each delivery attempt. The answer needs no I/O while the lease this process last wrote still has a
 third of a lease to run (nobody may take a lease before it lapses, and a check is followed at
 once by its request); past that, the store is asked, by renewing the lease with the same
 compare-and-set a takeover uses, so exactly one process holds it afterwards. A lost lease is not
 an error: the runner raises :class:`LeaseLost`, the scheduler drops the job quietly, and the new
 owner carries on from the job's stored state.
+
+**Outages.** A lease check the store cannot answer is not an answer: the request waits
+(:class:`LeaseUnknown` gives its budget slot back first). The upkeep notes an outage in the process's
+:class:`~framecast.jobs.outage.StoreOutage` instead of logging each failed round, and no job is taken
+over while the store is out nor for a lease after it answers again: a lease that lapsed while nobody
+could write is no sign of a dead process. A job taken over but not adopted (the scheduler could not
+read it) is let go, so its lease is not renewed for a job nobody runs.
 """
 
 from __future__ import annotations
@@ -38,8 +46,10 @@ from typing import Protocol
 
 from framecast.clock import Clock
 from framecast.jobs import Job, JobNotFound
+from framecast.jobs.outage import StoreOutage
+from framecast.storage.faults import is_store_outage
 
-__all__ = ["LeaseCheck", "LeaseLost", "LeaseStore", "Leases", "check_held"]
+__all__ = ["LeaseCheck", "LeaseLost", "LeaseStore", "LeaseUnknown", "Leases", "check_held"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +83,17 @@ class LeaseLost(Exception):
         self.job_id = job_id
 
 
+class LeaseUnknown(Exception):
+    """Raised by a request's lease check that met a store outage: the request is not sent, and its
+    budget slot is given back at once (it must not wait for the store holding a slot other
+    processes could use). The runner waits for the store, then asks again.
+    """
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id}: its lease could not be checked (the store does not answer)")
+        self.job_id = job_id
+
+
 class LeaseCheck(Protocol):
     """What the runner asks before a step that spends a request (:class:`Leases` implements it)."""
 
@@ -98,9 +119,12 @@ class Leases:
         lease_seconds: float,
         clock: Clock,
         serves: Callable[[int], bool] | None = None,
+        outage: StoreOutage | None = None,
     ) -> None:
-        """`owner` names this process (stable across its restarts); `serves(guild_id)`: its shards' guilds."""
+        """`owner` names this process (stable across its restarts); `serves(guild_id)`: its shards' guilds;
+        `outage`: the process's view of store outages (the upkeep's are noted there, not logged each)."""
         self._store = store
+        self._outage = outage or StoreOutage(clock=clock)
         self.owner = owner
         self._lease = lease_seconds
         self._clock = clock
@@ -182,10 +206,14 @@ class Leases:
                 await self._clock.sleep(self._lease / 3)
                 await self.renew()
                 await self.take_over()
+                self._outage.answered()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("lease upkeep failed; trying again")
+            except Exception as exc:
+                if not is_store_outage(exc):
+                    log.exception("lease upkeep failed; trying again")
+                else:  # the outage is logged once, for the whole process; upkeep goes on when it ends
+                    self._outage.met(exc)
 
     async def renew(self) -> None:
         """Extend every lease this process holds (a job found finished or taken is dropped)."""
@@ -195,7 +223,16 @@ class Leases:
                 await self._claim(job_id, until)
 
     async def take_over(self) -> list[Job]:
-        """Claim the jobs whose lease lapsed and hand them to the scheduler; returns them."""
+        """Claim the jobs whose lease lapsed and hand them to the scheduler; returns them.
+
+        Not while this process cannot reach the store, nor for a lease after it reaches it again: a
+        lease that lapsed in an outage every process met belongs to a live process whose renewals
+        could not land, and whose jobs wait for the store (their task ids in memory, not yet saved).
+        A process cut off alone (a partition) is another matter: the others met no outage, and
+        take its jobs over once their leases lapse.
+        """
+        if not self._outage.settled(self._lease):
+            return []
         now = self._clock.time()
         taken: list[Job] = []
         for job in await self._store.claimable(self.owner, now):
@@ -212,5 +249,12 @@ class Leases:
                 log.info("job %s taken over from a lapsed lease", job.id)
                 taken.append(job)
                 if self._adopt is not None:
-                    await self._adopt(job)
+                    try:
+                        await self._adopt(job)
+                    except Exception:
+                        # Not adopted: no runner holds it here, so its lease must lapse again (a
+                        # lease renewed for a job nobody runs would strand it), and the next round
+                        # takes it over anew.
+                        self.done(job.id)
+                        raise
         return taken

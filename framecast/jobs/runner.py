@@ -2,7 +2,8 @@
 
 The runner is the only code that moves a job through the service-facing part of its state machine.
 Every step is persisted through :class:`~framecast.storage.Store` before the next one starts, so a
-restarted bot can pick the job up where it stopped (see :meth:`JobRunner.run`).
+restarted bot can pick the job up where it stopped (see :meth:`JobRunner.run`). A store that cannot
+answer pauses the job where it stands, never fails it (:mod:`framecast.jobs.pause`).
 Discord is reached only through the :class:`~framecast.jobs.chat_side.JobReporter` protocol, which
 the bot implements: one delivery call per attempt answers delivered, interrupted (try again later)
 or too large, and the runner alone decides what happens next (it looks before any re-send).
@@ -26,12 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from framecast.backoff import Backoff
 from framecast.clock import Clock
@@ -48,14 +49,23 @@ from framecast.jobs.chat_side import (
 )
 from framecast.jobs.fitting import FitSettings, ResultFitter
 from framecast.jobs.job_keys import JobAccounts, KeyAccount
-from framecast.jobs.leases import LeaseCheck, LeaseLost, check_held
+from framecast.jobs.leases import LeaseCheck, LeaseLost, LeaseUnknown
+from framecast.jobs.outage import StoreOutage
+from framecast.jobs.pause import PatientJobs
 from framecast.jobs.reasons import ErrorCode, Note
 from framecast.jobs.renamed_models import UnknownModels, next_model
 from framecast.jobs.results import LocalResults
+from framecast.jobs.service_params import (
+    DETAIL_CHARS,
+    failure_detail,
+    image_params,
+    video_params,
+    without_credentials,
+)
 from framecast.keys.budget import Priority
 from framecast.ops.metrics import Metrics
 from framecast.safetext import clean_text
-from framecast.service import ImageParams, TaskStatus, VideoParams
+from framecast.service import TaskStatus
 from framecast.service.errors import (
     AuthError,
     DownloadError,
@@ -102,9 +112,6 @@ class RunnerSettings:
     reencode_timeout: float
 
 
-#: Characters of the service's own failure text kept for the member.
-_DETAIL_CHARS = 300
-
 #: Upload attempts of one result: the first, then one per "too large" refusal (HTTP 413).
 _UPLOAD_ATTEMPTS = 5
 
@@ -124,16 +131,22 @@ class JobRunner:
         metrics: Metrics | None = None,
         models: UnknownModels | None = None,
         leases: LeaseCheck | None = None,
+        outage: StoreOutage | None = None,
     ) -> None:
         """`accounts`: which API key runs each job (each key's planner paces polls and learns
         durations). `metrics`: where outcomes, delivery delays and re-encodes are counted (None: not
         recorded). `models`: what a job does when the service no longer knows its model (None: it fails).
         `leases`: before each request, a job taken over elsewhere is let go (:class:`LeaseLost`);
-        None: every job is this process's.
+        None: every job is this process's. `outage`: the process's view of store outages, which
+        jobs wait out (None: the runner's own).
         """
         self._accounts = accounts
         self._models = models
-        self._store = store
+        outage = outage or StoreOutage(
+            clock=clock, backoff_base=settings.backoff_base, backoff_max=settings.backoff_max, metrics=metrics
+        )
+        # Every store call of a job waits out an outage in place: the job keeps its place.
+        self._jobs = PatientJobs(store, outage, leases)
         self._reporter = reporter
         self._clock = clock
         self._settings = settings
@@ -153,7 +166,6 @@ class JobRunner:
         # Clock time each job entered DELIVERING in this process: the service had just reported its
         # result. A job restored in DELIVERING has none (the moment was in another process's life).
         self._completed_at: dict[int, float] = {}
-        self._leases = leases
 
     def __repr__(self) -> str:
         return f"<JobRunner critical={sorted(self._critical)} stopping={self._stopping}>"
@@ -214,7 +226,7 @@ class JobRunner:
         if account is not None:
             self._accounts.bind(job.id, account)
         try:
-            return await self._run(job, account, release_service_slot)
+            return await self._run_resuming(job, account, release_service_slot)
         except (ShuttingDown, LeaseLost, asyncio.CancelledError):
             raise
         except AuthError as exc:
@@ -237,9 +249,9 @@ class JobRunner:
         except ServiceError as exc:
             # The message may carry the service's own words: cleaned before they reach the log.
             log.warning("job %s failed: %s: %s", job.id, exc.code, clean_text(str(exc)))
-            return await self._fail(job.id, exc.code, _detail(exc))
+            return await self._fail(job.id, exc.code, failure_detail(exc))
         except Exception:
-            await check_held(self._leases, job.id)  # a step that met the new owner's work is no error
+            await self._jobs.check_lease(job.id)  # a step that met the new owner's work is no error
             log.exception("job %s: unexpected error", job.id)
             return await self._fail(job.id, ErrorCode.INTERNAL, None)
         finally:
@@ -247,14 +259,37 @@ class JobRunner:
             if account is not None:
                 self._accounts.unbind(job.id)
 
+    async def _run_resuming(
+        self, job: Job, account: KeyAccount | None, release_service_slot: Callable[[], None]
+    ) -> Job:
+        """:meth:`_run`; a store outage met outside the job's own patient calls (a request's lease
+        check after its budget grant, the chat side's bookkeeping in a delivery) is waited out, then
+        the job goes on from its stored state. What only memory knew (a task id, a result) was saved
+        by a patient write, and the request that met it was not sent: nothing is done twice."""
+        backoff = self._jobs.outage.backoff()
+        while True:
+            try:
+                return await self._run(job, account, release_service_slot)
+            except LeaseUnknown:
+                await self._jobs.check_lease(job.id)  # waits for the store; LeaseLost if it was lost
+            except Exception as exc:
+                if not await self._jobs.was_outage(exc, job.id):
+                    raise
+                log.debug("job %s: paused by a store outage; resuming from its stored state", job.id)
+                await self._clock.sleep(backoff.next())
+            current = await self._jobs.get(job.id)
+            if current is None or current.is_terminal:
+                return current if current is not None else job
+            job = current
+
     async def _run(
         self, job: Job, account: KeyAccount | None, release_service_slot: Callable[[], None]
     ) -> Job:
         if job.state in (JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING):
             assert account is not None  # only a saved result is delivered without a key
-        await check_held(self._leases, job.id)
+        await self._jobs.check_lease(job.id)
         if job.state is JobState.QUEUED:
-            job = await self._store.transition(job.id, JobState.SUBMITTING, expect=JobState.QUEUED)
+            job = await self._jobs.transition(job.id, JobState.SUBMITTING, expect=JobState.QUEUED)
             await self._reporter.job_changed(job, urgent=True)
         if job.state is JobState.SUBMITTING:
             assert account is not None
@@ -274,16 +309,17 @@ class JobRunner:
         # Which key created the task, written with it: after a restart the same key polls it.
         owner: dict[str, Any] = {"key_owner": account.owner} if account.owner is not None else {}
         renamed = False  # a create refused for an unknown model is tried once more, never again
+        gate = self._jobs.gate(job.id)  # asked again after each budget grant, right before the request
         while True:
             try:
                 async with self._critical_step(job.id):
-                    await check_held(self._leases, job.id)
+                    await self._jobs.check_lease(job.id)
                     priority = planner.create_priority(job) if planner is not None else Priority.NORMAL
                     if job.kind is JobKind.VIDEO:
-                        task_id = await client.create_video(_video_params(job), priority=priority)
+                        task_id = await client.create_video(video_params(job), priority=priority, gate=gate)
                         # Written straight away: the crash window for a duplicate create is between
                         # the service's answer and this commit (see README, "what happens when").
-                        job = await self._store.transition(
+                        job = await self._jobs.transition(
                             job.id,
                             JobState.RUNNING,
                             expect=JobState.SUBMITTING,
@@ -292,9 +328,9 @@ class JobRunner:
                             **owner,
                         )
                     else:
-                        result = await client.create_image(_image_params(job), priority=priority)
+                        result = await client.create_image(image_params(job), priority=priority, gate=gate)
                         if result.task_id is not None:
-                            job = await self._store.transition(
+                            job = await self._jobs.transition(
                                 job.id,
                                 JobState.RUNNING,
                                 expect=JobState.SUBMITTING,
@@ -303,7 +339,7 @@ class JobRunner:
                                 **owner,
                             )
                         elif result.url is not None:
-                            job = await self._store.transition(
+                            job = await self._jobs.transition(
                                 job.id,
                                 JobState.DELIVERING,
                                 expect=JobState.SUBMITTING,
@@ -312,8 +348,11 @@ class JobRunner:
                             )
                         else:
                             assert result.data is not None
-                            await asyncio.to_thread(self._results.save, job.id, result.data)
-                            job = await self._store.transition(
+                            data = result.data
+                            # A full or read-only disk is waited out like the store: never created twice.
+                            save = functools.partial(asyncio.to_thread, self._results.save, job.id, data)
+                            await self._jobs.outage.patiently(save, who=f"job {job.id}")
+                            job = await self._jobs.transition(
                                 job.id,
                                 JobState.DELIVERING,
                                 expect=JobState.SUBMITTING,
@@ -328,7 +367,7 @@ class JobRunner:
                 return job
             except UnknownModel as exc:  # once: the model the rule picks from a fresh list, or a failure
                 renamed, model = True, await next_model(self._models, job, client, exc, again=renamed)
-                job = await self._store.update(job.id, params={**job.params, "model": model})
+                job = await self._jobs.update(job.id, params={**job.params, "model": model})
             except (RateLimited, ServiceUnavailable, RequestRejected) as exc:
                 # The client already backed off and retried; the job is kept and tried again later
                 # rather than failed, as long as the poll timeout allows. A 429 on a create, or a
@@ -371,7 +410,7 @@ class JobRunner:
             nonlocal job
             # Written after every poll, progress or not: the job's updated_at is then the time of
             # its last poll, which a restarted bot keeps the next poll a whole interval away from.
-            job = await self._store.update(job.id, progress=status.progress)
+            job = await self._jobs.update(job.id, progress=status.progress)
             await self._reporter.job_changed(job)
 
         client, planner = account.client, account.planner
@@ -384,7 +423,7 @@ class JobRunner:
                 started_at=job.started_at,
                 on_progress=on_progress,
                 pacer=planner.pacer(job) if planner is not None else None,
-                before_poll=lambda: check_held(self._leases, job.id),
+                before_poll=self._jobs.gate(job.id),
             )
         except BaseException:
             if planner is not None:
@@ -393,7 +432,7 @@ class JobRunner:
         if planner is not None:
             await planner.finished(job, completed=True)
         assert status.result_url is not None
-        job = await self._store.transition(
+        job = await self._jobs.transition(
             job.id,
             JobState.DELIVERING,
             expect=JobState.RUNNING,
@@ -419,9 +458,10 @@ class JobRunner:
             return await self._deliver_held(job, account)
 
     async def _deliver_held(self, job: Job, account: KeyAccount | None) -> Job:
-        await check_held(self._leases, job.id)  # after the wait for a slot, before the download
+        await self._jobs.check_lease(job.id)  # after the wait for a slot, before the download
         # A result of the wrong kind or over the pixel limit fails the job here (headers only).
-        data, info = await self.fitter.load_checked(job, account.client if account is not None else None)
+        client = account.client if account is not None else None
+        data, info = await self.fitter.load_checked(job, client, gate=self._jobs.gate(job.id))
         limit = await self._reporter.upload_limit(job)
         notice: Note | None = None
         for _ in range(_UPLOAD_ATTEMPTS):
@@ -438,7 +478,7 @@ class JobRunner:
             # move to a channel message): the chat side names the next size worth trying.
             log.info("job %s: upload of %d bytes refused as too large", job.id, handed.size)
             limit = await self._reporter.upload_limit(job, refused=handed.size)
-        link = _without_credentials(job.result_url) if job.result_url is not None else None
+        link = without_credentials(job.result_url) if job.result_url is not None else None
         if link is None:
             raise DownloadError("the result is too large to upload and the service gave no link")
         handed = await self._hand_over(job, ResultLink(link, Note.TOO_LARGE))
@@ -456,7 +496,7 @@ class JobRunner:
         Answers the finished job, or the refusal of a file as too large (nothing was delivered).
         """
         finished: Job | None = None
-        await check_held(self._leases, job.id)
+        await self._jobs.check_lease(job.id)
         try:
             async with self._critical_step(job.id):
                 outcome = await self._send_patiently(job, result)
@@ -486,6 +526,7 @@ class JobRunner:
         Before each new attempt the chat is looked at: an interrupted attempt may have landed.
         """
         while True:
+            await self._jobs.check_lease(job.id)  # each attempt, however long the last one waited
             outcome = await self._reporter.deliver(job, result)
             if not isinstance(outcome, Interrupted):
                 return outcome
@@ -504,7 +545,7 @@ class JobRunner:
                 return Delivered()
 
     async def _finish(self, job: Job, *, parked: bool = False) -> Job:
-        job = await self._store.transition(job.id, JobState.DELIVERED, expect=JobState.DELIVERING)
+        job = await self._jobs.transition(job.id, JobState.DELIVERED, expect=JobState.DELIVERING)
         if self._metrics is not None:
             self._metrics.job_delivered(job.kind)
             completed_at = self._completed_at.pop(job.id, None)
@@ -523,11 +564,11 @@ class JobRunner:
         member's limit for ever.
         """
         if detail is not None:
-            detail = clean_text(detail, _DETAIL_CHARS) or None
+            detail = clean_text(detail, DETAIL_CHARS) or None
         attempts = (detail, None) if detail is not None else (None,)
         for attempt, text in enumerate(attempts, 1):
             try:
-                job = await self._store.transition(
+                job = await self._jobs.transition(
                     job_id,
                     JobState.FAILED,
                     expect=ACTIVE,
@@ -537,7 +578,7 @@ class JobRunner:
                 break
             except InvalidTransition:
                 # A cancel (or a finished delivery) got there first: that outcome stands.
-                current = await self._store.get(job_id)
+                current = await self._jobs.get(job_id)
                 assert current is not None
                 return current
             except Exception:
@@ -549,39 +590,3 @@ class JobRunner:
         self._results.forget(job_id)
         await self._reporter.job_changed(job, urgent=True)
         return job
-
-
-def _video_params(job: Job) -> VideoParams:
-    p: dict[str, Any] = job.params
-    return VideoParams(
-        model=p["model"],
-        prompt=job.service_prompt,  # the member's prompt inside its style, if it has one
-        width=int(p["width"]),
-        height=int(p["height"]),
-        num_frames=int(p["num_frames"]),
-        frame_rate=int(p["frame_rate"]),
-    )
-
-
-def _image_params(job: Job) -> ImageParams:
-    p: dict[str, Any] = job.params
-    return ImageParams(model=p["model"], prompt=job.service_prompt, size=str(p["size"]))
-
-
-def _detail(exc: ServiceError) -> str | None:
-    """The service's own words for a failure, when it gave any (shown to the member), made safe."""
-    for attr in ("reason", "detail"):
-        value = getattr(exc, attr, None)
-        if isinstance(value, str):
-            cleaned = clean_text(value, _DETAIL_CHARS)
-            if cleaned:
-                return cleaned
-    return None
-
-
-def _without_credentials(url: str) -> str:
-    """`url` with any ``user:password@`` removed: a link posted in a channel must not carry secrets."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))

@@ -25,6 +25,8 @@ from typing import Protocol, runtime_checkable
 from framecast.clock import Clock, SystemClock
 from framecast.jobs import Job, JobKind, JobState
 from framecast.jobs.leases import LeaseLost, Leases
+from framecast.jobs.outage import StoreOutage
+from framecast.jobs.pause import PatientJobs
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import ShuttingDown
 from framecast.storage import InvalidTransition, Store
@@ -158,15 +160,19 @@ class Scheduler:
         on_positions_changed: Callable[[int, list[int]], None] | None = None,
         clock: Clock | None = None,
         leases: Leases | None = None,
+        outage: StoreOutage | None = None,
     ) -> None:
         """`admission`: per key (:class:`AccountAdmission`), the one key's planner, or a fixed number
         of jobs on the service at once.
 
         `on_positions_changed(guild_id, queued_job_ids)` is called when a guild's queue moves.
         `leases`: this process's job leases (several processes on one store); None: every job is ours.
+        `outage`: the process's view of store outages (a job taken off the queue waits one out).
         """
         self._leases = leases
         self._store = store
+        self._clock = clock or SystemClock()
+        self._jobs = PatientJobs(store, outage or StoreOutage(clock=self._clock), leases)
         self._runner = runner
         if isinstance(admission, int):
             admission = FixedAdmission(admission)
@@ -174,7 +180,6 @@ class Scheduler:
             admission if isinstance(admission, AccountAdmission) else SharedAdmission(admission)
         )
         self._admissions.on_admission_change(self._wake)
-        self._clock = clock or SystemClock()
         self._queues = queues if queues is not None else GuildQueues()
         self._on_positions_changed = on_positions_changed
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -361,16 +366,9 @@ class Scheduler:
                     recheck = taken
                     break
                 job_id, key = taken
-                # Still "first in line" (position 1) while we read it back.
-                try:
-                    job = await self._store.get(job_id)
-                except BaseException:
-                    self._queues.finished(job_id)
-                    raise
-                if job is None or job.state is not JobState.QUEUED:
-                    self._queues.finished(job_id)
-                    continue  # cancelled while queued
-                self._start_task(job, holds_slot=True, key=key)
+                # The job's own task reads it back (still "first in line", position 1, meanwhile):
+                # the dispatcher does no I/O, so a store outage can neither stop it nor drop the job.
+                self._start_task(job_id, holds_slot=True, key=key)
 
     async def _wait_for_wakeup(self, timeout: float) -> None:  # noqa: ASYNC109
         """Until woken, or `timeout` clock seconds (the admission may change with time alone)."""
@@ -385,17 +383,22 @@ class Scheduler:
             waiter.cancel()
             sleeper.cancel()
 
-    def _start_task(self, job: Job, *, holds_slot: bool, key: Hashable = _UNKNOWN) -> None:
-        """Start the job's task; `key`: the key whose slot it holds (default: asked for the job)."""
+    def _start_task(self, job: Job | int, *, holds_slot: bool, key: Hashable = _UNKNOWN) -> None:
+        """Start the job's task; `key`: the key whose slot it holds (default: asked for the job).
+
+        A job id (one taken off the queue) is read back by its task, which runs it if still queued.
+        """
+        job_id = job if isinstance(job, int) else job.id
         if holds_slot:
             if key is _UNKNOWN:
+                assert not isinstance(job, int)
                 key, _ = self._admissions.admission_for_job(job)
-            self._let_go(job.id)  # a job holds one slot at most, whatever starts it again
-            self._holding_slot[job.id] = key
+            self._let_go(job_id)  # a job holds one slot at most, whatever starts it again
+            self._holding_slot[job_id] = key
             self._holding_per_key[key] += 1
-        self._queues.started(job.id)
-        task = asyncio.create_task(self._run_job(job), name=f"framecast-job-{job.id}")
-        self._tasks[job.id] = task
+        self._queues.started(job_id)
+        task = asyncio.create_task(self._run_job(job), name=f"framecast-job-{job_id}")
+        self._tasks[job_id] = task
 
     def _release(self, job_id: int) -> None:
         if self._let_go(job_id):
@@ -411,22 +414,31 @@ class Scheduler:
             del self._holding_per_key[key]  # keys come and go (servers' own keys): no zeros kept
         return True
 
-    async def _run_job(self, job: Job) -> None:
+    async def _run_job(self, queued: Job | int) -> None:
+        job_id = queued if isinstance(queued, int) else queued.id
         try:
-            await self._runner.run(job, release_service_slot=lambda: self._release(job.id))
+            if isinstance(queued, int):
+                # Taken off the queue: read back (waiting out a store outage, the job keeping its
+                # place); one cancelled meanwhile ends here.
+                found = await self._jobs.get(queued)
+                if found is None or found.state is not JobState.QUEUED:
+                    return
+                queued = found
+            job = queued
+            await self._runner.run(job, release_service_slot=lambda: self._release(job_id))
         except ShuttingDown:
-            log.info("job %s paused for shutdown in state %s", job.id, job.state)
+            log.info("job %s paused for shutdown", job_id)
         except LeaseLost:
             # Expected (this process was paused past the lease): the new owner finishes the job.
-            log.info("job %s: left to the process that holds its lease now", job.id)
+            log.info("job %s: left to the process that holds its lease now", job_id)
         except asyncio.CancelledError:
             if not self._closing:
-                log.info("job %s task cancelled", job.id)
+                log.info("job %s task cancelled", job_id)
         except Exception:
-            log.exception("job %s: runner crashed", job.id)
+            log.exception("job %s: runner crashed", job_id)
         finally:
-            self._tasks.pop(job.id, None)
-            self._queues.finished(job.id)
-            self._release(job.id)
+            self._tasks.pop(job_id, None)
+            self._queues.finished(job_id)
+            self._release(job_id)
             if self._leases is not None:
-                self._leases.done(job.id)
+                self._leases.done(job_id)  # no task runs it here any more: its lease is not renewed

@@ -231,6 +231,24 @@ class Metrics:
             ["check"],
             registry=r,
         )
+        # The job store's outages as this process met them (framecast.jobs.pause.StoreOutage): jobs
+        # wait, they do not fail, so only these say why work stopped.
+        self._store_outages = Counter(
+            "framecast_store_outages",
+            "Outages of the job store this process met (it could not read or write; jobs waited).",
+            registry=r,
+        )
+        self._store_down = Gauge(
+            "framecast_store_unavailable",
+            "1 while this process waits for the job store to answer again, else 0.",
+            registry=r,
+        )
+        self._store_waiting = Gauge(
+            "framecast_store_waiting",
+            "Calls of this process (job steps, the dispatcher, the leases) waiting for the job store now.",
+            registry=r,
+        )
+        self._store_down.set(0)
         self._live = _LiveCollector()
         r.register(self._live)
         if process:
@@ -285,6 +303,16 @@ class Metrics:
     def readiness(self, check: str, ready: bool) -> None:
         """The readiness check named `check` (``gateway``, ``database``, ``models``) just passed or failed."""
         self._ready.labels(check=check).set(1 if ready else 0)
+
+    def store_outage(self, *, down: bool) -> None:
+        """The job store stopped answering (`down`: counted, and the gauge set) or answers again."""
+        if down:
+            self._store_outages.inc()
+        self._store_down.set(1 if down else 0)
+
+    def store_waiting(self, calls: int) -> None:
+        """How many calls wait for the job store to answer again now."""
+        self._store_waiting.set(max(0, calls))
 
     # -- live values, read at scrape time ----------------------------------------------------------
     def track_jobs(self, counts: Callable[[], JobCounts]) -> None:

@@ -58,6 +58,7 @@ from framecast.planner.starts import VideoAdmission
 from framecast.service import TaskStatus
 from framecast.service.refusals import RefusalKind
 from framecast.storage import Store
+from framecast.storage.faults import is_store_outage
 
 __all__ = ["Planner", "PlannerSettings"]
 
@@ -501,8 +502,11 @@ class Planner:
         if row is not None:
             try:
                 await self._store.save_duration(row)
-            except Exception:  # losing one lesson must not fail the job
-                log.exception("could not save a learned duration")
+            except Exception as exc:  # losing one lesson must not fail the job
+                if not is_store_outage(exc):
+                    log.exception("could not save a learned duration")
+                else:  # the outage itself is the runner's to report, once
+                    log.info("a learned duration was not saved: the job store does not answer")
 
     def _observed(self, task: PolledTask, status: TaskStatus | None) -> None:
         self._forecast.polled(task.next_at, self._clock.monotonic(), likely_done=task.likely_done)

@@ -41,7 +41,7 @@ from framecast.service.parsing import (
     parse_task_id,
     type_name,
 )
-from framecast.service.transport import Transport
+from framecast.service.transport import Gate, Transport
 from framecast.service.types import (
     ImageParams,
     ImageResult,
@@ -190,8 +190,13 @@ class GenerationClient:
         await self._results.close()
 
     # -- operations -----------------------------------------------------------------------------
-    async def create_video(self, params: VideoParams, *, priority: Priority | int = Priority.NORMAL) -> str:
+    async def create_video(
+        self, params: VideoParams, *, priority: Priority | int = Priority.NORMAL, gate: Gate | None = None
+    ) -> str:
         """Create a video task (``POST /v1/videos``) and return its id.
+
+        `gate` is awaited after each attempt's budget grant, right before the request (its
+        exceptions propagate: the runner's lease check).
 
         An unreadable or unusable answer raises :class:`BadResponse` and is not retried: a second
         create could start a second task. A refusal naming an unknown model raises
@@ -213,6 +218,7 @@ class GenerationClient:
                 priority=priority,
                 what="create video",
                 kind=RequestKind.CREATE_VIDEO,
+                gate=gate,
             )
         except RequestRejected as exc:
             raise refused_model(exc, params.model) from None
@@ -252,8 +258,9 @@ class GenerationClient:
         does an unreadable answer (too big, not JSON, too deep, of the wrong shape), which is not
         retried at once but polled again next interval: only ``malformed_polls`` of them in a
         row raise :class:`BadResponse`. Raises :class:`TaskFailed` or :class:`TaskTimedOut`.
-        `before_poll` is awaited right before each poll is sent (its exceptions propagate: the
-        runner's lease check stops a process that lost the job before it spends the request).
+        `before_poll` is awaited right before each poll is sent, after its budget grant (its
+        exceptions propagate: the runner's lease check stops a process that lost the job, even
+        after a long wait for the slot, before the request goes out).
         """
         return await self._wait(
             task_id, "video", interval, timeout, started_at, on_progress, pacer, before_poll
@@ -280,7 +287,7 @@ class GenerationClient:
         )
 
     async def create_image(
-        self, params: ImageParams, *, priority: Priority | int = Priority.NORMAL
+        self, params: ImageParams, *, priority: Priority | int = Priority.NORMAL, gate: Gate | None = None
     ) -> ImageResult:
         """Create an image (``POST /v1/images/generations``).
 
@@ -288,6 +295,7 @@ class GenerationClient:
         to ``image_json_max_bytes`` (an inline base64 image). Raises :class:`TaskFailed` when the
         service says the image failed, :class:`BadResponse` (not retried) for anything unusable,
         :class:`~framecast.service.errors.UnknownModel` for a refusal naming an unknown model.
+        `gate`: as for :meth:`create_video`.
         """
         body = {"model": params.model, "prompt": params.prompt, "size": params.size}
         try:
@@ -299,6 +307,7 @@ class GenerationClient:
                 what="create image",
                 kind=RequestKind.CREATE_IMAGE,
                 max_bytes=self._image_json_max_bytes,
+                gate=gate,
             )
         except RequestRejected as exc:
             raise refused_model(exc, params.model) from None
@@ -324,6 +333,7 @@ class GenerationClient:
         max_bytes: int,
         timeout: float,  # noqa: ASYNC109 -- passed to aiohttp as each request's total timeout
         priority: Priority | int = Priority.HIGH,
+        gate: Gate | None = None,
     ) -> bytes:
         """Fetch a result URL, streaming, at most `max_bytes` bytes (after decompression).
 
@@ -334,12 +344,17 @@ class GenerationClient:
         `timeout` real seconds. Raises :class:`UnsafeResultURL` for a refused link (its message
         says why, never the URL), :class:`DownloadTooLarge` past the cap and
         :class:`DownloadError` for a dead or expired link (403/404/410), a timeout, broken
-        compression, or a failure that persists after retries.
+        compression, or a failure that persists after retries. `gate`: as for :meth:`create_video`
+        (before every request, redirects included).
         """
-        return await self._results.download(url, max_bytes=max_bytes, timeout=timeout, priority=priority)
+        return await self._results.download(
+            url, max_bytes=max_bytes, timeout=timeout, priority=priority, gate=gate
+        )
 
     # -- polling ------------------------------------------------------------------------------------
-    async def _poll(self, task_id: str, *, kind: str, priority: Priority | int) -> TaskStatus:
+    async def _poll(
+        self, task_id: str, *, kind: str, priority: Priority | int, gate: Gate | None = None
+    ) -> TaskStatus:
         what = f"poll task {task_id}"
         # One attempt: a failed poll is asked again by the wait loop an interval later, never
         # sooner, so no task is polled faster than the interval whatever the service does.
@@ -351,6 +366,7 @@ class GenerationClient:
             what=what,
             kind=RequestKind.POLL,
             attempts=1,
+            gate=gate,
         )
         try:
             status = parse_poll(data, kind=kind, base_url=self._base_url)
@@ -404,11 +420,9 @@ class GenerationClient:
                 continue
             if delay > 0:
                 await self._clock.sleep(delay)
-            if before_poll is not None:
-                await before_poll()
             status: TaskStatus | None = None
             try:
-                status = await self._poll(task_id, kind=kind, priority=priority)
+                status = await self._poll(task_id, kind=kind, priority=priority, gate=before_poll)
             except BadResponse as exc:
                 # One garbled answer says little about the task: ask again next interval, and
                 # give up only when the service keeps answering nonsense.

@@ -32,7 +32,7 @@ from framecast.service.netguard import (
     normalize_host,
     refusal_before_connecting,
 )
-from framecast.service.transport import Answer, Retry, Transport
+from framecast.service.transport import Answer, Gate, Retry, Transport
 
 __all__ = ["ResultFetcher"]
 
@@ -81,15 +81,19 @@ class ResultFetcher:
         max_bytes: int,
         timeout: float,  # noqa: ASYNC109 -- passed to aiohttp as each request's total timeout
         priority: Priority | int,
+        gate: Gate | None = None,
     ) -> bytes:
-        """Fetch `url`, streaming, at most `max_bytes` bytes after decompression (see the client)."""
+        """Fetch `url`, streaming, at most `max_bytes` bytes after decompression (see the client).
+
+        `gate`: awaited before each request is sent, after its budget slot (see ``Transport.exchange``).
+        """
         try:
             target = yarl.URL(url)
         except (ValueError, TypeError):
             raise self._refuse(REASON_BAD_URL) from None
 
         async def attempt() -> bytes | Retry:
-            return await self._attempt(target, max_bytes, timeout, priority)
+            return await self._attempt(target, max_bytes, timeout, priority, gate)
 
         return await self._transport.retrying("download", attempt)
 
@@ -99,6 +103,7 @@ class ResultFetcher:
         max_bytes: int,
         timeout: float,
         priority: Priority | int,  # noqa: ASYNC109
+        gate: Gate | None = None,
     ) -> bytes | Retry:
         """One attempt, redirects followed: the bytes, or a :class:`Retry`."""
         transport = self._transport
@@ -123,6 +128,7 @@ class ResultFetcher:
                 priority=priority,
                 timeout=timeout,
                 max_bytes=max_bytes,
+                gate=gate,
             )
             if answer.timed_out:
                 raise DownloadError(f"the download did not finish within {timeout:g} s")

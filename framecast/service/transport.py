@@ -58,11 +58,14 @@ from framecast.service.jsonscan import JSON_MAX_ITEMS, JsonScan
 from framecast.service.parsing import error_detail
 from framecast.service.refusals import CreateRefusals, RefusalKind
 
-__all__ = ["DETAIL_MAX", "Answer", "Retry", "Transport"]
+__all__ = ["DETAIL_MAX", "Answer", "Gate", "Retry", "Transport"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: Awaited after a request's budget grant, right before it is sent; what it raises stops the request.
+Gate = Callable[[], Awaitable[None]]
 
 #: The service's own words are shown to members: keep them short.
 DETAIL_MAX = 300
@@ -225,8 +228,12 @@ class Transport:
         params: dict[str, str] | None = None,
         data: bytes | None = None,
         json_items: int | None = None,
+        gate: Gate | None = None,
     ) -> Answer:
         """One HTTP request, redirects not followed, inside a budget slot when `budgeted`.
+
+        `gate` is awaited once the slot is granted, right before the request is sent: what it
+        raises stops the request (the runner's lease check, however long the wait for the slot).
 
         A 2xx body is read with the cap `max_bytes`; with `error_body`, the beginning of a 4xx body
         too. With `json_items`, the 2xx body is a JSON answer whose values are counted while it is
@@ -237,6 +244,8 @@ class Transport:
         answer = Answer()
         slot = self.budget.slot(priority) if budgeted else contextlib.nullcontext()
         async with slot:
+            if gate is not None:
+                await gate()
             try:
                 async with session.request(
                     method,
@@ -324,6 +333,7 @@ class Transport:
         json_body: dict[str, Any] | None = None,
         max_bytes: int | None = None,
         attempts: int | None = None,
+        gate: Gate | None = None,
     ) -> Any:
         """One API call with budget, retries and error mapping; returns the parsed JSON.
 
@@ -334,7 +344,8 @@ class Transport:
         429s, 5xx, 408, timeouts and connection errors are retried. An answer that cannot be read
         (larger than `max_bytes` after decompression, not UTF-8 JSON, too deep...) raises
         :class:`BadResponse` at once: retrying it blindly would spend the budget, and for a create
-        could start a second task. 401/403 raise :class:`AuthError`, other 4xx
+        could start a second task. `gate`: see :meth:`exchange` (before every attempt's request).
+        401/403 raise :class:`AuthError`, other 4xx
         :class:`RequestRejected` (with the service's message, scrubbed).
         """
         limit = max_bytes if max_bytes is not None else self._json_max_bytes
@@ -350,7 +361,7 @@ class Transport:
             answer = await self.exchange(
                 self.session, method, url, headers=headers, kind=kind, budgeted=True, priority=priority,
                 timeout=self._request_timeout, max_bytes=limit, error_body=True, params=params, data=data,
-                json_items=items,
+                json_items=items, gate=gate,
             )  # fmt: skip
             if answer.ok and answer.unreadable is None and answer.refused is None:
                 await _parse(answer, items)

@@ -16,6 +16,11 @@ Redis on 127.0.0.1:6379.
   over, and the paused one, on waking, lets them go before it spends another request on them (no
   second poll, no second delivery, no error logged). Its requests reach the fake service through a
   recording relay (:class:`ServiceTap`), so the test knows which process sent each of them.
+* PostgreSQL cut under both processes for longer than a lease, as a create is answered: no job is
+  taken over (the outage was everyone's), and no task is created twice.
+* A partition of one process from Redis and PostgreSQL past its leases, while its polls wait for a
+  budget slot: the other process takes its jobs over, and on heal the cut-off one, granted its
+  slots at last, checks its lease again and sends nothing for them.
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+import aiohttp
 from aiohttp import ClientSession, web
 
+from tests.e2e.endpoints import Ops, free_port, parse, value
 from tests.e2e.harness import World, service_creates, service_polls, task_for
-from tests.e2e.servers import LEASE_SECONDS, RATE, SHARDS, SLOW, Cluster
+from tests.e2e.servers import LEASE_SECONDS, RATE, SHARDS, SLOW, Cluster, Relay
 from tests.fakes.gen_service import TaskPlan
 
 PAUSED_TASK = 12.0  # seconds a task of the paused process stays pending
@@ -288,3 +296,172 @@ async def test_a_process_paused_past_its_leases_lets_the_taken_over_jobs_go_quie
         _assert_within_budget(world)
     finally:
         await tap.stop()
+
+
+async def test_a_process_cut_off_past_its_leases_sends_nothing_for_the_jobs_taken_over(
+    cluster: Cluster,
+) -> None:
+    """A partition, not a pause: the process's jobs wait for a budget slot in Redis, past their lease
+    check, when its network to Redis and PostgreSQL goes silent. On heal, the slots are granted a
+    whole lease after the other process took the jobs over: each request asks again, after its grant."""
+    world = cluster.world
+    cut_off, survivor = 1, 0
+    tap = ServiceTap(world.service.base_url)
+    pg, redis = Relay(("127.0.0.1", 5432)), Relay(("127.0.0.1", 6379))
+    for server in (tap, pg, redis):
+        await server.start()
+    try:
+        bot = cluster.bots[cut_off]
+        await bot.terminate()
+        http_port = free_port()
+        bot.env = {
+            **bot.env,
+            "GEN_API_BASE_URL": tap.url,
+            "DATABASE_URL": cluster.dsn.replace("127.0.0.1:5432", f"127.0.0.1:{pg.port}"),
+            "REDIS_URL": bot.env["REDIS_URL"].replace("127.0.0.1:6379", f"127.0.0.1:{redis.port}"),
+            "HTTP_PORT": str(http_port),
+        }
+        mark = world.discord.identify_count
+        await bot.start()
+        await world.discord.wait_ready(timeout=30, after=mark, count=1)
+
+        world.service.plans.append(("partitioned", TaskPlan(duration=PAUSED_TASK)))
+        prompts = {f"partitioned job on guild {g}": g for g in cluster.guilds_of(cut_off)}
+        its = {p: await world.video(p, guild=g) for p, g in prompts.items()}
+        ids = {p: await world.job_id(it) for p, it in its.items()}
+        await world.service.wait_for(
+            lambda: all(len(service_creates(world, p)) == 1 for p in prompts), timeout=30
+        )
+        tasks = {p: task_for(world, p).id for p in prompts}
+        await world.service.wait_for(lambda: all(tap.polls(t) for t in tasks.values()), timeout=15)
+
+        # Redis goes silent first: every poll of the cut-off process waits for its budget slot...
+        redis.blackhole()
+        async with aiohttp.ClientSession() as session:
+            ops = Ops(session, http_port)
+            await ops.until(
+                "/metrics",
+                lambda _s, text: (
+                    (value(parse(text), "framecast_budget_waiting", key="operator") or 0) >= len(prompts)
+                ),
+                timeout=10,
+                what="every poll waiting for the budget",
+            )
+        # ...then PostgreSQL: its leases lapse, and the other process takes the jobs over.
+        pg.blackhole()
+        survivor_log = cluster.bots[survivor].log_text
+        await _wait_until(
+            "the takeover",
+            lambda: all(f"job {j} taken over from a lapsed lease" in survivor_log() for j in ids.values()),
+            timeout=LEASE_SECONDS * 4,
+        )
+        await world.service.wait_for(
+            lambda: all(len(service_polls(world, t)) > len(tap.polls(t)) for t in tasks.values()),
+            timeout=10,
+        )
+        assert all(world.service.tasks[t].state == "pending" for t in tasks.values()), "PAUSED_TASK too short"
+        healed_at = time.monotonic()
+        await pg.restore()
+        await redis.restore()
+
+        await world.service.wait_for(
+            lambda: all(world.service.tasks[t].state == "completed" for t in tasks.values()),
+            timeout=PAUSED_TASK + 5,
+        )
+        for it in its.values():
+            await world.delivered(it, timeout=30)
+        await _wait_until(
+            "the cut-off process letting its jobs go",
+            lambda: all(
+                f"job {j}: left to the process that holds its lease now" in bot.log_text()
+                for j in ids.values()
+            ),
+            timeout=10,
+        )
+        rows = await cluster.jobs()
+        for prompt, job_id in ids.items():
+            # Granted its slots after the heal, the cut-off process sent nothing for its old jobs.
+            assert tap.polls(tasks[prompt], since=healed_at) == [], (
+                f"{prompt!r}: polled on a stale lease check"
+            )
+            assert len(service_creates(world, prompt)) == 1, f"{prompt!r}: its task was created again"
+            assert len(world.files_for(job_id)) == 1, f"{prompt!r} delivered {len(world.files_for(job_id))}x"
+            assert rows[job_id]["state"] == "delivered"
+            assert rows[job_id]["lease_owner"] == f"framecast-shards-{survivor}"
+        _assert_within_budget(world)
+    finally:
+        for server in (pg, redis):
+            await server.cut()
+        await tap.stop()
+
+
+async def test_a_postgresql_cut_longer_than_a_lease_under_two_processes_moves_no_job_and_creates_none_twice(
+    cluster: Cluster,
+) -> None:
+    """Both processes lose the database for longer than a lease, one of them just as the service
+    accepted a create: no job is taken over (the outage was everyone's), the task id is saved by the
+    process that holds it, and every job is delivered once, created once, failed never."""
+    world = cluster.world
+    pg = Relay(("127.0.0.1", 5432))
+    await pg.start()
+    try:
+        for bot in cluster.bots.values():
+            await bot.terminate()
+            bot.env = {
+                **bot.env,
+                "DATABASE_URL": cluster.dsn.replace("127.0.0.1:5432", f"127.0.0.1:{pg.port}"),
+            }
+        mark = world.discord.identify_count
+        for bot in cluster.bots.values():
+            await bot.start()
+        await world.discord.wait_ready(timeout=30, after=mark, count=SHARDS)
+
+        world.service.plans.append(("held", TaskPlan(polls=10**9)))
+        held = {f"held job on guild {g}": g for g in (cluster.guilds_of(0)[0], cluster.guilds_of(1)[0])}
+        its = {p: await world.video(p, guild=g) for p, g in held.items()}
+        await world.service.wait_for(lambda: all(service_creates(world, p) for p in held), timeout=30)
+        saved, saved_guild = "saved after the cut", cluster.guilds_of(1)[1]
+        cut = asyncio.Event()
+
+        async def cut_then_answer(record: Any) -> None:
+            body = record.json if isinstance(record.json, dict) else {}
+            if not cut.is_set() and record.status == 200 and body.get("prompt") == saved:
+                held_until = max(row["lease_until"] for row in (await cluster.jobs()).values())
+                leases_lapse.append(held_until)
+                await pg.cut()
+                cut.set()
+
+        leases_lapse: list[float] = []
+        world.service.before_answer = cut_then_answer
+        its[saved] = await world.video(saved, guild=saved_guild)
+        await asyncio.wait_for(cut.wait(), 15)
+        # Down for longer than any lease: every lease in the database lapses meanwhile.
+        await _wait_until(
+            "every lease lapsing", lambda: time.time() > leases_lapse[0] + 0.5, LEASE_SECONDS * 3
+        )
+        await _wait_until(
+            "both processes meeting the outage",
+            lambda: all("the job store does not answer" in b.log_text() for b in cluster.bots.values()),
+            10,
+        )
+        for prompt in held:
+            task_for(world, prompt).plan = TaskPlan(polls=0)
+        await pg.restore()
+
+        for it in its.values():
+            await world.delivered(it, timeout=30)
+        await asyncio.sleep(0.5)  # a late second create or upload would show up here
+        rows = await cluster.jobs()
+        for prompt, it in its.items():
+            job_id = await world.job_id(it)
+            assert len(service_creates(world, prompt)) == 1, f"{prompt!r}: its task was created again"
+            assert len(world.files_for(job_id)) == 1, f"{prompt!r} delivered {len(world.files_for(job_id))}x"
+            assert rows[job_id]["state"] == "delivered"
+        for shard, process in cluster.bots.items():
+            log = process.log_text()
+            assert "taken over from a lapsed lease" not in log, f"shard {shard} took a job over"
+            assert _errors(log) == [], f"shard {shard} logged an error"
+        _assert_within_budget(world)
+    finally:
+        world.service.before_answer = None
+        await pg.cut()

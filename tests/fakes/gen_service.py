@@ -31,7 +31,7 @@ import secrets
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -246,6 +246,9 @@ class FakeService:
       ``{"error": {"message": max_running_message, "type": max_running_type}}`` (the message may
       hold ``{limit}``), with ``max_running_retry_after`` as ``Retry-After`` (None: no header).
       Set the message to ``"Rate limit exceeded"`` to make it look like a rate refusal.
+    * ``before_answer``: awaited with each request's record once its answer is ready and before it
+      is sent (None: nothing), so a test can make something happen between the service's work and
+      the bot hearing of it (a database cut while a create's answer is on its way).
     """
 
     def __init__(self, *, api_key: str | None = None, host: str = "127.0.0.1") -> None:
@@ -292,6 +295,7 @@ class FakeService:
         self.max_running_message = "too many tasks are running for this key"
         self.max_running_type = "concurrency_limit_exceeded"
         self.max_running_retry_after: str | None = None
+        self.before_answer: Callable[[RecordedRequest], Awaitable[None]] | None = None
 
         self.requests: list[RecordedRequest] = []
         self.tasks: dict[str, FakeTask] = {}
@@ -507,6 +511,8 @@ class FakeService:
             await self._notify()
             raise
         record.status = response.status
+        if self.before_answer is not None:
+            await self.before_answer(record)
         await self._notify()
         return response
 

@@ -9,14 +9,17 @@ sharing one :class:`ManualClock`: a lease lapses only when the test moves time.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
+from sqlalchemy import exc as sa_exc
 
 from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.leases import Leases
+from framecast.jobs.outage import StoreOutage
 from framecast.jobs.scheduler import Scheduler
 from framecast.storage import Store
 from tests.fakes.clock import ManualClock
@@ -417,3 +420,55 @@ async def test_scheduler_adopt_is_idempotent(backend: Backend) -> None:
         assert sched.position(queued.id) == 1
     finally:
         await sched.close(1.0)
+
+
+# ---------------------------------------------------------------------- store outages
+
+
+def disk_full() -> Exception:
+    """A store outage as SQLAlchemy raises it (SQLite on a full disk)."""
+    return sa_exc.OperationalError("UPDATE jobs", {}, sqlite3.OperationalError("database or disk is full"))
+
+
+async def test_no_job_is_taken_over_in_an_outage_nor_for_a_lease_after_it(backend: Backend) -> None:
+    # Every process met the outage: a lease that lapsed meanwhile belongs to a live process whose
+    # renewals could not land (its task ids wait in memory), not to a dead one.
+    one_store, two_store = await backend.open(), await backend.open()
+    clock = backend.clock
+    outage = StoreOutage(clock=clock)
+    one = backend.leases(one_store, "p1")
+    two = Leases(two_store, owner="p2", lease_seconds=LEASE, clock=clock, outage=outage)
+    job = await add(one_store)
+    assert await one.take(job)
+    outage.met(disk_full())
+    await clock.advance(LEASE + 1)  # the outage outlasts the lease
+    assert await two.take_over() == []
+    await clock.advance(outage.backoff().cap)
+    outage.answered()  # the store answers again
+    assert not outage.down
+    assert await two.take_over() == []  # p1 gets a whole lease to renew...
+    await one.renew()  # ...and does
+    await clock.advance(LEASE - 1)
+    assert await two.take_over() == []
+    assert one.held == {job.id}
+    # A process that really died is still taken over, a lease after the outage.
+    await clock.advance(2)
+    assert [j.id for j in await two.take_over()] == [job.id]
+
+
+async def test_a_lapsed_job_the_scheduler_could_not_adopt_is_not_renewed(backend: Backend) -> None:
+    dead_store, two_store = await backend.open(), await backend.open()
+    dead = backend.leases(dead_store, "dead-process")
+    two = backend.leases(two_store, "p2")
+    job = await add(dead_store)
+    assert await dead.take(job)
+    await backend.clock.advance(LEASE + 1)
+
+    async def adopt(_job: Job) -> None:
+        raise disk_full()  # the scheduler's read of it met an outage: nobody runs it here
+
+    two.start(adopt)
+    await two.close()  # only the handler matters here: take_over is called by hand
+    with pytest.raises(sa_exc.OperationalError):
+        await two.take_over()
+    assert two.held == frozenset()  # its lease lapses again: the next round (or process) takes it

@@ -7,8 +7,10 @@ Discord and can hold deliveries, so a test can look at the runner while results 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import random
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -17,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from sqlalchemy import exc as sa_exc
 
 from framecast.clock import SystemClock
 from framecast.config import Secret
@@ -26,10 +29,12 @@ from framecast.jobs.chat_side import (
     ResultToDeliver,
 )
 from framecast.jobs.leases import LeaseCheck, LeaseLost, Leases
+from framecast.jobs.outage import StoreOutage
 from framecast.jobs.reasons import Note
+from framecast.jobs.results import LocalResults
 from framecast.jobs.runner import JobRunner
 from framecast.jobs.scheduler import Scheduler
-from framecast.keys.budget import RequestBudget
+from framecast.keys.budget import Priority, RequestBudget
 from framecast.ops.metrics import Metrics
 from framecast.service import GenerationClient
 from framecast.storage import Store
@@ -98,10 +103,21 @@ async def rig(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Rig]:
     reporter = RecordingReporter()
     results_dir = tmp_path / "data" / "results"
 
-    def make_runner(leases: LeaseCheck | None = None, **overrides: Any) -> JobRunner:
+    def make_runner(
+        leases: LeaseCheck | None = None,
+        *,
+        jobs: Any = None,
+        key: GenerationClient | None = None,
+        metrics: Metrics | None = None,
+        outage: StoreOutage | None = None,
+        **overrides: Any,
+    ) -> JobRunner:
+        # `jobs`: the store the runner writes through (a faulty one), `key`: another key's client.
         return JobRunner(
-            store=store,
-            accounts=SingleKey(client),
+            store=jobs if jobs is not None else store,
+            accounts=SingleKey(key or client),
+            metrics=metrics,
+            outage=outage,
             reporter=reporter,
             clock=clock,
             settings=replace(SETTINGS, **overrides),
@@ -431,7 +447,7 @@ async def test_every_pending_poll_is_recorded_on_the_job_even_without_progress(r
 
 
 def test_a_posted_link_never_carries_credentials() -> None:
-    from framecast.jobs.runner import _without_credentials
+    from framecast.jobs.service_params import without_credentials as _without_credentials
 
     assert _without_credentials("http://user:pw@cdn.example.com:8080/v.mp4?sig=1") == (
         "http://cdn.example.com:8080/v.mp4?sig=1"
@@ -683,3 +699,319 @@ async def wait_for(predicate: Callable[[], bool]) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "waited 10 s in vain"
         await asyncio.sleep(0.01)
+
+
+# -- a store that cannot answer: the job waits, and carries on ------------------------------------
+
+
+def disk_full() -> Exception:
+    """What SQLite raises through SQLAlchemy when the disk is full (as the store sees it on a full tmpfs)."""
+    return sa_exc.OperationalError("UPDATE jobs", {}, sqlite3.OperationalError("database or disk is full"))
+
+
+@dataclass
+class Fault:
+    """The next `times` calls of a method matching `when(args, kwargs)` fail; `committed`: after the write."""
+
+    times: int
+    when: Callable[[tuple[Any, ...], dict[str, Any]], bool] = lambda _args, _kwargs: True
+    committed: bool = False
+    hits: int = 0
+
+
+class FaultyStore:
+    """The real store, with the outages the test asks for (each ``faults[method]``), then itself again."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.faults: dict[str, Fault] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._store, name)
+        fault = self.faults.get(name)
+        if fault is None:
+            return real
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            if fault.hits >= fault.times or not fault.when(args, kwargs):
+                return await real(*args, **kwargs)
+            fault.hits += 1
+            if fault.committed:
+                await real(*args, **kwargs)  # written, and its answer lost on the way back
+            raise disk_full()
+
+        return call
+
+
+class Skewed(SystemClock):
+    """The system clock, whose monotonic time the test may move on (`skew`): a quiet moment, at once."""
+
+    skew = 0.0
+
+    def monotonic(self) -> float:
+        return super().monotonic() + self.skew
+
+
+def watched() -> tuple[StoreOutage, Skewed]:
+    """A store outage view (the runner's settings' backoff) on a clock the test can move on."""
+    clock = Skewed()
+    return StoreOutage(
+        clock=clock, backoff_base=SETTINGS.backoff_base, backoff_max=SETTINGS.backoff_max
+    ), clock
+
+
+def quiet_moment_later(outage: StoreOutage, clock: Skewed) -> None:
+    """The next store call, a quiet moment after the last failure: it sees the outage's end."""
+    clock.skew += SETTINGS.backoff_max
+    outage.answered()
+
+
+def outage_lines(caplog: pytest.LogCaptureFixture) -> tuple[list[str], list[str]]:
+    """The outage's WARNINGs and INFOs; every record also checked to carry no traceback."""
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+    began = [r.getMessage() for r in caplog.records if "does not answer" in r.getMessage()]
+    ended = [r.getMessage() for r in caplog.records if "answers again" in r.getMessage()]
+    return began, ended
+
+
+async def test_a_progress_write_the_store_refuses_pauses_the_job_which_is_delivered_after(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig.fake.plans.append(("long", TaskPlan(polls=3)))
+    faulty = FaultyStore(rig.store)
+    faulty.faults["update"] = Fault(times=4)
+    metrics = Metrics(process=False)
+    job = await rig.add(JobKind.VIDEO, "a long clip on a full disk")
+    with caplog.at_level(logging.INFO):
+        final = await rig.make_runner(jobs=faulty, metrics=metrics).run(
+            job, release_service_slot=lambda: None
+        )
+    assert final.state is JobState.DELIVERED and faulty.faults["update"].hits == 4
+    assert len(service_creates_of(rig)) == 1 and len(rig.reporter.files) == 1
+    began, ended = outage_lines(caplog)
+    assert len(began) == 1 and "database or disk is full" in began[0] and len(ended) == 1
+    assert sample(metrics, "framecast_store_outages_total") == 1
+    assert (
+        sample(metrics, "framecast_store_unavailable") == 0
+        and sample(metrics, "framecast_store_waiting") == 0
+    )
+
+
+@pytest.mark.parametrize("committed", [False, True], ids=["refused", "answer_lost"])
+async def test_a_task_id_the_store_could_not_save_is_saved_first_and_the_task_never_created_again(
+    rig: Rig, caplog: pytest.LogCaptureFixture, committed: bool
+) -> None:
+    faulty = FaultyStore(rig.store)
+    # The save of the service's task id (SUBMITTING -> RUNNING) fails three times.
+    faulty.faults["transition"] = Fault(
+        times=3, when=lambda args, _kw: args[1] is JobState.RUNNING, committed=committed
+    )
+    job = await rig.add(JobKind.VIDEO, "created once whatever the disk says")
+    outage, clock = watched()
+    with caplog.at_level(logging.INFO):
+        final = await rig.make_runner(jobs=faulty, outage=outage).run(job, release_service_slot=lambda: None)
+        quiet_moment_later(outage, clock)
+    assert final.state is JobState.DELIVERED
+    # A lost answer's write stands: the retry finds the job RUNNING with this task id, and goes on.
+    assert faulty.faults["transition"].hits == (2 if committed else 3)
+    [create] = service_creates_of(rig)
+    assert final.task_id == next(iter(rig.fake.tasks))
+    assert create.status == 200 and len(rig.reporter.files) == 1
+    began, ended = outage_lines(caplog)
+    assert len(began) == 1 and len(ended) == 1
+
+
+async def test_an_inline_image_the_disk_cannot_take_is_saved_when_it_can_and_created_once(
+    rig: Rig, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig.fake.image_shape = "data_b64"
+    refusals = [
+        OSError(errno.ENOSPC, "No space left on device"),
+        OSError(errno.EROFS, "Read-only file system"),
+    ]
+    real_save = LocalResults.save
+
+    def save(results: LocalResults, job_id: int, data: bytes) -> Path:
+        if refusals:
+            raise refusals.pop(0)
+        return real_save(results, job_id, data)
+
+    monkeypatch.setattr(LocalResults, "save", save)
+    outage, clock = watched()
+    with caplog.at_level(logging.INFO):
+        final = await rig.run(JobKind.IMAGE, "a picture for a full disk", rig.make_runner(outage=outage))
+        quiet_moment_later(outage, clock)
+    assert final.state is JobState.DELIVERED and refusals == []
+    assert len([r for r in rig.fake.requests if r.path == "/v1/images/generations"]) == 1
+    assert rig.reporter.files == [(final.id, rig.fake.image_bytes(), f"framecast-{final.id}.png")]
+    began, ended = outage_lines(caplog)
+    assert len(began) == 1 and "ENOSPC" in began[0] and len(ended) == 1
+
+
+async def test_a_lease_check_the_store_cannot_answer_waits_for_it_and_the_job_carries_on(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The lease check must ask the store before a poll, and the store is gone for a moment.
+    asked = 0
+
+    class GoneLease:
+        async def holds(self, job_id: int) -> bool:
+            nonlocal asked
+            asked += 1
+            if asked in (2, 3):
+                raise disk_full()
+            return True
+
+    rig.fake.plans.append(("long", TaskPlan(polls=3)))
+    job = await rig.add(JobKind.VIDEO, "a long clip whose lease check meets an outage")
+    with caplog.at_level(logging.INFO):
+        final = await rig.make_runner(leases=GoneLease()).run(job, release_service_slot=lambda: None)
+    assert final.state is JobState.DELIVERED and asked > 3
+    assert len(service_creates_of(rig)) == 1 and len(rig.reporter.files) == 1
+    assert outage_lines(caplog)[0] != []
+
+
+async def test_a_poll_checks_the_lease_after_its_budget_grant_not_before_the_wait(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A key whose one slot the test holds: the runner's poll waits for it, its lease taken meanwhile.
+    clock = SystemClock()
+    budget = RequestBudget(1, 0.05, clock=clock, backoff_base=0.01, backoff_max=0.1)
+    async with aiohttp.ClientSession() as session:
+        client = GenerationClient(
+            session,
+            base_url=rig.fake.base_url,
+            api_key=Secret(rig.fake.api_key),
+            budget=budget,
+            clock=clock,
+            request_timeout=5,
+            retry_max=2,
+            backoff_base=0.01,
+            backoff_max=0.1,
+            rng=random.Random(1),
+        )
+        rig.fake.plans.append(("long", TaskPlan(polls=50)))
+        lost = False
+        job = await rig.add(JobKind.VIDEO, "a long clip whose poll waits for the budget")
+        runner = rig.make_runner(leases=StandInLease(lambda: lost), key=client)
+        with caplog.at_level(logging.INFO):
+            task = asyncio.create_task(runner.run(job, release_service_slot=lambda: None))
+            await wait_for(lambda: polls(rig) >= 1)
+            async with budget.slot(Priority.FIRST):  # ahead of the polls, whatever their priority
+                await wait_for(lambda: budget.waiting >= 1)  # the next poll waits, its lease still held
+                lost = True  # another process takes the job over while the poll waits
+                sent = polls(rig)
+            with pytest.raises(LeaseLost):
+                await task
+        await client.close()
+    assert polls(rig) == sent  # granted its slot, the poll asked again and was never sent
+    assert errors(caplog) == []
+
+
+async def test_a_request_whose_lease_check_meets_an_outage_gives_its_budget_slot_back_and_waits(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A key with one slot: a poll whose lease check cannot reach the store must not sit on it (with
+    # Redis, other processes share that budget) while it waits for the store.
+    clock = SystemClock()
+    budget = RequestBudget(1, 0.05, clock=clock, backoff_base=0.01, backoff_max=0.1)
+    out, asked_in_outage = False, 0
+
+    class OutageLease:
+        async def holds(self, job_id: int) -> bool:
+            nonlocal asked_in_outage
+            if out:
+                asked_in_outage += 1
+                raise disk_full()
+            return True
+
+    async with aiohttp.ClientSession() as session:
+        client = GenerationClient(
+            session,
+            base_url=rig.fake.base_url,
+            api_key=Secret(rig.fake.api_key),
+            budget=budget,
+            clock=clock,
+            request_timeout=5,
+            retry_max=2,
+            backoff_base=0.01,
+            backoff_max=0.1,
+            rng=random.Random(1),
+        )
+        rig.fake.plans.append(("long", TaskPlan(polls=5)))
+        job = await rig.add(JobKind.VIDEO, "a long clip whose lease check meets an outage")
+        runner = rig.make_runner(leases=OutageLease(), key=client)
+        with caplog.at_level(logging.INFO):
+            task = asyncio.create_task(runner.run(job, release_service_slot=lambda: None))
+            await wait_for(lambda: polls(rig) >= 1)
+            out = True
+            await wait_for(lambda: asked_in_outage >= 3)  # the gate's one try, then the wait's
+            async with asyncio.timeout(5), budget.slot(Priority.FIRST):
+                sent = polls(rig)  # the slot is free while the job waits for the store
+            out = False
+            final = await task
+        await client.close()
+    assert final.state is JobState.DELIVERED and polls(rig) > sent
+    assert len(service_creates_of(rig)) == 1 and len(rig.reporter.files) == 1
+    assert outage_lines(caplog)[0] != []
+
+
+@pytest.mark.parametrize("error", ["driver", "bare_timeout_in_outage"])
+async def test_a_delivery_whose_bookkeeping_meets_an_outage_resumes_and_delivers_once(
+    rig: Rig, caplog: pytest.LogCaptureFixture, error: str
+) -> None:
+    # The chat side's own record of the delivery could not be saved: nothing landed, and the store
+    # is out. The job goes on from its stored state (DELIVERING) once the store answers.
+    faulty = FaultyStore(rig.store)
+    outage, clock = watched()
+    failures = [disk_full() if error == "driver" else TimeoutError()]
+    if error != "driver":  # the store is out as the bare timeout comes: the runner's look fails too
+        faulty.faults["get"] = Fault(times=2)
+
+    class Unsaved(RecordingReporter):
+        async def deliver(self, job: Job, result: ResultToDeliver) -> DeliveryOutcome:
+            if failures:
+                raise failures.pop()
+            return await super().deliver(job, result)
+
+    reporter = Unsaved()
+    job = await rig.add(JobKind.VIDEO, "a clip whose delivery meets an outage")
+    runner = JobRunner(
+        store=faulty,  # type: ignore[arg-type]
+        accounts=SingleKey(rig.client),
+        reporter=reporter,
+        clock=SystemClock(),
+        settings=SETTINGS,
+        results_dir=rig.results_dir,
+        outage=outage,
+    )
+    with caplog.at_level(logging.INFO):
+        final = await runner.run(job, release_service_slot=lambda: None)
+        quiet_moment_later(outage, clock)
+    assert final.state is JobState.DELIVERED and failures == []
+    assert [job_id for job_id, *_ in reporter.files] == [job.id]
+    assert len(service_creates_of(rig)) == 1
+    began, ended = outage_lines(caplog)
+    assert len(began) == 1 and len(ended) == 1
+
+
+async def test_a_bare_timeout_of_the_chat_side_still_fails_the_job_while_the_store_answers(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    class TimesOut(RecordingReporter):
+        async def deliver(self, job: Job, result: ResultToDeliver) -> DeliveryOutcome:
+            raise TimeoutError  # Discord's, not the store's: nothing says the store is out
+
+    job = await rig.add(JobKind.VIDEO, "a clip whose delivery times out")
+    runner = JobRunner(
+        store=rig.store,
+        accounts=SingleKey(rig.client),
+        reporter=TimesOut(),
+        clock=SystemClock(),
+        settings=SETTINGS,
+        results_dir=rig.results_dir,
+    )
+    with caplog.at_level(logging.INFO):
+        final = await runner.run(job, release_service_slot=lambda: None)
+    assert final.state is JobState.FAILED and final.error_code == "internal"
+    assert not any("does not answer" in r.getMessage() for r in caplog.records)

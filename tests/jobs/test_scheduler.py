@@ -10,12 +10,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import exc as sa_exc
 
+from framecast.clock import SystemClock
 from framecast.jobs import Job, JobKind, JobState, NewJob
+from framecast.jobs.outage import StoreOutage
 from framecast.jobs.runner import ShuttingDown
 from framecast.jobs.scheduler import AccountAdmission, Admission, CancelOutcome, FixedAdmission, Scheduler
 from framecast.storage import Store
@@ -730,3 +735,48 @@ async def test_an_image_goes_ahead_of_videos_that_cannot_start_and_takes_no_vide
     await h.runner.finish_and_wait(image.id)
     await h.runner.wait_started(3)
     assert h.runner.started[2] == v2.id
+
+
+# ---------------------------------------------------------------------- a store outage
+
+
+class ReadsFail:
+    """The real store, whose next `times` reads of a job meet an outage (SQLite on a full disk)."""
+
+    def __init__(self, store: Store, times: int) -> None:
+        self._store = store
+        self.times = times
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def get(self, job_id: int) -> Job | None:
+        if self.times > 0:
+            self.times -= 1
+            raise sa_exc.OperationalError("SELECT", {}, sqlite3.OperationalError("database or disk is full"))
+        return await self._store.get(job_id)
+
+
+async def test_a_job_taken_off_the_queue_in_a_store_outage_keeps_its_place_and_starts_after_it(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    reads = ReadsFail(h.store, times=3)
+    scheduler = Scheduler(
+        store=reads,  # type: ignore[arg-type]
+        runner=h.runner,
+        admission=1,
+        outage=StoreOutage(clock=SystemClock(), backoff_base=0.001, backoff_max=0.01),
+    )
+    h.scheduler = scheduler
+    await scheduler.start()
+    first, second = await h.add_many([GUILD_A, GUILD_A])
+    with caplog.at_level(logging.INFO):
+        scheduler.submit(first)
+        scheduler.submit(second)
+        await h.runner.wait_started(1)  # read back once the store answered: not dropped
+        assert reads.times == 0 and scheduler.position(second.id) == 1
+        await h.runner.finish_and_wait(first.id)
+        await h.runner.wait_started(2)
+    assert h.runner.started == [first.id, second.id]
+    assert [r.getMessage() for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []
+    assert sum("does not answer" in r.getMessage() for r in caplog.records) == 1
