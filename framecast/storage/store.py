@@ -14,7 +14,6 @@ import math
 import os
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -142,6 +141,10 @@ _SETTINGS = select(guild_settings.c.guild_id, guild_settings.c.data).order_by(gu
 _LOG = select(settings_log.c.guild_id, settings_log.c.user_id, settings_log.c.setting, settings_log.c.at)
 
 
+#: Where a store lives: a ``postgresql://`` URL (possibly a Secret), else a SQLite file path.
+Where = Path | str | os.PathLike[str] | Secret
+
+
 class Store:
     """Durable job storage on SQLite or PostgreSQL. Create with :meth:`open`, release with :meth:`close`.
 
@@ -158,11 +161,7 @@ class Store:
 
     @classmethod
     async def open(
-        cls,
-        where: Path | str | os.PathLike[str] | Secret,
-        *,
-        clock: Clock | None = None,
-        timeouts: StoreTimeouts | None = None,
+        cls, where: Where, *, clock: Clock | None = None, timeouts: StoreTimeouts | None = None
     ) -> Self:
         """Open the store at ``where`` (a ``postgresql://`` URL, else a SQLite file path), migrated.
 
@@ -177,7 +176,7 @@ class Store:
         db = _database(where, timeouts or StoreTimeouts())
         await db.start()
         try:
-            await db.migrate(partial(migrate.upgrade, db))
+            await db.migrate(functools.partial(migrate.upgrade, db))
         except BaseException:
             await db.close()
             raise
@@ -224,11 +223,8 @@ class Store:
         await self.close()
 
     def subscribe(self, listener: Callable[[Job], None]) -> None:
-        """Call ``listener(job)`` after every committed add and state change made through this object.
-
-        Listeners keep in-memory views (per-member counts, say) in step; they must be quick and must
-        not raise (a raising listener is logged and skipped).
-        """
+        """Call ``listener(job)`` after every committed add and state change made through this object:
+        in-memory views (per-member counts) keep in step. Quick, never raising (one that raises is logged)."""
         self._listeners.append(listener)
 
     def _notify(self, job: Job) -> Job:
@@ -364,10 +360,8 @@ class Store:
     ) -> tuple[Job, bool]:
         """Merge ``changes`` into the job's ``discord`` dict only while its ``unless`` key is unset.
 
-        A conditional write: the row is read under its write lock (``FOR UPDATE`` on PostgreSQL,
-        ``BEGIN IMMEDIATE`` on SQLite) and written only when ``unless`` is absent or null, so of
-        writers racing from any processes exactly one lands. The job as it is now, and whether this
-        call wrote. :class:`JobNotFound` for an unknown id.
+        Read under the row's write lock and written only when ``unless`` is absent or null: of writers
+        racing from any processes, exactly one lands. The job now, and whether this call wrote.
         """
         return await self._patch(job_id, changes, unless)
 
@@ -568,7 +562,7 @@ class Store:
         return bool(await self._db.rows(_RELEASE, {"job_id": job_id, "owner": values.check_owner(owner)}))
 
 
-def _database(where: Path | str | os.PathLike[str] | Secret, timeouts: StoreTimeouts) -> Sqlite | Postgres:
+def _database(where: Where, timeouts: StoreTimeouts) -> Sqlite | Postgres:
     """The database ``where`` names: a ``postgresql://`` URL, else a SQLite file."""
     url = where.reveal() if isinstance(where, Secret) else where
     if isinstance(url, str) and url.startswith(("postgresql:", "postgres:")):

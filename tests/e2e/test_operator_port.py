@@ -13,6 +13,7 @@ from tests.e2e.endpoints import free_port, ops_of, parse, ready_body, value
 from tests.e2e.harness import StartWorld, World, wait_log
 from tests.e2e.servers import Relay
 from tests.fakes.gen_service import TaskPlan
+from tests.fakes.keys import TEST_REDIS_KEY_SECRET
 from tests.fakes.media import make_large_mp4
 
 MiB = 1024 * 1024
@@ -41,7 +42,9 @@ async def test_readyz_names_redis_while_it_is_unreachable_and_recovers(
     redis_relay: tuple[str, Relay], start: StartWorld
 ) -> None:
     url, relay = redis_relay
-    world = await start(extra_env={"HTTP_PORT": str(free_port()), "REDIS_URL": url})
+    world = await start(
+        extra_env={"HTTP_PORT": str(free_port()), "REDIS_URL": url, "REDIS_KEY_SECRET": TEST_REDIS_KEY_SECRET}
+    )
     async with ops_of(world) as ops:
         status, text = await ops.until("/readyz", lambda s, _: s == 200, what="ready")
         assert ready_body(text)["checks"]["redis"] == "ok"
