@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from sqlalchemy import BigInteger, Table, Update, bindparam, delete, func, insert, or_, select, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from framecast.config import Secret
 from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
@@ -39,7 +39,7 @@ from framecast.jobs import (
 )
 from framecast.planner.predict import DurationRow
 from framecast.storage import history, migrate, values
-from framecast.storage.dialects import Postgres, Sqlite
+from framecast.storage.dialects import Postgres, Sqlite, StoreError
 from framecast.storage.schema import (
     OPEN,
     QUOTA_COUNTS,
@@ -166,11 +166,14 @@ class Store:
         cannot be reached, was written by a newer Framecast, or is too old to upgrade here.
         """
         db = _database(where)
-        await db.start()
         try:
+            await db.start()
             await db.migrate(partial(migrate.upgrade, db))
-        except BaseException:
+        except BaseException as exc:
             await db.close()
+            if isinstance(db, Sqlite) and isinstance(exc, OSError | DBAPIError):
+                # A directory, a file that is not SQLite, no permission: one line, not a traceback.
+                raise StoreError(_unusable_file(db.path, exc)) from None
             raise
         log.info("job store open: %s", db.target)
         return cls(db, clock.time if clock is not None else time.time)
@@ -547,6 +550,18 @@ def _database(where: Path | str | os.PathLike[str] | Secret) -> Sqlite | Postgre
     if isinstance(url, str) and url.startswith(("postgresql:", "postgres:")):
         return Postgres(url)
     return Sqlite(Path(url))
+
+
+def _unusable_file(path: Path, exc: BaseException) -> str:
+    """Why the SQLite file at `path` cannot be the job store, in one line."""
+    if path.is_dir():
+        return f"{path} is a directory, not a database file"
+    if isinstance(exc, DBAPIError):
+        reason = " ".join(str(exc.orig).split())[:120]
+        return f"{path} is not a usable SQLite database ({reason})"
+    assert isinstance(exc, OSError)
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+    return f"cannot open {path}: {exc.strerror or type(exc).__name__}{where}"
 
 
 async def _log_changes(conn: Any, guild_id: int, by: int, changed: Sequence[Setting], now: float) -> None:
