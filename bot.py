@@ -175,10 +175,12 @@ class Framecast(commands.Bot):
         log.info("operator endpoints on port %d", ops.port)
         return None
 
-    async def _database_answers(self) -> bool:
+    async def _database_answers(self) -> bool | CheckOutcome:
         if self._opened:
             return await self.core.database_answers()
-        store = self._setup.store if self._setup is not None else None
+        if self._setup is None:
+            return CheckOutcome.PENDING  # being opened (before the login, or by the core after it)
+        store = self._setup.store
         return store is not None and await store.ping()
 
     def gateway_connected(self) -> bool:
@@ -327,12 +329,12 @@ async def _serve(bot: Framecast, settings: Settings, stop: asyncio.Event) -> int
             except TimeoutError:
                 log.error("shutdown took too long; exiting anyway")
                 exit_code = exit_code or 1
-            # Whatever the start-up was doing when the stop came (waiting for Discord, say) ends here.
         else:
             exc = runner.exception()
             if exc is not None:
                 exit_code = _failure_exit_code(exc)
     finally:
+        # Whatever the start-up was doing when the stop came (waiting for Discord, say) ends here.
         for task in (runner, stopper, watcher):
             task.cancel()
         await asyncio.gather(runner, stopper, watcher, return_exceptions=True)

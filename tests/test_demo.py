@@ -36,15 +36,10 @@ def test_the_readmes_demo_shows_a_member_a_video_and_an_image_within_a_minute() 
     # The member's view: the job's message edit by edit, from the queue to the file, with its buttons.
     video, image = out.split("\n/image ", 1)
     assert "/video prompt:" in video
-    for seen in (
-        "Queued",
-        "Generating",
-        "Uploading the result",
-        "Done",
-        "buttons: Cancel",
-        "Again | Remix | Delete",
-    ):
+    # (Queued, the create and the upload may pass between two edits: edits are EDIT_INTERVAL apart.)
+    for seen in ("Generating", "Done", "buttons: Cancel", "Again | Remix | Delete"):
         assert seen in video, f"{seen!r} missing from the /video run:\n{video}"
+    assert video.count("-- edit ") >= 3, video
     assert "Done" in image and "buttons: Again | Remix | Delete" in image
     assert "Requested by: @newcomer" in video  # mentions shown as Discord shows them
     delivered = re.findall(r"delivered: (framecast-\d+\.(\w+)), ([\d,]+) bytes, saved to (\S+)", out)

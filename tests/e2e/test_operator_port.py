@@ -125,7 +125,10 @@ async def test_metrics_count_429s_failures_discord_errors_and_reencodes(start: S
 async def _not_ready_until_the_login(world: World, ops: Ops) -> None:
     """Alive, not ready, with the login named as the reason in /readyz and in framecast_ready."""
     await ops.until("/healthz", lambda s, _: s == 200, timeout=30, what="alive before the login")
-    status, text = await ops.get("/readyz")
+    # The store is opened right after the port starts: "pending" until then.
+    status, text = await ops.until(
+        "/readyz", lambda _, t: ready_body(t)["checks"]["database"] != "pending", what="the store opened"
+    )
     assert status == 503
     assert ready_body(text) == {
         "ready": False,
