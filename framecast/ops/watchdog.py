@@ -4,8 +4,10 @@
 on that: Docker and compose never restart an unhealthy container. A loop blocked for good (a
 synchronous call that never returns) cannot even run its own shutdown, so a thread watches it: the
 loop beats every `tick` seconds, and when no beat came for `limit` seconds the thread writes one
-line and ends the process with :data:`EXIT_STALLED`, so a restart policy (``--restart``,
+line and ends the process with :data:`EXIT_GAVE_UP`, so a restart policy (``--restart``,
 ``restart:``) starts it afresh. Every accepted job is in the database already; the restart resumes it.
+A pause of the whole process (``SIGSTOP``) is not a blocked loop: the thread, late itself, lets it
+pass.
 """
 
 from __future__ import annotations
@@ -91,8 +93,15 @@ class LoopWatchdog:
             self._schedule()
 
     def _watch(self) -> None:
+        before = self._monotonic()
         while not self._stop.wait(self._tick):
-            lag = self._monotonic() - self._last
+            now = self._monotonic()
+            if now - before > self._tick + max(1.0, self._limit / 2):
+                # This thread woke late too: the whole process was paused (SIGSTOP, a suspended
+                # machine), not its loop. The loop gets its time to beat again from now.
+                self._last = now
+            before = now
+            lag = now - self._last
             if lag > self._limit:
                 self._on_stall(lag)
                 return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -62,3 +63,37 @@ def test_by_default_a_blocked_loop_ends_the_process_with_code_3_and_one_line() -
         r"framecast: the event loop has been blocked for \d+ s \(LOOP_STALL_EXIT\): exiting with code 3 for a restart",
         lines[0],
     ), proc.stderr
+
+
+def test_a_paused_process_is_not_a_blocked_loop() -> None:
+    # SIGSTOP stops the watchdog's thread too; on SIGCONT it must not mistake the pause for a stall
+    # (a process paused past its leases lets its jobs go and carries on: README, "Outgrowing one process").
+    code = (
+        "import asyncio, sys\n"
+        "from framecast.ops.watchdog import LoopWatchdog\n"
+        "async def main():\n"
+        "    LoopWatchdog(0.5, tick=0.05).start(asyncio.get_running_loop())\n"
+        "    print('watching', flush=True)\n"
+        "    await asyncio.to_thread(sys.stdin.readline)\n"  # the loop runs; the test says when to end
+        "asyncio.run(main())\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline() == "watching\n"
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(2.5)  # the pause under test: longer than the bound and than the thread's own slack
+        proc.send_signal(signal.SIGCONT)
+        _, err = proc.communicate("\n", timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "LOOP_STALL_EXIT" not in err
