@@ -348,8 +348,11 @@ async def _discord_out_of_reach(bot: Framecast, limit: float) -> None:
     since = loop.time()
     tick = min(1.0, limit / 4)
     while True:
+        before = loop.time()
         await asyncio.sleep(tick)
-        if bot.discord_in_reach():
+        if bot.discord_in_reach() or loop.time() - before > tick + 5.0:
+            # Connected; or this process was paused (SIGSTOP) or its loop stalled: discord.py gets
+            # its time to reconnect from now on, as after any outage.
             since = loop.time()
         elif loop.time() - since >= limit:
             return
