@@ -21,6 +21,14 @@ from framecast.guilds.settings import blocked_term as blocked_term_from_settings
 
 CEILINGS = Ceilings(member_jobs=3, queue_cap=20, daily_videos=10, daily_images=None)
 
+
+@pytest.fixture(autouse=True, scope="module")
+def table_read_once() -> None:
+    """Read the confusables table before the property tests: its one-time read (lazy, on first use)
+    would otherwise land in the first example and count against Hypothesis' per-example deadline."""
+    skeleton("a")
+
+
 # ---------------------------------------------------------------------- blocked_term: examples
 
 
