@@ -21,9 +21,10 @@ RUN useradd --create-home --uid 10001 framecast \
 
 WORKDIR /app
 # PyAV's wheel carries its own FFmpeg: no system packages are needed. pip uses whatever index the build
-# environment configures (no extra index, nothing fetched outside the requirements).
-COPY requirements.txt ./
-RUN pip install --no-cache-dir -r requirements.txt
+# environment configures (no extra index), and installs the lock: every package at its pinned version,
+# each file checked against its hash, so two builds a week apart install the same bytes.
+COPY requirements.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock
 
 VOLUME ["/data"]
 EXPOSE 8080
@@ -34,11 +35,12 @@ EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "-c", "import os, sys, urllib.request as u\nport = os.environ.get('HTTP_PORT') or sys.exit('HTTP_PORT is not set: no /healthz')\ntry:\n    u.build_opener(u.ProxyHandler({})).open(f'http://127.0.0.1:{port}/healthz', timeout=4).close()\nexcept Exception as exc:\n    sys.exit(f'/healthz: {exc}')"]
 
-# `docker stop` sends SIGTERM and waits 10 s: SHUTDOWN_TIMEOUT=8 keeps the clean shutdown inside it.
+# `docker stop` sends SIGTERM and waits 10 s (the README's `docker run --stop-timeout 30` and compose's
+# stop_grace_period give 30 s): SHUTDOWN_TIMEOUT=8 keeps the clean shutdown inside even the default.
 # Exec-form CMD: python is PID 1 and receives the signal itself (no shell in between).
 STOPSIGNAL SIGTERM
 USER framecast
 CMD ["python", "bot.py"]
 
-# .dockerignore lets in only bot.py, framecast/ and cogs/ (and requirements.txt, copied above).
+# .dockerignore lets in only bot.py, framecast/ and cogs/ (and requirements.lock, copied above).
 COPY . ./

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from typing import Any
@@ -17,19 +18,21 @@ import discord
 from discord.ext import commands
 
 from cogs.delivery import DeliveryTimings, DiscordReporter
-from cogs.discord_internals import point_discord_at
+from cogs.discord_internals import point_discord_at, quiet_voice_warnings
 from cogs.i18n import FramecastTranslator
 from cogs.startup import ReconnectLogFilter, connect_patiently
 from cogs.tree import FramecastTree, set_install_scope
 from framecast.app.core import Core
+from framecast.app.setup_checks import CheckedSetup, SetupProblem, check_setup
 from framecast.backoff import Backoff
-from framecast.clock import Clock
+from framecast.clock import Clock, SystemClock
 from framecast.config import ConfigError, Settings, load_settings
 from framecast.jobs.queues import QueuePositions
 from framecast.logsetup import setup_logging
 from framecast.ops.heap import HeapFreezer, track_heap
-from framecast.ops.http import OpsServer
+from framecast.ops.http import CheckOutcome, OpsServer
 from framecast.ops.metrics import Metrics
+from framecast.ops.watchdog import EXIT_GAVE_UP, LoopWatchdog
 from framecast.planner.estimate import Estimates
 from framecast.storage import Store, StoreError
 
@@ -48,10 +51,8 @@ EXTENSIONS = (
 )
 # Never let a stalled Discord rate limit block a worker for long: raise instead and retry later.
 MAX_RATELIMIT_TIMEOUT = 30.0
-
-
-class OpsPortError(Exception):
-    """HTTP_PORT cannot be listened on (taken, or not allowed): a start-up problem told in one line."""
+#: The exit code of a start refused over the operator's setup (configuration, store, Redis, port).
+EXIT_SETUP = 2
 
 
 class Framecast(commands.Bot):
@@ -60,6 +61,7 @@ class Framecast(commands.Bot):
     core: Core[DiscordReporter]
 
     def __init__(self, settings: Settings, *, sync_commands: bool = False) -> None:
+        quiet_voice_warnings()  # no voice here: PyNaCl and davey are not needed, nor warned about
         intents = discord.Intents.none()
         intents.guilds = True  # guild and channel cache: upload limits and permissions
         super().__init__(
@@ -81,23 +83,43 @@ class Framecast(commands.Bot):
         self.heap = HeapFreezer()
         track_heap(self.metrics.registry, self.heap)
         self._ops: OpsServer | None = None
+        #: The store and problems found by :meth:`prepare`, before the login (the store goes to the core).
+        self._setup: CheckedSetup | None = None
+        #: Whether Discord accepted the token (``setup_hook`` runs at the end of the login).
+        self._logged_in = False
         #: Whether the (unsharded) gateway connection is up, kept from discord.py's connection events.
         self._gateway_up = False
 
     def __repr__(self) -> str:
         return f"<Framecast user={self.user!s}>"
 
+    async def prepare(self) -> list[SetupProblem]:
+        """Before the login: serve the operator port, open (and migrate) the store, reach Redis.
+
+        Every problem is returned at once, each one line naming its variable. The port answers
+        from here on: alive, and not ready (``login``) until Discord accepts the token.
+        """
+        problems: list[SetupProblem] = []
+        port = await self._serve_ops()
+        if port is not None:
+            problems.append(port)
+        self._setup = await check_setup(self.settings, clock=SystemClock())
+        problems.extend(self._setup.problems)
+        return problems
+
     async def setup_hook(self) -> None:
-        """Open the core (it resumes saved jobs), then load the cogs.
+        """Open the core (it resumes saved jobs) on the store :meth:`prepare` opened, then load the cogs.
 
         discord.py runs this at the end of ``login()``; a log-in retried after a failure in here (a
         command sync meeting a Discord 5xx) runs it again, so everything is opened only once.
         """
+        self._logged_in = True
         if not self._opened:
             await self.tree.set_translator(FramecastTranslator())
-            # The port first: a taken HTTP_PORT stops the start-up before any job is resumed.
-            await self._serve_ops()
-            self.core = await Core.open(self.settings, reporter=self._reporter, metrics=self.metrics)
+            store, self._setup = (self._setup.store if self._setup else None), None
+            self.core = await Core.open(
+                self.settings, reporter=self._reporter, metrics=self.metrics, store=store
+            )
             self._opened = True
             for extension in EXTENSIONS:
                 await self.load_extension(extension)
@@ -127,35 +149,55 @@ class Framecast(commands.Bot):
             metrics=metrics,
         )
 
-    async def _serve_ops(self) -> None:
-        """Serve /healthz, /readyz and /metrics on HTTP_PORT (when set); the checks read the core."""
+    async def _serve_ops(self) -> SetupProblem | None:
+        """Serve /healthz, /readyz and /metrics on HTTP_PORT (when set); the problem if it cannot.
+
+        ``login`` is the first check: until Discord accepts the token, the checks that need the
+        login (the gateway, the model list) are ``pending`` and /readyz says why it is not ready.
+        """
         if self.settings.http_port is None or self._ops is not None:
-            return
+            return None
         ops = OpsServer(self.metrics, port=self.settings.http_port, host=self.settings.http_host)
-        ops.add_check("gateway", self.gateway_connected)
+        ops.add_check("login", lambda: self._logged_in)
+        ops.add_check(
+            "gateway", lambda: self.gateway_connected() if self._logged_in else CheckOutcome.PENDING
+        )
         if self.settings.redis_url is not None:
             # Without Redis no key grants a request: the operator must see why work stopped.
             ops.add_check("redis", self._redis_answers)
         ops.add_check("database", self._database_answers)
-        ops.add_check("models", lambda: self._opened and self.core.models_loaded())
+        ops.add_check("models", lambda: self.core.models_loaded() if self._opened else CheckOutcome.PENDING)
         try:
             await ops.start()
         except OSError as exc:
-            raise OpsPortError(
-                f"HTTP_PORT {self.settings.http_port}: cannot listen ({exc.strerror})"
-            ) from None
+            where = f"{self.settings.http_host}:{self.settings.http_port}"
+            # errno's own words: asyncio's message repeats the address in a sentence of its own.
+            reason = os.strerror(exc.errno) if exc.errno else type(exc).__name__
+            return SetupProblem("HTTP_PORT", f"cannot listen on {where} ({reason})")
         self._ops = ops
         log.info("operator endpoints on port %d", ops.port)
+        return None
 
-    async def _database_answers(self) -> bool:
-        return self._opened and await self.core.database_answers()
+    async def _database_answers(self) -> bool | CheckOutcome:
+        if self._opened:
+            return await self.core.database_answers()
+        if self._setup is None:
+            return CheckOutcome.PENDING  # being opened (before the login, or by the core after it)
+        store = self._setup.store
+        return store is not None and await store.ping()
 
-    async def _redis_answers(self) -> bool:
-        return self._opened and await self.core.redis_answers()
+    async def _redis_answers(self) -> bool | CheckOutcome:
+        if not self._opened:
+            return CheckOutcome.PENDING  # the core (and its Redis client) opens after the login
+        return await self.core.redis_answers()
 
     def gateway_connected(self) -> bool:
         """Whether the gateway connection is up now (``is_ready()`` stays true through an outage)."""
-        if not self.is_ready() or self.is_closed():
+        return self.is_ready() and self.discord_in_reach()
+
+    def discord_in_reach(self) -> bool:
+        """Whether a gateway session is open now (its guilds may still be arriving: not yet ready)."""
+        if self.is_closed():
             return False
         if isinstance(self, commands.AutoShardedBot):
             return bool(self.shards) and not any(shard.is_closed() for shard in self.shards.values())
@@ -181,6 +223,9 @@ class Framecast(commands.Bot):
         await super().close()
         if opened:
             await self.core.close()
+        if self._setup is not None:
+            setup, self._setup = self._setup, None
+            await setup.discard()  # checked before the login, never handed to a core
         if self._ops is not None:
             ops, self._ops = self._ops, None
             await ops.close()
@@ -234,7 +279,11 @@ def make_bot(settings: Settings, *, sync_commands: bool = False) -> Framecast:
 async def run(settings: Settings, *, sync_commands: bool = False) -> int:
     """Run the bot until SIGTERM/SIGINT, then shut down within ``SHUTDOWN_TIMEOUT``.
 
-    Exit codes: 0 after a stop, 2 when Discord rejects the token, 1 on any other failure.
+    Before the login, :meth:`Framecast.prepare` checks the setup (port, store, Redis) and every
+    problem stops the start at once. Exit codes: 0 after a stop; 2 for a setup problem or a token
+    Discord rejects; 3 when the bot gives up on what it cannot recover from by itself (Discord out
+    of reach for ``DISCORD_OUTAGE_EXIT``, the loop blocked for ``LOOP_STALL_EXIT``: a restart policy
+    brings it back); 1 on any other failure.
     """
     point_discord_at(api_base_url=settings.discord_api_base_url, gateway_url=settings.discord_gateway_url)
     bot = make_bot(settings, sync_commands=sync_commands)
@@ -242,31 +291,79 @@ async def run(settings: Settings, *, sync_commands: bool = False) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    watchdog = LoopWatchdog(settings.loop_stall_exit)
+    watchdog.start(loop)
     exit_code = 0
-    async with bot:
-        runner = asyncio.create_task(
-            connect_patiently(bot, settings.discord_token.reveal(), backoff=_discord_backoff(settings)),
-            name="framecast-bot",
-        )
-        stopper = asyncio.create_task(stop.wait(), name="framecast-stop")
-        done, _ = await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if stopper in done:
-            log.info("stop requested: shutting down")
+    try:
+        async with bot:
+            problems = await bot.prepare()
+            if problems:
+                for problem in problems:
+                    log.error("start-up error: %s", problem)
+                return EXIT_SETUP
+            exit_code = await _serve(bot, settings, stop)
+    finally:
+        watchdog.stop()
+    log.info("stopped")
+    return exit_code
+
+
+async def _serve(bot: Framecast, settings: Settings, stop: asyncio.Event) -> int:
+    """Log in and run until a stop, a failure, or Discord out of reach for too long; the exit code."""
+    exit_code = 0
+    runner = asyncio.create_task(
+        connect_patiently(bot, settings.discord_token.reveal(), backoff=_discord_backoff(settings)),
+        name="framecast-bot",
+    )
+    stopper = asyncio.create_task(stop.wait(), name="framecast-stop")
+    watcher = asyncio.create_task(
+        _discord_out_of_reach(bot, settings.discord_outage_exit), name="framecast-outage"
+    )
+    try:
+        done, _ = await asyncio.wait({runner, stopper, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if runner not in done:
+            if watcher in done:
+                log.error(
+                    "Discord has been out of reach for %g s (DISCORD_OUTAGE_EXIT): shutting down, exit code %d "
+                    "for a restart",
+                    settings.discord_outage_exit,
+                    EXIT_GAVE_UP,
+                )
+                exit_code = EXIT_GAVE_UP
+            else:
+                log.info("stop requested: shutting down")
             try:
                 await asyncio.wait_for(bot.close(), settings.shutdown_timeout + 10)
             except TimeoutError:
                 log.error("shutdown took too long; exiting anyway")
-                exit_code = 1
-            # Whatever the start-up was doing when the stop came (waiting for Discord, say) ends here.
-            runner.cancel()
-            await asyncio.gather(runner, return_exceptions=True)
+                exit_code = exit_code or 1
         else:
-            stopper.cancel()
             exc = runner.exception()
             if exc is not None:
                 exit_code = _failure_exit_code(exc)
-    log.info("stopped")
+    finally:
+        # Whatever the start-up was doing when the stop came (waiting for Discord, say) ends here.
+        for task in (runner, stopper, watcher):
+            task.cancel()
+        await asyncio.gather(runner, stopper, watcher, return_exceptions=True)
     return exit_code
+
+
+async def _discord_out_of_reach(bot: Framecast, limit: float) -> None:
+    """Return once the bot has had no gateway connection for `limit` seconds (from the start, or
+    since it last had one): discord.py retries forever, and only a fresh process starts over."""
+    loop = asyncio.get_running_loop()
+    since = loop.time()
+    tick = min(1.0, limit / 4)
+    while True:
+        before = loop.time()
+        await asyncio.sleep(tick)
+        if bot.discord_in_reach() or loop.time() - before > tick + 5.0:
+            # Connected; or this process was paused (SIGSTOP) or its loop stalled: discord.py gets
+            # its time to reconnect from now on, as after any outage.
+            since = loop.time()
+        elif loop.time() - since >= limit:
+            return
 
 
 def _discord_backoff(settings: Settings) -> Backoff:
@@ -283,7 +380,7 @@ def _failure_exit_code(exc: BaseException) -> int:
     ):
         log.error("Discord refused the bot token (check DISCORD_TOKEN)")
         return 2
-    if isinstance(exc, (OpsPortError, StoreError, ConfigError)):
+    if isinstance(exc, (StoreError, ConfigError)):
         # Known start-up problems of the operator's setup: one line naming it, no traceback.
         log.error("%s", exc)
     elif isinstance(exc, discord.HTTPException):
@@ -301,8 +398,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings()
     except ConfigError as exc:
-        print(f"framecast: configuration error: {exc}", file=sys.stderr)
-        return 2
+        # Every variable to fix, one line each, from one start.
+        for line in exc.lines():
+            print(f"framecast: configuration error: {line}", file=sys.stderr)
+        return EXIT_SETUP
     # The operator's secrets are masked in every record (Settings.secrets). Servers' own API keys
     # are masked too, once the service accepted them and while they are in use (framecast.keys.accounts
     # publishes them: framecast.logsetup.mask_secrets); discord.py's DEBUG dump of the key modal is

@@ -19,6 +19,7 @@ __all__ = [
     "gateway_url",
     "never_connected",
     "point_discord_at",
+    "quiet_voice_warnings",
     "system_channel_id",
 ]
 
@@ -38,6 +39,18 @@ def point_discord_at(*, api_base_url: str | None, gateway_url: str | None) -> No
     if gateway_url:
         discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway_url)
         log.info("Discord gateway connections go to %s", gateway_url)
+
+
+def quiet_voice_warnings() -> None:
+    """Keep discord.py from warning "PyNaCl is not installed" and "davey is not installed" at start-up.
+
+    The bot has no voice, so neither library is needed; discord.py warns once per process from
+    ``Client.__init__``, unless these class flags (its own once-only switches) are already off.
+    """
+    import discord.voice_client
+
+    discord.voice_client.VoiceClient.warn_nacl = False
+    discord.voice_client.VoiceClient.warn_dave = False
 
 
 def gateway_url() -> str:

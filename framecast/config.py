@@ -4,9 +4,10 @@
 of the same name in upper case (``gen_rate_limit`` from ``GEN_RATE_LIMIT``), and its annotation says
 how that text is parsed. :func:`load_settings` is the one place that reads configuration: the real
 environment, and in development a ``.env`` file in the working directory (real environment
-variables always win). Every variable is validated up front: a missing or malformed value raises
-:class:`ConfigError` whose message is one readable line naming the variable, so the bot stops before
-it connects anywhere. Secret values are never echoed in those messages.
+variables always win). Every variable is validated up front: missing or malformed values raise one
+:class:`ConfigError` that names every one of them, a readable line each, so the bot stops before it
+connects anywhere and the operator fixes them all in one go. Secret values are never echoed in those
+messages.
 """
 
 from __future__ import annotations
@@ -40,12 +41,21 @@ _INT_RE = re.compile(r"\+?[0-9]+")
 
 
 class ConfigError(Exception):
-    """A missing or malformed configuration value; ``str()`` is one line naming the variable."""
+    """Missing or malformed configuration values; ``str()`` is one line per variable, naming it.
 
-    def __init__(self, variable: str, problem: str) -> None:
+    :attr:`variable` and :attr:`problem` are the first (in the order the variables are declared);
+    :attr:`problems` holds every one, so an operator learns all of them from one start.
+    """
+
+    def __init__(self, variable: str, problem: str, *more: tuple[str, str]) -> None:
         self.variable = variable
         self.problem = problem
-        super().__init__(f"{variable}: {problem}")
+        self.problems: tuple[tuple[str, str], ...] = ((variable, problem), *more)
+        super().__init__("\n".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        """One ``VARIABLE: problem`` line per variable."""
+        return [f"{variable}: {problem}" for variable, problem in self.problems]
 
 
 class Secret:
@@ -146,6 +156,19 @@ def _parse_url(text: str) -> str:
     if not host:
         raise ValueError("must be an http(s) URL with a host")
     return text
+
+
+#: ``GEN_API_BASE_URL`` as ``.env.example`` leaves it: a newcomer who kept it is told what belongs there.
+GEN_API_BASE_URL_PLACEHOLDER = "https://your-generation-service.example"
+
+
+def _parse_service_url(text: str) -> str:
+    if text.rstrip("/").lower() == GEN_API_BASE_URL_PLACEHOLDER:
+        raise ValueError(
+            "is still the placeholder from .env.example: put your generation service's API address "
+            "here (the http:// or https:// base URL its documentation gives)"
+        )
+    return _parse_url(text)
 
 
 def _parse_gateway_url(text: str) -> str:
@@ -408,11 +431,14 @@ class Settings(BaseSettings):
 
     # -- Required, then Discord (declaration order is the order errors are reported in) ----------
     discord_token: Annotated[Secret, _env(Secret, secret=True)]
-    gen_api_base_url: Url
+    gen_api_base_url: Annotated[str, _env(_parse_service_url)]
     gen_api_key: Annotated[Secret, _env(Secret, secret=True)]
     discord_api_base_url: Annotated[str | None, _env(_parse_url)] = None
     discord_gateway_url: Annotated[str | None, _env(_parse_gateway_url)] = None
     discord_retry_max_delay: Seconds = 60.0
+    # Bounds past which the bot cannot recover by itself: it exits (code 3) for a restart policy.
+    discord_outage_exit: Seconds = 900.0
+    loop_stall_exit: Seconds = 120.0
     # -- Generation service --------------------------------------------------------------------
     gen_video_model: Text = "svc-video-v2.0"
     gen_image_model: Text = "svc-image-2.1-flash"
@@ -545,7 +571,7 @@ def load_settings(
     ``environ=None``, ``os.environ`` is read, and for variables it does not set, `env_file`
     (default ``.env`` in the working directory; ``None`` to skip). A value that is empty or only
     blanks counts as unset, and a variable set empty in the real environment still wins over the
-    file. Raises :class:`ConfigError` on the first missing or malformed value.
+    file. Raises :class:`ConfigError` naming every missing or malformed value at once.
     """
     if environ is None:
         sources: list[Mapping[str, Any]] = [EnvSettingsSource(Settings)()]
@@ -569,12 +595,17 @@ def load_settings(
 
 
 def _config_error(exc: ValidationError) -> ConfigError:
-    # The first error in field order, as one line; never the input (it may be a secret).
-    error = exc.errors(include_url=False, include_input=False)[0]
-    cause = error.get("ctx", {}).get("error")
-    if isinstance(cause, _Invalid):
-        return ConfigError(cause.variable, cause.problem)
-    variable = str(error["loc"][0]).upper() if error["loc"] else "configuration"
-    if error["type"] == "missing":
-        return ConfigError(variable, "is required but not set")
-    return ConfigError(variable, " ".join(error["msg"].split()))
+    # Every error, in field order, one line per variable; never the input (it may be a secret).
+    found: dict[str, str] = {}
+    for error in exc.errors(include_url=False, include_input=False):
+        cause = error.get("ctx", {}).get("error")
+        if isinstance(cause, _Invalid):
+            variable, problem = cause.variable, cause.problem
+        else:
+            variable = str(error["loc"][0]).upper() if error["loc"] else "configuration"
+            problem = (
+                "is required but not set" if error["type"] == "missing" else " ".join(error["msg"].split())
+            )
+        found.setdefault(variable, problem)
+    (first, problem), *more = found.items()
+    return ConfigError(first, problem, *more)

@@ -32,6 +32,8 @@ DEFAULTS = {
     "discord_api_base_url": None,
     "discord_gateway_url": None,
     "discord_retry_max_delay": 60.0,
+    "discord_outage_exit": 900.0,
+    "loop_stall_exit": 120.0,
     "gen_video_model": "svc-video-v2.0",
     "gen_image_model": "svc-image-2.1-flash",
     "gen_rate_limit": RateLimit(16, 60.0),
@@ -591,3 +593,31 @@ def test_a_secret_value_is_never_shown(name: str, head: str, tail: str) -> None:
     else:
         shown = f"{s} {s!r} {s.model_dump()}"
     assert "den4242" not in shown
+
+
+# -- several problems at once, and .env.example's placeholder ---------------------------------------
+def test_every_missing_or_malformed_variable_is_named_in_one_error() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings({"GEN_API_BASE_URL": "ftp://x", "GEN_POLL_INTERVAL": "soon", "HTTP_PORT": "99999"})
+    assert str(info.value).splitlines() == [
+        "DISCORD_TOKEN: is required but not set",
+        "GEN_API_BASE_URL: must be an http:// or https:// URL (got 'ftp://x')",
+        "GEN_API_KEY: is required but not set",
+        "GEN_POLL_INTERVAL: must be a number (got 'soon')",
+        "HTTP_PORT: must be a TCP port (1-65535) (got '99999')",
+    ]
+    assert info.value.variable == "DISCORD_TOKEN" and len(info.value.problems) == 5
+
+
+def test_the_env_example_placeholder_for_the_service_is_refused_with_what_to_put_there() -> None:
+    example = (ROOT / ".env.example").read_text()
+    placeholder = re.search(r"(?m)^GEN_API_BASE_URL=(.*)$", example)
+    assert placeholder is not None
+    with pytest.raises(ConfigError) as info:
+        load_settings(env(GEN_API_BASE_URL=placeholder.group(1)))
+    assert info.value.variable == "GEN_API_BASE_URL"
+    assert "placeholder from .env.example" in info.value.problem
+    assert "put your generation service's API address here" in info.value.problem
+    # The same address with a slash, in capitals: still the placeholder.
+    with pytest.raises(ConfigError):
+        load_settings(env(GEN_API_BASE_URL=placeholder.group(1).upper() + "/"))

@@ -153,10 +153,13 @@ class Core(Generic[R]):
         reporter: ChatSideFactory[R],
         clock: Clock | None = None,
         metrics: Metrics | None = None,
+        store: Store | None = None,
     ) -> Core[R]:
         """Build and start the core; `reporter` builds the chat side (see :class:`ChatSideFactory`).
 
         `metrics`: where the parts record (the caller may serve it before the core is open).
+        `store`: the job store already opened (and migrated) by the start-up checks
+        (:func:`framecast.app.setup_checks.check_setup`); the core owns it from here on.
 
         If any step fails, what was opened before it is closed again and the error propagates.
         """
@@ -165,7 +168,8 @@ class Core(Generic[R]):
         async with contextlib.AsyncExitStack() as undo:
             session = aiohttp.ClientSession()
             undo.push_async_callback(session.close)
-            store = await open_store(s, clock=clock)
+            if store is None:
+                store = await open_store(s, clock=clock)
             undo.push_async_callback(store.close)
             # This process's name on job leases is held for its life: a second process started on
             # the same shards by mistake is refused, instead of running the same jobs twice.

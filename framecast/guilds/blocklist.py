@@ -20,8 +20,8 @@ looked for in the prompt:
   ``assistant``. A term ending in ``*`` matches words that begin with it (``nude*`` blocks
   ``nudes``).
 
-Data: ``confusables.txt`` beside this module is Unicode's confusables table, version 13.0.0
-(https://www.unicode.org/Public/security/13.0.0/confusables.txt), shipped unchanged under the
+Data: ``confusables.txt`` beside this module is Unicode's confusables table, version 18.0.0
+(https://www.unicode.org/Public/security/18.0.0/confusables.txt), shipped unchanged under the
 Unicode License (terms of use in its header, https://www.unicode.org/terms_of_use.html). It is read
 on first use, not at import.
 """

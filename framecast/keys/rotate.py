@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings()
     except ConfigError as exc:
-        print(f"framecast: configuration error: {exc}", file=sys.stderr)
+        for line in exc.lines():
+            print(f"framecast: configuration error: {line}", file=sys.stderr)
         return 2
     # Warnings only: the counts are the output, and no record may carry a secret.
     setup_logging("WARNING", secrets=settings.secrets())

@@ -45,8 +45,9 @@ __all__ = ["Check", "CheckOutcome", "OpsServer"]
 
 log = logging.getLogger(__name__)
 
-#: A readiness check: true when the part it checks is ready. Sync checks must not block.
-Check = Callable[[], Awaitable[bool] | bool]
+#: A readiness check: true when the part it checks is ready, or a :class:`CheckOutcome` (``PENDING``:
+#: it cannot be checked yet). Sync checks must not block.
+Check = Callable[[], "Awaitable[bool | CheckOutcome] | bool | CheckOutcome"]
 
 
 class CheckOutcome(StrEnum):
@@ -56,6 +57,7 @@ class CheckOutcome(StrEnum):
     FAILED = "failed"  # the check answered false
     TIMEOUT = "timeout"  # no answer within the check timeout
     ERROR = "error"  # the check raised (logged by type only: its message may hold anything)
+    PENDING = "pending"  # not checkable yet: it waits on an earlier step (Discord's login, say)
 
 
 class OpsServer:
@@ -312,6 +314,8 @@ class OpsServer:
         except Exception as exc:
             log.debug("readiness check %s raised %s", name, type(exc).__name__)
             return CheckOutcome.ERROR
+        if isinstance(result, CheckOutcome):
+            return result
         return CheckOutcome.OK if result else CheckOutcome.FAILED
 
     async def _bounded(self, check: Check) -> object:

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+from pathlib import Path
 
 import asyncpg
 from sqlalchemy import exc as sa_exc
 
-__all__ = ["describe_outage", "is_store_outage"]
+__all__ = ["describe_outage", "is_store_outage", "unusable_file"]
 
 #: ``OSError`` numbers of a filesystem or network that may answer again (a full or read-only disk, a
 #: failing device, a connection that went away).
@@ -122,3 +123,15 @@ def _is_outage_itself(exc: BaseException) -> bool:
         text = str(exc).lower()
         return any(words in text for words in _SQLITE_OUTAGES)
     return isinstance(exc, _PG_OUTAGES)
+
+
+def unusable_file(path: Path, exc: BaseException) -> str:
+    """Why the SQLite file at `path` cannot be the job store, in one line."""
+    if path.is_dir():
+        return f"{path} is a directory, not a database file"
+    if isinstance(exc, sa_exc.DBAPIError):
+        reason = " ".join(str(exc.orig).split())[:120]
+        return f"{path} is not a usable SQLite database ({reason})"
+    assert isinstance(exc, OSError)
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+    return f"cannot open {path}: {exc.strerror or type(exc).__name__}{where}"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from sqlalchemy import BigInteger, Table, Update, bindparam, delete, func, insert, or_, select, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from framecast.config import Secret
 from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
@@ -38,7 +38,8 @@ from framecast.jobs import (
 )
 from framecast.planner.predict import DurationRow
 from framecast.storage import history, migrate, values
-from framecast.storage.dialects import Postgres, Sqlite, StoreTimeouts
+from framecast.storage.dialects import Postgres, Sqlite, StoreError, StoreTimeouts
+from framecast.storage.faults import unusable_file
 from framecast.storage.schema import (
     OPEN,
     QUOTA_COUNTS,
@@ -173,12 +174,17 @@ class Store:
         :class:`~framecast.storage.StoreError` (one line, never the password) when the database
         cannot be reached, was written by a newer Framecast, or is too old to upgrade here.
         """
-        db = _database(where, timeouts or StoreTimeouts())
-        await db.start()
+        url, timeouts = (where.reveal() if isinstance(where, Secret) else where), timeouts or StoreTimeouts()
+        pg = isinstance(url, str) and url.startswith(("postgresql:", "postgres:"))
+        db: Sqlite | Postgres = Postgres(str(url), timeouts) if pg else Sqlite(Path(url), timeouts)
         try:
+            await db.start()
             await db.migrate(functools.partial(migrate.upgrade, db))
-        except BaseException:
+        except BaseException as exc:
             await db.close()
+            if isinstance(db, Sqlite) and isinstance(exc, OSError | DBAPIError):
+                # A directory, a file that is not SQLite, no permission: one line, not a traceback.
+                raise StoreError(unusable_file(db.path, exc)) from None
             raise
         log.info("job store open: %s", db.target)
         return cls(db, clock.time if clock is not None else time.time)
@@ -560,14 +566,6 @@ class Store:
     async def release(self, job_id: int, owner: str) -> bool:
         """Give up ``owner``'s lease of the job; False if ``owner`` did not hold it."""
         return bool(await self._db.rows(_RELEASE, {"job_id": job_id, "owner": values.check_owner(owner)}))
-
-
-def _database(where: Where, timeouts: StoreTimeouts) -> Sqlite | Postgres:
-    """The database ``where`` names: a ``postgresql://`` URL, else a SQLite file."""
-    url = where.reveal() if isinstance(where, Secret) else where
-    if isinstance(url, str) and url.startswith(("postgresql:", "postgres:")):
-        return Postgres(url, timeouts)
-    return Sqlite(Path(url), timeouts)
 
 
 async def _log_changes(conn: Any, guild_id: int, by: int, changed: Sequence[Setting], now: float) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -165,3 +166,78 @@ def test_containers_run_read_only_without_capabilities_or_new_privileges(name: s
         # Written: the data volume, and /tmp in memory (re-encoding's scratch files); nothing else.
         assert "/tmp" in service["tmpfs"]
         assert any(str(volume).endswith(":/data") for volume in service["volumes"]), service["volumes"]
+
+
+def readme_compose_commands() -> list[str]:
+    """Every ``docker compose`` command the README gives (code blocks and inline), env prefixes included."""
+    readme = (REPO / "README.md").read_text()
+    found = re.findall(r"(?m)(?:^|`)((?:[A-Z_]+=\S+ )*docker compose [^`\n#]*)", readme)
+    return [command.strip() for command in found]
+
+
+def services_and_profiles(config: str) -> dict[str, set[str]]:
+    """Each service of ``docker-compose config``'s output with its profiles (empty: always started)."""
+    services: dict[str, set[str]] = {}
+    section = ("\n" + config).split("\nservices:\n", 1)[1].split("\nvolumes:\n", 1)[0]
+    for line in section.splitlines():
+        if re.fullmatch(r"  [a-z0-9-]+:", line):
+            name = line.strip().rstrip(":")
+            services[name] = set()
+    for name in services:
+        block = service_block(config, name).splitlines()
+        if "    profiles:" in block:
+            start = block.index("    profiles:") + 1
+            for item in block[start:]:
+                if not item.startswith("    - "):
+                    break
+                services[name].add(item.removeprefix("    - ").strip())
+    return services
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="Debian's docker-compose is not installed")
+def test_every_compose_command_in_the_readme_names_services_its_profiles_start(tmp_path: Path) -> None:
+    """Checked, not run: no registry, no compose v2 CLI and no bridge network where the tests run.
+
+    Each command's environment, profiles and services are read by ``docker-compose config`` on a copy
+    of the compose file beside an empty ``.env``: every service it names exists and is started by the
+    profiles it gives, and what it sets reaches the services.
+    """
+    commands = readme_compose_commands()
+    assert len(commands) >= 4, commands
+    shutil.copy(REPO / "docker-compose.yml", tmp_path / "docker-compose.yml")
+    (tmp_path / ".env").write_text("")
+    base = {k: v for k, v in os.environ.items() if k not in ("POSTGRES_PASSWORD", "GRAFANA_ADMIN_PASSWORD")}
+    for command in commands:
+        words = shlex.split(command)
+        env = dict(base)
+        while "=" in words[0]:
+            key, _, value = words.pop(0).partition("=")
+            env[key] = value
+        assert words[:2] == ["docker", "compose"], command
+        words = words[2:]
+        profiles: list[str] = []
+        while words[0] == "--profile":
+            profiles.append(words[1])
+            words = words[2:]
+        verb, rest = words[0], [w for w in words[1:] if not w.startswith("-")]
+        assert verb in ("up", "run"), command
+        named = rest if verb == "up" else rest[:1]
+        done = subprocess.run(
+            ["docker-compose", *(a for p in profiles for a in ("--profile", p)), "config"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, (command, done.stderr)
+        services = services_and_profiles(done.stdout)
+        for service in named:
+            assert service in services, f"{command}: no service {service!r}"
+            wanted = services[service]
+            assert not wanted or wanted & set(profiles), (
+                f"{command}: {service} needs --profile {sorted(wanted)}"
+            )
+        for key, value in env.items():
+            if key in ("POSTGRES_PASSWORD", "GRAFANA_ADMIN_PASSWORD"):
+                assert value in done.stdout, f"{command}: {key} reaches no service"

@@ -42,7 +42,10 @@ async def test_health_and_readiness_once_started(operated: tuple[World, Ops]) ->
     assert text.startswith("ok")
     _, text = await ops.until("/readyz", lambda s, _: s == 200, what="ready")
     body = json.loads(text)
-    assert body == {"ready": True, "checks": {"gateway": "ok", "database": "ok", "models": "ok"}}
+    assert body == {
+        "ready": True,
+        "checks": {"login": "ok", "gateway": "ok", "database": "ok", "models": "ok"},
+    }
     # Nothing else is served.
     assert (await ops.get("/"))[0] == 404
     assert (await ops.get("/.env"))[0] == 404

@@ -3,14 +3,17 @@
 ``/readyz`` names the database while PostgreSQL is unreachable (behind a relay the test cuts) and
 recovers with it, names Redis the same way (``REDIS_URL``: without it no key grants a request), and
 names the model list while it never loaded; ``/healthz`` stays alive through
-both. ``/metrics`` counts 429s, failed jobs, Discord errors and re-encodes. (The healthy path is
+both. The port answers before the login too: while Discord refuses or holds it, ``/readyz`` and
+``framecast_ready`` name the login. ``/metrics`` counts 429s, failed jobs, Discord errors and re-encodes. (The healthy path is
 tests/e2e/test_operate.py.)
 """
 
 from __future__ import annotations
 
-from tests.e2e.endpoints import free_port, ops_of, parse, ready_body, value
-from tests.e2e.harness import StartWorld, World, wait_log
+from pathlib import Path
+
+from tests.e2e.endpoints import Ops, free_port, ops_of, parse, ready_body, value
+from tests.e2e.harness import BotProcess, StartWorld, World, close_world, hold_route, make_world, wait_log
 from tests.e2e.servers import Relay
 from tests.fakes.gen_service import TaskPlan
 from tests.fakes.keys import TEST_REDIS_KEY_SECRET
@@ -79,7 +82,12 @@ async def test_readyz_fails_on_models_while_the_model_list_never_loaded(start: S
             "/readyz", lambda s, t: ready_body(t)["checks"]["gateway"] == "ok", timeout=15, what="connected"
         )
         assert status == 503
-        assert ready_body(text)["checks"] == {"gateway": "ok", "database": "ok", "models": "failed"}
+        assert ready_body(text)["checks"] == {
+            "login": "ok",
+            "gateway": "ok",
+            "database": "ok",
+            "models": "failed",
+        }
 
 
 async def test_metrics_count_429s_failures_discord_errors_and_reencodes(start: StartWorld) -> None:
@@ -141,3 +149,59 @@ async def test_metrics_count_429s_failures_discord_errors_and_reencodes(start: S
         if n == "framecast_discord_errors_total" and v
     }
     assert ("403", "50013") in errors, errors
+
+
+# -- before the login: the port answers while Discord refuses or holds the login -----------------------
+async def _not_ready_until_the_login(world: World, ops: Ops) -> None:
+    """Alive, not ready, with the login named as the reason in /readyz and in framecast_ready."""
+    await ops.until("/healthz", lambda s, _: s == 200, timeout=30, what="alive before the login")
+    # The store is opened right after the port starts: "pending" until then.
+    status, text = await ops.until(
+        "/readyz", lambda _, t: ready_body(t)["checks"]["database"] != "pending", what="the store opened"
+    )
+    assert status == 503
+    assert ready_body(text) == {
+        "ready": False,
+        "checks": {"login": "failed", "gateway": "pending", "database": "ok", "models": "pending"},
+    }
+    samples = await ops.samples()
+    assert value(samples, "framecast_ready", check="login") == 0
+    assert value(samples, "framecast_ready", check="database") == 1
+    assert not world.discord.sessions, "no gateway session before the login"
+
+
+async def test_the_operator_port_answers_while_discord_refuses_the_login(tmp_path: Path) -> None:
+    world = await make_world(
+        tmp_path, extra_env={"HTTP_PORT": str(free_port()), "DISCORD_RETRY_MAX_DELAY": "0.2"}
+    )
+    world.discord.fail_next("GET /users/@me", status=503, count=1_000_000)
+    world.bot = BotProcess(world.env, tmp_path / "bot.log")
+    try:
+        await world.bot.start()
+        async with ops_of(world) as ops:
+            await _not_ready_until_the_login(world, ops)
+            await wait_log(world, "cannot reach Discord (HTTP 503)")
+            # Discord is back: the same process logs in, connects and becomes ready.
+            world.discord.clear_injections()
+            await world.discord.wait_ready(timeout=30)
+            await ops.until("/readyz", lambda s, _: s == 200, timeout=30, what="ready after the login")
+            assert (await ops.samples())[("framecast_ready", frozenset({("check", "login")}))] == 1
+    finally:
+        await close_world(world)
+
+
+async def test_the_operator_port_answers_while_discord_holds_the_login(tmp_path: Path) -> None:
+    world = await make_world(tmp_path, extra_env={"HTTP_PORT": str(free_port())})
+    release, held = hold_route(world.discord, "GET", "/users/@me")
+    world.bot = BotProcess(world.env, tmp_path / "bot.log")
+    try:
+        await world.bot.start()
+        await world.discord.wait_for(lambda: bool(held), timeout=30, what="the login asked")
+        async with ops_of(world) as ops:
+            await _not_ready_until_the_login(world, ops)
+            release.set()
+            await world.discord.wait_ready(timeout=30)
+            await ops.until("/readyz", lambda s, _: s == 200, timeout=30, what="ready after the login")
+    finally:
+        release.set()
+        await close_world(world)

@@ -192,7 +192,7 @@ def await_nothing_queued(world: World) -> None:
     ]
 
 
-async def test_configuration_errors_stop_startup_with_one_readable_line(tmp_path) -> None:
+async def test_configuration_errors_stop_startup_with_one_readable_line_each(tmp_path) -> None:
     import os
     import sys
 
@@ -213,8 +213,9 @@ async def test_configuration_errors_stop_startup_with_one_readable_line(tmp_path
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2
     lines = err.decode().strip().splitlines()
-    assert len(lines) == 1, lines
-    assert "GEN_API_KEY" in lines[0] or "GEN_RATE_LIMIT" in lines[0]
+    # Both problems from one start, one line each (the operator fixes them in one go).
+    assert [line.split(":")[2].strip() for line in lines] == ["GEN_API_KEY", "GEN_RATE_LIMIT"], lines
+    assert all(line.startswith("framecast: configuration error: ") for line in lines)
     assert "Traceback" not in err.decode()
     assert "x" * 30 not in out.decode() + err.decode()
 

@@ -1,17 +1,20 @@
-"""Start-up failures an operator meets, each told in a clear line that echoes no password.
+"""Start-up failures an operator meets: each one line naming the variable, before the login, all at once.
 
-``HTTP_PORT`` taken, malformed ``DATABASE_URL`` / ``REDIS_URL``, ``SHARD_IDS`` without
-``SHARD_COUNT``, an unreachable PostgreSQL; and an unreachable Redis never leaks its password
-into the log.
+``HTTP_PORT`` taken, ``DATABASE_PATH`` a directory or a file that is not SQLite, an unreachable
+PostgreSQL or Redis: one ``start-up error`` line each, exit code 2, and Discord never asked (the
+checks come before the login). Several missing or malformed variables: one message naming them all.
+``GEN_API_BASE_URL`` left at ``.env.example``'s placeholder: the line says what to put there. No line
+echoes a password.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,8 @@ import redis.asyncio as aioredis
 
 from framecast.keys.redis_names import SECRET_MARK, check_secret
 from tests.e2e.endpoints import free_port
-from tests.e2e.harness import REPO, BotProcess, World, close_world, make_world
+from tests.e2e.harness import REPO, World, close_world, make_world
+from tests.fakes.keys import TEST_REDIS_KEY_SECRET
 from tests.workers import redis_url
 
 
@@ -46,17 +50,86 @@ async def idle_world(tmp_path: Path) -> AsyncIterator[World]:
         await close_world(world)
 
 
-async def test_http_port_in_use_at_start_is_a_clear_error(idle_world: World) -> None:
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port something else listens on (every interface, as the image's HTTP_HOST)."""
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
         taken.listen()
-        port = taken.getsockname()[1]
-        env = {**idle_world.env, "HTTP_PORT": str(port), "LOG_LEVEL": "INFO"}
-        proc = await asyncio.to_thread(run_bot_once, env)
+        yield int(taken.getsockname()[1])
+
+
+def startup_errors(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """The ``start-up error`` lines of a run, from ``VARIABLE:`` on."""
     out = proc.stdout + proc.stderr
-    assert proc.returncode not in (0, None), out[-2000:]
-    assert "HTTP_PORT" in out or f"port {port}" in out, out[-2000:]
+    return [line.split("start-up error: ", 1)[1] for line in out.splitlines() if "start-up error: " in line]
+
+
+def asked_discord(world: World) -> bool:
+    """Whether the bot tried to log in (``GET /users/@me``) or open the gateway."""
+    return bool(world.discord.requests_to("GET", "/users/@me")) or bool(world.discord.sessions)
+
+
+async def test_http_port_in_use_at_start_is_one_line_before_the_login(
+    idle_world: World, taken_port: int
+) -> None:
+    env = {**idle_world.env, "HTTP_PORT": str(taken_port), "HTTP_HOST": "0.0.0.0", "LOG_LEVEL": "INFO"}
+    proc = await asyncio.to_thread(run_bot_once, env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-2000:]
+    assert startup_errors(proc) == [
+        f"HTTP_PORT: cannot listen on 0.0.0.0:{taken_port} (Address already in use)"
+    ]
     assert "Traceback" not in out, "a known start-up problem should be one line, not a traceback"
+    assert not asked_discord(idle_world)
+
+
+async def test_a_database_path_that_is_a_directory_is_one_line_before_the_login(idle_world: World) -> None:
+    folder = idle_world.tmp / "a-folder"
+    folder.mkdir()
+    proc = await asyncio.to_thread(run_bot_once, {**idle_world.env, "DATABASE_PATH": str(folder)})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-2000:]
+    assert startup_errors(proc) == [f"DATABASE_PATH: {folder} is a directory, not a database file"]
+    assert "Traceback" not in out
+    assert not asked_discord(idle_world)
+
+
+async def test_a_database_path_that_is_not_sqlite_is_one_line_before_the_login(idle_world: World) -> None:
+    notes = idle_world.tmp / "notes.txt"
+    notes.write_text("not a database, just some notes\n" * 200)
+    proc = await asyncio.to_thread(run_bot_once, {**idle_world.env, "DATABASE_PATH": str(notes)})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-2000:]
+    assert startup_errors(proc) == [
+        f"DATABASE_PATH: {notes} is not a usable SQLite database (file is not a database)"
+    ]
+    assert "Traceback" not in out
+    assert notes.read_text().startswith("not a database")  # left as it was
+    assert not asked_discord(idle_world)
+
+
+async def test_every_setup_problem_is_told_at_once(idle_world: World, taken_port: int) -> None:
+    folder = idle_world.tmp / "a-folder"
+    folder.mkdir()
+    closed = free_port()
+    env = {
+        **idle_world.env,
+        "HTTP_PORT": str(taken_port),
+        "HTTP_HOST": "0.0.0.0",
+        "DATABASE_PATH": str(folder),
+        "REDIS_URL": f"redis://:hunter2-secret@127.0.0.1:{closed}/0",
+    }
+    proc = await asyncio.to_thread(run_bot_once, env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-2000:]
+    assert [line.split(":", 1)[0] for line in startup_errors(proc)] == [
+        "HTTP_PORT",
+        "DATABASE_PATH",
+        "REDIS_URL",
+    ]
+    assert "hunter2" not in out and "Traceback" not in out
+    assert not asked_discord(idle_world)
 
 
 @pytest.mark.parametrize(
@@ -76,34 +149,73 @@ async def test_malformed_store_urls_are_one_config_line_without_the_password(
     assert "hunter2" not in proc.stdout + proc.stderr
 
 
+async def test_several_missing_or_malformed_variables_are_named_in_one_message(idle_world: World) -> None:
+    env = {k: v for k, v in idle_world.env.items() if k not in ("DISCORD_TOKEN", "GEN_API_KEY")}
+    env.update({"GEN_POLL_INTERVAL": "soon", "HTTP_PORT": "99999"})
+    proc = await asyncio.to_thread(run_bot_once, env)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert [re.sub(r":.*", "", line.removeprefix("framecast: configuration error: ")) for line in lines] == [
+        "DISCORD_TOKEN",
+        "GEN_API_KEY",
+        "GEN_POLL_INTERVAL",
+        "HTTP_PORT",
+    ], proc.stderr
+    assert all(line.startswith("framecast: configuration error: ") for line in lines)
+    assert not asked_discord(idle_world)
+
+
+async def test_the_env_example_placeholder_for_the_service_says_what_to_put_there(idle_world: World) -> None:
+    example = (REPO / ".env.example").read_text()
+    placeholder = re.search(r"(?m)^GEN_API_BASE_URL=(.+)$", example)
+    assert placeholder is not None
+    proc = await asyncio.to_thread(run_bot_once, {**idle_world.env, "GEN_API_BASE_URL": placeholder.group(1)})
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("framecast: configuration error: GEN_API_BASE_URL: is still the placeholder")
+    assert "put your generation service's API address here" in lines[0]
+
+
 async def test_shard_ids_without_shard_count_is_a_config_error(idle_world: World) -> None:
     proc = await asyncio.to_thread(run_bot_once, {**idle_world.env, "SHARD_IDS": "0"})
     assert proc.returncode == 2
     assert "SHARD_IDS" in proc.stderr and "SHARD_COUNT" in proc.stderr
 
 
-async def test_unreachable_database_url_fails_fast_without_the_password(idle_world: World) -> None:
+async def test_unreachable_database_url_is_one_line_before_the_login_without_the_password(
+    idle_world: World,
+) -> None:
     closed = free_port()
     url = f"postgresql://framecast:hunter2-secret@127.0.0.1:{closed}/framecast"
     proc = await asyncio.to_thread(run_bot_once, {**idle_world.env, "DATABASE_URL": url, "LOG_LEVEL": "INFO"})
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, out[-2000:]
+    assert proc.returncode == 2, out[-2000:]
     assert "hunter2" not in out
-    assert f"127.0.0.1:{closed}" in out and "PostgreSQL" in out, out[-2000:]
+    [line] = startup_errors(proc)
+    assert line.startswith("DATABASE_URL: ") and f"127.0.0.1:{closed}" in line and "PostgreSQL" in line, out[
+        -2000:
+    ]
+    assert not asked_discord(idle_world)
 
 
-async def test_unreachable_redis_url_does_not_leak_the_password(idle_world: World) -> None:
+async def test_unreachable_redis_url_is_one_line_before_the_login_without_the_password(
+    idle_world: World,
+) -> None:
     closed = free_port()
     url = f"redis://:hunter2-secret@127.0.0.1:{closed}/0"
-    env = {**idle_world.env, "REDIS_URL": url, "LOG_LEVEL": "DEBUG", "HTTP_PORT": str(free_port())}
-    bot = BotProcess(env, idle_world.tmp / "redis-down.log")
-    await bot.start()
-    try:
-        await asyncio.sleep(6)
-    finally:
-        if bot.running:
-            await bot.terminate()
-    assert "hunter2" not in bot.log_text()
+    env = {
+        **idle_world.env,
+        "REDIS_URL": url,
+        "REDIS_KEY_SECRET": TEST_REDIS_KEY_SECRET,
+        "LOG_LEVEL": "DEBUG",
+    }
+    proc = await asyncio.to_thread(run_bot_once, env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-2000:]
+    assert startup_errors(proc) == [f"REDIS_URL: cannot reach Redis at 127.0.0.1:{closed} (ConnectionError)"]
+    assert "hunter2" not in out and "Traceback" not in out
+    assert not asked_discord(idle_world)
 
 
 async def test_a_redis_key_secret_differing_from_the_other_processes_is_one_clear_line(

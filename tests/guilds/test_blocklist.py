@@ -3,20 +3,31 @@ the innocent words that must still pass (the Scunthorpe problem)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import unicodedata
 from importlib.resources import files
+from pathlib import Path
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from framecast.guilds import blocklist
 from framecast.guilds.blocklist import blocked_term, skeleton, term_key
 from framecast.guilds.settings import Ceilings, GuildSettings, check_change
 from framecast.guilds.settings import blocked_term as blocked_term_from_settings
 
 CEILINGS = Ceilings(member_jobs=3, queue_cap=20, daily_videos=10, daily_images=None)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def table_read_once() -> None:
+    """Read the confusables table before the property tests: its one-time read (lazy, on first use)
+    would otherwise land in the first example and count against Hypothesis' per-example deadline."""
+    skeleton("a")
+
 
 # ---------------------------------------------------------------------- blocked_term: examples
 
@@ -348,7 +359,7 @@ def test_blocklist_terms_are_deduplicated_by_their_skeleton() -> None:
 
 def test_the_confusables_table_is_vendored_with_its_terms_and_read_lazily() -> None:
     text = files("framecast.guilds").joinpath("confusables.txt").read_text("utf-8-sig")
-    assert "Version: 13.0.0" in text and "terms_of_use" in text
+    assert text.startswith("# confusables.txt\n") and "terms_of_use" in text
     code = (
         "import framecast.guilds.settings, framecast.guilds.blocklist as b;"
         "assert b._confusables.cache_info().currsize == 0;"
@@ -356,6 +367,22 @@ def test_the_confusables_table_is_vendored_with_its_terms_and_read_lazily() -> N
         "assert b._confusables.cache_info().currsize == 1"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_confusables_table_is_the_version_the_readme_and_the_module_name() -> None:
+    """The header's version is the one the README promises (and the module's docstring cites)."""
+    text = files("framecast.guilds").joinpath("confusables.txt").read_text("utf-8-sig")
+    header = re.search(r"^# Version: (\d+\.\d+\.\d+)$", text, re.MULTILINE)
+    assert header is not None, "confusables.txt lost its header"
+    readme = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
+    named = re.search(r"confusables table of Unicode (\d+\.\d+\.\d+)", readme)
+    assert named is not None, "the README no longer names the confusables table's version"
+    assert header.group(1) == named.group(1)
+    assert f"/security/{header.group(1)}/confusables.txt" in (blocklist.__doc__ or "")
+    # The data lines are all there: the table's own count at its end.
+    total = re.search(r"^# total: (\d+)$", text, re.MULTILINE)
+    assert total is not None
+    assert sum(1 for line in text.splitlines() if re.match(r"[0-9A-F]{4,6} ;", line)) == int(total.group(1))
 
 
 # ---------------------------------------------------------------------- bypass properties

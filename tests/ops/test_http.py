@@ -14,7 +14,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from framecast.jobs import JobKind, JobState
 from framecast.jobs.reasons import ErrorCode
-from framecast.ops import BudgetReading, Metrics, OpsServer, ReencodeOutcome, RequestKind, key_label
+from framecast.ops import (
+    BudgetReading,
+    CheckOutcome,
+    Metrics,
+    OpsServer,
+    ReencodeOutcome,
+    RequestKind,
+    key_label,
+)
 
 
 @pytest.fixture
@@ -115,6 +123,23 @@ async def test_readyz_runs_sync_and_async_checks(http: aiohttp.ClientSession) ->
         state["gateway"] = True
         async with http.get(url(server, "/readyz")) as resp:
             assert resp.status == 200
+    finally:
+        await server.close()
+
+
+async def test_a_check_that_cannot_run_yet_is_pending_and_not_ready(http: aiohttp.ClientSession) -> None:
+    server = await started()
+    logged_in = {"done": False}
+    server.add_check("login", lambda: logged_in["done"])
+    server.add_check("gateway", lambda: True if logged_in["done"] else CheckOutcome.PENDING)
+    try:
+        async with http.get(url(server, "/readyz")) as resp:
+            assert resp.status == 503
+            assert await resp.json() == {"ready": False, "checks": {"login": "failed", "gateway": "pending"}}
+        logged_in["done"] = True
+        async with http.get(url(server, "/readyz")) as resp:
+            assert resp.status == 200
+            assert await resp.json() == {"ready": True, "checks": {"login": "ok", "gateway": "ok"}}
     finally:
         await server.close()
 
