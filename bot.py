@@ -21,7 +21,9 @@ from cogs.discord_internals import point_discord_at
 from cogs.i18n import FramecastTranslator
 from cogs.startup import ReconnectLogFilter, connect_patiently
 from cogs.tree import FramecastTree, set_install_scope
+from cogs.web_members import DiscordDirectory
 from framecast.app.core import Core
+from framecast.app.web import web_cases
 from framecast.backoff import Backoff
 from framecast.clock import Clock
 from framecast.config import ConfigError, Settings, load_settings
@@ -32,6 +34,7 @@ from framecast.ops.http import OpsServer
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
 from framecast.storage import Store, StoreError
+from web.server import WebConfig, WebServer
 
 # Named, not __name__: run as a script this module is "__main__", and operators read "framecast".
 log = logging.getLogger("framecast")
@@ -81,6 +84,7 @@ class Framecast(commands.Bot):
         self.heap = HeapFreezer()
         track_heap(self.metrics.registry, self.heap)
         self._ops: OpsServer | None = None
+        self._web: WebServer | None = None
         #: Whether the (unsharded) gateway connection is up, kept from discord.py's connection events.
         self._gateway_up = False
 
@@ -99,6 +103,7 @@ class Framecast(commands.Bot):
             await self._serve_ops()
             self.core = await Core.open(self.settings, reporter=self._reporter, metrics=self.metrics)
             self._opened = True
+            await self._serve_web()
             for extension in EXTENSIONS:
                 await self.load_extension(extension)
             set_install_scope(self.tree, user_install=self.settings.user_install)
@@ -144,6 +149,28 @@ class Framecast(commands.Bot):
         self._ops = ops
         log.info("operator endpoints on port %d", ops.port)
 
+    async def _serve_web(self) -> None:
+        """Serve the web pages on WEB_PORT (when set), over the core's use cases and this bot's view."""
+        s = self.settings
+        if s.web_port is None or self._web is not None:
+            return
+        assert s.web_base_url and s.web_client_id and s.web_client_secret and s.web_session_secret
+        config = WebConfig(
+            host=s.web_host,
+            port=s.web_port,
+            base_url=s.web_base_url,
+            client_id=s.web_client_id,
+            client_secret=s.web_client_secret.reveal(),
+            session_secret=s.web_session_secret.reveal(),
+            discord_api=s.discord_api_base_url,
+        )
+        web = WebServer(web_cases(self.core, DiscordDirectory(self)), config)
+        try:
+            await web.start()
+        except OSError as exc:
+            raise OpsPortError(f"WEB_PORT {s.web_port}: cannot listen ({exc.strerror})") from None
+        self._web = web
+
     async def _database_answers(self) -> bool:
         return self._opened and await self.core.database_answers()
 
@@ -170,6 +197,9 @@ class Framecast(commands.Bot):
     async def close(self) -> None:
         """Stop taking work, checkpoint running jobs, then close Discord and the core."""
         opened, self._opened = self._opened, False
+        if self._web is not None:
+            web, self._web = self._web, None
+            await web.close()
         if opened:
             await self.core.stop()
         await super().close()

@@ -75,6 +75,12 @@ DEFAULTS = {
     "shard_count": None,
     "shard_ids": None,
     "lease_seconds": 60.0,
+    "web_port": None,
+    "web_host": "127.0.0.1",
+    "web_base_url": None,
+    "web_client_id": None,
+    "web_client_secret": None,
+    "web_session_secret": None,
 }
 
 
@@ -561,3 +567,37 @@ def test_a_secret_value_is_never_shown(name: str, head: str, tail: str) -> None:
     else:
         shown = f"{s} {s!r} {s.model_dump()}"
     assert "den4242" not in shown
+
+
+WEB = {
+    "WEB_PORT": "8090",
+    "WEB_BASE_URL": "https://framecast.example.org/",
+    "WEB_CLIENT_ID": "123456789012345678",
+    "WEB_CLIENT_SECRET": "client-SECRET-abcdef",
+    "WEB_SESSION_SECRET": "s" * 40,
+}
+
+
+def test_the_web_pages_are_off_by_default_and_need_their_four_variables_once_on() -> None:
+    assert load_settings(REQUIRED).web_port is None
+    s = load_settings({**REQUIRED, **WEB})
+    assert (s.web_port, s.web_base_url, s.web_client_id) == (
+        8090,
+        "https://framecast.example.org",
+        WEB["WEB_CLIENT_ID"],
+    )
+    for missing in ("WEB_BASE_URL", "WEB_CLIENT_ID", "WEB_CLIENT_SECRET", "WEB_SESSION_SECRET"):
+        env = {k: v for k, v in {**REQUIRED, **WEB}.items() if k != missing}
+        with pytest.raises(ConfigError, match=f"^{missing}: is required when WEB_PORT is set$"):
+            load_settings(env)
+
+
+def test_a_short_web_session_secret_is_refused_without_showing_it() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings({**REQUIRED, **WEB, "WEB_SESSION_SECRET": "short-SECRET"})
+    assert refused.value.variable == "WEB_SESSION_SECRET" and "short-SECRET" not in str(refused.value)
+
+
+def test_the_web_secrets_are_masked_in_logs() -> None:
+    s = load_settings({**REQUIRED, **WEB})
+    assert {WEB["WEB_CLIENT_SECRET"], WEB["WEB_SESSION_SECRET"]} <= set(s.secrets())

@@ -38,8 +38,9 @@ from framecast.jobs import (
     check_transition,
 )
 from framecast.planner.predict import DurationRow
-from framecast.storage import history, migrate, values
+from framecast.storage import gallery, history, migrate, values
 from framecast.storage.dialects import Postgres, Sqlite
+from framecast.storage.gallery import GalleryFilter
 from framecast.storage.schema import (
     OPEN,
     QUOTA_COUNTS,
@@ -49,6 +50,7 @@ from framecast.storage.schema import (
     jobs,
     settings_log,
 )
+from framecast.storage.sessions import WebSessionRows
 from framecast.storage.styles import GuildStyles
 from framecast.storage.values import SettingsChange, StoredKey
 
@@ -179,6 +181,15 @@ class Store:
     def styles(self) -> GuildStyles:
         """The servers' named prompt styles, on this store's database."""
         return GuildStyles(self._db, self._timestamp)
+
+    @functools.cached_property
+    def web_sessions(self) -> WebSessionRows:
+        """The web sessions (Login with Discord), on this store's database."""
+        return WebSessionRows(self._db)
+
+    async def gallery_jobs(self, where: GalleryFilter, *, before: int | None, limit: int) -> tuple[Job, ...]:
+        """A batch of a server's delivered jobs, newest first (see :func:`gallery.gallery_jobs`)."""
+        return await gallery.gallery_jobs(self._db, _JOB, _job, where, before=before, limit=limit)
 
     @property
     def path(self) -> Path | None:

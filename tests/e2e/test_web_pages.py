@@ -1,0 +1,242 @@
+"""The web pages end to end: the real bot.py serving them (WEB_PORT), the fake Discord's login
+(OAuth2 with PKCE and state), and a browser without JavaScript (aiohttp with a cookie jar).
+
+Who sees what is Discord's view as the bot fetches it: a private #staff channel (the staff role may
+read it), an admin who has Manage Server through a role, and members who have neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from tests.e2e.commands import settings, text_of
+from tests.e2e.harness import World, close_world, make_world
+from tests.e2e.webpages import Browser, Seeded, enable_web, prompts_on, seed_delivered
+from tests.fakes.discord_api import READ_MESSAGE_HISTORY, VIEW_CHANNEL, FakeOverwrite
+
+MANAGE_GUILD = 1 << 5
+HOSTILE = '<script>alert(1)</script><img src=x onerror=alert(2)> & "quotes"'
+
+
+@dataclass
+class Site:
+    """A world with the web pages on, its people and its seeded results."""
+
+    world: World
+    base: str
+    boss: Any  # staff role (reads #staff) and the mods role (Manage Server)
+    staff: Any
+    cats: list[Seeded]
+    secret: Seeded
+    hostile: Seeded
+    gone: Seeded
+    browsers: list[Browser]
+
+    def browser(self) -> Browser:
+        browser = Browser(self.world, self.base)
+        self.browsers.append(browser)
+        return browser
+
+    @property
+    def gallery(self) -> str:
+        return f"/g/{self.world.guild.id}"
+
+
+@pytest.fixture
+async def site(tmp_path: Path) -> AsyncIterator[Site]:
+    world = await make_world(tmp_path)
+    browsers: list[Browser] = []
+    try:
+        fake, guild = world.discord, world.guild
+        staff_role = fake.add_role(guild, "staff")
+        mods = fake.add_role(guild, "mods", permissions=MANAGE_GUILD)
+        staff = fake.add_channel(
+            guild,
+            "staff",
+            overwrites=[
+                FakeOverwrite.of(guild.everyone, deny=VIEW_CHANNEL | READ_MESSAGE_HISTORY),
+                FakeOverwrite.of(staff_role, allow=VIEW_CHANNEL | READ_MESSAGE_HISTORY),
+            ],
+        )
+        boss = fake.add_member(guild, "boss", roles=[staff_role, mods])
+        base = enable_web(world)
+        cats = await seed_delivered(
+            world, [(world.alice, world.channel, f"cat number {i}") for i in range(30)]
+        )
+        (secret,) = await seed_delivered(world, [(boss, staff, "staff only: the secret plan")])
+        (hostile,) = await seed_delivered(world, [(world.bob, world.channel, HOSTILE)])
+        (gone,) = await seed_delivered(world, [(world.bob, world.channel, "a deleted result")], deleted=True)
+        await world.start_bot()
+        yield Site(world, base, boss, staff, cats, secret, hostile, gone, browsers)
+    finally:
+        for browser in browsers:
+            await browser.close()
+        await close_world(world)
+
+
+async def test_login_opens_a_signed_http_only_secure_lax_session_that_logout_ends(site: Site) -> None:
+    browser = site.browser()
+    status, _, response = await browser.get(site.gallery, allow_redirects=False)
+    assert status == 302 and response.headers["Location"].startswith("/login?next=")
+    page = await browser.login(site.world.alice, then=site.gallery)
+    assert "cat number 29" in page
+    # The authorize request: PKCE S256 and a state, scope identify only.
+    asked = site.world.discord.oauth.authorizations[-1]
+    assert (
+        asked["code_challenge_method"] == "S256"
+        and asked["scope"] == "identify"
+        and len(asked["state"]) >= 32
+    )
+    assert site.world.discord.oauth.exchanges[-1][1] == 200
+    cookie = next(c for c in browser.jar if c.key == "fc_session")
+    assert cookie["httponly"] and cookie["secure"] and cookie["samesite"] == "Lax"
+    assert "." in cookie.value  # signed
+    # A tampered cookie is nobody.
+    forged = site.browser()
+    forged.set_cookie("fc_session", cookie.value[:-2] + "xx")
+    status, _, _ = await forged.get(site.gallery, allow_redirects=False)
+    assert status == 302
+    # Logout (a form with its CSRF token) ends the session row, not just the cookie.
+    stolen = cookie.value
+    status, _, _ = await browser.post("/logout", {"csrf": browser.csrf(page)})
+    assert status == 200
+    replay = site.browser()
+    replay.set_cookie("fc_session", stolen)
+    status, _, _ = await replay.get(site.gallery, allow_redirects=False)
+    assert status == 302
+
+
+async def test_a_stolen_state_and_code_are_refused_in_another_browser(site: Site) -> None:
+    victim, attacker = site.browser(), site.browser()
+    site.world.discord.oauth.login = site.world.alice.user
+    status, _, response = await victim.get("/login", allow_redirects=False)
+    assert status == 302
+    authorize = response.headers["Location"]
+    # Discord sends the victim back with a code and the state; the attacker gets hold of that URL.
+    async with attacker.http.get(authorize, allow_redirects=False) as back:
+        callback = back.headers["Location"]
+    assert parse_qs(urlsplit(callback).query)["state"]
+    await attacker.get("/login", allow_redirects=False)  # even with a login of their own under way
+    status, page, _ = await attacker.get(callback.removeprefix(site.base))
+    assert status == 400 and "Login refused" in page
+    assert not any(c.key == "fc_session" for c in attacker.jar)
+    status, _, _ = await attacker.get(site.gallery, allow_redirects=False)
+    assert status == 302
+
+
+async def test_the_gallery_pages_newest_first_and_never_shows_deleted_or_unreadable_results(
+    site: Site,
+) -> None:
+    alice = site.browser()
+    page = await alice.login(site.world.alice, then=site.gallery)
+    shown = prompts_on(page)
+    expected = [HOSTILE] + [f"cat number {i}" for i in range(29, 6, -1)]
+    assert shown == expected
+    older = page.split('rel="next"')[0].rsplit('href="', 1)[1].split('"')[0].replace("&amp;", "&")
+    status, page2, _ = await alice.get(older)
+    assert status == 200 and prompts_on(page2) == [f"cat number {i}" for i in range(6, -1, -1)]
+    assert 'rel="next"' not in page2
+    everything = page + page2
+    assert "secret plan" not in everything and "a deleted result" not in everything
+    # Each result links to its message in Discord.
+    assert (
+        f"https://discord.com/channels/{site.world.guild.id}/{site.world.channel.id}/{10**17 + site.cats[-1].id}"
+        in page
+    )
+    # The boss reads #staff: its result shows to them.
+    boss = site.browser()
+    assert "staff only: the secret plan" in prompts_on(await boss.login(site.boss, then=site.gallery))
+
+
+async def test_search_and_filters_narrow_the_gallery(site: Site) -> None:
+    alice = site.browser()
+    await alice.login(site.world.alice)
+    _, page, _ = await alice.get(f"{site.gallery}?q=NUMBER+1")
+    assert prompts_on(page) == [f"cat number {i}" for i in (19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 1)]
+    _, page, _ = await alice.get(f"{site.gallery}?member={site.world.bob.id}")
+    assert prompts_on(page) == [HOSTILE]
+    _, page, _ = await alice.get(f"{site.gallery}?q=secret")
+    assert prompts_on(page) == []
+    _, page, _ = await alice.get(f"{site.gallery}?kind=video")
+    assert prompts_on(page) == []
+
+
+async def test_a_prompt_full_of_html_is_shown_as_text(site: Site) -> None:
+    alice = site.browser()
+    page = await alice.login(site.world.alice, then=site.gallery)
+    assert "<script>alert(1)</script>" not in page and "<img src=x" not in page
+    assert (
+        "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt; &amp; &#34;quotes&#34;"
+        in page
+    )
+
+
+async def test_every_answer_carries_a_content_security_policy_without_scripts(site: Site) -> None:
+    alice = site.browser()
+    await alice.login(site.world.alice)
+    for path in (
+        "/",
+        site.gallery,
+        "/static/framecast.css",
+        "/g/12345",
+        "/nowhere",
+        f"/d/{site.world.guild.id}",
+    ):
+        _, _, response = await alice.get(path, allow_redirects=False)
+        csp = response.headers.get("Content-Security-Policy", "")
+        assert "default-src 'none'" in csp and "script-src" not in csp and "unsafe-inline" not in csp, path
+        assert "frame-ancestors 'none'" in csp and response.headers["X-Content-Type-Options"] == "nosniff"
+
+
+async def test_a_member_without_manage_server_is_refused_the_dashboard(site: Site) -> None:
+    alice = site.browser()
+    await alice.login(site.world.alice)
+    status, page, _ = await alice.get(f"/d/{site.world.guild.id}")
+    assert status == 403 and "Manage Server" in page
+    boss = site.browser()
+    await boss.login(site.boss)
+    status, page, _ = await boss.get(f"/d/{site.world.guild.id}")
+    assert status == 200 and "Queue now" in page
+    # Manage Server is asked again on every request: the role taken away, the dashboard closes.
+    site.boss.roles = [r for r in site.boss.roles if r.name != "mods"]
+    status, _, _ = await boss.get(f"/d/{site.world.guild.id}")
+    assert status == 403
+
+
+async def test_a_forged_form_without_the_csrf_token_changes_nothing(site: Site) -> None:
+    boss = site.browser()
+    await boss.login(site.boss)
+    dashboard = f"/d/{site.world.guild.id}"
+    before = text_of(await settings(site.world, "show"))
+    status, _, _ = await boss.post(f"{dashboard}/limits", {"queue_cap": "3"})
+    assert status == 403
+    other = site.browser()
+    _, other_page, _ = await other.get("/")  # another session's token is no better
+    await other.login(site.world.alice)
+    _, alice_page, _ = await other.get("/")
+    status, _, _ = await boss.post(f"{dashboard}/limits", {"queue_cap": "3", "csrf": other.csrf(alice_page)})
+    assert status == 403
+    assert text_of(await settings(site.world, "show")) == before
+
+
+async def test_a_setting_changed_on_the_dashboard_is_what_settings_show_says(site: Site) -> None:
+    boss = site.browser()
+    await boss.login(site.boss)
+    dashboard = f"/d/{site.world.guild.id}"
+    _, page, _ = await boss.get(dashboard)
+    status, page, _ = await boss.post(f"{dashboard}/limits", {"queue_cap": "7", "csrf": boss.csrf(page)})
+    assert status == 200 and "Limits saved." in page
+    shown = text_of(await settings(site.world, "show"))
+    assert "**Server queue cap**: 7 (set by this server" in shown, shown
+    # A value over the operator's ceiling is refused in words, and nothing changes.
+    status, page, _ = await boss.post(f"{dashboard}/limits", {"queue_cap": "999", "csrf": boss.csrf(page)})
+    assert status == 400 and "ceiling" in page
+    # The key: set through the same use case, and never shown (its last four at most).
+    _, page, _ = await boss.get(dashboard)
+    assert 'type="password"' in page
