@@ -73,9 +73,9 @@ async def test_a_result_whose_prompt_queue_would_hide_is_not_shown_at_all(store:
 async def test_age_restricted_results_show_only_to_members_who_can_read_that_channel(store: Store) -> None:
     await delivered(store, "adult", channel_id=ADULT)
     assert prompts(await Gallery(store).page(GUILD, member({OPEN}), GalleryQuery())) == []
-    assert prompts(await Gallery(store).page(GUILD, member({OPEN, ADULT}, adult={ADULT}), GalleryQuery())) == [
-        "adult"
-    ]
+    assert prompts(
+        await Gallery(store).page(GUILD, member({OPEN, ADULT}, adult={ADULT}), GalleryQuery())
+    ) == ["adult"]
 
 
 async def test_deleted_and_unfinished_results_never_show(store: Store) -> None:
