@@ -24,6 +24,7 @@ from framecast.app import (
     StyleKind,
     WebCases,
 )
+from web.charts import day_bars
 from web.pages import check_csrf, render, server_member, server_of
 
 __all__ = ["add_routes"]
@@ -69,6 +70,7 @@ async def dashboard(request: web.Request, *, problem: str | None = None, status:
     cases = server_of(request).cases
     view = await cases.admins.show(guild_id)
     queue = await cases.members.show_queue(guild_id, member.viewer)
+    usage = await cases.usage.of_server(guild_id)
     done = DONE.get(request.query.get("done", "")) if problem is None else None
     return render(
         request,
@@ -80,6 +82,8 @@ async def dashboard(request: web.Request, *, problem: str | None = None, status:
         styles=cases.styles.list_styles(guild_id).styles,
         style_kinds=[k.value for k in StyleKind],
         queue=queue,
+        usage=usage,
+        chart=day_bars(usage.days),
         now=time.time(),
         done=done,
         problem=problem,

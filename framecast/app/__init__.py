@@ -12,7 +12,7 @@ This package is the Discord edge's only door into the core: ``cogs/`` imports fr
 * :mod:`framecast.app.styles`: a server's named prompt styles (/settings styles, ``style:``);
 * :mod:`framecast.app.chat`: the protocol the chat side implements to show and deliver jobs;
 * :mod:`framecast.app.gallery`, :mod:`framecast.app.web_sessions`, :mod:`framecast.app.web`: the web
-  pages' use cases (the gallery, sessions) and the bundle the web edge is given.
+  pages' use cases (the gallery, sessions, usage) and the bundle the web edge is given.
 
 The core itself is assembled in :mod:`framecast.app.core` (``bot.py`` opens and closes it).
 """
@@ -26,6 +26,7 @@ from framecast.app import (
     members,
     parked,
     styles,
+    usage,
     values,
     web,
     web_sessions,
@@ -38,6 +39,7 @@ from framecast.app.history import *  # noqa: F403
 from framecast.app.members import *  # noqa: F403
 from framecast.app.parked import *  # noqa: F403
 from framecast.app.styles import *  # noqa: F403
+from framecast.app.usage import *  # noqa: F403
 from framecast.app.values import *  # noqa: F403
 from framecast.app.web import *  # noqa: F403
 from framecast.app.web_sessions import *  # noqa: F403
@@ -52,6 +54,7 @@ __all__ = [
     *parked.__all__,
     *styles.__all__,
     *gallery.__all__,
+    *usage.__all__,
     *web.__all__,
     *web_sessions.__all__,
 ]

@@ -15,6 +15,7 @@ from framecast.app.gallery import Gallery, ServerDirectory
 from framecast.app.history import MemberHistory
 from framecast.app.members import Members
 from framecast.app.styles import ServerStyles
+from framecast.app.usage import Usage
 from framecast.app.web_sessions import WebSessions
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class WebCases:
     styles: ServerStyles
     members: Members
     history: MemberHistory
+    usage: Usage
     #: Who a person is in a server, from the chat side's own view.
     directory: ServerDirectory
 
@@ -40,11 +42,12 @@ class WebCases:
 def web_cases(core: Core[Any], directory: ServerDirectory) -> WebCases:
     """The web edge's use cases over an opened core."""
     return WebCases(
-        gallery=Gallery(core.store),
-        sessions=WebSessions(core.store.web_sessions, core.clock),
+        gallery=Gallery(core.store.web),
+        sessions=WebSessions(core.store.web.sessions, core.clock),
         admins=core.admins,
         styles=core.styles,
         members=core.members,
         history=core.history,
+        usage=Usage(core.store.web, core.clock),
         directory=directory,
     )

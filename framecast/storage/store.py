@@ -38,9 +38,8 @@ from framecast.jobs import (
     check_transition,
 )
 from framecast.planner.predict import DurationRow
-from framecast.storage import gallery, history, migrate, values
+from framecast.storage import history, migrate, values
 from framecast.storage.dialects import Postgres, Sqlite
-from framecast.storage.gallery import GalleryFilter
 from framecast.storage.schema import (
     OPEN,
     QUOTA_COUNTS,
@@ -50,9 +49,9 @@ from framecast.storage.schema import (
     jobs,
     settings_log,
 )
-from framecast.storage.sessions import WebSessionRows
 from framecast.storage.styles import GuildStyles
 from framecast.storage.values import SettingsChange, StoredKey
+from framecast.storage.webstore import WebStore
 
 if TYPE_CHECKING:
     from framecast.clock import Clock
@@ -183,13 +182,9 @@ class Store:
         return GuildStyles(self._db, self._timestamp)
 
     @functools.cached_property
-    def web_sessions(self) -> WebSessionRows:
-        """The web sessions (Login with Discord), on this store's database."""
-        return WebSessionRows(self._db)
-
-    async def gallery_jobs(self, where: GalleryFilter, *, before: int | None, limit: int) -> tuple[Job, ...]:
-        """A batch of a server's delivered jobs, newest first (see :func:`gallery.gallery_jobs`)."""
-        return await gallery.gallery_jobs(self._db, _JOB, _job, where, before=before, limit=limit)
+    def web(self) -> WebStore:
+        """What the web pages read and keep (gallery pages, usage, sessions), on this database."""
+        return WebStore(self._db, _JOB, _job)
 
     @property
     def path(self) -> Path | None:

@@ -64,17 +64,17 @@ async def test_a_result_whose_prompt_queue_would_hide_is_not_shown_at_all(store:
     await delivered(store, "staff secret", channel_id=STAFF)
     await delivered(store, "my own in staff", channel_id=STAFF, user_id=ALICE)
     await delivered(store, "other server", guild_id=OTHER_GUILD)
-    page = await Gallery(store).page(GUILD, member({OPEN}), GalleryQuery())
+    page = await Gallery(store.web).page(GUILD, member({OPEN}), GalleryQuery())
     assert prompts(page) == ["my own in staff", "open"]
-    page = await Gallery(store).page(GUILD, member({OPEN, STAFF}), GalleryQuery())
+    page = await Gallery(store.web).page(GUILD, member({OPEN, STAFF}), GalleryQuery())
     assert prompts(page) == ["my own in staff", "staff secret", "open"]
 
 
 async def test_age_restricted_results_show_only_to_members_who_can_read_that_channel(store: Store) -> None:
     await delivered(store, "adult", channel_id=ADULT)
-    assert prompts(await Gallery(store).page(GUILD, member({OPEN}), GalleryQuery())) == []
+    assert prompts(await Gallery(store.web).page(GUILD, member({OPEN}), GalleryQuery())) == []
     assert prompts(
-        await Gallery(store).page(GUILD, member({OPEN, ADULT}, adult={ADULT}), GalleryQuery())
+        await Gallery(store.web).page(GUILD, member({OPEN, ADULT}, adult={ADULT}), GalleryQuery())
     ) == ["adult"]
 
 
@@ -82,7 +82,7 @@ async def test_deleted_and_unfinished_results_never_show(store: Store) -> None:
     await delivered(store, "kept")
     await delivered(store, "deleted", deleted=True)
     await delivered(store, "still queued", state=JobState.QUEUED)
-    assert prompts(await Gallery(store).page(GUILD, member({OPEN}), GalleryQuery())) == ["kept"]
+    assert prompts(await Gallery(store.web).page(GUILD, member({OPEN}), GalleryQuery())) == ["kept"]
 
 
 async def test_pages_are_keyset_newest_first_and_fill_across_hidden_results(store: Store) -> None:
@@ -91,7 +91,7 @@ async def test_pages_are_keyset_newest_first_and_fill_across_hidden_results(stor
         shown.append(await delivered(store, f"open {i}"))
         for _ in range(5):  # more hidden than a batch holds between two shown results
             await delivered(store, "hidden", channel_id=STAFF)
-    gallery = Gallery(store, page_size=3)
+    gallery = Gallery(store.web, page_size=3)
     first = await gallery.page(GUILD, member({OPEN}), GalleryQuery())
     assert prompts(first) == ["open 6", "open 5", "open 4"] and first.older == shown[4]
     second = await gallery.page(GUILD, member({OPEN}), GalleryQuery(before=first.older))
@@ -104,7 +104,7 @@ async def test_search_is_literal_text_in_the_prompt_ignoring_case(store: Store) 
     await delivered(store, 'A "Quoted" 100% cat_like \\ prompt')
     await delivered(store, "a plain cat")
     await delivered(store, "dog", style="cat style", style_template="{prompt}")
-    gallery, viewer = Gallery(store), member({OPEN})
+    gallery, viewer = Gallery(store.web), member({OPEN})
     assert prompts(await gallery.page(GUILD, viewer, GalleryQuery(search='"quoted" 100%'))) == [
         'A "Quoted" 100% cat_like \\ prompt'
     ]
@@ -126,7 +126,7 @@ async def test_filters_by_member_kind_and_style(store: Store) -> None:
     await delivered(store, "bob image")
     await delivered(store, "styled", style="Noir", style_template="noir {prompt}")
     await delivered(store, "other style", style="Noir2", style_template="x {prompt}")
-    gallery, viewer = Gallery(store), member({OPEN})
+    gallery, viewer = Gallery(store.web), member({OPEN})
     assert prompts(await gallery.page(GUILD, viewer, GalleryQuery(member=ALICE))) == ["alice video"]
     assert prompts(await gallery.page(GUILD, viewer, GalleryQuery(kind=JobKind.VIDEO))) == ["alice video"]
     page = await gallery.page(GUILD, viewer, GalleryQuery(style="Noir"))

@@ -28,7 +28,7 @@ async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Store]:
 
 
 async def test_a_session_names_its_user_until_it_expires(store: Store, clock: ManualClock) -> None:
-    sessions = WebSessions(store.web_sessions, clock, lifetime=100.0)
+    sessions = WebSessions(store.web.sessions, clock, lifetime=100.0)
     token = await sessions.open(42)
     assert await sessions.user(token) == 42
     await clock.advance(99.0)
@@ -38,7 +38,7 @@ async def test_a_session_names_its_user_until_it_expires(store: Store, clock: Ma
 
 
 async def test_logout_ends_the_session_and_other_tokens_are_nobody(store: Store, clock: ManualClock) -> None:
-    sessions = WebSessions(store.web_sessions, clock)
+    sessions = WebSessions(store.web.sessions, clock)
     mine, theirs = await sessions.open(1), await sessions.open(2)
     await sessions.close(mine)
     assert await sessions.user(mine) is None and await sessions.user(theirs) == 2
@@ -46,9 +46,9 @@ async def test_logout_ends_the_session_and_other_tokens_are_nobody(store: Store,
 
 
 async def test_the_store_keeps_only_a_hash_of_the_token(store: Store, clock: ManualClock) -> None:
-    sessions = WebSessions(store.web_sessions, clock)
+    sessions = WebSessions(store.web.sessions, clock)
     token = await sessions.open(7)
     # The row's key is the token's SHA-256: the token itself opens it, its hash does not.
     hashed = hashlib.sha256(token.encode()).hexdigest()
-    assert await store.web_sessions.user_of(hashed, now=clock.time()) == 7
+    assert await store.web.sessions.user_of(hashed, now=clock.time()) == 7
     assert await sessions.user(hashed) is None

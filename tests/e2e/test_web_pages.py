@@ -203,6 +203,8 @@ async def test_a_member_without_manage_server_is_refused_the_dashboard(site: Sit
     await boss.login(site.boss)
     status, page, _ = await boss.get(f"/d/{site.world.guild.id}")
     assert status == 200 and "Queue now" in page
+    # Usage over 30 days, drawn on the server: 30 stacked bars, today's 33 seeded results the last.
+    assert page.count("<rect ") == 60 and "33 images in 30 days" in page
     # Manage Server is asked again on every request: the role taken away, the dashboard closes.
     site.boss.roles = [r for r in site.boss.roles if r.name != "mods"]
     status, _, _ = await boss.get(f"/d/{site.world.guild.id}")

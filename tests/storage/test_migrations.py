@@ -275,7 +275,7 @@ async def test_a_database_of_the_styles_release_gains_the_web_sessions_and_the_g
         diff, current = await schema_difference(store)
         assert (current, diff) == (HEAD, [])
         assert await store.get(job.id) == job
-        assert await store.web_sessions.user_of("nothing", now=0.0) is None
+        assert await store.web.sessions.user_of("nothing", now=0.0) is None
     finally:
         await store.close()
 

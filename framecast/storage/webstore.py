@@ -1,0 +1,48 @@
+"""What the web pages read and keep, on the store's database (:attr:`framecast.storage.Store.web`):
+the gallery's batches (:mod:`.gallery`), a server's usage rows (:mod:`.usage`) and the web
+sessions (:mod:`.sessions`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy.sql.elements import ColumnElement
+
+from framecast.jobs import Job
+from framecast.storage import gallery, usage
+from framecast.storage.dialects import Postgres, Sqlite
+from framecast.storage.gallery import GalleryFilter
+from framecast.storage.sessions import WebSessionRows
+from framecast.storage.usage import UsageRow
+
+__all__ = ["WebStore"]
+
+
+class WebStore:
+    """The web pages' queries (build through :attr:`Store.web`)."""
+
+    def __init__(
+        self,
+        db: Sqlite | Postgres,
+        columns: Sequence[ColumnElement[Any]],
+        decode: Callable[[Sequence[Any]], Job],
+    ) -> None:
+        self._db = db
+        self._columns = columns
+        self._decode = decode
+        #: The web sessions (Login with Discord).
+        self.sessions = WebSessionRows(db)
+
+    def __repr__(self) -> str:
+        return f"<WebStore {self._db.name}>"
+
+    async def gallery_jobs(self, where: GalleryFilter, *, before: int | None, limit: int) -> tuple[Job, ...]:
+        """A batch of a server's delivered jobs, newest first (see :func:`gallery.gallery_jobs`)."""
+        return await gallery.gallery_jobs(
+            self._db, self._columns, self._decode, where, before=before, limit=limit
+        )
+
+    async def usage(self, guild_id: int, *, since: float) -> list[UsageRow]:
+        """A server's jobs created since `since` (see :func:`usage.usage_rows`)."""
+        return await usage.usage_rows(self._db, guild_id, since=since)
