@@ -17,9 +17,11 @@ from typing import Any
 from aiohttp import web
 
 from framecast.app import (
+    Actor,
     DirectoryUnavailable,
     GalleryQuery,
     JobKind,
+    QueueViewer,
     ServerMember,
 )
 from web.oauth import LoginFailed, pkce_pair
@@ -44,6 +46,7 @@ def add_routes(app: web.Application, server: WebServer) -> None:
     app.router.add_get("/login/callback", callback)
     app.router.add_post("/logout", logout)
     app.router.add_get("/g/{guild}", gallery)
+    app.router.add_get("/me", me)
     from web import dashboard
 
     dashboard.add_routes(app)
@@ -259,3 +262,18 @@ async def gallery(request: web.Request) -> web.StreamResponse:
         older=older,
         first_page=query.before is None,
     )
+
+
+# -- a person's own page ----------------------------------------------------------------------------
+async def me(request: web.Request) -> web.StreamResponse:
+    """``/me``: the person's own queue (user installs), as ``/history`` shows it there, a page at a time."""
+    user = await require_user(request)
+    # The personal queue's scope is the person's own id (framecast.app.history); all its jobs are theirs.
+    page = await server_of(request).cases.history.show(
+        Actor(user, user),
+        QueueViewer(user),
+        user,
+        before=_int_arg(request, "before"),
+        after=_int_arg(request, "after"),
+    )
+    return render(request, "me.html", page=page)

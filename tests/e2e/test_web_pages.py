@@ -72,6 +72,7 @@ async def site(tmp_path: Path) -> AsyncIterator[Site]:
         (secret,) = await seed_delivered(world, [(boss, staff, "staff only: the secret plan")])
         (hostile,) = await seed_delivered(world, [(world.bob, world.channel, HOSTILE)])
         (gone,) = await seed_delivered(world, [(world.bob, world.channel, "a deleted result")], deleted=True)
+        await seed_delivered(world, [(world.alice, world.channel, "my own <queue> job")], personal=True)
         await world.start_bot()
         yield Site(world, base, boss, staff, cats, secret, hostile, gone, browsers)
     finally:
@@ -242,3 +243,13 @@ async def test_a_setting_changed_on_the_dashboard_is_what_settings_show_says(sit
     # The key: set through the same use case, and never shown (its last four at most).
     _, page, _ = await boss.get(dashboard)
     assert 'type="password"' in page
+
+
+async def test_me_shows_the_persons_own_queue_as_history_does(site: Site) -> None:
+    alice, bob = site.browser(), site.browser()
+    await alice.login(site.world.alice)
+    status, page, _ = await alice.get("/me")
+    assert status == 200 and "my own &lt;queue&gt; job" in page and "cat number" not in page
+    await bob.login(site.world.bob)
+    _, page, _ = await bob.get("/me")
+    assert "my own" not in page and "No jobs yet." in page

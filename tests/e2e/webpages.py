@@ -61,16 +61,17 @@ async def seed_delivered(
     kind: JobKind = JobKind.IMAGE,
     params: dict[str, Any] | None = None,
     deleted: bool = False,
+    personal: bool = False,
 ) -> list[Seeded]:
     """Write delivered jobs (`(member, channel, prompt)`, oldest first) into the bot's database, each
-    with its result message known (as the bot records it). The bot must not be running."""
+    with its result message known (as the bot records it); `personal`: in the member's own queue
+    (a user install's, scoped by their id). The bot must not be running."""
     store = await Store.open(Path(world.env["DATABASE_PATH"]))
     made = []
     try:
         for member, channel, prompt in jobs:
-            new = NewJob(
-                kind, channel.guild.id, channel.id, member.id, "en-US", {"prompt": prompt, **(params or {})}
-            )
+            scope = member.id if personal else channel.guild.id
+            new = NewJob(kind, scope, channel.id, member.id, "en-US", {"prompt": prompt, **(params or {})})
             job = await store.add(new, member_limit=None, guild_cap=None)
             await store.transition(job.id, JobState.SUBMITTING)
             await store.transition(job.id, JobState.DELIVERING)
