@@ -7,78 +7,10 @@ read it), an admin who has Manage Server through a role, and members who have ne
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import pytest
-
 from tests.e2e.commands import settings, text_of
-from tests.e2e.harness import World, close_world, make_world
-from tests.e2e.webpages import Browser, Seeded, enable_web, prompts_on, seed_delivered
-from tests.fakes.discord_api import READ_MESSAGE_HISTORY, VIEW_CHANNEL, FakeOverwrite
-
-MANAGE_GUILD = 1 << 5
-HOSTILE = '<script>alert(1)</script><img src=x onerror=alert(2)> & "quotes"'
-
-
-@dataclass
-class Site:
-    """A world with the web pages on, its people and its seeded results."""
-
-    world: World
-    base: str
-    boss: Any  # staff role (reads #staff) and the mods role (Manage Server)
-    staff: Any
-    cats: list[Seeded]
-    secret: Seeded
-    hostile: Seeded
-    gone: Seeded
-    browsers: list[Browser]
-
-    def browser(self) -> Browser:
-        browser = Browser(self.world, self.base)
-        self.browsers.append(browser)
-        return browser
-
-    @property
-    def gallery(self) -> str:
-        return f"/g/{self.world.guild.id}"
-
-
-@pytest.fixture
-async def site(tmp_path: Path) -> AsyncIterator[Site]:
-    world = await make_world(tmp_path)
-    browsers: list[Browser] = []
-    try:
-        fake, guild = world.discord, world.guild
-        staff_role = fake.add_role(guild, "staff")
-        mods = fake.add_role(guild, "mods", permissions=MANAGE_GUILD)
-        staff = fake.add_channel(
-            guild,
-            "staff",
-            overwrites=[
-                FakeOverwrite.of(guild.everyone, deny=VIEW_CHANNEL | READ_MESSAGE_HISTORY),
-                FakeOverwrite.of(staff_role, allow=VIEW_CHANNEL | READ_MESSAGE_HISTORY),
-            ],
-        )
-        boss = fake.add_member(guild, "boss", roles=[staff_role, mods])
-        base = enable_web(world)
-        cats = await seed_delivered(
-            world, [(world.alice, world.channel, f"cat number {i}") for i in range(30)]
-        )
-        (secret,) = await seed_delivered(world, [(boss, staff, "staff only: the secret plan")])
-        (hostile,) = await seed_delivered(world, [(world.bob, world.channel, HOSTILE)])
-        (gone,) = await seed_delivered(world, [(world.bob, world.channel, "a deleted result")], deleted=True)
-        await seed_delivered(world, [(world.alice, world.channel, "my own <queue> job")], personal=True)
-        await world.start_bot()
-        yield Site(world, base, boss, staff, cats, secret, hostile, gone, browsers)
-    finally:
-        for browser in browsers:
-            await browser.close()
-        await close_world(world)
+from tests.e2e.webpages import HOSTILE, Site, prompts_on
 
 
 async def test_login_opens_a_signed_http_only_secure_lax_session_that_logout_ends(site: Site) -> None:

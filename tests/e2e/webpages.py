@@ -9,21 +9,23 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from html import unescape
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 from yarl import URL
 
 from framecast.jobs import JobKind, JobState, NewJob
 from framecast.storage import Store
 from tests.e2e.endpoints import free_port
-from tests.e2e.harness import World
+from tests.e2e.harness import MANAGE_GUILD, World, close_world, make_world
+from tests.fakes.discord_api import READ_MESSAGE_HISTORY, VIEW_CHANNEL, FakeOverwrite
 
-__all__ = ["Browser", "Seeded", "enable_web", "prompts_on", "seed_delivered"]
+__all__ = ["HOSTILE", "Browser", "Seeded", "Site", "enable_web", "prompts_on", "seed_delivered", "site"]
 
 
 def enable_web(world: World) -> str:
@@ -130,3 +132,64 @@ class Browser:
 def prompts_on(page: str) -> list[str]:
     """The prompts a gallery page shows, as text (unescaped once, as a browser shows them)."""
     return [unescape(p) for p in re.findall(r'<p class="prompt">(.*?)</p>', page, flags=re.S)]
+
+
+# -- the `site` fixture (registered by tests/conftest.py) -------------------------------------------
+HOSTILE = '<script>alert(1)</script><img src=x onerror=alert(2)> & "quotes"'
+
+
+@dataclass
+class Site:
+    """A world with the web pages on, its people and its seeded results."""
+
+    world: World
+    base: str
+    boss: Any  # staff role (reads #staff) and the mods role (Manage Server)
+    staff: Any
+    cats: list[Seeded]
+    secret: Seeded
+    hostile: Seeded
+    gone: Seeded
+    browsers: list[Browser]
+
+    def browser(self) -> Browser:
+        browser = Browser(self.world, self.base)
+        self.browsers.append(browser)
+        return browser
+
+    @property
+    def gallery(self) -> str:
+        return f"/g/{self.world.guild.id}"
+
+
+@pytest.fixture
+async def site(tmp_path: Path) -> AsyncIterator[Site]:
+    world = await make_world(tmp_path)
+    browsers: list[Browser] = []
+    try:
+        fake, guild = world.discord, world.guild
+        staff_role = fake.add_role(guild, "staff")
+        mods = fake.add_role(guild, "mods", permissions=MANAGE_GUILD)
+        staff = fake.add_channel(
+            guild,
+            "staff",
+            overwrites=[
+                FakeOverwrite.of(guild.everyone, deny=VIEW_CHANNEL | READ_MESSAGE_HISTORY),
+                FakeOverwrite.of(staff_role, allow=VIEW_CHANNEL | READ_MESSAGE_HISTORY),
+            ],
+        )
+        boss = fake.add_member(guild, "boss", roles=[staff_role, mods])
+        base = enable_web(world)
+        cats = await seed_delivered(
+            world, [(world.alice, world.channel, f"cat number {i}") for i in range(30)]
+        )
+        (secret,) = await seed_delivered(world, [(boss, staff, "staff only: the secret plan")])
+        (hostile,) = await seed_delivered(world, [(world.bob, world.channel, HOSTILE)])
+        (gone,) = await seed_delivered(world, [(world.bob, world.channel, "a deleted result")], deleted=True)
+        await seed_delivered(world, [(world.alice, world.channel, "my own <queue> job")], personal=True)
+        await world.start_bot()
+        yield Site(world, base, boss, staff, cats, secret, hostile, gone, browsers)
+    finally:
+        for browser in browsers:
+            await browser.close()
+        await close_world(world)
