@@ -101,8 +101,11 @@ def _next_query(path: str) -> str:
 
 
 def _local_path(value: str | None) -> str:
-    # Only a path on this site: never "//host", "/\\host" or a full URL (an open redirect).
-    if not value or not value.startswith("/") or value.startswith(("//", "/\\")) or len(value) > 512:
+    # Only a path on this site: never "//host", "/\\host" or a full URL (an open redirect), and
+    # nothing a header could not carry.
+    if not value or not value.startswith("/") or value.startswith("//") or len(value) > 512:
+        return "/"
+    if "\\" in value or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
         return "/"
     return value
 

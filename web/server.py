@@ -72,6 +72,11 @@ async def security_headers(request: web.Request, handler: Handler) -> web.Stream
         response = await handler(request)
     except web.HTTPException as exc:
         response = exc
+    except Exception as exc:  # a dependency gone (the database, Discord): one line, not a traceback each
+        log.warning("web: %s answering %s", type(exc).__name__, request.path)
+        response = web.HTTPServiceUnavailable(
+            text="Something is unavailable just now; try again in a moment."
+        )
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
     if request.path.startswith("/static/"):
