@@ -66,6 +66,7 @@ class DiscordDirectory:
                 actor=Actor(user_id, guild_id, manages_guild=perms.manage_guild or perms.administrator),
                 viewer=member_viewer(guild, member, in_age_restricted=True),
                 server_name=guild.name,
+                channels=tuple((channel.id, channel.name) for channel in guild.text_channels),
             )
         self._unavailable = False
         if len(self._seen) >= _MAX_REMEMBERED:

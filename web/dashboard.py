@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from framecast.app import (
+    ImageDefaults,
     IntakeError,
     KeySetResult,
     LimitsChange,
@@ -22,7 +23,9 @@ from framecast.app import (
     SettingsError,
     StyleError,
     StyleKind,
+    VideoDefaults,
     WebCases,
+    presets,
 )
 from web.charts import day_bars
 from web.pages import check_csrf, render, server_member, server_of
@@ -33,6 +36,8 @@ __all__ = ["add_routes"]
 DONE = {
     "limits": "Limits saved.",
     "nsfw": "Saved.",
+    "defaults": "Defaults saved.",
+    "channels": "Channels saved.",
     "blocklist": "Blocklist saved.",
     "styles": "Styles saved.",
     "key-saved": "The server's key was checked and saved.",
@@ -81,6 +86,12 @@ async def dashboard(request: web.Request, *, problem: str | None = None, status:
         view=view,
         styles=cases.styles.list_styles(guild_id).styles,
         style_kinds=[k.value for k in StyleKind],
+        channels=member.channels,
+        channel_names=dict(member.channels),
+        video_sizes=list(presets.VIDEO_SIZES.values()),
+        image_sizes=list(presets.IMAGE_SIZES.values()),
+        video_seconds=presets.VIDEO_SECONDS,
+        frame_rates=presets.FRAME_RATES,
         queue=queue,
         usage=usage,
         chart=day_bars(usage.days),
@@ -113,6 +124,57 @@ async def _limits(cases: WebCases, guild_id: int, by: int, form: dict[str, str])
 async def _nsfw(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
     await cases.admins.set_nsfw_only(guild_id, by, form.get("only") == "on")
     return "nsfw"
+
+
+def _choice(form: dict[str, str], name: str, allowed: object) -> str | None:
+    value = form.get(name, "").strip()
+    if not value:
+        return None
+    if value not in {str(a) for a in allowed}:  # type: ignore[attr-defined]
+        raise _Refused("That choice is not offered.")
+    return value
+
+
+async def _defaults(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+    # Only what the admin changed: a value left as shown keeps its source (the operator's default
+    # stays the operator's, and follows it), as /settings changes only the options given.
+    now = await cases.admins.show(guild_id)
+
+    def changed(name: str, allowed: object, current: object) -> str | None:
+        value = _choice(form, name, allowed)
+        return value if value is not None and value != str(current) else None
+
+    seconds = changed("video_seconds", presets.VIDEO_SECONDS, now.video_seconds)
+    fps = changed("video_fps", presets.FRAME_RATES, now.video_fps)
+    video_model = form.get("video_model", "").strip()[:100] or None
+    image_model = form.get("image_model", "").strip()[:100] or None
+    video = VideoDefaults(
+        size=changed("video_size", presets.VIDEO_SIZES, now.video_size.key),
+        seconds=int(seconds) if seconds else None,
+        fps=int(fps) if fps else None,
+        model=video_model if video_model != now.video_model.chosen else None,
+    )
+    image = ImageDefaults(
+        size=changed("image_size", presets.IMAGE_SIZES, now.image_size.key),
+        model=image_model if image_model != now.image_model.chosen else None,
+    )
+    await cases.admins.change_video_defaults(guild_id, by, video)
+    await cases.admins.change_image_defaults(guild_id, by, image)
+    return "defaults"
+
+
+async def _channels(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+    if form.get("action") == "clear":
+        await cases.admins.clear_channels(guild_id, by)
+        return "channels"
+    channel = form.get("channel", "")
+    if not channel.isdigit() or len(channel) > 20:
+        raise _Refused("Pick a channel.")
+    if form.get("action") == "remove":
+        await cases.admins.remove_channel(guild_id, by, int(channel))
+    else:
+        await cases.admins.add_channel(guild_id, by, int(channel))
+    return "channels"
 
 
 async def _blocklist(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
@@ -152,6 +214,8 @@ async def _key(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) ->
 FORMS: dict[str, Callable[[WebCases, int, int, dict[str, str]], Awaitable[str]]] = {
     "limits": _limits,
     "nsfw": _nsfw,
+    "defaults": _defaults,
+    "channels": _channels,
     "blocklist": _blocklist,
     "styles": _styles,
     "key": _key,

@@ -9,6 +9,7 @@ Requests are capped (head and body sizes) and nothing is logged per request.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,11 @@ class WebConfig:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def _utc(epoch: float, fmt: str = "%Y-%m-%d %H:%M UTC") -> str:
+    """An epoch time as UTC text (the templates' ``utc`` filter; no script converts it locally)."""
+    return time.strftime(fmt, time.gmtime(epoch))
+
+
 @web.middleware
 async def security_headers(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every answer, errors included, carries :data:`SECURITY_HEADERS`."""
@@ -96,6 +102,7 @@ class WebServer:
             autoescape=True,  # every value is text unless a template says otherwise (none does)
             undefined=jinja2.StrictUndefined,
         )
+        self.templates.filters["utc"] = _utc
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
         self.oauth: DiscordOAuth | None = None

@@ -47,6 +47,8 @@ class ServerMember:
     actor: Actor
     viewer: QueueViewer
     server_name: str
+    #: The server's text channels as (id, name), in the chat app's order (for the dashboard's lists).
+    channels: tuple[tuple[int, str], ...] = ()
 
 
 class DirectoryUnavailable(Exception):

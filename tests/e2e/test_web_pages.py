@@ -185,3 +185,36 @@ async def test_me_shows_the_persons_own_queue_as_history_does(site: Site) -> Non
     await bob.login(site.world.bob)
     _, page, _ = await bob.get("/me")
     assert "my own" not in page and "No jobs yet." in page
+
+
+async def test_defaults_and_channels_change_through_the_dashboard_as_settings_would(site: Site) -> None:
+    boss = site.browser()
+    await boss.login(site.boss)
+    dashboard = f"/d/{site.world.guild.id}"
+    _, page, _ = await boss.get(dashboard)
+    form = {
+        "csrf": boss.csrf(page),
+        "video_size": "landscape",
+        "video_seconds": "8",
+        "video_fps": "24",
+        "video_model": "",
+        "image_size": "square",
+        "image_model": "",
+    }
+    status, page, _ = await boss.post(f"{dashboard}/defaults", form)
+    assert status == 200 and "Defaults saved." in page
+    status, page, _ = await boss.post(
+        f"{dashboard}/channels",
+        {"csrf": boss.csrf(page), "channel": str(site.world.channel.id), "action": "add"},
+    )
+    assert status == 200 and "Channels saved." in page and "#general" in page
+    shown = text_of(await settings(site.world, "show"))
+    assert "**Video length**: 8 s (set by this server)" in shown
+    # What the form sent back unchanged keeps its source: still the operator's default.
+    assert "**Video frame rate**: 24 fps (operator's default)" in shown
+    assert f"<#{site.world.channel.id}>" in shown
+    # A model the service does not list is refused, as by /settings.
+    status, page, _ = await boss.post(
+        f"{dashboard}/defaults", {**form, "csrf": boss.csrf(page), "video_model": "nope"}
+    )
+    assert status == 400 and "refused" in page
