@@ -71,6 +71,9 @@ class FixedDirectory:
     def message_link(self, job: Job) -> str | None:
         return f"https://discord.com/channels/{job.guild_id}/{job.channel_id}/{job.id}"
 
+    async def media_url(self, job: Job) -> str | None:
+        return None  # the gallery page never asks: a file is fetched when a viewer plays or opens it
+
 
 def fill(path: Path, jobs: int) -> None:
     """Write `jobs` delivered jobs of one server straight into the store's table (bulk, one commit)."""

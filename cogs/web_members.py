@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 import discord
 
+from cogs.delivery.record import DiscordRecord
 from cogs.history import jump_url
 from cogs.interactions import member_viewer
 from framecast.app import Actor, DirectoryUnavailable, HistoryRow, Job, ServerMember
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 #: How long a member fetched for the gallery is reused (a page view is not worth a Discord call
 #: each; the dashboard always asks again).
 MEMBER_TTL = 15.0
+#: How long a result's fresh attachment link is reused (Discord signs them for about a day).
+MEDIA_TTL = 600.0
 #: Members remembered at most (the oldest is dropped first).
 _MAX_REMEMBERED = 4096
 
@@ -38,6 +41,7 @@ class DiscordDirectory:
         self._ttl = ttl
         self._seen: dict[tuple[int, int], tuple[float, ServerMember | None]] = {}
         self._unavailable = False
+        self._media: dict[int, tuple[float, str | None]] = {}
 
     def __repr__(self) -> str:
         return f"<DiscordDirectory remembered={len(self._seen)}>"
@@ -77,3 +81,26 @@ class DiscordDirectory:
     def message_link(self, job: Job) -> str | None:
         """The link to `job`'s result message in Discord, as /history gives it."""
         return jump_url(HistoryRow(job))
+
+    async def media_url(self, job: Job) -> str | None:
+        """The result's attachment as Discord serves it now: the message fetched with the bot token
+        (its attachment links are signed and expire, so none is ever stored), kept a few minutes."""
+        record = DiscordRecord.from_dict(job.discord)
+        message_id = record.channel_message_id or record.message_id
+        if message_id is None:
+            return None
+        now = time.monotonic()
+        if (known := self._media.get(job.id)) is not None and now - known[0] < MEDIA_TTL:
+            return known[1]
+        try:
+            message = await self._bot.get_partial_messageable(job.channel_id).fetch_message(message_id)
+        except (discord.NotFound, discord.Forbidden):
+            return None
+        except (discord.HTTPException, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("web: Discord did not answer a result lookup (%s)", type(exc).__name__)
+            raise DirectoryUnavailable() from None
+        url = message.attachments[0].url if message.attachments else None
+        if len(self._media) >= _MAX_REMEMBERED:
+            self._media.pop(next(iter(self._media)))
+        self._media[job.id] = (now, url)
+        return url

@@ -47,6 +47,7 @@ def add_routes(app: web.Application, server: WebServer) -> None:
     app.router.add_post("/logout", logout)
     app.router.add_get("/g/{guild}", gallery)
     app.router.add_get("/me", me)
+    app.router.add_get("/media/{guild}/{job}", media)
     from web import dashboard
 
     dashboard.add_routes(app)
@@ -265,6 +266,28 @@ async def gallery(request: web.Request) -> web.StreamResponse:
         older=older,
         first_page=query.before is None,
     )
+
+
+async def media(request: web.Request) -> web.StreamResponse:
+    """A result's file: if the gallery shows it to this person, off to Discord's fresh link for it
+    (fetched now with the bot token; never a stored one)."""
+    guild_id, member = await server_member(request)
+    job_id = request.match_info["job"]
+    if not job_id.isdigit() or len(job_id) > 19:
+        raise web.HTTPNotFound()
+    cases = server_of(request).cases
+    item = await cases.gallery.item(guild_id, member, int(job_id))
+    if item is None:
+        raise web.HTTPNotFound(text="Not found.")
+    try:
+        url = await cases.directory.media_url(item.job)
+    except DirectoryUnavailable:
+        raise web.HTTPServiceUnavailable(
+            text="Discord cannot be reached just now; try again in a moment."
+        ) from None
+    if url is None or not url.startswith(("https://", "http://")):
+        raise web.HTTPNotFound(text="This result's message or file is gone from Discord.")
+    raise web.HTTPFound(url)
 
 
 # -- a person's own page ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
 import jinja2
@@ -22,7 +23,7 @@ from framecast.app import WebCases
 from web.oauth import DiscordOAuth, OAuthEndpoints
 from web.signing import Signer
 
-__all__ = ["SECURITY_HEADERS", "WebConfig", "WebServer"]
+__all__ = ["DISCORD_MEDIA", "SECURITY_HEADERS", "WebConfig", "WebServer", "security_headers_for"]
 
 log = logging.getLogger(__name__)
 
@@ -30,18 +31,29 @@ HERE = Path(__file__).parent
 #: The largest request body (a dashboard form).
 MAX_BODY = 64 * 1024
 
-#: Sent with every answer.
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "same-origin",
-    "Cross-Origin-Opener-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
+#: Where Discord serves attachments (a result's video plays from there; its link is fetched fresh).
+DISCORD_MEDIA = ("https://cdn.discordapp.com", "https://media.discordapp.net")
+
+
+def security_headers_for(media: tuple[str, ...] = DISCORD_MEDIA) -> dict[str, str]:
+    """The headers every answer carries: no script at all, styles from this site, media from Discord."""
+    sources = " ".join(media)
+    return {
+        "Content-Security-Policy": (
+            f"default-src 'none'; style-src 'self'; img-src 'self' {sources}; media-src 'self' {sources}; "
+            "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        ),
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "same-origin",
+        "Cross-Origin-Opener-Policy": "same-origin",
+        "Cache-Control": "no-store",
+    }
+
+
+#: Sent with every answer (Discord's own media origins).
+SECURITY_HEADERS = security_headers_for()
+_HEADERS_KEY: web.AppKey[dict[str, str]] = web.AppKey("headers", dict)
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,14 @@ class WebConfig:
     session_secret: str
     #: ``DISCORD_API_BASE_URL`` (None: Discord's own).
     discord_api: str | None = None
+
+    @property
+    def media_origins(self) -> tuple[str, ...]:
+        """Where results play from: Discord's CDN, or (``DISCORD_API_BASE_URL`` set) that host."""
+        if self.discord_api is None:
+            return DISCORD_MEDIA
+        parts = urlsplit(self.discord_api)
+        return (f"{parts.scheme}://{parts.netloc}",)
 
     @property
     def redirect_uri(self) -> str:
@@ -83,7 +103,7 @@ async def security_headers(request: web.Request, handler: Handler) -> web.Stream
         response = web.HTTPServiceUnavailable(
             text="Something is unavailable just now; try again in a moment."
         )
-    for name, value in SECURITY_HEADERS.items():
+    for name, value in request.app.get(_HEADERS_KEY, SECURITY_HEADERS).items():
         response.headers.setdefault(name, value)
     if request.path.startswith("/static/"):
         response.headers["Cache-Control"] = "public, max-age=3600"
@@ -126,6 +146,7 @@ class WebServer:
         from web import pages
 
         app = web.Application(client_max_size=MAX_BODY, middlewares=[security_headers])
+        app[_HEADERS_KEY] = security_headers_for(self.config.media_origins)
         pages.add_routes(app, self)
         app.router.add_static("/static", HERE / "static", append_version=False)
         return app

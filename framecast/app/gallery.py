@@ -16,7 +16,7 @@ from typing import Protocol
 from framecast.app.members import Actor
 from framecast.app.queue_view import QueueViewer
 from framecast.app.styles import job_style
-from framecast.jobs import Job, JobKind
+from framecast.jobs import Job, JobKind, JobState
 from framecast.storage import GalleryFilter
 
 __all__ = [
@@ -68,12 +68,21 @@ class ServerDirectory(Protocol):
         """A link to `job`'s result message in the chat app (None: not known)."""
         ...
 
+    async def media_url(self, job: Job) -> str | None:
+        """The result's file as the chat app serves it now (a signed link, fetched fresh: never
+        stored), or None when the message or its file is gone."""
+        ...
+
 
 class GallerySource(Protocol):
     """What the gallery needs of the store (see ``Store.gallery_jobs``)."""
 
     async def gallery_jobs(self, where: GalleryFilter, *, before: int | None, limit: int) -> tuple[Job, ...]:
         """Up to `limit` delivered jobs `where` allows, older than job `before`, newest first."""
+        ...
+
+    async def job(self, job_id: int) -> Job | None:
+        """The job with this id, or None."""
         ...
 
 
@@ -156,7 +165,7 @@ class Gallery:
             batch = await self._store.gallery_jobs(where, before=cursor, limit=batch_size)
             for job in batch:
                 cursor = job.id
-                if job.deleted is not None or viewer.hides(job) is not None or not query.matches(job):
+                if not shows(job, guild_id, viewer) or not query.matches(job):
                     continue
                 style = job_style(job.params)
                 items.append(GalleryItem(job, style.name if style is not None else None))
@@ -165,3 +174,22 @@ class Gallery:
             if len(batch) < batch_size:
                 return GalleryPage(tuple(items), older=None)
         return GalleryPage(tuple(items), older=cursor)
+
+    async def item(self, guild_id: int, member: ServerMember, job_id: int) -> GalleryItem | None:
+        """One result of `guild_id` if the gallery shows it to `member` (None: not, or no such job)."""
+        job = await self._store.job(job_id)
+        if job is None or not shows(job, guild_id, member.viewer):
+            return None
+        style = job_style(job.params)
+        return GalleryItem(job, style.name if style is not None else None)
+
+
+def shows(job: Job, guild_id: int, viewer: QueueViewer) -> bool:
+    """Whether the gallery of `guild_id` shows `job` to `viewer`: a delivered result of that server,
+    not deleted, whose prompt /queue would show them (:meth:`QueueViewer.hides`)."""
+    return (
+        job.guild_id == guild_id
+        and job.state is JobState.DELIVERED
+        and job.deleted is None
+        and viewer.hides(job) is None
+    )

@@ -7,12 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.sql.elements import ColumnElement
 
 from framecast.jobs import Job
 from framecast.storage import gallery, usage
 from framecast.storage.dialects import Postgres, Sqlite
 from framecast.storage.gallery import GalleryFilter
+from framecast.storage.schema import jobs
 from framecast.storage.sessions import WebSessionRows
 from framecast.storage.usage import UsageRow
 
@@ -42,6 +44,13 @@ class WebStore:
         return await gallery.gallery_jobs(
             self._db, self._columns, self._decode, where, before=before, limit=limit
         )
+
+    async def job(self, job_id: int) -> Job | None:
+        """The job with this id, or None."""
+        if not 0 < job_id < 2**63:
+            return None
+        found = await self._db.rows(select(*self._columns).where(jobs.c.id == job_id))
+        return self._decode(found[0]) if found else None
 
     async def usage(self, guild_id: int, *, since: float) -> list[UsageRow]:
         """A server's jobs created since `since` (see :func:`usage.usage_rows`)."""

@@ -66,6 +66,7 @@ class Chrome:
         profile.mkdir(parents=True, exist_ok=True)
         options.add_argument(f"--user-data-dir={profile}")
         options.add_argument(f"--window-size={width},{height}")
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         self.driver = webdriver.Chrome(service=Service(executable_path=driver), options=options)
         self.driver.set_page_load_timeout(30)
 
@@ -158,6 +159,26 @@ class Chrome:
     async def cookies(self) -> list[dict[str, Any]]:
         """The browser's cookies for the current site."""
         return await self.call(self.driver.get_cookies)
+
+    async def wait_until(self, script: str, timeout: float = 15.0) -> bool:  # noqa: ASYNC109 (the browser's own wait)
+        """Whether `script` (which returns a truth value) came true in the page within `timeout` s."""
+        from selenium.common.exceptions import TimeoutException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        def wait() -> bool:
+            try:
+                WebDriverWait(self.driver, timeout, poll_frequency=0.05).until(
+                    lambda d: d.execute_script(script)
+                )
+            except TimeoutException:
+                return False
+            return True
+
+        return await self.call(wait)
+
+    async def console(self) -> list[str]:
+        """What the page's console said (CSP refusals, media errors)."""
+        return [entry["message"] for entry in await self.call(self.driver.get_log, "browser")]
 
     async def close(self) -> None:
         await self.call(self.driver.quit)

@@ -14,6 +14,7 @@ import pytest
 
 from tests.e2e.chrome import Chrome
 from tests.e2e.commands import settings, text_of
+from tests.e2e.harness import wait_state
 from tests.e2e.webpages import HOSTILE, Browser, Site
 
 
@@ -97,3 +98,19 @@ async def test_a_login_started_elsewhere_is_refused_in_this_browser(site: Site, 
     await chrome.open(stolen)
     assert "Login refused" in await chrome.page()
     assert not any(c["name"] == "fc_session" for c in await chrome.cookies())
+
+
+async def test_a_video_plays_in_the_gallery(site: Site, chrome: Chrome) -> None:
+    world = site.world
+    it = await world.video("a clip to play", member=world.bob)
+    await world.delivered(it)
+    await wait_state(world, await world.job_id(it), "delivered")
+    await login(chrome, site, world.alice, site.gallery)
+    # A click on the video (a person's gesture: Chromium plays media only after one) starts it; it
+    # loads from Discord's link through /media, and plays.
+    await chrome.call(lambda: chrome.driver.find_element("css selector", "video").click())
+    await chrome.run_script("document.querySelector('video').play();")  # after the gesture: allowed
+    loaded = await chrome.wait_until(
+        "const v = document.querySelector('video'); return v.readyState >= 2 && v.currentTime > 0;"
+    )
+    assert loaded, await chrome.console()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 from tests.e2e.commands import settings, text_of
+from tests.e2e.harness import job_rows, wait_state
 from tests.e2e.webpages import HOSTILE, Site, prompts_on
 
 
@@ -218,3 +219,26 @@ async def test_defaults_and_channels_change_through_the_dashboard_as_settings_wo
         f"{dashboard}/defaults", {**form, "csrf": boss.csrf(page), "video_model": "nope"}
     )
     assert status == 400 and "refused" in page
+
+
+async def test_a_result_plays_from_a_link_fetched_fresh_from_discord_for_those_who_may_see_it(
+    site: Site,
+) -> None:
+    world = site.world
+    it = await world.video("a real clip", member=world.bob)
+    message = await world.delivered(it)
+    job_id = await world.job_id(it)
+    await wait_state(world, job_id, "delivered")
+    alice = site.browser()
+    page = await alice.login(world.alice, then=site.gallery)
+    assert f'<video controls preload="none" src="/media/{world.guild.id}/{job_id}"' in page
+    status, _, response = await alice.get(f"/media/{world.guild.id}/{job_id}", allow_redirects=False)
+    assert status == 302 and response.headers["Location"] == message.attachments[0].url
+    async with alice.http.get(f"{site.base}/media/{world.guild.id}/{job_id}") as played:
+        assert played.status == 200 and (await played.read())[4:8] == b"ftyp"  # the MP4 itself
+    # Nothing is fetched for what the gallery does not show: #staff's result, a deleted one, another server's.
+    for hidden in (site.secret.id, site.gone.id):
+        status, _, _ = await alice.get(f"/media/{world.guild.id}/{hidden}", allow_redirects=False)
+        assert status == 404
+    # No signed link is kept in the database.
+    assert "attachments/" not in str(job_rows(world)[job_id])
