@@ -75,7 +75,14 @@ class FixedDirectory:
         return None  # the gallery page never asks: a file is fetched when a viewer plays or opens it
 
 
-def fill(path: Path, jobs: int) -> None:
+def fill(
+    path: Path,
+    jobs: int,
+    *,
+    guild: int = GUILD,
+    channels: list[int] = CHANNELS,
+    members: list[int] = MEMBERS,
+) -> None:
     """Write `jobs` delivered jobs of one server straight into the store's table (bulk, one commit)."""
     rng = random.Random(7)
     now = time.time()
@@ -92,9 +99,9 @@ def fill(path: Path, jobs: int) -> None:
             (
                 "image" if i % 3 else "video",
                 "delivered",
-                GUILD,
-                rng.choice(CHANNELS),
-                rng.choice(MEMBERS),
+                guild,
+                rng.choice(channels),
+                rng.choice(members),
                 "en-US",
                 dumps({"prompt": prompt, "model": "svc-image-2.1-flash"}),
                 created,
