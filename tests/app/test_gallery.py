@@ -3,6 +3,7 @@ whole results, deleted results never shown, filters and search confirmed row by 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,19 +14,25 @@ from framecast.app import Actor, Gallery, GalleryQuery, QueueViewer, ServerMembe
 from framecast.jobs import JobKind, JobState, NewJob
 from framecast.storage import Store
 from tests.fakes.clock import ManualClock
+from tests.pg import fresh_database
 
 GUILD, OTHER_GUILD = 1, 2
 ALICE, BOB = 11, 12
 OPEN, STAFF, ADULT = 100, 200, 300
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "jobs.sqlite3", clock=ManualClock())
-    try:
-        yield opened
-    finally:
-        await opened.close()
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """A store on either database (the gallery's SQL is written once for both)."""
+    async with contextlib.AsyncExitStack() as stack:
+        where = str(tmp_path / "jobs.sqlite3")
+        if request.param == "postgres":
+            where = await stack.enter_async_context(fresh_database())
+        opened = await Store.open(where, clock=ManualClock())
+        try:
+            yield opened
+        finally:
+            await opened.close()
 
 
 async def delivered(

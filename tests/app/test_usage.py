@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from framecast.app import Usage
 from framecast.jobs import JobKind, JobState, NewJob
 from framecast.storage import Store
 from tests.fakes.clock import ManualClock
+from tests.pg import fresh_database
 
 GUILD, OTHER = 1, 2
 
@@ -22,13 +24,18 @@ async def clock() -> ManualClock:
     return ManualClock(wall_start=1_700_006_400.0)  # a UTC midnight
 
 
-@pytest.fixture
-async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "jobs.sqlite3", clock=clock)
-    try:
-        yield opened
-    finally:
-        await opened.close()
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> AsyncIterator[Store]:
+    """A store on either database (the queries are written once for both)."""
+    async with contextlib.AsyncExitStack() as stack:
+        where = str(tmp_path / "jobs.sqlite3")
+        if request.param == "postgres":
+            where = await stack.enter_async_context(fresh_database())
+        opened = await Store.open(where, clock=clock)
+        try:
+            yield opened
+        finally:
+            await opened.close()
 
 
 async def job(

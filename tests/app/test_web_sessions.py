@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from framecast.app import WebSessions
 from framecast.storage import Store
 from tests.fakes.clock import ManualClock
+from tests.pg import fresh_database
 
 
 @pytest.fixture
@@ -18,13 +20,18 @@ async def clock() -> ManualClock:
     return ManualClock()
 
 
-@pytest.fixture
-async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "jobs.sqlite3", clock=clock)
-    try:
-        yield opened
-    finally:
-        await opened.close()
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path, clock: ManualClock) -> AsyncIterator[Store]:
+    """A store on either database (the queries are written once for both)."""
+    async with contextlib.AsyncExitStack() as stack:
+        where = str(tmp_path / "jobs.sqlite3")
+        if request.param == "postgres":
+            where = await stack.enter_async_context(fresh_database())
+        opened = await Store.open(where, clock=clock)
+        try:
+            yield opened
+        finally:
+            await opened.close()
 
 
 async def test_a_session_names_its_user_until_it_expires(store: Store, clock: ManualClock) -> None:
