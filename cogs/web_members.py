@@ -59,7 +59,7 @@ class DiscordDirectory:
             member = await guild.fetch_member(user_id)
         except discord.NotFound:
             found = None
-        except (discord.HTTPException, aiohttp.ClientError, TimeoutError) as exc:
+        except (discord.HTTPException, discord.RateLimited, aiohttp.ClientError, TimeoutError) as exc:
             if not self._unavailable:  # one line per outage, not one per page view
                 log.warning("web: Discord did not answer a member lookup (%s)", type(exc).__name__)
                 self._unavailable = True
@@ -96,7 +96,7 @@ class DiscordDirectory:
             message = await self._bot.get_partial_messageable(job.channel_id).fetch_message(message_id)
         except (discord.NotFound, discord.Forbidden):
             return None
-        except (discord.HTTPException, aiohttp.ClientError, TimeoutError) as exc:
+        except (discord.HTTPException, discord.RateLimited, aiohttp.ClientError, TimeoutError) as exc:
             log.warning("web: Discord did not answer a result lookup (%s)", type(exc).__name__)
             raise DirectoryUnavailable() from None
         url = message.attachments[0].url if message.attachments else None
