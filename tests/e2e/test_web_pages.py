@@ -7,11 +7,16 @@ read it), an admin who has Manage Server through a role, and members who have ne
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import subprocess
+import sys
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from tests.e2e.commands import settings, text_of
-from tests.e2e.harness import job_rows, wait_state
-from tests.e2e.webpages import HOSTILE, Site, prompts_on
+from tests.e2e.harness import REPO, close_world, job_rows, make_world, wait_state
+from tests.e2e.webpages import HOSTILE, Site, enable_web, prompts_on
 
 
 async def test_login_opens_a_signed_http_only_secure_lax_session_that_logout_ends(site: Site) -> None:
@@ -242,3 +247,30 @@ async def test_a_result_plays_from_a_link_fetched_fresh_from_discord_for_those_w
         assert status == 404
     # No signed link is kept in the database.
     assert "attachments/" not in str(job_rows(world)[job_id])
+
+
+async def test_a_taken_web_port_stops_the_start_up_with_one_line(tmp_path: Path) -> None:
+    world = await make_world(tmp_path)
+    try:
+        enable_web(world)
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            env = {**world.env, "WEB_PORT": str(port), "LOG_LEVEL": "INFO"}
+            done = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, str(REPO / "bot.py")],
+                cwd=str(REPO),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+    finally:
+        await close_world(world)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1 and f"WEB_PORT {port}: cannot listen" in out, out[-2000:]
+    assert "Traceback" not in out
+    assert env["WEB_CLIENT_SECRET"] not in out and env["WEB_SESSION_SECRET"] not in out
