@@ -196,8 +196,8 @@ async def serve(path: Path, viewers: int) -> None:
         admins=cast(Any, None),  # the gallery asks none of these
         styles=cast(Any, None),
         members=cast(Any, None),
-        history=cast(Any, None),
         usage=cast(Any, None),
+        my_jobs=cast(Any, None),
         directory=FixedDirectory(),
     )
     server = TimedServer(cases, WebConfig("127.0.0.1", 0, "http://127.0.0.1", "1", "secret", "s" * 40))

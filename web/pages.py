@@ -17,11 +17,9 @@ from typing import Any
 from aiohttp import web
 
 from framecast.app import (
-    Actor,
     DirectoryUnavailable,
     GalleryQuery,
     JobKind,
-    QueueViewer,
     ServerMember,
 )
 from web.oauth import LoginFailed, pkce_pair
@@ -292,14 +290,11 @@ async def media(request: web.Request) -> web.StreamResponse:
 
 # -- a person's own page ----------------------------------------------------------------------------
 async def me(request: web.Request) -> web.StreamResponse:
-    """``/me``: the person's own queue (user installs), as ``/history`` shows it there, a page at a time."""
+    """``/me``: the person's own jobs in every server and in their own queue, newest first."""
     user = await require_user(request)
-    # The personal queue's scope is the person's own id (framecast.app.history); all its jobs are theirs.
-    page = await server_of(request).cases.history.show(
-        Actor(user, user),
-        QueueViewer(user),
-        user,
-        before=_int_arg(request, "before"),
-        after=_int_arg(request, "after"),
+    cases = server_of(request).cases
+    page = await cases.my_jobs.page(user, before=_int_arg(request, "before"))
+    rows = [(row, None if row.deleted else cases.directory.message_link(row.job)) for row in page.rows]
+    return render(
+        request, "me.html", rows=rows, older=page.older, first_page=_int_arg(request, "before") is None
     )
-    return render(request, "me.html", page=page)

@@ -24,6 +24,7 @@ from framecast.app import (
     gallery,
     history,
     members,
+    my_jobs,
     parked,
     styles,
     usage,
@@ -37,6 +38,7 @@ from framecast.app.deletion import *  # noqa: F403
 from framecast.app.gallery import *  # noqa: F403
 from framecast.app.history import *  # noqa: F403
 from framecast.app.members import *  # noqa: F403
+from framecast.app.my_jobs import *  # noqa: F403
 from framecast.app.parked import *  # noqa: F403
 from framecast.app.styles import *  # noqa: F403
 from framecast.app.usage import *  # noqa: F403
@@ -55,6 +57,7 @@ __all__ = [
     *styles.__all__,
     *gallery.__all__,
     *usage.__all__,
+    *my_jobs.__all__,
     *web.__all__,
     *web_sessions.__all__,
 ]

@@ -2,7 +2,7 @@
 
 The web pages change nothing by a road of their own: settings go through :class:`Admins` and
 :class:`ServerStyles`, as ``/settings`` does; the queue is :meth:`Members.show_queue`, as ``/queue``;
-a person's jobs are :class:`MemberHistory`, as ``/history``.
+a person's own jobs are :class:`MyJobs`, rows as ``/history`` shows them.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from framecast.app.admins import Admins
 from framecast.app.gallery import Gallery, ServerDirectory
-from framecast.app.history import MemberHistory
 from framecast.app.members import Members
+from framecast.app.my_jobs import MyJobs
 from framecast.app.styles import ServerStyles
 from framecast.app.usage import Usage
 from framecast.app.web_sessions import WebSessions
@@ -33,8 +33,8 @@ class WebCases:
     admins: Admins
     styles: ServerStyles
     members: Members
-    history: MemberHistory
     usage: Usage
+    my_jobs: MyJobs
     #: Who a person is in a server, from the chat side's own view.
     directory: ServerDirectory
 
@@ -47,7 +47,7 @@ def web_cases(core: Core[Any], directory: ServerDirectory) -> WebCases:
         admins=core.admins,
         styles=core.styles,
         members=core.members,
-        history=core.history,
         usage=Usage(core.store.web, core.clock),
+        my_jobs=MyJobs(core.store.web),
         directory=directory,
     )

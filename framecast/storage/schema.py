@@ -76,6 +76,8 @@ jobs = sa.Table(
     sa.Index("jobs_quota", "guild_id", "user_id", "kind", "created_at"),
     # The web gallery: a server's delivered jobs, newest first (keyset paging on the id).
     sa.Index("jobs_delivered", "guild_id", "id", sqlite_where=DELIVERED, postgresql_where=DELIVERED),
+    # /me: a person's jobs in every server and their own queue, newest first.
+    sa.Index("jobs_user", "user_id", "id"),
     sqlite_autoincrement=True,
 )
 

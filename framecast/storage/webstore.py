@@ -52,6 +52,15 @@ class WebStore:
         found = await self._db.rows(select(*self._columns).where(jobs.c.id == job_id))
         return self._decode(found[0]) if found else None
 
+    async def user_jobs(self, user_id: int, *, before: int | None, limit: int) -> tuple[Job, ...]:
+        """Up to `limit` of `user_id`'s jobs anywhere (every server, their own queue) older than job
+        `before` (None: the newest), newest first, on the ``jobs_user`` index."""
+        stmt = select(*self._columns).where(jobs.c.user_id == user_id)
+        if before is not None:
+            stmt = stmt.where(jobs.c.id < before)
+        rows = await self._db.rows(stmt.order_by(jobs.c.id.desc()).limit(max(1, limit)))
+        return tuple(self._decode(row) for row in rows)
+
     async def usage(self, guild_id: int, *, since: float) -> list[UsageRow]:
         """A server's jobs created since `since` (see :func:`usage.usage_rows`)."""
         return await usage.usage_rows(self._db, guild_id, since=since)

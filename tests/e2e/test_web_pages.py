@@ -183,14 +183,18 @@ async def test_a_setting_changed_on_the_dashboard_is_what_settings_show_says(sit
     assert 'type="password"' in page
 
 
-async def test_me_shows_the_persons_own_queue_as_history_does(site: Site) -> None:
+async def test_me_shows_the_persons_own_jobs_in_every_server_and_their_own_queue(site: Site) -> None:
     alice, bob = site.browser(), site.browser()
     await alice.login(site.world.alice)
     status, page, _ = await alice.get("/me")
-    assert status == 200 and "my own &lt;queue&gt; job" in page and "cat number" not in page
+    assert status == 200 and "my own &lt;queue&gt; job" in page and "your own queue" in page
+    assert "cat number 29" in page and f"server {site.world.guild.id}" in page
+    assert "Older" in page  # 31 jobs: pages of 20
     await bob.login(site.world.bob)
     _, page, _ = await bob.get("/me")
-    assert "my own" not in page and "No jobs yet." in page
+    assert "my own" not in page and "cat number" not in page
+    assert "a deleted result" in page and "· deleted" in page  # their own, marked, with no link to it
+    assert page.count("Open in Discord") == 1
 
 
 async def test_defaults_and_channels_change_through_the_dashboard_as_settings_would(site: Site) -> None:

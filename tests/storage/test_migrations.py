@@ -245,6 +245,7 @@ async def test_a_database_of_the_previous_release_gains_the_styles_table_and_kee
         await conn.exec_driver_sql("DROP TABLE guild_styles")
         await conn.exec_driver_sql("DROP TABLE web_sessions")  # and what 0003_web added
         await conn.exec_driver_sql("DROP INDEX jobs_delivered")
+        await conn.exec_driver_sql("DROP INDEX jobs_user")
         await conn.exec_driver_sql(f"UPDATE alembic_version SET version_num = '{BASELINE}'")
     await store.close()
     store = await Store.open(empty)
@@ -268,6 +269,7 @@ async def test_a_database_of_the_styles_release_gains_the_web_sessions_and_the_g
     async with store._db.write() as conn:
         await conn.exec_driver_sql("DROP TABLE web_sessions")
         await conn.exec_driver_sql("DROP INDEX jobs_delivered")
+        await conn.exec_driver_sql("DROP INDEX jobs_user")
         await conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0002_styles'")
     await store.close()
     store = await Store.open(empty)

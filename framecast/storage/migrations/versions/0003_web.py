@@ -1,4 +1,5 @@
-"""Web: the sessions of Login with Discord, and the gallery's index of delivered jobs.
+"""Web: the sessions of Login with Discord, the gallery's index of delivered jobs, and /me's index of
+a person's jobs.
 
 Revision ID: 0003_web
 Revises: 0002_styles
@@ -19,7 +20,8 @@ _DELIVERED = "state = 'delivered'"
 
 
 def upgrade() -> None:
-    """Create ``web_sessions`` and the partial index ``jobs_delivered`` (guild_id, id)."""
+    """Create ``web_sessions``, the partial index ``jobs_delivered`` (guild_id, id) and ``jobs_user``
+    (user_id, id)."""
     op.create_table(
         "web_sessions",
         sa.Column("token_hash", sa.Text, primary_key=True),
@@ -35,3 +37,4 @@ def upgrade() -> None:
         sqlite_where=sa.text(_DELIVERED),
         postgresql_where=sa.text(_DELIVERED),
     )
+    op.create_index("jobs_user", "jobs", ["user_id", "id"])
