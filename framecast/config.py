@@ -154,6 +154,9 @@ def _parse_base_url(text: str) -> str:
     parts = _split_url(url)
     if parts.query or parts.fragment:
         raise ValueError("must be a plain address (no ?query or #fragment)")
+    # The session cookie is Secure: browsers keep it over https:// only (and on the loopback).
+    if parts.scheme != "https" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        raise ValueError("must be an https:// address (the reverse proxy's), or http:// on 127.0.0.1")
     return url.rstrip("/")
 
 

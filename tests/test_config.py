@@ -592,6 +592,14 @@ def test_the_web_pages_are_off_by_default_and_need_their_four_variables_once_on(
             load_settings(env)
 
 
+def test_the_web_base_url_must_be_https_but_on_the_loopback() -> None:
+    with pytest.raises(ConfigError, match="^WEB_BASE_URL: must be an https:// address"):
+        load_settings({**REQUIRED, **WEB, "WEB_BASE_URL": "http://gallery.example.org"})
+    assert load_settings({**REQUIRED, **WEB, "WEB_BASE_URL": "http://127.0.0.1:8090"}).web_base_url == (
+        "http://127.0.0.1:8090"
+    )
+
+
 def test_a_short_web_session_secret_is_refused_without_showing_it() -> None:
     with pytest.raises(ConfigError) as refused:
         load_settings({**REQUIRED, **WEB, "WEB_SESSION_SECRET": "short-SECRET"})
