@@ -154,12 +154,12 @@ class Framecast(commands.Bot):
         s = self.settings
         if s.web_port is None or self._web is not None:
             return
-        assert s.web_base_url and s.web_client_id and s.web_client_secret and s.web_session_secret
+        assert s.web_base_url and s.web_client_secret and s.web_session_secret
         config = WebConfig(
-            host=s.web_host,
+            host=s.http_host,
             port=s.web_port,
-            base_url=s.web_base_url,
-            client_id=s.web_client_id,
+            base_url=s.web_base_url.rstrip("/"),
+            client_id=str(self.application_id),  # the OAuth2 client is the bot's own application
             client_secret=s.web_client_secret.reveal(),
             session_secret=s.web_session_secret.reveal(),
             discord_api=s.discord_api_base_url,

@@ -148,32 +148,6 @@ def _parse_url(text: str) -> str:
     return text
 
 
-def _parse_base_url(text: str) -> str:
-    # The web pages' public address: where Discord sends the browser back after login.
-    url = _parse_url(text)
-    parts = _split_url(url)
-    if parts.query or parts.fragment:
-        raise ValueError("must be a plain address (no ?query or #fragment)")
-    # The session cookie is Secure: browsers keep it over https:// only (and on the loopback).
-    if parts.scheme != "https" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
-        raise ValueError("must be an https:// address (the reverse proxy's), or http:// on 127.0.0.1")
-    return url.rstrip("/")
-
-
-def _parse_client_id(text: str) -> str:
-    if not re.fullmatch(r"[0-9]{1,20}", text):
-        raise ValueError("must be the application's id (digits)")
-    return text
-
-
-def _parse_session_secret(text: str) -> Secret:
-    if len(text) < 32:
-        raise ValueError(
-            "must be at least 32 characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
-        )
-    return Secret(text)
-
-
 def _parse_gateway_url(text: str) -> str:
     # The gateway is a websocket endpoint; discord.py also accepts an http(s) base for it.
     parts = _split_url(text)
@@ -459,21 +433,24 @@ class Settings(BaseSettings):
     shard_count: Annotated[int | None, _env(_parse_int)] = None
     shard_ids: Annotated[tuple[int, ...] | None, _env(_parse_ids)] = None
     lease_seconds: Seconds = 60.0
-    # -- Web pages (gallery, dashboard; off without WEB_PORT) ------------------------------------
+    # -- Web pages (off without WEB_PORT; the OAuth2 client is the bot's own application) --------
     web_port: Annotated[int | None, _env(_parse_port)] = None
-    web_host: Annotated[str, _env(_parse_listen_host)] = "127.0.0.1"
-    web_base_url: Annotated[str | None, _env(_parse_base_url)] = None
-    web_client_id: Annotated[str | None, _env(_parse_client_id)] = None
+    web_base_url: Annotated[str | None, _env(_parse_url)] = None
     web_client_secret: Annotated[Secret | None, _env(Secret, secret=True)] = None
-    web_session_secret: Annotated[Secret | None, _env(_parse_session_secret, secret=True)] = None
+    web_session_secret: Annotated[Secret | None, _env(Secret, secret=True)] = None
 
     @model_validator(mode="after")
     def check_web(self) -> Settings:
-        """WEB_PORT needs the public address, the Discord application's OAuth2 client and a session secret."""
-        if self.web_port is not None:
-            for name in ("web_base_url", "web_client_id", "web_client_secret", "web_session_secret"):
-                if getattr(self, name) is None:
-                    raise _Invalid(name.upper(), "is required when WEB_PORT is set")
+        """WEB_PORT needs its https:// address (the Secure cookie), the client secret and a session secret."""
+        for name in ("web_base_url", "web_client_secret", "web_session_secret"):
+            if self.web_port is not None and getattr(self, name) is None:
+                raise _Invalid(name.upper(), "is required when WEB_PORT is set")
+        url = urlsplit(self.web_base_url or "https://unset")
+        local = url.hostname in ("127.0.0.1", "localhost")
+        if url.query or url.fragment or url.path not in ("", "/") or (url.scheme != "https" and not local):
+            raise _Invalid("WEB_BASE_URL", "must be a plain https:// address (http:// only on 127.0.0.1)")
+        if self.web_session_secret is not None and len(self.web_session_secret.reveal()) < 32:
+            raise _Invalid("WEB_SESSION_SECRET", "must be at least 32 random characters")
         return self
 
     @model_validator(mode="after")
@@ -521,14 +498,8 @@ class Settings(BaseSettings):
         """Every secret these settings hold, for the log filter: the token, the key, the URLs that may
         carry passwords, and each key of a ``KEY_ENCRYPTION_SECRET`` list on its own (while rotating)."""
         found = [self.discord_token.reveal(), self.gen_api_key.reveal()]
-        extras = (
-            self.key_encryption_secret,
-            self.database_url,
-            self.redis_url,
-            self.web_client_secret,
-            self.web_session_secret,
-        )
-        for extra in extras:
+        found += [s.reveal() for s in (self.web_client_secret, self.web_session_secret) if s is not None]
+        for extra in (self.key_encryption_secret, self.database_url, self.redis_url):
             if extra is not None:
                 found.append(extra.reveal())
         if self.key_encryption_secret is not None:

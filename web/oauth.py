@@ -56,7 +56,7 @@ def pkce_pair() -> tuple[str, str]:
 
 
 class DiscordOAuth:
-    """The OAuth2 client of the Discord application (``WEB_CLIENT_ID``, ``WEB_CLIENT_SECRET``)."""
+    """The OAuth2 client of the Discord application (the bot's own application id, ``WEB_CLIENT_SECRET``)."""
 
     def __init__(
         self, session: aiohttp.ClientSession, endpoints: OAuthEndpoints, *, client_id: str, client_secret: str

@@ -1,4 +1,4 @@
-"""The web server: aiohttp on ``WEB_HOST:WEB_PORT``, behind the operator's reverse proxy (TLS).
+"""The web server: aiohttp on ``HTTP_HOST:WEB_PORT``, behind the operator's reverse proxy (TLS).
 
 Every answer carries the security headers (:data:`SECURITY_HEADERS`): a Content-Security-Policy
 without inline scripts (no script at all is needed: the pages work without JavaScript), no
@@ -152,7 +152,7 @@ class WebServer:
         return app
 
     async def start(self) -> None:
-        """Listen on ``WEB_HOST:WEB_PORT``. Raises :class:`OSError` when the port cannot be had."""
+        """Listen on ``HTTP_HOST:WEB_PORT``. Raises :class:`OSError` when the port cannot be had."""
         self._session = aiohttp.ClientSession()
         self.oauth = DiscordOAuth(
             self._session,

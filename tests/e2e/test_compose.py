@@ -75,7 +75,7 @@ def test_the_web_profile_serves_the_pages_on_the_hosts_loopback(tmp_path: Path) 
         timeout=60,
         check=True,
     )
-    assert "WEB_PORT: '8090'" in done.stdout and "WEB_HOST: 0.0.0.0" in done.stdout
+    assert "WEB_PORT: '8090'" in done.stdout and "HTTP_HOST: 0.0.0.0" in done.stdout
     assert "127.0.0.1:8090:8090" in done.stdout or "host_ip: 127.0.0.1" in done.stdout
     assert "!web" in (REPO / ".dockerignore").read_text()  # the image carries the web edge
 

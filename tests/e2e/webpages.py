@@ -38,7 +38,6 @@ def enable_web(world: World) -> str:
         {
             "WEB_PORT": str(port),
             "WEB_BASE_URL": base,
-            "WEB_CLIENT_ID": oauth.client_id,
             "WEB_CLIENT_SECRET": oauth.client_secret,
             "WEB_SESSION_SECRET": secrets.token_urlsafe(32),
         }
