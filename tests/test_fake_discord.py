@@ -893,7 +893,11 @@ async def test_oauth_code_is_good_once_for_its_redirect_and_pkce_verifier(
         "code_challenge": challenge,
         "code_challenge_method": "S256",
     }
-    auth = aiohttp.BasicAuth(oauth.client_id, oauth.client_secret)
+
+    def basic(secret: str) -> dict[str, str]:
+        return {"Authorization": "Basic " + base64.b64encode(f"{oauth.client_id}:{secret}".encode()).decode()}
+
+    auth = basic(oauth.client_secret)
     async with aiohttp.ClientSession() as http:
         async with http.get(
             f"{fake.base_url}/oauth2/authorize",
@@ -912,22 +916,20 @@ async def test_oauth_code_is_good_once_for_its_redirect_and_pkce_verifier(
             "redirect_uri": back,
             "code_verifier": "w" * 50,
         }
-        async with http.post(f"{fake.api_base}/oauth2/token", data=form, auth=auth) as r:
+        async with http.post(f"{fake.api_base}/oauth2/token", data=form, headers=auth) as r:
             assert r.status == 400 and (await r.json())["error"] == "invalid_grant"  # wrong verifier
         async with http.post(
-            f"{fake.api_base}/oauth2/token", data={**form, "code_verifier": verifier}, auth=auth
+            f"{fake.api_base}/oauth2/token", data={**form, "code_verifier": verifier}, headers=auth
         ) as r:
             assert r.status == 400  # the code was spent by the failed try: good once
         async with http.get(f"{fake.base_url}/oauth2/authorize", params=query, allow_redirects=False) as r:
             code = yarl.URL(r.headers["Location"]).query["code"]
         good = {**form, "code": code, "code_verifier": verifier}
-        async with http.post(
-            f"{fake.api_base}/oauth2/token", data=good, auth=aiohttp.BasicAuth(oauth.client_id, "nope")
-        ) as r:
+        async with http.post(f"{fake.api_base}/oauth2/token", data=good, headers=basic("nope")) as r:
             assert r.status == 401
         async with http.get(f"{fake.base_url}/oauth2/authorize", params=query, allow_redirects=False) as r:
             code = yarl.URL(r.headers["Location"]).query["code"]
-        async with http.post(f"{fake.api_base}/oauth2/token", data={**good, "code": code}, auth=auth) as r:
+        async with http.post(f"{fake.api_base}/oauth2/token", data={**good, "code": code}, headers=auth) as r:
             assert r.status == 200
             token = (await r.json())["access_token"]
         async with http.get(f"{fake.api_base}/users/@me", headers={"Authorization": f"Bearer {token}"}) as r:

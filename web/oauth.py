@@ -13,7 +13,7 @@ import hashlib
 import json
 import secrets
 from dataclasses import dataclass
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 
@@ -90,8 +90,10 @@ class DiscordOAuth:
             "redirect_uri": redirect_uri,
             "code_verifier": verifier,
         }
-        auth = aiohttp.BasicAuth(self._client_id, self._client_secret)
-        token = await self._json("POST", "/oauth2/token", data=form, auth=auth)
+        # HTTP Basic with the client's id and secret, form-encoded first (RFC 6749, 2.3.1).
+        pair = f"{quote(self._client_id, safe='')}:{quote(self._client_secret, safe='')}"
+        basic = {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode("ascii")}
+        token = await self._json("POST", "/oauth2/token", data=form, headers=basic)
         access = token.get("access_token")
         kind = token.get("token_type", "Bearer")
         if not isinstance(access, str) or not isinstance(kind, str) or kind.lower() != "bearer":
