@@ -22,8 +22,10 @@ from cogs.discord_internals import point_discord_at, quiet_voice_warnings
 from cogs.i18n import FramecastTranslator
 from cogs.startup import ReconnectLogFilter, connect_patiently
 from cogs.tree import FramecastTree, set_install_scope
+from cogs.web_members import DiscordDirectory
 from framecast.app.core import Core
 from framecast.app.setup_checks import CheckedSetup, SetupProblem, check_setup
+from framecast.app.web import web_cases
 from framecast.backoff import Backoff
 from framecast.clock import Clock, SystemClock
 from framecast.config import ConfigError, Settings, load_settings
@@ -35,6 +37,7 @@ from framecast.ops.metrics import Metrics
 from framecast.ops.watchdog import EXIT_GAVE_UP, LoopWatchdog
 from framecast.planner.estimate import Estimates
 from framecast.storage import Store, StoreError
+from web.server import WebConfig, WebServer
 
 # Named, not __name__: run as a script this module is "__main__", and operators read "framecast".
 log = logging.getLogger("framecast")
@@ -87,6 +90,7 @@ class Framecast(commands.Bot):
         self._setup: CheckedSetup | None = None
         #: Whether Discord accepted the token (``setup_hook`` runs at the end of the login).
         self._logged_in = False
+        self._web: WebServer | None = None
         #: Whether the (unsharded) gateway connection is up, kept from discord.py's connection events.
         self._gateway_up = False
 
@@ -121,6 +125,7 @@ class Framecast(commands.Bot):
                 self.settings, reporter=self._reporter, metrics=self.metrics, store=store
             )
             self._opened = True
+            await self._serve_web()
             for extension in EXTENSIONS:
                 await self.load_extension(extension)
             set_install_scope(self.tree, user_install=self.settings.user_install)
@@ -178,6 +183,29 @@ class Framecast(commands.Bot):
         log.info("operator endpoints on port %d", ops.port)
         return None
 
+    async def _serve_web(self) -> None:
+        """Serve the web pages on WEB_PORT (when set), over the core's use cases and this bot's view."""
+        s = self.settings
+        if s.web_port is None or self._web is not None:
+            return
+        assert s.web_base_url and s.web_client_secret and s.web_session_secret
+        config = WebConfig(
+            host=s.http_host,
+            port=s.web_port,
+            base_url=s.web_base_url.rstrip("/"),
+            client_id=str(self.application_id),  # the OAuth2 client is the bot's own application
+            client_secret=s.web_client_secret.reveal(),
+            session_secret=s.web_session_secret.reveal(),
+            discord_api=s.discord_api_base_url,
+        )
+        web = WebServer(web_cases(self.core, DiscordDirectory(self)), config)
+        try:
+            await web.start()
+        except OSError as exc:
+            where = f"{s.http_host}:{s.web_port}"  # known only after the login: the pages need the core
+            raise ConfigError("WEB_PORT", f"cannot listen on {where} ({exc.strerror})") from None
+        self._web = web
+
     async def _database_answers(self) -> bool | CheckOutcome:
         if self._opened:
             return await self.core.database_answers()
@@ -218,6 +246,9 @@ class Framecast(commands.Bot):
     async def close(self) -> None:
         """Stop taking work, checkpoint running jobs, then close Discord and the core."""
         opened, self._opened = self._opened, False
+        if self._web is not None:
+            web, self._web = self._web, None
+            await web.close()
         if opened:
             await self.core.stop()
         await super().close()

@@ -135,6 +135,12 @@ def queue_viewer(interaction: discord.Interaction[Any]) -> QueueViewer:
     guild, member = interaction.guild, interaction.user
     if guild is None or not isinstance(member, discord.Member):
         return QueueViewer(member.id, in_age_restricted=where.nsfw)
+    return member_viewer(guild, member, in_age_restricted=where.nsfw)
+
+
+def member_viewer(guild: discord.Guild, member: discord.Member, *, in_age_restricted: bool) -> QueueViewer:
+    """`member` of `guild` with the channels and threads they can read, from the cache (no I/O):
+    /queue's viewer, and the web pages' (the member fetched with the bot token)."""
     readable: set[int] = set()
     age_restricted: set[int] = set()
     channels: list[discord.abc.GuildChannel | discord.Thread] = [*guild.channels, *guild.threads]
@@ -144,7 +150,7 @@ def queue_viewer(interaction: discord.Interaction[Any]) -> QueueViewer:
             is_nsfw = getattr(channel, "is_nsfw", None)
             if callable(is_nsfw) and is_nsfw():
                 age_restricted.add(channel.id)
-    return QueueViewer(member.id, frozenset(readable), frozenset(age_restricted), where.nsfw)
+    return QueueViewer(member.id, frozenset(readable), frozenset(age_restricted), in_age_restricted)
 
 
 def _can_read(channel: discord.abc.GuildChannel | discord.Thread, member: discord.Member) -> bool:

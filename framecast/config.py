@@ -495,6 +495,25 @@ class Settings(BaseSettings):
     shard_count: Annotated[int | None, _env(_parse_int)] = None
     shard_ids: Annotated[tuple[int, ...] | None, _env(_parse_ids)] = None
     lease_seconds: Seconds = 60.0
+    # -- Web pages (off without WEB_PORT; the OAuth2 client is the bot's own application) --------
+    web_port: Annotated[int | None, _env(_parse_port)] = None
+    web_base_url: Annotated[str | None, _env(_parse_url)] = None
+    web_client_secret: Annotated[Secret | None, _env(Secret, secret=True)] = None
+    web_session_secret: Annotated[Secret | None, _env(Secret, secret=True)] = None
+
+    @model_validator(mode="after")
+    def check_web(self) -> Settings:
+        """WEB_PORT needs its https:// address (the Secure cookie), the client secret and a session secret."""
+        for name in ("web_base_url", "web_client_secret", "web_session_secret"):
+            if self.web_port is not None and getattr(self, name) is None:
+                raise _Invalid(name.upper(), "is required when WEB_PORT is set")
+        url = urlsplit(self.web_base_url or "https://unset")
+        local = url.hostname in ("127.0.0.1", "localhost")
+        if url.query or url.fragment or url.path not in ("", "/") or (url.scheme != "https" and not local):
+            raise _Invalid("WEB_BASE_URL", "must be a plain https:// address (http:// only on 127.0.0.1)")
+        if self.web_session_secret is not None and len(self.web_session_secret.reveal()) < 32:
+            raise _Invalid("WEB_SESSION_SECRET", "must be at least 32 random characters")
+        return self
 
     @model_validator(mode="after")
     def check_shards(self) -> Settings:
@@ -550,6 +569,7 @@ class Settings(BaseSettings):
         """Every secret these settings hold, for the log filter: the token, the key, the URLs that may
         carry passwords, and each key of a ``KEY_ENCRYPTION_SECRET`` list on its own (while rotating)."""
         found = [self.discord_token.reveal(), self.gen_api_key.reveal()]
+        found += [s.reveal() for s in (self.web_client_secret, self.web_session_secret) if s is not None]
         for extra in (self.key_encryption_secret, self.database_url, self.redis_url, self.redis_key_secret):
             if extra is not None:
                 found.append(extra.reveal())

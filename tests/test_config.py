@@ -82,6 +82,10 @@ DEFAULTS = {
     "shard_count": None,
     "shard_ids": None,
     "lease_seconds": 60.0,
+    "web_port": None,
+    "web_base_url": None,
+    "web_client_secret": None,
+    "web_session_secret": None,
 }
 
 
@@ -621,3 +625,43 @@ def test_the_env_example_placeholder_for_the_service_is_refused_with_what_to_put
     # The same address with a slash, in capitals: still the placeholder.
     with pytest.raises(ConfigError):
         load_settings(env(GEN_API_BASE_URL=placeholder.group(1).upper() + "/"))
+
+
+WEB = {
+    "WEB_PORT": "8090",
+    "WEB_BASE_URL": "https://framecast.example.org/",
+    "WEB_CLIENT_SECRET": "client-SECRET-abcdef",
+    "WEB_SESSION_SECRET": "s" * 40,
+}
+
+
+def test_the_web_pages_are_off_by_default_and_need_their_three_variables_once_on() -> None:
+    assert load_settings(REQUIRED).web_port is None
+    s = load_settings({**REQUIRED, **WEB})
+    assert (s.web_port, s.web_base_url) == (8090, "https://framecast.example.org/")
+    for missing in ("WEB_BASE_URL", "WEB_CLIENT_SECRET", "WEB_SESSION_SECRET"):
+        env = {k: v for k, v in {**REQUIRED, **WEB}.items() if k != missing}
+        with pytest.raises(ConfigError, match=f"^{missing}: is required when WEB_PORT is set$"):
+            load_settings(env)
+
+
+def test_the_web_base_url_must_be_a_plain_https_address_but_on_the_loopback() -> None:
+    for bad in (
+        "http://gallery.example.org",
+        "https://gallery.example.org/?x=1",
+        "https://g.example.org/#top",
+    ):
+        with pytest.raises(ConfigError, match="^WEB_BASE_URL: must be a plain https:// address"):
+            load_settings({**REQUIRED, **WEB, "WEB_BASE_URL": bad})
+    assert load_settings({**REQUIRED, **WEB, "WEB_BASE_URL": "http://127.0.0.1:8090"}).web_port == 8090
+
+
+def test_a_short_web_session_secret_is_refused_without_showing_it() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings({**REQUIRED, **WEB, "WEB_SESSION_SECRET": "short-SECRET"})
+    assert refused.value.variable == "WEB_SESSION_SECRET" and "short-SECRET" not in str(refused.value)
+
+
+def test_the_web_secrets_are_masked_in_logs() -> None:
+    s = load_settings({**REQUIRED, **WEB})
+    assert {WEB["WEB_CLIENT_SECRET"], WEB["WEB_SESSION_SECRET"]} <= set(s.secrets())

@@ -866,3 +866,74 @@ async def test_channel_overwrites_follow_discords_rules_and_discordpy_reads_them
         assert (await it.wait_original()).content == "general,staff here=True"
         with pytest.raises(ChannelHidden):
             await fake.slash(world.guild, thread, world.member, "canread", {})
+
+
+# --------------------------------------------------------------------------------------------
+# OAuth2 (Login with Discord): the fake checks what Discord checks
+
+
+async def test_oauth_code_is_good_once_for_its_redirect_and_pkce_verifier(
+    fake: FakeDiscord, world: World
+) -> None:
+    import base64
+    import hashlib
+
+    oauth = fake.oauth
+    back = "http://127.0.0.1:1/login/callback"
+    oauth.redirect_uris.add(back)
+    oauth.login = world.member.user
+    verifier = "v" * 50
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    query = {
+        "client_id": oauth.client_id,
+        "response_type": "code",
+        "redirect_uri": back,
+        "scope": "identify",
+        "state": "s1",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+    }
+
+    def basic(secret: str) -> dict[str, str]:
+        return {"Authorization": "Basic " + base64.b64encode(f"{oauth.client_id}:{secret}".encode()).decode()}
+
+    auth = basic(oauth.client_secret)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(
+            f"{fake.base_url}/oauth2/authorize",
+            params={**query, "redirect_uri": "http://evil/"},
+            allow_redirects=False,
+        ) as r:
+            assert r.status == 400
+        async with http.get(f"{fake.base_url}/oauth2/authorize", params=query, allow_redirects=False) as r:
+            assert r.status == 302
+            location = yarl.URL(r.headers["Location"])
+        assert location.query["state"] == "s1"
+        code = location.query["code"]
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": back,
+            "code_verifier": "w" * 50,
+        }
+        async with http.post(f"{fake.api_base}/oauth2/token", data=form, headers=auth) as r:
+            assert r.status == 400 and (await r.json())["error"] == "invalid_grant"  # wrong verifier
+        async with http.post(
+            f"{fake.api_base}/oauth2/token", data={**form, "code_verifier": verifier}, headers=auth
+        ) as r:
+            assert r.status == 400  # the code was spent by the failed try: good once
+        async with http.get(f"{fake.base_url}/oauth2/authorize", params=query, allow_redirects=False) as r:
+            code = yarl.URL(r.headers["Location"]).query["code"]
+        good = {**form, "code": code, "code_verifier": verifier}
+        async with http.post(f"{fake.api_base}/oauth2/token", data=good, headers=basic("nope")) as r:
+            assert r.status == 401
+        async with http.get(f"{fake.base_url}/oauth2/authorize", params=query, allow_redirects=False) as r:
+            code = yarl.URL(r.headers["Location"]).query["code"]
+        async with http.post(f"{fake.api_base}/oauth2/token", data={**good, "code": code}, headers=auth) as r:
+            assert r.status == 200
+            token = (await r.json())["access_token"]
+        async with http.get(f"{fake.api_base}/users/@me", headers={"Authorization": f"Bearer {token}"}) as r:
+            assert r.status == 200 and (await r.json())["id"] == str(world.member.id)
+        async with http.get(f"{fake.api_base}/users/@me", headers={"Authorization": "Bearer nope"}) as r:
+            assert r.status == 401
+    assert fake.spec_violations == []

@@ -42,9 +42,9 @@ class Import:
 
 
 def product_files() -> Iterator[Path]:
-    """Every product module: ``bot.py`` and the Python files under ``cogs/`` and ``framecast/``."""
+    """Every product module: ``bot.py`` and the Python files under ``cogs/``, ``web/`` and ``framecast/``."""
     yield REPO / "bot.py"
-    for folder in ("cogs", "framecast"):
+    for folder in ("cogs", "web", "framecast"):
         for path in sorted((REPO / folder).rglob("*.py")):
             if "__pycache__" not in path.parts:
                 yield path
@@ -152,6 +152,24 @@ def test_the_discord_edge_imports_from_the_core_only_the_application_package() -
     assert not violations, _report(violations)
 
 
+def test_the_web_edge_imports_from_the_core_only_the_application_package_and_nothing_of_discord() -> None:
+    """``web/`` is an edge beside ``cogs/``: ``from framecast.app import <name>`` only, and neither
+    discord.py nor the Discord edge (who a person is in a server comes in through the application)."""
+    app_submodules = {m for m in MODULES if m.startswith(APP + ".")}
+    violations = []
+    for module, imports in IMPORTS.items():
+        if _floor(module) != "web":
+            continue
+        for imp in imports:
+            if _floor(imp.target) in {"discord", "cogs", "bot"}:
+                violations.append(f"{imp.where()}: {module} imports {imp.target}")
+            elif _under(imp.target, "framecast") and not (
+                imp.is_from and imp.source == APP and imp.target not in app_submodules
+            ):
+                violations.append(f"{imp.where()}: {module} imports {imp.target}")
+    assert not violations, _report(violations)
+
+
 def test_the_core_knows_nothing_of_discord_or_the_edge() -> None:
     """No module under ``framecast/`` imports ``discord``, ``cogs`` or ``bot``."""
     violations = [
@@ -159,7 +177,7 @@ def test_the_core_knows_nothing_of_discord_or_the_edge() -> None:
         for module, imports in IMPORTS.items()
         if _floor(module) == "framecast"
         for imp in imports
-        if _floor(imp.target) in {"discord", "cogs", "bot"}
+        if _floor(imp.target) in {"discord", "cogs", "web", "bot"}
     ]
     assert not violations, _report(violations)
 

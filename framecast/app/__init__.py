@@ -10,20 +10,41 @@ This package is the Discord edge's only door into the core: ``cogs/`` imports fr
 * :mod:`framecast.app.parked`: hand a result that could be posted nowhere to its requester (/job);
 * :mod:`framecast.app.admins`: show and change settings, set and remove a server's key;
 * :mod:`framecast.app.styles`: a server's named prompt styles (/settings styles, ``style:``);
-* :mod:`framecast.app.chat`: the protocol the chat side implements to show and deliver jobs.
+* :mod:`framecast.app.chat`: the protocol the chat side implements to show and deliver jobs;
+* :mod:`framecast.app.gallery`, :mod:`framecast.app.web_sessions`, :mod:`framecast.app.web`: the web
+  pages' use cases (the gallery, sessions, usage) and the bundle the web edge is given.
 
 The core itself is assembled in :mod:`framecast.app.core` (``bot.py`` opens and closes it).
 """
 
-from framecast.app import admins, chat, deletion, history, members, parked, styles, values
+from framecast.app import (
+    admins,
+    chat,
+    deletion,
+    gallery,
+    history,
+    members,
+    my_jobs,
+    parked,
+    styles,
+    usage,
+    values,
+    web,
+    web_sessions,
+)
 from framecast.app.admins import *  # noqa: F403
 from framecast.app.chat import *  # noqa: F403
 from framecast.app.deletion import *  # noqa: F403
+from framecast.app.gallery import *  # noqa: F403
 from framecast.app.history import *  # noqa: F403
 from framecast.app.members import *  # noqa: F403
+from framecast.app.my_jobs import *  # noqa: F403
 from framecast.app.parked import *  # noqa: F403
 from framecast.app.styles import *  # noqa: F403
+from framecast.app.usage import *  # noqa: F403
 from framecast.app.values import *  # noqa: F403
+from framecast.app.web import *  # noqa: F403
+from framecast.app.web_sessions import *  # noqa: F403
 
 __all__ = [
     *values.__all__,
@@ -34,4 +55,9 @@ __all__ = [
     *history.__all__,
     *parked.__all__,
     *styles.__all__,
+    *gallery.__all__,
+    *usage.__all__,
+    *my_jobs.__all__,
+    *web.__all__,
+    *web_sessions.__all__,
 ]

@@ -75,6 +75,14 @@ class QueueViewer:
     age_restricted_channels: frozenset[int] = frozenset()
     in_age_restricted: bool = False
 
+    @property
+    def shown_channels(self) -> frozenset[int]:
+        """The channels whose jobs :meth:`hides` shows this viewer (their own jobs show from any):
+        the same rule as a set, for a query that must narrow before it decides row by row."""
+        if self.in_age_restricted:
+            return self.readable_channels
+        return self.readable_channels - self.age_restricted_channels
+
     def hides(self, job: Job) -> PromptHidden | None:
         """Why `job`'s prompt is not shown to this viewer, or None when it is.
 

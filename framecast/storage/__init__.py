@@ -23,6 +23,7 @@ from framecast.jobs import (
 )
 from framecast.planner.predict import DurationRow
 from framecast.storage.dialects import StoreClosed, StoreError, StoreTimeouts, StoreUnavailable, redact_dsn
+from framecast.storage.gallery import GalleryFilter
 from framecast.storage.history import MemberJobs
 from framecast.storage.schema import QUOTA_COUNTS
 from framecast.storage.store import Store
@@ -37,6 +38,7 @@ __all__ = [
     "AlreadyRetried",
     "DailyQuotaReached",
     "DurationRow",
+    "GalleryFilter",
     "GuildQueueFull",
     "InvalidTransition",
     "JobLimitError",

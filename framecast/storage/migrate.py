@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 BASELINE = "0001_baseline"
 #: The revision ``schema.py`` describes: the chain's head (``tests/storage/test_migrations.py`` checks).
-HEAD = "0002_styles"
+HEAD = "0003_web"
 _SCRIPTS = Path(__file__).with_name("migrations")
 
 # Alembic's own bookkeeping table, as Alembic creates it.

@@ -26,6 +26,10 @@ def sql_list(values: object) -> str:
 OPEN_SQL = f"state IN ({sql_list(sorted(ACTIVE))})"
 OPEN = sa.text(OPEN_SQL)
 
+#: Delivered jobs, inlined for the same reason (the gallery's partial index).
+DELIVERED_SQL = f"state = '{JobState.DELIVERED.value}'"
+DELIVERED = sa.text(DELIVERED_SQL)
+
 # Ids: INTEGER on SQLite (only "INTEGER PRIMARY KEY" is the rowid, AUTOINCREMENT: never reused),
 # BIGINT everywhere else (Discord snowflakes are 64-bit).
 Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
@@ -70,6 +74,10 @@ jobs = sa.Table(
         postgresql_where=sa.text("retry_of IS NOT NULL"),
     ),
     sa.Index("jobs_quota", "guild_id", "user_id", "kind", "created_at"),
+    # The web gallery: a server's delivered jobs, newest first (keyset paging on the id).
+    sa.Index("jobs_delivered", "guild_id", "id", sqlite_where=DELIVERED, postgresql_where=DELIVERED),
+    # /me: a person's jobs in every server and their own queue, newest first.
+    sa.Index("jobs_user", "user_id", "id"),
     sqlite_autoincrement=True,
 )
 
@@ -128,6 +136,18 @@ guild_styles = sa.Table(
     sa.Column("kind", sa.Text, sa.CheckConstraint(f"kind IN ({sql_list(StyleKind)})"), nullable=False),
     sa.Column("created_by", sa.BigInteger, nullable=False),
     sa.Column("created_at", sa.Double, nullable=False),
+)
+
+# Web sessions (Login with Discord): the row is the session; the browser's cookie holds a random
+# token whose SHA-256 is the key here, so a copy of the table opens no session.
+web_sessions = sa.Table(
+    "web_sessions",
+    metadata,
+    sa.Column("token_hash", sa.Text, primary_key=True),
+    sa.Column("user_id", sa.BigInteger, nullable=False),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("expires_at", sa.Double, nullable=False),
+    sa.Index("web_sessions_expiry", "expires_at"),
 )
 
 #: The jobs that use up a member's daily quota: not failed jobs (they gave the member nothing), nor

@@ -51,6 +51,7 @@ from framecast.storage.schema import (
 )
 from framecast.storage.styles import GuildStyles
 from framecast.storage.values import SettingsChange, StoredKey
+from framecast.storage.webstore import WebStore
 
 if TYPE_CHECKING:
     from framecast.clock import Clock
@@ -193,6 +194,11 @@ class Store:
     def styles(self) -> GuildStyles:
         """The servers' named prompt styles, on this store's database."""
         return GuildStyles(self._db, self._timestamp)
+
+    @functools.cached_property
+    def web(self) -> WebStore:
+        """What the web pages read and keep (gallery pages, usage, sessions), on this database."""
+        return WebStore(self._db, _JOB, _job)
 
     @property
     def path(self) -> Path | None:

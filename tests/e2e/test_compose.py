@@ -51,13 +51,14 @@ def test_compose_file_is_valid_and_the_bot_service_is_operable(tmp_path: Path) -
         "bot",
         "bot-shard0",
         "bot-shard1",
+        "bot-web",
         "grafana",
         "postgres",
         "prometheus",
         "redis",
     ]
     text = compose("--profile", "scale", "config")
-    assert text.count("restart: unless-stopped") == 7
+    assert text.count("restart: unless-stopped") == 8
     assert "framecast-data:/data" in text and "HTTP_PORT: '8080'" in text
     assert "SHARD_IDS: '0'" in text and "SHARD_IDS: '1'" in text and text.count("SHARD_COUNT: '2'") == 2
     assert text.count("DATABASE_URL: postgresql://framecast:pw@postgres/framecast") == 2
@@ -65,6 +66,23 @@ def test_compose_file_is_valid_and_the_bot_service_is_operable(tmp_path: Path) -
     assert text.count("condition: service_healthy") == 4
     dockerfile = (REPO / "Dockerfile").read_text()
     assert "HEALTHCHECK" in dockerfile and "/healthz" in dockerfile
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="Debian's docker-compose is not installed")
+def test_the_web_profile_serves_the_pages_on_the_hosts_loopback(tmp_path: Path) -> None:
+    shutil.copy(REPO / "docker-compose.yml", tmp_path / "docker-compose.yml")
+    (tmp_path / ".env").write_text("")
+    done = subprocess.run(
+        ["docker-compose", "--profile", "web", "config"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "WEB_PORT: '8090'" in done.stdout and "HTTP_HOST: 0.0.0.0" in done.stdout
+    assert "127.0.0.1:8090:8090" in done.stdout or "host_ip: 127.0.0.1" in done.stdout
+    assert "!web" in (REPO / ".dockerignore").read_text()  # the image carries the web edge
 
 
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="Debian's docker-compose is not installed")

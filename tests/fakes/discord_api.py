@@ -64,6 +64,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from tests.fakes.discord_oauth import FakeOAuth
 from tests.fakes.openapi import SpecViolation, form_errors, spec
 
 __all__ = [
@@ -1267,6 +1268,8 @@ class FakeDiscord:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._routes = self._build_routes()
+        #: Login with Discord (OAuth2): its own block, tests/fakes/discord_oauth.py.
+        self.oauth = FakeOAuth(self)
 
     # ------------------------------------------------------------------ lifecycle ---------
     async def start(self) -> None:
@@ -1275,6 +1278,7 @@ class FakeDiscord:
         app = web.Application(client_max_size=1024 * MiB)
         app.router.add_get("/gateway", self._gateway_handler)
         app.router.add_get("/attachments/{channel_id}/{attachment_id}/{filename}", self._attachment_handler)
+        self.oauth.add_routes(app)
         app.router.add_route("*", "/{tail:.*}", self._api_handler)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()

@@ -243,6 +243,9 @@ async def test_a_database_of_the_previous_release_gains_the_styles_table_and_kee
     )
     async with store._db.write() as conn:  # back to what the previous release left
         await conn.exec_driver_sql("DROP TABLE guild_styles")
+        await conn.exec_driver_sql("DROP TABLE web_sessions")  # and what 0003_web added
+        await conn.exec_driver_sql("DROP INDEX jobs_delivered")
+        await conn.exec_driver_sql("DROP INDEX jobs_user")
         await conn.exec_driver_sql(f"UPDATE alembic_version SET version_num = '{BASELINE}'")
     await store.close()
     store = await Store.open(empty)
@@ -251,6 +254,30 @@ async def test_a_database_of_the_previous_release_gains_the_styles_table_and_kee
         assert (current, diff) == (HEAD, [])
         assert await store.get(job.id) == job
         assert await store.styles.all() == {}
+    finally:
+        await store.close()
+
+
+async def test_a_database_of_the_styles_release_gains_the_web_sessions_and_the_gallery_index(
+    empty: str,
+) -> None:
+    """A database at ``0002_styles`` (the release before the web pages) is upgraded in place."""
+    store = await Store.open(empty)
+    job = await store.add(
+        NewJob(JobKind.IMAGE, G1, 2, U1, "en-US", {"prompt": "x"}), member_limit=1, guild_cap=1
+    )
+    async with store._db.write() as conn:
+        await conn.exec_driver_sql("DROP TABLE web_sessions")
+        await conn.exec_driver_sql("DROP INDEX jobs_delivered")
+        await conn.exec_driver_sql("DROP INDEX jobs_user")
+        await conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0002_styles'")
+    await store.close()
+    store = await Store.open(empty)
+    try:
+        diff, current = await schema_difference(store)
+        assert (current, diff) == (HEAD, [])
+        assert await store.get(job.id) == job
+        assert await store.web.sessions.user_of("nothing", now=0.0) is None
     finally:
         await store.close()
 

@@ -1,0 +1,106 @@
+"""Who a person is in a server, for the web pages: the member fetched with the bot token, read
+through discord.py's permission rules (the same reading as /queue's, :func:`member_viewer`).
+
+Never from what the browser sends: the web session names only a user id (Discord confirmed it at
+login); their roles, Manage Server and the channels they can read are the bot's own view.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import aiohttp
+import discord
+
+from cogs.delivery.record import DiscordRecord
+from cogs.history import jump_url
+from cogs.interactions import member_viewer
+from framecast.app import Actor, DirectoryUnavailable, HistoryRow, Job, ServerMember
+
+if TYPE_CHECKING:
+    from bot import Framecast
+
+log = logging.getLogger(__name__)
+
+#: How long a member fetched for the gallery is reused (a page view is not worth a Discord call
+#: each; the dashboard always asks again).
+MEMBER_TTL = 15.0
+#: How long a result's fresh attachment link is reused (Discord signs them for about a day).
+MEDIA_TTL = 600.0
+#: Members remembered at most (the oldest is dropped first).
+_MAX_REMEMBERED = 4096
+
+
+class DiscordDirectory:
+    """The web pages' :class:`~framecast.app.ServerDirectory`, over the bot's cache and REST."""
+
+    def __init__(self, bot: Framecast, *, ttl: float = MEMBER_TTL) -> None:
+        self._bot = bot
+        self._ttl = ttl
+        self._seen: dict[tuple[int, int], tuple[float, ServerMember | None]] = {}
+        self._unavailable = False
+        self._media: dict[int, tuple[float, str | None]] = {}
+
+    def __repr__(self) -> str:
+        return f"<DiscordDirectory remembered={len(self._seen)}>"
+
+    async def member(self, guild_id: int, user_id: int, *, fresh: bool = False) -> ServerMember | None:
+        """`user_id` in `guild_id` as the bot sees them; None: not a member, or a server the bot is
+        not in. Raises :class:`DirectoryUnavailable` while Discord cannot be asked."""
+        guild = self._bot.get_guild(guild_id)
+        if guild is None:
+            return None
+        key, now = (guild_id, user_id), time.monotonic()
+        if not fresh and (seen := self._seen.get(key)) is not None and now - seen[0] < self._ttl:
+            return seen[1]
+        try:
+            member = await guild.fetch_member(user_id)
+        except discord.NotFound:
+            found = None
+        except (discord.HTTPException, discord.RateLimited, aiohttp.ClientError, TimeoutError) as exc:
+            if not self._unavailable:  # one line per outage, not one per page view
+                log.warning("web: Discord did not answer a member lookup (%s)", type(exc).__name__)
+                self._unavailable = True
+            raise DirectoryUnavailable() from None
+        else:
+            perms = member.guild_permissions
+            found = ServerMember(
+                actor=Actor(user_id, guild_id, manages_guild=perms.manage_guild or perms.administrator),
+                viewer=member_viewer(guild, member, in_age_restricted=True),
+                server_name=guild.name,
+                channels=tuple((channel.id, channel.name) for channel in guild.text_channels),
+            )
+        self._unavailable = False
+        if len(self._seen) >= _MAX_REMEMBERED:
+            self._seen.pop(next(iter(self._seen)))
+        self._seen[key] = (now, found)
+        return found
+
+    def message_link(self, job: Job) -> str | None:
+        """The link to `job`'s result message in Discord, as /history gives it."""
+        return jump_url(HistoryRow(job))
+
+    async def media_url(self, job: Job) -> str | None:
+        """The result's attachment as Discord serves it now: the message fetched with the bot token
+        (its attachment links are signed and expire, so none is ever stored), kept a few minutes."""
+        record = DiscordRecord.from_dict(job.discord)
+        message_id = record.channel_message_id or record.message_id
+        if message_id is None:
+            return None
+        now = time.monotonic()
+        if (known := self._media.get(job.id)) is not None and now - known[0] < MEDIA_TTL:
+            return known[1]
+        try:
+            message = await self._bot.get_partial_messageable(job.channel_id).fetch_message(message_id)
+        except (discord.NotFound, discord.Forbidden):
+            return None
+        except (discord.HTTPException, discord.RateLimited, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("web: Discord did not answer a result lookup (%s)", type(exc).__name__)
+            raise DirectoryUnavailable() from None
+        url = message.attachments[0].url if message.attachments else None
+        if len(self._media) >= _MAX_REMEMBERED:
+            self._media.pop(next(iter(self._media)))
+        self._media[job.id] = (now, url)
+        return url

@@ -1,0 +1,28 @@
+"""Small rules of the pages (web/pages.py): where a login may send the browser back to."""
+
+from __future__ import annotations
+
+import pytest
+
+from web.pages import _local_path
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "https://evil.example/",
+        "//evil.example/",
+        "/\\evil.example",
+        "/g/1\r\nSet-Cookie: x=1",
+        "",
+        None,
+        "g/1",
+        "/" * 600,
+    ],
+)
+def test_a_login_never_sends_the_browser_off_the_site(target: str | None) -> None:
+    assert _local_path(target) == "/"
+
+
+def test_a_login_sends_the_browser_back_to_the_page_it_came_from() -> None:
+    assert _local_path("/g/123?q=cat&before=9") == "/g/123?q=cat&before=9"

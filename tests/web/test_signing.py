@@ -1,0 +1,25 @@
+"""Signed cookie values (web/signing.py): bound to one purpose, tamper-evident, expiring."""
+
+from __future__ import annotations
+
+from web.signing import Signer
+
+
+def test_a_value_comes_back_only_for_its_purpose_and_unaltered() -> None:
+    signer = Signer("s" * 40)
+    signed = signer.sign("session", "token-1")
+    assert signer.unsign("session", signed) == "token-1"
+    assert signer.unsign("login", signed) is None  # a session cookie is no login state
+    body, mac = signed.split(".")
+    assert signer.unsign("session", f"{body}.{mac[:-1]}A") is None
+    assert signer.unsign("session", f"{body}x.{mac}") is None
+    assert Signer("t" * 40).unsign("session", signed) is None  # another secret
+    for junk in (None, "", "no-dot", "a.b.c", "." * 3000):
+        assert signer.unsign("session", junk) is None
+
+
+def test_a_value_with_an_expiry_is_refused_after_it() -> None:
+    signer = Signer("s" * 40)
+    signed = signer.sign("login", {"state": "x"}, expires_at=100.0)
+    assert signer.unsign("login", signed, now=99.0) == {"state": "x"}
+    assert signer.unsign("login", signed, now=100.0) is None

@@ -1,0 +1,254 @@
+"""The dashboard, ``/d/<server>``: a server's settings, its queue now, for Manage Server only.
+
+Manage Server is asked of Discord again on every request (the member fetched fresh with the bot
+token), forms carry the session's CSRF token, and every change goes through the use cases
+``/settings`` calls (:class:`Admins`, :class:`ServerStyles`), so it is checked, saved and logged
+the same way. The server's key can be set and removed here; it is never shown (its last four
+characters at most, as ``/settings show``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from framecast.app import (
+    ImageDefaults,
+    IntakeError,
+    KeySetResult,
+    LimitsChange,
+    ServerMember,
+    SettingsError,
+    StyleError,
+    StyleKind,
+    VideoDefaults,
+    WebCases,
+    presets,
+)
+from web.charts import day_bars
+from web.pages import check_csrf, render, server_member, server_of
+
+__all__ = ["add_routes"]
+
+#: What a finished change says, by the `done` in the address it redirects to.
+DONE = {
+    "limits": "Limits saved.",
+    "nsfw": "Saved.",
+    "defaults": "Defaults saved.",
+    "channels": "Channels saved.",
+    "blocklist": "Blocklist saved.",
+    "styles": "Styles saved.",
+    "key-saved": "The server's key was checked and saved.",
+    "key-removed": "The server's key was removed: the bot's own key is used again.",
+    "key-none": "There was no server key to remove.",
+}
+KEY_WORDS = {
+    KeySetResult.REFUSED: "The service refused that key.",
+    KeySetResult.UNREACHABLE: "The service did not answer; nothing was saved. Try again later.",
+    KeySetResult.DISABLED: "This bot does not let servers use their own key.",
+    KeySetResult.NO_SECRET: "This bot cannot store keys (its operator set no encryption secret).",
+}
+
+
+class _Refused(Exception):
+    """A change the use case refused, in words for the page."""
+
+
+def add_routes(app: web.Application) -> None:
+    """The dashboard's pages and forms."""
+    app.router.add_get("/d/{guild}", dashboard)
+    app.router.add_post("/d/{guild}/{form}", change)
+
+
+async def _manager(request: web.Request) -> tuple[int, ServerMember]:
+    guild_id, member = await server_member(request, fresh=True)
+    if not member.actor.manages_guild:
+        raise web.HTTPForbidden(text="Only members with Manage Server may open this server's dashboard.")
+    return guild_id, member
+
+
+async def dashboard(request: web.Request, *, problem: str | None = None, status: int = 200) -> web.Response:
+    """Every setting with its value and source, the styles, the key's state and the queue now."""
+    guild_id, member = await _manager(request)
+    cases = server_of(request).cases
+    view = await cases.admins.show(guild_id)
+    queue = await cases.members.show_queue(guild_id, member.viewer)
+    usage = await cases.usage.of_server(guild_id)
+    done = DONE.get(request.query.get("done", "")) if problem is None else None
+    return render(
+        request,
+        "dashboard.html",
+        status=status,
+        guild_id=guild_id,
+        server_name=member.server_name,
+        view=view,
+        styles=cases.styles.list_styles(guild_id).styles,
+        style_kinds=[k.value for k in StyleKind],
+        channels=member.channels,
+        channel_names=dict(member.channels),
+        video_sizes=list(presets.VIDEO_SIZES.values()),
+        image_sizes=list(presets.IMAGE_SIZES.values()),
+        video_seconds=presets.VIDEO_SECONDS,
+        frame_rates=presets.FRAME_RATES,
+        queue=queue,
+        usage=usage,
+        chart=day_bars(usage.days),
+        now=time.time(),
+        done=done,
+        problem=problem,
+    )
+
+
+def _number(form: dict[str, str], name: str) -> int | None:
+    text = str(form.get(name, "")).strip()
+    if not text:
+        return None
+    if not text.isdigit() or len(text) > 9:
+        raise _Refused("Limits are whole numbers (empty: leave as is).")
+    return int(text)
+
+
+async def _limits(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+    change = LimitsChange(
+        member_jobs=_number(form, "member_jobs"),
+        daily_videos=_number(form, "daily_videos"),
+        daily_images=_number(form, "daily_images"),
+        queue_cap=_number(form, "queue_cap"),
+    )
+    await cases.admins.change_limits(guild_id, by, change)
+    return "limits"
+
+
+async def _nsfw(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+    await cases.admins.set_nsfw_only(guild_id, by, form.get("only") == "on")
+    return "nsfw"
+
+
+def _choice(form: dict[str, str], name: str, allowed: object) -> str | None:
+    value = form.get(name, "").strip()
+    if not value:
+        return None
+    if value not in {str(a) for a in allowed}:  # type: ignore[attr-defined]
+        raise _Refused("That choice is not offered.")
+    return value
+
+
+async def _defaults(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+    # Only what the admin changed: a value left as shown keeps its source (the operator's default
+    # stays the operator's, and follows it), as /settings changes only the options given.
+    now = await cases.admins.show(guild_id)
+
+    def changed(name: str, allowed: object, current: object) -> str | None:
+        value = _choice(form, name, allowed)
+        return value if value is not None and value != str(current) else None
+
+    seconds = changed("video_seconds", presets.VIDEO_SECONDS, now.video_seconds)
+    fps = changed("video_fps", presets.FRAME_RATES, now.video_fps)
+    video_model = form.get("video_model", "").strip()[:100] or None
+    image_model = form.get("image_model", "").strip()[:100] or None
+    video = VideoDefaults(
+        size=changed("video_size", presets.VIDEO_SIZES, now.video_size.key),
+        seconds=int(seconds) if seconds else None,
+        fps=int(fps) if fps else None,
+        model=video_model if video_model != now.video_model.chosen else None,
+    )
+    image = ImageDefaults(
+        size=changed("image_size", presets.IMAGE_SIZES, now.image_size.key),
+        model=image_model if image_model != now.image_model.chosen else None,
+    )
+    await cases.admins.change_video_defaults(guild_id, by, video)
+    await cases.admins.change_image_defaults(guild_id, by, image)
+    return "defaults"
+
+
+async def _channels(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+    if form.get("action") == "clear":
+        await cases.admins.clear_channels(guild_id, by)
+        return "channels"
+    channel = form.get("channel", "")
+    if not channel.isdigit() or len(channel) > 20:
+        raise _Refused("Pick a channel.")
+    if form.get("action") == "remove":
+        await cases.admins.remove_channel(guild_id, by, int(channel))
+    else:
+        await cases.admins.add_channel(guild_id, by, int(channel))
+    return "channels"
+
+
+async def _blocklist(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+    admins = cases.admins
+    terms = str(form.get("terms", ""))
+    if form.get("action") == "remove":
+        await admins.unblock_terms(guild_id, by, terms)
+    else:
+        await admins.block_terms(guild_id, by, terms)
+    return "blocklist"
+
+
+async def _styles(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+    styles = cases.styles
+    if form.get("action") == "remove":
+        await styles.remove(guild_id, by, str(form.get("name", "")))
+    else:
+        kind = str(form.get("kind", StyleKind.BOTH.value))
+        kind = kind if kind in {k.value for k in StyleKind} else StyleKind.BOTH.value
+        await styles.add(
+            guild_id, by, str(form.get("name", "")), str(form.get("template", "")), StyleKind(kind)
+        )
+    return "styles"
+
+
+async def _key(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+    admins = cases.admins
+    if form.get("action") == "remove":
+        removed = await admins.remove_key(guild_id, by)
+        return "key-removed" if removed.value == "removed" else "key-none"
+    outcome = await admins.set_key(guild_id, by, str(form.get("key", ""))[:512])
+    if outcome.result is not KeySetResult.SAVED:
+        raise _Refused(KEY_WORDS[outcome.result])
+    return "key-saved"
+
+
+FORMS: dict[str, Callable[[WebCases, int, int, dict[str, str]], Awaitable[str]]] = {
+    "limits": _limits,
+    "nsfw": _nsfw,
+    "defaults": _defaults,
+    "channels": _channels,
+    "blocklist": _blocklist,
+    "styles": _styles,
+    "key": _key,
+}
+
+
+async def change(request: web.Request) -> web.StreamResponse:
+    """One form: Manage Server asked again, the CSRF token checked, then the use case."""
+    guild_id, member = await _manager(request)
+    posted = await request.post()
+    check_csrf(request, posted)
+    handler = FORMS.get(request.match_info["form"])
+    if handler is None:
+        raise web.HTTPNotFound()
+    form = {k: v for k, v in posted.items() if isinstance(v, str)}
+    try:
+        done = await handler(server_of(request).cases, guild_id, member.actor.user_id, form)
+    except SettingsError as exc:
+        return await dashboard(request, problem=_settings_words(exc), status=400)
+    except StyleError as exc:
+        return await dashboard(request, problem=f"That style was refused ({exc.problem.value}).", status=400)
+    except IntakeError:
+        return await dashboard(request, problem="That value was refused.", status=400)
+    except _Refused as exc:
+        return await dashboard(request, problem=str(exc), status=400)
+    raise web.HTTPSeeOther(f"/d/{guild_id}?done={done}")
+
+
+def _settings_words(exc: SettingsError) -> str:
+    problem = getattr(exc, "problem", None)
+    if problem is None:
+        return "Limits are whole numbers."
+    ceiling = exc.params.get("ceiling")
+    if ceiling is not None:
+        return f"That is above the bot's ceiling ({ceiling})."
+    return f"That value was refused ({problem.value})."

@@ -1,0 +1,300 @@
+"""The pages: log in and out, the gallery, the dashboard and a person's own page.
+
+Each handler reads the request, asks one use case (``framecast.app``) and draws a template. Who is
+logged in comes from the session cookie (signed, HttpOnly, Secure, SameSite=Lax) and its row in the
+store; who they are in a server comes from the bot's view (:class:`ServerDirectory`), on every
+request. A form that changes anything carries a CSRF token bound to the session.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+import time
+from typing import Any
+
+from aiohttp import web
+
+from framecast.app import (
+    DirectoryUnavailable,
+    GalleryQuery,
+    JobKind,
+    ServerMember,
+)
+from web.oauth import LoginFailed, pkce_pair
+from web.server import WebServer
+
+__all__ = ["SESSION_COOKIE", "add_routes"]
+
+log = logging.getLogger(__name__)
+
+SESSION_COOKIE = "fc_session"
+LOGIN_COOKIE = "fc_login"
+#: How long a login may take between leaving for Discord and coming back.
+LOGIN_SECONDS = 600
+_SERVER_KEY: web.AppKey[WebServer] = web.AppKey("server", WebServer)
+
+
+def add_routes(app: web.Application, server: WebServer) -> None:
+    """Register every page on `app`."""
+    app[_SERVER_KEY] = server
+    app.router.add_get("/", index)
+    app.router.add_get("/login", login)
+    app.router.add_get("/login/callback", callback)
+    app.router.add_post("/logout", logout)
+    app.router.add_get("/g/{guild}", gallery)
+    app.router.add_get("/me", me)
+    app.router.add_get("/media/{guild}/{job}", media)
+    from web import dashboard
+
+    dashboard.add_routes(app)
+
+
+def server_of(request: web.Request) -> WebServer:
+    """The web server a request reached."""
+    return request.app[_SERVER_KEY]
+
+
+def render(request: web.Request, template: str, *, status: int = 200, **values: Any) -> web.Response:
+    """`template` drawn with `values` (autoescaped), plus who is logged in and their CSRF token."""
+    server = server_of(request)
+    user = request.get("user_id")
+    token = request.get("session_token")
+    page = server.templates.get_template(template).render(
+        user_id=user,
+        csrf=server.signer.token("csrf", token) if token else "",
+        **values,
+    )
+    return web.Response(text=page, status=status, content_type="text/html", charset="utf-8")
+
+
+def _cookie(response: web.StreamResponse, name: str, value: str, *, max_age: int) -> None:
+    response.set_cookie(name, value, max_age=max_age, path="/", secure=True, httponly=True, samesite="Lax")
+
+
+async def current_user(request: web.Request) -> int | None:
+    """The logged-in user (their session cookie's row still open), or None; kept on the request."""
+    if "user_id" in request:
+        return request["user_id"]  # type: ignore[no-any-return]
+    server = server_of(request)
+    token = server.signer.unsign("session", request.cookies.get(SESSION_COOKIE))
+    user = await server.cases.sessions.user(token) if isinstance(token, str) else None
+    request["user_id"] = user
+    request["session_token"] = token if user is not None else None
+    return user
+
+
+async def require_user(request: web.Request) -> int:
+    """The logged-in user, or a redirect to log in (and back here)."""
+    user = await current_user(request)
+    if user is None:
+        raise web.HTTPFound(f"/login?{_next_query(request.path_qs)}")
+    return user
+
+
+def _next_query(path: str) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode({"next": path})
+
+
+def _local_path(value: str | None) -> str:
+    # Only a path on this site: never "//host", "/\\host" or a full URL (an open redirect), and
+    # nothing a header could not carry.
+    if not value or not value.startswith("/") or value.startswith("//") or len(value) > 512:
+        return "/"
+    if "\\" in value or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return "/"
+    return value
+
+
+def check_csrf(request: web.Request, form: Any) -> None:
+    """Refuse (403) a form whose CSRF token is not the session's."""
+    server = server_of(request)
+    token = request.get("session_token")
+    sent = form.get("csrf") if form is not None else None
+    if (
+        not token
+        or not isinstance(sent, str)
+        or not hmac.compare_digest(sent, server.signer.token("csrf", token))
+    ):
+        raise web.HTTPForbidden(text="This form has expired or did not come from this site. Reload the page.")
+
+
+async def server_member(request: web.Request, *, fresh: bool = False) -> tuple[int, ServerMember]:
+    """The server in the path and the logged-in person as the bot sees them there (404: not a member)."""
+    user = await require_user(request)
+    try:
+        guild_id = int(request.match_info["guild"])
+    except ValueError:
+        raise web.HTTPNotFound() from None
+    if not 0 < guild_id < 2**63:
+        raise web.HTTPNotFound()
+    try:
+        member = await server_of(request).cases.directory.member(guild_id, user, fresh=fresh)
+    except DirectoryUnavailable:
+        raise web.HTTPServiceUnavailable(
+            text="Discord cannot be reached just now; try again in a moment."
+        ) from None
+    if member is None:
+        # The same answer for "no such server" and "not a member": nothing is told about servers.
+        raise web.HTTPNotFound(text="Not found.")
+    return guild_id, member
+
+
+# -- log in and out ---------------------------------------------------------------------------------
+async def index(request: web.Request) -> web.StreamResponse:
+    """The front page: log in, or where to go."""
+    await current_user(request)
+    return render(request, "index.html")
+
+
+async def login(request: web.Request) -> web.StreamResponse:
+    """Off to Discord, with a fresh `state` and PKCE verifier kept in a signed cookie of this browser."""
+    server = server_of(request)
+    assert server.oauth is not None
+    state = secrets.token_urlsafe(24)
+    verifier, challenge = pkce_pair()
+    target = _local_path(request.query.get("next"))
+    signed = server.signer.sign(
+        "login",
+        {"state": state, "verifier": verifier, "next": target},
+        expires_at=time.time() + LOGIN_SECONDS,
+    )
+    url = server.oauth.authorize_url(
+        redirect_uri=server.config.redirect_uri, state=state, challenge=challenge
+    )
+    response = web.HTTPFound(url)
+    _cookie(response, LOGIN_COOKIE, signed, max_age=LOGIN_SECONDS)
+    return response
+
+
+async def callback(request: web.Request) -> web.StreamResponse:
+    """Back from Discord: the `state` must be the one this browser left with; then the code is
+    exchanged (with the verifier) and a session opened."""
+    server = server_of(request)
+    assert server.oauth is not None
+    pending = server.signer.unsign("login", request.cookies.get(LOGIN_COOKIE))
+    state = request.query.get("state", "")
+    code = request.query.get("code", "")
+    if (
+        not isinstance(pending, dict)
+        or not isinstance(pending.get("state"), str)
+        or not hmac.compare_digest(pending["state"].encode(), state.encode())
+        or not code
+        or len(code) > 256
+    ):
+        return _refused(request, "This login did not start in this browser, or took too long. Log in again.")
+    try:
+        user = await server.oauth.user_id(
+            code=code, verifier=str(pending.get("verifier")), redirect_uri=server.config.redirect_uri
+        )
+    except LoginFailed as exc:
+        log.warning("web: a login was not confirmed by Discord (%s)", exc)
+        return _refused(request, "Discord did not confirm this login. Log in again.")
+    token = await server.cases.sessions.open(user)
+    response = web.HTTPFound(_local_path(str(pending.get("next") or "/")))
+    lifetime = int(server.cases.sessions.lifetime)
+    _cookie(response, SESSION_COOKIE, server.signer.sign("session", token), max_age=lifetime)
+    response.del_cookie(LOGIN_COOKIE, path="/")
+    return response
+
+
+def _refused(request: web.Request, why: str) -> web.StreamResponse:
+    response = render(request, "message.html", status=400, title="Login refused", message=why)
+    response.del_cookie(LOGIN_COOKIE, path="/")
+    return response
+
+
+async def logout(request: web.Request) -> web.StreamResponse:
+    """End the session (a form with its CSRF token), then back to the front page."""
+    await require_user(request)
+    check_csrf(request, await request.post())
+    token = request.get("session_token")
+    if token:
+        await server_of(request).cases.sessions.close(token)
+    response = web.HTTPSeeOther("/")
+    response.del_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+# -- the gallery ------------------------------------------------------------------------------------
+def _int_arg(request: web.Request, name: str) -> int | None:
+    value = request.query.get(name, "").strip()
+    if not value.isdigit() or len(value) > 20:
+        return None
+    number = int(value)
+    return number if 0 < number < 2**63 else None
+
+
+def gallery_query(request: web.Request) -> GalleryQuery:
+    """The gallery's filters from the address (anything malformed is left out)."""
+    kind = request.query.get("kind", "")
+    return GalleryQuery(
+        member=_int_arg(request, "member"),
+        kind=JobKind(kind) if kind in {k.value for k in JobKind} else None,
+        style=request.query.get("style", "").strip()[:64] or None,
+        search=request.query.get("q", "").strip()[:200] or None,
+        before=_int_arg(request, "before"),
+    )
+
+
+async def gallery(request: web.Request) -> web.StreamResponse:
+    """``/g/<server>``: the server's results the person may see, newest first, a page at a time."""
+    guild_id, member = await server_member(request)
+    server = server_of(request)
+    query = gallery_query(request)
+    page = await server.cases.gallery.page(guild_id, member, query)
+    items = [(item, server.cases.directory.message_link(item.job)) for item in page.items]
+    older = None
+    if page.older is not None:
+        from urllib.parse import urlencode
+
+        keep = {k: v for k, v in request.query.items() if k in {"member", "kind", "style", "q"} and v}
+        older = f"/g/{guild_id}?{urlencode({**keep, 'before': page.older})}"
+    return render(
+        request,
+        "gallery.html",
+        guild_id=guild_id,
+        server_name=member.server_name,
+        manages=member.actor.manages_guild,
+        items=items,
+        query=query,
+        older=older,
+        first_page=query.before is None,
+    )
+
+
+async def media(request: web.Request) -> web.StreamResponse:
+    """A result's file: if the gallery shows it to this person, off to Discord's fresh link for it
+    (fetched now with the bot token; never a stored one)."""
+    guild_id, member = await server_member(request)
+    job_id = request.match_info["job"]
+    if not job_id.isdigit() or len(job_id) > 19:
+        raise web.HTTPNotFound()
+    cases = server_of(request).cases
+    item = await cases.gallery.item(guild_id, member, int(job_id))
+    if item is None:
+        raise web.HTTPNotFound(text="Not found.")
+    try:
+        url = await cases.directory.media_url(item.job)
+    except DirectoryUnavailable:
+        raise web.HTTPServiceUnavailable(
+            text="Discord cannot be reached just now; try again in a moment."
+        ) from None
+    if url is None or not url.startswith(("https://", "http://")):
+        raise web.HTTPNotFound(text="This result's message or file is gone from Discord.")
+    raise web.HTTPFound(url)
+
+
+# -- a person's own page ----------------------------------------------------------------------------
+async def me(request: web.Request) -> web.StreamResponse:
+    """``/me``: the person's own jobs in every server and in their own queue, newest first."""
+    user = await require_user(request)
+    cases = server_of(request).cases
+    page = await cases.my_jobs.page(user, before=_int_arg(request, "before"))
+    rows = [(row, None if row.deleted else cases.directory.message_link(row.job)) for row in page.rows]
+    return render(
+        request, "me.html", rows=rows, older=page.older, first_page=_int_arg(request, "before") is None
+    )
