@@ -167,13 +167,11 @@ class Store:
     ) -> Self:
         """Open the store at ``where`` (a ``postgresql://`` URL, else a SQLite file path), migrated.
 
-        Every later call is bounded by `timeouts` (defaults: the settings' defaults) and raises
-        :class:`~framecast.storage.StoreUnavailable` when the database does not answer within them.
-
-        SQLite: the file, its directory (0700) and the schema are created if needed, the file is 0600.
-        ``clock.time()`` stamps every timestamp; without a clock, ``time.time()``. Raises
-        :class:`~framecast.storage.StoreError` (one line, never the password) when the database
-        cannot be reached, was written by a newer Framecast, or is too old to upgrade here.
+        Later calls are bounded by `timeouts` (the settings' defaults) and raise
+        :class:`~framecast.storage.StoreUnavailable` past them. SQLite: the file (0600), its directory
+        (0700) and the schema are created if needed. ``clock.time()`` (else ``time.time()``) stamps
+        every timestamp. :class:`~framecast.storage.StoreError` (one line, never the password) when the
+        database cannot be reached, was written by a newer Framecast, or is too old to upgrade here.
         """
         url, timeouts = (where.reveal() if isinstance(where, Secret) else where), timeouts or StoreTimeouts()
         pg = isinstance(url, str) and url.startswith(("postgresql:", "postgres:"))
@@ -348,12 +346,9 @@ class Store:
         return self._notify(_job(changed))
 
     async def update(self, job_id: int, **fields: Any) -> Job:
-        """Write ``fields`` (any job field except ``id``, ``state`` and ``updated_at``) and return the job.
-
-        ``ValueError`` for ``id``/``state``/``updated_at`` or an unknown field, ``TypeError`` for a
-        value of the wrong type, :class:`JobNotFound` for an unknown id. Terminal jobs may be updated
-        too (Discord bookkeeping after delivery, say).
-        """
+        """Write ``fields`` (any job field but ``id``, ``state``, ``updated_at``: else ``ValueError``) and
+        return the job; ``TypeError`` for a wrong type, :class:`JobNotFound` for an unknown id. Terminal
+        jobs may be updated too (Discord bookkeeping after delivery, say)."""
         assignments = {**values.encode_fields(fields), "updated_at": self._timestamp()}
         if not (changed := await self._db.rows(_UPDATE, {**assignments, "job_id": job_id})):
             raise JobNotFound(job_id)
