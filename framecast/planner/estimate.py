@@ -42,7 +42,7 @@ from framecast.jobs import Job, JobKind, JobState
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import Budget
 from framecast.planner.costs import IMAGE_REQUESTS
-from framecast.planner.ladder import ladder_quantile, top_after
+from framecast.planner.ladder import ladder_quantile, poll_at, top_after
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.planner.starts import Slots, VideoAdmission, play_starts
@@ -124,7 +124,7 @@ def first_poll_at(target: float, next_poll: float, *, interval: float, max_inter
     for _ in range(_MAX_POLLS_AHEAD):
         if at >= target - slack:
             break
-        at = min(max(at + interval, target), at + max_interval)
+        at = poll_at(at, target, interval=interval, max_interval=max_interval)
     return at
 
 
@@ -466,7 +466,7 @@ class Forecast:
                 break
             at = polls[-1]
             target = started + quantile(ladder_quantile(polled + k, rung))
-            polls.append(min(max(at + plan.interval, target), at + plan.max_interval))
+            polls.append(poll_at(at, target, interval=plan.interval, max_interval=plan.max_interval))
         return polls
 
     # -- queued: when the job starts ------------------------------------------------------------------

@@ -48,10 +48,15 @@ class Rig:
             guild_cap=None,
         )  # fmt: skip
 
-    def images_admitted(self, running: int) -> int:
-        """Admit images until the planner refuses one; how many it admitted."""
+    async def images_admitted(self, running: int) -> int:
+        """Admit images until the planner refuses one; how many it admitted. Each is created through
+        its handle as the runner does (asking records nothing), and answered with its file at once:
+        it no longer occupies the service, but its two requests hold the window's slots."""
         started = 0
         while self.planner.may_start(running, JobKind.IMAGE) and started < 100:
+            plan = self.planner.plan(await self.job(JobKind.IMAGE))
+            plan.creating()
+            plan.created()
             started += 1
         return started
 
@@ -94,7 +99,7 @@ async def test_images_started_within_the_window_count_against_it(rig: Rig) -> No
     running = await rig.fill_with_videos()
     # Nothing is learned of the videos, so their planned polls are sent to learn them and yield to
     # images: the images' own requests of the window fill it, at most.
-    started = rig.images_admitted(running)
+    started = await rig.images_admitted(running)
     assert started * 2 <= rig.budget.allowed
     assert started * 2 + rig.planner.demand() <= 2 * rig.budget.allowed  # the polls wait a window at most
     assert started >= 1
@@ -109,7 +114,7 @@ async def test_images_go_before_polls_sent_only_to_learn_the_videos(rig: Rig) ->
     # Every video's next poll is one sent to learn it (nothing learned, younger than the prior):
     # it goes after creates in the budget, so images may take the window's room before them...
     assert all(t.learning for t in rig.planner.polls)
-    started = rig.images_admitted(running)
+    started = await rig.images_admitted(running)
     assert started * 2 + rig.planner.demand() > 1.5 * rig.budget.allowed  # more than borrowing allowed
 
 
@@ -131,7 +136,7 @@ async def test_polls_that_will_see_a_result_keep_their_room_from_images(rig: Rig
     running = await rig.fill_with_videos()
     for task in rig.planner.polls:
         task.learning = False  # as if each poll were expected to find its video done
-    started = rig.images_admitted(running)
+    started = await rig.images_admitted(running)
     assert started * 2 + rig.planner.demand() <= rig.budget.allowed
 
 
@@ -186,7 +191,7 @@ async def test_an_image_that_waited_a_whole_window_goes_before_the_polls_expecte
     running = await rig.fill_with_videos()
     for task in rig.planner.polls:
         task.learning = False  # as if each poll were expected to find its video done
-    rig.images_admitted(running)  # whatever room those polls leave is taken by images
+    await rig.images_admitted(running)  # whatever room those polls leave is taken by images
     image = await rig.job(JobKind.IMAGE)
     rig.queues.push(image)
     assert not rig.planner.may_start(running, JobKind.IMAGE)
