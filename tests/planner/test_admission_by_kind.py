@@ -5,6 +5,7 @@ A real budget, store and queues; time is a ManualClock.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -207,3 +208,42 @@ async def test_an_image_that_waited_a_whole_window_goes_before_the_polls_expecte
     assert rig.planner.create_priority(image) is Priority.FIRST
     video = await rig.job(JobKind.VIDEO)
     assert rig.planner.create_priority(video) is Priority.HIGH  # in turn with the polls, never before them
+
+
+async def test_asking_records_nothing(rig: Rig) -> None:
+    # Issue 34: admission is a question. The images it admits are counted once they are created
+    # (through their handles, as the runner does), never because the scheduler asked.
+    running = await rig.fill_with_videos()
+    answers = [rig.planner.may_start(running, JobKind.IMAGE) for _ in range(30)]
+    assert answers == [True] * 30
+    assert rig.planner.pace().occupied == running
+
+
+async def test_an_images_requests_hold_the_window_from_its_create(rig: Rig) -> None:
+    running = await rig.fill_with_videos()
+    started = await rig.images_admitted(running)
+    assert started >= 1 and not rig.planner.may_start(running, JobKind.IMAGE)
+    await rig.clock.advance(rig.budget.window + 1)
+    assert rig.planner.may_start(running, JobKind.IMAGE)
+
+
+async def test_a_create_in_flight_occupies_the_key_until_its_runner_lets_go(rig: Rig) -> None:
+    job = await rig.job()
+    rig.planner.plan(job).creating()
+    assert rig.planner.pace().occupied == 1
+    rig.planner.release(job.id + 1)  # another job: nothing changes
+    assert rig.planner.pace().occupied == 1
+    rig.planner.release(job.id)  # paused or failed mid-create (Accounts.unbind tells the planner)
+    assert rig.planner.pace().occupied == 0
+
+
+async def test_a_failed_create_backing_off_is_not_the_one_in_flight(rig: Rig) -> None:
+    plan = rig.planner.plan(await rig.job())
+    plan.creating()
+    assert not rig.planner.may_start(1)  # its create is in flight: the next video waits
+    waiting = asyncio.ensure_future(plan.create_failed(None, retry_in=10.0, sleep=rig.clock.sleep))
+    await asyncio.sleep(0)
+    assert rig.planner.may_start(1)  # it backs off: the next video may start meanwhile
+    await rig.clock.advance(10.0)
+    await waiting
+    assert not rig.planner.may_start(1)  # tried again: in flight once more
