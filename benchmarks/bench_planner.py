@@ -1160,21 +1160,25 @@ def _random_row(result: RandomResult, load: float, seed: int, guilds: int, bound
     delay = f"{statistics.median(result.delays) / POLL_INTERVAL:.2f}" if result.delays else "-"
     errors = result.estimates
 
-    def err(values: list[float] | None) -> str:
-        return f"{statistics.median(values):.0%}" if values else "-"
+    def err(values: list[float] | None, signed: list[float] | None = None) -> str:
+        if not values:
+            return "-"
+        bias = f" ({statistics.median(signed):+.0%})" if signed else ""
+        return f"{statistics.median(values):.0%}{bias}"
 
     return (
         f"| {load:.0%} | {seed} | {guilds} | {result.label} | {result.delivered}/{result.jobs} | "
         f"{statistics.fmean(waits):.0f} | {q(waits, 0.9)} | {bound:.0f} | {q(result.image_waits, 0.9)} | {delay} | "
-        f"{err(errors.starts if errors else None)} | {err(errors.left if errors else None)} | "
+        f"{err(errors.starts if errors else None, errors.starts_signed if errors else None)} | "
+        f"{err(errors.left if errors else None, errors.left_signed if errors else None)} | "
         f"{result.requests / max(1, result.delivered):.2f} | {result.rejected} | {result.busiest_window}/{RATE_REQUESTS} |"
     )
 
 
 RANDOM_HEADER = (
     "| load | seed | servers | run | delivered | wait mean (s) | wait p90 (s) | clairvoyant bound, mean (s) | "
-    'image wait p90 (s) | completion -> file, median (x poll) | "starts in" error, median | '
-    '"left" error, median | requests per job | 429 | busiest window |\n'
+    'image wait p90 (s) | completion -> file, median (x poll) | "starts in" error, median (bias) | '
+    '"left" error, median (bias) | requests per job | 429 | busiest window |\n'
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
