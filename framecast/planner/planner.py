@@ -64,6 +64,8 @@ __all__ = ["PlannedJob", "Planner", "PlannerSettings"]
 
 log = logging.getLogger(__name__)
 
+#: Videos started lately kept for "starts in" (a memory bound, not a tuned figure).
+_STARTED_KEPT = 512
 #: The view without other processes (no shared state).
 _NOBODY_ELSE = SharedView()
 
@@ -118,6 +120,9 @@ class Planner:
         self._deferred: set[int] = set()  # jobs whose create is backing off after a failure
         self._images_created: deque[float] = deque()  # monotonic times images' creates went through
         self._creating: set[int] = set()  # jobs whose create is being sent (see PlannedJob)
+        # (created_at, guild) of the videos started lately, for the arrivals "starts in" counts
+        # (bounded: a few hundred cover the longest wait worth forecasting this way).
+        self._started_videos: deque[tuple[float, int]] = deque(maxlen=_STARTED_KEPT)
         # The ceiling after the service pushed back on creates; key-wide when shared (see ceiling()).
         self._pushback = Pushback()
         self._room_waiters: list[asyncio.Future[None]] = []  # refused creates waiting for a task to end
@@ -134,6 +139,7 @@ class Planner:
             pace=self.pace,
             admission=self.admission_rule,
             images_first=self.images_first,
+            started_since=self.started_since,
         )
         if shared is not None:
             shared.attach(self._share, self._changed)
@@ -234,6 +240,14 @@ class Planner:
             profile=functools.cache(functools.partial(self._polls.profile, now)),
             new_video=functools.partial(self._polls.new_video_requests, now),
         )
+
+    def started_since(self, since: float) -> dict[int, int]:
+        """Per guild, the videos created at or after wall time `since` that started on this key."""
+        out: dict[int, int] = {}
+        for created, guild in self._started_videos:
+            if created >= since:
+                out[guild] = out.get(guild, 0) + 1
+        return out
 
     def admission_rule(self, allowed: float) -> VideoAdmission:
         """The rule a video starts by, for a window that holds `allowed` requests (the forecast's)."""
@@ -481,6 +495,8 @@ class PlannedJob:
         planner._creating.discard(self._job.id)
         if self._job.kind is JobKind.IMAGE:
             planner._images_created.append(planner._clock.monotonic())
+        else:
+            planner._started_videos.append((self._job.created_at, self._job.guild_id))
         planner.create_finished(ok=True)
 
     async def create_failed(
