@@ -150,6 +150,13 @@ def physical_bound(batch: Sequence[Clip]) -> float:
     return max(requests / RATE_REQUESTS * RATE_WINDOW, max(c.duration for c in batch))
 
 
+def _clairvoyant(videos: Sequence[Clip], images: Sequence[Clip] = (), images_at: float = 0.0) -> float:
+    """The members' mean wait no planner can beat (:func:`arrivals.clairvoyant_mean_wait`)."""
+    jobs = [arrivals.Arrival(c.tag, c.guild, c.member, 0.0, False, c.duration) for c in videos]
+    jobs += [arrivals.Arrival(c.tag, c.guild, c.member, images_at, True, 0.0) for c in images]
+    return arrivals.clairvoyant_mean_wait(jobs, requests=RATE_REQUESTS, window=RATE_WINDOW)
+
+
 def tag_of(prompt: str) -> str:
     """The clip tag inside a prompt (``[jNNN]``)."""
     start = prompt.index("[j")
@@ -858,6 +865,9 @@ async def main_mixed(guilds: int, scale: float, seed: int, runs: Sequence[Run]) 
         f"clock x{scale:g}. Times in clock seconds."
     )
     print(f"the videos' physical bound: {bound:.0f} s")
+    print(
+        f"clairvoyant bound of the members' mean wait: {_clairvoyant(videos, images, MIXED_IMAGES_AFTER):.0f} s"
+    )
     results: list[MixedResult] = []
     for run in runs:
         wall = time.monotonic()
@@ -906,6 +916,9 @@ async def main_capped(guilds: int, scale: float, seed: int, runs: Sequence[Run])
         f"clock x{scale:g}. Times in clock seconds."
     )
     print(f"the cap's bound: {bound:.0f} s (the durations' sum / {CAPPED_K})")
+    print(
+        f"clairvoyant bound of the members' mean wait (the key's rate only, not the cap): {_clairvoyant(batch):.0f} s"
+    )
     results: list[RunResult] = []
     for run in runs:
         wall = time.monotonic()
@@ -945,6 +958,7 @@ async def main_async(jobs: int, guilds: int, scale: float, seed: int, runs: Sequ
         f"{RATE_WINDOW:.0f} s, polls every {POLL_INTERVAL:.0f} s; clock x{scale:g}. Times in clock seconds."
     )
     print(f"physical bound: {bound:.0f} s ({REQUESTS_PER_VIDEO} requests per video at the key's rate)")
+    print(f"clairvoyant bound of the members' mean wait: {_clairvoyant(batch):.0f} s")
     results: list[RunResult] = []
     for run in runs:
         wall = time.monotonic()

@@ -118,7 +118,8 @@ class Planner:
             tuning=self._tuning,
         )
         self._deferred: set[int] = set()  # jobs whose create is backing off after a failure
-        self._images_created: deque[float] = deque()  # monotonic times images' creates went through
+        # Images whose create was sent, and when (monotonic): their two requests hold the window.
+        self._images_sent: dict[int, float] = {}
         self._creating: set[int] = set()  # jobs whose create is being sent (see PlannedJob)
         # (created_at, guild) of the videos started lately, for the arrivals "starts in" counts
         # (bounded: a few hundred cover the longest wait worth forecasting this way).
@@ -228,6 +229,7 @@ class Planner:
             running=running,
             ceiling=self.ceiling(),
             deferred=len(self._deferred),
+            sending=len(self._creating),
             polled=len(self._polls),
             others=self._others().demand if running > 0 else 0.0,
             images_spent=self._images_spending(),
@@ -293,11 +295,11 @@ class Planner:
         return (videos + images) / per_window
 
     def _images_spending(self) -> float:
-        """Requests of the images created within the last window (their slots are still held)."""
+        """Requests of the images whose create was sent within the last window (their slots are held)."""
         since = self._clock.monotonic() - self._budget.window
-        while self._images_created and self._images_created[0] < since:
-            self._images_created.popleft()
-        return IMAGE_REQUESTS * len(self._images_created)
+        for job_id in [j for j, at in self._images_sent.items() if at < since]:
+            del self._images_sent[job_id]
+        return IMAGE_REQUESTS * len(self._images_sent)
 
     def demand(self) -> float:
         """Requests the running tasks are expected to need within the next window."""
@@ -485,17 +487,21 @@ class PlannedJob:
         return f"<PlannedJob job={self._job.id}>"
 
     def creating(self) -> Priority:
-        """The create is sent now: at which budget priority (see :meth:`Planner.create_priority`)."""
-        self._planner._creating.add(self._job.id)
-        return self._planner.create_priority(self._job)
+        """The create is sent now: at which budget priority (see :meth:`Planner.create_priority`).
+
+        An image's two requests hold the window's slots from now (its create, then its download).
+        """
+        planner = self._planner
+        planner._creating.add(self._job.id)
+        if self._job.kind is JobKind.IMAGE:
+            planner._images_sent.setdefault(self._job.id, planner._clock.monotonic())
+        return planner.create_priority(self._job)
 
     def created(self) -> None:
-        """The create went through (an image's two requests hold the window's slots from now)."""
+        """The create went through."""
         planner = self._planner
         planner._creating.discard(self._job.id)
-        if self._job.kind is JobKind.IMAGE:
-            planner._images_created.append(planner._clock.monotonic())
-        else:
+        if self._job.kind is JobKind.VIDEO:
             planner._started_videos.append((self._job.created_at, self._job.guild_id))
         planner.create_finished(ok=True)
 

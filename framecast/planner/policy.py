@@ -49,9 +49,10 @@ class KeyView:
     running: int  # jobs occupying the service (the scheduler's count)
     ceiling: int | None  # the most tasks at once (None: no fixed number)
     deferred: int  # creates backing off after a failure
+    sending: int  # of the started jobs, those whose create is being sent (an image's counted in images_spent)
     polled: int  # tasks on the service this process polls
     others: float  # the other processes' demand within the next window (0 with nothing running here)
-    images_spent: float  # requests of the images created within the last window
+    images_spent: float  # requests of the images whose create was sent within the last window
     demand: float  # requests the running tasks need within the next window
     ahead_of_images: float  # of those, the polls expected to see a result and their downloads
     images_first: bool  # an image has waited a whole window: it goes before those polls too
@@ -91,9 +92,9 @@ def admits(view: KeyView, kind: JobKind, tuning: PlannerTuning) -> bool:
         return False
     if view.deferred > MAX_DEFERRED:
         return False
-    # The images started but not created yet hold their two requests too (a video's create waiting
-    # blocks the videos above, so only images are admitted past one).
-    spending = view.images_spent + IMAGE_REQUESTS * max(0, creating)
+    # The jobs started whose create is not sent yet hold two requests each too (images: a video's
+    # create waiting blocks the videos above, so only images are admitted past one).
+    spending = view.images_spent + IMAGE_REQUESTS * max(0, creating - view.sending)
     planned = view.demand + view.others + spending
     if kind is JobKind.IMAGE:
         ahead = 0.0 if view.images_first else view.ahead_of_images

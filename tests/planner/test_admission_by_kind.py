@@ -219,7 +219,7 @@ async def test_asking_records_nothing(rig: Rig) -> None:
     assert rig.planner.pace().occupied == running
 
 
-async def test_an_images_requests_hold_the_window_from_its_create(rig: Rig) -> None:
+async def test_an_images_requests_hold_the_window_from_when_its_create_is_sent(rig: Rig) -> None:
     running = await rig.fill_with_videos()
     started = await rig.images_admitted(running)
     assert started >= 1 and not rig.planner.may_start(running, JobKind.IMAGE)

@@ -28,6 +28,7 @@ def quiet_key(**changes: object) -> KeyView:
         running=0,
         ceiling=None,
         deferred=0,
+        sending=0,
         polled=0,
         others=0.0,
         images_spent=0.0,
@@ -63,9 +64,9 @@ def test_the_tuning_record_moves_the_decision() -> None:
 
 
 def test_images_not_created_yet_hold_their_two_requests() -> None:
-    # Polls that will see a result fill the window but four slots: two images' creates in flight
-    # hold them, so a third waits (admission recorded nothing of the first two: they are counted
-    # from what the key's running jobs are).
+    # Polls that will see a result fill the window but four slots: two images started, their
+    # creates not sent yet, hold them, so a third waits (admission recorded nothing of the first
+    # two: they are counted from what the key's running jobs are).
     busy = quiet_key(demand=12.0, ahead_of_images=12.0, polled=5)
     assert admits(dataclasses.replace(busy, running=5), JobKind.IMAGE, DEFAULT)
     assert admits(dataclasses.replace(busy, running=6), JobKind.IMAGE, DEFAULT)
@@ -99,3 +100,12 @@ def test_every_tuned_number_is_one_of_at_most_eight_each_saying_what_it_trades_a
         cited = re.findall(r'README, "([^"]+)"', text)
         assert cited or "Same figure as" in text, f"{field.name} cites no figure"
         assert all(any(h.startswith(c) for h in headings) for c in cited), f"{field.name}: {cited}"
+
+
+def test_an_image_whose_create_is_being_sent_is_counted_once() -> None:
+    # Its two requests are in images_spent from the moment its create is sent; the started job is
+    # still "creating" until the service answers, and must not count twice.
+    busy = quiet_key(demand=12.0, ahead_of_images=12.0, polled=5, running=6)
+    sent = dataclasses.replace(busy, sending=1, images_spent=2.0)
+    assert admits(sent, JobKind.IMAGE, DEFAULT)  # 12 + 2 + 2 <= 16
+    assert not admits(dataclasses.replace(sent, sending=0), JobKind.IMAGE, DEFAULT)  # 12 + 2 + 2 + 2
