@@ -32,6 +32,16 @@ Run: ``python3 benchmarks/bench_planner.py [--jobs 48] [--guilds 4] [--scale 20]
 ``--shape mixed`` (issue 17, item 1): 36 such videos accepted at once, then 12 images (3 per guild)
 8 clock seconds later; it prints each image's time from its command to its file (p50, p90, max) and
 the videos' makespan, beside the naive bot (which creates each image as the budget allows).
+
+``--shape random`` (issue 34, item 6): members arriving at random moments, the family the planner
+was not tuned on (``arrivals.py``: Poisson arrivals for 20 minutes at ``--loads`` shares of what the
+key carries, log-normal durations, one job in five an image, 1 to 8 servers, ``--seeds``). One
+Markdown row per run: the members' wait (command -> file) mean and p90 beside the clairvoyant bound
+(``arrivals.clairvoyant_mean_wait``; every shape prints it), the images' p90, completion -> file,
+the estimates' median errors (their bias), requests per job, 429s and the busiest window.
+
+``--code REV`` runs the framecast of a git commit instead of the working tree (``git archive`` into
+a temporary directory first on ``sys.path``), to measure the code before a change beside it.
 """
 
 from __future__ import annotations
