@@ -143,7 +143,7 @@ class Planner:
             started_since=self.started_since,
         )
         if shared is not None:
-            shared.attach(self._share, self._changed)
+            shared.attach(self._share, self._shared_changed)
 
     def __repr__(self) -> str:
         return f"<Planner tasks={len(self._polls)} ceiling={self.ceiling()}>"
@@ -394,11 +394,16 @@ class Planner:
         return self._shared.view if self._shared is not None else _NOBODY_ELSE
 
     def _current_pushback(self) -> Pushback:
-        """The freshest pushback change, ours or another process's (adopted as ours)."""
+        """The freshest pushback change, ours or another process's (a question: adopted as ours when
+        the shared view brings it, :meth:`_shared_changed`)."""
         theirs = self._others().pushback
-        if theirs.newer_than(self._pushback):
-            self._pushback = theirs
-        return self._pushback
+        return theirs if theirs.newer_than(self._pushback) else self._pushback
+
+    def _shared_changed(self) -> None:
+        """The other processes' view changed: a fresher pushback is ours from now on (it stays when
+        their view goes stale), and admission may have changed."""
+        self._pushback = self._current_pushback()
+        self._changed()
 
     def _share(self) -> Share:
         """What this planner publishes for the other processes."""
