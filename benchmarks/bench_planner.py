@@ -32,6 +32,16 @@ Run: ``python3 benchmarks/bench_planner.py [--jobs 48] [--guilds 4] [--scale 20]
 ``--shape mixed`` (issue 17, item 1): 36 such videos accepted at once, then 12 images (3 per guild)
 8 clock seconds later; it prints each image's time from its command to its file (p50, p90, max) and
 the videos' makespan, beside the naive bot (which creates each image as the budget allows).
+
+``--shape random`` (issue 34, item 6): members arriving at random moments, the family the planner
+was not tuned on (``arrivals.py``: Poisson arrivals for 20 minutes at ``--loads`` shares of what the
+key carries, log-normal durations, one job in five an image, 1 to 8 servers, ``--seeds``). One
+Markdown row per run: the members' wait (command -> file) mean and p90 beside the clairvoyant bound
+(``arrivals.clairvoyant_mean_wait``; every shape prints it), the images' p90, completion -> file,
+the estimates' median errors (their bias), requests per job, 429s and the busiest window.
+
+``--code REV`` runs the framecast of a git commit instead of the working tree (``git archive`` into
+a temporary directory first on ``sys.path``), to measure the code before a change beside it.
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ import logging
 import math
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +66,27 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+
+def _code_from_git() -> str | None:
+    """``--code REV``: run the framecast of that commit (``git archive REV framecast`` into a
+    temporary directory put first on ``sys.path``, as ``bench_store.py`` does for its old store), to
+    measure today's code beside the code before a change. The fakes stay this tree's."""
+    if "--code" not in sys.argv:
+        return None
+    rev = sys.argv[sys.argv.index("--code") + 1]
+    root = Path(__file__).resolve().parent.parent
+    into = Path(tempfile.mkdtemp(prefix="framecast-code-"))
+    archive = subprocess.run(
+        ["git", "-C", str(root), "archive", rev, "framecast"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    sys.path.insert(0, str(into))
+    return rev
+
+
+CODE = _code_from_git()
+
+import arrivals  # noqa: E402  (beside this file: the random-arrival family, issue 34)
 import estimate_error  # noqa: E402  (beside this file: how honest the shown estimates are)
 
 from framecast.app.core import Core  # noqa: E402
@@ -76,7 +108,7 @@ from framecast.planner.estimate import Estimate, Estimates  # noqa: E402
 from framecast.service import GenerationClient, ImageParams, VideoParams  # noqa: E402
 from framecast.service.errors import ServiceError  # noqa: E402
 from framecast.service.refusals import CreateRefusals, RefusalKind  # noqa: E402
-from framecast.storage import Store
+from framecast.storage import Store  # noqa: E402
 from tests.fakes.gen_service import FakeService, TaskPlan  # noqa: E402
 
 RATE_REQUESTS = 16
@@ -126,6 +158,13 @@ def physical_bound(batch: Sequence[Clip]) -> float:
     """The shortest possible makespan: 3 requests per video at the budget's rate, or the longest video."""
     requests = REQUESTS_PER_VIDEO * len(batch)
     return max(requests / RATE_REQUESTS * RATE_WINDOW, max(c.duration for c in batch))
+
+
+def _clairvoyant(videos: Sequence[Clip], images: Sequence[Clip] = (), images_at: float = 0.0) -> float:
+    """The members' mean wait no planner can beat (:func:`arrivals.clairvoyant_mean_wait`)."""
+    jobs = [arrivals.Arrival(c.tag, c.guild, c.member, 0.0, False, c.duration) for c in videos]
+    jobs += [arrivals.Arrival(c.tag, c.guild, c.member, images_at, True, 0.0) for c in images]
+    return arrivals.clairvoyant_mean_wait(jobs, requests=RATE_REQUESTS, window=RATE_WINDOW)
 
 
 def tag_of(prompt: str) -> str:
@@ -836,6 +875,9 @@ async def main_mixed(guilds: int, scale: float, seed: int, runs: Sequence[Run]) 
         f"clock x{scale:g}. Times in clock seconds."
     )
     print(f"the videos' physical bound: {bound:.0f} s")
+    print(
+        f"clairvoyant bound of the members' mean wait: {_clairvoyant(videos, images, MIXED_IMAGES_AFTER):.0f} s"
+    )
     results: list[MixedResult] = []
     for run in runs:
         wall = time.monotonic()
@@ -884,6 +926,9 @@ async def main_capped(guilds: int, scale: float, seed: int, runs: Sequence[Run])
         f"clock x{scale:g}. Times in clock seconds."
     )
     print(f"the cap's bound: {bound:.0f} s (the durations' sum / {CAPPED_K})")
+    print(
+        f"clairvoyant bound of the members' mean wait (the key's rate only, not the cap): {_clairvoyant(batch):.0f} s"
+    )
     results: list[RunResult] = []
     for run in runs:
         wall = time.monotonic()
@@ -923,6 +968,7 @@ async def main_async(jobs: int, guilds: int, scale: float, seed: int, runs: Sequ
         f"{RATE_WINDOW:.0f} s, polls every {POLL_INTERVAL:.0f} s; clock x{scale:g}. Times in clock seconds."
     )
     print(f"physical bound: {bound:.0f} s ({REQUESTS_PER_VIDEO} requests per video at the key's rate)")
+    print(f"clairvoyant bound of the members' mean wait: {_clairvoyant(batch):.0f} s")
     results: list[RunResult] = []
     for run in runs:
         wall = time.monotonic()
@@ -932,6 +978,259 @@ async def main_async(jobs: int, guilds: int, scale: float, seed: int, runs: Sequ
             results.append(await run_core(batch, scale, progress=run == "progress"))
         print(f"  {results[-1].label}: {time.monotonic() - wall:.0f} real seconds", file=sys.stderr)
     print_table(results, bound)
+
+
+# -- the random-arrival family (issue 34, item 6): members arriving at random, long-tailed durations --
+
+#: Clock seconds a random-arrival run may take at most after the last arrival (a stuck run stops).
+RANDOM_DRAIN = 1800.0
+
+
+@dataclass
+class RandomResult:
+    """One run of a random-arrival shape, in clock seconds."""
+
+    label: str
+    jobs: int
+    delivered: int
+    waits: list[float]  # command -> file, every delivered job
+    image_waits: list[float]  # command -> file, the images
+    delays: list[float]  # service completion -> file, the videos
+    requests: int
+    rejected: int
+    busiest_window: int
+    estimates: estimate_error.EstimateErrors | None = None
+
+
+def _random_fake(jobs: Sequence[arrivals.Arrival], scale: float, progress: bool) -> Awaitable[FakeService]:
+    clips = [Clip(j.tag, j.guild, j.member, j.duration) for j in jobs if not j.image]
+    return fake_for(clips, scale, progress)
+
+
+def _random_settings(fake: FakeService, data_dir: Path, jobs: Sequence[arrivals.Arrival]) -> Settings:
+    return settings_for(fake, data_dir, [Clip(j.tag, j.guild, j.member, j.duration) for j in jobs])
+
+
+def _random_figures(
+    label: str,
+    jobs: Sequence[arrivals.Arrival],
+    fake: FakeService,
+    commanded: dict[str, float],
+    delivered: dict[str, float],
+    scale: float,
+) -> RandomResult:
+    authorised = [r for r in fake.requests if r.auth_ok]
+    images = {j.tag for j in jobs if j.image}
+    completed = {
+        tag_of(t.prompt): t.created + t.plan.duration for t in fake.tasks.values() if t.kind == "video"
+    }
+    waits = {tag: (at - commanded[tag]) * scale for tag, at in delivered.items()}
+    return RandomResult(
+        label=label,
+        jobs=len(jobs),
+        delivered=len(delivered),
+        waits=list(waits.values()),
+        image_waits=[w for tag, w in waits.items() if tag in images],
+        delays=[(at - completed[tag]) * scale for tag, at in delivered.items() if tag in completed],
+        requests=len(authorised),
+        rejected=sum(1 for r in authorised if r.status == 429),
+        busiest_window=fake.max_in_window(),
+    )
+
+
+async def _arrive(
+    jobs: Sequence[arrivals.Arrival],
+    clock: ScaledClock,
+    scale: float,
+    one: Callable[[arrivals.Arrival], Awaitable[None]],
+) -> None:
+    """Each job's command at its time (clock seconds from now), all of them kept and awaited."""
+    began = time.monotonic()
+
+    async def at_its_time(job: arrivals.Arrival) -> None:
+        await clock.sleep(max(0.0, job.at - (time.monotonic() - began) * scale))
+        await one(job)
+
+    await asyncio.gather(*(at_its_time(j) for j in jobs))
+
+
+async def run_core_random(jobs: Sequence[arrivals.Arrival], scale: float, *, progress: bool) -> RandomResult:
+    """The real core against the fake; each job accepted at its arrival."""
+    clock = ScaledClock(scale)
+    fake = await _random_fake(jobs, scale, progress)
+    factory = RecordingChatFactory()
+    commanded: dict[str, float] = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = _random_settings(fake, Path(tmp), jobs)
+            core = await Core.open(settings, reporter=factory, clock=clock)
+            chat = factory.chat
+            assert chat is not None
+            try:
+                chat.expect(len(jobs))
+                chat.start_sampling()
+
+                async def submit(j: arrivals.Arrival) -> None:
+                    who = Requester(
+                        guild_id=1000 + j.guild,
+                        channel_id=2000 + j.guild,
+                        user_id=3000 + j.member,
+                        locale="en-US",
+                    )
+                    if j.image:
+                        params = core.intake.image_params(
+                            guild_id=who.guild_id, prompt=j.prompt, model=None, size=None,
+                            known_models=(), default_model=settings.gen_image_model,
+                        )  # fmt: skip
+                    else:
+                        params = core.intake.video_params(
+                            guild_id=who.guild_id, prompt=j.prompt, model=None, size=None, seconds=None,
+                            frame_rate=None, known_models=(), default_model=settings.gen_video_model,
+                        )  # fmt: skip
+                    commanded[j.tag] = time.monotonic()
+                    job, _ = await core.intake.accept(
+                        who, JobKind.IMAGE if j.image else JobKind.VIDEO, params
+                    )
+                    await chat.job_changed(job, urgent=True)
+
+                limit = (arrivals.MINUTES * 60 + RANDOM_DRAIN) / scale
+                try:
+                    await asyncio.wait_for(
+                        asyncio.gather(_arrive(jobs, clock, scale, submit), chat.all_done.wait()), limit
+                    )
+                except TimeoutError:
+                    print(f"(a run gave up after {limit:.0f} real seconds; its figures cover what finished)")
+            finally:
+                await core.close()
+    finally:
+        await fake.stop()
+    delivered = {
+        tag_of(t.job.params["prompt"]): t.delivered for t in chat.tracks.values() if t.delivered is not None
+    }
+    code = f" ({CODE})" if CODE else ""
+    label = f"framecast{code}, {'with' if progress else 'no'} progress"
+    result = _random_figures(label, jobs, fake, commanded, delivered, scale)
+    result.estimates = _shown_errors(chat.tracks.values(), scale)
+    return result
+
+
+async def run_naive_random(jobs: Sequence[arrivals.Arrival], scale: float) -> RandomResult:
+    """The naive bot (see :func:`run_naive`): each job created at its arrival as the budget allows,
+    a video polled every 30 s, each result downloaded."""
+    clock = ScaledClock(scale)
+    fake = await _random_fake(jobs, scale, progress=True)
+    delivered: dict[str, float] = {}
+    commanded: dict[str, float] = {}
+    size = presets.VIDEO_SIZES[presets.DEFAULT_VIDEO_SIZE]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            s = _random_settings(fake, Path(tmp), jobs)
+            budget = RequestBudget(
+                s.gen_rate_limit.requests,
+                s.gen_rate_limit.window,
+                clock=clock,
+                backoff_base=s.gen_backoff_base,
+                backoff_max=s.gen_backoff_max,
+            )
+            async with aiohttp.ClientSession() as session:
+                client = GenerationClient.from_settings(session, s, budget, clock)
+                client._transport.refusals = _NaiveRefusals()
+
+                async def one(j: arrivals.Arrival) -> None:
+                    commanded[j.tag] = time.monotonic()
+                    if j.image:
+                        square = presets.IMAGE_SIZES[presets.DEFAULT_IMAGE_SIZE]
+                        result = await client.create_image(
+                            ImageParams(model=s.gen_image_model, prompt=j.prompt, size=square.size)
+                        )
+                        url = result.url
+                    else:
+                        params = VideoParams(
+                            model=s.gen_video_model, prompt=j.prompt, width=size.width, height=size.height,
+                            num_frames=presets.num_frames(presets.DEFAULT_VIDEO_SECONDS, presets.DEFAULT_FRAME_RATE),
+                            frame_rate=presets.DEFAULT_FRAME_RATE,
+                        )  # fmt: skip
+                        task_id = await client.create_video(params)
+                        status = await client.wait_video(
+                            task_id, interval=s.gen_poll_interval, timeout=s.gen_poll_timeout
+                        )
+                        url = status.result_url
+                    assert url is not None
+                    await client.download(
+                        url, max_bytes=s.gen_download_max_bytes, timeout=s.gen_download_timeout
+                    )
+                    delivered[j.tag] = time.monotonic()
+
+                limit = (arrivals.MINUTES * 60 + RANDOM_DRAIN) / scale
+                try:
+                    await asyncio.wait_for(_arrive(jobs, clock, scale, one), limit)
+                except TimeoutError:
+                    print(f"(a run gave up after {limit:.0f} real seconds; its figures cover what finished)")
+                finally:
+                    await client.close()
+                    budget.close()
+    finally:
+        await fake.stop()
+    return _random_figures("naive: every 30 s, no cap", jobs, fake, commanded, delivered, scale)
+
+
+def _random_row(result: RandomResult, load: float, seed: int, guilds: int, bound: float) -> str:
+    """One run as a Markdown row (see :func:`main_random` for the columns)."""
+
+    def q(values: list[float], p: float) -> str:
+        return f"{_quantile(values, p):.0f}" if values else "-"
+
+    waits = result.waits
+    delay = f"{statistics.median(result.delays) / POLL_INTERVAL:.2f}" if result.delays else "-"
+    errors = result.estimates
+
+    def err(values: list[float] | None, signed: list[float] | None = None) -> str:
+        if not values:
+            return "-"
+        bias = f" ({statistics.median(signed):+.0%})" if signed else ""
+        return f"{statistics.median(values):.0%}{bias}"
+
+    return (
+        f"| {load:.0%} | {seed} | {guilds} | {result.label} | {result.delivered}/{result.jobs} | "
+        f"{statistics.fmean(waits):.0f} | {q(waits, 0.9)} | {bound:.0f} | {q(result.image_waits, 0.9)} | {delay} | "
+        f"{err(errors.starts if errors else None, errors.starts_signed if errors else None)} | "
+        f"{err(errors.left if errors else None, errors.left_signed if errors else None)} | "
+        f"{result.requests / max(1, result.delivered):.2f} | {result.rejected} | {result.busiest_window}/{RATE_REQUESTS} |"
+    )
+
+
+RANDOM_HEADER = (
+    "| load | seed | servers | run | delivered | wait mean (s) | wait p90 (s) | clairvoyant bound, mean (s) | "
+    'image wait p90 (s) | completion -> file, median (x poll) | "starts in" error, median (bias) | '
+    '"left" error, median (bias) | requests per job | 429 | busiest window |\n'
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+async def main_random(
+    loads: Sequence[float], seeds: Sequence[int], scale: float, runs: Sequence[Run]
+) -> None:
+    """Run the random-arrival shapes and print one row per run."""
+    print(
+        f"random arrivals for {arrivals.MINUTES:g} min at a share of what the key carries "
+        f"({arrivals.carried_per_second(RATE_REQUESTS, RATE_WINDOW) * 60:.2f} jobs a minute); durations "
+        f"log-normal (median {arrivals.MEDIAN:g} s, sigma {arrivals.SIGMA:g}); {arrivals.IMAGES:.0%} images; "
+        f"key {RATE_REQUESTS}/{RATE_WINDOW:.0f} s, polls every {POLL_INTERVAL:.0f} s; clock x{scale:g}. "
+        "Times in clock seconds."
+    )
+    print(RANDOM_HEADER)
+    for load in loads:
+        for seed in seeds:
+            jobs, guilds = arrivals.make_arrivals(load, seed, requests=RATE_REQUESTS, window=RATE_WINDOW)
+            bound = arrivals.clairvoyant_mean_wait(jobs, requests=RATE_REQUESTS, window=RATE_WINDOW)
+            for run in runs:
+                wall = time.monotonic()
+                if run == "naive":
+                    result = await run_naive_random(jobs, scale)
+                else:
+                    result = await run_core_random(jobs, scale, progress=run == "progress")
+                print(_random_row(result, load, seed, guilds, bound), flush=True)
+                print(f"  {result.label}: {time.monotonic() - wall:.0f} real seconds", file=sys.stderr)
 
 
 def main() -> None:
@@ -946,7 +1245,7 @@ def main() -> None:
     parser.add_argument(
         "--shape",
         default="videos",
-        choices=("videos", "mixed", "capped"),
+        choices=("videos", "mixed", "capped", "random"),
         help="videos: --jobs videos at once; mixed: 36 videos, then 12 images 8 s later; capped: 24 videos on a service running 3 tasks at most (issue 17)",
     )
     parser.add_argument(
@@ -954,12 +1253,22 @@ def main() -> None:
         default=None,
         help='capped shape: what the refusal says (e.g. "Rate limit exceeded"; default: too many tasks)',
     )
+    parser.add_argument("--loads", default="0.4,0.8,1.1", help="random shape: shares of what the key carries")
+    parser.add_argument("--seeds", default="1,2,3", help="random shape: the seeds, comma-separated")
+    parser.add_argument(
+        "--code", default=None, help="run the framecast of this git commit (see _code_from_git)"
+    )
     args = parser.parse_args()
     names = [r for r in args.runs.split(",") if r]
     unknown = [r for r in names if r not in RUNS]
     if unknown:
         parser.error(f"unknown run(s): {', '.join(unknown)}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.shape == "random":
+        loads = [float(x) for x in args.loads.split(",") if x]
+        seeds = [int(x) for x in args.seeds.split(",") if x]
+        asyncio.run(main_random(loads, seeds, args.scale, [RUNS[r] for r in names]))
+        return
     if args.shape == "capped":
         global CAPPED_SAYS
         CAPPED_SAYS = args.cap_says

@@ -6,15 +6,82 @@ through these two protocols, so the jobs package does not depend on how keys are
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from framecast.jobs.model import Job
+from framecast.keys.budget import Priority
+from framecast.service.refusals import RefusalKind
+from framecast.service.types import PollPacer
 
 if TYPE_CHECKING:
-    from framecast.planner.planner import Planner
     from framecast.service import GenerationClient
 
-__all__ = ["JobAccounts", "KeyAccount"]
+__all__ = ["JobAccounts", "JobPlan", "KeyAccount", "NoPlan"]
+
+
+class JobPlan(Protocol):
+    """One job's handle on its key's planner (:meth:`KeyAccount.plan`): what the runner tells it,
+    and asks it, in the job's three phases: its create, its polls, its end."""
+
+    def creating(self) -> Priority:
+        """The create is sent now: at which budget priority."""
+        ...
+
+    def created(self) -> None:
+        """The create went through."""
+        ...
+
+    async def create_failed(
+        self,
+        refusal: RefusalKind | None,
+        *,
+        retry_in: float | None,
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> None:
+        """The create failed (`refusal`: the service pushed back, None: its error); unless `retry_in`
+        is None (given up), return when the next try may go (`sleep` waits clock seconds)."""
+        ...
+
+    def pacer(self) -> PollPacer | None:
+        """When the task is polled (None: every poll interval)."""
+        ...
+
+    async def ended(self, *, completed: bool) -> None:
+        """The job stopped waiting for its task: seen completed, or not (failed, cancelled, paused)."""
+        ...
+
+
+class NoPlan:
+    """The handle of a key without a planner: normal priority, a fixed pace, nothing learned."""
+
+    def __repr__(self) -> str:
+        return "<NoPlan>"
+
+    def creating(self) -> Priority:
+        """A create at normal priority."""
+        return Priority.NORMAL
+
+    def created(self) -> None:
+        """Nothing to learn."""
+
+    async def create_failed(
+        self,
+        refusal: RefusalKind | None,
+        *,
+        retry_in: float | None,
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> None:
+        """Wait `retry_in` (nothing, when given up)."""
+        if retry_in is not None:
+            await sleep(retry_in)
+
+    def pacer(self) -> PollPacer | None:
+        """Every poll interval."""
+        return None
+
+    async def ended(self, *, completed: bool) -> None:
+        """Nothing to learn."""
 
 
 class KeyAccount(Protocol):
@@ -30,9 +97,8 @@ class KeyAccount(Protocol):
         """The service client carrying this key (with its own request budget)."""
         ...
 
-    @property
-    def planner(self) -> Planner | None:
-        """The key's planner (None: fixed pace, nothing learned)."""
+    def plan(self, job: Job) -> JobPlan:
+        """`job`'s handle on the key's planner (:class:`NoPlan` for a key without one)."""
         ...
 
     @property

@@ -202,6 +202,41 @@ class GuildQueues:
             count += min(len(self._same_kind(other, kind)), mine + 1 if before else mine)
         return count
 
+    def free_turns(
+        self, job_id: int, in_scope: Callable[[int], bool] | None = None
+    ) -> tuple[int, dict[int, int]] | None:
+        """The rounds before a queued job's turn, and for each other guild in the rotation (in scope)
+        the turns of those rounds its queued jobs of that kind leave free (None: not queued).
+
+        A job arriving later in such a guild takes one of them, so it starts before this one; a
+        guild not in the rotation has every round free. Read-only (the forecast's "starts in").
+        """
+        guild = self._guild_of.get(job_id)
+        if guild is None:
+            return None
+        kind = self._kind_of[job_id]
+        mine = self._same_kind(guild, kind).index(job_id)
+        free: dict[int, int] = {}
+        before = True
+        for other in self._turns:
+            if other == guild:
+                before = False
+            elif in_scope is None or in_scope(other):
+                free[other] = max(0, (mine + 1 if before else mine) - len(self._same_kind(other, kind)))
+        return mine, free
+
+    def arrived_since(
+        self, kind: JobKind, since: float, in_scope: Callable[[int], bool] | None = None
+    ) -> dict[int, int]:
+        """Per guild (in scope), its queued jobs of `kind` created at or after wall time `since`."""
+        out: dict[int, int] = {}
+        for guild, line in self._of_kind[kind].items():
+            if in_scope is None or in_scope(guild):
+                count = sum(1 for job_id in line if self._since[job_id] >= since)
+                if count:
+                    out[guild] = count
+        return out
+
     def position(self, job_id: int) -> int | None:
         """1-based place of a queued job among its guild's queued jobs of its kind (1 once it is
         being started), else None.

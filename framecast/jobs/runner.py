@@ -62,7 +62,6 @@ from framecast.jobs.service_params import (
     video_params,
     without_credentials,
 )
-from framecast.keys.budget import Priority
 from framecast.ops.metrics import Metrics
 from framecast.safetext import clean_text
 from framecast.service import TaskStatus
@@ -305,7 +304,7 @@ class JobRunner:
     async def _submit(self, job: Job, account: KeyAccount) -> Job:
         """Create the task on the service; the create is retried while the service is busy."""
         backoff = Backoff(base=self._settings.backoff_base, cap=self._settings.backoff_max)
-        client, planner = account.client, account.planner
+        client, plan = account.client, account.plan(job)
         # Which key created the task, written with it: after a restart the same key polls it.
         owner: dict[str, Any] = {"key_owner": account.owner} if account.owner is not None else {}
         renamed = False  # a create refused for an unknown model is tried once more, never again
@@ -314,7 +313,7 @@ class JobRunner:
             try:
                 async with self._critical_step(job.id):
                     await self._jobs.check_lease(job.id)
-                    priority = planner.create_priority(job) if planner is not None else Priority.NORMAL
+                    priority = plan.creating()
                     if job.kind is JobKind.VIDEO:
                         task_id = await client.create_video(video_params(job), priority=priority, gate=gate)
                         # Written straight away: the crash window for a duplicate create is between
@@ -359,8 +358,7 @@ class JobRunner:
                                 result_local=True,
                                 **owner,
                             )
-                if planner is not None:
-                    planner.create_finished(ok=True)
+                plan.created()
                 if job.state is JobState.DELIVERING:
                     self._completed_at[job.id] = self._clock.monotonic()  # the create answered the result
                 await self._reporter.job_changed(job, urgent=True)
@@ -375,30 +373,19 @@ class JobRunner:
                 # planner runs fewer tasks for a while (for the key's rate), or holds at the cap
                 # and lets the create wait for one of its tasks to end (for its tasks at once).
                 refusal = create_refusal(exc)
-                pushed_back = refusal is not None
-                if isinstance(exc, RequestRejected) and not pushed_back:
+                if isinstance(exc, RequestRejected) and refusal is None:
                     raise
-                if planner is not None:
-                    planner.create_finished(
-                        ok=False, pushed_back=pushed_back, refusal=refusal or RefusalKind.RATE
-                    )
                 waited = self._clock.time() - job.updated_at
                 if waited > self._settings.poll_timeout:
+                    await plan.create_failed(refusal, retry_in=None, sleep=self._clock.sleep)
                     raise
                 delay = backoff.next()
-                if refusal is RefusalKind.CONCURRENCY and planner is not None:
-                    await planner.after_refusal(delay)
-                    continue
-                log.info("job %s: create deferred (%s), next try in %.1fs", job.id, exc.code, delay)
-                # Meanwhile this create is not "the one in flight": a create that the service keeps
-                # failing must not hold up every other guild's jobs until the poll timeout.
-                if planner is not None and not pushed_back:
-                    planner.create_deferred(job.id)
-                try:
-                    await self._clock.sleep(delay)
-                finally:
-                    if planner is not None:
-                        planner.create_resumed(job.id)
+                if refusal is not RefusalKind.CONCURRENCY:
+                    log.info("job %s: create deferred (%s), next try in %.1fs", job.id, exc.code, delay)
+                # The planner waits for room after a concurrency refusal; otherwise this create is
+                # not "the one in flight" meanwhile: a create that the service keeps failing must not
+                # hold up every other guild's jobs until the poll timeout.
+                await plan.create_failed(refusal, retry_in=delay, sleep=self._clock.sleep)
 
     async def _wait(self, job: Job, account: KeyAccount) -> Job:
         """Poll the running task until it ends; progress is persisted and shown as it comes."""
@@ -413,7 +400,7 @@ class JobRunner:
             job = await self._jobs.update(job.id, progress=status.progress)
             await self._reporter.job_changed(job)
 
-        client, planner = account.client, account.planner
+        client, plan = account.client, account.plan(job)
         waiter = client.wait_video if job.kind is JobKind.VIDEO else client.wait_image
         try:
             status = await waiter(
@@ -422,15 +409,13 @@ class JobRunner:
                 timeout=self._settings.poll_timeout,
                 started_at=job.started_at,
                 on_progress=on_progress,
-                pacer=planner.pacer(job) if planner is not None else None,
+                pacer=plan.pacer(),
                 before_poll=self._jobs.gate(job.id),
             )
         except BaseException:
-            if planner is not None:
-                planner.forget(job.id)
+            await plan.ended(completed=False)
             raise
-        if planner is not None:
-            await planner.finished(job, completed=True)
+        await plan.ended(completed=True)
         assert status.result_url is not None
         job = await self._jobs.transition(
             job.id,

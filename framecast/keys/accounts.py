@@ -45,7 +45,7 @@ from framecast.keys.vault import KeyUnreadable, KeyVault, KeyVaultState, last4
 from framecast.logsetup import mask_secrets
 from framecast.ops.metrics import UNCHECKED_KEY, BudgetReading, Metrics, key_label
 from framecast.planner.estimate import Estimate
-from framecast.planner.planner import Planner, PlannerSettings
+from framecast.planner.planner import PlannedJob, Planner, PlannerSettings
 from framecast.planner.shared import SharedPlanState
 from framecast.service import GenerationClient
 from framecast.service.errors import AuthError, ServiceError
@@ -119,6 +119,10 @@ class Account:
     def planner(self) -> Planner:
         """The key's planner."""
         return self.parts.planner
+
+    def plan(self, job: Job) -> PlannedJob:
+        """`job`'s handle on the key's planner (the runner's :class:`~framecast.jobs.job_keys.JobPlan`)."""
+        return self.parts.planner.plan(job)
 
     @property
     def label(self) -> str:
@@ -418,6 +422,7 @@ class Accounts:
         if account is None:
             return
         account.jobs.discard(job_id)
+        account.parts.planner.release(job_id)
         if account in self._retired and not account.jobs:
             self._retired.remove(account)
             self._mask_keys_in_use()

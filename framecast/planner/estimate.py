@@ -42,7 +42,7 @@ from framecast.jobs import Job, JobKind, JobState
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import Budget
 from framecast.planner.costs import IMAGE_REQUESTS
-from framecast.planner.ladder import ladder_quantile, top_after
+from framecast.planner.ladder import ladder_quantile, poll_at, top_after
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.planner.starts import Slots, VideoAdmission, play_starts
@@ -62,6 +62,8 @@ __all__ = [
 
 #: Polls followed ahead when timing the one that sees a task done (a guard: the rule converges).
 _MAX_POLLS_AHEAD = 64
+#: Rounds of "the wait lets more videos arrive ahead" (a guard: the count is bounded, it converges).
+_ARRIVAL_ROUNDS = 4
 #: The share of polls planned to see a result that do, each followed by its download (see _queued).
 _DOWNLOAD_CHANCE = 0.5
 #: Weight of a poll's lateness in the smoothed lateness.
@@ -124,7 +126,7 @@ def first_poll_at(target: float, next_poll: float, *, interval: float, max_inter
     for _ in range(_MAX_POLLS_AHEAD):
         if at >= target - slack:
             break
-        at = min(max(at + interval, target), at + max_interval)
+        at = poll_at(at, target, interval=interval, max_interval=max_interval)
     return at
 
 
@@ -247,11 +249,13 @@ class Forecast:
         pace: Callable[[], QueuePace],
         admission: Callable[[float], VideoAdmission],
         images_first: Callable[[], int],
+        started_since: Callable[[float], dict[int, int]] = lambda since: {},
     ) -> None:
         """`scope(guild_id)`: whether a guild's jobs wait for this key (None: every guild's).
 
         `admission(allowed)`: the planner's rule for starting a video, for a window of `allowed`;
-        `images_first()`: the images waiting that go before the polls expected to see a result.
+        `images_first()`: the images waiting that go before the polls expected to see a result;
+        `started_since(wall)`: per server, the videos created since then that started on the key.
         """
         self._plan = plan
         self._clock = clock
@@ -261,6 +265,7 @@ class Forecast:
         self._pace = pace
         self._admission = admission
         self._images_first = images_first
+        self._started_since = started_since
         # The queued videos' starts as last played forward (monotonic), when, for how many queued
         # videos and images, and whether the plan changed since (see :meth:`_video_starts`).
         self._starts: list[float] = []
@@ -466,11 +471,47 @@ class Forecast:
                 break
             at = polls[-1]
             target = started + quantile(ladder_quantile(polled + k, rung))
-            polls.append(min(max(at + plan.interval, target), at + plan.max_interval))
+            polls.append(poll_at(at, target, interval=plan.interval, max_interval=plan.max_interval))
         return polls
 
     # -- queued: when the job starts ------------------------------------------------------------------
     def starts_in(self, ahead: int, job: Job) -> float | None:
+        """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown).
+
+        A video also waits for the videos that will arrive meanwhile in servers whose turn comes
+        before its own (servers take turns: one arriving in a server with fewer queued goes ahead):
+        as many as arrived there in as long a time just before (:meth:`_overtaking`), each taking
+        what a task costs the key on average, counted until the wait they add stops growing. Without them, "starts in" came out too early
+        whenever members kept arriving (benchmarks/README.md, "Members arriving at random").
+        """
+        base = self._starts_after(ahead, job)
+        if base is None or job.kind is not JobKind.VIDEO:
+            return base
+        pace = self._pace()
+        per_video = pace.requests_per_task / pace.per_second(self._budget)  # each costs the key that long
+        wait = base
+        for _ in range(_ARRIVAL_ROUNDS):
+            longer = base + self._overtaking(job, wait) * per_video
+            if longer <= wait + 1e-6:
+                break
+            wait = longer
+        return wait
+
+    def _overtaking(self, job: Job, wait: float) -> int:
+        """Videos expected to arrive within `wait` seconds that start before queued `job`: in each
+        other server, as many as arrived there in the last `wait` seconds (queued still, or started),
+        at most the turns its queue leaves free before the job's."""
+        turns = self._queues.free_turns(job.id, self._scope)
+        if turns is None:
+            return 0
+        mine, free = turns
+        since = self._clock.time() - wait
+        arrived = dict(self._started_since(since))
+        for guild, count in self._queues.arrived_since(JobKind.VIDEO, since, self._scope).items():
+            arrived[guild] = arrived.get(guild, 0) + count
+        return sum(min(n, free.get(guild, mine)) for guild, n in arrived.items() if guild != job.guild_id)
+
+    def _starts_after(self, ahead: int, job: Job) -> float | None:
         """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown).
 
         A video: when the planner's rule, played forward, starts it (:meth:`_video_starts`); an

@@ -23,7 +23,17 @@ nobody again, and the batch's last tasks were otherwise polled late while the ke
 
 from __future__ import annotations
 
-__all__ = ["FIRST", "LEARNED_AFTER", "THRIFTY_FIRST", "first_rung", "ladder_quantile", "top_after"]
+from framecast.planner.tuning import PlannerTuning
+
+__all__ = [
+    "FIRST",
+    "LEARNED_AFTER",
+    "THRIFTY_FIRST",
+    "first_rung",
+    "ladder_quantile",
+    "poll_at",
+    "top_after",
+]
 
 #: Finished tasks of a kind before their learned durations are trusted to time polls (until then
 #: polls come every interval).
@@ -31,20 +41,29 @@ LEARNED_AFTER = 3
 
 #: The first rung on a quiet key: the median.
 FIRST = 0.5
-#: The first rung while a window's worth of members (or more) waits for the key.
-THRIFTY_FIRST = 0.8
+#: The first rung while a window's worth of members (or more) waits for the key (tuned:
+#: :attr:`PlannerTuning.crowded_rung <framecast.planner.tuning.PlannerTuning.crowded_rung>`).
+THRIFTY_FIRST = PlannerTuning().crowded_rung
 
 _STEP, _TOP = 0.15, 0.95
 
 
-def first_rung(waiting: float) -> float:
+def first_rung(waiting: float, crowded: float = THRIFTY_FIRST) -> float:
     """The first rung of a task created while `waiting` windows' worth of jobs wait for the key.
 
     `waiting`: the jobs in the queue over the jobs the key starts in one window (0: nobody waits).
-    From the median on a quiet key up to :data:`THRIFTY_FIRST` once a window's worth waits.
+    From the median on a quiet key up to `crowded` once a window's worth waits.
     """
     crowd = min(1.0, max(0.0, waiting))
-    return FIRST + (THRIFTY_FIRST - FIRST) * crowd
+    return FIRST + (crowded - FIRST) * crowd
+
+
+def poll_at(last: float, target: float, *, interval: float, max_interval: float) -> float:
+    """When a task's next poll comes, aimed at `target`: never sooner than `interval` after the
+    `last` one, never later than `max_interval` after it (the one clamp: the plan's and the
+    forecast's)."""
+    earliest = last + interval
+    return min(max(earliest, target), max(earliest, last + max_interval))
 
 
 def top_after(first: float = FIRST) -> int:

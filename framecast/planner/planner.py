@@ -41,7 +41,7 @@ import functools
 import logging
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from framecast.clock import Clock
@@ -50,38 +50,23 @@ from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import Budget, Priority
 from framecast.planner.costs import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO
 from framecast.planner.estimate import Estimate, Forecast, QueuePace
-from framecast.planner.horizon import peak_with
+from framecast.planner.policy import KeyView, admits, video_rule
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
 from framecast.planner.starts import VideoAdmission
+from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.service.refusals import RefusalKind
 from framecast.storage import Store
 from framecast.storage.faults import is_store_outage
 
-__all__ = ["Planner", "PlannerSettings"]
+__all__ = ["PlannedJob", "Planner", "PlannerSettings"]
 
 log = logging.getLogger(__name__)
 
-#: Videos waiting on the key at most for the batch's last creates (see Planner.may_start): half a
-#: window of creates (four left the fifth-last video waiting whole windows behind the polls, and
-#: the key idle at the end while the last ones ran: the mixed shape 1.65x the bound one run in five).
-_LAST_CREATES = 8
-#: How far the batch's last creates may borrow from the planned window (its share).
-_BORROW = 1.5
-#: The window's share planned at most for a video to start without looking at later windows.
-_IDLE = 0.5
-#: Windows that together may lend a full next window a video's create (see VideoAdmission.fits):
-#: three, so a batch's completions coming due together (a window or two of polls) leave room for
-#: creates whose own polls fall after them (measured in benchmarks/README.md, round 10).
-_SPREAD = 3.0
-#: How far images may push back the planned polls that cannot see a result yet (in windows).
-_IMAGES_PUSH = 2.0
-#: Images' creates that may wait for the budget at once (see Planner.may_start).
-_IMAGE_CREATES_AT_ONCE = 4
-#: Creates backing off after a failure that admission looks past (see Planner.may_start).
-_MAX_DEFERRED = 1
+#: Videos started lately kept for "starts in" (a memory bound, not a tuned figure).
+_STARTED_KEPT = 512
 #: The view without other processes (no shared state).
 _NOBODY_ELSE = SharedView()
 
@@ -109,12 +94,15 @@ class Planner:
         settings: PlannerSettings,
         scope: Callable[[int], bool] | None = None,
         shared: SharedPlanState | None = None,
+        tuning: PlannerTuning | None = None,
     ) -> None:
         """`scope(guild_id)`: whether a guild's jobs run on this planner's key (None: every guild's).
 
         `shared`: the key's state shared with other processes (``REDIS_URL``); this planner
         publishes its share through it (the caller starts and closes it). None: this process alone.
+        `tuning`: the policy's tuned numbers (None: the defaults, as measured).
         """
+        self._tuning = tuning or PlannerTuning()
         self._budget = budget
         self._scope = scope
         self._clock = clock
@@ -127,11 +115,16 @@ class Planner:
             model=model,
             interval=settings.poll_interval,
             max_interval=settings.poll_max_interval,
-            crowd=self._crowd,
+            crowd=self.crowd,
+            tuning=self._tuning,
         )
         self._deferred: set[int] = set()  # jobs whose create is backing off after a failure
-        self._images_started: deque[float] = deque()  # monotonic times images were admitted
-        self._occupied = 0  # jobs occupying the service when admission was last asked
+        # Images whose create was sent, and when (monotonic): their two requests hold the window.
+        self._images_sent: dict[int, float] = {}
+        self._creating: set[int] = set()  # jobs whose create is being sent (see PlannedJob)
+        # (created_at, guild) of the videos started lately, for the arrivals "starts in" counts
+        # (bounded: a few hundred cover the longest wait worth forecasting this way).
+        self._started_videos: deque[tuple[float, int]] = deque(maxlen=_STARTED_KEPT)
         # The ceiling after the service pushed back on creates; key-wide when shared (see ceiling()).
         self._pushback = Pushback()
         self._room_waiters: list[asyncio.Future[None]] = []  # refused creates waiting for a task to end
@@ -145,12 +138,13 @@ class Planner:
             budget=budget,
             queues=queues,
             scope=scope,
-            pace=self._pace,
-            admission=self._admission,
-            images_first=self._images_first,
+            pace=self.pace,
+            admission=self.admission_rule,
+            images_first=self.images_first,
+            started_since=self.started_since,
         )
         if shared is not None:
-            shared.attach(self._share, self._changed)
+            shared.attach(self._share, self._shared_changed)
 
     def __repr__(self) -> str:
         return f"<Planner tasks={len(self._polls)} ceiling={self.ceiling()}>"
@@ -215,111 +209,52 @@ class Planner:
     def may_start(self, running: int, kind: JobKind = JobKind.VIDEO) -> bool:
         """Whether one more job of `kind` may start now, with `running` jobs occupying the service.
 
-        A video adds polls for minutes: it starts only while the running tasks' polls of the next
-        window leave room for its create. An image costs its create and download, spent within
-        seconds and never again; its create goes before the polls that cannot see a result yet
-        (see :meth:`PollPlan.plan <framecast.planner.polls.PollPlan.plan>`), so only the polls
-        expected to see one, and their downloads, must leave it room (issue 17); the others wait a
-        window at most. The requests of images started
-        within the last window are counted against it too (they hold their slots). A video also
-        leaves room for every image waiting on this key (two requests each): the short jobs go
-        first when the key is short, so an image never waits behind videos that wait for the
-        budget (issue 17); when both fit, the queue's order decides, unless an image has waited a
-        whole window already: then no video starts before it.
-
-        Over the horizon (issue 17): a video's first poll comes when it is likely done, minutes
-        later, so a video also waits until the windows its polls will fall in have room for them
-        (:meth:`PollPlan.profile <framecast.planner.polls.PollPlan.profile>`,
-        :func:`~framecast.planner.horizon.peak_with`; the rule is
-        :class:`~framecast.planner.starts.VideoAdmission`, which the forecast plays forward for
-        "starts in"): creates go ahead while the windows their
-        completions fall in are still free, and a window where completions come due is spent on
-        their polls. The batch's last few videos may borrow up to half a
-        window from the planned polls (no creates follow them to take that room later), and while
-        no more than half the next window is planned a video starts whatever the later windows
-        hold (the key would idle now). A full next window lends a video's create its slot while
-        the next three windows together have room (``_SPREAD``) and no image waits: its create
-        takes its turn among the polls (:meth:`create_priority`), which slip into that room.
+        The policy (:func:`~framecast.planner.policy.admits`) over a snapshot of the key
+        (:meth:`view`); asking records nothing.
         """
-        self._occupied = running  # for the estimated start of queued jobs
+        return admits(self.view(running), kind, self._tuning)
+
+    def view(self, running: int) -> KeyView:
+        """A read-only snapshot of the key for admission, `running` jobs occupying the service."""
         now = self._clock.monotonic()
-        ceiling = self.ceiling()
-        if ceiling is not None and running >= ceiling:
-            return False
-        deferred = len(self._deferred)
-        creating = running - deferred - len(self._polls)  # started jobs whose create has not gone through
-        if creating > 0 and (kind is JobKind.VIDEO or creating >= _IMAGE_CREATES_AT_ONCE):
-            # One video's create waits for the budget at a time, so the queues (round-robin,
-            # cancellable) keep the order, not the budget. A few images' creates wait together (served
-            # in the order they started): one by one, a slot freed meanwhile goes to a later poll.
-            return False
-        if deferred > _MAX_DEFERRED:
-            # More than one create failing: the service likely refuses creates altogether; more
-            # jobs taken off the queues would only retry in a crowd (and out of turn) later.
-            return False
+        window = self._budget.window
+        images, since = self._queues.waiting(JobKind.IMAGE, self._scope)
+        videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
         # The other processes' tasks on this key are polled from the same window. A process with
         # nothing on the key may still start one: whoever sees a task end first (its own, at once;
         # the others a refresh later) would otherwise always win, and shut other shards' guilds out.
-        others = self._others().demand if running > 0 else 0.0
-        spending = self._images_spending()
-        planned = self.demand() + others + spending
-        if kind is JobKind.IMAGE:
-            # Its create goes before the polls that cannot see a result yet: only the polls that
-            # will see one (and their downloads) must fit beside it; a stream of images holds the
-            # others back a window at most (issue 17: not minutes of waiting for two requests).
-            # An image that has waited a whole window goes before those polls too (its create
-            # first in the budget: create_priority): a batch's completions coming due together
-            # held images back for minutes.
-            ahead = 0.0 if self._images_first() else self._polls.ahead_of_images(now, self._budget.window)
-            if ahead + others + spending + IMAGE_REQUESTS > self._budget.allowed:
-                return False
-            if planned + IMAGE_REQUESTS > _IMAGES_PUSH * self._budget.allowed:
-                return False
-            self._images_started.append(now)
-            return True
-        if self._polls.learning_due(now):
-            return False  # a poll sent to learn a task is due: it yields to images only (see PollPlan)
-        # The images waiting for this key go first (the short jobs): a video starts only while the
-        # window also leaves room for every image waiting on its key.
-        images, since = self._queues.waiting(JobKind.IMAGE, self._scope)
-        if self._waited_a_window(since):
-            # An image has waited a whole window: videos wait until it has started.
-            return False
-        videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
-
-        # The running tasks' requests over the horizon, for both looks ahead (computed once).
-        profile = functools.cache(functools.partial(self._polls.profile, now))
-
-        def peak() -> float:
-            # The windows after this one (checked with the other processes' demand) its polls fall in.
-            return peak_with(
-                profile(),
-                self._polls.new_video_requests(now),
-                window=self._budget.window,
-                start=now + 1e-6,
-            )
-
-        def planned_within(span: float) -> float:
-            # Everything planned within `span`: the running tasks' requests, the other processes'
-            # demand (per window) and the images' slots held now.
-            until = now + span
-            polls = sum(n for at, n in profile() if at < until)
-            return polls + others * span / self._budget.window + spending
-
-        return self._admission(self._budget.allowed).fits(
-            due=planned, images=images, videos=videos, peak=peak, ahead=planned_within
+        return KeyView(
+            now=now,
+            window=window,
+            allowed=self._budget.allowed,
+            running=running,
+            ceiling=self.ceiling(),
+            deferred=len(self._deferred),
+            sending=len(self._creating),
+            polled=len(self._polls),
+            others=self._others().demand if running > 0 else 0.0,
+            images_spent=self._images_spending(),
+            demand=self.demand(),
+            ahead_of_images=self._polls.ahead_of_images(now, window),
+            images_first=images > 0 and self._waited_a_window(since),
+            learning_due=self._polls.learning_due(now),
+            images_waiting=images,
+            videos_waiting=videos,
+            profile=functools.cache(functools.partial(self._polls.profile, now)),
+            new_video=functools.partial(self._polls.new_video_requests, now),
         )
 
-    def _admission(self, allowed: float) -> VideoAdmission:
-        """The rule a video starts by, for a window that holds `allowed` requests."""
-        return VideoAdmission(
-            window=self._budget.window,
-            allowed=allowed,
-            last_creates=_LAST_CREATES,
-            borrow=_BORROW,
-            idle=_IDLE,
-            spread=_SPREAD,
-        )
+    def started_since(self, since: float) -> dict[int, int]:
+        """Per guild, the videos created at or after wall time `since` that started on this key."""
+        out: dict[int, int] = {}
+        for created, guild in self._started_videos:
+            if created >= since:
+                out[guild] = out.get(guild, 0) + 1
+        return out
+
+    def admission_rule(self, allowed: float) -> VideoAdmission:
+        """The rule a video starts by, for a window that holds `allowed` requests (the forecast's)."""
+        return video_rule(self._tuning, window=self._budget.window, allowed=allowed)
 
     def create_priority(self, job: Job) -> Priority:
         """The budget priority of `job`'s create.
@@ -339,13 +274,13 @@ class Planner:
         goes before the videos and the polls: see :meth:`may_start`)."""
         return since <= self._clock.time() - self._budget.window
 
-    def _images_first(self) -> int:
+    def images_first(self) -> int:
         """Images waiting for this key that go before the polls expected to see a result (all of
         them once one has waited a whole window; none before: see :meth:`may_start`)."""
         images, since = self._queues.waiting(JobKind.IMAGE, self._scope)
         return images if self._waited_a_window(since) else 0
 
-    def _crowd(self) -> float:
+    def crowd(self) -> float:
         """How many windows' worth of jobs wait in the queues for this key (what the poll plan spends
         its first polls by: :func:`~framecast.planner.ladder.first_rung`).
 
@@ -356,16 +291,16 @@ class Planner:
         images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
         if videos + images == 0:
             return 0.0
-        pace = self._pace()
+        pace = self.pace()
         per_window = pace.per_second(self._budget) * self._budget.window / pace.requests_per_task
         return (videos + images) / per_window
 
     def _images_spending(self) -> float:
-        """Requests of the images started within the last window (their slots are still held)."""
+        """Requests of the images whose create was sent within the last window (their slots are held)."""
         since = self._clock.monotonic() - self._budget.window
-        while self._images_started and self._images_started[0] < since:
-            self._images_started.popleft()
-        return IMAGE_REQUESTS * len(self._images_started)
+        for job_id in [j for j, at in self._images_sent.items() if at < since]:
+            del self._images_sent[job_id]
+        return IMAGE_REQUESTS * len(self._images_sent)
 
     def demand(self) -> float:
         """Requests the running tasks are expected to need within the next window."""
@@ -460,15 +395,30 @@ class Planner:
         return self._shared.view if self._shared is not None else _NOBODY_ELSE
 
     def _current_pushback(self) -> Pushback:
-        """The freshest pushback change, ours or another process's (adopted as ours)."""
+        """The freshest pushback change, ours or another process's (a question: adopted as ours when
+        the shared view brings it, :meth:`_shared_changed`)."""
         theirs = self._others().pushback
-        if theirs.newer_than(self._pushback):
-            self._pushback = theirs
-        return self._pushback
+        return theirs if theirs.newer_than(self._pushback) else self._pushback
+
+    def _shared_changed(self) -> None:
+        """The other processes' view changed: a fresher pushback is ours from now on (it stays when
+        their view goes stale), and admission may have changed."""
+        self._pushback = self._current_pushback()
+        self._changed()
 
     def _share(self) -> Share:
         """What this planner publishes for the other processes."""
         return Share(demand=self.demand(), running=len(self._polls), pushback=self._current_pushback())
+
+    # -- one job's handle (the runner's side) ----------------------------------------------------------
+    def plan(self, job: Job) -> PlannedJob:
+        """`job`'s handle: what its runner tells this planner, and asks it."""
+        return PlannedJob(self, job)
+
+    def release(self, job_id: int) -> None:
+        """The runner is done with the job, however it ended: it occupies nothing of the key."""
+        self._creating.discard(job_id)
+        self.create_resumed(job_id)
 
     # -- polling (the client's wait loop asks through a pacer) ------------------------------------
     def pacer(self, job: Job) -> TaskPacer:
@@ -518,13 +468,13 @@ class Planner:
         """The job's progress and timing as far as they are known (see :class:`Forecast`)."""
         return self._forecast.estimate(job)
 
-    def _pace(self) -> QueuePace:
+    def pace(self) -> QueuePace:
         """How fast this key's queue moves now, for the forecast's starts."""
         return QueuePace(
             requests_per_task=max(MIN_REQUESTS_PER_VIDEO, self._requests_per_task),
             processes=1 + self._others().active,
             ceiling=self.ceiling(),
-            occupied=max(len(self._polls), self._occupied),
+            occupied=len(self._polls) + len(self._creating | self._deferred),
         )
 
     def _changed(self) -> None:
@@ -532,6 +482,75 @@ class Planner:
         self._wake_refused()
         if self._listener is not None:
             self._listener()
+
+
+class PlannedJob:
+    """One job's handle on its key's planner (:class:`framecast.jobs.job_keys.JobPlan`): its create,
+    its polls, its end."""
+
+    def __init__(self, planner: Planner, job: Job) -> None:
+        self._planner = planner
+        self._job = job
+
+    def __repr__(self) -> str:
+        return f"<PlannedJob job={self._job.id}>"
+
+    def creating(self) -> Priority:
+        """The create is sent now: at which budget priority (see :meth:`Planner.create_priority`).
+
+        An image's two requests hold the window's slots from now (its create, then its download).
+        """
+        planner = self._planner
+        planner._creating.add(self._job.id)
+        if self._job.kind is JobKind.IMAGE:
+            planner._images_sent.setdefault(self._job.id, planner._clock.monotonic())
+        return planner.create_priority(self._job)
+
+    def created(self) -> None:
+        """The create went through."""
+        planner = self._planner
+        planner._creating.discard(self._job.id)
+        if self._job.kind is JobKind.VIDEO:
+            planner._started_videos.append((self._job.created_at, self._job.guild_id))
+        planner.create_finished(ok=True)
+
+    async def create_failed(
+        self,
+        refusal: RefusalKind | None,
+        *,
+        retry_in: float | None,
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> None:
+        """The create failed: refused for the key's rate or its tasks at once (`refusal`), or the
+        service's error (None). Unless `retry_in` is None (given up), wait before the next try: for
+        one of the key's tasks to end after a concurrency refusal, else `retry_in` seconds through
+        `sleep`, meanwhile not the one create in flight (after an error, not a pushback)."""
+        planner, job_id = self._planner, self._job.id
+        planner._creating.discard(job_id)
+        pushed_back = refusal is not None
+        planner.create_finished(ok=False, pushed_back=pushed_back, refusal=refusal or RefusalKind.RATE)
+        if retry_in is None:
+            return
+        if refusal is RefusalKind.CONCURRENCY:
+            await planner.after_refusal(retry_in)
+            return
+        if not pushed_back:
+            planner.create_deferred(job_id)
+        try:
+            await sleep(retry_in)
+        finally:
+            planner.create_resumed(job_id)
+
+    def pacer(self) -> TaskPacer:
+        """The task's poll pacer (registers the task; see :meth:`Planner.pacer`)."""
+        return self._planner.pacer(self._job)
+
+    async def ended(self, *, completed: bool) -> None:
+        """The job stopped waiting for its task: seen completed (the model learns), or not."""
+        if completed:
+            await self._planner.finished(self._job, completed=True)
+        else:
+            self._planner.forget(self._job.id)
 
 
 class TaskPacer:

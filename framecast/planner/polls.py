@@ -33,15 +33,17 @@ from framecast.clock import Clock
 from framecast.jobs import Job
 from framecast.keys.budget import Priority
 from framecast.planner.horizon import Requests
-from framecast.planner.ladder import FIRST, LEARNED_AFTER, first_rung, ladder_quantile
+from framecast.planner.ladder import FIRST, LEARNED_AFTER, first_rung, ladder_quantile, poll_at
 from framecast.planner.predict import DurationKey, DurationModel, DurationRow, ProgressTrack
 from framecast.planner.survival import Survival
+from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 
 __all__ = ["SCOUTS", "PollPlan", "PolledTask"]
 
-#: Tasks of a kind not learned yet polled every interval to learn it while members wait for the key.
-SCOUTS = 4
+#: Tasks of a kind not learned yet polled every interval to learn it while members wait for the key
+#: (tuned: :attr:`PlannerTuning.scouts <framecast.planner.tuning.PlannerTuning.scouts>`).
+SCOUTS = PlannerTuning().scouts
 
 
 @dataclass
@@ -84,12 +86,15 @@ class PollPlan:
         interval: float,
         max_interval: float,
         crowd: Callable[[], float] | None = None,
+        tuning: PlannerTuning | None = None,
     ) -> None:
         """`interval`: never poll a task more often; `max_interval`: never leave one unpolled longer.
 
         `crowd()`: how many windows' worth of jobs wait for the key now (None: nobody ever
         waits); it sets where a new task's polls start on the ladder (:func:`first_rung`).
+        `tuning`: the scouts and the crowded rung (None: the defaults).
         """
+        self._tuning = tuning or PlannerTuning()
         self._clock = clock
         self._crowd = crowd
         self._model = model
@@ -167,7 +172,6 @@ class PollPlan:
             # before a restart (kept across it: a restart never makes a poll come sooner).
             last_poll = task.seen_at + to_mono
         earliest = last_poll + self.interval
-        latest = last_poll + self.max_interval
         if task.polls == 0 and task.first > FIRST and self._quiet():
             # Once the queue has drained, a task created while members waited is polled as on a
             # quiet key: its high rung otherwise held the batch's last files while the key idled
@@ -182,7 +186,7 @@ class PollPlan:
             # Nothing learned yet and members wait for the key: the scouts learn the kind; this
             # one is polled at the longest gap (very likely done by then), or on the ladder once
             # the scouts have taught it (the client asks the plan again every interval).
-            when, likely, learning = max(earliest, latest), True, False
+            when, likely, learning = max(earliest, last_poll + self.max_interval), True, False
             task.cold = True
         elif done_at is None:
             # Nothing learned yet: poll as often as allowed (counted as likely done, the cautious
@@ -194,7 +198,9 @@ class PollPlan:
             age = when - to_mono - task.started
             learning = task.key is not None and age < self._model.quantile(task.key, 0.5)
         else:
-            when = min(max(earliest, done_at + to_mono), max(earliest, latest))
+            when = poll_at(
+                last_poll, done_at + to_mono, interval=self.interval, max_interval=self.max_interval
+            )
             likely, learning = done_at + to_mono <= when + 1e-9, False
         task.next_at = when
         task.likely_done = likely
@@ -220,7 +226,7 @@ class PollPlan:
             return False
         order = (task.started, task.job_id)
         older = sum(1 for t in self._tasks.values() if t.key == task.key and (t.started, t.job_id) < order)
-        return older >= SCOUTS
+        return older >= self._tuning.scouts
 
     def _scouting(self, key: DurationKey | None) -> bool:
         """Whether the kind's scouts learn it while the others wait: members wait for the key and
@@ -246,7 +252,7 @@ class PollPlan:
 
     def first_rung(self) -> float:
         """The ladder's first rung for a video created now (:mod:`~framecast.planner.ladder`)."""
-        return first_rung(0.0 if self._crowd is None else self._crowd())
+        return first_rung(0.0 if self._crowd is None else self._crowd(), self._tuning.crowded_rung)
 
     def quantile(self, key: DurationKey, q: float) -> float:
         """The learned duration quantile, corrected by the tasks still running (see survival)."""
@@ -337,4 +343,7 @@ class PollPlan:
     def parks_new(self) -> bool:
         """Whether a video created now would be parked behind the scouts of its kind (see :meth:`plan`)."""
         key = self.video_key
-        return self._scouting(key) and sum(1 for t in self._tasks.values() if t.key == key) >= SCOUTS
+        return (
+            self._scouting(key)
+            and sum(1 for t in self._tasks.values() if t.key == key) >= self._tuning.scouts
+        )

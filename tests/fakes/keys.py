@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from framecast.jobs import Job
-from framecast.jobs.job_keys import KeyAccount
+from framecast.jobs.job_keys import JobPlan, KeyAccount, NoPlan
 from framecast.service import GenerationClient
 
 if TYPE_CHECKING:
@@ -25,6 +25,10 @@ class _Key:
     planner: Planner | None = None
     owner: int | None = None
     rejected: bool = False
+
+    def plan(self, job: Job) -> JobPlan:
+        """The planner's handle for `job`, or one that does nothing without a planner."""
+        return self.planner.plan(job) if self.planner is not None else NoPlan()
 
 
 @dataclass

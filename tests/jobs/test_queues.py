@@ -213,3 +213,24 @@ def test_waiting_and_places_match_the_queues_after_any_pushes_removals_and_takes
                 same = [other for other in jobs if kind_of[other] is kind_of[j]]
                 assert q.position(j) == same.index(j) + 1
         assert q.total() == sum(len(jobs) for jobs in queued.values())
+
+
+def test_free_turns_are_the_rounds_before_a_job_that_other_guilds_leave_empty() -> None:
+    q = GuildQueues()
+    # guild 1: jobs 1, 2, 3 (job 3 has two rounds before its turn); guild 2: job 4; guild 3: 5, 6, 7
+    for job_id, guild in ((1, 1), (2, 1), (3, 1), (4, 2), (5, 3), (6, 3), (7, 3)):
+        q.push(job(job_id, guild))
+    assert q.free_turns(3) == (2, {2: 1, 3: 0})  # guild 2 fills one of the two rounds, guild 3 both
+    assert q.free_turns(1) == (0, {2: 0, 3: 0})
+    assert q.free_turns(3, lambda g: g != 2) == (2, {3: 0})
+    assert q.free_turns(99) is None
+
+
+def test_arrived_since_counts_the_queued_jobs_created_from_then_per_guild() -> None:
+    q = GuildQueues()
+    for job_id, guild, at in ((1, 1, 10.0), (2, 1, 20.0), (3, 2, 30.0), (4, 2, 5.0)):
+        q.push(dataclasses.replace(job(job_id, guild), created_at=at))
+    q.push(dataclasses.replace(job(5, 1, JobKind.IMAGE), created_at=40.0))
+    assert q.arrived_since(JobKind.VIDEO, 15.0) == {1: 1, 2: 1}
+    assert q.arrived_since(JobKind.VIDEO, 0.0, lambda g: g == 1) == {1: 2}
+    assert q.arrived_since(JobKind.IMAGE, 15.0) == {1: 1}

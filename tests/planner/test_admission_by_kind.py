@@ -5,6 +5,7 @@ A real budget, store and queues; time is a ManualClock.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -48,10 +49,15 @@ class Rig:
             guild_cap=None,
         )  # fmt: skip
 
-    def images_admitted(self, running: int) -> int:
-        """Admit images until the planner refuses one; how many it admitted."""
+    async def images_admitted(self, running: int) -> int:
+        """Admit images until the planner refuses one; how many it admitted. Each is created through
+        its handle as the runner does (asking records nothing), and answered with its file at once:
+        it no longer occupies the service, but its two requests hold the window's slots."""
         started = 0
         while self.planner.may_start(running, JobKind.IMAGE) and started < 100:
+            plan = self.planner.plan(await self.job(JobKind.IMAGE))
+            plan.creating()
+            plan.created()
             started += 1
         return started
 
@@ -94,7 +100,7 @@ async def test_images_started_within_the_window_count_against_it(rig: Rig) -> No
     running = await rig.fill_with_videos()
     # Nothing is learned of the videos, so their planned polls are sent to learn them and yield to
     # images: the images' own requests of the window fill it, at most.
-    started = rig.images_admitted(running)
+    started = await rig.images_admitted(running)
     assert started * 2 <= rig.budget.allowed
     assert started * 2 + rig.planner.demand() <= 2 * rig.budget.allowed  # the polls wait a window at most
     assert started >= 1
@@ -109,7 +115,7 @@ async def test_images_go_before_polls_sent_only_to_learn_the_videos(rig: Rig) ->
     # Every video's next poll is one sent to learn it (nothing learned, younger than the prior):
     # it goes after creates in the budget, so images may take the window's room before them...
     assert all(t.learning for t in rig.planner.polls)
-    started = rig.images_admitted(running)
+    started = await rig.images_admitted(running)
     assert started * 2 + rig.planner.demand() > 1.5 * rig.budget.allowed  # more than borrowing allowed
 
 
@@ -131,7 +137,7 @@ async def test_polls_that_will_see_a_result_keep_their_room_from_images(rig: Rig
     running = await rig.fill_with_videos()
     for task in rig.planner.polls:
         task.learning = False  # as if each poll were expected to find its video done
-    started = rig.images_admitted(running)
+    started = await rig.images_admitted(running)
     assert started * 2 + rig.planner.demand() <= rig.budget.allowed
 
 
@@ -186,7 +192,7 @@ async def test_an_image_that_waited_a_whole_window_goes_before_the_polls_expecte
     running = await rig.fill_with_videos()
     for task in rig.planner.polls:
         task.learning = False  # as if each poll were expected to find its video done
-    rig.images_admitted(running)  # whatever room those polls leave is taken by images
+    await rig.images_admitted(running)  # whatever room those polls leave is taken by images
     image = await rig.job(JobKind.IMAGE)
     rig.queues.push(image)
     assert not rig.planner.may_start(running, JobKind.IMAGE)
@@ -202,3 +208,42 @@ async def test_an_image_that_waited_a_whole_window_goes_before_the_polls_expecte
     assert rig.planner.create_priority(image) is Priority.FIRST
     video = await rig.job(JobKind.VIDEO)
     assert rig.planner.create_priority(video) is Priority.HIGH  # in turn with the polls, never before them
+
+
+async def test_asking_records_nothing(rig: Rig) -> None:
+    # Issue 34: admission is a question. The images it admits are counted once they are created
+    # (through their handles, as the runner does), never because the scheduler asked.
+    running = await rig.fill_with_videos()
+    answers = [rig.planner.may_start(running, JobKind.IMAGE) for _ in range(30)]
+    assert answers == [True] * 30
+    assert rig.planner.pace().occupied == running
+
+
+async def test_an_images_requests_hold_the_window_from_when_its_create_is_sent(rig: Rig) -> None:
+    running = await rig.fill_with_videos()
+    started = await rig.images_admitted(running)
+    assert started >= 1 and not rig.planner.may_start(running, JobKind.IMAGE)
+    await rig.clock.advance(rig.budget.window + 1)
+    assert rig.planner.may_start(running, JobKind.IMAGE)
+
+
+async def test_a_create_in_flight_occupies_the_key_until_its_runner_lets_go(rig: Rig) -> None:
+    job = await rig.job()
+    rig.planner.plan(job).creating()
+    assert rig.planner.pace().occupied == 1
+    rig.planner.release(job.id + 1)  # another job: nothing changes
+    assert rig.planner.pace().occupied == 1
+    rig.planner.release(job.id)  # paused or failed mid-create (Accounts.unbind tells the planner)
+    assert rig.planner.pace().occupied == 0
+
+
+async def test_a_failed_create_backing_off_is_not_the_one_in_flight(rig: Rig) -> None:
+    plan = rig.planner.plan(await rig.job())
+    plan.creating()
+    assert not rig.planner.may_start(1)  # its create is in flight: the next video waits
+    waiting = asyncio.ensure_future(plan.create_failed(None, retry_in=10.0, sleep=rig.clock.sleep))
+    await asyncio.sleep(0)
+    assert rig.planner.may_start(1)  # it backs off: the next video may start meanwhile
+    await rig.clock.advance(10.0)
+    await waiting
+    assert not rig.planner.may_start(1)  # tried again: in flight once more

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framecast.planner.ladder import FIRST, THRIFTY_FIRST, first_rung, ladder_quantile, top_after
+from framecast.planner.ladder import FIRST, THRIFTY_FIRST, first_rung, ladder_quantile, poll_at, top_after
 
 
 def test_the_first_poll_comes_at_the_median_and_each_later_one_higher() -> None:
@@ -41,3 +41,19 @@ def test_every_rung_is_a_quantile_that_never_falls_with_more_polls(waiting: floa
     q = ladder_quantile(polls, first)
     assert 0.0 < q < 1.0
     assert ladder_quantile(polls + 1, first) >= q
+
+
+@given(
+    st.floats(min_value=0, max_value=1e6),
+    st.floats(min_value=-1e6, max_value=2e6),
+    st.floats(min_value=0.1, max_value=100),
+    st.floats(min_value=1, max_value=10),
+)
+def test_a_poll_goes_at_its_target_within_the_interval_and_the_longest_gap(
+    last: float, target: float, interval: float, times: float
+) -> None:
+    # One clamp for the plan and the forecast (issue 34: it was written three times).
+    at = poll_at(last, target, interval=interval, max_interval=times * interval)
+    assert last + interval <= at <= last + times * interval + 1e-6
+    if last + interval <= target <= last + times * interval:
+        assert at == target

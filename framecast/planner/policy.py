@@ -1,0 +1,123 @@
+"""Whether one more job starts on a key now: the admission policy, a pure function of a snapshot.
+
+The planner (:meth:`Planner.may_start <framecast.planner.planner.Planner.may_start>`) takes a
+read-only :class:`KeyView` of its key (the running tasks' requests, the queues, the budget, the
+other processes' share) and asks :func:`admits`; nothing is recorded by asking. The rule a video
+starts by is :class:`~framecast.planner.starts.VideoAdmission`, which the forecast plays forward
+for "starts in" (:func:`~framecast.planner.starts.play_starts`): one rule, asked now and played
+ahead. Every tuned number comes from :class:`~framecast.planner.tuning.PlannerTuning`.
+
+What the policy weighs (issue 17, measured in ``benchmarks/README.md``):
+
+* one video's create waits for the budget at a time (the queues, round-robin and cancellable, keep
+  the order, not the budget); a few images' creates may wait together;
+* more than one create backing off after a failure stops admission (the service likely refuses
+  creates altogether);
+* an image's create goes before the polls that cannot see a result yet, so only the polls that will
+  see one (and their downloads) must fit beside it; all the planned requests within a bounded push;
+* a video waits while a poll sent only to learn a task is due, while an image has waited a whole
+  window, and until the next window has room for it and the images waiting (or lends it a slot, or
+  would idle), and the windows its own polls will fall in have room for them (the horizon).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from framecast.jobs import JobKind
+from framecast.planner.costs import IMAGE_REQUESTS
+from framecast.planner.horizon import Requests, peak_with
+from framecast.planner.starts import VideoAdmission
+from framecast.planner.tuning import PlannerTuning
+
+__all__ = ["MAX_DEFERRED", "KeyView", "admits", "video_rule"]
+
+#: Creates backing off after a failure that admission looks past: one may be a passing error;
+#: two mean the service refuses creates, and more jobs taken off the queues would only retry in a
+#: crowd (and out of turn) later. A rule, not a tuned figure.
+MAX_DEFERRED = 1
+
+
+@dataclass(frozen=True)
+class KeyView:
+    """A read-only snapshot of one key, as admission weighs it (monotonic times)."""
+
+    now: float
+    window: float  # the budget's window (seconds)
+    allowed: float  # requests a window holds (this process's part of the key's)
+    running: int  # jobs occupying the service (the scheduler's count)
+    ceiling: int | None  # the most tasks at once (None: no fixed number)
+    deferred: int  # creates backing off after a failure
+    sending: int  # of the started jobs, those whose create is being sent (an image's counted in images_spent)
+    polled: int  # tasks on the service this process polls
+    others: float  # the other processes' demand within the next window (0 with nothing running here)
+    images_spent: float  # requests of the images whose create was sent within the last window
+    demand: float  # requests the running tasks need within the next window
+    ahead_of_images: float  # of those, the polls expected to see a result and their downloads
+    images_first: bool  # an image has waited a whole window: it goes before those polls too
+    learning_due: bool  # a poll sent only to learn a task is due
+    images_waiting: int  # images queued for this key
+    videos_waiting: int  # videos queued for this key
+    #: The running tasks' expected requests over the horizon (computed when first read).
+    profile: Callable[[], Sequence[Requests]]
+    #: What a video created now adds: its create, then its polls.
+    new_video: Callable[[], Sequence[Requests]]
+
+    @property
+    def creating(self) -> int:
+        """Started jobs whose create has not gone through (and is not backing off)."""
+        return self.running - self.deferred - self.polled
+
+
+def video_rule(tuning: PlannerTuning, *, window: float, allowed: float) -> VideoAdmission:
+    """The rule a video starts by, for a window that holds `allowed` requests (admission's and the
+    forecast's)."""
+    return VideoAdmission(
+        window=window,
+        allowed=allowed,
+        last_creates=tuning.last_creates,
+        borrow=tuning.borrow,
+        idle=tuning.idle,
+        spread=tuning.spread,
+    )
+
+
+def admits(view: KeyView, kind: JobKind, tuning: PlannerTuning) -> bool:
+    """Whether one more job of `kind` may start now (see the module docstring)."""
+    if view.ceiling is not None and view.running >= view.ceiling:
+        return False
+    creating = view.creating
+    if creating > 0 and (kind is JobKind.VIDEO or creating >= tuning.image_creates):
+        return False
+    if view.deferred > MAX_DEFERRED:
+        return False
+    # The jobs started whose create is not sent yet hold two requests each too (images: a video's
+    # create waiting blocks the videos above, so only images are admitted past one).
+    spending = view.images_spent + IMAGE_REQUESTS * max(0, creating - view.sending)
+    planned = view.demand + view.others + spending
+    if kind is JobKind.IMAGE:
+        ahead = 0.0 if view.images_first else view.ahead_of_images
+        if ahead + view.others + spending + IMAGE_REQUESTS > view.allowed:
+            return False
+        return planned + IMAGE_REQUESTS <= tuning.images_push * view.allowed
+    if view.learning_due or view.images_first:
+        return False  # a poll sent to learn a task yields to images only; an image waited a window
+
+    def peak() -> float:
+        # The windows after this one (checked with the other processes' demand) its polls fall in.
+        return peak_with(view.profile(), view.new_video(), window=view.window, start=view.now + 1e-6)
+
+    def planned_within(span: float) -> float:
+        until = view.now + span
+        polls = sum(n for at, n in view.profile() if at < until)
+        return polls + view.others * span / view.window + spending
+
+    rule = video_rule(tuning, window=view.window, allowed=view.allowed)
+    return rule.fits(
+        due=planned,
+        images=view.images_waiting,
+        videos=view.videos_waiting,
+        peak=peak,
+        ahead=planned_within,
+    )
