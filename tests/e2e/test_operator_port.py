@@ -55,6 +55,7 @@ async def test_readyz_names_redis_while_it_is_unreachable_and_recovers(
         # Without Redis no key grants a request: the bot is not ready, and says why.
         status, text = await ops.until("/readyz", lambda s, _: s == 503, timeout=15, what="not ready")
         assert ready_body(text)["checks"] == {
+            "login": "ok",
             "gateway": "ok",
             "database": "ok",
             "redis": "failed",

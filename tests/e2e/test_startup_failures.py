@@ -119,6 +119,7 @@ async def test_every_setup_problem_is_told_at_once(idle_world: World, taken_port
         "HTTP_HOST": "0.0.0.0",
         "DATABASE_PATH": str(folder),
         "REDIS_URL": f"redis://:hunter2-secret@127.0.0.1:{closed}/0",
+        "REDIS_KEY_SECRET": TEST_REDIS_KEY_SECRET,
     }
     proc = await asyncio.to_thread(run_bot_once, env)
     out = proc.stdout + proc.stderr
