@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
+from framecast.keys.redis_names import SecretMismatch, check_secret
 from framecast.keys.shared_budget import connect
 from framecast.storage import Store, StoreError, open_store
 
@@ -79,6 +80,12 @@ async def _reach_redis(settings: Settings) -> SetupProblem | None:
     try:
         async with asyncio.timeout(REDIS_TIMEOUT):
             await client.ping()
+        if settings.redis_key_secret is not None:
+            # Before the login too: processes naming budgets under different secrets would each
+            # spend the whole key (the core asks again when it opens, for starts without this check).
+            await check_secret(client, settings.redis_key_secret)
+    except SecretMismatch as exc:
+        return SetupProblem(exc.variable, exc.problem)
     except Exception as exc:
         # The type only: a driver's message may quote the URL, password included.
         return SetupProblem(

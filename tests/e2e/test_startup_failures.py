@@ -239,6 +239,7 @@ async def test_a_redis_key_secret_differing_from_the_other_processes_is_one_clea
         await client.delete(SECRET_MARK)
         await client.aclose()
     out = proc.stdout + proc.stderr
-    assert proc.returncode not in (0, None), out[-2000:]
+    assert proc.returncode == 2, out[-2000:]
     assert "REDIS_KEY_SECRET: another process on this Redis uses a different one" in out, out[-2000:]
+    assert not asked_discord(idle_world)  # told before the login, like every other setup problem
     assert "Traceback" not in out and "hidden4242" not in out and "o" * 20 not in out
