@@ -466,7 +466,14 @@ class Postgres(Database):
                 "timeout": timeouts.connect,
                 # The driver's bound covers a silent network; the server's frees its side too.
                 "command_timeout": timeouts.statement,
-                "server_settings": {"statement_timeout": statement_ms},
+                "server_settings": {
+                    "statement_timeout": statement_ms,
+                    # A transaction whose client went silent (a partition, a blackholed network) would
+                    # keep its row locks for as long as the server sees the connection: the server
+                    # ends it after half a statement bound, so another process's statement waiting on
+                    # those locks (a lease takeover) still finishes within its own bound.
+                    "idle_in_transaction_session_timeout": str(max(1, int(timeouts.statement * 500))),
+                },
             },
         )
         # Reads need no transaction: one round trip instead of BEGIN, SELECT, ROLLBACK.

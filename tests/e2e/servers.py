@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,6 +73,21 @@ class Cluster:
         finally:
             await conn.close()
         return {int(r["id"]): r for r in rows}
+
+    async def jobs_once(
+        self, ids: Collection[int], state: str, timeout: float = 10.0
+    ) -> dict[int, asyncpg.Record]:
+        """The job table once every job of `ids` is in `state` (a file reaches Discord a moment before
+        the delivering process records the job delivered); fails saying which were not."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = await self.jobs()
+            behind = {j: rows[j]["state"] for j in ids if rows[j]["state"] != state}
+            if not behind:
+                return rows
+            if time.monotonic() > deadline:
+                raise AssertionError(f"jobs not {state} after {timeout:g}s: {behind}")
+            await asyncio.sleep(0.05)
 
     def created_prompts(self, shard: int) -> list[str]:
         """Prompts of the service tasks the process of `shard` created (from its log)."""

@@ -122,7 +122,7 @@ async def test_kill_9_of_one_process_and_the_other_finishes_its_jobs_once(cluste
             assert early <= 0, f"{prompt!r} delivered {early:.2f}s before its lease could lapse"
 
     await asyncio.sleep(0.5)
-    rows = await cluster.jobs()
+    rows = await cluster.jobs_once(ids.values(), "delivered")
     survivor_log = cluster.bots[survivor].log_text()
     for prompt, job_id in ids.items():
         assert len(world.files_for(job_id)) == 1, f"{prompt!r} delivered {len(world.files_for(job_id))}x"
@@ -282,7 +282,7 @@ async def test_a_process_paused_past_its_leases_lets_the_taken_over_jobs_go_quie
         for it in its.values():
             await world.delivered(it, timeout=30)
         await asyncio.sleep(0.5)  # a late poll or second upload from the woken process would show up here
-        rows = await cluster.jobs()
+        rows = await cluster.jobs_once(ids.values(), "delivered")
         for prompt, job_id in ids.items():
             assert len(service_creates(world, prompt)) == 1, f"{prompt!r}: its task was created again"
             assert tap.polls(tasks[prompt], since=woken_at) == [], f"{prompt!r}: polled by both processes"
@@ -378,7 +378,7 @@ async def test_a_process_cut_off_past_its_leases_sends_nothing_for_the_jobs_take
             ),
             timeout=10,
         )
-        rows = await cluster.jobs()
+        rows = await cluster.jobs_once(ids.values(), "delivered")
         for prompt, job_id in ids.items():
             # Granted its slots after the heal, the cut-off process sent nothing for its old jobs.
             assert tap.polls(tasks[prompt], since=healed_at) == [], (
