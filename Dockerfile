@@ -42,5 +42,5 @@ STOPSIGNAL SIGTERM
 USER framecast
 CMD ["python", "bot.py"]
 
-# .dockerignore lets in only bot.py, framecast/ and cogs/ (and requirements.lock, copied above).
+# .dockerignore lets in only bot.py, framecast/, cogs/ and web/ (and requirements.lock, copied above).
 COPY . ./
