@@ -22,7 +22,9 @@ __all__ = ["free_port", "redis_url", "worker_index"]
 
 #: Ports per worker, from PORT_BASE up: a test run binds a few hundred at most.
 PORT_BLOCK = 1500
-PORT_BASE = 20000  # below the ephemeral range (32768-60999 on Linux) and above the usual services
+#: Below the ephemeral range (32768-60999 on Linux) and above the usual services.
+#: ``FRAMECAST_TEST_PORT_BASE`` moves it, so that two suites on one machine keep apart.
+PORT_BASE = int(os.environ.get("FRAMECAST_TEST_PORT_BASE", "20000"))
 #: Redis databases per worker, counting down from the one the suite has always used (db 9).
 REDIS_BASE_DB = 9
 
