@@ -21,7 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from framecast.clock import ScaledClock, SystemClock  # noqa: E402
-from framecast.keys.budget import Priority, RequestBudget  # noqa: E402
+from framecast.keys.budget import RequestBudget  # noqa: E402
+from framecast.values.service_requests import Priority  # noqa: E402
 
 Row = tuple[str, int, float, str]
 

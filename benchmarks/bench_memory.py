@@ -92,11 +92,11 @@ async def child(base_url: str, key: str, jobs: int, at_once: int, download_max: 
 
     from framecast.clock import SystemClock
     from framecast.config import Secret
-    from framecast.jobs import JobKind, JobState, NewJob
     from framecast.jobs.runner import JobRunner, RunnerSettings
     from framecast.keys.budget import RequestBudget
     from framecast.service import GenerationClient
     from framecast.storage import Store
+    from framecast.values import JobKind, JobState, NewJob
     from tests.fakes.keys import SingleKey
 
     clock = SystemClock()

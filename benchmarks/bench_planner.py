@@ -93,22 +93,23 @@ from framecast.app.core import Core  # noqa: E402
 from framecast.app.intake import Requester  # noqa: E402
 from framecast.clock import Clock, ScaledClock  # noqa: E402
 from framecast.config import Settings, load_settings  # noqa: E402
-from framecast.jobs import (  # noqa: E402
-    Job,
-    JobKind,
-    JobState,
-    presets,  # noqa: E402
-)
 from framecast.jobs.chat_side import Delivered, DeliveryOutcome, ResultToDeliver  # noqa: E402
 from framecast.jobs.queues import QueuePositions  # noqa: E402
-from framecast.jobs.reasons import Note  # noqa: E402
 from framecast.keys.budget import RequestBudget  # noqa: E402
 from framecast.ops.metrics import Metrics  # noqa: E402
 from framecast.planner.estimate import Estimate, Estimates  # noqa: E402
 from framecast.service import GenerationClient, ImageParams, VideoParams  # noqa: E402
 from framecast.service.errors import ServiceError  # noqa: E402
-from framecast.service.refusals import CreateRefusals, RefusalKind  # noqa: E402
+from framecast.service.refusals import CreateRefusals  # noqa: E402
 from framecast.storage import Store  # noqa: E402
+from framecast.values import (  # noqa: E402
+    Job,
+    JobKind,
+    JobState,
+    presets,  # noqa: E402
+)
+from framecast.values.reasons import Note  # noqa: E402
+from framecast.values.service_requests import RefusalKind  # noqa: E402
 from tests.fakes.gen_service import FakeService, TaskPlan  # noqa: E402
 
 RATE_REQUESTS = 16

@@ -40,7 +40,7 @@ IMPLS = ("old sqlite", "new sqlite", "new postgres")
 
 
 def new_job(i: int) -> Any:
-    from framecast.jobs import JobKind, NewJob
+    from framecast.values import JobKind, NewJob
 
     # 20 members per guild, so the limits are checked but never refuse.
     return NewJob(
@@ -102,7 +102,7 @@ async def history(where: str, rows: int) -> None:
 
 async def workload(impl: str, where: str, ops: int, rows: int) -> dict[str, dict[str, float]]:
     """The same calls on whichever store this process imported; one figure set per row."""
-    from framecast.jobs import JobState
+    from framecast.values import JobState
 
     # The old tree (first on sys.path in that subprocess) has framecast.store, the new one framecast.storage.
     module, name = ("framecast.store", "JobStore") if impl == "old sqlite" else ("framecast.storage", "Store")

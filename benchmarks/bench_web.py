@@ -48,9 +48,9 @@ from framecast.app import (  # noqa: E402
     WebSessions,
 )
 from framecast.clock import SystemClock  # noqa: E402
-from framecast.jobs import Job  # noqa: E402
 from framecast.storage import Store  # noqa: E402
 from framecast.storage.values import dumps  # noqa: E402
+from framecast.values import Job  # noqa: E402
 from web.server import WebConfig, WebServer  # noqa: E402
 
 GUILD = 1_000_000_000_000_000

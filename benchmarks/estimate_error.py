@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from framecast.jobs import JobState
 from framecast.planner.estimate import Estimate
+from framecast.values import JobState
 
 __all__ = ["GOAL", "EstimateErrors", "Look", "Scored", "as_read", "estimate_errors", "rows", "summary"]
 

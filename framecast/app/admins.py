@@ -31,12 +31,12 @@ from framecast.app.problems import IntakeError, IntakeProblem
 from framecast.app.settings_book import SettingsBook
 from framecast.clock import Clock
 from framecast.guilds.settings import GuildSettings, KeyStatus, Policy, Setting, Source, quota_window
-from framecast.jobs import JobKind, presets
 from framecast.keys.accounts import Accounts, KeyCheck
 from framecast.keys.vault import KeyVault, KeyVaultState, last4
 from framecast.logsetup import SECRET_INPUT_MARK
 from framecast.service.model_list import ModelCache
 from framecast.storage import Store
+from framecast.values import JobKind, presets
 
 __all__ = [
     "LIMIT_SETTINGS",

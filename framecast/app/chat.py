@@ -33,11 +33,11 @@ from framecast.jobs.chat_side import (
     is_result_filename,
     result_filename,
 )
-from framecast.jobs.model import Job
 from framecast.jobs.queues import QueuePositions
-from framecast.jobs.reasons import Note
 from framecast.planner.estimate import Estimates
 from framecast.storage.faults import is_store_outage
+from framecast.values.job import Job
+from framecast.values.reasons import Note
 
 if TYPE_CHECKING:
     from framecast.ops.metrics import Metrics

@@ -43,11 +43,9 @@ from framecast.app.styles import ServerStyles, StyleBook
 from framecast.clock import Clock, SystemClock
 from framecast.config import Settings
 from framecast.guilds.settings import Ceilings, GuildSettings, Policy
-from framecast.jobs import Job
 from framecast.jobs.leases import Leases
 from framecast.jobs.outage import StoreOutage
 from framecast.jobs.queues import GuildQueues
-from framecast.jobs.reasons import Note
 from framecast.jobs.runner import JobRunner, RunnerSettings
 from framecast.jobs.scheduler import Scheduler
 from framecast.keys.accounts import Accounts
@@ -56,6 +54,8 @@ from framecast.ops.metrics import ActiveJobs, Metrics
 from framecast.planner.planner import PlannerSettings
 from framecast.service.model_list import ModelCache
 from framecast.storage import Store, StoreError, open_store
+from framecast.values import Job
+from framecast.values.reasons import Note
 
 __all__ = ["MODEL_REFRESH_SECONDS", "ChatSide", "ChatSideFactory", "Core"]
 

@@ -18,7 +18,7 @@ from typing import Protocol
 from framecast.app.chat import JobBookkeeping, RemovalProblem
 from framecast.app.members import Actor, JobAction, Members
 from framecast.clock import Clock
-from framecast.jobs import DELETED_AT, DELETED_BY, Deletion, Job
+from framecast.values import DELETED_AT, DELETED_BY, Deletion, Job
 
 __all__ = ["Deleted", "Deletion", "Deletions", "RemovesJobMessages"]
 

@@ -16,8 +16,8 @@ from typing import Protocol
 from framecast.app.members import Actor
 from framecast.app.queue_view import QueueViewer
 from framecast.app.styles import job_style
-from framecast.jobs import Job, JobKind, JobState
 from framecast.storage import GalleryFilter
+from framecast.values import Job, JobKind, JobState
 
 __all__ = [
     "GALLERY_PAGE_SIZE",

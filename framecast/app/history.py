@@ -15,8 +15,8 @@ from typing import Protocol
 
 from framecast.app.members import Actor
 from framecast.app.queue_view import PromptHidden, QueueViewer, as_seen_by
-from framecast.jobs import Deletion, Job
 from framecast.storage import MemberJobs
+from framecast.values import Deletion, Job
 
 __all__ = ["HISTORY_PAGE_SIZE", "HistoryPage", "HistoryRefused", "HistoryRow", "MemberHistory", "may_view"]
 

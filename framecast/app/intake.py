@@ -32,9 +32,18 @@ from framecast.guilds.settings import (
     quota_window,
     resolve,
 )
-from framecast.jobs import ACTIVE, AlreadyRetried, DailyQuotaReached, Job, JobKind, JobState, NewJob, presets
 from framecast.jobs.scheduler import Scheduler
 from framecast.storage import GuildQueueFull, MemberLimitReached, Store, StoreUnavailable
+from framecast.values import (
+    ACTIVE,
+    AlreadyRetried,
+    DailyQuotaReached,
+    Job,
+    JobKind,
+    JobState,
+    NewJob,
+    presets,
+)
 
 log = logging.getLogger(__name__)
 

@@ -37,12 +37,12 @@ from framecast.app.requests import FormInput, JobOptions, options_from_form, opt
 from framecast.app.styles import Style, StyleBook, job_style, styled_params
 from framecast.clock import Clock
 from framecast.guilds.settings import Policy
-from framecast.jobs import Deletion, Job, JobKind, JobState
 from framecast.jobs.scheduler import CancelOutcome, Scheduler
 from framecast.planner.estimate import Estimate
 from framecast.service.errors import ServiceError
 from framecast.service.model_list import ModelCache
 from framecast.storage import Store
+from framecast.values import Deletion, Job, JobKind, JobState
 
 __all__ = [
     "Actor",

@@ -12,10 +12,10 @@ from collections.abc import Callable
 
 from framecast.app.model_choice import ModelChoice, ModelSource, model_after_refusal, models_listing
 from framecast.guilds.settings import Policy
-from framecast.jobs import Job, JobKind
 from framecast.jobs.renamed_models import ModelsNow, TryModel
 from framecast.service import GenerationClient
 from framecast.service.model_list import ModelCache
+from framecast.values import Job, JobKind
 
 __all__ = ["ModelRenames"]
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from framecast.app.history import HistoryRow
-from framecast.jobs import Job
+from framecast.values import Job
 
 __all__ = ["MY_JOBS_PAGE_SIZE", "MyJobs", "MyJobsPage"]
 

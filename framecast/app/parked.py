@@ -26,11 +26,11 @@ from typing import Protocol
 from framecast import media
 from framecast.app.chat import JobBookkeeping
 from framecast.app.members import Actor
-from framecast.jobs import PARKED, Job, JobKind
 from framecast.jobs.chat_side import result_filename
 from framecast.jobs.job_keys import KeyAccount
 from framecast.service import GenerationClient
 from framecast.service.errors import ServiceError
+from framecast.values import PARKED, Job, JobKind
 
 __all__ = [
     "PARKED",

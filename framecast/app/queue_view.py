@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from framecast.jobs import Job, JobState
-from framecast.jobs.model import STYLED_PROMPT
 from framecast.planner.estimate import Estimate
+from framecast.values import Job, JobState
+from framecast.values.job import STYLED_PROMPT
 
 __all__ = [
     "RUNNING_STATES",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from framecast.app.model_choice import ModelChoice, ModelSource
 from framecast.app.problems import IntakeError, IntakeProblem
 from framecast.app.styles import job_style
-from framecast.jobs import Job, JobKind, presets
+from framecast.values import Job, JobKind, presets
 
 __all__ = ["FormInput", "JobOptions", "options_from_form", "options_of"]
 

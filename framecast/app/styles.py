@@ -31,9 +31,9 @@ from framecast.guilds.styles import (
     check_template,
     style_key,
 )
-from framecast.jobs import JobKind
-from framecast.jobs.model import STYLED_PROMPT
 from framecast.storage import Store
+from framecast.values import JobKind
+from framecast.values.job import STYLED_PROMPT
 
 __all__ = [
     "MAX_STYLES",

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from framecast.clock import Clock
-from framecast.jobs import JobKind, JobState
 from framecast.storage.usage import UsageRow
+from framecast.values import JobKind, JobState
 
 __all__ = ["USAGE_DAYS", "DayCount", "ServerUsage", "Usage"]
 

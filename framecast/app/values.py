@@ -17,10 +17,10 @@ from framecast.guilds.settings import (
     SettingsProblem,
     Source,
 )
-from framecast.jobs import Job, JobKind, JobState, presets
-from framecast.jobs.reasons import ErrorCode, Note
 from framecast.planner.estimate import Estimate
 from framecast.storage import StoreUnavailable
+from framecast.values import Job, JobKind, JobState, presets
+from framecast.values.reasons import ErrorCode, Note
 
 __all__ = [
     "Clock",

@@ -21,8 +21,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from framecast.guilds.blocklist import blocked_term, term_key
-from framecast.jobs import JobKind, presets
 from framecast.service.model_list import is_model_id
+from framecast.values import JobKind, presets
 
 if TYPE_CHECKING:
     from framecast.config import Settings

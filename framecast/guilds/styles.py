@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from framecast.jobs import JobKind
+from framecast.values import JobKind
 
 __all__ = [
     "MAX_STYLES",

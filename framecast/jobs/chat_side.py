@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from framecast.jobs.model import Job
-from framecast.jobs.reasons import Note
+from framecast.values.job import Job
+from framecast.values.reasons import Note
 
 __all__ = [
     "Delivered",

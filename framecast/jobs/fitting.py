@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from framecast import media
-from framecast.jobs.model import Job, JobKind
 from framecast.jobs.results import LocalResults, fit_media, start_daemon_thread
 from framecast.ops.metrics import Metrics, ReencodeOutcome
 from framecast.service.errors import DownloadError
 from framecast.service.transport import Gate
+from framecast.values.job import Job, JobKind
 
 if TYPE_CHECKING:
     from framecast.service import GenerationClient

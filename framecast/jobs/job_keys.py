@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
-from framecast.jobs.model import Job
-from framecast.keys.budget import Priority
-from framecast.service.refusals import RefusalKind
 from framecast.service.types import PollPacer
+from framecast.values.job import Job
+from framecast.values.service_requests import Priority, RefusalKind
 
 if TYPE_CHECKING:
     from framecast.service import GenerationClient

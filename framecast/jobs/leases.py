@@ -45,9 +45,9 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from framecast.clock import Clock
-from framecast.jobs import Job, JobNotFound
 from framecast.jobs.outage import StoreOutage
 from framecast.storage.faults import is_store_outage
+from framecast.values import Job, JobNotFound
 
 __all__ = ["LeaseCheck", "LeaseLost", "LeaseStore", "LeaseUnknown", "Leases", "check_held"]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from framecast.jobs import InvalidTransition, Job, JobState
 from framecast.jobs.leases import LeaseCheck, LeaseUnknown, check_held
 from framecast.jobs.outage import StoreOutage
 from framecast.storage.faults import is_store_outage
+from framecast.values import InvalidTransition, Job, JobState
 
 if TYPE_CHECKING:
     from framecast.storage import Store

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from framecast.jobs import Job, JobKind
+from framecast.values import Job, JobKind
 
 __all__ = ["GuildQueues", "QueuePositions"]
 

@@ -13,9 +13,9 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from framecast.jobs.model import Job
 from framecast.service import GenerationClient
 from framecast.service.errors import ModelGone, UnknownModel
+from framecast.values.job import Job
 
 __all__ = ["ModelsNow", "TryModel", "UnknownModels", "next_model"]
 

@@ -36,7 +36,6 @@ from typing import Any
 
 from framecast.backoff import Backoff
 from framecast.clock import Clock
-from framecast.jobs import ACTIVE, InvalidTransition, Job, JobKind, JobState
 from framecast.jobs.chat_side import (
     Delivered,
     Interrupted,
@@ -52,7 +51,6 @@ from framecast.jobs.job_keys import JobAccounts, KeyAccount
 from framecast.jobs.leases import LeaseCheck, LeaseLost, LeaseUnknown
 from framecast.jobs.outage import StoreOutage
 from framecast.jobs.pause import PatientJobs
-from framecast.jobs.reasons import ErrorCode, Note
 from framecast.jobs.renamed_models import UnknownModels, next_model
 from framecast.jobs.results import LocalResults
 from framecast.jobs.service_params import (
@@ -74,8 +72,11 @@ from framecast.service.errors import (
     ServiceUnavailable,
     UnknownModel,
 )
-from framecast.service.refusals import RefusalKind, create_refusal
+from framecast.service.refusals import create_refusal
 from framecast.storage import Store
+from framecast.values import ACTIVE, InvalidTransition, Job, JobKind, JobState
+from framecast.values.reasons import ErrorCode, Note
+from framecast.values.service_requests import RefusalKind
 
 __all__ = [
     "JobAccounts",

@@ -23,13 +23,13 @@ from collections.abc import Callable, Hashable
 from typing import Protocol, runtime_checkable
 
 from framecast.clock import Clock, SystemClock
-from framecast.jobs import Job, JobKind, JobState
 from framecast.jobs.leases import LeaseLost, Leases
 from framecast.jobs.outage import StoreOutage
 from framecast.jobs.pause import PatientJobs
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import ShuttingDown
 from framecast.storage import InvalidTransition, Store
+from framecast.values import Job, JobKind, JobState
 
 log = logging.getLogger(__name__)
 

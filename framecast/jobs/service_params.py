@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from framecast.jobs import Job
 from framecast.safetext import clean_text
 from framecast.service import ImageParams, VideoParams
 from framecast.service.errors import ServiceError
+from framecast.values import Job
 
 __all__ = ["DETAIL_CHARS", "failure_detail", "image_params", "video_params", "without_credentials"]
 

@@ -34,11 +34,10 @@ from redis.exceptions import RedisError
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
 from framecast.guilds.settings import KeyStatus
-from framecast.jobs import Job, JobState
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import KeyAccount
 from framecast.jobs.scheduler import Admission
-from framecast.keys.budget import Budget, KeptBudgets, Priority
+from framecast.keys.budget import Budget, KeptBudgets
 from framecast.keys.redis_names import check_secret
 from framecast.keys.shared_budget import budget_key_id, connect, open_budget
 from framecast.keys.vault import KeyUnreadable, KeyVault, KeyVaultState, last4
@@ -50,6 +49,8 @@ from framecast.planner.shared import SharedPlanState
 from framecast.service import GenerationClient
 from framecast.service.errors import AuthError, ServiceError
 from framecast.storage import Store, StoredKey
+from framecast.values import Job, JobState
+from framecast.values.service_requests import Priority
 
 __all__ = ["Account", "Accounts", "KeyCheck", "KeyParts"]
 

@@ -29,28 +29,16 @@ import logging
 import random
 from collections import deque
 from collections.abc import Callable, Hashable
-from enum import IntEnum
 from types import TracebackType
 from typing import Generic, Protocol, TypeVar
 
 from framecast.backoff import backoff_delay
 from framecast.clock import Clock
+from framecast.values.service_requests import Priority
 
-__all__ = ["Budget", "KeptBudgets", "Priority", "Pushback", "RequestBudget"]
+__all__ = ["Budget", "KeptBudgets", "Pushback", "RequestBudget"]
 
 log = logging.getLogger(__name__)
-
-
-class Priority(IntEnum):
-    """What a request is for; lower values are served first."""
-
-    #: The create of an image that has waited a whole window (short jobs first: it must not wait
-    #: behind a batch's completions coming due together).
-    FIRST = -1
-    HIGH = 0  # polls likely to find a task finished, downloads of finished results, videos' creates
-    NORMAL = 1  # creates (a planned video's goes at HIGH: Planner.create_priority)
-    PROGRESS = 2  # polls that only refresh progress (the task is not expected to be done yet)
-    LOW = 3  # model lists and other housekeeping
 
 
 class Budget(Protocol):

@@ -46,8 +46,9 @@ from redis.exceptions import RedisError
 from framecast.backoff import Backoff
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
-from framecast.keys.budget import Priority, Pushback, RequestBudget
+from framecast.keys.budget import Pushback, RequestBudget
 from framecast.keys.redis_names import budget_key_id
+from framecast.values.service_requests import Priority
 
 __all__ = ["KEY_PREFIX", "RedisBudget", "budget_key_id", "connect", "open_budget"]
 

@@ -8,9 +8,9 @@ from framecast.ops.metrics import (
     JobCounts,
     Metrics,
     ReencodeOutcome,
-    RequestKind,
     key_label,
 )
+from framecast.values.service_requests import RequestKind
 
 __all__ = [
     "OPERATOR_KEY",

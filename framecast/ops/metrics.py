@@ -40,8 +40,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from framecast.config import Secret
-from framecast.jobs import ACTIVE, Job, JobKind, JobState
-from framecast.jobs.reasons import ErrorCode
+from framecast.values import ACTIVE, Job, JobKind, JobState
+from framecast.values.reasons import ErrorCode
+from framecast.values.service_requests import RequestKind
 
 __all__ = [
     "OPERATOR_KEY",
@@ -51,7 +52,6 @@ __all__ = [
     "JobCounts",
     "Metrics",
     "ReencodeOutcome",
-    "RequestKind",
     "key_label",
 ]
 
@@ -78,16 +78,6 @@ _DELIVERY_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 6
 _LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # One re-encode: a few seconds for a short clip, bounded by the runner's deadline.
 _REENCODE_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
-
-
-class RequestKind(StrEnum):
-    """What a request to the generation service was for (the ``kind`` label)."""
-
-    CREATE_VIDEO = "create_video"
-    CREATE_IMAGE = "create_image"
-    POLL = "poll"
-    MODELS = "models"
-    DOWNLOAD = "download"
 
 
 class ReencodeOutcome(StrEnum):

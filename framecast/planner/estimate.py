@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from framecast.clock import Clock
-from framecast.jobs import Job, JobKind, JobState
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import Budget
 from framecast.planner.costs import IMAGE_REQUESTS
@@ -46,6 +45,7 @@ from framecast.planner.ladder import ladder_quantile, poll_at, top_after
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.planner.starts import Slots, VideoAdmission, play_starts
+from framecast.values import Job, JobKind, JobState
 
 __all__ = [
     "DurationCdf",

@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from framecast.jobs import JobKind
 from framecast.planner.costs import IMAGE_REQUESTS
 from framecast.planner.horizon import Requests, peak_with
 from framecast.planner.starts import VideoAdmission
 from framecast.planner.tuning import PlannerTuning
+from framecast.values import JobKind
 
 __all__ = ["MAX_DEFERRED", "KeyView", "admits", "video_rule"]
 

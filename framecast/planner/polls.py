@@ -30,14 +30,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from framecast.clock import Clock
-from framecast.jobs import Job
-from framecast.keys.budget import Priority
 from framecast.planner.horizon import Requests
 from framecast.planner.ladder import FIRST, LEARNED_AFTER, first_rung, ladder_quantile, poll_at
-from framecast.planner.predict import DurationKey, DurationModel, DurationRow, ProgressTrack
+from framecast.planner.predict import DurationKey, DurationModel, ProgressTrack
 from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
+from framecast.values import Job
+from framecast.values.durations import DurationRow
+from framecast.values.service_requests import Priority
 
 __all__ = ["SCOUTS", "PollPlan", "PolledTask"]
 

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, Literal, TypeGuard
 
+from framecast.values.durations import DurationRow
+
 __all__ = [
     "MAX_DURATION",
     "DurationKey",
     "DurationModel",
-    "DurationRow",
     "Prediction",
     "ProgressTrack",
 ]
@@ -225,22 +226,6 @@ class DurationKey:
             return None
         kind: Kind = "video" if parts[0] == "video" else "image"
         return cls(parts[2], kind, bucket)
-
-
-@dataclass(frozen=True)
-class DurationRow:
-    """One learned duration as persisted (the ``durations`` table).
-
-    ``mean`` is the typical duration in seconds (the geometric mean, i.e. the median of the fitted
-    log-normal); ``spread`` is, in seconds, how far one standard deviation (in log space) reaches
-    above it; ``count`` how many observations it rests on; ``updated_at`` when it last learned.
-    """
-
-    key: str
-    mean: float
-    spread: float
-    count: int
-    updated_at: float
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from framecast.clock import Clock
-from framecast.service.refusals import RefusalKind
+from framecast.values.service_requests import RefusalKind
 
 __all__ = [
     "KEY_PREFIX",

@@ -20,8 +20,8 @@ from aiohttp.abc import AbstractResolver
 
 from framecast.clock import Clock
 from framecast.config import GEN_IMAGE_JSON_MAX_BYTES, GEN_JSON_MAX_BYTES, Secret
-from framecast.keys.budget import Budget, Priority
-from framecast.ops.metrics import OPERATOR_KEY, Metrics, RequestKind
+from framecast.keys.budget import Budget
+from framecast.ops.metrics import OPERATOR_KEY, Metrics
 from framecast.safetext import clean_text
 from framecast.service.download import ResultFetcher
 from framecast.service.errors import (
@@ -51,6 +51,7 @@ from framecast.service.types import (
     TaskStatus,
     VideoParams,
 )
+from framecast.values.service_requests import Priority, RequestKind
 
 if TYPE_CHECKING:
     from framecast.config import Settings

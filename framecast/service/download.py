@@ -6,7 +6,7 @@ neither, and is reached only through a session of its own whose connector resolv
 listed in ``GEN_RESULT_HOSTS``, are ever connected to. Redirects are followed by hand, each hop
 checked like the first URL. Retries and backoff are the transport's (:meth:`Transport.retrying`).
 Every request of a download, each redirect hop and each host included, is counted in the metrics as
-:attr:`~framecast.ops.metrics.RequestKind.DOWNLOAD`.
+:attr:`~framecast.values.service_requests.RequestKind.DOWNLOAD`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import aiohttp
 import yarl
 from aiohttp.abc import AbstractResolver
 
-from framecast.keys.budget import Priority
-from framecast.ops.metrics import RequestKind
 from framecast.safetext import clean_text
 from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge
 from framecast.service.errors import AuthError, DownloadError, DownloadTooLarge, UnsafeResultURL
@@ -33,6 +31,7 @@ from framecast.service.netguard import (
     refusal_before_connecting,
 )
 from framecast.service.transport import Answer, Gate, Retry, Transport
+from framecast.values.service_requests import Priority, RequestKind
 
 __all__ = ["ResultFetcher"]
 

@@ -1,6 +1,6 @@
 """The generation-service errors: a small typed hierarchy callers can act on.
 
-Every error has a machine-readable ``code`` (an :class:`~framecast.jobs.reasons.ErrorCode`, persisted with a failed job) and a ``str()`` that is
+Every error has a machine-readable ``code`` (an :class:`~framecast.values.reasons.ErrorCode`, persisted with a failed job) and a ``str()`` that is
 safe to log and to show to an operator: it never contains the API key, request headers or a
 response body beyond the service's own short error message.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from framecast.jobs.reasons import ErrorCode
+from framecast.values.reasons import ErrorCode
 
 __all__ = [
     "AuthError",

@@ -19,9 +19,9 @@ import weakref
 from collections.abc import Sequence
 
 from framecast.clock import Clock
-from framecast.keys.budget import Priority
 from framecast.service import GenerationClient, ModelCatalog
 from framecast.service.errors import AuthError, ServiceError
+from framecast.values.service_requests import Priority
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ says what a create that failed in the end was refused for (the runner asks it).
 
 from __future__ import annotations
 
-import enum
 import logging
 import re
 
@@ -33,17 +32,11 @@ from framecast.service.errors import (
     TooManyTasks,
     says_too_many_tasks,
 )
+from framecast.values.service_requests import RefusalKind
 
-__all__ = ["CreateRefusals", "RefusalKind", "create_refusal"]
+__all__ = ["CreateRefusals", "create_refusal"]
 
 log = logging.getLogger(__name__)
-
-
-class RefusalKind(enum.Enum):
-    """Why the service refused a request with 429."""
-
-    RATE = "rate"  # too many requests in the key's window: the budget pauses and backs off
-    CONCURRENCY = "concurrency"  # a create while the key runs as many tasks as allowed at once
 
 
 class CreateRefusals:

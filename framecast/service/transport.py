@@ -39,8 +39,8 @@ import yarl
 from framecast.backoff import backoff_delay
 from framecast.clock import Clock
 from framecast.config import Secret
-from framecast.keys.budget import Budget, Priority
-from framecast.ops.metrics import OPERATOR_KEY, Metrics, RequestKind
+from framecast.keys.budget import Budget
+from framecast.ops.metrics import OPERATOR_KEY, Metrics
 from framecast.safetext import clean_text
 from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge, BodyUndecodable, read_body
 from framecast.service.errors import (
@@ -56,7 +56,8 @@ from framecast.service.fields import parse_retry_after
 from framecast.service.jsonread import JSON_MAX_DEPTH, load_json
 from framecast.service.jsonscan import JSON_MAX_ITEMS, JsonScan
 from framecast.service.parsing import error_detail
-from framecast.service.refusals import CreateRefusals, RefusalKind
+from framecast.service.refusals import CreateRefusals
+from framecast.values.service_requests import Priority, RefusalKind, RequestKind
 
 __all__ = ["DETAIL_MAX", "Answer", "Gate", "Retry", "Transport"]
 

@@ -12,7 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from framecast.guilds.settings import KeyStatus
-from framecast.jobs import (
+from framecast.storage.dialects import StoreClosed, StoreError, StoreTimeouts, StoreUnavailable, redact_dsn
+from framecast.storage.gallery import GalleryFilter
+from framecast.storage.history import MemberJobs
+from framecast.storage.schema import QUOTA_COUNTS
+from framecast.storage.store import Store
+from framecast.storage.values import SettingsChange, StoredKey
+from framecast.values import (
     AlreadyRetried,
     DailyQuotaReached,
     GuildQueueFull,
@@ -21,13 +27,6 @@ from framecast.jobs import (
     JobNotFound,
     MemberLimitReached,
 )
-from framecast.planner.predict import DurationRow
-from framecast.storage.dialects import StoreClosed, StoreError, StoreTimeouts, StoreUnavailable, redact_dsn
-from framecast.storage.gallery import GalleryFilter
-from framecast.storage.history import MemberJobs
-from framecast.storage.schema import QUOTA_COUNTS
-from framecast.storage.store import Store
-from framecast.storage.values import SettingsChange, StoredKey
 
 if TYPE_CHECKING:
     from framecast.clock import Clock
@@ -37,7 +36,6 @@ __all__ = [
     "QUOTA_COUNTS",
     "AlreadyRetried",
     "DailyQuotaReached",
-    "DurationRow",
     "GalleryFilter",
     "GuildQueueFull",
     "InvalidTransition",

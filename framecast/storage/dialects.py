@@ -44,9 +44,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import NullPool
 from sqlalchemy.util.concurrency import await_
 
-from framecast.jobs import JobError
 from framecast.storage.faults import is_store_outage
 from framecast.storage.outages import Outage, StoreTimeouts, dropped_when_cut_short
+from framecast.values import JobError
 
 __all__ = [
     "Postgres",

@@ -19,9 +19,9 @@ from typing import Any
 from sqlalchemy import and_, func, literal, or_, select, text
 from sqlalchemy.sql.elements import ColumnElement, TextClause
 
-from framecast.jobs import Job, JobKind
 from framecast.storage.dialects import Postgres, Sqlite
 from framecast.storage.schema import DELIVERED_SQL, jobs
+from framecast.values import Job, JobKind
 
 __all__ = ["GalleryFilter", "gallery_jobs"]
 

@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from framecast.jobs import Job
 from framecast.storage.dialects import Postgres, Sqlite
 from framecast.storage.schema import jobs
+from framecast.values import Job
 
 __all__ = ["MemberJobs", "member_jobs"]
 

@@ -13,7 +13,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from framecast.guilds.settings import KeyStatus
 from framecast.guilds.styles import StyleKind
-from framecast.jobs import ACTIVE, JobKind, JobState
+from framecast.values import ACTIVE, JobKind, JobState
 
 
 def sql_list(values: object) -> str:

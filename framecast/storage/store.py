@@ -22,21 +22,6 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from framecast.config import Secret
 from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
-from framecast.jobs import (
-    TRANSITIONS,
-    AlreadyRetried,
-    DailyQuotaReached,
-    GuildQueueFull,
-    InvalidTransition,
-    Job,
-    JobKind,
-    JobNotFound,
-    JobState,
-    MemberLimitReached,
-    NewJob,
-    check_transition,
-)
-from framecast.planner.predict import DurationRow
 from framecast.storage import history, migrate, values
 from framecast.storage.dialects import Postgres, Sqlite, StoreError, StoreTimeouts
 from framecast.storage.faults import unusable_file
@@ -52,6 +37,21 @@ from framecast.storage.schema import (
 from framecast.storage.styles import GuildStyles
 from framecast.storage.values import SettingsChange, StoredKey
 from framecast.storage.webstore import WebStore
+from framecast.values import (
+    TRANSITIONS,
+    AlreadyRetried,
+    DailyQuotaReached,
+    GuildQueueFull,
+    InvalidTransition,
+    Job,
+    JobKind,
+    JobNotFound,
+    JobState,
+    MemberLimitReached,
+    NewJob,
+    check_transition,
+)
+from framecast.values.durations import DurationRow
 
 if TYPE_CHECKING:
     from framecast.clock import Clock

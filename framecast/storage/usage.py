@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from sqlalchemy import bindparam, select
 
-from framecast.jobs import JobKind, JobState
 from framecast.storage.dialects import Postgres, Sqlite
 from framecast.storage.schema import jobs
+from framecast.values import JobKind, JobState
 
 __all__ = ["UsageRow", "usage_rows"]
 

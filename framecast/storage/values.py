@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from framecast.guilds.settings import KeyStatus, Setting
-from framecast.jobs import JobKind, JobState, NewJob
-from framecast.planner.predict import DurationRow
 from framecast.storage.schema import durations, jobs
+from framecast.values import JobKind, JobState, NewJob
+from framecast.values.durations import DurationRow
 
 INT_MAX = 2**63 - 1
 #: The job fields add() takes from a NewJob.

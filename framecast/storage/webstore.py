@@ -10,13 +10,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.sql.elements import ColumnElement
 
-from framecast.jobs import Job
 from framecast.storage import gallery, usage
 from framecast.storage.dialects import Postgres, Sqlite
 from framecast.storage.gallery import GalleryFilter
 from framecast.storage.schema import jobs
 from framecast.storage.sessions import WebSessionRows
 from framecast.storage.usage import UsageRow
+from framecast.values import Job
 
 __all__ = ["WebStore"]
 

@@ -37,13 +37,13 @@ from framecast.app.core import Core
 from framecast.app.key_checks import KEY_CHECKS_PER_HOUR
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
-from framecast.jobs import NewJob
 from framecast.jobs.queues import QueuePositions
 from framecast.logsetup import RedactingFilter
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
 from framecast.service.types import ModelCatalog
 from framecast.storage import Store
+from framecast.values import NewJob
 from tests.fakes.chat_side import QuietChat
 from tests.fakes.gen_service import FakeService
 

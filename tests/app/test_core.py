@@ -20,13 +20,13 @@ from framecast.app.intake import IntakeError, IntakeProblem, Requester
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
 from framecast.guilds.settings import Setting, SettingsError
-from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.queues import QueuePositions
-from framecast.jobs.reasons import ErrorCode, Note
 from framecast.keys.accounts import KeyCheck
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
 from framecast.storage import Store
+from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values.reasons import ErrorCode, Note
 from tests.fakes.gen_service import FakeService
 
 WAIT = 20.0

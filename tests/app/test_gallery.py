@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from framecast.app import Actor, Gallery, GalleryQuery, QueueViewer, ServerMember
-from framecast.jobs import JobKind, JobState, NewJob
 from framecast.storage import Store
+from framecast.values import JobKind, JobState, NewJob
 from tests.fakes.clock import ManualClock
 from tests.pg import fresh_database
 

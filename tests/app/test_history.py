@@ -16,8 +16,8 @@ from framecast.app import (
     QueueViewer,
     may_view,
 )
-from framecast.jobs import JobKind, JobState, NewJob
 from framecast.storage import Store
+from framecast.values import JobKind, JobState, NewJob
 from tests.fakes.clock import ManualClock
 
 GUILD, OTHER_GUILD = 1, 2

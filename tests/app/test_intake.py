@@ -18,10 +18,10 @@ import pytest
 from framecast.app.intake import Intake, IntakeError, IntakeProblem, Limits, Requester, clean_prompt
 from framecast.config import Settings
 from framecast.guilds.settings import Ceilings, GuildSettings, KeyStatus, Policy, check_change, resolve
-from framecast.jobs import Job, JobKind, JobState, presets
 from framecast.jobs.leases import Leases
 from framecast.jobs.scheduler import Scheduler
 from framecast.storage import Store, StoreUnavailable
+from framecast.values import Job, JobKind, JobState, presets
 from tests.fakes.clock import ManualClock
 from tests.fakes.unused import unused
 

@@ -16,10 +16,10 @@ from framecast.app.intake import Intake, Limits, Requester, is_personal_queue
 from framecast.app.problems import IntakeError, IntakeProblem
 from framecast.app.settings_book import SettingsBook
 from framecast.guilds.settings import Ceilings, GuildSettings, KeyStatus, Policy, resolve
-from framecast.jobs import JobKind
 from framecast.jobs.runner import JobRunner
 from framecast.jobs.scheduler import Scheduler
 from framecast.storage import Store
+from framecast.values import JobKind
 from tests.fakes.unused import unused
 
 DORA, EVE = 1_200_000_000_000_000_001, 1_200_000_000_000_000_002

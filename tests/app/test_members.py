@@ -36,12 +36,12 @@ from framecast.app import (
 from framecast.app.core import Core
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
-from framecast.jobs import NewJob
 from framecast.jobs.queues import QueuePositions
-from framecast.jobs.reasons import Note
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
 from framecast.storage import Store
+from framecast.values import NewJob
+from framecast.values.reasons import Note
 from tests.fakes.gen_service import FakeService, TaskPlan
 
 WAIT = 20.0

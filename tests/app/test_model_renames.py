@@ -22,13 +22,13 @@ from framecast.app.model_renames import ModelRenames
 from framecast.clock import SystemClock
 from framecast.config import Secret
 from framecast.guilds.settings import Ceilings, GuildSettings, Policy, resolve
-from framecast.jobs import Job, JobKind, JobState, NewJob
-from framecast.jobs.reasons import ErrorCode
 from framecast.jobs.runner import JobRunner
 from framecast.keys.budget import RequestBudget
 from framecast.service import GenerationClient
 from framecast.service.model_list import ModelCache
 from framecast.storage import Store
+from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values.reasons import ErrorCode
 from tests.fakes.chat_side import RUNNER_SETTINGS, RecordingReporter
 from tests.fakes.clock import ManualClock
 from tests.fakes.gen_service import FakeService

@@ -27,12 +27,12 @@ from framecast.app import (
 from framecast.app.core import Core
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
-from framecast.jobs import NewJob
 from framecast.jobs.queues import QueuePositions
 from framecast.jobs.results import LocalResults
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
 from framecast.storage import Store
+from framecast.values import NewJob
 from tests.fakes.chat_side import QuietChat
 from tests.fakes.gen_service import FakeService
 from tests.fakes.media import make_png

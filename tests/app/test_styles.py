@@ -21,8 +21,8 @@ from framecast.app import (
     job_style,
     styled_params,
 )
-from framecast.jobs import JobKind
 from framecast.storage import Store
+from framecast.values import JobKind
 
 GUILD, OTHER_GUILD, ADMIN = 1, 2, 13
 

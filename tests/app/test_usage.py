@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from framecast.app import Usage
-from framecast.jobs import JobKind, JobState, NewJob
 from framecast.storage import Store
+from framecast.values import JobKind, JobState, NewJob
 from tests.fakes.clock import ManualClock
 from tests.pg import fresh_database
 

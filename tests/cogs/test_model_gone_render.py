@@ -13,8 +13,8 @@ import pytest
 from cogs.i18n import shipped
 from cogs.views.render import render_job
 from framecast.app.model_choice import LISTED_MODELS, models_listing
-from framecast.jobs import Job, JobKind, JobState
-from framecast.jobs.reasons import ErrorCode
+from framecast.values import Job, JobKind, JobState
+from framecast.values.reasons import ErrorCode
 
 NOW = 1_700_000_000.0
 LOCALES = sorted(shipped().by_locale)

@@ -31,9 +31,9 @@ from cogs.views.render import (
     status_line,
     time_ahead,
 )
-from framecast.jobs import Job, JobKind, JobState
-from framecast.jobs.reasons import ErrorCode
 from framecast.planner.estimate import Estimate
+from framecast.values import Job, JobKind, JobState
+from framecast.values.reasons import ErrorCode
 
 S = JobState
 NOW = 1_700_000_000.0

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from framecast.jobs import JobKind, JobState
 from framecast.ops import BudgetReading, Metrics
+from framecast.values import JobKind, JobState
 
 __all__ = [
     "ALERTS",

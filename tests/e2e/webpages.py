@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 from yarl import URL
 
-from framecast.jobs import JobKind, JobState, NewJob
 from framecast.storage import Store
+from framecast.values import JobKind, JobState, NewJob
 from tests.e2e.endpoints import free_port
 from tests.e2e.harness import MANAGE_GUILD, World, close_world, make_world
 from tests.fakes.discord_api import READ_MESSAGE_HISTORY, VIEW_CHANNEL, FakeOverwrite

@@ -11,7 +11,6 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from framecast.jobs import Job
 from framecast.jobs.chat_side import (
     Delivered,
     DeliveryOutcome,
@@ -20,8 +19,9 @@ from framecast.jobs.chat_side import (
     ResultToDeliver,
     UploadTooLarge,
 )
-from framecast.jobs.reasons import Note
 from framecast.jobs.runner import RunnerSettings
+from framecast.values import Job
+from framecast.values.reasons import Note
 
 __all__ = ["RUNNER_SETTINGS", "QuietChat", "RecordingReporter"]
 

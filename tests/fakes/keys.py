@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from framecast.jobs import Job
 from framecast.jobs.job_keys import JobPlan, KeyAccount, NoPlan
 from framecast.service import GenerationClient
+from framecast.values import Job
 
 if TYPE_CHECKING:
     from framecast.planner.planner import Planner

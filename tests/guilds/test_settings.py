@@ -27,7 +27,7 @@ from framecast.guilds.settings import (
     quota_window,
     resolve,
 )
-from framecast.jobs import JobKind, presets
+from framecast.values import JobKind, presets
 
 CEILINGS = Ceilings(member_jobs=3, queue_cap=20, daily_videos=10, daily_images=None)
 FULL = GuildSettings(

@@ -20,7 +20,7 @@ from framecast.guilds.styles import (
     expand,
     style_key,
 )
-from framecast.jobs import JobKind
+from framecast.values import JobKind
 
 # Prompts as members type them: any script, emoji sequences, markup, braces, format strings, the
 # placeholder itself, backslashes, invisible and bidirectional characters.

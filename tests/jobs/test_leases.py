@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import exc as sa_exc
 
-from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.leases import Leases
 from framecast.jobs.outage import StoreOutage
 from framecast.jobs.scheduler import Scheduler
 from framecast.storage import Store
+from framecast.values import Job, JobKind, JobState, NewJob
 from tests.fakes.clock import ManualClock
 from tests.pg import fresh_database
 

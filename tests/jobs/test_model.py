@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from framecast.jobs import (
+from framecast.values import (
     ACTIVE,
     DELETED_AT,
     DELETED_BY,

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framecast.jobs import Job, JobKind, JobState
 from framecast.jobs.queues import GuildQueues
+from framecast.values import Job, JobKind, JobState
 
 
 def job(job_id: int, guild: int, kind: JobKind = JobKind.VIDEO) -> Job:

@@ -23,21 +23,22 @@ from sqlalchemy import exc as sa_exc
 
 from framecast.clock import SystemClock
 from framecast.config import Secret
-from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.chat_side import (
     DeliveryOutcome,
     ResultToDeliver,
 )
 from framecast.jobs.leases import LeaseCheck, LeaseLost, Leases
 from framecast.jobs.outage import StoreOutage
-from framecast.jobs.reasons import Note
 from framecast.jobs.results import LocalResults
 from framecast.jobs.runner import JobRunner
 from framecast.jobs.scheduler import Scheduler
-from framecast.keys.budget import Priority, RequestBudget
+from framecast.keys.budget import RequestBudget
 from framecast.ops.metrics import Metrics
 from framecast.service import GenerationClient
 from framecast.storage import Store
+from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values.reasons import Note
+from framecast.values.service_requests import Priority
 from tests.fakes.chat_side import RUNNER_SETTINGS, RecordingReporter
 from tests.fakes.clock import ManualClock
 from tests.fakes.gen_service import FakeService, TaskPlan

@@ -19,11 +19,11 @@ import pytest
 from sqlalchemy import exc as sa_exc
 
 from framecast.clock import SystemClock
-from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.outage import StoreOutage
 from framecast.jobs.runner import ShuttingDown
 from framecast.jobs.scheduler import AccountAdmission, Admission, CancelOutcome, FixedAdmission, Scheduler
 from framecast.storage import Store
+from framecast.values import Job, JobKind, JobState, NewJob
 
 S = JobState
 GUILD_A, GUILD_B, GUILD_C = 1001, 1002, 1003

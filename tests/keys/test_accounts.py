@@ -22,9 +22,7 @@ from prometheus_client import generate_latest
 from framecast.clock import SystemClock
 from framecast.config import RateLimit, Secret, Settings
 from framecast.guilds.settings import KeyStatus
-from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.queues import GuildQueues
-from framecast.jobs.reasons import ErrorCode
 from framecast.jobs.runner import JobRunner
 from framecast.keys.accounts import Accounts, KeyCheck
 from framecast.keys.vault import KeyVault
@@ -32,6 +30,8 @@ from framecast.ops.metrics import Metrics, key_label
 from framecast.planner.planner import PlannerSettings
 from framecast.service.errors import AuthError
 from framecast.storage import Store
+from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values.reasons import ErrorCode
 from tests.fakes.chat_side import RUNNER_SETTINGS, RecordingReporter
 from tests.fakes.gen_service import FakeService
 from tests.workers import free_port

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from framecast.clock import ScaledClock, SystemClock
-from framecast.keys.budget import Priority, RequestBudget
+from framecast.keys.budget import RequestBudget
+from framecast.values.service_requests import Priority
 from tests.fakes.clock import ManualClock
 
 

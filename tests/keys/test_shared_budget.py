@@ -30,9 +30,10 @@ from redis.backoff import NoBackoff
 
 from framecast.clock import Clock, ScaledClock, SystemClock
 from framecast.config import Secret, load_settings
-from framecast.keys.budget import Priority, RequestBudget
+from framecast.keys.budget import RequestBudget
 from framecast.keys.shared_budget import KEY_PREFIX, RedisBudget, budget_key_id, connect, open_budget
 from framecast.service.client import GenerationClient
+from framecast.values.service_requests import Priority
 from tests.fakes.gen_service import FakeService
 from tests.fakes.keys import TEST_REDIS_KEY_SECRET
 from tests.redis_server import REDIS_HOST, REDIS_PORT, requires_redis
@@ -185,7 +186,8 @@ async def test_generation_clients_on_one_key_stay_under_the_service_limit(fake_s
 _WORKER = """
 import asyncio, json, random, sys, time
 sys.path.insert(0, sys.argv[1])
-from framecast.keys.budget import Priority, RequestBudget
+from framecast.keys.budget import RequestBudget
+from framecast.values.service_requests import Priority
 from framecast.clock import Clock, ScaledClock, SystemClock
 from framecast.keys.shared_budget import RedisBudget
 import redis.asyncio as aioredis

@@ -12,17 +12,10 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from framecast.jobs import JobKind, JobState
-from framecast.jobs.reasons import ErrorCode
-from framecast.ops import (
-    BudgetReading,
-    CheckOutcome,
-    Metrics,
-    OpsServer,
-    ReencodeOutcome,
-    RequestKind,
-    key_label,
-)
+from framecast.ops import BudgetReading, CheckOutcome, Metrics, OpsServer, ReencodeOutcome, key_label
+from framecast.values import JobKind, JobState
+from framecast.values.reasons import ErrorCode
+from framecast.values.service_requests import RequestKind
 
 
 @pytest.fixture

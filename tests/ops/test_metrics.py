@@ -10,18 +10,11 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from framecast.config import Secret
-from framecast.jobs import JobKind, JobState, NewJob
-from framecast.jobs.reasons import ErrorCode
-from framecast.ops.metrics import (
-    OPERATOR_KEY,
-    ActiveJobs,
-    BudgetReading,
-    Metrics,
-    ReencodeOutcome,
-    RequestKind,
-    key_label,
-)
+from framecast.ops.metrics import OPERATOR_KEY, ActiveJobs, BudgetReading, Metrics, ReencodeOutcome, key_label
 from framecast.storage import Store
+from framecast.values import JobKind, JobState, NewJob
+from framecast.values.reasons import ErrorCode
+from framecast.values.service_requests import RequestKind
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.queues import GuildQueues
-from framecast.keys.budget import Priority, RequestBudget
+from framecast.keys.budget import RequestBudget
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.storage import Store
+from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values.service_requests import Priority
 from tests.fakes.clock import ManualClock
 
 INTERVAL = 30.0

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import RequestBudget
 from framecast.planner.estimate import DurationCdf, expected_seen, first_poll_at, likeliest_close
@@ -22,6 +21,7 @@ from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.predict import DurationModel
 from framecast.service import TaskStatus
 from framecast.storage import Store
+from framecast.values import Job, JobKind, JobState, NewJob
 from tests.fakes.clock import ManualClock
 from tests.planner.spending import spend
 

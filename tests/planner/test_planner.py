@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.queues import GuildQueues
-from framecast.keys.budget import Priority, RequestBudget
+from framecast.keys.budget import RequestBudget
 from framecast.planner.ladder import LEARNED_AFTER
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.predict import DurationModel
 from framecast.service import TaskStatus
 from framecast.storage import Store
+from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values.service_requests import Priority
 from tests.fakes.clock import ManualClock
 from tests.planner.spending import spend
 

@@ -11,10 +11,10 @@ import inspect
 import re
 from pathlib import Path
 
-from framecast.jobs import JobKind
 from framecast.planner import tuning as tuning_module
 from framecast.planner.policy import KeyView, admits
 from framecast.planner.tuning import PlannerTuning
+from framecast.values import JobKind
 
 DEFAULT = PlannerTuning()
 

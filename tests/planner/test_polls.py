@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from framecast.jobs import Job, JobKind, JobState
-from framecast.keys.budget import Priority
 from framecast.planner.ladder import FIRST, LEARNED_AFTER, THRIFTY_FIRST
 from framecast.planner.polls import SCOUTS, PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.service import TaskStatus
+from framecast.values import Job, JobKind, JobState
+from framecast.values.service_requests import Priority
 from tests.fakes.clock import ManualClock
 
 INTERVAL = 30.0

@@ -10,14 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framecast.planner.predict import (
-    MAX_DURATION,
-    DurationKey,
-    DurationModel,
-    DurationRow,
-    ProgressTrack,
-)
+from framecast.planner.predict import MAX_DURATION, DurationKey, DurationModel, ProgressTrack
 from framecast.storage import Store
+from framecast.values.durations import DurationRow
 
 T0 = 1_700_000_000.0
 VIDEO = DurationModel.key_for("svc-video-v2.0", 1152, 768, 121)

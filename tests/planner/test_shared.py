@@ -22,12 +22,12 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from framecast.clock import SystemClock
-from framecast.jobs import Job, JobKind, JobState, NewJob
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import RequestBudget
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import KEY_PREFIX, Pushback, Share, SharedPlanState, SharedView
 from framecast.storage import Store
+from framecast.values import Job, JobKind, JobState, NewJob
 from tests.fakes.clock import ManualClock
 from tests.redis_server import REDIS_HOST, REDIS_PORT, requires_redis
 from tests.workers import free_port

@@ -27,7 +27,7 @@ from prometheus_client import generate_latest
 
 from framecast.clock import Clock, ScaledClock, SystemClock
 from framecast.config import Secret, load_settings
-from framecast.keys.budget import Priority, RequestBudget
+from framecast.keys.budget import RequestBudget
 from framecast.ops.metrics import Metrics, key_label
 from framecast.service import (
     GenerationClient,
@@ -52,6 +52,7 @@ from framecast.service.errors import (
     TaskTimedOut,
     UnsafeResultURL,
 )
+from framecast.values.service_requests import Priority
 from tests.fakes.gen_service import FakeService, TaskPlan
 
 VIDEO = VideoParams(

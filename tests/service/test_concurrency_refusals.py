@@ -25,7 +25,8 @@ from framecast.service.errors import (
     TooManyTasks,
     says_too_many_tasks,
 )
-from framecast.service.refusals import CreateRefusals, RefusalKind, create_refusal
+from framecast.service.refusals import CreateRefusals, create_refusal
+from framecast.values.service_requests import RefusalKind
 from tests.fakes.gen_service import FakeService, TaskPlan
 
 VIDEO = VideoParams(

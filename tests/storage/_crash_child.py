@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from framecast.jobs import JobKind, JobState, NewJob  # noqa: E402
 from framecast.storage import Store  # noqa: E402
+from framecast.values import JobKind, JobState, NewJob  # noqa: E402
 
 PROMPT = "crash 🎬 你好 नमस्ते مرحبا 👩‍👩‍👧 e\u0301"
 WORKERS = 4

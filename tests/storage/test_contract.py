@@ -19,7 +19,8 @@ import pytest
 
 from framecast.config import Secret, Settings
 from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
-from framecast.jobs import (
+from framecast.storage import Store, StoreClosed, StoreError, open_store, redact_dsn
+from framecast.values import (
     AlreadyRetried,
     DailyQuotaReached,
     GuildQueueFull,
@@ -31,8 +32,7 @@ from framecast.jobs import (
     MemberLimitReached,
     NewJob,
 )
-from framecast.planner.predict import DurationRow
-from framecast.storage import Store, StoreClosed, StoreError, open_store, redact_dsn
+from framecast.values.durations import DurationRow
 from tests.fakes.clock import ManualClock
 from tests.pg import fresh_database
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from framecast.jobs import JobKind, NewJob
 from framecast.storage import Store
+from framecast.values import JobKind, NewJob
 from tests.fakes.clock import ManualClock
 from tests.pg import fresh_database
 

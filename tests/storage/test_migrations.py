@@ -22,13 +22,13 @@ from alembic.script import ScriptDirectory
 
 from framecast.config import Secret
 from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
-from framecast.jobs import JobKind, JobState, NewJob
 from framecast.keys.vault import KeyVault
-from framecast.planner.predict import DurationRow
 from framecast.storage import Store, StoreError
 from framecast.storage.dialects import PG_FENCE, SQLITE_FENCE
 from framecast.storage.migrate import BASELINE, HEAD, alembic_config
 from framecast.storage.schema import metadata
+from framecast.values import JobKind, JobState, NewJob
+from framecast.values.durations import DurationRow
 from tests.fakes.clock import ManualClock
 from tests.pg import fresh_database
 

@@ -22,19 +22,7 @@ from sqlalchemy.exc import IntegrityError
 
 from framecast.config import Secret
 from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
-from framecast.jobs import (
-    ACTIVE,
-    TERMINAL,
-    TRANSITIONS,
-    DailyQuotaReached,
-    Job,
-    JobError,
-    JobKind,
-    JobState,
-    NewJob,
-)
 from framecast.keys.vault import KeyVault, last4
-from framecast.planner.predict import DurationRow
 from framecast.safetext import clean_text
 from framecast.storage import (
     AlreadyRetried,
@@ -52,6 +40,18 @@ from framecast.storage import (
 from framecast.storage.migrate import HEAD
 from framecast.storage.schema import OPEN_SQL
 from framecast.storage.store import _ACTIVE, _CHECKS, _CLAIMABLE, _GET
+from framecast.values import (
+    ACTIVE,
+    TERMINAL,
+    TRANSITIONS,
+    DailyQuotaReached,
+    Job,
+    JobError,
+    JobKind,
+    JobState,
+    NewJob,
+)
+from framecast.values.durations import DurationRow
 from tests.storage import _crash_child as crash_child
 
 S = JobState

@@ -19,8 +19,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from framecast.jobs import JobKind, JobState, NewJob
 from framecast.storage import Store, StoreTimeouts, StoreUnavailable, dialects
+from framecast.values import JobKind, JobState, NewJob
 from tests.e2e.servers import Relay
 
 GUILD, CHANNEL, USER = 111_111_111_111_111_111, 222_222_222_222_222_222, 333_333_333_333_333_333

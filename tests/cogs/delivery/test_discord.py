@@ -44,11 +44,11 @@ from framecast.app import (
 )
 from framecast.clock import SystemClock
 from framecast.config import Secret, Settings
-from framecast.jobs import Job, JobKind, JobState, NewJob
-from framecast.jobs.reasons import Note
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimate
 from framecast.storage import Store
+from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values.reasons import Note
 from tests.fakes.discord_api import (
     TEXT_PERMISSIONS,
     FakeChannel,

@@ -10,8 +10,8 @@ from cogs.delivery.limits import DEFAULT_UPLOAD_LIMIT, KNOWN_LIMITS, UPLOAD_SLAC
 from cogs.delivery.notes import NOTE_KEYS, note_text
 from cogs.delivery.ping import ping_text
 from framecast.app import is_result_filename, result_filename
-from framecast.jobs import Job, JobKind, JobState
-from framecast.jobs.reasons import Note
+from framecast.values import Job, JobKind, JobState
+from framecast.values.reasons import Note
 
 MiB = 1024 * 1024
 

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from alembic import op
 
 from framecast.guilds.settings import KeyStatus
-from framecast.jobs import ACTIVE, JobKind, JobState
 from framecast.storage.schema import sql_list
+from framecast.values import ACTIVE, JobKind, JobState
 
 revision = "0001_baseline"
 down_revision = None
