@@ -434,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"framecast: configuration error: {line}", file=sys.stderr)
         return EXIT_SETUP
     # The operator's secrets are masked in every record (Settings.secrets). Servers' own API keys
-    # are masked too, once the service accepted them and while they are in use (framecast.keys.accounts
+    # are masked too, once the service accepted them and while they are in use (framecast.accounts
     # publishes them: framecast.logsetup.mask_secrets); discord.py's DEBUG dump of the key modal is
     # scrubbed whatever was typed.
     setup_logging(settings.log_level, secrets=settings.secrets())

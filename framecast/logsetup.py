@@ -6,7 +6,7 @@ them in the formatted message, whatever logger produced it.
 
 Two kinds of secrets are masked: the operator's own (given to :func:`setup_logging`: always
 masked) and the servers' API keys, published by their owner through :func:`mask_secrets` while
-they are accepted and in use (:class:`framecast.keys.accounts.Accounts`). A key an admin merely
+they are accepted and in use (:class:`framecast.accounts.Accounts`). A key an admin merely
 typed is never registered: masking it would let anyone with Manage Server blank any word out of
 the operator's logs; the check of a typed key keeps it out of the log itself (the service client
 scrubs its own key from every message it makes).

@@ -25,13 +25,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from framecast.accounts import Accounts, KeyCheck
 from framecast.app.key_checks import KEY_CHECKS_PER_HOUR, KeyCheckThrottle
 from framecast.app.model_choice import check_model, server_default_usable
 from framecast.app.problems import IntakeError, IntakeProblem
 from framecast.app.settings_book import SettingsBook
 from framecast.clock import Clock
 from framecast.guilds.settings import GuildSettings, KeyStatus, Policy, Setting, Source, quota_window
-from framecast.keys.accounts import Accounts, KeyCheck
 from framecast.keys.vault import KeyVault, KeyVaultState, last4
 from framecast.logsetup import SECRET_INPUT_MARK
 from framecast.service.model_list import ModelCache

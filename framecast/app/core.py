@@ -4,7 +4,7 @@
 
 1. the HTTP session, the job store (SQLite), the servers' settings (cached in memory), the key
    vault, the guild queues and the accounts: one request budget, service client and planner per
-   API key (the operator's, and each server's own, see :mod:`framecast.keys.accounts`);
+   API key (the operator's, and each server's own, see :mod:`framecast.accounts`);
 2. the model cache (the service's model list, read with the operator's key, refreshed in the
    background);
 3. the chat side (a :class:`ChatSide`, built by the caller's factory from the store, the queues
@@ -30,6 +30,7 @@ from typing import Generic, TypeVar
 
 import aiohttp
 
+from framecast.accounts import Accounts
 from framecast.app.admins import Admins
 from framecast.app.chat import ChatSide, ChatSideFactory
 from framecast.app.deletion import Deletions
@@ -48,7 +49,6 @@ from framecast.jobs.outage import StoreOutage
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import JobRunner, RunnerSettings
 from framecast.jobs.scheduler import Scheduler
-from framecast.keys.accounts import Accounts
 from framecast.keys.vault import KeyVault
 from framecast.ops.metrics import ActiveJobs, Metrics
 from framecast.planner.planner import PlannerSettings

@@ -69,7 +69,7 @@ class ResultLoader(Protocol):
 
 
 class JobKeys(Protocol):
-    """Which key a job ran on (:class:`~framecast.keys.accounts.Accounts`)."""
+    """Which key a job ran on (:class:`~framecast.accounts.Accounts`)."""
 
     def for_job(self, job: Job) -> KeyAccount | None:
         """The key that created the job's task (None: it is gone)."""

@@ -1,4 +1,4 @@
-"""Which API key runs a job, as the runner sees it (:mod:`framecast.keys.accounts` implements it).
+"""Which API key runs a job, as the runner sees it (:mod:`framecast.accounts` implements it).
 
 Each job runs on one key: the operator's, or its server's own. The runner reaches keys only
 through these two protocols, so the jobs package does not depend on how keys are stored or budgeted.
@@ -84,7 +84,7 @@ class NoPlan:
 
 
 class KeyAccount(Protocol):
-    """One API key as the runner uses it (:class:`framecast.keys.accounts.Account` implements it)."""
+    """One API key as the runner uses it (:class:`framecast.accounts.Account` implements it)."""
 
     @property
     def owner(self) -> int | None:
@@ -107,7 +107,7 @@ class KeyAccount(Protocol):
 
 
 class JobAccounts(Protocol):
-    """Which key runs which job (:class:`framecast.keys.accounts.Accounts` implements it)."""
+    """Which key runs which job (:class:`framecast.accounts.Accounts` implements it)."""
 
     def for_job(self, job: Job) -> KeyAccount | None:
         """The key `job` runs on (None: the key that created its task is gone).

@@ -86,7 +86,7 @@ class Admission(Protocol):
 
 @runtime_checkable
 class AccountAdmission(Protocol):
-    """Admission per API key (:class:`framecast.keys.accounts.Accounts` implements it).
+    """Admission per API key (:class:`framecast.accounts.Accounts` implements it).
 
     Keys are opaque hashable values naming an account; slots are counted per key.
     """

@@ -39,12 +39,12 @@ from typing import Protocol
 
 from framecast.clock import Clock
 from framecast.jobs.queues import GuildQueues
-from framecast.keys.budget import Budget
 from framecast.planner.costs import IMAGE_REQUESTS
 from framecast.planner.ladder import ladder_quantile, poll_at, top_after
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.planner.starts import Slots, VideoAdmission, play_starts
+from framecast.service.budget import Budget
 from framecast.values import Job, JobKind, JobState
 
 __all__ = [

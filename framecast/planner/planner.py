@@ -46,7 +46,6 @@ from dataclasses import dataclass
 
 from framecast.clock import Clock
 from framecast.jobs.queues import GuildQueues
-from framecast.keys.budget import Budget
 from framecast.planner.costs import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO
 from framecast.planner.estimate import Estimate, Forecast, QueuePace
 from framecast.planner.policy import KeyView, admits, video_rule
@@ -56,6 +55,7 @@ from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedVie
 from framecast.planner.starts import VideoAdmission
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
+from framecast.service.budget import Budget
 from framecast.storage import Store
 from framecast.storage.faults import is_store_outage
 from framecast.values import Job, JobKind

@@ -20,9 +20,9 @@ from aiohttp.abc import AbstractResolver
 
 from framecast.clock import Clock
 from framecast.config import GEN_IMAGE_JSON_MAX_BYTES, GEN_JSON_MAX_BYTES, Secret
-from framecast.keys.budget import Budget
 from framecast.ops.metrics import OPERATOR_KEY, Metrics
 from framecast.safetext import clean_text
+from framecast.service.budget import Budget
 from framecast.service.download import ResultFetcher
 from framecast.service.errors import (
     BadResponse,

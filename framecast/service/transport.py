@@ -39,10 +39,10 @@ import yarl
 from framecast.backoff import backoff_delay
 from framecast.clock import Clock
 from framecast.config import Secret
-from framecast.keys.budget import Budget
 from framecast.ops.metrics import OPERATOR_KEY, Metrics
 from framecast.safetext import clean_text
 from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge, BodyUndecodable, read_body
+from framecast.service.budget import Budget
 from framecast.service.errors import (
     AuthError,
     BadResponse,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
+from framecast.accounts import KeyCheck
 from framecast.app.chat import Delivered, DeliveryOutcome, ResultFile, ResultToDeliver
 from framecast.app.core import Core
 from framecast.app.intake import IntakeError, IntakeProblem, Requester
@@ -21,7 +22,6 @@ from framecast.clock import Clock
 from framecast.config import Secret, Settings
 from framecast.guilds.settings import Setting, SettingsError
 from framecast.jobs.queues import QueuePositions
-from framecast.keys.accounts import KeyCheck
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
 from framecast.storage import Store

@@ -350,7 +350,7 @@ async def test_a_server_key_has_its_own_request_budget(start_synced: StartWorld)
     )
     msg = await set_key(world, SERVER_KEY)
     assert "…wxyz" in msg.content, (msg.content, world.bot.log_text()[-4000:])
-    # The key check goes through a budget of its own (framecast.keys.accounts.check_key), not the new
+    # The key check goes through a budget of its own (framecast.accounts.Accounts.check_key), not the new
     # account's: let its window pass so that only the account's requests are measured.
     await asyncio.sleep(1.1)
     its = []

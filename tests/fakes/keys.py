@@ -1,7 +1,7 @@
 """One API key for every job: the runner's :class:`~framecast.jobs.job_keys.JobAccounts` in tests.
 
 Moved out of the product (it was ``SingleKey`` in ``framecast/jobs/runner.py``): production runs
-every job on :class:`framecast.keys.accounts.Accounts`.
+every job on :class:`framecast.accounts.Accounts`.
 """
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ import pytest
 import redis.asyncio as aioredis
 from cryptography.fernet import Fernet
 
+from framecast.accounts import Accounts, KeyCheck
 from framecast.clock import SystemClock
 from framecast.config import RateLimit, Secret, Settings
 from framecast.jobs.queues import GuildQueues
-from framecast.keys.accounts import Accounts, KeyCheck
 from framecast.keys.budget import KeptBudgets, RequestBudget
 from framecast.keys.shared_budget import KEY_PREFIX, budget_key_id
 from framecast.keys.vault import KeyVault

@@ -12,10 +12,10 @@ import redis.asyncio as aioredis
 from cryptography.fernet import Fernet
 from redis.exceptions import RedisError
 
+from framecast.accounts import Accounts
 from framecast.clock import SystemClock
 from framecast.config import ConfigError, Secret, Settings
 from framecast.jobs.queues import GuildQueues
-from framecast.keys.accounts import Accounts
 from framecast.keys.redis_names import SECRET_MARK, SecretMismatch, check_secret
 from framecast.keys.vault import KeyVault
 from framecast.planner.planner import PlannerSettings

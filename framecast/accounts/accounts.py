@@ -1,6 +1,7 @@
 """API keys as accounts: the operator's key, and each server's own key, with a budget and planner each.
 
-Every API key the bot uses is one :class:`Account`: its own :class:`~framecast.keys.budget.Budget`
+Every API key the bot uses is one :class:`~framecast.accounts.parts.Account`: its own
+:class:`~framecast.service.budget.Budget`
 (the service limits each key on its own), its own :class:`~framecast.service.GenerationClient` (which
 carries only that key, to the service's origin only) and its own
 :class:`~framecast.planner.planner.Planner` (which spends that budget). :class:`Accounts` holds them:
@@ -25,26 +26,25 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass, field
-from enum import StrEnum
 
 import aiohttp
 from redis.exceptions import RedisError
 
+from framecast.accounts.parts import Account, KeyCheck, KeyParts
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
 from framecast.guilds.settings import KeyStatus
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import KeyAccount
 from framecast.jobs.scheduler import Admission
-from framecast.keys.budget import Budget, KeptBudgets
+from framecast.keys.budget import KeptBudgets
 from framecast.keys.redis_names import check_secret
 from framecast.keys.shared_budget import budget_key_id, connect, open_budget
 from framecast.keys.vault import KeyUnreadable, KeyVault, KeyVaultState, last4
 from framecast.logsetup import mask_secrets
-from framecast.ops.metrics import UNCHECKED_KEY, BudgetReading, Metrics, key_label
+from framecast.ops.metrics import UNCHECKED_KEY, Metrics, key_label
 from framecast.planner.estimate import Estimate
-from framecast.planner.planner import PlannedJob, Planner, PlannerSettings
+from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import SharedPlanState
 from framecast.service import GenerationClient
 from framecast.service.errors import AuthError, ServiceError
@@ -52,95 +52,9 @@ from framecast.storage import Store, StoredKey
 from framecast.values import Job, JobState
 from framecast.values.service_requests import Priority
 
-__all__ = ["Account", "Accounts", "KeyCheck", "KeyParts"]
+__all__ = ["Accounts"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class KeyParts:
-    """What one API key owns, however many servers set it: its budget, client and planner.
-
-    The service limits requests per key, so two servers that set the same key share one budget
-    and one planner (and the operator's, if a server sets the operator's key).
-    """
-
-    key: Secret = field(repr=False)
-    label: str  # the key's name in the metrics (never the key)
-    budget: Budget
-    client: GenerationClient
-    planner: Planner
-    #: What the planner shares with other processes on this key (``REDIS_URL``); None: alone.
-    shared: SharedPlanState | None = field(default=None, repr=False)
-    #: Accounts using these parts; closed when the last one goes.
-    users: int = 0
-
-    def budget_reading(self) -> BudgetReading:
-        """The budget's gauges now (read by the metrics at scrape time)."""
-        b = self.budget
-        return BudgetReading(used=b.used(), limit=b.limit, allowed=b.allowed, waiting=b.waiting)
-
-    async def close(self, *, keep_budget: bool = False) -> None:
-        """Close the client's own session, the budget's timer (unless kept) and the planner's shared state."""
-        if self.shared is not None:
-            await self.shared.aclose()
-        await self.client.close()
-        if not keep_budget:
-            self.budget.close()
-
-
-@dataclass(eq=False)
-class Account:
-    """One server's (or the operator's) use of an API key: its :class:`KeyParts` and its status."""
-
-    owner: int | None  # the guild whose own key this is; None: the operator's
-    last4: str  # the only part of a server's key ever shown (to its admins); "" for the operator's
-    parts: KeyParts
-    #: The service answered 401 to this key (its admins were told once).
-    rejected: bool = False
-    #: Jobs a runner is working on with this key (a replaced key stays open until they end).
-    jobs: set[int] = field(default_factory=set, repr=False)
-
-    @property
-    def key(self) -> Secret:
-        """The API key."""
-        return self.parts.key
-
-    @property
-    def budget(self) -> Budget:
-        """The key's request budget (shared by every server using the key)."""
-        return self.parts.budget
-
-    @property
-    def client(self) -> GenerationClient:
-        """The service client carrying the key."""
-        return self.parts.client
-
-    @property
-    def planner(self) -> Planner:
-        """The key's planner."""
-        return self.parts.planner
-
-    def plan(self, job: Job) -> PlannedJob:
-        """`job`'s handle on the key's planner (the runner's :class:`~framecast.jobs.job_keys.JobPlan`)."""
-        return self.parts.planner.plan(job)
-
-    @property
-    def label(self) -> str:
-        """The key's name in the metrics: ``operator``, or ``guild-`` and a keyed hash (:func:`key_label`)."""
-        return self.parts.label
-
-    def budget_reading(self) -> BudgetReading:
-        """The budget's gauges now (read by the metrics at scrape time)."""
-        return self.parts.budget_reading()
-
-
-class KeyCheck(StrEnum):
-    """What one model-list call with a key said about it."""
-
-    OK = "ok"
-    REJECTED = "rejected"  # the service refused it (401/403), or it cannot be a key at all
-    UNREACHABLE = "unreachable"  # no answer worth judging (down, 5xx, timeout): try again later
 
 
 class Accounts:

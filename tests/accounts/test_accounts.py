@@ -19,12 +19,12 @@ import pytest
 from cryptography.fernet import Fernet
 from prometheus_client import generate_latest
 
+from framecast.accounts import Accounts, KeyCheck
 from framecast.clock import SystemClock
 from framecast.config import RateLimit, Secret, Settings
 from framecast.guilds.settings import KeyStatus
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import JobRunner
-from framecast.keys.accounts import Accounts, KeyCheck
 from framecast.keys.vault import KeyVault
 from framecast.ops.metrics import Metrics, key_label
 from framecast.planner.planner import PlannerSettings
