@@ -24,19 +24,29 @@ from cogs.startup import ReconnectLogFilter, connect_patiently
 from cogs.tree import FramecastTree, set_install_scope
 from cogs.web_members import DiscordDirectory
 from framecast.app.core import Core
+from framecast.app.process import (
+    EXIT_GAVE_UP,
+    Backoff,
+    CheckOutcome,
+    Clock,
+    ConfigError,
+    Estimates,
+    HeapFreezer,
+    LoopWatchdog,
+    Metrics,
+    OpsServer,
+    QueuePositions,
+    Settings,
+    Store,
+    StoreError,
+    SystemClock,
+    load_settings,
+    raise_fd_limit,
+    setup_logging,
+    track_heap,
+)
 from framecast.app.setup_checks import CheckedSetup, SetupProblem, check_setup
 from framecast.app.web import web_cases
-from framecast.backoff import Backoff
-from framecast.clock import Clock, SystemClock
-from framecast.config import ConfigError, Settings, load_settings
-from framecast.jobs.queues import QueuePositions
-from framecast.logsetup import setup_logging
-from framecast.ops.heap import HeapFreezer, track_heap
-from framecast.ops.http import CheckOutcome, OpsServer
-from framecast.ops.metrics import Metrics
-from framecast.ops.watchdog import EXIT_GAVE_UP, LoopWatchdog
-from framecast.planner.estimate import Estimates
-from framecast.storage import Store, StoreError
 from web.server import WebConfig, WebServer
 
 # Named, not __name__: run as a script this module is "__main__", and operators read "framecast".
@@ -439,8 +449,6 @@ def main(argv: list[str] | None = None) -> int:
     # scrubbed whatever was typed.
     setup_logging(settings.log_level, secrets=settings.secrets())
     logging.getLogger("discord.client").addFilter(ReconnectLogFilter())
-    from framecast.ops.fdlimit import raise_fd_limit
-
     raise_fd_limit()  # every socket is a descriptor: lift the soft limit (often 1,024) to the hard one
     return asyncio.run(run(settings, sync_commands=args.sync))
 

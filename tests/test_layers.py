@@ -7,6 +7,12 @@ Three floors, knowledge pointing down (see ``/docs/ARCHITECTURE.md``):
 * the core (``framecast/``) knows nothing of Discord: it imports neither ``discord`` nor the edge;
 * the machinery (``framecast/`` outside ``framecast/app/``) never imports the application above it.
 
+* ``bot.py`` too reaches the core only through ``framecast.app`` (its package or its modules);
+* the packages of the core (``framecast/jobs/``, ``keys/``, ..., and each top-level module such as
+  ``framecast/clock.py``) form a DAG, every import counted (in functions and under
+  ``if TYPE_CHECKING:`` too), and the ground floor (:data:`GROUND`: ``framecast/values/`` and the
+  top-level modules) imports nothing of ours.
+
 Plus: no import cycle between the modules of ``framecast/`` and ``cogs/``, and no product module
 over :data:`MAX_LINES` lines. Each test lists every violation it finds, one per line.
 """
@@ -23,6 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 MAX_LINES = 600
 #: The one door of the core the Discord edge may use.
 APP = "framecast.app"
+#: The ground floor's package: the pure values every package shares (the top-level modules of
+#: ``framecast/`` are on the ground floor too, see :func:`_on_the_ground`).
+GROUND = "framecast.values"
 
 
 @dataclass(frozen=True)
@@ -191,6 +200,82 @@ def test_the_machinery_never_imports_the_application() -> None:
         for imp in imports
         if _under(imp.target, APP)
     ]
+    assert not violations, _report(violations)
+
+
+def test_bot_imports_from_the_core_only_the_application() -> None:
+    """``bot.py`` assembles the process from ``framecast.app`` alone (``app.core``, ``app.process``...),
+    every import counted, never the store, the queues or the ops server directly."""
+    violations = [
+        f"{imp.where()}: bot imports {imp.target}"
+        for imp in IMPORTS["bot"]
+        if _under(imp.target, "framecast") and not _under(imp.target, APP)
+    ]
+    assert not violations, _report(violations)
+
+
+def _core_unit(name: str) -> str | None:
+    """The package of the core (or top-level module) a dotted name lies in: ``framecast.jobs.runner``
+    -> ``framecast.jobs``; ``framecast.clock.Clock`` -> ``framecast.clock``; None outside the core."""
+    parts = name.split(".")
+    if parts[0] != "framecast" or len(parts) < 2:
+        return None
+    return ".".join(parts[:2])
+
+
+def _on_the_ground(module: str) -> bool:
+    """The ground floor: ``framecast/values/`` and the top-level modules (``framecast/clock.py``...)."""
+    unit = _core_unit(module)
+    if unit is None:
+        return False
+    return unit == GROUND or (module == unit and MODULES[module].name != "__init__.py")
+
+
+def _package_edges() -> dict[str, dict[str, list[str]]]:
+    """unit -> imported unit -> where, over every import of the core (top-level or not)."""
+    edges: dict[str, dict[str, list[str]]] = {}
+    for module, imports in IMPORTS.items():
+        source = _core_unit(module)
+        if source is None:
+            continue
+        edges.setdefault(source, {})
+        for imp in imports:
+            target = _core_unit(imp.target)
+            if target is not None and target != source:
+                where = imp.where()
+                found = edges[source].setdefault(target, [])
+                if where not in found:  # ``from a import b, c`` is one statement, one place
+                    found.append(where)
+    return edges
+
+
+def test_the_packages_of_the_core_form_a_dag() -> None:
+    """No two packages of the core (nor a package and a top-level module) import each other, even
+    through others, counting imports in functions and under ``if TYPE_CHECKING:``: a package can be
+    read, tested and changed with only the floors below it in mind."""
+    edges = _package_edges()
+    graph = {unit: set(targets) for unit, targets in edges.items()}
+    violations = []
+    for cycle in _cycles(graph):
+        links = [
+            f"{a} -> {b} ({', '.join(edges[a][b])})" for a in cycle for b in sorted(graph[a]) if b in cycle
+        ]
+        violations.append(f"cycle of {len(cycle)} packages: " + "; ".join(links))
+    assert not violations, _report(violations)
+
+
+def test_the_ground_floor_imports_nothing_of_ours() -> None:
+    """``framecast/values/`` imports only itself, and a top-level module of ``framecast/`` nothing of
+    ``framecast`` at all: the values everyone shares never pull another package in."""
+    violations = [] if GROUND in MODULES else [f"{GROUND}: no ground floor (the package is missing)"]
+    for module, imports in IMPORTS.items():
+        if not _on_the_ground(module):
+            continue
+        own = _core_unit(module)
+        for imp in imports:
+            unit = _core_unit(imp.target)
+            if unit is not None and not (own == GROUND and unit == GROUND):
+                violations.append(f"{imp.where()}: {module} imports {imp.target}")
     assert not violations, _report(violations)
 
 
