@@ -1,6 +1,6 @@
 """What a job sends to the service, and what of the service's words it keeps or posts.
 
-The runner's translations between a stored :class:`~framecast.jobs.Job` and the service: the
+The runner's translations between a stored :class:`~framecast.values.Job` and the service: the
 parameters of its create (the member's prompt inside its style, if it has one), the service's own
 failure text made safe for the member, and a result's link made safe to post.
 """
