@@ -39,8 +39,9 @@ from framecast.jobs.runner import KeyAccount
 from framecast.jobs.scheduler import Admission
 from framecast.keys.budget import KeptBudgets
 from framecast.keys.redis_names import check_secret
+from framecast.keys.server_keys import OpenedKey, ServerKeys
 from framecast.keys.shared_budget import budget_key_id, connect, open_budget
-from framecast.keys.vault import KeyUnreadable, KeyVault, KeyVaultState, last4
+from framecast.keys.vault import KeyVault, KeyVaultState
 from framecast.logsetup import mask_secrets
 from framecast.ops.metrics import UNCHECKED_KEY, Metrics, key_label
 from framecast.planner.estimate import Estimate
@@ -48,7 +49,7 @@ from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import SharedPlanState
 from framecast.service import GenerationClient
 from framecast.service.errors import AuthError, ServiceError
-from framecast.storage import Store, StoredKey
+from framecast.storage import Store
 from framecast.values import Job, JobState
 from framecast.values.service_requests import Priority
 
@@ -82,13 +83,12 @@ class Accounts:
         self._clock = clock
         self._store = store
         self._queues = queues
-        self._vault = vault
+        self._keys = ServerKeys(store=store, vault=vault)  # the servers' stored keys, decrypted
         self._planner_settings = planner_settings
         self._metrics = metrics
         self._operator: Account | None = None
         self._guild: dict[int, Account] = {}
         self._parts: dict[Secret, KeyParts] = {}  # one budget, client and planner per key
-        self._unreadable: set[int] = set()  # stored keys the vault cannot decrypt (secret changed)
         self._retired: list[Account] = []  # replaced or removed keys still used by running jobs
         self._bound: dict[int, Account] = {}  # job id -> the account its runner uses
         self._admission_listeners: list[Callable[[], None]] = []
@@ -110,9 +110,7 @@ class Accounts:
             return False  # the budgets log the outage; a probe every few seconds adds nothing
 
     def __repr__(self) -> str:
-        return (
-            f"<Accounts guild_keys={len(self._guild)} retired={len(self._retired)} vault={self._vault.state}>"
-        )
+        return f"<Accounts guild_keys={len(self._guild)} retired={len(self._retired)} vault={self._keys.vault_state}>"
 
     @classmethod
     async def open(
@@ -156,38 +154,19 @@ class Accounts:
         return self
 
     async def _load_guild_keys(self) -> None:
-        stored = await self._store.all_guild_keys()
-        if not stored:
+        stored = await self._keys.open_all()
+        if stored is None:
             return
-        if self._vault.state is KeyVaultState.DISABLED:
-            # The operator turned server keys off (GUILD_KEYS=off): every server uses the operator's
-            # key; the stored ciphertext is kept for when they are back on.
-            log.warning(
-                "%d server key(s) are stored but server keys are %s: those servers use the operator's key",
-                len(stored),
-                self._vault.state.value,
-            )
-            return
-        # Without KEY_ENCRYPTION_SECRET (NO_SECRET) every stored key is unreadable: each server is
-        # refused, not moved onto the operator's key (_load). One such key never stops the start.
-        for row in stored:
-            await self._load(row)
+        # A stored key no secret opens is left out by open_all: that server is refused, not moved
+        # onto the operator's key. One such key never stops the start.
+        for opened in stored:
+            await self._load(opened)
         log.info("opened %d server key(s)", len(self._guild))
 
-    async def _load(self, row: StoredKey) -> None:
-        try:
-            key = self._vault.decrypt(row.token)
-        except KeyUnreadable:
-            # Not silently the operator's key either: the intake refuses until an admin sets it again.
-            log.warning(
-                "guild %s: its stored API key cannot be decrypted (KEY_ENCRYPTION_SECRET changed or unset?)",
-                row.guild_id,
-            )
-            self._unreadable.add(row.guild_id)
-            return
-        account = await self._open_account(row.guild_id, key, row.last4)
-        account.rejected = row.status is KeyStatus.REJECTED
-        self._guild[row.guild_id] = account
+    async def _load(self, opened: OpenedKey) -> None:
+        account = await self._open_account(opened.guild_id, opened.key, opened.last4)
+        account.rejected = opened.rejected
+        self._guild[opened.guild_id] = account
         self._admission_changed()
 
     async def load_guild(self, guild_id: int) -> None:
@@ -196,13 +175,11 @@ class Accounts:
         Called before taking over a job of a guild this process does not serve: its key may have
         been set in the process that does, after this one started.
         """
-        if guild_id in self._guild or guild_id in self._unreadable:
+        if guild_id in self._guild:
             return
-        if self._vault.state is KeyVaultState.DISABLED:
-            return
-        row = await self._store.guild_key(guild_id)
-        if row is not None:
-            await self._load(row)
+        opened = await self._keys.open_one(guild_id)
+        if opened is not None:
+            await self._load(opened)
             self._mask_keys_in_use()
 
     async def _open_account(self, owner: int | None, key: Secret, shown: str) -> Account:
@@ -288,7 +265,7 @@ class Accounts:
     @property
     def vault_state(self) -> KeyVaultState:
         """Whether servers may set their own keys (see :class:`~framecast.keys.vault.KeyVaultState`)."""
-        return self._vault.state
+        return self._keys.vault_state
 
     def for_guild(self, guild_id: int) -> Account:
         """The guild's own account if it set a key (even one the service rejected), else the operator's."""
@@ -302,7 +279,7 @@ class Accounts:
         (None: that server's key is gone, so no key may poll its task).
         """
         if job.state in (JobState.QUEUED, JobState.SUBMITTING):
-            return None if job.guild_id in self._unreadable else self.for_guild(job.guild_id)
+            return None if self._keys.unreadable(job.guild_id) else self.for_guild(job.guild_id)
         bound = self._bound.get(job.id)
         if bound is not None:
             return bound
@@ -312,7 +289,7 @@ class Accounts:
 
     def guild_key_state(self, guild_id: int) -> KeyStatus | None:
         """The guild's own key: OK, REJECTED (also when it cannot be decrypted), or None (none set)."""
-        if guild_id in self._unreadable:
+        if self._keys.unreadable(guild_id):
             return KeyStatus.REJECTED
         account = self._guild.get(guild_id)
         if account is None:
@@ -323,7 +300,7 @@ class Accounts:
         """The guild stored a key that no key of ``KEY_ENCRYPTION_SECRET`` opens (or the secret is
         unset): its jobs are refused, not moved onto the operator's key, until an admin sets or
         removes it."""
-        return guild_id in self._unreadable
+        return self._keys.unreadable(guild_id)
 
     def bind(self, job_id: int, account: KeyAccount) -> None:
         """A runner works on the job with `account` (kept open, even if replaced, until :meth:`unbind`)."""
@@ -415,14 +392,11 @@ class Accounts:
         if guild_id == by:
             # A person's own queue (its id is theirs) always uses the operator's key.
             raise ValueError("a personal queue has no server key")
-        key = key.strip()
-        token = self._vault.encrypt(key)
-        shown = last4(key)
-        await self._store.set_guild_key(guild_id, token, shown, by=by)
-        account = await self._open_account(guild_id, Secret(key), shown)
+        saved = await self._keys.save(guild_id, key, by=by)
+        account = await self._open_account(guild_id, saved.key, saved.last4)
         old = self._guild.get(guild_id)
         self._guild[guild_id] = account
-        self._unreadable.discard(guild_id)
+        self._keys.forget_unreadable(guild_id)
         await self._retire(old)
         self._mask_keys_in_use()
         log.info("guild %s: user %s set the server's own API key", guild_id, by)
@@ -430,10 +404,9 @@ class Accounts:
 
     async def remove_guild_key(self, guild_id: int, *, by: int) -> bool:
         """Back to the operator's key for the guild's new jobs; False if it had no key."""
-        removed = await self._store.delete_guild_key(guild_id, by=by)
+        removed = await self._keys.remove(guild_id, by=by)
         old = self._guild.pop(guild_id, None)
-        unreadable = guild_id in self._unreadable
-        self._unreadable.discard(guild_id)
+        unreadable = self._keys.forget_unreadable(guild_id)
         await self._retire(old)
         self._mask_keys_in_use()
         if removed or old is not None or unreadable:
@@ -459,7 +432,7 @@ class Accounts:
         guild_id = account.owner
         if self._guild.get(guild_id) is not account:
             return  # replaced or removed meanwhile: the admins already acted
-        await self._store.mark_guild_key(guild_id, KeyStatus.REJECTED)
+        await self._keys.mark_rejected(guild_id)
         log.warning("guild %s: the service rejected the server's own API key; telling its admins", guild_id)
         self._admission_changed()
         for listener in list(self._rejected_listeners):

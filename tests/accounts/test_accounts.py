@@ -203,7 +203,13 @@ async def test_check_key_on_an_unreachable_service(rig: Rig) -> None:
 
 async def test_a_key_set_by_another_process_is_opened_before_a_takeover(rig: Rig) -> None:
     """Two processes on one store: the one that did not see the key being set loads it on demand."""
-    other = await open_accounts(rig.settings, rig.session, rig.store, rig.queues, rig.accounts._vault)
+    other = await open_accounts(
+        rig.settings,
+        rig.session,
+        rig.store,
+        rig.queues,
+        KeyVault(enabled=True, secret=rig.settings.key_encryption_secret),
+    )
     try:
         await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)  # in "the other process"
         assert other.for_guild(GUILD).owner is None  # not known here yet

@@ -443,5 +443,5 @@ async def test_a_job_queued_before_the_secret_was_removed_fails_with_the_unreada
     finally:
         await core.close()
     # Start-up went on, with a warning naming the guild only.
-    warned = [r.getMessage() for r in caplog.records if r.name == "framecast.accounts.accounts"]
+    warned = [r.getMessage() for r in caplog.records if r.name == "framecast.keys.server_keys"]
     assert any(f"guild {GUILD}:" in line and "cannot be decrypted" in line for line in warned)
