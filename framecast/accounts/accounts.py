@@ -8,7 +8,7 @@ carries only that key, to the service's origin only) and its own
 
 * the operator's account, from ``GEN_API_KEY``;
 * one account per server that set its own key (``/settings key``): opened at start-up from the
-  store (the key decrypted by the :class:`~framecast.keys.vault.KeyVault`) and whenever an admin sets
+  store (read and decrypted by :class:`~framecast.keys.server_keys.ServerKeys`) and whenever an admin sets
   one. A server's jobs use its own key from then on, never silently the operator's: a key the
   service rejects (401) stays that server's (new jobs are refused by the intake until an admin sets
   a new one), and a job whose task was created with a key that is gone after a restart fails.
