@@ -66,6 +66,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import older_trees  # noqa: E402  (beside this file: today's names for an older tree's values)
+
 
 def _code_from_git() -> str | None:
     """``--code REV``: run the framecast of that commit (``git archive REV framecast`` into a
@@ -81,6 +83,8 @@ def _code_from_git() -> str | None:
     )
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     sys.path.insert(0, str(into))
+    # That tree may predate framecast/values/: this tree's names of its values become aliases.
+    older_trees.alias_moved_values()
     return rev
 
 
