@@ -15,7 +15,8 @@ shape). Two things make them honest:
   never "finishing" for minutes.
   When polls fall due together on a busy key, a poll waits for the ones before it: "left" counts
   that wait too (:meth:`Forecast._queued`).
-* **"starts in" plays the planner's own admission forward** (:mod:`framecast.planner.starts`): over
+* **"starts in" plays the planner's own admission forward** (:mod:`framecast.planner.starts`, the
+  same :func:`~framecast.planner.policy.admits`): over
   the requests the running tasks are expected to make and the budget's slots as they free, the
   images waiting on the key first, a queued video starts when the rule the planner starts videos
   by would let it. The queue does not move at an even pace: a batch's first videos start at once,
@@ -45,7 +46,8 @@ from framecast.planner.costs import IMAGE_REQUESTS
 from framecast.planner.ladder import ladder_quantile, poll_at, top_after
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
-from framecast.planner.starts import Slots, VideoAdmission, play_starts
+from framecast.planner.starts import Slots, play_starts
+from framecast.planner.tuning import PlannerTuning
 
 __all__ = [
     "DurationCdf",
@@ -247,13 +249,13 @@ class Forecast:
         queues: GuildQueues,
         scope: Callable[[int], bool] | None,
         pace: Callable[[], QueuePace],
-        admission: Callable[[float], VideoAdmission],
+        tuning: PlannerTuning,
         images_first: Callable[[], int],
         started_since: Callable[[float], dict[int, int]] = lambda since: {},
     ) -> None:
         """`scope(guild_id)`: whether a guild's jobs wait for this key (None: every guild's).
 
-        `admission(allowed)`: the planner's rule for starting a video, for a window of `allowed`;
+        `tuning`: the admission policy's numbers (the policy is played forward for "starts in");
         `images_first()`: the images waiting that go before the polls expected to see a result;
         `started_since(wall)`: per server, the videos created since then that started on the key.
         """
@@ -263,7 +265,7 @@ class Forecast:
         self._queues = queues
         self._scope = scope
         self._pace = pace
-        self._admission = admission
+        self._tuning = tuning
         self._images_first = images_first
         self._started_since = started_since
         # The queued videos' starts as last played forward (monotonic), when, for how many queued
@@ -575,7 +577,9 @@ class Forecast:
             count=videos,
             planned=planned,
             slots=self._slots(now, pace),
-            rule=self._admission(max(1, self._budget.allowed) / pace.processes),
+            tuning=self._tuning,
+            window=self._budget.window,
+            allowed=max(1, self._budget.allowed) / pace.processes,
             weighed=plan.new_video_requests,
             expected=plan.new_video_cost,
             # Long enough for the queue at twice a task's cost, and a whole task's polls beyond.
