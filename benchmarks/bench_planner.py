@@ -620,6 +620,7 @@ def rows(bound: float) -> list[Row]:
         ("busiest rate window", lambda r: f"{r.busiest_window}/{RATE_REQUESTS}"),
         ("command -> file, mean (what members wait)", lambda r: waited(statistics.fmean, r)),
         ("command -> file, median", lambda r: waited(statistics.median, r)),
+        ("command -> file, p90", lambda r: waited(lambda w: _quantile(w, 0.9), r)),
         ("completion -> file, median (x poll interval)", delay(0.5)),
         ("completion -> file, p90 (x poll interval)", delay(0.9)),
         (
@@ -670,6 +671,7 @@ class MixedResult:
     rejected: int
     busiest_window: int
     estimates: estimate_error.EstimateErrors | None = None  # each shown estimate vs what happened
+    waits: list[float] = field(default_factory=list)  # command -> file, every delivered job
 
 
 def make_mixed(guilds: int, seed: int) -> tuple[list[Clip], list[Clip]]:
@@ -706,6 +708,7 @@ def _mixed_figures(
         requests=len(authorised),
         rejected=sum(1 for r in authorised if r.status == 429),
         busiest_window=fake.max_in_window(),
+        waits=[(at - commanded[tag]) * scale for tag, at in delivered.items() if tag in commanded],
     )
 
 
@@ -845,6 +848,11 @@ def print_mixed(results: Sequence[MixedResult], bound: float) -> None:
     cells: list[tuple[str, Callable[[MixedResult], str]]] = [
         ("videos delivered", lambda r: f"{r.videos_delivered}/{r.videos}"),
         ("images delivered", lambda r: f"{r.images_delivered}/{r.images}"),
+        (
+            "members' wait (every job), mean",
+            lambda r: f"{statistics.fmean(r.waits):.0f} s" if r.waits else "-",
+        ),
+        ("members' wait (every job), p90", lambda r: f"{_quantile(r.waits, 0.9):.0f} s" if r.waits else "-"),
         ("image command -> file, p50", wait(0.5)),
         ("image command -> file, p90", wait(0.9)),
         ("image command -> file, max", wait(1.0)),
