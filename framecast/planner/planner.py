@@ -479,7 +479,6 @@ class Planner:
 
     def observed(self, task: PolledTask, status: TaskStatus | None) -> None:
         """A poll of `task` answered `status` (None: it failed): the plan and the forecast learn."""
-        self._forecast.polled(task.next_at, self._clock.monotonic(), likely_done=task.likely_done)
         self._polls.observed(task, status)
         self._changed()
 
