@@ -7,6 +7,15 @@ other processes' share) and asks :func:`admits`; nothing is recorded by asking. 
 (:func:`~framecast.planner.starts.play_starts`): one policy, asked now and played ahead. Every
 tuned number comes from :class:`~framecast.planner.tuning.PlannerTuning`.
 
+**The objective** (the one the whole planner serves; issue 34): the sum over jobs of what members
+wait, command to file, subject to the key's budget (never more requests in a window than it
+holds: no self-inflicted 429) and the servers taking turns in the queues (fairness is the queues',
+not the budget's). A request slot spent on one thing is not spent on another, so each rule below is
+one answer to "what does the next slot lower that sum most by": a poll that will see a result (a
+file sooner), an image's create (two slots for a whole file), a video's create (a file one task
+later, and its polls taken from the windows they fall in), or nothing (a poll that sees nothing
+costs every member waiting a slot). Makespan and requests per video follow; they are not goals.
+
 What the policy weighs (issue 17, measured in ``benchmarks/README.md``):
 
 * one video's create waits for the budget at a time (the queues, round-robin and cancellable, keep
