@@ -41,7 +41,8 @@ Markdown row per run: the members' wait (command -> file) mean and p90 beside th
 the estimates' median errors (their bias), requests per job, 429s and the busiest window.
 
 ``--code REV`` runs the framecast of a git commit instead of the working tree (``git archive`` into
-a temporary directory first on ``sys.path``), to measure the code before a change beside it.
+a temporary directory first on ``sys.path``), to measure the code before a change beside it;
+``--beside REV`` runs both at once, in two processes, and prints both tables.
 """
 
 from __future__ import annotations
@@ -1241,6 +1242,23 @@ async def main_random(
                 print(f"  {result.label}: {time.monotonic() - wall:.0f} real seconds", file=sys.stderr)
 
 
+def _beside(rev: str) -> None:
+    """``--beside REV``: this tree's code and the code of `rev` (``--code REV``) run the same shape in
+    two processes at the same time, so both meet the same load on the machine (runs of the same
+    code minutes apart differ by several seconds of wait); their tables are printed one after the
+    other, `rev`'s first."""
+    argv = sys.argv[1:]
+    at = argv.index("--beside")
+    argv = argv[:at] + argv[at + 2 :]
+    runs = [
+        subprocess.Popen([sys.executable, __file__, *extra, *argv], stdout=subprocess.PIPE, text=True)
+        for extra in (["--code", rev], [])
+    ]
+    for run in runs:
+        out, _ = run.communicate()
+        print(out, end="", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=48)
@@ -1266,7 +1284,16 @@ def main() -> None:
     parser.add_argument(
         "--code", default=None, help="run the framecast of this git commit (see _code_from_git)"
     )
+    parser.add_argument(
+        "--beside",
+        default=None,
+        metavar="REV",
+        help="also run the same shape on the framecast of this commit, at the same time (see _beside)",
+    )
     args = parser.parse_args()
+    if args.beside:
+        _beside(args.beside)
+        return
     names = [r for r in args.runs.split(",") if r]
     unknown = [r for r in names if r not in RUNS]
     if unknown:
