@@ -429,7 +429,7 @@ async def run_core(
         await fake.stop()
     tracks = {tag_of(t.job.params["prompt"]): t for t in chat.tracks.values()}
     delivered = {tag: t.delivered for tag, t in tracks.items() if t.delivered is not None}
-    label = f"framecast, {'with' if progress else 'no'} progress"
+    label = f"framecast{f' ({CODE})' if CODE else ''}, {'with' if progress else 'no'} progress"
     result = _figures(label, batch, fake, started, delivered, scale)
     if chat.estimates is not None:
         result.eta_errors, result.start_errors = _estimate_errors(tracks.values(), scale)
@@ -765,7 +765,7 @@ async def run_core_mixed(
     delivered = {
         tag_of(t.job.params["prompt"]): t.delivered for t in chat.tracks.values() if t.delivered is not None
     }
-    label = f"framecast, {'with' if progress else 'no'} progress"
+    label = f"framecast{f' ({CODE})' if CODE else ''}, {'with' if progress else 'no'} progress"
     result = _mixed_figures(label, videos, images, fake, started, commanded, delivered, scale)
     result.estimates = _shown_errors(chat.tracks.values(), scale)
     return result
