@@ -950,6 +950,8 @@ async def main_capped(guilds: int, scale: float, seed: int, runs: Sequence[Run])
         ("delivered", lambda r: f"{r.delivered}/{r.jobs}"),
         ("makespan", lambda r: f"{r.makespan:.0f} s"),
         ("makespan / cap bound", lambda r: f"{r.makespan / bound:.2f}x"),
+        ("members' wait, mean", lambda r: f"{statistics.fmean(r.waits):.0f} s" if r.waits else "-"),
+        ("members' wait, p90", lambda r: f"{_quantile(r.waits, 0.9):.0f} s" if r.waits else "-"),
         ("creates sent", lambda r: str(r.creates)),
         ("creates refused (429)", lambda r: str(r.refused_creates)),
         ("refusals per create", lambda r: f"{r.refused_creates / r.creates:.0%}" if r.creates else "-"),
