@@ -1,12 +1,12 @@
 """When queued videos start: the admission policy (:func:`~framecast.planner.policy.admits`) played
 forward over the budget's slots, for the forecast's "starts in".
 
-The queue therefore does not move at an even pace. While the running tasks owe little (a batch's
+The queue does not move at an even pace. While the running tasks owe little (a batch's
 start: most of its tasks wait for the scouts that learn their kind, see
 :mod:`framecast.planner.polls`), creates go out as fast as the budget frees slots; when their
 completions come due, the key's slots go to polls and creates wait; then about one create for each
 task's worth of requests. A pace (what a task costs over the key's rate) is right only on average
-and wrong by minutes at either end, so the forecast's "starts in" plays the same rule forward
+and wrong by minutes at either end, so the forecast's "starts in" asks the same policy at each slot
 (:func:`play_starts`) over the requests the plan expects, one budget slot at a time. Pure: times
 are whatever clock the caller uses (the planner's monotonic).
 """
