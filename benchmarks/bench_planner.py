@@ -41,7 +41,8 @@ Markdown row per run: the members' wait (command -> file) mean and p90 beside th
 the estimates' median errors (their bias), requests per job, 429s and the busiest window.
 
 ``--code REV`` runs the framecast of a git commit instead of the working tree (``git archive`` into
-a temporary directory first on ``sys.path``), to measure the code before a change beside it.
+a temporary directory first on ``sys.path``), to measure the code before a change beside it;
+``--beside REV`` runs both at once, in two processes, and prints both tables.
 """
 
 from __future__ import annotations
@@ -433,7 +434,7 @@ async def run_core(
         await fake.stop()
     tracks = {tag_of(t.job.params["prompt"]): t for t in chat.tracks.values()}
     delivered = {tag: t.delivered for tag, t in tracks.items() if t.delivered is not None}
-    label = f"framecast, {'with' if progress else 'no'} progress"
+    label = f"framecast{f' ({CODE})' if CODE else ''}, {'with' if progress else 'no'} progress"
     result = _figures(label, batch, fake, started, delivered, scale)
     if chat.estimates is not None:
         result.eta_errors, result.start_errors = _estimate_errors(tracks.values(), scale)
@@ -625,6 +626,7 @@ def rows(bound: float) -> list[Row]:
         ("busiest rate window", lambda r: f"{r.busiest_window}/{RATE_REQUESTS}"),
         ("command -> file, mean (what members wait)", lambda r: waited(statistics.fmean, r)),
         ("command -> file, median", lambda r: waited(statistics.median, r)),
+        ("command -> file, p90", lambda r: waited(lambda w: _quantile(w, 0.9), r)),
         ("completion -> file, median (x poll interval)", delay(0.5)),
         ("completion -> file, p90 (x poll interval)", delay(0.9)),
         (
@@ -675,6 +677,7 @@ class MixedResult:
     rejected: int
     busiest_window: int
     estimates: estimate_error.EstimateErrors | None = None  # each shown estimate vs what happened
+    waits: list[float] = field(default_factory=list)  # command -> file, every delivered job
 
 
 def make_mixed(guilds: int, seed: int) -> tuple[list[Clip], list[Clip]]:
@@ -711,6 +714,7 @@ def _mixed_figures(
         requests=len(authorised),
         rejected=sum(1 for r in authorised if r.status == 429),
         busiest_window=fake.max_in_window(),
+        waits=[(at - commanded[tag]) * scale for tag, at in delivered.items() if tag in commanded],
     )
 
 
@@ -766,7 +770,7 @@ async def run_core_mixed(
     delivered = {
         tag_of(t.job.params["prompt"]): t.delivered for t in chat.tracks.values() if t.delivered is not None
     }
-    label = f"framecast, {'with' if progress else 'no'} progress"
+    label = f"framecast{f' ({CODE})' if CODE else ''}, {'with' if progress else 'no'} progress"
     result = _mixed_figures(label, videos, images, fake, started, commanded, delivered, scale)
     result.estimates = _shown_errors(chat.tracks.values(), scale)
     return result
@@ -850,6 +854,11 @@ def print_mixed(results: Sequence[MixedResult], bound: float) -> None:
     cells: list[tuple[str, Callable[[MixedResult], str]]] = [
         ("videos delivered", lambda r: f"{r.videos_delivered}/{r.videos}"),
         ("images delivered", lambda r: f"{r.images_delivered}/{r.images}"),
+        (
+            "members' wait (every job), mean",
+            lambda r: f"{statistics.fmean(r.waits):.0f} s" if r.waits else "-",
+        ),
+        ("members' wait (every job), p90", lambda r: f"{_quantile(r.waits, 0.9):.0f} s" if r.waits else "-"),
         ("image command -> file, p50", wait(0.5)),
         ("image command -> file, p90", wait(0.9)),
         ("image command -> file, max", wait(1.0)),
@@ -946,6 +955,8 @@ async def main_capped(guilds: int, scale: float, seed: int, runs: Sequence[Run])
         ("delivered", lambda r: f"{r.delivered}/{r.jobs}"),
         ("makespan", lambda r: f"{r.makespan:.0f} s"),
         ("makespan / cap bound", lambda r: f"{r.makespan / bound:.2f}x"),
+        ("members' wait, mean", lambda r: f"{statistics.fmean(r.waits):.0f} s" if r.waits else "-"),
+        ("members' wait, p90", lambda r: f"{_quantile(r.waits, 0.9):.0f} s" if r.waits else "-"),
         ("creates sent", lambda r: str(r.creates)),
         ("creates refused (429)", lambda r: str(r.refused_creates)),
         ("refusals per create", lambda r: f"{r.refused_creates / r.creates:.0%}" if r.creates else "-"),
@@ -1238,6 +1249,23 @@ async def main_random(
                 print(f"  {result.label}: {time.monotonic() - wall:.0f} real seconds", file=sys.stderr)
 
 
+def _beside(rev: str) -> None:
+    """``--beside REV``: this tree's code and the code of `rev` (``--code REV``) run the same shape in
+    two processes at the same time, so both meet the same load on the machine (runs of the same
+    code minutes apart differ by several seconds of wait); their tables are printed one after the
+    other, `rev`'s first."""
+    argv = sys.argv[1:]
+    at = argv.index("--beside")
+    argv = argv[:at] + argv[at + 2 :]
+    runs = [
+        subprocess.Popen([sys.executable, __file__, *extra, *argv], stdout=subprocess.PIPE, text=True)
+        for extra in (["--code", rev], [])
+    ]
+    for run in runs:
+        out, _ = run.communicate()
+        print(out, end="", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=48)
@@ -1263,7 +1291,16 @@ def main() -> None:
     parser.add_argument(
         "--code", default=None, help="run the framecast of this git commit (see _code_from_git)"
     )
+    parser.add_argument(
+        "--beside",
+        default=None,
+        metavar="REV",
+        help="also run the same shape on the framecast of this commit, at the same time (see _beside)",
+    )
     args = parser.parse_args()
+    if args.beside:
+        _beside(args.beside)
+        return
     names = [r for r in args.runs.split(",") if r]
     unknown = [r for r in names if r not in RUNS]
     if unknown:

@@ -15,7 +15,8 @@ shape). Two things make them honest:
   never "finishing" for minutes.
   When polls fall due together on a busy key, a poll waits for the ones before it: "left" counts
   that wait too (:meth:`Forecast._queued`).
-* **"starts in" plays the planner's own admission forward** (:mod:`framecast.planner.starts`): over
+* **"starts in" plays the planner's own admission forward** (:mod:`framecast.planner.starts`, the
+  same :func:`~framecast.planner.policy.admits`): over
   the requests the running tasks are expected to make and the budget's slots as they free, the
   images waiting on the key first, a queued video starts when the rule the planner starts videos
   by would let it. The queue does not move at an even pace: a batch's first videos start at once,
@@ -43,7 +44,8 @@ from framecast.planner.costs import IMAGE_REQUESTS
 from framecast.planner.ladder import ladder_quantile, poll_at, top_after
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
-from framecast.planner.starts import Slots, VideoAdmission, play_starts
+from framecast.planner.starts import Slots, play_starts
+from framecast.planner.tuning import PlannerTuning
 from framecast.service.budget import Budget
 from framecast.values import Job, JobKind, JobState
 
@@ -66,8 +68,6 @@ _MAX_POLLS_AHEAD = 64
 _ARRIVAL_ROUNDS = 4
 #: The share of polls planned to see a result that do, each followed by its download (see _queued).
 _DOWNLOAD_CHANCE = 0.5
-#: Weight of a poll's lateness in the smoothed lateness.
-_LATENESS_SMOOTHING = 0.2
 #: "left" aims within this share of the true wait (tighter than the goal's 25 %: polls come a few
 #: seconds off their plan, which eats into the margin).
 _WITHIN = 0.2
@@ -247,13 +247,13 @@ class Forecast:
         queues: GuildQueues,
         scope: Callable[[int], bool] | None,
         pace: Callable[[], QueuePace],
-        admission: Callable[[float], VideoAdmission],
+        tuning: PlannerTuning,
         images_first: Callable[[], int],
         started_since: Callable[[float], dict[int, int]] = lambda since: {},
     ) -> None:
         """`scope(guild_id)`: whether a guild's jobs wait for this key (None: every guild's).
 
-        `admission(allowed)`: the planner's rule for starting a video, for a window of `allowed`;
+        `tuning`: the admission policy's numbers (the policy is played forward for "starts in");
         `images_first()`: the images waiting that go before the polls expected to see a result;
         `started_since(wall)`: per server, the videos created since then that started on the key.
         """
@@ -263,7 +263,7 @@ class Forecast:
         self._queues = queues
         self._scope = scope
         self._pace = pace
-        self._admission = admission
+        self._tuning = tuning
         self._images_first = images_first
         self._started_since = started_since
         # The queued videos' starts as last played forward (monotonic), when, for how many queued
@@ -272,19 +272,6 @@ class Forecast:
         self._starts_at = -math.inf
         self._starts_for = (0, 0)
         self._stale = True
-        # How late polls come after their planned time (they wait for the budget), smoothed: for
-        # sums of waits (a queue behind a cap), not for "left" (see :meth:`left`).
-        self._lateness = 0.0
-
-    def polled(self, planned: float, at: float, *, likely_done: bool) -> None:
-        """A poll planned for monotonic time `planned` was made at `at` (the planner reports each).
-
-        Only the polls planned to find their task done count: the one that sees a task done is
-        such a poll, and it goes before the progress polls in the budget (they wait longer).
-        """
-        if likely_done and planned > 0 and math.isfinite(at - planned):
-            late = min(max(0.0, at - planned), self._plan.max_interval)
-            self._lateness += _LATENESS_SMOOTHING * (late - self._lateness)
 
     def __repr__(self) -> str:
         return f"<Forecast of {self._plan!r}>"
@@ -314,10 +301,10 @@ class Forecast:
     def seen_done(self, task: PolledTask, now: float) -> float | None:
         """Wall time the planner's polls are expected to see `task` done (None: nothing known).
 
-        The mean over the polls, as late as polls come on average: what a queue behind a cap adds
-        up (see :meth:`starts_in`); the figure a member is shown is :meth:`left`.
+        The mean over the same polls as :meth:`left` (queued as it counts them): what a queue
+        behind a cap adds up (see :meth:`starts_in`); the figure a member is shown is :meth:`left`'s.
         """
-        outlook = self._outlook(task, now, late=self._lateness)
+        outlook = self._outlook(task, now, late=self._queued(task))
         if outlook is None:
             return None
         polls, chances = outlook
@@ -422,7 +409,7 @@ class Forecast:
     def _next_poll(self, task: PolledTask, now: float, late: float) -> float:
         """Wall time of the task's next poll as planned, `late` seconds late (now, when one is due)."""
         if task.next_at > 0:
-            # As late as polls have come lately: a due poll waits for its turn in the budget.
+            # A due poll waits for its turn in the budget (see _queued).
             at = task.next_at + late + (self._clock.time() - self._clock.monotonic())
         else:  # not planned yet: the first poll comes an interval after the create
             at = task.seen_at + self._plan.interval
@@ -432,8 +419,7 @@ class Forecast:
         """Seconds from a new task's create until the bot is expected to see it done (None: unknown).
 
         A task of the job's kind just created: polls on the quantile ladder from the rung a task
-        created now starts on (never sooner than an interval), the mean of when one sees it done,
-        as late as polls come.
+        created now starts on (never sooner than an interval), the mean of when one sees it done.
         """
         plan = self._plan
         key = DurationModel.key_for_params(job.params)
@@ -446,8 +432,7 @@ class Forecast:
         cdf = DurationCdf(quantile)
         rung = plan.first_rung()
         polls = self._ladder(max(plan.interval, quantile(rung)), 0.0, 0, rung, quantile, cdf)
-        # Its polls come as late as polls have lately.
-        return expected_seen(polls, cdf) + self._lateness
+        return expected_seen(polls, cdf)
 
     def _ladder(
         self,
@@ -575,7 +560,9 @@ class Forecast:
             count=videos,
             planned=planned,
             slots=self._slots(now, pace),
-            rule=self._admission(max(1, self._budget.allowed) / pace.processes),
+            tuning=self._tuning,
+            window=self._budget.window,
+            allowed=max(1, self._budget.allowed) / pace.processes,
             weighed=plan.new_video_requests,
             expected=plan.new_video_cost,
             # Long enough for the queue at twice a task's cost, and a whole task's polls beyond.

@@ -23,12 +23,9 @@ nobody again, and the batch's last tasks were otherwise polled late while the ke
 
 from __future__ import annotations
 
-from framecast.planner.tuning import PlannerTuning
-
 __all__ = [
     "FIRST",
     "LEARNED_AFTER",
-    "THRIFTY_FIRST",
     "first_rung",
     "ladder_quantile",
     "poll_at",
@@ -41,18 +38,16 @@ LEARNED_AFTER = 3
 
 #: The first rung on a quiet key: the median.
 FIRST = 0.5
-#: The first rung while a window's worth of members (or more) waits for the key (tuned:
-#: :attr:`PlannerTuning.crowded_rung <framecast.planner.tuning.PlannerTuning.crowded_rung>`).
-THRIFTY_FIRST = PlannerTuning().crowded_rung
 
 _STEP, _TOP = 0.15, 0.95
 
 
-def first_rung(waiting: float, crowded: float = THRIFTY_FIRST) -> float:
+def first_rung(waiting: float, crowded: float) -> float:
     """The first rung of a task created while `waiting` windows' worth of jobs wait for the key.
 
     `waiting`: the jobs in the queue over the jobs the key starts in one window (0: nobody waits).
-    From the median on a quiet key up to `crowded` once a window's worth waits.
+    From the median on a quiet key up to `crowded` once a window's worth waits (the tuned
+    :attr:`PlannerTuning.crowded_rung <framecast.planner.tuning.PlannerTuning.crowded_rung>`).
     """
     crowd = min(1.0, max(0.0, waiting))
     return FIRST + (crowded - FIRST) * crowd

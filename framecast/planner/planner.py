@@ -11,7 +11,7 @@ task on the service (:mod:`framecast.planner.predict`):
   while the budget can sustain the requests the running tasks are expected to need within the
   next window plus one create, and the windows its own polls will fall in have room for them
   (:mod:`framecast.planner.horizon`), or a full next window lends it a slot the windows after it
-  have (:class:`~framecast.planner.starts.VideoAdmission`); one video's create at a time waits
+  have (:func:`~framecast.planner.policy.video_fits`); one video's create at a time waits
   for the budget, in turn with the polls expected to see a result (so the queues, not the budget,
   keep the order); a create the service failed, backing off before its
   next try, does not count as that one (two such stop admission: creates then fail). An image
@@ -48,11 +48,10 @@ from framecast.clock import Clock
 from framecast.jobs.queues import GuildQueues
 from framecast.planner.costs import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO
 from framecast.planner.estimate import Estimate, Forecast, QueuePace
-from framecast.planner.policy import KeyView, admits, video_rule
+from framecast.planner.policy import KeyView, admits
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
-from framecast.planner.starts import VideoAdmission
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.service.budget import Budget
@@ -139,7 +138,7 @@ class Planner:
             queues=queues,
             scope=scope,
             pace=self.pace,
-            admission=self.admission_rule,
+            tuning=self._tuning,
             images_first=self.images_first,
             started_since=self.started_since,
         )
@@ -252,10 +251,6 @@ class Planner:
                 out[guild] = out.get(guild, 0) + 1
         return out
 
-    def admission_rule(self, allowed: float) -> VideoAdmission:
-        """The rule a video starts by, for a window that holds `allowed` requests (the forecast's)."""
-        return video_rule(self._tuning, window=self._budget.window, allowed=allowed)
-
     def create_priority(self, job: Job) -> Priority:
         """The budget priority of `job`'s create.
 
@@ -298,9 +293,7 @@ class Planner:
     def _images_spending(self) -> float:
         """Requests of the images whose create was sent within the last window (their slots are held)."""
         since = self._clock.monotonic() - self._budget.window
-        for job_id in [j for j, at in self._images_sent.items() if at < since]:
-            del self._images_sent[job_id]
-        return IMAGE_REQUESTS * len(self._images_sent)
+        return IMAGE_REQUESTS * sum(1 for at in self._images_sent.values() if at >= since)
 
     def demand(self) -> float:
         """Requests the running tasks are expected to need within the next window."""
@@ -309,6 +302,32 @@ class Planner:
     def recheck_in(self) -> float:
         """Clock seconds after which admission should be asked again even without a change."""
         return max(0.05, self._settings.poll_interval / 4)
+
+    def create_sent(self, job: Job) -> Priority:
+        """`job`'s create is sent now: at which budget priority (see :meth:`create_priority`).
+
+        An image's two requests hold the window's slots from now (its create, then its download).
+        """
+        self._creating.add(job.id)
+        if job.kind is JobKind.IMAGE:
+            now = self._clock.monotonic()
+            since = now - self._budget.window  # the images sent before the window hold nothing now
+            self._images_sent = {j: at for j, at in self._images_sent.items() if at >= since}
+            self._images_sent.setdefault(job.id, now)
+        return self.create_priority(job)
+
+    def create_through(self, job: Job) -> None:
+        """`job`'s create went through: a video's start is remembered for "starts in"."""
+        self._creating.discard(job.id)
+        if job.kind is JobKind.VIDEO:
+            self._started_videos.append((job.created_at, job.guild_id))
+        self.create_finished(ok=True)
+
+    def create_failed(self, job_id: int, refusal: RefusalKind | None) -> None:
+        """`job_id`'s create failed: refused for the key's rate or its tasks at once, or an error (None)."""
+        self._creating.discard(job_id)
+        pushed_back = refusal is not None
+        self.create_finished(ok=False, pushed_back=pushed_back, refusal=refusal or RefusalKind.RATE)
 
     def create_deferred(self, job_id: int) -> None:
         """The job's create failed for now and waits before trying again (the service's 5xx).
@@ -458,8 +477,8 @@ class Planner:
                 else:  # the outage itself is the runner's to report, once
                     log.info("a learned duration was not saved: the job store does not answer")
 
-    def _observed(self, task: PolledTask, status: TaskStatus | None) -> None:
-        self._forecast.polled(task.next_at, self._clock.monotonic(), likely_done=task.likely_done)
+    def observed(self, task: PolledTask, status: TaskStatus | None) -> None:
+        """A poll of `task` answered `status` (None: it failed): the plan and the forecast learn."""
         self._polls.observed(task, status)
         self._changed()
 
@@ -496,23 +515,12 @@ class PlannedJob:
         return f"<PlannedJob job={self._job.id}>"
 
     def creating(self) -> Priority:
-        """The create is sent now: at which budget priority (see :meth:`Planner.create_priority`).
-
-        An image's two requests hold the window's slots from now (its create, then its download).
-        """
-        planner = self._planner
-        planner._creating.add(self._job.id)
-        if self._job.kind is JobKind.IMAGE:
-            planner._images_sent.setdefault(self._job.id, planner._clock.monotonic())
-        return planner.create_priority(self._job)
+        """The create is sent now: at which budget priority (see :meth:`Planner.create_sent`)."""
+        return self._planner.create_sent(self._job)
 
     def created(self) -> None:
         """The create went through."""
-        planner = self._planner
-        planner._creating.discard(self._job.id)
-        if self._job.kind is JobKind.VIDEO:
-            planner._started_videos.append((self._job.created_at, self._job.guild_id))
-        planner.create_finished(ok=True)
+        self._planner.create_through(self._job)
 
     async def create_failed(
         self,
@@ -526,15 +534,13 @@ class PlannedJob:
         one of the key's tasks to end after a concurrency refusal, else `retry_in` seconds through
         `sleep`, meanwhile not the one create in flight (after an error, not a pushback)."""
         planner, job_id = self._planner, self._job.id
-        planner._creating.discard(job_id)
-        pushed_back = refusal is not None
-        planner.create_finished(ok=False, pushed_back=pushed_back, refusal=refusal or RefusalKind.RATE)
+        planner.create_failed(job_id, refusal)
         if retry_in is None:
             return
         if refusal is RefusalKind.CONCURRENCY:
             await planner.after_refusal(retry_in)
             return
-        if not pushed_back:
+        if refusal is None:
             planner.create_deferred(job_id)
         try:
             await sleep(retry_in)
@@ -569,4 +575,4 @@ class TaskPacer:
 
     def observed(self, status: TaskStatus | None) -> None:
         """Learn from the poll's answer."""
-        self._planner._observed(self._task, status)
+        self._planner.observed(self._task, status)

@@ -2,10 +2,19 @@
 
 The planner (:meth:`Planner.may_start <framecast.planner.planner.Planner.may_start>`) takes a
 read-only :class:`KeyView` of its key (the running tasks' requests, the queues, the budget, the
-other processes' share) and asks :func:`admits`; nothing is recorded by asking. The rule a video
-starts by is :class:`~framecast.planner.starts.VideoAdmission`, which the forecast plays forward
-for "starts in" (:func:`~framecast.planner.starts.play_starts`): one rule, asked now and played
-ahead. Every tuned number comes from :class:`~framecast.planner.tuning.PlannerTuning`.
+other processes' share) and asks :func:`admits`; nothing is recorded by asking. The forecast's
+"starts in" asks the same function over the snapshots the key will pass through
+(:func:`~framecast.planner.starts.play_starts`): one policy, asked now and played ahead. Every
+tuned number comes from :class:`~framecast.planner.tuning.PlannerTuning`.
+
+**The objective** (the one the whole planner serves; issue 34): the sum over jobs of what members
+wait, command to file, subject to the key's budget (never more requests in a window than it
+holds: no self-inflicted 429) and the servers taking turns in the queues (fairness is the queues',
+not the budget's). A request slot spent on one thing is not spent on another, so each rule below is
+one answer to "what does the next slot lower that sum most by": a poll that will see a result (a
+file sooner), an image's create (two slots for a whole file), a video's create (a file one task
+later, and its polls taken from the windows they fall in), or nothing (a poll that sees nothing
+costs every member waiting a slot). Makespan and requests per video follow; they are not goals.
 
 What the policy weighs (issue 17, measured in ``benchmarks/README.md``):
 
@@ -27,11 +36,10 @@ from dataclasses import dataclass
 
 from framecast.planner.costs import IMAGE_REQUESTS
 from framecast.planner.horizon import Requests, peak_with
-from framecast.planner.starts import VideoAdmission
 from framecast.planner.tuning import PlannerTuning
 from framecast.values import JobKind
 
-__all__ = ["MAX_DEFERRED", "KeyView", "admits", "video_rule"]
+__all__ = ["MAX_DEFERRED", "KeyView", "admits", "video_fits"]
 
 #: Creates backing off after a failure that admission looks past: one may be a passing error;
 #: two mean the service refuses creates, and more jobs taken off the queues would only retry in a
@@ -70,17 +78,45 @@ class KeyView:
         return self.running - self.deferred - self.polled
 
 
-def video_rule(tuning: PlannerTuning, *, window: float, allowed: float) -> VideoAdmission:
-    """The rule a video starts by, for a window that holds `allowed` requests (admission's and the
-    forecast's)."""
-    return VideoAdmission(
-        window=window,
-        allowed=allowed,
-        last_creates=tuning.last_creates,
-        borrow=tuning.borrow,
-        idle=tuning.idle,
-        spread=tuning.spread,
-    )
+def video_fits(
+    tuning: PlannerTuning,
+    *,
+    window: float,
+    allowed: float,
+    due: float,
+    images: int,
+    videos: int,
+    peak: Callable[[], float],
+    ahead: Callable[[float], float] | None = None,
+) -> bool:
+    """Whether a video fits a window of `allowed` requests, `due` of them planned (issue 17).
+
+    `images`: images waiting on the key (they go first: two requests each); `videos`: videos
+    waiting on it, this one included; `peak()`: the most requests a later window would hold with
+    the new video's requests (asked only when the next window has room, or lends it);
+    `ahead(seconds)`: the requests planned within that many seconds (None: nothing lends).
+
+    * While the next ``spread`` windows together have room for everything planned and this create,
+      and no image waits, a full next window lends it a slot: its create goes in turn with the polls
+      due then, and the ones it displaces slip into the windows after, where the room is (a batch's
+      completions coming due together otherwise held every create, then the key idled).
+    * The batch's last creates (`videos` at most ``last_creates``) may borrow up to ``borrow``
+      windows: no creates follow them to take that room later.
+    * While no more than ``idle`` of the window is planned, the later windows are not looked at:
+      a slot left idle is lost, polls that crowd a later window only wait for the one after it.
+    * Otherwise the windows its polls will fall in must have room for them too (the horizon).
+    """
+    wanted = due + 1 + IMAGE_REQUESTS * images
+    if 0 < videos <= tuning.last_creates:
+        return wanted <= tuning.borrow * allowed
+    if wanted > allowed:
+        if ahead is None or tuning.spread <= 1 or images:
+            return False  # nothing lends; or images wait: they go first, within this window
+        lent = ahead(tuning.spread * window) + 1
+        return lent <= tuning.spread * allowed and peak() <= allowed
+    if due <= tuning.idle * allowed:
+        return True  # the key would idle (the mixed shape's videos waited out whole windows)
+    return peak() <= allowed
 
 
 def admits(view: KeyView, kind: JobKind, tuning: PlannerTuning) -> bool:
@@ -113,8 +149,10 @@ def admits(view: KeyView, kind: JobKind, tuning: PlannerTuning) -> bool:
         polls = sum(n for at, n in view.profile() if at < until)
         return polls + view.others * span / view.window + spending
 
-    rule = video_rule(tuning, window=view.window, allowed=view.allowed)
-    return rule.fits(
+    return video_fits(
+        tuning,
+        window=view.window,
+        allowed=view.allowed,
         due=planned,
         images=view.images_waiting,
         videos=view.videos_waiting,

@@ -11,7 +11,7 @@ quantile while members wait for the key (a poll that sees no result then costs e
 Until a kind of task has been seen to finish a few times, polls come every interval, as a cautious
 bot would (after images' creates while the task is younger than the prior duration of its kind:
 such a poll is sent to learn it). While members wait for the key, only the kind's oldest few videos
-(the scouts, :data:`SCOUTS`) are polled so; the others are parked at the longest gap, when they are
+(the scouts, :attr:`PlannerTuning.scouts <framecast.planner.tuning.PlannerTuning.scouts>`) are polled so; the others are parked at the longest gap, when they are
 very likely done, and move onto the ladder as soon as the scouts have taught the kind (the client
 asks the plan again every interval). Polling every task of a new kind every interval spent two or
 three requests a video of a fresh batch on polls that saw nothing, each one a request every
@@ -40,11 +40,7 @@ from framecast.values import Job
 from framecast.values.durations import DurationRow
 from framecast.values.service_requests import Priority
 
-__all__ = ["SCOUTS", "PollPlan", "PolledTask"]
-
-#: Tasks of a kind not learned yet polled every interval to learn it while members wait for the key
-#: (tuned: :attr:`PlannerTuning.scouts <framecast.planner.tuning.PlannerTuning.scouts>`).
-SCOUTS = PlannerTuning().scouts
+__all__ = ["PollPlan", "PolledTask"]
 
 
 @dataclass
@@ -222,7 +218,7 @@ class PollPlan:
     def _parked(self, task: PolledTask) -> bool:
         """Whether a video of a kind not learned yet waits for the scouts rather than being polled
         every interval: members wait for the key, and older tasks of its kind (the scouts,
-        :data:`SCOUTS`) are polled every interval to learn it."""
+        ``PlannerTuning.scouts``) are polled every interval to learn it."""
         if not task.video or not self._scouting(task.key):
             return False
         order = (task.started, task.job_id)

@@ -18,7 +18,9 @@ class PlannerTuning:
 
     #: Videos waiting at most for the batch's last creates, which may borrow from the planned polls:
     #: more starts a batch's tail sooner, fewer keeps a steady trickle's polls on time. 4 -> 8 took the
-    #: mixed shape's bad runs from 1.65x to 1.27-1.40x the bound (README, "Round 8").
+    #: mixed shape's bad runs from 1.65x to 1.27-1.40x the bound (README, "Round 8"). Under random
+    #: arrivals it is the rule that admits (the queue is mostly shorter): without it and ``borrow``,
+    #: +4 % wait at 80 % load, +7-10 % on the main batch (README, "Issue 34, second step").
     last_creates: int = 8
     #: How far those last creates may borrow (windows of planned requests): more ends the batch sooner,
     #: its polls then wait. Half a window (README, "The main shape after issue 17 items 1 and 2").
@@ -29,7 +31,8 @@ class PlannerTuning:
     idle: float = 0.5
     #: Windows that together may lend a full next window a video's create: more keeps creates going
     #: while completions come due, at the price of polls slipping later. 1.12-1.17x -> 1.09-1.15x the
-    #: bound with progress (README, "Round 10").
+    #: bound with progress (README, "Round 10"); without it, +7 % wait at 80 % random load (README,
+    #: "Issue 34, second step").
     spread: float = 3.0
     #: How far images may push back the planned polls (windows): more serves images sooner, the videos'
     #: files later. Image p90 173 s -> 112-120 s in the mixed shape (README, "Round 3: images before the

@@ -5,7 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framecast.planner.ladder import FIRST, THRIFTY_FIRST, first_rung, ladder_quantile, poll_at, top_after
+from framecast.planner.ladder import FIRST, first_rung, ladder_quantile, poll_at, top_after
+from framecast.planner.tuning import PlannerTuning
+
+THRIFTY_FIRST = PlannerTuning().crowded_rung
 
 
 def test_the_first_poll_comes_at_the_median_and_each_later_one_higher() -> None:
@@ -22,10 +25,10 @@ def test_past_the_top_every_poll_waits_for_the_same_high_quantile() -> None:
 
 
 def test_a_quiet_key_starts_at_the_median_and_a_crowded_one_higher() -> None:
-    assert first_rung(0.0) == FIRST == 0.5
-    assert first_rung(1.0) == first_rung(40.0) == THRIFTY_FIRST
-    assert FIRST < first_rung(0.5) < THRIFTY_FIRST
-    assert first_rung(-3.0) == FIRST  # nonsense counts are a quiet key
+    assert first_rung(0.0, THRIFTY_FIRST) == FIRST == 0.5
+    assert first_rung(1.0, THRIFTY_FIRST) == first_rung(40.0, THRIFTY_FIRST) == THRIFTY_FIRST
+    assert FIRST < first_rung(0.5, THRIFTY_FIRST) < THRIFTY_FIRST
+    assert first_rung(-3.0, THRIFTY_FIRST) == FIRST  # nonsense counts are a quiet key
 
 
 def test_a_ladder_from_a_higher_rung_reaches_the_same_top_in_fewer_polls() -> None:
@@ -36,7 +39,7 @@ def test_a_ladder_from_a_higher_rung_reaches_the_same_top_in_fewer_polls() -> No
 
 @given(st.floats(allow_nan=False), st.integers(min_value=-5, max_value=50))
 def test_every_rung_is_a_quantile_that_never_falls_with_more_polls(waiting: float, polls: int) -> None:
-    first = first_rung(waiting)
+    first = first_rung(waiting, THRIFTY_FIRST)
     assert FIRST <= first <= THRIFTY_FIRST
     q = ladder_quantile(polls, first)
     assert 0.0 < q < 1.0

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import pytest
 
-from framecast.planner.ladder import FIRST, LEARNED_AFTER, THRIFTY_FIRST
-from framecast.planner.polls import SCOUTS, PolledTask, PollPlan
+from framecast.planner.ladder import FIRST, LEARNED_AFTER
+from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
+from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.values import Job, JobKind, JobState
 from framecast.values.service_requests import Priority
 from tests.fakes.clock import ManualClock
 
+SCOUTS = PlannerTuning().scouts
+THRIFTY_FIRST = PlannerTuning().crowded_rung
 INTERVAL = 30.0
 WINDOW = 60.0
 VIDEO = {"model": "svc-video-v2.0", "prompt": "p", "width": 1152, "height": 768, "num_frames": 121}

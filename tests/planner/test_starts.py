@@ -1,19 +1,32 @@
-"""When queued videos start: the admission rule, the budget's slots, and the rule played forward."""
+"""When queued videos start: the video rule, the budget's slots, and the admission policy played forward."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from framecast.planner.horizon import Requests
-from framecast.planner.starts import Slots, VideoAdmission, play_starts
+from framecast.planner.policy import video_fits
+from framecast.planner.starts import Slots, play_starts
+from framecast.planner.tuning import PlannerTuning
 
 WINDOW = 60.0
-RULE = VideoAdmission(window=WINDOW, allowed=16, last_creates=4, borrow=1.5, idle=0.5)
+RULE = PlannerTuning(last_creates=4, borrow=1.5, idle=0.5, spread=0.0)
+
+
+class Rule:
+    """The video rule with one tuning, over a window of 16 requests."""
+
+    def __init__(self, tuning: PlannerTuning) -> None:
+        self.tuning = tuning
+
+    def fits(self, **asked: Any) -> bool:
+        return video_fits(self.tuning, window=WINDOW, allowed=16, **asked)
 
 
 def no_peak() -> float:
@@ -21,30 +34,30 @@ def no_peak() -> float:
 
 
 def test_a_video_starts_only_while_the_next_window_has_room_for_its_create() -> None:
-    assert RULE.fits(due=15, images=0, videos=10, peak=lambda: 0.0)
-    assert not RULE.fits(due=16, images=0, videos=10, peak=no_peak)
+    assert Rule(RULE).fits(due=15, images=0, videos=10, peak=lambda: 0.0)
+    assert not Rule(RULE).fits(due=16, images=0, videos=10, peak=no_peak)
     # Each waiting image goes first: two requests of the window each.
-    assert not RULE.fits(due=12, images=2, videos=10, peak=no_peak)
+    assert not Rule(RULE).fits(due=12, images=2, videos=10, peak=no_peak)
 
 
 def test_a_video_whose_polls_would_crowd_a_later_window_waits() -> None:
-    assert not RULE.fits(due=9, images=0, videos=10, peak=lambda: 17.0)
-    assert RULE.fits(due=9, images=0, videos=10, peak=lambda: 16.0)
+    assert not Rule(RULE).fits(due=9, images=0, videos=10, peak=lambda: 17.0)
+    assert Rule(RULE).fits(due=9, images=0, videos=10, peak=lambda: 16.0)
 
 
 def test_a_video_starts_whatever_the_later_windows_hold_while_the_key_would_idle() -> None:
     # Half the next window or less planned: a slot left idle is lost, a crowded window only waits.
-    assert RULE.fits(due=8, images=0, videos=10, peak=no_peak)
-    assert not RULE.fits(due=8.5, images=0, videos=10, peak=lambda: 17.0)
+    assert Rule(RULE).fits(due=8, images=0, videos=10, peak=no_peak)
+    assert not Rule(RULE).fits(due=8.5, images=0, videos=10, peak=lambda: 17.0)
 
 
 def test_the_batchs_last_creates_borrow_up_to_half_a_window() -> None:
-    assert RULE.fits(due=23, images=0, videos=4, peak=no_peak)
-    assert not RULE.fits(due=24, images=0, videos=4, peak=no_peak)
-    assert not RULE.fits(due=23, images=0, videos=5, peak=no_peak)
+    assert Rule(RULE).fits(due=23, images=0, videos=4, peak=no_peak)
+    assert not Rule(RULE).fits(due=24, images=0, videos=4, peak=no_peak)
+    assert not Rule(RULE).fits(due=23, images=0, videos=5, peak=no_peak)
 
 
-LENDING = dataclasses.replace(RULE, spread=3.0)
+LENDING = Rule(dataclasses.replace(RULE, spread=3.0))
 
 
 def planned_within(total: float) -> Callable[[float], float]:
@@ -65,7 +78,7 @@ def test_a_full_next_window_lends_a_create_its_slot_while_the_next_three_windows
     # Images waiting go first, within this window: nothing lends past them.
     assert not LENDING.fits(due=14, images=1, videos=10, peak=no_peak, ahead=planned_within(30))
     # A rule without a spread (or nothing to ask) lends nothing.
-    assert not RULE.fits(due=20, images=0, videos=10, peak=no_peak, ahead=planned_within(0))
+    assert not Rule(RULE).fits(due=20, images=0, videos=10, peak=no_peak, ahead=planned_within(0))
     assert not LENDING.fits(due=20, images=0, videos=10, peak=no_peak)
 
 
@@ -101,14 +114,16 @@ def play(
     planned: Sequence[Requests],
     slots: Slots,
     cost: Sequence[Requests] = (),
-    rule: VideoAdmission = RULE,
+    rule: PlannerTuning = RULE,
 ) -> list[float]:
     return play_starts(
         now=0.0,
         count=count,
         planned=planned,
         slots=slots,
-        rule=rule,
+        tuning=rule,
+        window=WINDOW,
+        allowed=16,
         weighed=lambda at: [(at, 1.0)],
         expected=lambda at: [(at + t, n) for t, n in cost],
         horizon=3600.0,
@@ -137,7 +152,7 @@ def test_a_lent_create_goes_before_the_polls_that_come_due_while_it_waits() -> N
     # first video starts now and its create (in turn with the polls in the budget) takes a slot
     # before they come due; without the spread it waited for them (10 s, then a window on).
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
-    lent = play(10, [(10.0, 20.0)], slots, rule=LENDING)
+    lent = play(10, [(10.0, 20.0)], slots, rule=LENDING.tuning)
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
     held = play(10, [(10.0, 20.0)], slots)
     assert lent[0] == pytest.approx(0.0)
@@ -161,7 +176,9 @@ def test_the_play_stops_at_its_horizon() -> None:
         count=10,
         planned=[],
         slots=slots,
-        rule=VideoAdmission(window=WINDOW, allowed=1, last_creates=0, borrow=1.0, idle=0.0),
+        tuning=PlannerTuning(last_creates=0, borrow=1.0, idle=0.0, spread=0.0),
+        window=WINDOW,
+        allowed=1,
         weighed=lambda at: [(at, 1.0)],
         expected=lambda at: [],
         horizon=150.0,
@@ -191,7 +208,9 @@ def test_the_images_creates_go_out_before_any_video_starts() -> None:
         count=2,
         planned=[],
         slots=slots,
-        rule=RULE,
+        tuning=RULE,
+        window=WINDOW,
+        allowed=16,
         weighed=lambda at: [(at, 1.0)],
         expected=lambda at: [],
         horizon=3600.0,
