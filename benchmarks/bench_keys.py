@@ -46,7 +46,9 @@ def _code_from_git() -> str | None:
         return None
     rev = sys.argv[sys.argv.index("--code") + 1]
     into = Path(tempfile.mkdtemp(prefix="framecast-code-"))
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "framecast"], capture_output=True, check=True)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "framecast"], capture_output=True, check=True
+    )
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     sys.path.insert(0, str(into))
     return rev
