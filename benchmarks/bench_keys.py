@@ -5,8 +5,9 @@ and :class:`~framecast.keys.accounts.Accounts` (one budget and planner per key) 
 SQLite store in a temporary directory, with a manual clock that never moves (no request is sent:
 the runner records that the job started and holds its slot). Each server sets its own key first
 (not measured); then, measured, every server's job is submitted and drawn with its estimate (what
-the intake replies), and the dispatcher starts them all; a moved queue is drawn again as the chat
-side does. The burst ends when the last job has started.
+the intake replies), drawn once more (the chat side redraws a waiting job every ``EDIT_INTERVAL``),
+and the dispatcher starts them all; a moved queue is drawn again as the chat side does. The burst
+ends when the last job has started.
 
 Three variants at each key count, each in its own process:
 
@@ -145,11 +146,8 @@ async def burst(keys: int, *, floor: bool, tmp: Path) -> dict[str, float]:
             )
             for guild in guilds:
                 await accounts.set_guild_key(guild, f"server-key-{guild}-0123456789abcdef", by=ADMIN)
-        jobs = {}
-        for guild in guilds:
-            job = await store.add(_video(guild), member_limit=None, guild_cap=None)
-            jobs[job.id] = job
-        runner = HoldingRunner(len(jobs), accounts, clock)
+        jobs: dict[int, Job] = {}
+        runner = HoldingRunner(len(guilds), accounts, clock)
 
         def draw(job: Job) -> None:
             if accounts is not None:
@@ -163,16 +161,21 @@ async def burst(keys: int, *, floor: bool, tmp: Path) -> dict[str, float]:
         scheduler = Scheduler(
             store=store,
             runner=runner,
-            admission=accounts if accounts is not None else len(jobs),
+            admission=accounts if accounts is not None else len(guilds),
             queues=queues,
             on_positions_changed=moved,
             clock=clock,
         )
         await scheduler.start()
-        await asyncio.sleep(0)
+        # The jobs as the intake wrote them: they arrive faster than they start, so all are queued.
+        for guild in guilds:
+            job = await store.add(_video(guild), member_limit=None, guild_cap=None)
+            jobs[job.id] = job
         wall, cpu = time.perf_counter(), time.process_time()
         for job in jobs.values():
             scheduler.submit(job)
+            draw(job)
+        for job in jobs.values():  # and redrawn once, as every EDIT_INTERVAL while they wait
             draw(job)
         await asyncio.wait_for(runner.all_started.wait(), timeout=600)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
