@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ from framecast.keys.accounts import Accounts  # noqa: E402
 from framecast.keys.vault import KeyVault  # noqa: E402
 from framecast.planner.planner import PlannerSettings  # noqa: E402
 from framecast.storage import Store  # noqa: E402
+from framecast.storage.outages import StoreTimeouts  # noqa: E402
 from tests.fakes.clock import ManualClock  # noqa: E402
 
 ADMIN = 77
@@ -78,13 +80,18 @@ class HoldingRunner:
     account, sends its create, plans its first poll), records the start and holds the job's service
     slot until the end. No request is sent: what is measured is the bot's own work."""
 
-    def __init__(self, expected: int, accounts: Accounts | None, clock: ManualClock) -> None:
+    def __init__(self, accounts: Accounts | None, clock: ManualClock) -> None:
         self.started = 0
-        self.expected = expected
-        self.all_started = asyncio.Event()
+        self.releases: list[Callable[[], None]] = []  # each started job's, in start order
+        self._changed = asyncio.Event()
         self._hold = asyncio.Event()
         self._accounts = accounts
         self._clock = clock
+
+    async def wait_started(self, count: int) -> None:
+        while self.started < count:
+            self._changed.clear()
+            await asyncio.wait_for(self._changed.wait(), timeout=600)
 
     async def run(self, job: Job, *, release_service_slot: Any) -> None:
         if self._accounts is not None:
@@ -96,8 +103,8 @@ class HoldingRunner:
             plan.created()
             plan.pacer().next_poll(self._clock.monotonic(), None)
         self.started += 1
-        if self.started >= self.expected:
-            self.all_started.set()
+        self.releases.append(release_service_slot)
+        self._changed.set()
         await self._hold.wait()
 
     def begin_shutdown(self) -> None:
@@ -115,8 +122,13 @@ def _video(guild: int) -> NewJob:
     return NewJob(JobKind.VIDEO, guild, 10, 7, "en-US", params | {"num_frames": 12, "frame_rate": 12})
 
 
-async def burst(keys: int, *, floor: bool, tmp: Path) -> dict[str, float]:
-    """One burst of `keys` videos, one per server, each server on its own key (or no keys: `floor`)."""
+async def burst(keys: int, *, floor: bool, tmp: Path, steady: bool = False) -> dict[str, float]:
+    """One burst of `keys` videos, one per server, each server on its own key (or no keys: `floor`).
+
+    `steady`: two videos per server, each key one task at a time (``GEN_MAX_RUNNING=1``): the first
+    of each starts (not measured), then, measured, each frees its slot in turn and the server's
+    second starts, while every other key is full.
+    """
     import aiohttp
 
     clock = ManualClock()
@@ -128,7 +140,8 @@ async def burst(keys: int, *, floor: bool, tmp: Path) -> dict[str, float]:
         database_path=tmp / "framecast.sqlite3",
         key_encryption_secret=Secret(Fernet.generate_key().decode()),
     )
-    store = await Store.open(settings.database_path)
+    # The clock never moves, so a read cut off by a loaded machine would wait out its "outage" forever.
+    store = await Store.open(settings.database_path, timeouts=StoreTimeouts(600, 600, 600, 600))
     session = aiohttp.ClientSession()
     queues = GuildQueues()
     guilds = [FIRST_GUILD + i for i in range(keys)]
@@ -142,12 +155,14 @@ async def burst(keys: int, *, floor: bool, tmp: Path) -> dict[str, float]:
                 store=store,
                 queues=queues,
                 vault=KeyVault(enabled=True, secret=settings.key_encryption_secret),
-                planner_settings=PlannerSettings(poll_interval=30.0, poll_max_interval=120.0),
+                planner_settings=PlannerSettings(
+                    poll_interval=30.0, poll_max_interval=120.0, ceiling=1 if steady else None
+                ),
             )
             for guild in guilds:
                 await accounts.set_guild_key(guild, f"server-key-{guild}-0123456789abcdef", by=ADMIN)
         jobs: dict[int, Job] = {}
-        runner = HoldingRunner(len(guilds), accounts, clock)
+        runner = HoldingRunner(accounts, clock)
 
         def draw(job: Job) -> None:
             if accounts is not None:
@@ -168,7 +183,7 @@ async def burst(keys: int, *, floor: bool, tmp: Path) -> dict[str, float]:
         )
         await scheduler.start()
         # The jobs as the intake wrote them: they arrive faster than they start, so all are queued.
-        for guild in guilds:
+        for guild in guilds * (2 if steady else 1):
             job = await store.add(_video(guild), member_limit=None, guild_cap=None)
             jobs[job.id] = job
         wall, cpu = time.perf_counter(), time.process_time()
@@ -177,10 +192,16 @@ async def burst(keys: int, *, floor: bool, tmp: Path) -> dict[str, float]:
             draw(job)
         for job in jobs.values():  # and redrawn once, as every EDIT_INTERVAL while they wait
             draw(job)
-        await asyncio.wait_for(runner.all_started.wait(), timeout=600)
+        await runner.wait_started(len(guilds))
+        if steady:  # measured from here: the second wave, one job freeing its slot at a time
+            wall, cpu = time.perf_counter(), time.process_time()
+            for n, release in enumerate(list(runner.releases)):
+                release()
+                await runner.wait_started(len(guilds) + n + 1)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         await scheduler.close(timeout=1.0)
-        return {"keys": keys, "jobs": len(jobs), "cpu_ms_per_job": 1000 * cpu / len(jobs), "start_s": wall}
+        started = len(guilds)
+        return {"keys": keys, "jobs": started, "cpu_ms_per_job": 1000 * cpu / started, "start_s": wall}
     finally:
         if accounts is not None:
             await accounts.close()
@@ -202,11 +223,11 @@ def child(args: argparse.Namespace) -> None:
             pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
             print(json.dumps(out))
             return
-        print(json.dumps(asyncio.run(burst(args.one, floor=args.floor, tmp=Path(tmp)))))
+        print(json.dumps(asyncio.run(burst(args.one, floor=args.floor, tmp=Path(tmp), steady=args.steady))))
 
 
-def run_one(variant: str, keys: int, before: str) -> dict[str, float]:
-    cmd = [sys.executable, str(HERE), "--one", str(keys)]
+def run_one(variant: str, keys: int, before: str, shape: str) -> dict[str, float]:
+    cmd = [sys.executable, str(HERE), "--one", str(keys)] + (["--steady"] if shape == "steady" else [])
     if variant == "before":
         cmd += ["--code", before]
     elif variant == "floor":
@@ -221,6 +242,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--before", default="89f4980")
     parser.add_argument("--variants", default="this,before,floor")
+    parser.add_argument("--shapes", default="burst,steady")
+    parser.add_argument("--steady-keys", default="10,100,300", help="the key counts of the steady shape")
+    parser.add_argument("--steady", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", default=None, help=argparse.SUPPRESS)
@@ -232,14 +256,15 @@ def main() -> None:
     names = {"this": "this code", "before": f"before ({args.before})", "floor": "floor (no keys)"}
     print(f"{args.runs} run(s) each, median; CPU of the whole process while the burst starts")
     print()
-    print("| variant | keys | CPU per job ms | time to start the burst s |")
-    print("|---|---:|---:|---:|")
-    for keys in [int(k) for k in args.keys.split(",")]:
-        for variant in args.variants.split(","):
-            runs = [run_one(variant, keys, args.before) for _ in range(args.runs)]
-            cpu = statistics.median(r["cpu_ms_per_job"] for r in runs)
-            start = statistics.median(r["start_s"] for r in runs)
-            print(f"| {names[variant]} | {keys:,} | {cpu:.2f} | {start:.2f} |", flush=True)
+    print("| shape | variant | keys | CPU per job ms | time to start them s |")
+    print("|---|---|---:|---:|---:|")
+    for shape in args.shapes.split(","):
+        for keys in [int(k) for k in (args.steady_keys if shape == "steady" else args.keys).split(",")]:
+            for variant in args.variants.split(","):
+                runs = [run_one(variant, keys, args.before, shape) for _ in range(args.runs)]
+                cpu = statistics.median(r["cpu_ms_per_job"] for r in runs)
+                start = statistics.median(r["start_s"] for r in runs)
+                print(f"| {shape} | {names[variant]} | {keys:,} | {cpu:.2f} | {start:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
