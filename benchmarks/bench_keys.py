@@ -17,9 +17,14 @@ Three variants at each key count, each in its own process:
 * **floor**: this code without keys (a fixed admission, no planner): the queue, the dispatcher and
   the store's read-back alone, what a job costs whatever the keys do.
 
-``python3 benchmarks/bench_keys.py [--keys 10,100,300,1000] [--runs 3] [--before 89f4980]
-[--variants this,before,floor]`` prints one Markdown row per variant and key count (the median of
-``--runs`` runs). ``--profile N`` runs this code once at N keys under cProfile instead.
+A second shape, **steady** (``--shapes burst,steady``, at ``--steady-keys``): two videos per server,
+each key one task at a time; the first of each starts, then each frees its slot in turn while every
+other key is full (one dispatch round per freed slot).
+
+``python3 benchmarks/bench_keys.py [--keys 10,100,300,1000] [--steady-keys 10,100,300] [--runs 3]
+[--before 89f4980] [--variants this,before,floor] [--shapes burst,steady]`` prints one Markdown row
+per shape, variant and key count (the median of ``--runs`` runs). ``--profile N`` runs this code's
+burst once at N keys under cProfile instead. Figures: ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
