@@ -146,6 +146,7 @@ class Accounts:
                 await check_secret(self._redis, settings.redis_key_secret)
             # The operator's planner answers for every guild without a key of its own.
             self._operator = await self._open_account(None, settings.gen_api_key, "")
+            queues.assign_scopes(lambda guild: self.for_guild(guild).parts.scope)  # what each planner counts
             await self._load_guild_keys()
             self._mask_keys_in_use()
         except BaseException:
@@ -167,6 +168,7 @@ class Accounts:
         account = await self._open_account(opened.guild_id, opened.key, opened.last4)
         account.rejected = opened.rejected
         self._guild[opened.guild_id] = account
+        self._queues.regroup(opened.guild_id)
         self._admission_changed()
 
     async def load_guild(self, guild_id: int) -> None:
@@ -211,7 +213,7 @@ class Accounts:
             shared = SharedPlanState(
                 redis=self._redis, key_id=key_id, clock=self._clock, window=budget.window
             )
-        holder: list[KeyParts] = []
+        scope = self._queues.scope()
         try:
             planner = await Planner.open(
                 budget=budget,
@@ -220,7 +222,7 @@ class Accounts:
                 queues=self._queues,
                 settings=self._planner_settings,
                 # The guilds whose jobs run on this key: queue estimates count only them.
-                scope=lambda guild: bool(holder) and self._parts_of(guild) is holder[0],
+                scope=scope,
                 shared=shared,
             )
         except BaseException:
@@ -230,16 +232,11 @@ class Accounts:
         planner.on_change(self._admission_changed)
         if shared is not None:
             shared.start()
-        parts = KeyParts(key=key, label=label, budget=budget, client=client, planner=planner, shared=shared)
-        holder.append(parts)
+        parts = KeyParts(key, label, budget, client, planner, scope, shared)
         if self._metrics is not None:
             self._metrics.track_budget(label, parts.budget_reading)
             self._metrics.track_planner(label, planner.concurrency)
         return parts
-
-    def _parts_of(self, guild_id: int) -> KeyParts | None:
-        account = self._guild.get(guild_id) or self._operator
-        return account.parts if account is not None else None
 
     async def _close_account(self, account: Account) -> None:
         """The account is gone: its key's parts close with the last account using them."""
@@ -396,6 +393,7 @@ class Accounts:
         account = await self._open_account(guild_id, saved.key, saved.last4)
         old = self._guild.get(guild_id)
         self._guild[guild_id] = account
+        self._queues.regroup(guild_id)
         self._keys.forget_unreadable(guild_id)
         await self._retire(old)
         self._mask_keys_in_use()
@@ -406,6 +404,7 @@ class Accounts:
         """Back to the operator's key for the guild's new jobs; False if it had no key."""
         removed = await self._keys.remove(guild_id, by=by)
         old = self._guild.pop(guild_id, None)
+        self._queues.regroup(guild_id)
         unreadable = self._keys.forget_unreadable(guild_id)
         await self._retire(old)
         self._mask_keys_in_use()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from framecast.config import Secret
+from framecast.jobs.queues import Scope
 from framecast.ops.metrics import BudgetReading
 from framecast.planner.planner import PlannedJob, Planner
 from framecast.planner.shared import SharedPlanState
@@ -35,6 +36,8 @@ class KeyParts:
     budget: Budget
     client: GenerationClient
     planner: Planner
+    #: The guilds whose jobs run on this key, as the queues index them (the planner counts only those).
+    scope: Scope = field(repr=False)
     #: What the planner shares with other processes on this key (``REDIS_URL``); None: alone.
     shared: SharedPlanState | None = field(default=None, repr=False)
     #: Accounts using these parts; closed when the last one goes.

@@ -10,18 +10,23 @@ first of them the key admits is taken. A video the key admits is therefore never
 image whose two requests fit goes ahead of videos waiting for the budget, and within a kind the
 order is first come, first served. Places follow the same rule: a job's place is counted among
 the queued jobs of its own kind (see :meth:`GuildQueues.position`).
+
+Each API key's planner counts only its own guilds' jobs (how many wait, the places ahead), on every
+admission and every estimate. Asked through a :class:`Scope` (issue 33), the queues answer from an
+index of the guilds per key, so a key with one guild walks one guild, not every queued guild: a
+predicate asked of every queued guild made those answers grow with keys x guilds.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from framecast.values import Job, JobKind
 
-__all__ = ["GuildQueues", "QueuePositions"]
+__all__ = ["GuildQueues", "QueuePositions", "Scope"]
 
 
 class QueuePositions(Protocol):
@@ -31,6 +36,29 @@ class QueuePositions(Protocol):
         """1-based place of a queued job among its guild's queued jobs of its kind (1 once it is
         being started), else None."""
         ...
+
+
+class Scope:
+    """The guilds whose jobs run on one API key, as the predicate ``scope(guild_id) -> bool`` the
+    planner is given; made by :meth:`GuildQueues.scope`.
+
+    Which scope a guild is in is said by the function given to :meth:`GuildQueues.assign_scopes`.
+    The queues index their guilds by it (read when a guild joins the rotation, and again by
+    :meth:`GuildQueues.regroup` when a guild's key changes), so what a planner asks about its own
+    guilds walks those guilds only.
+    """
+
+    __slots__ = ("_queues",)
+
+    def __init__(self, queues: GuildQueues) -> None:
+        self._queues = queues
+
+    def __repr__(self) -> str:
+        return f"<Scope {id(self):#x}>"
+
+    def __call__(self, guild_id: int) -> bool:
+        """Whether `guild_id`'s jobs run on this scope's key (now)."""
+        return self._queues.scope_of(guild_id) is self
 
 
 class GuildQueues:
@@ -49,6 +77,14 @@ class GuildQueues:
         # walks the guilds with jobs of that kind, never every queued job (issue 17's scale).
         self._of_kind: dict[JobKind, dict[int, deque[int]]] = {kind: {} for kind in JobKind}
         self._earliest: dict[JobKind, dict[int, float]] = {kind: {} for kind in JobKind}
+        # Each guild in the rotation's place in it (ascending, not contiguous): "is its turn before
+        # that one's" without walking the rotation.
+        self._turn_of: dict[int, int] = {}
+        self._next_turn = 0
+        # The guilds in the rotation per scope (each API key's), and the scope each was filed under.
+        self._scope_fn: Callable[[int], Scope | None] = lambda guild: None
+        self._members: dict[Scope, dict[int, None]] = {}
+        self._filed: dict[int, Scope | None] = {}
 
     def __repr__(self) -> str:
         return f"<GuildQueues queued={len(self._guild_of)} started={len(self._started)}>"
@@ -64,12 +100,8 @@ class GuildQueues:
         self._of_kind[kind].setdefault(job.guild_id, deque()).append(job.id)
         earliest = self._earliest[kind]
         earliest[job.guild_id] = min(earliest.get(job.guild_id, math.inf), job.created_at)
-        if job.guild_id not in self._turns:
-            if self._turns and self._turns[-1] == self._just_served:
-                # A guild that has had no turn yet goes ahead of the one served a moment ago.
-                self._turns.insert(len(self._turns) - 1, job.guild_id)
-            else:
-                self._turns.append(job.guild_id)
+        if job.guild_id not in self._turn_of:
+            self._join(job.guild_id)
 
     def remove(self, job_id: int) -> int | None:
         """Take a queued job out of line (cancelled); returns its guild when that queue moved."""
@@ -81,7 +113,7 @@ class GuildQueues:
         queue.remove(job_id)
         if not queue:
             del self._queues[guild]
-            self._turns.remove(guild)
+            self._leave(guild)
         return guild
 
     def take_next(self, eligible: Callable[[int, JobKind], bool] | None = None) -> tuple[int, int] | None:
@@ -100,23 +132,65 @@ class GuildQueues:
             queue = self._queues.get(guild)
             if not queue:
                 self._queues.pop(guild, None)
-                self._turns.remove(guild)
+                self._leave(guild)
                 continue
             job_id = queue[0] if eligible is None else self._first_admitted(guild, queue, eligible)
             if job_id is None:
                 continue
             self._just_served = None
-            self._turns.remove(guild)
             queue.remove(job_id)
             self._forget(job_id, guild)
             if queue:
+                # To the tail of the round, keeping its scope.
+                self._turns.remove(guild)
                 self._turns.append(guild)
+                self._turn_of[guild] = self._new_turn()
                 self._just_served = guild
             else:
                 del self._queues[guild]
+                self._leave(guild)
             self._started.add(job_id)
             return job_id, guild
         return None
+
+    def _new_turn(self) -> int:
+        self._next_turn += 1
+        return self._next_turn
+
+    def _join(self, guild: int) -> None:
+        """`guild` has its first queued job: into the rotation, and filed under its scope."""
+        turns = self._turns
+        if turns and turns[-1] == self._just_served:
+            # A guild that has had no turn yet goes ahead of the one served a moment ago: it takes
+            # that one's place in the order, which moves to a new last one.
+            served = turns[-1]
+            turns.insert(len(turns) - 1, guild)
+            self._turn_of[guild] = self._turn_of[served]
+            self._turn_of[served] = self._new_turn()
+        else:
+            turns.append(guild)
+            self._turn_of[guild] = self._new_turn()
+        self._file(guild)
+
+    def _leave(self, guild: int) -> None:
+        """`guild` has no queued job left: out of the rotation and of its scope."""
+        self._turns.remove(guild)
+        del self._turn_of[guild]
+        self._unfile(guild)
+
+    def _file(self, guild: int) -> None:
+        scope = self._scope_fn(guild)
+        self._filed[guild] = scope
+        if scope is not None:
+            self._members.setdefault(scope, {})[guild] = None
+
+    def _unfile(self, guild: int) -> None:
+        scope = self._filed.pop(guild, None)
+        if scope is not None:
+            members = self._members[scope]
+            del members[guild]
+            if not members:
+                del self._members[scope]
 
     def _first_admitted(
         self, guild: int, queue: deque[int], eligible: Callable[[int, JobKind], bool]
@@ -168,15 +242,57 @@ class GuildQueues:
         """How many jobs wait in all queues together."""
         return len(self._guild_of)
 
+    # -- scopes (the guilds of each API key) ---------------------------------------------------------
+    def scope(self) -> Scope:
+        """A new scope (one per API key); its guilds are those :meth:`assign_scopes`' function names it for."""
+        return Scope(self)
+
+    def assign_scopes(self, scope_of: Callable[[int], Scope | None]) -> None:
+        """`scope_of(guild_id)`: the scope a guild's jobs run in now (None: none of them).
+
+        Call :meth:`regroup` when a guild's answer changes (its key was set or removed).
+        """
+        self._scope_fn = scope_of
+        for guild in list(self._turn_of):
+            self.regroup(guild)
+
+    def scope_of(self, guild_id: int) -> Scope | None:
+        """The scope a guild's jobs run in now."""
+        return self._scope_fn(guild_id)
+
+    def regroup(self, guild_id: int) -> None:
+        """The guild's scope may have changed: file its queued jobs under the one it has now."""
+        if guild_id in self._turn_of and self._filed.get(guild_id) is not self._scope_fn(guild_id):
+            self._unfile(guild_id)
+            self._file(guild_id)
+
+    def _in_rotation(self, in_scope: Callable[[int], bool] | None) -> Iterable[int]:
+        """The guilds in the rotation for which `in_scope` answers True (all of them: None): a
+        :class:`Scope`'s from the index, any other predicate's by asking it of every guild."""
+        if in_scope is None:
+            return self._turns
+        if isinstance(in_scope, Scope) and in_scope._queues is self:
+            return self._members.get(in_scope, ())
+        return [guild for guild in self._turns if in_scope(guild)]
+
+    def _with_kind(self, kind: JobKind, in_scope: Callable[[int], bool] | None) -> Iterable[int]:
+        """The guilds with queued jobs of `kind` for which `in_scope` answers True (all: None)."""
+        lines = self._of_kind[kind]
+        if in_scope is None:
+            return lines
+        if isinstance(in_scope, Scope) and in_scope._queues is self:
+            return [guild for guild in self._members.get(in_scope, ()) if guild in lines]
+        return [guild for guild in lines if in_scope(guild)]
+
     def waiting(self, kind: JobKind, in_scope: Callable[[int], bool] | None = None) -> tuple[int, float]:
         """How many jobs of `kind` are queued (in the guilds for which `in_scope` answers True), and
         the earliest of their ``created_at`` (inf when none)."""
         count, since = 0, math.inf
         earliest = self._earliest[kind]
-        for guild, line in self._of_kind[kind].items():
-            if in_scope is None or in_scope(guild):
-                count += len(line)
-                since = min(since, earliest[guild])
+        lines = self._of_kind[kind]
+        for guild in self._with_kind(kind, in_scope):
+            count += len(lines[guild])
+            since = min(since, earliest[guild])
         return count, since
 
     def ahead(self, job_id: int, in_scope: Callable[[int], bool] | None = None) -> int | None:
@@ -191,15 +307,12 @@ class GuildQueues:
             return None
         kind = self._kind_of[job_id]
         mine = self._same_kind(guild, kind).index(job_id)  # whole rounds before this job's turn
-        before = True  # guilds whose turn comes before this guild's in the current round
+        turn = self._turn_of[guild]  # guilds whose turn comes before it get one more in this round
         count = mine
-        for other in self._turns:
-            if other == guild:
-                before = False
-                continue
-            if in_scope is not None and not in_scope(other):
-                continue
-            count += min(len(self._same_kind(other, kind)), mine + 1 if before else mine)
+        lines = self._of_kind[kind]
+        for other in self._with_kind(kind, in_scope):
+            if other != guild:
+                count += min(len(lines[other]), mine + 1 if self._turn_of[other] < turn else mine)
         return count
 
     def free_turns(
@@ -216,13 +329,12 @@ class GuildQueues:
             return None
         kind = self._kind_of[job_id]
         mine = self._same_kind(guild, kind).index(job_id)
+        turn = self._turn_of[guild]
         free: dict[int, int] = {}
-        before = True
-        for other in self._turns:
-            if other == guild:
-                before = False
-            elif in_scope is None or in_scope(other):
-                free[other] = max(0, (mine + 1 if before else mine) - len(self._same_kind(other, kind)))
+        for other in self._in_rotation(in_scope):
+            if other != guild:
+                rounds = mine + 1 if self._turn_of[other] < turn else mine
+                free[other] = max(0, rounds - len(self._same_kind(other, kind)))
         return mine, free
 
     def arrived_since(
@@ -230,11 +342,11 @@ class GuildQueues:
     ) -> dict[int, int]:
         """Per guild (in scope), its queued jobs of `kind` created at or after wall time `since`."""
         out: dict[int, int] = {}
-        for guild, line in self._of_kind[kind].items():
-            if in_scope is None or in_scope(guild):
-                count = sum(1 for job_id in line if self._since[job_id] >= since)
-                if count:
-                    out[guild] = count
+        lines = self._of_kind[kind]
+        for guild in self._with_kind(kind, in_scope):
+            count = sum(1 for job_id in lines[guild] if self._since[job_id] >= since)
+            if count:
+                out[guild] = count
         return out
 
     def position(self, job_id: int) -> int | None:

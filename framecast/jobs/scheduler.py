@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 _NOT_HELD = object()
 _UNKNOWN = object()
+#: Each key's answer per kind in one dispatch round, and that key's admission (asked again later).
+_Answers = dict[tuple[Hashable, JobKind], tuple[bool, "Admission"]]
 
 
 class CancelOutcome(enum.Enum):
@@ -311,32 +313,37 @@ class Scheduler:
         """Jobs holding a service slot of `key`."""
         return self._holding_per_key[key]
 
-    def _take_admitted(self) -> tuple[int, Hashable] | float:
+    def _take_admitted(self, answers: _Answers | None = None) -> tuple[int, Hashable] | float:
         """``(job_id, key)``: the next job whose key admits one more of its kind, in round-robin
         order (a job behind one of another kind that cannot start yet may go ahead of it: see
         :meth:`GuildQueues.take_next`).
 
         The job counts as started from now. When none may start: the clock seconds after which the
         refusing keys should be asked again (inf: only a wake-up changes anything).
+
+        `answers`: what each key said so far in this dispatch round, kept across its takes (one
+        round does nothing else meanwhile, so only a job started on a key changes that key's
+        answer: it alone is asked again). Each key is asked once per kind and round, however many
+        guilds wait on it and however many jobs the round starts (issue 33).
         """
-        answers: dict[tuple[Hashable, JobKind], bool] = {}
-        refusing: list[Admission] = []
+        answers = {} if answers is None else answers
         key_of: dict[int, Hashable] = {}
 
         def admitted(guild: int, kind: JobKind) -> bool:
-            # Each key is asked once per kind and take: its answer holds for every guild on it.
+            # A key's answer holds for every guild on it.
             key, admission = self._admissions.admission_for(guild)
             key_of[guild] = key
-            if (key, kind) not in answers:
-                answers[key, kind] = admission.may_start(self._running_on(key), kind)
-                if not answers[key, kind]:
-                    refusing.append(admission)
-            return answers[key, kind]
+            answer = answers.get((key, kind))
+            if answer is None:
+                answer = answers[key, kind] = (admission.may_start(self._running_on(key), kind), admission)
+            return answer[0]
 
         taken = self._queues.take_next(admitted)
         if taken is None:
-            return min((a.recheck_in() for a in refusing), default=math.inf)
+            return min((a.recheck_in() for ok, a in answers.values() if not ok), default=math.inf)
         job_id, guild = taken
+        for kind in JobKind:
+            answers.pop((key_of[guild], kind), None)
         self._positions_changed(guild)
         return job_id, key_of[guild]
 
@@ -360,8 +367,9 @@ class Scheduler:
             await self._wait_for_wakeup(recheck)
             self._wakeup.clear()
             recheck = math.inf
+            answers: _Answers = {}  # this round's (see _take_admitted)
             while not self._closing and self._queues.total():
-                taken = self._take_admitted()
+                taken = self._take_admitted(answers)
                 if isinstance(taken, float):
                     recheck = taken
                     break

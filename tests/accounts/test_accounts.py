@@ -27,7 +27,7 @@ from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import JobRunner
 from framecast.keys.vault import KeyVault
 from framecast.ops.metrics import Metrics, key_label
-from framecast.planner.planner import PlannerSettings
+from framecast.planner.planner import Planner, PlannerSettings
 from framecast.service.errors import AuthError
 from framecast.storage import Store
 from framecast.values import Job, JobKind, JobState, NewJob
@@ -377,6 +377,27 @@ async def test_estimates_and_admission_follow_the_key(rig: Rig) -> None:
     rig.fake.api_keys.add("third-server-key-9999")
     await rig.accounts.set_guild_key(OTHER_GUILD, "third-server-key-9999", by=ADMIN)
     assert woken
+
+
+async def test_a_waiting_job_counts_for_the_key_its_server_is_on_now(rig: Rig) -> None:
+    # The queues file each server's jobs under its key (each planner counts only its own): a key set
+    # or removed while a job waits, or opened again after a restart, moves the job with its server.
+    job = await rig.job(GUILD)
+    rig.queues.push(job)
+
+    def waiting(planner: Planner) -> int:
+        return planner.view(running=0).videos_waiting
+
+    operator = rig.accounts.operator.planner
+    assert waiting(operator) == 1
+    await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
+    own = rig.accounts.for_guild(GUILD).planner
+    assert (waiting(operator), waiting(own)) == (0, 1)
+    accounts = await rig.reopen()
+    reopened = accounts.for_guild(GUILD).planner
+    assert (waiting(accounts.operator.planner), waiting(reopened)) == (0, 1)
+    assert await accounts.remove_guild_key(GUILD, by=ADMIN)
+    assert (waiting(accounts.operator.planner), waiting(reopened)) == (1, 0)
 
 
 # -- metrics ------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy as copy_module
 import dataclasses
 import math
 from collections.abc import Callable
@@ -10,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framecast.jobs.queues import GuildQueues
+from framecast.jobs.queues import GuildQueues, Scope
 from framecast.values import Job, JobKind, JobState
 
 
@@ -234,3 +235,96 @@ def test_arrived_since_counts_the_queued_jobs_created_from_then_per_guild() -> N
     assert q.arrived_since(JobKind.VIDEO, 15.0) == {1: 1, 2: 1}
     assert q.arrived_since(JobKind.VIDEO, 0.0, lambda g: g == 1) == {1: 2}
     assert q.arrived_since(JobKind.IMAGE, 15.0) == {1: 1}
+
+
+# -- per-key scopes: the index answers what asking every guild answered (issue 33) -------------------
+
+_KEYED_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("push"), st.integers(1, 5), st.sampled_from(list(JobKind)), st.floats(0, 100)),
+        st.tuples(st.just("remove"), st.integers(0, 30)),
+        st.tuples(st.just("take"), st.sampled_from([None, *JobKind]), st.integers(0, 5)),
+        st.tuples(st.just("rekey"), st.integers(1, 5), st.integers(0, 2)),
+    ),
+    max_size=60,
+)
+
+
+def simulated_ahead(q: GuildQueues, job_id: int, kind: JobKind, in_scope: Callable[[int], bool]) -> int:
+    """The jobs of `kind` that round-robin starts before `job_id`, found by taking them: its own
+    guild's, and those of the guilds in scope."""
+    copy = copy_module.deepcopy(q)
+    own = next(guild for guild in range(1, 6) if job_id in q.queued(guild))
+    count = 0
+    while (taken := copy.take_next(lambda guild, k: k is kind)) is not None and taken[0] != job_id:
+        count += taken[1] == own or in_scope(taken[1])
+    return count
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=_KEYED_STEPS)
+def test_a_keys_scope_answers_as_asking_every_guild_whatever_happened(steps: list[tuple[Any, ...]]) -> None:
+    # Each key's planner asks through its Scope, which the queues answer from their index of guilds
+    # per key; a guild whose key changes is regrouped. Every answer must be the one a plain
+    # predicate gets by being asked of every queued guild, and places the ones taking jobs gives.
+    q = GuildQueues()
+    scopes = [q.scope() for _ in range(3)]
+    key_of = dict.fromkeys(range(1, 6), 0)
+    q.assign_scopes(lambda guild: scopes[key_of[guild]])
+    kind_of: dict[int, JobKind] = {}
+    next_id = 0
+    for step in steps:
+        if step[0] == "push":
+            _, guild, kind, since = step
+            q.push(dataclasses.replace(job(next_id, guild, kind), created_at=since))
+            kind_of[next_id] = kind
+            next_id += 1
+        elif step[0] == "remove":
+            q.remove(step[1])
+        elif step[0] == "take":
+            _, admits, blocked = step
+            q.take_next(None if admits is None else admitting(admits, blocked))
+        else:
+            _, guild, key = step
+            key_of[guild] = key
+            q.regroup(guild)
+        queued = [j for g in range(1, 6) for j in q.queued(g)]
+        for key, scope in enumerate(scopes):
+            plain = (lambda k: lambda guild: key_of[guild] == k)(key)
+            assert [scope(g) for g in range(1, 6)] == [plain(g) for g in range(1, 6)]
+            for kind in JobKind:
+                assert q.waiting(kind, scope) == q.waiting(kind, plain)
+                assert q.arrived_since(kind, 50.0, scope) == q.arrived_since(kind, 50.0, plain)
+            for j in queued:
+                assert q.ahead(j, scope) == q.ahead(j, plain) == simulated_ahead(q, j, kind_of[j], plain)
+                assert q.free_turns(j, scope) == q.free_turns(j, plain)
+        for j in queued:
+            assert q.ahead(j) == simulated_ahead(q, j, kind_of[j], lambda guild: True)
+
+
+def test_a_keys_answers_never_ask_about_the_other_keys_guilds() -> None:
+    # Counted, not timed: each guild's key is looked up once, when it joins the line; what a key's
+    # planner asks (how many wait, the places ahead, the turns left free, who arrived) never asks
+    # about a guild, however many guilds on other keys wait.
+    for guilds in (10, 200):
+        q = GuildQueues()
+        scopes = {guild: q.scope() for guild in range(guilds)}
+        looked_up: list[int] = []
+
+        def scope_of(
+            guild: int, scopes: dict[int, Scope] = scopes, looked_up: list[int] = looked_up
+        ) -> Scope:
+            looked_up.append(guild)
+            return scopes[guild]
+
+        q.assign_scopes(scope_of)
+        for guild in range(guilds):
+            q.push(job(guild, guild))
+            q.push(job(1000 + guild, guild, JobKind.IMAGE))
+        assert len(looked_up) == guilds
+        mine = scopes[guilds // 2]
+        assert q.waiting(JobKind.VIDEO, mine) == (1, 0.0)
+        assert q.ahead(guilds // 2, mine) == 0
+        assert q.free_turns(guilds // 2, mine) == (0, {})
+        assert q.arrived_since(JobKind.IMAGE, 0.0, mine) == {guilds // 2: 1}
+        assert len(looked_up) == guilds

@@ -692,6 +692,44 @@ async def test_a_key_opened_later_wakes_the_dispatcher(h: Harness) -> None:
     assert h.runner.started == [a.id, b.id] and h.runner.is_running(a.id)
 
 
+class Counted(FixedAdmission):
+    """A fixed number of slots that counts how often it was asked."""
+
+    def __init__(self, max_running: int) -> None:
+        super().__init__(max_running)
+        self.asked = 0
+
+    def may_start(self, running: int, kind: JobKind = JobKind.VIDEO) -> bool:
+        self.asked += 1
+        return super().may_start(running, kind)
+
+
+@pytest.mark.parametrize("starts", [2, 12])
+async def test_a_dispatch_round_asks_each_key_once_however_many_jobs_it_starts(
+    h: Harness, starts: int
+) -> None:
+    # Counted, not timed (issue 33): four saturated keys whose guilds come first in the round, then
+    # `starts` guilds on a key with room. One round starts every job that key admits and asks each
+    # saturated key once, not once per job it starts (which made keys x jobs questions).
+    keys = Keys({"open": starts}, {})
+    full = {f"full-{n}": Counted(0) for n in range(4)}
+    keys.admissions.update(full)
+    waiting_guilds = [100 + n for n in range(4)]
+    open_guilds = [200 + n for n in range(starts)]
+    keys.key_of.update({guild: f"full-{n}" for n, guild in enumerate(waiting_guilds)})
+    keys.key_of.update(dict.fromkeys(open_guilds, "open"))
+    scheduler = h.make(keys)
+    await scheduler.start()
+    jobs = await h.add_many(waiting_guilds + open_guilds)
+    for job in jobs:  # in one go: the dispatcher sees them all in one round
+        scheduler.submit(job)
+    await h.runner.wait_started(starts)
+    await h.flush()
+    assert sorted(h.runner.started) == sorted(job.id for job in jobs[4:])
+    assert [admission.asked for admission in full.values()] == [1, 1, 1, 1]
+    assert all(scheduler.position(job.id) == 1 for job in jobs[:4])  # still queued, first in line
+
+
 class ByKind:
     """One key whose budget admits at most `videos` videos' worth of running jobs, and images up to
     `images` (an image's requests are spent at once: it fits where another video does not)."""
