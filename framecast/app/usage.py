@@ -13,7 +13,7 @@ from typing import Protocol
 
 from framecast.clock import Clock
 from framecast.jobs import JobKind, JobState
-from framecast.storage.usage import UsageRow
+from framecast.storage import UsageRow
 
 __all__ = ["USAGE_DAYS", "DayCount", "ServerUsage", "Usage"]
 

@@ -22,12 +22,13 @@ from framecast.jobs import (
     MemberLimitReached,
 )
 from framecast.planner.predict import DurationRow
-from framecast.storage.dialects import StoreClosed, StoreError, StoreTimeouts, StoreUnavailable, redact_dsn
-from framecast.storage.gallery import GalleryFilter
+from framecast.storage.dialects import StoreClosed, StoreError, StoreUnavailable, redact_dsn
+from framecast.storage.faults import StoreTimeouts
 from framecast.storage.history import MemberJobs
 from framecast.storage.schema import QUOTA_COUNTS
 from framecast.storage.store import Store
 from framecast.storage.values import SettingsChange, StoredKey
+from framecast.storage.web import GalleryFilter, UsageRow
 
 if TYPE_CHECKING:
     from framecast.clock import Clock
@@ -53,6 +54,7 @@ __all__ = [
     "StoreTimeouts",
     "StoreUnavailable",
     "StoredKey",
+    "UsageRow",
     "open_store",
     "redact_dsn",
 ]

@@ -40,15 +40,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import NullPool
 
 from framecast.jobs import JobError
-from framecast.storage.faults import is_store_outage
-from framecast.storage.outages import Outage, StoreTimeouts, dropped_when_cut_short
+from framecast.storage.faults import Outage, StoreTimeouts, dropped_when_cut_short, is_store_outage
 
 __all__ = [
     "Postgres",
     "Sqlite",
     "StoreClosed",
     "StoreError",
-    "StoreTimeouts",
     "StoreUnavailable",
     "redact_dsn",
 ]
