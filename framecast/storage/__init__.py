@@ -2,9 +2,11 @@
 
 ``DATABASE_URL`` set: PostgreSQL, shared by several processes. Otherwise SQLite at ``DATABASE_PATH``
 (one process), the default for a small server. Modules: ``schema`` (the tables), ``store``
-(:class:`Store`, every query), ``dialects`` (what differs: connections, locks, legacy markers),
-``values`` (checks on what callers hand in), ``migrate`` + ``migrations/`` (Alembic, one chain).
-``tests/storage/test_contract.py`` runs one suite against both databases.
+(:class:`Store`, the jobs, leases, settings and keys), ``history``, ``styles`` and ``web`` (what
+/history, the styles and the web pages read and keep), ``dialects`` (what differs: connections,
+locks, legacy markers), ``faults`` (outages and bounds), ``values`` (checks on what callers hand
+in), ``migrate`` + ``migrations/`` (Alembic, one chain). ``tests/storage/test_contract.py`` runs one
+suite against both databases.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import Connection, Executable, Select, event, func, select, text
+from sqlalchemy import Connection, Executable, event, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -133,11 +133,6 @@ class Database:
         async with self.autocommit() as conn:
             result = await conn.execute(stmt, params)
             return result.all() if result.returns_rows else ()
-
-    async def first(self, stmt: Select[Any], params: dict[str, Any]) -> Any:
-        """The first row of a read, or None."""
-        found = await self.rows(stmt, params)
-        return found[0] if found else None
 
     async def close(self) -> None:
         """Wait for the operations in flight, then release every connection."""

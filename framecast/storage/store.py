@@ -391,8 +391,8 @@ class Store:
 
     async def get(self, job_id: int) -> Job | None:
         """The job with this id, or None."""
-        found = await self._db.first(_GET, {"id": job_id})
-        return _job(found) if found is not None else None
+        found = await self._db.rows(_GET, {"id": job_id})
+        return _job(found[0]) if found else None
 
     async def active(self) -> list[Job]:
         """Every non-terminal job, ordered by id (acceptance order: the FIFO order after a restart)."""

@@ -178,8 +178,8 @@ class WebSessionRows:
 
     async def user_of(self, token_hash: str, *, now: float) -> int | None:
         """The user of the unexpired session keyed `token_hash`, or None."""
-        found = await self._db.first(_SESSION, {"token_hash": token_hash, "now": float(now)})
-        return int(found[0]) if found is not None else None
+        found = await self._db.rows(_SESSION, {"token_hash": token_hash, "now": float(now)})
+        return int(found[0][0]) if found else None
 
     async def remove(self, token_hash: str) -> None:
         """End the session keyed `token_hash` (none: nothing happens)."""
