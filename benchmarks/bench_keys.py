@@ -74,8 +74,7 @@ from framecast.jobs.queues import GuildQueues  # noqa: E402
 from framecast.jobs.scheduler import Scheduler  # noqa: E402
 from framecast.keys.vault import KeyVault  # noqa: E402
 from framecast.planner.planner import PlannerSettings  # noqa: E402
-from framecast.storage import Store  # noqa: E402
-from framecast.storage.outages import StoreTimeouts  # noqa: E402
+from framecast.storage import Store, StoreTimeouts  # noqa: E402
 from framecast.values import Job, JobKind, NewJob  # noqa: E402
 
 try:

@@ -1,14 +1,19 @@
-"""Benchmark of the job store: the old SQLite store (commit 0493314) and the new one on SQLite and PostgreSQL.
+"""Benchmark of the job store: an earlier commit's store on SQLite, and today's on SQLite and PostgreSQL.
 
-Usage: ``python3 benchmarks/bench_store.py [--ops 1000] [--history 50000] [--dir data] [--pg URL]``
+Usage: ``python3 benchmarks/bench_store.py [--before 89f4980] [--ops 1000] [--history 50000] [--dir data] [--pg URL]``
 
 Each store runs the same workload in its own subprocess, side by side in one run:
 
-* ``old sqlite``: ``framecast/store.py`` as of commit 0493314, extracted with ``git archive`` into a
-  temporary directory put first on ``sys.path`` (skipped with a line if git or the commit is missing);
-* ``new sqlite``: ``framecast.storage.Store`` on a file (WAL, ``synchronous=FULL``);
-* ``new postgres``: the same store on a throw-away database of the server at ``--pg`` (default
+* ``before sqlite``: the store of commit ``--before`` (default 89f4980, the last one with the SQLite
+  fast path on aiosqlite's internals; 0493314 is the last hand-written store, ``framecast/store.py``),
+  extracted with ``git archive`` into a temporary directory put first on ``sys.path`` (skipped with
+  a line if git or the commit is missing);
+* ``sqlite``: ``framecast.storage.Store`` on a file (WAL, ``synchronous=FULL``);
+* ``postgres``: the same store on a throw-away database of the server at ``--pg`` (default
   ``postgresql://postgres@127.0.0.1:5432/postgres``; skipped with a line when none answers).
+
+Each cell is operations a second, p50 / p99 latency, and the event loop's own CPU time per operation
+(``time.thread_time()`` of the loop's thread: what the store takes from everything else the bot does).
 
 Every write is committed before the call returns, so SQLite figures are mostly the disk's fsync
 latency. SQLite databases are created under ``--dir`` (default ``data/``, where ``DATABASE_PATH``
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import importlib.util
 import json
 import os
 import secrets
@@ -34,9 +40,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-OLD_COMMIT = "0493314"
 PROMPT = "a slow dolly shot of a lighthouse at dusk, 35mm film, 一只猫 🎬"
-IMPLS = ("old sqlite", "new sqlite", "new postgres")
+IMPLS = ("before sqlite", "sqlite", "postgres")
 
 
 def new_job(i: int) -> Any:
@@ -65,7 +70,7 @@ async def measure(ops: int, in_flight: int, op: Callable[[int], Awaitable[object
             await op(i)
             latencies.append(time.perf_counter() - start)
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.thread_time()
     if in_flight == 1:
         for i in range(ops):
             await one(i)
@@ -73,7 +78,8 @@ async def measure(ops: int, in_flight: int, op: Callable[[int], Awaitable[object
         await asyncio.gather(*(one(i) for i in range(ops)))
     ordered = sorted(latencies)
     pct = {q: ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] * 1000 for q in (50, 95, 99)}
-    return {"rate": ops / (time.perf_counter() - start), "p50": pct[50], "p95": pct[95], "p99": pct[99]}
+    took, cpu_us = time.perf_counter() - start, (time.thread_time() - cpu) / ops * 1e6
+    return {"rate": ops / took, "p50": pct[50], "p95": pct[95], "p99": pct[99], "cpu": cpu_us}
 
 
 async def history(where: str, rows: int) -> None:
@@ -104,8 +110,9 @@ async def workload(impl: str, where: str, ops: int, rows: int) -> dict[str, dict
     """The same calls on whichever store this process imported; one figure set per row."""
     from framecast.values import JobState
 
-    # The old tree (first on sys.path in that subprocess) has framecast.store, the new one framecast.storage.
-    module, name = ("framecast.store", "JobStore") if impl == "old sqlite" else ("framecast.storage", "Store")
+    # An old tree (first on sys.path in that subprocess) may have framecast.store, later ones framecast.storage.
+    hand_written = importlib.util.find_spec("framecast.store") is not None
+    module, name = ("framecast.store", "JobStore") if hand_written else ("framecast.storage", "Store")
     opener: Any = getattr(importlib.import_module(module), name)
     out: dict[str, dict[str, float]] = {}
     store: Any = await opener.open(where)
@@ -124,6 +131,9 @@ async def workload(impl: str, where: str, ops: int, rows: int) -> dict[str, dict
             ops, 1, lambda i: store.transition(seq[i], JobState.RUNNING, task_id=f"t{i}", started_at=1.0)
         )
         out["update progress"] = await measure(ops, 1, lambda i: store.update(seq[i], progress=i / ops))
+        out["patch_discord (read, write)"] = await measure(
+            ops, 1, lambda i: store.patch_discord(seq[i], {"status_message_id": i})
+        )
         out["get (read)"] = await measure(ops, 1, lambda i: store.get(seq[i]))
         ids.clear()
         out["add, 32 in flight"] = await measure(ops, 32, lambda i: add(ops + i))
@@ -146,19 +156,19 @@ async def workload(impl: str, where: str, ops: int, rows: int) -> dict[str, dict
     return out
 
 
-def child(impl: str, where: str, ops: int, rows: int) -> dict[str, Any]:
-    """Run one store's workload in a subprocess (the old tree first on sys.path for the old store)."""
+def child(impl: str, where: str, ops: int, rows: int, before: str) -> dict[str, Any]:
+    """Run one store's workload in a subprocess (the earlier tree first on sys.path for that store)."""
     tree = where_tree = None
-    if impl == "old sqlite":
+    if impl == "before sqlite":
         tree = Path(tempfile.mkdtemp(prefix="bench-old-tree-"))
         try:
             archive = subprocess.run(
-                ["git", "-C", str(ROOT), "archive", OLD_COMMIT, "framecast"], capture_output=True, check=True
+                ["git", "-C", str(ROOT), "archive", before, "framecast"], capture_output=True, check=True
             )
             subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
         except (OSError, subprocess.CalledProcessError) as exc:
             shutil.rmtree(tree, ignore_errors=True)
-            return {"skipped": f"old store not extracted from git ({type(exc).__name__})"}
+            return {"skipped": f"store of {before} not extracted from git ({type(exc).__name__})"}
         where_tree = str(tree)
     env = {**os.environ, "PYTHONPATH": where_tree or str(ROOT)}
     args = [
@@ -209,14 +219,16 @@ def pg_database(admin: str) -> tuple[str, Callable[[], None]] | str:
 
 
 def print_table(results: dict[str, dict[str, Any]]) -> None:
-    """One row per operation; per store ops/s and p50/p99 ms, and the new SQLite store's p50 ratio."""
+    """One row per operation; per store ops/s, p50/p99 ms and loop CPU, and today's SQLite p50 over before's."""
     for impl, res in results.items():
         if "skipped" in res:
             print(f"{impl}: skipped: {res['skipped']}")
     shown = [i for i in IMPLS if "skipped" not in results[i]]
     rows = list(dict.fromkeys(name for i in shown for name in results[i]))
     head = (
-        "| operation | " + " | ".join(f"{i} ops/s | p50 / p99 ms" for i in shown) + " | new/old sqlite p50 |"
+        "| operation | "
+        + " | ".join(f"{i} ops/s | p50 / p99 ms | CPU µs" for i in shown)
+        + " | sqlite / before p50 |"
     )
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
@@ -224,14 +236,17 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
         cells = []
         for i in shown:
             r = results[i].get(name)
-            cells.append(f"{r['rate']:.0f} | {r['p50']:.2f} / {r['p99']:.2f}" if r else "- | -")
-        old, new = results["old sqlite"].get(name), results["new sqlite"].get(name)
+            cells.append(
+                f"{r['rate']:.0f} | {r['p50']:.2f} / {r['p99']:.2f} | {r['cpu']:.0f}" if r else "- | - | -"
+            )
+        old, new = results["before sqlite"].get(name), results["sqlite"].get(name)
         ratio = f"{new['p50'] / old['p50']:.2f}x" if old and new else "-"
         print(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", default="89f4980", help="the commit whose SQLite store to compare")
     parser.add_argument("--ops", type=int, default=1000, help="operations per row (default 1000)")
     parser.add_argument(
         "--history", type=int, default=50_000, help="finished jobs for the last row (0: skip)"
@@ -255,14 +270,15 @@ def main() -> None:
         print(
             f"SQLite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}, SQLite files in {base.resolve()}"
         )
-        for impl in ("old sqlite", "new sqlite"):
-            results[impl] = child(impl, str(base / f"{impl.split()[0]}.sqlite3"), args.ops, args.history)
+        for impl in ("before sqlite", "sqlite"):
+            where = str(base / f"{impl.replace(' ', '-')}.sqlite3")
+            results[impl] = child(impl, where, args.ops, args.history, args.before)
         pg = pg_database(args.pg)
         if isinstance(pg, str):
-            results["new postgres"] = {"skipped": pg}
+            results["postgres"] = {"skipped": pg}
         else:
             try:
-                results["new postgres"] = child("new postgres", pg[0], args.ops, args.history)
+                results["postgres"] = child("postgres", pg[0], args.ops, args.history, args.before)
             finally:
                 pg[1]()
         print_table(results)

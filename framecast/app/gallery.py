@@ -75,7 +75,7 @@ class ServerDirectory(Protocol):
 
 
 class GallerySource(Protocol):
-    """What the gallery needs of the store (see ``Store.gallery_jobs``)."""
+    """What the gallery needs of the store (see ``Store.web.gallery_jobs``)."""
 
     async def gallery_jobs(self, where: GalleryFilter, *, before: int | None, limit: int) -> tuple[Job, ...]:
         """Up to `limit` delivered jobs `where` allows, older than job `before`, newest first."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from framecast.clock import Clock
-from framecast.storage.usage import UsageRow
+from framecast.storage import UsageRow
 from framecast.values import JobKind, JobState
 
 __all__ = ["USAGE_DAYS", "DayCount", "ServerUsage", "Usage"]

@@ -20,7 +20,7 @@ SESSION_SECONDS = 7 * 86400.0
 
 
 class SessionRows(Protocol):
-    """What sessions need of the store (see ``framecast.storage.sessions.WebSessionRows``)."""
+    """What sessions need of the store (see ``framecast.storage.web.WebSessionRows``)."""
 
     async def add(self, token_hash: str, user_id: int, *, created_at: float, expires_at: float) -> None:
         """Store a new session."""

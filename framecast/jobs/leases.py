@@ -152,13 +152,8 @@ class Leases:
         return await self._claim(job.id, self._clock.time() + self._lease, take=True)
 
     async def holds(self, job_id: int) -> bool:
-        """Whether this process still holds the job's lease: asked before a step that spends a request.
-
-        No I/O while the lease last written here has over a third of a lease to run. Past that
-        (this process was paused, or its renewals are late) the store decides: the lease is renewed
-        if it is still ours or lapsed untaken, and found lost if another process took it (or the job
-        ended). A lost lease is dropped here, so the renewal loop stops renewing it.
-        """
+        """Whether this process still holds the job's lease (see "Fencing" above); a lost lease is
+        dropped here, so the renewal loop stops renewing it."""
         if job_id not in self._held:
             return False
         now = self._clock.time()
@@ -225,11 +220,10 @@ class Leases:
     async def take_over(self) -> list[Job]:
         """Claim the jobs whose lease lapsed and hand them to the scheduler; returns them.
 
-        Not while this process cannot reach the store, nor for a lease after it reaches it again: a
+        Not while this process cannot reach the store, nor for a lease after (see "Outages" above): a
         lease that lapsed in an outage every process met belongs to a live process whose renewals
-        could not land, and whose jobs wait for the store (their task ids in memory, not yet saved).
-        A process cut off alone (a partition) is another matter: the others met no outage, and
-        take its jobs over once their leases lapse.
+        could not land. A process cut off alone (a partition) is another matter: the others met no
+        outage, and take its jobs over once their leases lapse.
         """
         if not self._outage.settled(self._lease):
             return []

@@ -2,9 +2,11 @@
 
 ``DATABASE_URL`` set: PostgreSQL, shared by several processes. Otherwise SQLite at ``DATABASE_PATH``
 (one process), the default for a small server. Modules: ``schema`` (the tables), ``store``
-(:class:`Store`, every query), ``dialects`` (what differs: connections, locks, legacy markers),
-``values`` (checks on what callers hand in), ``migrate`` + ``migrations/`` (Alembic, one chain).
-``tests/storage/test_contract.py`` runs one suite against both databases.
+(:class:`Store`, the jobs, leases, settings and keys), ``history``, ``styles`` and ``web`` (what
+/history, the styles and the web pages read and keep), ``dialects`` (what differs: connections,
+locks, legacy markers), ``faults`` (outages and bounds), ``values`` (checks on what callers hand
+in), ``migrate`` + ``migrations/`` (Alembic, one chain). ``tests/storage/test_contract.py`` runs one
+suite against both databases.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from framecast.guilds.settings import KeyStatus
-from framecast.storage.dialects import StoreClosed, StoreError, StoreTimeouts, StoreUnavailable, redact_dsn
-from framecast.storage.gallery import GalleryFilter
+from framecast.storage.dialects import StoreClosed, StoreError, StoreUnavailable, redact_dsn
+from framecast.storage.faults import StoreTimeouts
 from framecast.storage.history import MemberJobs
 from framecast.storage.schema import QUOTA_COUNTS
 from framecast.storage.store import Store
 from framecast.storage.values import SettingsChange, StoredKey
+from framecast.storage.web import GalleryFilter, UsageRow
 from framecast.values import (
     AlreadyRetried,
     DailyQuotaReached,
@@ -51,6 +54,7 @@ __all__ = [
     "StoreTimeouts",
     "StoreUnavailable",
     "StoredKey",
+    "UsageRow",
     "open_store",
     "redact_dsn",
 ]

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -34,18 +33,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import aiosqlite
-from sqlalchemy import Connection, Executable, Select, event, func, select, text
+from sqlalchemy import Connection, Executable, event, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.dialects.sqlite.aiosqlite import AsyncAdapt_aiosqlite_connection, AsyncAdapt_aiosqlite_dbapi
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import MissingGreenlet
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
-from sqlalchemy.util.concurrency import await_
 
-from framecast.storage.faults import is_store_outage
-from framecast.storage.outages import Outage, StoreTimeouts, dropped_when_cut_short
+from framecast.storage.faults import Outage, StoreTimeouts, dropped_when_cut_short, is_store_outage
 from framecast.values import JobError
 
 __all__ = [
@@ -53,7 +47,6 @@ __all__ = [
     "Sqlite",
     "StoreClosed",
     "StoreError",
-    "StoreTimeouts",
     "StoreUnavailable",
     "redact_dsn",
 ]
@@ -141,11 +134,6 @@ class Database:
             result = await conn.execute(stmt, params)
             return result.all() if result.returns_rows else ()
 
-    async def first(self, stmt: Select[Any], params: dict[str, Any]) -> Any:
-        """The first row of a read built once (a module constant), or None."""
-        found = await self.rows(stmt, params)
-        return found[0] if found else None
-
     async def close(self) -> None:
         """Wait for the operations in flight, then release every connection."""
         self.closed = True
@@ -166,16 +154,14 @@ class Sqlite(Database):
         super().__init__(timeouts)
         self.path = path
         url = URL.create("sqlite+aiosqlite", database=str(path))
-        # One pooled connection, held by this object for its life (see _conn).
-        self.engine = create_async_engine(
-            url, pool_size=1, max_overflow=0, module=_OneHopDBAPI(aiosqlite, sqlite3)
-        )
+        # SQLAlchemy's own aiosqlite dialect (benchmarks/README.md: what it costs); one pooled
+        # connection, held by this object for its life (see _conn).
+        self.engine = create_async_engine(url, pool_size=1, max_overflow=0)
         event.listen(self.engine.sync_engine, "connect", self._connected)
         event.listen(self.engine.sync_engine, "begin", self._begin)
         self._lock = asyncio.Lock()
         self._conn: AsyncConnection | None = None
         self._begin_sql: str | None = "BEGIN IMMEDIATE"
-        self._compiled: dict[Select[Any], tuple[str, tuple[str, ...]]] = {}
 
     @property
     def target(self) -> str:
@@ -221,35 +207,14 @@ class Sqlite(Database):
     async def autocommit(self) -> AsyncIterator[AsyncConnection]:
         async with self._track(), self._turn():
             assert self._conn is not None
-            # No BEGIN at all: each SELECT is its own consistent snapshot (autocommit), one round
-            # trip to the driver thread fewer. The lock makes this flag ours alone meanwhile.
+            # No BEGIN at all: each statement is its own transaction (SQLite's autocommit), so a
+            # read never waits for another process's write lock. The lock makes this flag ours alone.
             self._begin_sql = None
             try:
                 yield self._conn
             finally:
                 self._begin_sql = "BEGIN IMMEDIATE"
-                try:
-                    # SQLite has no transaction open: end SQLAlchemy's bookkeeping of one without
-                    # a trip through greenlet_spawn (it cost as much as the query).
-                    assert self._conn.sync_connection is not None
-                    self._conn.sync_connection.rollback()
-                except MissingGreenlet:
-                    await self._conn.rollback()  # one was open after all (a failed statement)
-
-    async def first(self, stmt: Select[Any], params: dict[str, Any]) -> Any:
-        # The hot read (get): SQLAlchemy compiles the statement once; it then runs on the driver in
-        # one trip. SQLAlchemy's execution layer cost twice the query itself (the old store's 2x).
-        async with self._track(), self._turn():
-            assert self._conn is not None and self._conn.sync_connection is not None
-            sync = self._conn.sync_connection
-            if not (sync.invalidated or sync.in_transaction()):  # else: being recovered, see below
-                if (compiled := self._compiled.get(stmt)) is None:
-                    done = stmt.compile(dialect=self.engine.dialect)
-                    compiled = self._compiled[stmt] = (str(done), tuple(done.positiontup or ()))
-                sql, names = compiled
-                driver: Any = sync.connection.driver_connection
-                return await driver._execute(_first, driver._conn, sql, tuple(params[n] for n in names))
-        return await super().first(stmt, params)  # SQLAlchemy's own path reconnects or rolls back
+                await self._conn.rollback()  # ends SQLAlchemy's bookkeeping: SQLite has nothing open
 
     insert = staticmethod(sqlite.insert)  # knows on_conflict_do_update, spelt as PostgreSQL's
 
@@ -300,115 +265,6 @@ def _sqlite_connect(dbapi_conn: Any, busy_timeout: float) -> None:
         cursor.execute("PRAGMA synchronous=FULL")
     finally:
         cursor.close()
-
-
-class _OneHopConnection(AsyncAdapt_aiosqlite_connection):
-    """SQLAlchemy's aiosqlite connection, with each statement ONE trip to aiosqlite's thread.
-
-    The stock adapter makes four trips per statement (cursor, execute, fetch, close) and one per
-    BEGIN, COMMIT or ROLLBACK (even with no transaction open). Each trip is a thread hand-off, and
-    with them the store was five times slower than the old one-thread store. Here a statement is
-    executed and fetched in one trip, BEGIN travels with the transaction's first statement, and
-    COMMIT/ROLLBACK with no transaction open cost nothing. Errors are sqlite3's own, which the
-    adapter's DBAPI re-exports, so SQLAlchemy wraps them as usual.
-    """
-
-    __slots__ = ("pending_begin",)
-    pending_begin: str | None  # the transaction's BEGIN, until its first statement carries it
-
-    def _hop(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await_(self._connection._execute(fn, *args))  # aiosqlite's "run on my thread", FIFO
-
-    def cursor(self, server_side: bool = False) -> Any:
-        return _Cursor(self)
-
-    def commit(self) -> None:
-        self._end("commit")
-
-    def rollback(self) -> None:
-        self._end("rollback")
-
-    def _end(self, how: str) -> None:
-        self.pending_begin = None  # a BEGIN never sent needs no end
-        raw = self._connection._conn
-        if raw.in_transaction:
-            self._hop(getattr(raw, how))
-
-
-class _Cursor:
-    """The part of a DBAPI cursor SQLAlchemy uses, over one sqlite3 call per statement."""
-
-    arraysize = 1
-
-    def __init__(self, conn: _OneHopConnection) -> None:
-        self._conn = conn
-        self.description: Any = None
-        self.rowcount: int = -1
-        self.lastrowid: Any = None
-        self._rows: list[Any] = []
-
-    def execute(self, sql: str, params: Any = ()) -> None:
-        if sql.startswith("BEGIN"):
-            self._conn.pending_begin = sql  # sent with the next statement, in the same trip
-            return
-        self._go(False, sql, params)
-
-    def executemany(self, sql: str, params: Any) -> None:
-        self._go(True, sql, params)
-
-    def _go(self, many: bool, sql: str, params: Any) -> None:
-        begin, self._conn.pending_begin = getattr(self._conn, "pending_begin", None), None
-        raw = self._conn._connection._conn
-        self.description, self.rowcount, self.lastrowid, self._rows = self._conn._hop(
-            _run, raw, begin, many, sql, params if params is not None else ()
-        )
-
-    def fetchone(self) -> Any:
-        return self._rows.pop(0) if self._rows else None
-
-    def fetchmany(self, size: int | None = None) -> list[Any]:
-        size = size or self.arraysize
-        taken, self._rows = self._rows[:size], self._rows[size:]
-        return taken
-
-    def fetchall(self) -> list[Any]:
-        taken, self._rows = self._rows, []
-        return taken
-
-    def close(self) -> None:
-        self._rows = []
-
-    async def _async_soft_close(self) -> None:
-        pass  # SQLAlchemy's asyncio layer asks; the sqlite3 cursor is already closed
-
-
-def _first(raw: Any, sql: str, args: tuple[Any, ...]) -> Any:
-    return raw.execute(sql, args).fetchone()  # on aiosqlite's thread
-
-
-def _run(raw: Any, begin: str | None, many: bool, sql: str, params: Any) -> tuple[Any, int, Any, list[Any]]:
-    # On aiosqlite's thread: the pending BEGIN, then the whole statement, results included.
-    if begin is not None:
-        raw.execute(begin)
-    cursor = raw.executemany(sql, params) if many else raw.execute(sql, params)
-    try:
-        return (
-            cursor.description,
-            cursor.rowcount,
-            cursor.lastrowid,
-            cursor.fetchall() if cursor.description else [],
-        )
-    finally:
-        cursor.close()
-
-
-class _OneHopDBAPI(AsyncAdapt_aiosqlite_dbapi):
-    """The aiosqlite DBAPI of SQLAlchemy, handing out :class:`_OneHopConnection` (``module=``)."""
-
-    def connect(self, *arg: Any, **kw: Any) -> AsyncAdapt_aiosqlite_connection:
-        conn = _OneHopConnection(self, super().connect(*arg, **kw)._connection)
-        conn.pending_begin = None
-        return conn
 
 
 def _journal_mode_wal(cursor: Any, patience: float) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.sql.elements import ColumnElement
 
+from framecast.storage import values
 from framecast.storage.dialects import Postgres, Sqlite
 from framecast.storage.schema import jobs
 from framecast.values import Job
@@ -32,8 +33,6 @@ _COUNTS = select(
     _COUNT.where(jobs.c.id > bindparam("first")).scalar_subquery(),
     _COUNT.where(jobs.c.id < bindparam("last")).scalar_subquery(),
 )
-#: Above every job id (64-bit on both databases): "older than this" is every job.
-_NO_JOB_ABOVE = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ async def member_jobs(
         rows = await db.rows(_page(columns, newer=False).limit(limit), {**member, "id": before})
     if not rows:
         # The newest page (also for a cursor past the member's oldest job: an outdated message).
-        rows = await db.rows(_page(columns, newer=False).limit(limit), {**member, "id": _NO_JOB_ABOVE})
+        rows = await db.rows(_page(columns, newer=False).limit(limit), {**member, "id": values.INT_MAX})
     found = tuple(decode(row) for row in rows)
     first, last = (found[0].id, found[-1].id) if found else (0, 0)
     total, newer, older = (await db.rows(_COUNTS, {**member, "first": first, "last": last}))[0]

@@ -23,8 +23,8 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from framecast.config import Secret
 from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
 from framecast.storage import history, migrate, values
-from framecast.storage.dialects import Postgres, Sqlite, StoreError, StoreTimeouts
-from framecast.storage.faults import unusable_file
+from framecast.storage.dialects import Postgres, Sqlite, StoreError
+from framecast.storage.faults import StoreTimeouts, unusable_file
 from framecast.storage.schema import (
     OPEN,
     QUOTA_COUNTS,
@@ -36,7 +36,7 @@ from framecast.storage.schema import (
 )
 from framecast.storage.styles import GuildStyles
 from framecast.storage.values import SettingsChange, StoredKey
-from framecast.storage.webstore import WebStore
+from framecast.storage.web import WebStore
 from framecast.values import (
     TRANSITIONS,
     AlreadyRetried,
@@ -391,8 +391,8 @@ class Store:
 
     async def get(self, job_id: int) -> Job | None:
         """The job with this id, or None."""
-        found = await self._db.first(_GET, {"id": job_id})
-        return _job(found) if found is not None else None
+        found = await self._db.rows(_GET, {"id": job_id})
+        return _job(found[0]) if found else None
 
     async def active(self) -> list[Job]:
         """Every non-terminal job, ordered by id (acceptance order: the FIFO order after a restart)."""
@@ -484,8 +484,7 @@ class Store:
 
     async def set_guild_key(self, guild_id: int, token: bytes, last4: str, *, by: int) -> None:
         """Store (or replace) the server's key token, status OK, and log an API_KEY change."""
-        if not isinstance(token, bytes) or not token:
-            raise TypeError("a guild key token must be non-empty bytes (the Fernet ciphertext)")
+        values.check_token(token)
         if not isinstance(last4, str) or len(last4) > 4:
             raise ValueError("last4 must be at most four characters")
         gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._timestamp()
@@ -517,8 +516,7 @@ class Store:
         """Swap the key's ciphertext for `new` if it is still `old` (a compare-and-set, so a key an
         admin set meanwhile is kept); False if it was not. The key, its status and who set it are
         unchanged (rotating the encryption is not a settings change, so nothing is logged)."""
-        if not isinstance(new, bytes) or not new:
-            raise TypeError("a guild key token must be non-empty bytes (the Fernet ciphertext)")
+        values.check_token(new)
         stmt = (
             update(guild_keys)
             .where(guild_keys.c.guild_id == values.discord_id(guild_id), guild_keys.c.token == bytes(old))

@@ -180,6 +180,13 @@ def encode_duration(row: DurationRow) -> dict[str, Any]:
     return data
 
 
+def check_token(token: object) -> bytes:
+    """A server key's Fernet ciphertext: non-empty bytes."""
+    if not isinstance(token, bytes) or not token:
+        raise TypeError("a guild key token must be non-empty bytes (the Fernet ciphertext)")
+    return token
+
+
 def check_owner(owner: object) -> str:
     """A lease owner name: a non-empty str."""
     if not isinstance(owner, str) or not owner:

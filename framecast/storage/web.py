@@ -1,0 +1,190 @@
+"""What the web pages read and keep, on the store's database (:attr:`framecast.storage.Store.web`).
+
+* The gallery: a server's delivered jobs, newest first, a batch at a time, keyset-paged on the
+  partial index ``jobs_delivered`` (guild_id, id) WHERE state = 'delivered' (an OFFSET would walk
+  every job before the page). Who may see which job is not decided here: the caller passes the
+  channels whose results may show (and the viewer, whose own results show from anywhere) so the
+  database skips the rest, then decides each row itself (``framecast.app.gallery``). Text filters
+  are substrings of the job's parameters as stored (JSON), compared after ``lower()``: a coarse cut
+  the caller confirms.
+* ``/me``: a person's jobs anywhere, newest first, on the ``jobs_user`` index.
+* Usage: one row per job of a server over a period (``framecast.app.usage`` adds them up), on the
+  ``jobs_quota`` index's leading column and the creation time.
+* The web sessions (Login with Discord): a row is keyed by the SHA-256 of the browser's session
+  token, never the token itself; what a session may do is ``framecast.app.web_sessions``' rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, bindparam, delete, func, insert, literal, or_, select, text
+from sqlalchemy.sql.elements import ColumnElement, TextClause
+
+from framecast.storage import values
+from framecast.storage.dialects import Postgres, Sqlite
+from framecast.storage.schema import DELIVERED_SQL, jobs, web_sessions
+from framecast.values import Job, JobKind, JobState
+
+__all__ = ["MAX_USAGE_ROWS", "GalleryFilter", "UsageRow", "WebSessionRows", "WebStore"]
+
+#: The most rows read for one server's usage (a bound on what one dashboard view costs).
+MAX_USAGE_ROWS = 200_000
+#: The LIKE escape character (the caller's text is matched literally).
+_ESCAPE = "\\"
+
+_USAGE = (
+    select(jobs.c.kind, jobs.c.state, jobs.c.error_code, jobs.c.user_id, jobs.c.created_at, jobs.c.started_at)
+    .where(jobs.c.guild_id == bindparam("guild_id"), jobs.c.created_at >= bindparam("since"))
+    .limit(MAX_USAGE_ROWS)
+)
+_SESSION = select(web_sessions.c.user_id).where(
+    web_sessions.c.token_hash == bindparam("token_hash"), web_sessions.c.expires_at > bindparam("now")
+)
+_END_SESSION = delete(web_sessions).where(web_sessions.c.token_hash == bindparam("token_hash"))
+_PURGE = delete(web_sessions).where(web_sessions.c.expires_at <= bindparam("now"))
+
+
+@dataclass(frozen=True)
+class GalleryFilter:
+    """Which delivered jobs of `guild_id` a batch may hold.
+
+    `channels`: the channels whose jobs may show; `own`: a user whose jobs show from any channel.
+    `member`, `kind`: exact. `contains`: substrings the job's stored parameters must all contain,
+    ignoring case (lower-cased by the database).
+    """
+
+    guild_id: int
+    channels: frozenset[int]
+    own: int | None = None
+    member: int | None = None
+    kind: JobKind | None = None
+    contains: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """One job's part in the usage."""
+
+    kind: JobKind
+    state: JobState
+    error_code: str | None
+    user_id: int
+    created_at: float
+    started_at: float | None
+
+
+class WebStore:
+    """The web pages' queries (build through :attr:`Store.web`); `columns` and `decode` are the
+    store's: the job's columns and how a row becomes a :class:`Job`."""
+
+    def __init__(
+        self,
+        db: Sqlite | Postgres,
+        columns: Sequence[ColumnElement[Any]],
+        decode: Callable[[Sequence[Any]], Job],
+    ) -> None:
+        self._db = db
+        self._columns = columns
+        self._decode = decode
+        #: The web sessions (Login with Discord).
+        self.sessions = WebSessionRows(db)
+
+    def __repr__(self) -> str:
+        return f"<WebStore {self._db.name}>"
+
+    async def gallery_jobs(self, where: GalleryFilter, *, before: int | None, limit: int) -> tuple[Job, ...]:
+        """Up to `limit` delivered jobs `where` allows, just older than job `before` (None: the
+        newest), newest first."""
+        if limit < 1:
+            raise ValueError(f"limit must be positive, not {limit}")
+        terms = _gallery_terms(where, values.INT_MAX if before is None else before)
+        stmt = select(*self._columns).where(and_(*terms)).order_by(jobs.c.id.desc()).limit(limit)
+        return tuple(self._decode(row) for row in await self._db.rows(stmt))
+
+    async def job(self, job_id: int) -> Job | None:
+        """The job with this id, or None."""
+        if not 0 < job_id <= values.INT_MAX:
+            return None
+        found = await self._db.rows(select(*self._columns).where(jobs.c.id == job_id))
+        return self._decode(found[0]) if found else None
+
+    async def user_jobs(self, user_id: int, *, before: int | None, limit: int) -> tuple[Job, ...]:
+        """Up to `limit` of `user_id`'s jobs anywhere (every server, their own queue) older than job
+        `before` (None: the newest), newest first, on the ``jobs_user`` index."""
+        stmt = select(*self._columns).where(jobs.c.user_id == user_id)
+        if before is not None:
+            stmt = stmt.where(jobs.c.id < before)
+        rows = await self._db.rows(stmt.order_by(jobs.c.id.desc()).limit(max(1, limit)))
+        return tuple(self._decode(row) for row in rows)
+
+    async def usage(self, guild_id: int, *, since: float) -> list[UsageRow]:
+        """Every job of `guild_id` created at or after `since` (epoch seconds), at most
+        :data:`MAX_USAGE_ROWS`."""
+        rows = await self._db.rows(_USAGE, {"guild_id": guild_id, "since": float(since)})
+        return [
+            UsageRow(
+                JobKind(k), JobState(s), error, int(user), float(at), None if began is None else float(began)
+            )
+            for k, s, error, user, at, began in rows
+        ]
+
+
+def _like(fragment: str) -> str:
+    escaped = fragment.replace(_ESCAPE, _ESCAPE * 2).replace("%", _ESCAPE + "%").replace("_", _ESCAPE + "_")
+    return f"%{escaped.lower()}%"
+
+
+def _gallery_terms(f: GalleryFilter, before: int) -> list[ColumnElement[bool] | TextClause]:
+    visible: list[ColumnElement[bool]] = []
+    if f.channels:
+        visible.append(jobs.c.channel_id.in_(sorted(f.channels)))
+    if f.own is not None:
+        visible.append(jobs.c.user_id == f.own)
+    terms: list[ColumnElement[bool] | TextClause] = [
+        jobs.c.guild_id == f.guild_id,
+        text(DELIVERED_SQL),  # literal: the partial index is used only when its WHERE is repeated
+        jobs.c.id < before,
+        or_(*visible) if visible else literal(False),
+    ]
+    if f.member is not None:
+        terms.append(jobs.c.user_id == f.member)
+    if f.kind is not None:
+        terms.append(jobs.c.kind == f.kind.value)
+    terms.extend(func.lower(jobs.c.params).like(_like(part), escape=_ESCAPE) for part in f.contains)
+    return terms
+
+
+class WebSessionRows:
+    """The sessions on one database (:attr:`WebStore.sessions`)."""
+
+    def __init__(self, db: Sqlite | Postgres) -> None:
+        self._db = db
+
+    def __repr__(self) -> str:
+        return f"<WebSessionRows {self._db.name}>"
+
+    async def add(self, token_hash: str, user_id: int, *, created_at: float, expires_at: float) -> None:
+        """Store a new session of `user_id` until `expires_at` (epoch seconds)."""
+        row = {
+            "token_hash": values.check_text("token_hash", token_hash),
+            "user_id": values.discord_id(user_id),
+            "created_at": float(created_at),
+            "expires_at": float(expires_at),
+        }
+        await self._db.rows(insert(web_sessions).values(row))
+
+    async def user_of(self, token_hash: str, *, now: float) -> int | None:
+        """The user of the unexpired session keyed `token_hash`, or None."""
+        found = await self._db.rows(_SESSION, {"token_hash": token_hash, "now": float(now)})
+        return int(found[0][0]) if found else None
+
+    async def remove(self, token_hash: str) -> None:
+        """End the session keyed `token_hash` (none: nothing happens)."""
+        await self._db.rows(_END_SESSION, {"token_hash": token_hash})
+
+    async def purge(self, *, now: float) -> None:
+        """Forget every session expired at `now`."""
+        await self._db.rows(_PURGE, {"now": float(now)})
