@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import discord
 
-from cogs.tree import MissingChannelPermissions, ServerOnly, ServerRulesApply
-from framecast.app import Actor, Admins, Members, QueueViewer, Requester
+from cogs.tree import MissingChannelPermissions, RefusedInCheck, ServerOnly, ServerRulesApply
+from framecast.app import Actor, AdminRefused, Admins, Members, QueueViewer, Requester
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -203,11 +203,16 @@ def admin(interaction: discord.Interaction[Any]) -> Actor:
     """The person using /settings (its styles and key form too), once the application let them in.
 
     :func:`actor` read off the interaction, then ``Admins.authorize`` (no I/O: Manage Server in a
-    server, never a person's own queue), which raises ``AdminRefused``, so that the refusal is the
-    interaction's first answer, before anything is acknowledged. Each admin use case asks again.
+    server, never a person's own queue), so that a refusal is the interaction's first answer, before
+    anything is acknowledged. Each admin use case asks again. Raises :class:`RefusedInCheck` with the
+    application's ``AdminRefused`` as its cause (this runs in checks, where discord.py passes on only
+    its own errors).
     """
     who = actor(interaction)
-    admins(interaction).authorize(who)
+    try:
+        admins(interaction).authorize(who)
+    except AdminRefused as refused:
+        raise RefusedInCheck(refused.refusal.value) from refused
     return who
 
 

@@ -135,6 +135,15 @@ class ServerOnly(app_commands.NoPrivateMessage):
     server that did not add the bot): it is for servers that installed the app."""
 
 
+class RefusedInCheck(app_commands.CheckFailure):
+    """A use case's refusal met in an ``interaction_check``, before the command runs (its cause).
+
+    discord.py hands the tree's error handler only its own errors from a check (anything else is
+    logged and the member hears nothing), so the refusal travels as this error's ``__cause__``, and
+    is worded like the same refusal met inside the command.
+    """
+
+
 class ServerRulesApply(app_commands.CheckFailure):
     """A person's own install used in a server that has the bot, where the server's install did not
     allow the command: the server's rules apply there, so it is refused (never a personal job)."""
@@ -199,7 +208,7 @@ def error_message(
     the bot): the words speak of their jobs, not of a server (:func:`place_key`).
     """
     if (
-        isinstance(error, (app_commands.CommandInvokeError, app_commands.TransformerError))
+        isinstance(error, (app_commands.CommandInvokeError, app_commands.TransformerError, RefusedInCheck))
         and error.__cause__
     ):
         error = error.__cause__
