@@ -288,6 +288,9 @@ class RecordingChat:
     def positions_changed(self, guild_id: int, queued: list[int]) -> None:
         """Positions are not measured."""
 
+    async def key_refused(self, notice: object) -> None:
+        """No server key is refused here (and an older core, ``--code``, never asks)."""
+
     def add_note(self, job: Job, note: Note) -> None:
         """Notes are not measured."""
 

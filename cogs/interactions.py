@@ -1,5 +1,9 @@
 """Reading an interaction: who asks and where, what they may manage, whether the bot can post here,
-and the bookkeeping a new job keeps of the interaction that started it. Discord-side only, no I/O."""
+and the bookkeeping a new job keeps of the interaction that started it. Discord-side only, no I/O.
+
+What a person may do with what they are is the application's to decide (``Members.authorize`` for a
+job, ``Admins.authorize`` for a server's settings): here an interaction only becomes a
+:class:`~framecast.app.Requester` or an :class:`~framecast.app.Actor`."""
 
 from __future__ import annotations
 
@@ -8,8 +12,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import discord
 
-from cogs.tree import MissingChannelPermissions, ServerOnly, ServerRulesApply
-from framecast.app import Actor, Members, QueueViewer, Requester
+from cogs.tree import MissingChannelPermissions, RefusedInCheck, ServerOnly, ServerRulesApply
+from framecast.app import Actor, AdminRefused, Admins, Members, QueueViewer, Requester
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -82,6 +86,11 @@ def server_only(interaction: discord.Interaction[Any]) -> discord.app_commands.N
 def members(interaction: discord.Interaction[Any]) -> Members:
     """The members' use cases of the bot that received `interaction`."""
     return cast("Framecast", interaction.client).core.members
+
+
+def admins(interaction: discord.Interaction[Any]) -> Admins:
+    """The admins' use cases of the bot that received `interaction`."""
+    return cast("Framecast", interaction.client).core.admins
 
 
 def requester(interaction: discord.Interaction[Any]) -> Requester:
@@ -168,9 +177,12 @@ def _can_read(channel: discord.abc.GuildChannel | discord.Thread, member: discor
 
 
 def actor(interaction: discord.Interaction[Any]) -> Actor:
-    """The member acting on a job, with whether they may manage this server (no I/O).
+    """The person acting, with whether they may manage this server (no I/O): on a job, or on the
+    server's settings.
 
-    Whether they may act on a given job is the use case's call, from the stored job.
+    Whether they may act on a given job, or change the settings, is the use case's call (from the
+    stored job; from :func:`framecast.app.administered`). Outside a server that installed the app, a
+    person acts on their own queue (user installs), which has no settings of its own.
     """
     if where(interaction) is Where.BOT_GUILD_USER_INSTALL:
         raise ServerRulesApply()
@@ -185,6 +197,23 @@ def actor(interaction: discord.Interaction[Any]) -> Actor:
         guild_id=interaction.guild_id,
         manages_guild=bool(perms and (perms.manage_guild or perms.administrator)),
     )
+
+
+def admin(interaction: discord.Interaction[Any]) -> Actor:
+    """The person using /settings (its styles and key form too), once the application let them in.
+
+    :func:`actor` read off the interaction, then ``Admins.authorize`` (no I/O: Manage Server in a
+    server, never a person's own queue), so that a refusal is the interaction's first answer, before
+    anything is acknowledged. Each admin use case asks again. Raises :class:`RefusedInCheck` with the
+    application's ``AdminRefused`` as its cause (this runs in checks, where discord.py passes on only
+    its own errors).
+    """
+    who = actor(interaction)
+    try:
+        admins(interaction).authorize(who)
+    except AdminRefused as refused:
+        raise RefusedInCheck(refused.refusal.value) from refused
+    return who
 
 
 def check_channel(interaction: discord.Interaction[Any]) -> None:

@@ -1,11 +1,11 @@
 """/settings styles: a server's admins keep named prompt styles that members pick with ``style:``.
 
-``add``, ``list`` and ``remove`` are a subgroup of /settings (the settings cog's own module is full),
-attached to it when this extension loads: hidden from members without Manage Server like the rest
-of /settings (Discord's ``default_permissions`` on the top-level command), and Manage Server is
-checked again on every use. The rules (names, templates, at most 25) are the core's
-(:class:`framecast.app.ServerStyles`); a refusal is a :class:`StyleError` the command tree's error
-handler words. Templates and names are shown as typed: never as markdown, links or mentions.
+``add``, ``list`` and ``remove`` are a subgroup of /settings, attached to it when this extension
+loads: hidden from members without Manage Server like the rest of /settings (Discord's
+``default_permissions`` on the top-level command). Who may use it is the application's rule, asked
+on every use as for the rest of /settings (:func:`cogs.interactions.admin`), and again by each use
+case. The rules (who, names, templates, at most 25) are the core's (:class:`framecast.app.ServerStyles`);
+a refusal (``AdminRefused``, :class:`StyleError`) is worded by the command tree's error handler. Templates and names are shown as typed: never as markdown, links or mentions.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from discord.app_commands import Choice, locale_str
 
 from cogs.generate import style_choices
 from cogs.i18n import t
-from cogs.settings import is_manager
-from cogs.tree import NotServerManager, acknowledge_privately, answer_privately
+from cogs.interactions import actor, admin
+from cogs.tree import acknowledge_privately, answer_privately
 from cogs.views.render import as_text
 from framecast.app import MAX_STYLES, STYLE_PLACEHOLDER, Job, ServerStyles, StyleKind, StyleList, job_style
 
@@ -100,11 +100,8 @@ class StylesGroup(app_commands.Group):
         return cast("Framecast", interaction.client).core.styles
 
     async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:
-        """Manage Server (or Administrator) on every use, as for the rest of /settings."""
-        if interaction.guild_id is None:
-            raise app_commands.NoPrivateMessage()
-        if not is_manager(interaction):
-            raise NotServerManager()
+        """The application says who may, before anything is acknowledged, as for the rest of /settings."""
+        admin(interaction)
         await acknowledge_privately(interaction)  # before anything is written, as for the rest of /settings
         return True
 
@@ -126,9 +123,8 @@ class StylesGroup(app_commands.Group):
         self, interaction: discord.Interaction[Framecast], name: str, template: str, kind: str | None = None
     ) -> None:
         """Add a style."""
-        assert interaction.guild_id is not None
         added = await self._styles(interaction).add(
-            interaction.guild_id, interaction.user.id, name, template, StyleKind(kind or StyleKind.BOTH)
+            actor(interaction), name, template, StyleKind(kind or StyleKind.BOTH)
         )
         loc = interaction.locale
         text = t(
@@ -144,8 +140,7 @@ class StylesGroup(app_commands.Group):
     @app_commands.command(name=locale_str("list"), description=locale_str("This server's styles"))
     async def list_(self, interaction: discord.Interaction[Framecast]) -> None:
         """Show the server's styles."""
-        assert interaction.guild_id is not None
-        listed = self._styles(interaction).list_styles(interaction.guild_id)
+        listed = self._styles(interaction).list_styles(actor(interaction))
         loc = interaction.locale
         embed = discord.Embed(
             title=t("style_list_title", loc, count=len(listed.styles), max=listed.limit),
@@ -160,8 +155,7 @@ class StylesGroup(app_commands.Group):
     @app_commands.describe(name=locale_str("The style to remove"))
     async def remove(self, interaction: discord.Interaction[Framecast], name: str) -> None:
         """Remove a style (jobs already queued with it keep it)."""
-        assert interaction.guild_id is not None
-        removed = await self._styles(interaction).remove(interaction.guild_id, interaction.user.id, name)
+        removed = await self._styles(interaction).remove(actor(interaction), name)
         text = t("style_removed", interaction.locale, name=as_text(removed.style.name))
         await self._reply(interaction, text)
 

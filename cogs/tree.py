@@ -24,6 +24,8 @@ from cogs.i18n import t
 from cogs.i18n.personal import place_key
 from framecast.app import (
     STYLE_PLACEHOLDER,
+    AdminRefusal,
+    AdminRefused,
     ErrorCode,
     IntakeError,
     IntakeProblem,
@@ -82,6 +84,12 @@ REFUSAL_KEYS: dict[Refusal, str] = {
     Refusal.NOT_ALLOWED: "error_not_allowed",
     Refusal.TOO_LATE_TO_CANCEL: "error_too_late_cancel",
 }
+#: The one mapping from the admins' refusal (/settings, its styles and key) to the member's words.
+ADMIN_REFUSAL_KEYS: dict[AdminRefusal, str] = {
+    AdminRefusal.NOT_MANAGER: "settings_error_not_manager",
+    # A person's own queue has no settings: the command is for servers that installed the app.
+    AdminRefusal.NO_SERVER: "userinstall_server_only",
+}
 #: The daily quota's refusal names what was counted.
 DAILY_QUOTA_KEYS: dict[JobKind, str] = {
     JobKind.VIDEO: "settings_refuse_quota_video",
@@ -127,13 +135,18 @@ class ServerOnly(app_commands.NoPrivateMessage):
     server that did not add the bot): it is for servers that installed the app."""
 
 
+class RefusedInCheck(app_commands.CheckFailure):
+    """A use case's refusal met in an ``interaction_check``, before the command runs (its cause).
+
+    discord.py hands the tree's error handler only its own errors from a check (anything else is
+    logged and the member hears nothing), so the refusal travels as this error's ``__cause__``, and
+    is worded like the same refusal met inside the command.
+    """
+
+
 class ServerRulesApply(app_commands.CheckFailure):
     """A person's own install used in a server that has the bot, where the server's install did not
     allow the command: the server's rules apply there, so it is refused (never a personal job)."""
-
-
-class NotServerManager(app_commands.CheckFailure):
-    """/settings used by a member without Manage Server (an Integrations override showed it to them)."""
 
 
 def relative_time(epoch: float) -> str:
@@ -195,7 +208,7 @@ def error_message(
     the bot): the words speak of their jobs, not of a server (:func:`place_key`).
     """
     if (
-        isinstance(error, (app_commands.CommandInvokeError, app_commands.TransformerError))
+        isinstance(error, (app_commands.CommandInvokeError, app_commands.TransformerError, RefusedInCheck))
         and error.__cause__
     ):
         error = error.__cause__
@@ -209,8 +222,8 @@ def error_message(
         return t(STYLE_KEYS[error.problem], locale, placeholder=STYLE_PLACEHOLDER, **params)
     if isinstance(error, JobRefused):
         return t(place_key(REFUSAL_KEYS[error.refusal], personal=personal), locale, id=error.job_id)
-    if isinstance(error, NotServerManager):
-        return t("settings_error_not_manager", locale)
+    if isinstance(error, AdminRefused):
+        return t(ADMIN_REFUSAL_KEYS[error.refusal], locale)
     if isinstance(error, MissingChannelPermissions):
         names = ", ".join(p.replace("_", " ").title() for p in error.perms)
         return t("error_missing_permissions", locale, perms=names)

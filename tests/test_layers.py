@@ -27,6 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: The longest a product module may be.
 MAX_LINES = 600
+#: The longest a module of the Discord edge (``cogs/``) may be: an edge module that grows past it
+#: holds more than one thing (a command, its wording, a form, a notice) and is split by what it holds.
+MAX_COG_LINES = 400
 #: The one door of the core the Discord edge may use.
 APP = "framecast.app"
 #: The ground floor's package: the pure values every package shares (the top-level modules of
@@ -420,4 +423,16 @@ def test_no_product_module_is_longer_than_the_limit() -> None:
         lines = len(path.read_text(encoding="utf-8").splitlines())
         if lines > MAX_LINES:
             violations.append(f"{path.relative_to(REPO)}: {lines} lines (over {MAX_LINES})")
+    assert not violations, _report(violations)
+
+
+def test_no_module_of_the_discord_edge_is_longer_than_its_limit() -> None:
+    """``cogs/`` modules are at most :data:`MAX_COG_LINES` lines each: the edge only translates."""
+    violations = []
+    for module, path in MODULES.items():
+        if _floor(module) != "cogs":
+            continue
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_COG_LINES:
+            violations.append(f"{path.relative_to(REPO)}: {lines} lines (over {MAX_COG_LINES})")
     assert not violations, _report(violations)

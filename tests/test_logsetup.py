@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from framecast.app import KeySetResult
+from framecast.app import Actor, KeySetResult
 from framecast.app.core import Core
 from framecast.config import Secret, Settings
 from framecast.logsetup import (
@@ -296,7 +296,7 @@ async def test_a_refused_key_is_never_masked_so_an_admins_word_still_appears_in_
     core: Core[QuietChat],
 ) -> None:
     for word in ("guild", "error", "Traceback"):
-        outcome = await core.admins.set_key(1, 77, word)
+        outcome = await core.admins.set_key(Actor(77, 1, manages_guild=True), word)
         assert outcome.result is KeySetResult.REFUSED
         assert filtered("guild 1: error in job 5\nTraceback") == "guild 1: error in job 5\nTraceback"
     assert not any(word in masked_secrets() for word in ("guild", "error", "Traceback"))
@@ -306,18 +306,20 @@ async def test_an_accepted_key_is_masked_while_it_is_stored_until_it_is_replaced
     core: Core[QuietChat],
 ) -> None:
     admins, accounts = core.admins, core.accounts
-    assert (await admins.set_key(1, 77, SERVER_KEY)).result is KeySetResult.SAVED
+    assert (await admins.set_key(Actor(77, 1, manages_guild=True), SERVER_KEY)).result is KeySetResult.SAVED
     assert filtered("key %s", SERVER_KEY) == "key ***"
-    assert (await admins.set_key(1, 77, NEW_KEY)).result is KeySetResult.SAVED  # replaced
+    assert (
+        await admins.set_key(Actor(77, 1, manages_guild=True), NEW_KEY)
+    ).result is KeySetResult.SAVED  # replaced
     assert filtered("%s %s", SERVER_KEY, NEW_KEY) == f"{SERVER_KEY} ***"
-    await admins.remove_key(1, 77)
+    await admins.remove_key(Actor(77, 1, manages_guild=True))
     assert filtered("%s", NEW_KEY) == NEW_KEY
-    assert (await admins.set_key(1, 77, SERVER_KEY)).result is KeySetResult.SAVED
-    assert (await admins.set_key(2, 77, NEW_KEY)).result is KeySetResult.SAVED
+    assert (await admins.set_key(Actor(77, 1, manages_guild=True), SERVER_KEY)).result is KeySetResult.SAVED
+    assert (await admins.set_key(Actor(77, 2, manages_guild=True), NEW_KEY)).result is KeySetResult.SAVED
     # The service refused it later: it was a real key once, and stays masked while it is stored.
     await accounts.key_rejected(accounts.for_guild(1))
     assert filtered("%s %s", SERVER_KEY, NEW_KEY) == "*** ***"
-    await admins.remove_key(1, 77)
+    await admins.remove_key(Actor(77, 1, manages_guild=True))
     assert filtered("%s %s", SERVER_KEY, NEW_KEY) == f"{SERVER_KEY} ***"
     await core.close()
     assert filtered("%s", NEW_KEY) == NEW_KEY  # nothing outlives the accounts
@@ -344,7 +346,7 @@ async def test_a_typed_key_never_reaches_a_log_while_it_is_checked(
     # No filter knows the key while it is checked: whatever the service says, nothing may log it.
     fake_service.scripted = [answer] * 3
     with caplog.at_level(logging.DEBUG):
-        outcome = await core.admins.set_key(1, 77, SERVER_KEY)
+        outcome = await core.admins.set_key(Actor(77, 1, manages_guild=True), SERVER_KEY)
     assert outcome.result is not KeySetResult.SAVED and SERVER_KEY not in masked_secrets()
     assert {r.status for r in fake_service.requests if r.key == SERVER_KEY} == {answer[0]}
     logged = [r.getMessage() for r in caplog.records]

@@ -1,9 +1,10 @@
 """The dashboard, ``/d/<server>``: a server's settings, its queue now, for Manage Server only.
 
 Manage Server is asked of Discord again on every request (the member fetched fresh with the bot
-token), forms carry the session's CSRF token, and every change goes through the use cases
-``/settings`` calls (:class:`Admins`, :class:`ServerStyles`), so it is checked, saved and logged
-the same way. The server's key can be set and removed here; it is never shown (its last four
+token, read as an :class:`Actor`), who may open it is the application's rule (``Admins.authorize``:
+a refusal is a 403), forms carry the session's CSRF token, and every change goes through the use
+cases ``/settings`` calls (:class:`Admins`, :class:`ServerStyles`, each given the actor), so it is
+checked, saved and logged the same way. The server's key can be set and removed here; it is never shown (its last four
 characters at most, as ``/settings show``).
 """
 
@@ -15,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from framecast.app import (
+    Actor,
+    AdminRefused,
     ImageDefaults,
     IntakeError,
     KeySetResult,
@@ -64,8 +67,12 @@ def add_routes(app: web.Application) -> None:
 
 async def _manager(request: web.Request) -> tuple[int, ServerMember]:
     guild_id, member = await server_member(request, fresh=True)
-    if not member.actor.manages_guild:
-        raise web.HTTPForbidden(text="Only members with Manage Server may open this server's dashboard.")
+    try:
+        server_of(request).cases.admins.authorize(member.actor)
+    except AdminRefused:
+        raise web.HTTPForbidden(
+            text="Only members with Manage Server may open this server's dashboard."
+        ) from None
     return guild_id, member
 
 
@@ -73,7 +80,7 @@ async def dashboard(request: web.Request, *, problem: str | None = None, status:
     """Every setting with its value and source, the styles, the key's state and the queue now."""
     guild_id, member = await _manager(request)
     cases = server_of(request).cases
-    view = await cases.admins.show(guild_id)
+    view = await cases.admins.show(member.actor)
     queue = await cases.members.show_queue(guild_id, member.viewer)
     usage = await cases.usage.of_server(guild_id)
     done = DONE.get(request.query.get("done", "")) if problem is None else None
@@ -84,7 +91,7 @@ async def dashboard(request: web.Request, *, problem: str | None = None, status:
         guild_id=guild_id,
         server_name=member.server_name,
         view=view,
-        styles=cases.styles.list_styles(guild_id).styles,
+        styles=cases.styles.list_styles(member.actor).styles,
         style_kinds=[k.value for k in StyleKind],
         channels=member.channels,
         channel_names=dict(member.channels),
@@ -110,19 +117,19 @@ def _number(form: dict[str, str], name: str) -> int | None:
     return int(text)
 
 
-async def _limits(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+async def _limits(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
     change = LimitsChange(
         member_jobs=_number(form, "member_jobs"),
         daily_videos=_number(form, "daily_videos"),
         daily_images=_number(form, "daily_images"),
         queue_cap=_number(form, "queue_cap"),
     )
-    await cases.admins.change_limits(guild_id, by, change)
+    await cases.admins.change_limits(by, change)
     return "limits"
 
 
-async def _nsfw(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
-    await cases.admins.set_nsfw_only(guild_id, by, form.get("only") == "on")
+async def _nsfw(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
+    await cases.admins.set_nsfw_only(by, form.get("only") == "on")
     return "nsfw"
 
 
@@ -135,10 +142,10 @@ def _choice(form: dict[str, str], name: str, allowed: object) -> str | None:
     return value
 
 
-async def _defaults(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+async def _defaults(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
     # Only what the admin changed: a value left as shown keeps its source (the operator's default
     # stays the operator's, and follows it), as /settings changes only the options given.
-    now = await cases.admins.show(guild_id)
+    now = await cases.admins.show(by)
 
     def changed(name: str, allowed: object, current: object) -> str | None:
         value = _choice(form, name, allowed)
@@ -158,60 +165,58 @@ async def _defaults(cases: WebCases, guild_id: int, by: int, form: dict[str, str
         size=changed("image_size", presets.IMAGE_SIZES, now.image_size.key),
         model=image_model if image_model != now.image_model.chosen else None,
     )
-    await cases.admins.change_video_defaults(guild_id, by, video)
-    await cases.admins.change_image_defaults(guild_id, by, image)
+    await cases.admins.change_video_defaults(by, video)
+    await cases.admins.change_image_defaults(by, image)
     return "defaults"
 
 
-async def _channels(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+async def _channels(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
     if form.get("action") == "clear":
-        await cases.admins.clear_channels(guild_id, by)
+        await cases.admins.clear_channels(by)
         return "channels"
     channel = form.get("channel", "")
     if not channel.isdigit() or len(channel) > 20:
         raise _Refused("Pick a channel.")
     if form.get("action") == "remove":
-        await cases.admins.remove_channel(guild_id, by, int(channel))
+        await cases.admins.remove_channel(by, int(channel))
     else:
-        await cases.admins.add_channel(guild_id, by, int(channel))
+        await cases.admins.add_channel(by, int(channel))
     return "channels"
 
 
-async def _blocklist(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+async def _blocklist(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
     admins = cases.admins
     terms = str(form.get("terms", ""))
     if form.get("action") == "remove":
-        await admins.unblock_terms(guild_id, by, terms)
+        await admins.unblock_terms(by, terms)
     else:
-        await admins.block_terms(guild_id, by, terms)
+        await admins.block_terms(by, terms)
     return "blocklist"
 
 
-async def _styles(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+async def _styles(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
     styles = cases.styles
     if form.get("action") == "remove":
-        await styles.remove(guild_id, by, str(form.get("name", "")))
+        await styles.remove(by, str(form.get("name", "")))
     else:
         kind = str(form.get("kind", StyleKind.BOTH.value))
         kind = kind if kind in {k.value for k in StyleKind} else StyleKind.BOTH.value
-        await styles.add(
-            guild_id, by, str(form.get("name", "")), str(form.get("template", "")), StyleKind(kind)
-        )
+        await styles.add(by, str(form.get("name", "")), str(form.get("template", "")), StyleKind(kind))
     return "styles"
 
 
-async def _key(cases: WebCases, guild_id: int, by: int, form: dict[str, str]) -> str:
+async def _key(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
     admins = cases.admins
     if form.get("action") == "remove":
-        removed = await admins.remove_key(guild_id, by)
+        removed = await admins.remove_key(by)
         return "key-removed" if removed.value == "removed" else "key-none"
-    outcome = await admins.set_key(guild_id, by, str(form.get("key", ""))[:512])
+    outcome = await admins.set_key(by, str(form.get("key", ""))[:512])
     if outcome.result is not KeySetResult.SAVED:
         raise _Refused(KEY_WORDS[outcome.result])
     return "key-saved"
 
 
-FORMS: dict[str, Callable[[WebCases, int, int, dict[str, str]], Awaitable[str]]] = {
+FORMS: dict[str, Callable[[WebCases, Actor, dict[str, str]], Awaitable[str]]] = {
     "limits": _limits,
     "nsfw": _nsfw,
     "defaults": _defaults,
@@ -232,7 +237,7 @@ async def change(request: web.Request) -> web.StreamResponse:
         raise web.HTTPNotFound()
     form = {k: v for k, v in posted.items() if isinstance(v, str)}
     try:
-        done = await handler(server_of(request).cases, guild_id, member.actor.user_id, form)
+        done = await handler(server_of(request).cases, member.actor, form)
     except SettingsError as exc:
         return await dashboard(request, problem=_settings_words(exc), status=400)
     except StyleError as exc:

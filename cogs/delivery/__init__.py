@@ -6,7 +6,8 @@ message through :mod:`.placement` (interaction token or channel message, and mov
 through :mod:`.drawing` and mentions the requester through :mod:`.ping`; the outcome goes back up as
 a return value. Beside them: the job's bookkeeping as a typed record (:mod:`.record`), Discord's
 error codes (:mod:`.codes`), :mod:`.retries`, :mod:`.recovery` ("is it there already?"),
-:mod:`.lookup` (``/job``), :mod:`.limits` (upload sizes), :mod:`.notes` and :mod:`.timings`.
+:mod:`.lookup` (``/job``), :mod:`.limits` (upload sizes), :mod:`.notes`, :mod:`.timings`, and
+:mod:`.key_notice` (telling a server's admins that the service refused its key).
 """
 
 from cogs.delivery.lookup import result_attachments

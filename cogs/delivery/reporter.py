@@ -5,6 +5,8 @@ Thin by design, and the top of the package: one delivery flows down, never back 
 writer of that job's message), which puts it on the message through :mod:`.placement` (which draws
 through :mod:`.drawing` and pings through :mod:`.ping`) and answers the outcome through the
 delivery's future. "Was it delivered already?" is a pure query answered by :mod:`.recovery`.
+Beside the jobs, it delivers the admins' notices the core decides on (a refused server key:
+:mod:`.key_notice`).
 
 Between polls, a queued or running job's message shows the key's planner's estimate (its
 :class:`~framecast.app.Estimates`), read from memory: no request to the service. The worker draws
@@ -27,6 +29,7 @@ import discord
 from cogs.delivery import limits
 from cogs.delivery.drawing import Drawing
 from cogs.delivery.errors_metric import DiscordErrors
+from cogs.delivery.key_notice import KeyNotices
 from cogs.delivery.lookup import JobMessages
 from cogs.delivery.placement import Placement
 from cogs.delivery.record import DiscordRecord, delete_click
@@ -44,6 +47,7 @@ from framecast.app import (
     JobBookkeeping,
     JobState,
     Note,
+    RefusedKeyNotice,
     RemovalProblem,
     ResultToDeliver,
 )
@@ -89,6 +93,7 @@ class DiscordReporter:
         self._removal = JobMessageRemoval(
             client, clock=clock, token_margin=timings.token_margin, errors=self._errors
         )
+        self._key_notices = KeyNotices(client, errors=self._errors)
         # With estimates, queued and running jobs are drawn again between changes: the estimate moves.
         self._workers = Workers(
             placement,
@@ -178,6 +183,10 @@ class DiscordReporter:
         """Keep a Delete click's own token with the job: it can delete the message it was on
         (``@original`` once the click is answered with a deferred update) for 15 minutes."""
         await self._bookkeeping.patch_discord(job_id, delete_click(interaction, message_id))
+
+    async def key_refused(self, notice: RefusedKeyNotice) -> None:
+        """Tell a server's admins that the service refused its key (see :mod:`.key_notice`)."""
+        await self._key_notices.key_refused(notice)
 
     def add_note(self, job: Job, note: Note) -> None:
         """Show an extra line on the job's message until it finishes."""

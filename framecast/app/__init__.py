@@ -8,6 +8,7 @@ This package is the Discord edge's only door into the core: ``cogs/`` imports fr
 * :mod:`framecast.app.members`: request, cancel, retry, again, remix, show a job, the queue, models;
 * :mod:`framecast.app.deletion`: delete a delivered result; :mod:`framecast.app.history`: /history;
 * :mod:`framecast.app.parked`: hand a result that could be posted nowhere to its requester (/job);
+* :mod:`framecast.app.actors`: who acts (:class:`Actor`), and who may administer a server;
 * :mod:`framecast.app.admins`: show and change settings, set and remove a server's key;
 * :mod:`framecast.app.styles`: a server's named prompt styles (/settings styles, ``style:``);
 * :mod:`framecast.app.chat`: the protocol the chat side implements to show and deliver jobs;
@@ -18,6 +19,7 @@ The core itself is assembled in :mod:`framecast.app.core` (``bot.py`` opens and 
 """
 
 from framecast.app import (
+    actors,
     admins,
     chat,
     deletion,
@@ -32,6 +34,7 @@ from framecast.app import (
     web,
     web_sessions,
 )
+from framecast.app.actors import *  # noqa: F403
 from framecast.app.admins import *  # noqa: F403
 from framecast.app.chat import *  # noqa: F403
 from framecast.app.deletion import *  # noqa: F403
@@ -48,6 +51,7 @@ from framecast.app.web_sessions import *  # noqa: F403
 
 __all__ = [
     *values.__all__,
+    *actors.__all__,
     *members.__all__,
     *admins.__all__,
     *chat.__all__,

@@ -1,7 +1,11 @@
 """What a server admin can do: show and change the server's settings, set and remove its own API key.
 
 One method of :class:`Admins` per thing an admin (Manage Server) does with /settings; each takes
-typed input and returns a typed outcome the Discord edge words into a reply:
+the :class:`~framecast.app.actors.Actor` asking and typed input, and returns a typed outcome the
+Discord edge words into a reply. Who may is decided here, once (:func:`~framecast.app.actors.administered`:
+Manage Server in a server, never a person's own queue): anyone else gets :class:`AdminRefused`, before
+anything is read, asked or written. :meth:`Admins.authorize` asks the same rule alone (no I/O), for
+an edge that must refuse before it acknowledges.
 
 * :meth:`Admins.show`: a :class:`SettingsView` (every value and where it comes from, the operator's
   ceilings, when daily quotas reset, the key's state, a default model the service stopped offering);
@@ -12,8 +16,9 @@ typed input and returns a typed outcome the Discord edge words into a reply:
   the service does not list: the same refusal /video gives), which the command tree's error handler words;
 * the key: :meth:`Admins.key_availability`, :meth:`Admins.set_key` (one model-list call decides,
   then it is stored encrypted), :meth:`Admins.remove_key`;
-* a key the service later refuses: :meth:`Admins.on_key_refused` hands the edge a
-  :class:`RefusedKeyNotice` saying whom to tell (once per key).
+* a key the service later refuses: :meth:`Admins.key_rejected` decides whom to tell (a
+  :class:`RefusedKeyNotice`, once per key) and hands it to the chat side (:class:`AdminNotices`),
+  which delivers it.
 
 Which model a default may name is decided by :mod:`framecast.app.model_choice` only.
 """
@@ -21,11 +26,12 @@ Which model a default may name is decided by :mod:`framecast.app.model_choice` o
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 from framecast.accounts import Accounts, KeyCheck
+from framecast.app.actors import Actor, administered
 from framecast.app.key_checks import KEY_CHECKS_PER_HOUR, KeyCheckThrottle
 from framecast.app.model_choice import check_model, server_default_usable
 from framecast.app.problems import IntakeError, IntakeProblem
@@ -42,6 +48,7 @@ __all__ = [
     "LIMIT_SETTINGS",
     "RESETTABLE",
     "SECRET_INPUT_MARK",
+    "AdminNotices",
     "Admins",
     "ImageDefaults",
     "KeyAvailability",
@@ -256,6 +263,14 @@ class RefusedKeyNotice:
     set_by: int | None
 
 
+class AdminNotices(Protocol):
+    """What the admins' use cases need of the chat side: tell a server's admins about their key."""
+
+    async def key_refused(self, notice: RefusedKeyNotice) -> None:
+        """Tell `notice`'s server that the service refused its key, as the notice says (never raises)."""
+        ...
+
+
 _VAULT_TO_AVAILABILITY = {
     KeyVaultState.READY: KeyAvailability.READY,
     KeyVaultState.DISABLED: KeyAvailability.DISABLED,
@@ -283,7 +298,9 @@ class Admins:
         models: ModelCache,
         clock: Clock,
         quota_period: float,
+        notices: AdminNotices,
     ) -> None:
+        """`notices`: the chat side, which tells a server's admins that their key was refused."""
         self._book = book
         self._store = store
         self._accounts = accounts
@@ -294,13 +311,24 @@ class Admins:
         #: (guild, last4) whose refusal was already told in this process: one notice per key.
         self._told: set[tuple[int, str]] = set()
         self._key_checks = KeyCheckThrottle(clock)
+        self._notices = notices
 
     def __repr__(self) -> str:
         return f"<Admins {self._book!r}>"
 
+    # -- who may ---------------------------------------------------------------------------------------
+    @staticmethod
+    def authorize(actor: Actor) -> int:
+        """The server `actor` may administer; :class:`AdminRefused` for anyone else (no I/O).
+
+        Every use case below asks it first; an edge asks it alone to refuse before acknowledging.
+        """
+        return administered(actor)
+
     # -- show ------------------------------------------------------------------------------------------
-    async def show(self, guild_id: int) -> SettingsView:
+    async def show(self, actor: Actor) -> SettingsView:
         """Every setting with its effective value and its source, the ceilings, the key's state."""
+        guild_id = administered(actor)
         return self._view(guild_id, await self._key_view(guild_id))
 
     def _view(self, guild_id: int, key: KeyView) -> SettingsView:
@@ -343,15 +371,16 @@ class Admins:
         return KeyView(KeyLine.SET, stored.last4)
 
     # -- changes ---------------------------------------------------------------------------------------
-    async def _change(self, guild_id: int, by: int, changes: dict[str, object]) -> SettingsChanged:
+    async def _change(self, actor: Actor, changes: dict[str, object]) -> SettingsChanged:
         """The one path of every change: through the settings' one writer, then the view of now."""
+        guild_id, by = administered(actor), actor.user_id
         saved: tuple[Setting, ...] = ()
         if changes:
             _, saved = await self._book.update(guild_id, by=by, **changes)
         key = await self._key_view(guild_id)
         return SettingsChanged(tuple(Setting(name) for name in changes), saved, self._view(guild_id, key))
 
-    async def change_limits(self, guild_id: int, by: int, change: LimitsChange) -> SettingsChanged:
+    async def change_limits(self, actor: Actor, change: LimitsChange) -> SettingsChanged:
         """Change the member and queue limits (each capped by the operator's ceiling)."""
         changes = {
             Setting.MEMBER_JOBS.value: change.member_jobs,
@@ -359,9 +388,9 @@ class Admins:
             Setting.DAILY_IMAGES.value: change.daily_images,
             Setting.QUEUE_CAP.value: change.queue_cap,
         }
-        return await self._change(guild_id, by, {k: v for k, v in changes.items() if v is not None})
+        return await self._change(actor, {k: v for k, v in changes.items() if v is not None})
 
-    async def change_video_defaults(self, guild_id: int, by: int, change: VideoDefaults) -> SettingsChanged:
+    async def change_video_defaults(self, actor: Actor, change: VideoDefaults) -> SettingsChanged:
         """Change what /video uses when a member picks none (a model only from the service's list)."""
         changes = {
             Setting.VIDEO_SIZE.value: change.size,
@@ -369,78 +398,81 @@ class Admins:
             Setting.VIDEO_FPS.value: change.fps,
             Setting.VIDEO_MODEL.value: self._checked_model(JobKind.VIDEO, change.model),
         }
-        return await self._change(guild_id, by, {k: v for k, v in changes.items() if v is not None})
+        return await self._change(actor, {k: v for k, v in changes.items() if v is not None})
 
-    async def change_image_defaults(self, guild_id: int, by: int, change: ImageDefaults) -> SettingsChanged:
+    async def change_image_defaults(self, actor: Actor, change: ImageDefaults) -> SettingsChanged:
         """Change what /image uses when a member picks none (a model only from the service's list)."""
         changes = {
             Setting.IMAGE_SIZE.value: change.size,
             Setting.IMAGE_MODEL.value: self._checked_model(JobKind.IMAGE, change.model),
         }
-        return await self._change(guild_id, by, {k: v for k, v in changes.items() if v is not None})
+        return await self._change(actor, {k: v for k, v in changes.items() if v is not None})
 
     def _checked_model(self, kind: JobKind, model: str | None) -> str | None:
         # Autocomplete values are not validated by Discord: the one model rule decides, as for /video.
         return check_model(model, self._models.ids(kind.value)) if model else None
 
-    async def add_channel(self, guild_id: int, by: int, channel_id: int) -> SettingsChanged:
+    async def add_channel(self, actor: Actor, channel_id: int) -> SettingsChanged:
         """Allow generation in a channel (the first one limits generation to the list; a thread in an
         allowed channel is allowed, the intake treats a thread as its parent)."""
-        current = self._book.settings(guild_id).channels
+        current = self._book.settings(administered(actor)).channels
         if channel_id in current:
-            return await self._change(guild_id, by, {})
-        return await self._change(guild_id, by, {Setting.CHANNELS.value: (*current, channel_id)})
+            return await self._change(actor, {})
+        return await self._change(actor, {Setting.CHANNELS.value: (*current, channel_id)})
 
-    async def remove_channel(self, guild_id: int, by: int, channel_id: int) -> SettingsChanged:
+    async def remove_channel(self, actor: Actor, channel_id: int) -> SettingsChanged:
         """Stop allowing a channel (an empty list allows every channel)."""
-        current = self._book.settings(guild_id).channels
+        current = self._book.settings(administered(actor)).channels
         return await self._change(
-            guild_id, by, {Setting.CHANNELS.value: tuple(c for c in current if c != channel_id)}
+            actor, {Setting.CHANNELS.value: tuple(c for c in current if c != channel_id)}
         )
 
-    async def clear_channels(self, guild_id: int, by: int) -> SettingsChanged:
+    async def clear_channels(self, actor: Actor) -> SettingsChanged:
         """Allow every channel again."""
-        return await self._change(guild_id, by, {Setting.CHANNELS.value: ()})
+        return await self._change(actor, {Setting.CHANNELS.value: ()})
 
-    async def set_nsfw_only(self, guild_id: int, by: int, only: bool) -> SettingsChanged:
+    async def set_nsfw_only(self, actor: Actor, only: bool) -> SettingsChanged:
         """Generate only in age-restricted channels (or everywhere allowed again)."""
-        return await self._change(guild_id, by, {Setting.NSFW_ONLY.value: only})
+        return await self._change(actor, {Setting.NSFW_ONLY.value: only})
 
-    async def block_terms(self, guild_id: int, by: int, terms: str) -> SettingsChanged:
+    async def block_terms(self, actor: Actor, terms: str) -> SettingsChanged:
         """Add comma-separated terms to the blocklist (terms already there, in any case, are skipped)."""
-        current = self._book.settings(guild_id).blocklist
+        current = self._book.settings(administered(actor)).blocklist
         known = {term.casefold() for term in current}
         added = [term for term in dict.fromkeys(split_terms(terms)) if term.casefold() not in known]
-        return await self._change(
-            guild_id, by, {Setting.BLOCKLIST.value: (*current, *added)} if added else {}
-        )
+        return await self._change(actor, {Setting.BLOCKLIST.value: (*current, *added)} if added else {})
 
-    async def unblock_terms(self, guild_id: int, by: int, terms: str) -> SettingsChanged:
+    async def unblock_terms(self, actor: Actor, terms: str) -> SettingsChanged:
         """Remove comma-separated terms (any case) from the blocklist."""
-        current = self._book.settings(guild_id).blocklist
+        current = self._book.settings(administered(actor)).blocklist
         gone = {term.casefold() for term in split_terms(terms)}
         kept = tuple(term for term in current if term.casefold() not in gone)
-        return await self._change(guild_id, by, {Setting.BLOCKLIST.value: kept} if kept != current else {})
+        return await self._change(actor, {Setting.BLOCKLIST.value: kept} if kept != current else {})
 
-    async def clear_blocklist(self, guild_id: int, by: int) -> SettingsChanged:
+    async def clear_blocklist(self, actor: Actor) -> SettingsChanged:
         """Remove every blocked term."""
-        return await self._change(guild_id, by, {Setting.BLOCKLIST.value: ()})
+        return await self._change(actor, {Setting.BLOCKLIST.value: ()})
 
-    async def reset(self, guild_id: int, by: int, setting: Setting) -> SettingsChanged:
+    async def reset(self, actor: Actor, setting: Setting) -> SettingsChanged:
         """Drop the server's value of one setting: the operator's default applies again.
 
         The key is not reset here (:meth:`remove_key` does that): ``IntakeError(BAD_OPTION)``.
         """
+        administered(actor)  # who asks comes first: a refused actor learns nothing of the settings
         if setting not in RESETTABLE:
             raise IntakeError(IntakeProblem.BAD_OPTION, option="setting")
-        return await self._change(guild_id, by, {setting.value: getattr(_DEFAULTS, setting.value)})
+        return await self._change(actor, {setting.value: getattr(_DEFAULTS, setting.value)})
 
     # -- the server's own key --------------------------------------------------------------------------
-    def key_availability(self) -> KeyAvailability:
-        """Whether servers may store a key here (before asking an admin to type one)."""
+    def key_availability(self, actor: Actor) -> KeyAvailability:
+        """Whether `actor`'s server may store a key here (before asking them to type one); no I/O."""
+        administered(actor)
+        return self._availability()
+
+    def _availability(self) -> KeyAvailability:
         return _VAULT_TO_AVAILABILITY[self._vault.state]
 
-    async def set_key(self, guild_id: int, by: int, key: str) -> KeySet:
+    async def set_key(self, actor: Actor, key: str) -> KeySet:
         """Check `key` with one model-list call; when the service accepts it, store it encrypted.
 
         A server has at most :data:`KEY_CHECKS_PER_HOUR` checks an hour (THROTTLED beyond, asking
@@ -451,9 +483,10 @@ class Admins:
         masking whatever an admin types would let them blank any word out of the operator's logs.
         Until then nothing logs it (the service client scrubs its own key from what it says).
         """
+        guild_id, by = administered(actor), actor.user_id
         key = key.strip()
         shown = last4(key)
-        availability = self.key_availability()
+        availability = self._availability()
         if availability is KeyAvailability.DISABLED:
             return KeySet(KeySetResult.DISABLED, shown)
         if availability is KeyAvailability.NO_SECRET:
@@ -471,9 +504,9 @@ class Admins:
         self._told.discard((guild_id, shown))
         return KeySet(KeySetResult.SAVED, shown)
 
-    async def remove_key(self, guild_id: int, by: int) -> KeyRemoved:
+    async def remove_key(self, actor: Actor) -> KeyRemoved:
         """Forget the server's key: its new jobs use the operator's key (running ones keep theirs)."""
-        removed = await self._accounts.remove_guild_key(guild_id, by=by)
+        removed = await self._accounts.remove_guild_key(administered(actor), by=actor.user_id)
         return KeyRemoved.REMOVED if removed else KeyRemoved.NO_KEY
 
     # -- a refused key ---------------------------------------------------------------------------------
@@ -488,12 +521,9 @@ class Admins:
         self._told.add((guild_id, stored.last4))
         return RefusedKeyNotice(guild_id, stored.last4, stored.set_by or None)
 
-    def on_key_refused(self, listener: Callable[[RefusedKeyNotice], Awaitable[None]]) -> None:
-        """Await ``listener(notice)`` when the service refuses a server's key (once per key)."""
-
-        async def _refused(guild_id: int) -> None:
-            notice = await self.refused_key_notice(guild_id)
-            if notice is not None:
-                await listener(notice)
-
-        self._accounts.on_key_rejected(_refused)
+    async def key_rejected(self, guild_id: int) -> None:
+        """The service refused server `guild_id`'s key: have the chat side tell whom the notice names
+        (:meth:`refused_key_notice`; the core hears it from the keys' accounts)."""
+        notice = await self.refused_key_notice(guild_id)
+        if notice is not None:
+            await self._notices.key_refused(notice)

@@ -3,7 +3,8 @@
 The chat side (the Discord bot's ``cogs/delivery``) implements :class:`ChatSide`: the runner's
 :class:`~framecast.jobs.chat_side.JobReporter` (show a job, say the upload limit, deliver a result in
 one call answering a :data:`DeliveryOutcome`, answer "is it there already?" as a pure query) plus
-queue moves, notes and closing. The core builds it once through a :class:`ChatSideFactory`.
+queue moves, notes, removing a job's messages, telling a server's admins that the service refused
+their key (:class:`~framecast.app.admins.AdminNotices`), and closing. The core builds it once through a :class:`ChatSideFactory`.
 
 The chat side keeps its own bookkeeping per job (which message shows it, its interaction token...)
 as an opaque mapping stored with the job; it reads and saves it through the narrow
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from framecast.app.admins import AdminNotices
 from framecast.clock import Clock
 from framecast.jobs.chat_side import (
     Delivered,
@@ -116,8 +118,9 @@ class ChatMetrics(Protocol):
         ...
 
 
-class ChatSide(JobReporter, Protocol):
-    """What the core needs of the chat side: a :class:`JobReporter` plus queue moves, notes, closing."""
+class ChatSide(JobReporter, AdminNotices, Protocol):
+    """What the core needs of the chat side: a :class:`JobReporter`, the admins' notices (a refused
+    key), plus queue moves, notes, removing a job's messages, closing."""
 
     def positions_changed(self, guild_id: int, queued: list[int]) -> None:
         """A guild's queue moved: `queued` are its waiting jobs, head first."""

@@ -274,7 +274,10 @@ class Core(Generic[R]):
                 models=models,
                 clock=clock,
                 quota_period=s.quota_period,
+                notices=chat,
             )
+            # A server key the service refuses: the admins' use case says whom to tell, the chat side tells.
+            accounts.on_key_rejected(admins.key_rejected)
             members = Members(
                 intake=intake,
                 store=store,

@@ -15,8 +15,9 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
+from framecast.app.actors import Actor
 from framecast.app.chat import JobBookkeeping, RemovalProblem
-from framecast.app.members import Actor, JobAction, Members
+from framecast.app.members import JobAction, Members
 from framecast.clock import Clock
 from framecast.values import DELETED_AT, DELETED_BY, Deletion, Job
 

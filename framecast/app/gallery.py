@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Protocol
 
-from framecast.app.members import Actor
+from framecast.app.actors import Actor
 from framecast.app.queue_view import QueueViewer
 from framecast.app.styles import job_style
 from framecast.storage import GalleryFilter

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from framecast.app.members import Actor
+from framecast.app.actors import Actor
 from framecast.app.queue_view import PromptHidden, QueueViewer, as_seen_by
 from framecast.storage import MemberJobs
 from framecast.values import Deletion, Job

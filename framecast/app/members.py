@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from framecast.app.actors import Actor
 from framecast.app.intake import Intake, Requester, is_personal_queue
 from framecast.app.model_choice import ModelChoice, ModelSource, choose_model
 from framecast.app.problems import IntakeError, IntakeProblem
@@ -45,7 +46,6 @@ from framecast.storage import Store
 from framecast.values import Deletion, Job, JobKind, JobState
 
 __all__ = [
-    "Actor",
     "CancelResult",
     "JobAction",
     "JobDetails",
@@ -87,20 +87,6 @@ class ShowsJobs(Protocol):
     async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
         """Show the job's current state (`urgent`: now, not coalesced)."""
         ...
-
-
-@dataclass(frozen=True)
-class Actor:
-    """A member acting on a job: who, in which server, and whether they may manage that server."""
-
-    user_id: int
-    guild_id: int
-    #: The member has Manage Server (or Administrator) in `guild_id`.
-    manages_guild: bool = False
-
-    def may_manage(self, job: Job) -> bool:
-        """The job's requester, or a member with Manage Server in the job's own server."""
-        return job.user_id == self.user_id or (self.manages_guild and job.guild_id == self.guild_id)
 
 
 class JobAction(StrEnum):

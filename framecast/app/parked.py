@@ -24,8 +24,8 @@ from enum import StrEnum
 from typing import Protocol
 
 from framecast import media
+from framecast.app.actors import Actor
 from framecast.app.chat import JobBookkeeping
-from framecast.app.members import Actor
 from framecast.jobs.chat_side import result_filename
 from framecast.jobs.job_keys import KeyAccount
 from framecast.service import GenerationClient

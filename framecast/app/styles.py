@@ -2,8 +2,10 @@
 
 :class:`StyleBook` keeps every server's styles in memory (read once at start-up, kept current by its
 own add and remove: the one writer), so ``style:`` autocompletes and resolves with no I/O before
-Discord's 3 seconds. :class:`ServerStyles` holds the admins' use cases (add, list, remove), each with a
-typed outcome; a refusal is a :class:`StyleError` the edge words. :func:`styled_params` is the one
+Discord's 3 seconds. :class:`ServerStyles` holds the admins' use cases (add, list, remove), each taking
+the :class:`~framecast.app.actors.Actor` asking (the admins' one rule decides who may:
+:func:`~framecast.app.actors.administered`, else :class:`~framecast.app.actors.AdminRefused`) and
+returning a typed outcome; a refused style is a :class:`StyleError` the edge words. :func:`styled_params` is the one
 place a request's parameters take a style: the member's prompt stays ``prompt`` (shown everywhere,
 read by the blocklist), the style's name and template are kept for Again, Remix and Retry, and the
 expanded prompt (what the service gets) is kept too, so a style removed or edited later changes
@@ -17,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from framecast.app.actors import Actor, administered
 from framecast.app.problems import IntakeError, IntakeProblem
 from framecast.guilds.styles import (
     MAX_STYLES,
@@ -156,28 +159,30 @@ class ServerStyles:
         return f"<ServerStyles {self._book!r}>"
 
     async def add(
-        self, guild_id: int, by: int, name: str, template: str, kind: StyleKind = StyleKind.BOTH
+        self, actor: Actor, name: str, template: str, kind: StyleKind = StyleKind.BOTH
     ) -> StyleAdded:
         """Add a style; :class:`StyleError` for a bad name or template, a name taken (any case), or a
         server that has :data:`MAX_STYLES` already."""
+        guild_id, by = administered(actor), actor.user_id
         style = Style(check_name(name), check_template(template), StyleKind(kind))
         stored = await self._book.add(guild_id, style, by=by)
         log.info("guild %s: user %s added style %r (%s)", guild_id, by, stored.name, stored.kind)
         return StyleAdded(stored, len(self._book.styles(guild_id)))
 
-    def list_styles(self, guild_id: int) -> StyleList:
+    def list_styles(self, actor: Actor) -> StyleList:
         """The server's styles, oldest first (no I/O)."""
-        return StyleList(self._book.styles(guild_id))
+        return StyleList(self._book.styles(administered(actor)))
 
     def suggest(self, guild_id: int | None, typed: str) -> list[Style]:
         """Autocomplete for a style's name (any kind), from memory."""
         return self._book.suggest(guild_id, None, typed)
 
-    async def remove(self, guild_id: int, by: int, name: str) -> StyleRemoved:
+    async def remove(self, actor: Actor, name: str) -> StyleRemoved:
         """Remove a style (any case); :class:`StyleError` NOT_FOUND when the server has none by that name.
 
         Jobs already queued with it keep it: they carry its template and their expanded prompt.
         """
+        guild_id, by = administered(actor), actor.user_id
         removed = await self._book.remove(guild_id, name, by=by)
         if removed is None:
             raise StyleError(StyleProblem.NOT_FOUND, name=name)

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
 
 from framecast.app import (
+    Actor,
+    AdminRefusal,
+    AdminRefused,
     ImageDefaults,
     IntakeError,
     IntakeProblem,
@@ -52,6 +55,11 @@ GUILD = 1
 OTHER_GUILD = 2
 ADMIN = 77
 SERVER_KEY = "a-server-key-0123456789"
+
+
+def admin(guild_id: int = GUILD) -> Actor:
+    """The admin (Manage Server) of `guild_id`, as the edges read them."""
+    return Actor(ADMIN, guild_id, manages_guild=True)
 
 
 def quiet_chat(
@@ -103,7 +111,7 @@ async def core(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Core[
 
 # -- show --------------------------------------------------------------------------------------------
 async def test_show_says_where_each_value_comes_from_with_the_ceilings(core: Core[QuietChat]) -> None:
-    view = await core.admins.show(GUILD)
+    view = await core.admins.show(admin(GUILD))
     assert view.source(Setting.MEMBER_JOBS) is Source.OPERATOR
     assert view.limit(Setting.MEMBER_JOBS) == core.settings.member_job_limit
     assert view.ceiling(Setting.MEMBER_JOBS) == core.settings.member_job_limit
@@ -112,25 +120,25 @@ async def test_show_says_where_each_value_comes_from_with_the_ceilings(core: Cor
     assert view.video_model.chosen is None and view.video_model.used == "svc-video-v2.0"
     assert not view.video_model.dropped
 
-    changed = await core.admins.change_limits(GUILD, ADMIN, LimitsChange(member_jobs=1, daily_videos=3))
+    changed = await core.admins.change_limits(admin(GUILD), LimitsChange(member_jobs=1, daily_videos=3))
     assert changed.asked == (Setting.MEMBER_JOBS, Setting.DAILY_VIDEOS)
     assert changed.view.source(Setting.MEMBER_JOBS) is Source.SERVER
     assert changed.view.limit(Setting.MEMBER_JOBS) == 1
     # A daily quota applies now: the view says when it starts again.
     assert changed.view.quota_resets_at is not None and changed.view.quota_resets_at > core.clock.time()
     # Another server keeps the operator's values.
-    assert (await core.admins.show(OTHER_GUILD)).source(Setting.MEMBER_JOBS) is Source.OPERATOR
+    assert (await core.admins.show(admin(OTHER_GUILD))).source(Setting.MEMBER_JOBS) is Source.OPERATOR
 
 
 async def test_show_says_what_jobs_get_when_the_service_drops_the_servers_model(
     core: Core[QuietChat],
 ) -> None:
     core.models.update(ModelCatalog(video=("svc-video-v2.0", "svc-video-v9"), image=("svc-image-2.1-flash",)))
-    await core.admins.change_video_defaults(GUILD, ADMIN, VideoDefaults(model="svc-video-v9"))
-    view = await core.admins.show(GUILD)
+    await core.admins.change_video_defaults(admin(GUILD), VideoDefaults(model="svc-video-v9"))
+    view = await core.admins.show(admin(GUILD))
     assert view.model(JobKind.VIDEO).used == "svc-video-v9" and not view.video_model.dropped
     core.models.update(ModelCatalog(video=("svc-video-v2.0",), image=("svc-image-2.1-flash",)))
-    view = await core.admins.show(GUILD)
+    view = await core.admins.show(admin(GUILD))
     assert view.video_model.chosen == "svc-video-v9"
     assert view.video_model.dropped and view.video_model.used == "svc-video-v2.0"
 
@@ -141,7 +149,7 @@ async def test_a_limit_above_the_operators_ceiling_is_refused_and_nothing_is_sav
 ) -> None:
     with pytest.raises(SettingsError):
         await core.admins.change_limits(
-            GUILD, ADMIN, LimitsChange(member_jobs=core.settings.member_job_limit + 1)
+            admin(GUILD), LimitsChange(member_jobs=core.settings.member_job_limit + 1)
         )
     assert await core.store.settings_log(GUILD) == []
 
@@ -153,11 +161,11 @@ async def test_changes_are_saved_once_logged_by_name_and_survive_a_restart(
     core = await open_core(settings)
     try:
         with caplog.at_level(logging.INFO, logger="framecast.app.settings_book"):
-            outcome = await core.admins.set_nsfw_only(GUILD, ADMIN, True)
+            outcome = await core.admins.set_nsfw_only(admin(GUILD), True)
         assert outcome.saved == (Setting.NSFW_ONLY,)
         assert f"guild {GUILD}: user {ADMIN} changed nsfw_only" in caplog.text
         # The same value again: named, but nothing saved or logged.
-        again = await core.admins.set_nsfw_only(GUILD, ADMIN, True)
+        again = await core.admins.set_nsfw_only(admin(GUILD), True)
         assert again.asked == (Setting.NSFW_ONLY,) and again.saved == ()
         assert len(await core.store.settings_log(GUILD)) == 1
         # The intake reads the same settings (one writer, one cache).
@@ -166,67 +174,67 @@ async def test_changes_are_saved_once_logged_by_name_and_survive_a_restart(
         await core.close()
     core = await open_core(settings)
     try:
-        assert (await core.admins.show(GUILD)).settings.nsfw_only
+        assert (await core.admins.show(admin(GUILD))).settings.nsfw_only
     finally:
         await core.close()
 
 
 async def test_a_default_model_must_be_one_the_service_lists(core: Core[QuietChat]) -> None:
     with pytest.raises(IntakeError) as refused:
-        await core.admins.change_video_defaults(GUILD, ADMIN, VideoDefaults(model="svc-video-v404"))
+        await core.admins.change_video_defaults(admin(GUILD), VideoDefaults(model="svc-video-v404"))
     assert refused.value.problem is IntakeProblem.UNLISTED_MODEL
     with pytest.raises(IntakeError) as refused:
-        await core.admins.change_image_defaults(GUILD, ADMIN, ImageDefaults(model="not a model id!"))
+        await core.admins.change_image_defaults(admin(GUILD), ImageDefaults(model="not a model id!"))
     assert refused.value.problem is IntakeProblem.UNKNOWN_MODEL
     outcome = await core.admins.change_image_defaults(
-        GUILD, ADMIN, ImageDefaults(model=" svc-image-2.1-flash ")
+        admin(GUILD), ImageDefaults(model=" svc-image-2.1-flash ")
     )
     assert outcome.view.settings.image_model == "svc-image-2.1-flash"  # stored trimmed
     assert outcome.view.source(Setting.IMAGE_MODEL) is Source.SERVER
 
 
 async def test_video_defaults_name_only_what_was_given(core: Core[QuietChat]) -> None:
-    outcome = await core.admins.change_video_defaults(GUILD, ADMIN, VideoDefaults(seconds=3, fps=16))
+    outcome = await core.admins.change_video_defaults(admin(GUILD), VideoDefaults(seconds=3, fps=16))
     assert outcome.asked == (Setting.VIDEO_SECONDS, Setting.VIDEO_FPS)
     assert outcome.view.video_seconds == 3 and outcome.view.video_fps == 16
-    nothing = await core.admins.change_video_defaults(GUILD, ADMIN, VideoDefaults())
+    nothing = await core.admins.change_video_defaults(admin(GUILD), VideoDefaults())
     assert nothing.asked == ()
 
 
 async def test_channels_are_added_once_removed_and_cleared(core: Core[QuietChat]) -> None:
-    first = await core.admins.add_channel(GUILD, ADMIN, 10)
+    first = await core.admins.add_channel(admin(GUILD), 10)
     assert first.view.settings.channels == (10,)
     # Adding it again names nothing (the admin is told there was nothing to change).
-    assert (await core.admins.add_channel(GUILD, ADMIN, 10)).asked == ()
-    both = await core.admins.add_channel(GUILD, ADMIN, 11)
+    assert (await core.admins.add_channel(admin(GUILD), 10)).asked == ()
+    both = await core.admins.add_channel(admin(GUILD), 11)
     assert both.view.settings.channels == (10, 11)
-    assert (await core.admins.remove_channel(GUILD, ADMIN, 10)).view.settings.channels == (11,)
-    cleared = await core.admins.clear_channels(GUILD, ADMIN)
+    assert (await core.admins.remove_channel(admin(GUILD), 10)).view.settings.channels == (11,)
+    cleared = await core.admins.clear_channels(admin(GUILD))
     assert cleared.view.settings.channels == ()
 
 
 async def test_blocklist_terms_are_split_deduplicated_by_case_and_removed_by_case(
     core: Core[QuietChat],
 ) -> None:
-    added = await core.admins.block_terms(GUILD, ADMIN, "Harbour, ship，harbour、 ,boat")
+    added = await core.admins.block_terms(admin(GUILD), "Harbour, ship，harbour、 ,boat")
     assert added.view.settings.blocklist == ("Harbour", "ship", "boat")
     # Terms already blocked (in any case) change nothing.
-    assert (await core.admins.block_terms(GUILD, ADMIN, "SHIP")).asked == ()
-    removed = await core.admins.unblock_terms(GUILD, ADMIN, "harbour, BOAT")
+    assert (await core.admins.block_terms(admin(GUILD), "SHIP")).asked == ()
+    removed = await core.admins.unblock_terms(admin(GUILD), "harbour, BOAT")
     assert removed.view.settings.blocklist == ("ship",)
-    assert (await core.admins.unblock_terms(GUILD, ADMIN, "absent")).asked == ()
-    assert (await core.admins.clear_blocklist(GUILD, ADMIN)).view.settings.blocklist == ()
+    assert (await core.admins.unblock_terms(admin(GUILD), "absent")).asked == ()
+    assert (await core.admins.clear_blocklist(admin(GUILD))).view.settings.blocklist == ()
 
 
 async def test_reset_brings_back_the_operators_default_but_never_touches_the_key(
     core: Core[QuietChat],
 ) -> None:
-    await core.admins.change_limits(GUILD, ADMIN, LimitsChange(queue_cap=2))
-    reset = await core.admins.reset(GUILD, ADMIN, Setting.QUEUE_CAP)
+    await core.admins.change_limits(admin(GUILD), LimitsChange(queue_cap=2))
+    reset = await core.admins.reset(admin(GUILD), Setting.QUEUE_CAP)
     assert reset.saved == (Setting.QUEUE_CAP,)
     assert reset.view.source(Setting.QUEUE_CAP) is Source.OPERATOR
     with pytest.raises(IntakeError) as refused:
-        await core.admins.reset(GUILD, ADMIN, Setting.API_KEY)
+        await core.admins.reset(admin(GUILD), Setting.API_KEY)
     assert refused.value.problem is IntakeProblem.BAD_OPTION
 
 
@@ -234,15 +242,15 @@ async def test_reset_brings_back_the_operators_default_but_never_touches_the_key
 async def test_a_key_is_checked_stored_encrypted_shown_by_its_last_four_and_masked_in_logs(
     core: Core[QuietChat],
 ) -> None:
-    assert core.admins.key_availability() is KeyAvailability.READY
-    refused = await core.admins.set_key(GUILD, ADMIN, "a-key-the-service-refuses")
+    assert core.admins.key_availability(admin()) is KeyAvailability.READY
+    refused = await core.admins.set_key(admin(GUILD), "a-key-the-service-refuses")
     assert refused.result is KeySetResult.REFUSED
     assert await core.store.guild_key(GUILD) is None
-    saved = await core.admins.set_key(GUILD, ADMIN, f"  {SERVER_KEY} ")
+    saved = await core.admins.set_key(admin(GUILD), f"  {SERVER_KEY} ")
     assert saved.result is KeySetResult.SAVED and saved.last4 == SERVER_KEY[-4:]
     stored = await core.store.guild_key(GUILD)
     assert stored is not None and SERVER_KEY.encode() not in stored.token and stored.set_by == ADMIN
-    view = await core.admins.show(GUILD)
+    view = await core.admins.show(admin(GUILD))
     assert view.key == type(view.key)(KeyLine.SET, SERVER_KEY[-4:])
     assert core.accounts.for_guild(GUILD).key.reveal() == SERVER_KEY  # trimmed, in use
     # Accepted and in use: every log filter masks it. A refused one is not (anyone could type a word).
@@ -256,32 +264,32 @@ async def test_key_checks_are_throttled_per_server_without_asking_the_service(
     core: Core[QuietChat], fake_service: FakeService
 ) -> None:
     for n in range(KEY_CHECKS_PER_HOUR):
-        outcome = await core.admins.set_key(GUILD, ADMIN, f"a-key-the-service-refuses-{n}")
+        outcome = await core.admins.set_key(admin(GUILD), f"a-key-the-service-refuses-{n}")
         assert outcome.result is KeySetResult.REFUSED
     asked = fake_service.count()
-    throttled = await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
+    throttled = await core.admins.set_key(admin(GUILD), SERVER_KEY)
     assert throttled.result is KeySetResult.THROTTLED and throttled.checks_per_hour == KEY_CHECKS_PER_HOUR
     assert throttled.retry_at is not None and 0 < throttled.retry_at - core.clock.time() <= 3600
     assert fake_service.count() == asked  # nothing asked of the service
     assert await core.store.guild_key(GUILD) is None
     # Another server has its own checks.
-    assert (await core.admins.set_key(OTHER_GUILD, ADMIN, SERVER_KEY)).result is KeySetResult.SAVED
+    assert (await core.admins.set_key(admin(OTHER_GUILD), SERVER_KEY)).result is KeySetResult.SAVED
 
 
 async def test_a_key_the_service_cannot_judge_is_not_stored(
     core: Core[QuietChat], fake_service: FakeService
 ) -> None:
     await fake_service.stop()
-    outcome = await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
+    outcome = await core.admins.set_key(admin(GUILD), SERVER_KEY)
     assert outcome.result is KeySetResult.UNREACHABLE
     assert await core.store.guild_key(GUILD) is None
 
 
 async def test_remove_key_goes_back_to_the_operators_key(core: Core[QuietChat]) -> None:
-    assert await core.admins.remove_key(GUILD, ADMIN) is KeyRemoved.NO_KEY
-    await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
-    assert await core.admins.remove_key(GUILD, ADMIN) is KeyRemoved.REMOVED
-    assert (await core.admins.show(GUILD)).key.line is KeyLine.NONE
+    assert await core.admins.remove_key(admin(GUILD)) is KeyRemoved.NO_KEY
+    await core.admins.set_key(admin(GUILD), SERVER_KEY)
+    assert await core.admins.remove_key(admin(GUILD)) is KeyRemoved.REMOVED
+    assert (await core.admins.show(admin(GUILD))).key.line is KeyLine.NONE
     assert core.accounts.for_guild(GUILD) is core.accounts.operator
 
 
@@ -301,10 +309,10 @@ async def test_without_server_keys_the_key_is_unavailable_and_nothing_is_asked(
 ) -> None:
     core = await open_core(settings_for(fake_service, tmp_path, **overrides))
     try:
-        assert core.admins.key_availability() is availability
-        assert (await core.admins.show(GUILD)).key.line is line
+        assert core.admins.key_availability(admin()) is availability
+        assert (await core.admins.show(admin(GUILD))).key.line is line
         asked = len(fake_service.requests)
-        outcome = await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
+        outcome = await core.admins.set_key(admin(GUILD), SERVER_KEY)
         assert outcome.result.value == availability.value
         assert len(fake_service.requests) == asked  # no model-list call
         assert await core.store.guild_key(GUILD) is None
@@ -312,31 +320,80 @@ async def test_without_server_keys_the_key_is_unavailable_and_nothing_is_asked(
         await core.close()
 
 
+# -- who may ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("who", "refusal"),
+    [
+        # No Manage Server: an Integrations override showed them /settings.
+        (Actor(ADMIN + 1, GUILD), AdminRefusal.NOT_MANAGER),
+        # A person's own queue (a user install in a DM): no server, whatever their permissions.
+        (Actor(ADMIN + 2, ADMIN + 2, manages_guild=True), AdminRefusal.NO_SERVER),
+    ],
+)
+async def test_only_a_member_with_manage_server_may_look_or_change_and_nothing_is_asked_or_saved(
+    core: Core[QuietChat], fake_service: FakeService, who: Actor, refusal: AdminRefusal
+) -> None:
+    asked = len(fake_service.requests)
+    attempts: list[Callable[[], Awaitable[object]]] = [
+        lambda: core.admins.show(who),
+        lambda: core.admins.change_limits(who, LimitsChange(member_jobs=1)),
+        lambda: core.admins.change_video_defaults(who, VideoDefaults(seconds=3)),
+        lambda: core.admins.change_image_defaults(who, ImageDefaults(size="1024x1024")),
+        lambda: core.admins.add_channel(who, 10),
+        lambda: core.admins.remove_channel(who, 10),
+        lambda: core.admins.clear_channels(who),
+        lambda: core.admins.set_nsfw_only(who, True),
+        lambda: core.admins.block_terms(who, "harbour"),
+        lambda: core.admins.unblock_terms(who, "harbour"),
+        lambda: core.admins.clear_blocklist(who),
+        lambda: core.admins.reset(who, Setting.API_KEY),  # refused for who asks, before what
+        lambda: core.admins.set_key(who, SERVER_KEY),
+        lambda: core.admins.remove_key(who),
+    ]
+    for attempt in attempts:
+        with pytest.raises(AdminRefused) as refused:
+            await attempt()
+        assert refused.value.refusal is refusal and refused.value.actor == who
+    for check in (core.admins.authorize, core.admins.key_availability):
+        with pytest.raises(AdminRefused) as refused:
+            check(who)
+        assert refused.value.refusal is refusal
+    assert len(fake_service.requests) == asked  # no key was checked
+    assert (
+        await core.store.settings_log(who.guild_id) == [] and await core.store.guild_key(who.guild_id) is None
+    )
+
+
+async def test_a_member_with_manage_server_may(core: Core[QuietChat]) -> None:
+    # Administrator counts as Manage Server: the edge reads either into ``manages_guild``.
+    manager = Actor(ADMIN + 1, GUILD, manages_guild=True)
+    assert core.admins.authorize(manager) == GUILD
+    assert core.admins.key_availability(manager) is KeyAvailability.READY
+    assert (await core.admins.set_nsfw_only(manager, True)).saved == (Setting.NSFW_ONLY,)
+    assert (await core.admins.show(manager)).settings.nsfw_only
+
+
 # -- a refused key -----------------------------------------------------------------------------------
 async def test_a_refused_key_is_told_once_to_the_admin_who_set_it(core: Core[QuietChat]) -> None:
-    told: list[RefusedKeyNotice] = []
-
-    async def tell(notice: RefusedKeyNotice) -> None:
-        told.append(notice)
-
-    core.admins.on_key_refused(tell)
-    await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
+    # Whom to tell is the core's; telling is the chat side's (it gets the notice to deliver).
+    told = core.reporter.refused_keys
+    await core.admins.set_key(admin(GUILD), SERVER_KEY)
     account = core.accounts.for_guild(GUILD)
     await core.accounts.key_rejected(account)
     assert told == [RefusedKeyNotice(GUILD, SERVER_KEY[-4:], set_by=ADMIN)]
-    view = await core.admins.show(GUILD)
+    view = await core.admins.show(admin(GUILD))
     assert view.key.line is KeyLine.REFUSED and view.key.last4 == SERVER_KEY[-4:]
     # Asked again about the same key: already told.
     assert await core.admins.refused_key_notice(GUILD) is None
     # The admin sets the key again and it is refused again: that is news again.
-    await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
+    await core.admins.set_key(admin(GUILD), SERVER_KEY)
     await core.accounts.key_rejected(core.accounts.for_guild(GUILD))
     assert len(told) == 2
 
 
 async def test_nobody_is_told_when_no_refused_key_is_stored(core: Core[QuietChat]) -> None:
     assert await core.admins.refused_key_notice(GUILD) is None
-    await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)
+    await core.admins.set_key(admin(GUILD), SERVER_KEY)
     assert await core.admins.refused_key_notice(GUILD) is None  # accepted, not refused
 
 
@@ -350,7 +407,7 @@ async def store_key_under_a_secret(fake_service: FakeService, tmp_path: Path) ->
     secret = Secret(Fernet.generate_key().decode("ascii"))
     first = await open_core(settings_for(fake_service, tmp_path, key_encryption_secret=secret))
     try:
-        assert (await first.admins.set_key(GUILD, ADMIN, SERVER_KEY)).result is KeySetResult.SAVED
+        assert (await first.admins.set_key(admin(GUILD), SERVER_KEY)).result is KeySetResult.SAVED
     finally:
         await first.close()
     return secret
@@ -365,17 +422,17 @@ async def test_a_stored_key_that_cannot_be_read_refuses_jobs_instead_of_using_th
     other = None if secret_now == "removed" else Secret(Fernet.generate_key().decode("ascii"))
     core = await open_core(settings_for(fake_service, tmp_path, key_encryption_secret=other))
     try:
-        view = await core.admins.show(GUILD)
+        view = await core.admins.show(admin(GUILD))
         assert view.key == KeyView(KeyLine.UNREADABLE, SERVER_KEY[-4:])
         with pytest.raises(IntakeError) as refused:
             core.members.check(requester(), JobKind.VIDEO)
         assert refused.value.problem is IntakeProblem.GUILD_KEY_UNREADABLE
         core.members.check(requester(OTHER_GUILD), JobKind.VIDEO)  # a server without a key: fine
         # Removing it is the documented way back to the operator's key.
-        assert await core.admins.remove_key(GUILD, ADMIN) is KeyRemoved.REMOVED
+        assert await core.admins.remove_key(admin(GUILD)) is KeyRemoved.REMOVED
         core.members.check(requester(), JobKind.VIDEO)
         assert core.accounts.for_guild(GUILD) is core.accounts.operator
-        after = (await core.admins.show(GUILD)).key.line
+        after = (await core.admins.show(admin(GUILD))).key.line
         assert after is (KeyLine.NO_SECRET if other is None else KeyLine.NONE)
     finally:
         await core.close()
@@ -389,10 +446,10 @@ async def test_setting_the_key_again_under_the_new_secret_lifts_the_refusal(
     new = Secret(Fernet.generate_key().decode("ascii"))
     core = await open_core(settings_for(fake_service, tmp_path, key_encryption_secret=new))
     try:
-        assert (await core.admins.show(GUILD)).key.line is KeyLine.UNREADABLE
-        assert (await core.admins.set_key(GUILD, ADMIN, SERVER_KEY)).result is KeySetResult.SAVED
+        assert (await core.admins.show(admin(GUILD))).key.line is KeyLine.UNREADABLE
+        assert (await core.admins.set_key(admin(GUILD), SERVER_KEY)).result is KeySetResult.SAVED
         core.members.check(requester(), JobKind.VIDEO)
-        assert (await core.admins.show(GUILD)).key == KeyView(KeyLine.SET, SERVER_KEY[-4:])
+        assert (await core.admins.show(admin(GUILD))).key == KeyView(KeyLine.SET, SERVER_KEY[-4:])
         assert core.accounts.for_guild(GUILD).key.reveal() == SERVER_KEY
     finally:
         await core.close()
@@ -406,7 +463,7 @@ async def test_with_the_new_secret_first_and_the_old_after_it_the_stored_key_is_
     both = Secret(f"{Fernet.generate_key().decode('ascii')},{old.reveal()}")
     core = await open_core(settings_for(fake_service, tmp_path, key_encryption_secret=both))
     try:
-        assert (await core.admins.show(GUILD)).key == KeyView(KeyLine.SET, SERVER_KEY[-4:])
+        assert (await core.admins.show(admin(GUILD))).key == KeyView(KeyLine.SET, SERVER_KEY[-4:])
         core.members.check(requester(), JobKind.VIDEO)
         assert core.accounts.for_guild(GUILD).key.reveal() == SERVER_KEY
     finally:

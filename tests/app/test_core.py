@@ -15,6 +15,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from framecast.accounts import KeyCheck
+from framecast.app.admins import RefusedKeyNotice
 from framecast.app.chat import Delivered, DeliveryOutcome, ResultFile, ResultToDeliver
 from framecast.app.core import Core
 from framecast.app.intake import IntakeError, IntakeProblem, Requester
@@ -78,6 +79,9 @@ class RecordingChat:
 
     async def remove_job_message(self, job: Job) -> None:
         self.removed.append(job.id)
+
+    async def key_refused(self, notice: RefusedKeyNotice) -> None:
+        pass
 
     async def close(self) -> None:
         self.closed = True

@@ -14,7 +14,16 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
-from framecast.app import Actor, Job, JobKind, JobRefused, JobState, Refusal, ResultToDeliver
+from framecast.app import (
+    Actor,
+    Job,
+    JobKind,
+    JobRefused,
+    JobState,
+    Refusal,
+    RefusedKeyNotice,
+    ResultToDeliver,
+)
 from framecast.app.core import Core
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
@@ -63,6 +72,9 @@ class RemovingChat:
         pass
 
     def add_note(self, job: Job, note: Note) -> None:
+        pass
+
+    async def key_refused(self, notice: RefusedKeyNotice) -> None:
         pass
 
     async def close(self) -> None:

@@ -63,6 +63,7 @@ def _command_strings() -> tuple[dict[str, str], list[list[str]]]:
     import cogs.info
     import cogs.jobs
     import cogs.queue
+    import cogs.server_key
     import cogs.settings
     import cogs.styles
 
@@ -110,7 +111,9 @@ def _command_strings() -> tuple[dict[str, str], list[list[str]]]:
                     cog = cls.__new__(cls)
                     group = cog.__cog_app_commands_group__
                     if module is cogs.settings and group is not None:
-                        group.add_command(cogs.styles.StylesGroup())  # attached as the bot does
+                        # Attached as the bot does (the settings extension's setup, then cogs.styles).
+                        group.add_command(cogs.server_key.KeyGroup())
+                        group.add_command(cogs.styles.StylesGroup())
                     found = [group] if group is not None else cog.__cog_app_commands__
                     for command in found:
                         payload = await command.get_translated_payload(tree, recorder)

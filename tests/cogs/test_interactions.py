@@ -10,8 +10,9 @@ import pytest
 from discord import app_commands
 
 from cogs.i18n import t
-from cogs.interactions import Where, actor, requester, where
+from cogs.interactions import Where, actor, admin, requester, where
 from cogs.tree import ServerRulesApply, error_message
+from framecast.app import Actor, Admins
 
 DORA, GUILD = 1_200_000_000_000_000_001, 900_000_000_000_000_001
 
@@ -96,3 +97,52 @@ def test_a_server_with_the_bot_is_never_a_personal_queue(owners: dict[int, int],
             actor(it)
     else:
         assert requester(it).guild_id == GUILD and actor(it).guild_id == GUILD
+
+
+def admin_interaction(
+    perms: discord.Permissions,
+    *,
+    guild_id: int | None = GUILD,
+    owners: dict[int, int] | None = None,
+    **kw: Any,
+) -> Any:
+    """An interaction for /settings, with the member's permissions there and the application's
+    rule of who may administer (``Admins.authorize``, no I/O) behind ``client.core.admins``."""
+    it = interaction(guild_id=guild_id, owners={0: GUILD} if owners is None else owners, **kw)
+    it.permissions = perms
+    it.client.core = SimpleNamespace(admins=SimpleNamespace(authorize=Admins.authorize))
+    return it
+
+
+@pytest.mark.parametrize(
+    "perms", [discord.Permissions(manage_guild=True), discord.Permissions(administrator=True)]
+)
+def test_settings_are_for_a_member_with_manage_server_or_administrator(perms: discord.Permissions) -> None:
+    assert admin(admin_interaction(perms, context=0)) == Actor(DORA, GUILD, manages_guild=True)
+
+
+@pytest.mark.parametrize(
+    ("place", "expected"),
+    [
+        # A member without Manage Server (an Integrations override showed them /settings).
+        ({"context": 0}, "settings_error_not_manager"),
+        # Through her own install (if Discord ever sent it): a DM, a group DM, a server without the
+        # bot are her own queue, which has no settings; a server with the bot follows its rules.
+        ({"guild_id": None, "owners": {1: DORA}, "context": 1}, "userinstall_server_only"),
+        ({"guild_id": None, "owners": {1: DORA}, "context": 2}, "userinstall_server_only"),
+        ({"owners": {1: DORA}, "context": 0}, "userinstall_server_only"),
+        ({"owners": {1: DORA}, "context": 0, "bot_guilds": frozenset({GUILD})}, "userinstall_server_rules"),
+        # User installs off: servers only, as for every command.
+        ({"guild_id": None, "owners": {1: DORA}, "context": 1, "user_install": False}, "error_guild_only"),
+    ],
+)
+def test_who_may_not_change_settings_is_told_why(place: dict[str, Any], expected: str) -> None:
+    """The application refuses (``AdminRefused``) or the interaction cannot name a server; either
+    way the tree words it, before anything is acknowledged. Manage Server elsewhere gives nothing.
+
+    Raised in a check, it must be one of discord.py's own errors: nothing else reaches the tree's
+    handler from there (the member would hear nothing)."""
+    perms = discord.Permissions.none() if place == {"context": 0} else discord.Permissions(manage_guild=True)
+    with pytest.raises(app_commands.AppCommandError) as refused:
+        admin(admin_interaction(perms, **place))
+    assert error_message(refused.value, "en-US") == t(expected, "en-US")

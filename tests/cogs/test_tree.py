@@ -11,6 +11,7 @@ from discord import app_commands
 
 from cogs.i18n import SOURCE, shipped, t
 from cogs.tree import (
+    ADMIN_REFUSAL_KEYS,
     DAILY_QUOTA_KEYS,
     INTAKE_KEYS,
     REFUSAL_KEYS,
@@ -20,11 +21,13 @@ from cogs.tree import (
     STYLE_KEYS,
     STYLE_KIND_KEYS,
     MissingChannelPermissions,
-    NotServerManager,
     answer_error,
     error_message,
 )
 from framecast.app import (
+    Actor,
+    AdminRefusal,
+    AdminRefused,
     ErrorCode,
     IntakeError,
     IntakeProblem,
@@ -258,8 +261,16 @@ def test_settings_errors_name_the_setting_in_the_admins_language(
 
 @pytest.mark.parametrize("locale", LOCALES)
 def test_a_member_without_manage_server_is_told_so(locale: str) -> None:
-    assert error_message(NotServerManager(), locale) == t("settings_error_not_manager", locale)
+    refused = AdminRefused(AdminRefusal.NOT_MANAGER, Actor(1, 2))
+    assert error_message(refused, locale) == t("settings_error_not_manager", locale)
     assert t("settings_error_not_manager", locale) != t("error_not_allowed", locale)
+    # A person's own queue (a user install outside a server) has no settings: servers only.
+    outside = AdminRefused(AdminRefusal.NO_SERVER, Actor(1, 1, manages_guild=True))
+    assert error_message(outside, locale) == t("userinstall_server_only", locale)
+
+
+def test_every_admin_refusal_has_its_words() -> None:
+    assert set(ADMIN_REFUSAL_KEYS) == set(AdminRefusal)
 
 
 def test_every_refused_action_on_a_job_has_exactly_one_message_naming_the_job() -> None:

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from framecast.app.admins import RefusedKeyNotice
 from framecast.jobs.chat_side import (
     Delivered,
     DeliveryOutcome,
@@ -119,7 +120,16 @@ class RecordingReporter:
 
 
 class QuietChat:
-    """A chat side that shows nothing: for use cases that never talk to it (the admins', the keys')."""
+    """A chat side that shows nothing: for use cases that never talk to it (the admins', the keys').
+
+    It keeps the admins' notices it was handed (``refused_keys``): delivering them is the chat side's.
+    """
+
+    def __init__(self) -> None:
+        self.refused_keys: list[RefusedKeyNotice] = []
+
+    async def key_refused(self, notice: RefusedKeyNotice) -> None:
+        self.refused_keys.append(notice)
 
     async def job_changed(self, job: Job, *, urgent: bool = False) -> None:
         pass

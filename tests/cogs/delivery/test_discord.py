@@ -35,6 +35,7 @@ from cogs.delivery.retries import ATTEMPTS, retry_delay
 from framecast.app import (
     Delivered,
     Interrupted,
+    RefusedKeyNotice,
     RemovalFailed,
     RemovalProblem,
     ResultFile,
@@ -737,3 +738,45 @@ async def test_delete_removes_the_older_channel_messages_a_move_left_behind_too(
     assert await rig.reporter.remove_job_message(stored) is None
     assert rig.fake.messages[second].deleted and rig.fake.messages[first].deleted
     assert it.original is not None and it.original.deleted  # the interaction's message, through the channel
+
+
+# -- the admins' notices --------------------------------------------------------------------------------
+
+
+async def test_a_refused_key_is_told_to_its_admin_by_dm_else_in_the_system_channel(rig: Rig) -> None:
+    """The core says whom (``RefusedKeyNotice``); the chat side tells them, in the server's language,
+    never with a ping: the admin who set the key by DM, else the server's system channel (here one
+    the cache does not hold, as for another shard's server). A refused DM is counted once."""
+    metrics = Metrics(process=False)
+    reporter = DiscordReporter(
+        rig.client,
+        bookkeeping=rig.store,
+        timings=rig.timings(),
+        clock=SystemClock(),
+        position=lambda _: 1,
+        metrics=metrics,
+    )
+    notices = rig.fake.add_channel(rig.guild, "notices", system=True)
+    rig.guild.preferred_locale = "de"
+    updated = asyncio.ensure_future(rig.client.wait_for("guild_update", timeout=10))
+    await rig.fake.update_guild(rig.guild, name="Test <@1> Guild")
+    await updated  # the client knows the system channel's id (not the channel) and the language
+    try:
+        await reporter.key_refused(RefusedKeyNotice(rig.guild.id, "wxyz", set_by=rig.member.id))
+        [dm] = rig.fake.messages_in(rig.fake.dm_channel(rig.member))
+        assert "…wxyz" in dm.content and "Generierungsdienst" in dm.content
+        assert "Test \\<\\@1> Guild" in dm.content and not dm.pinged_user_ids and not dm.pinged_everyone
+        assert not rig.fake.messages_in(notices)
+
+        rig.member.user.accepts_dms = False
+        await reporter.key_refused(RefusedKeyNotice(rig.guild.id, "abcd", set_by=rig.member.id))
+        [posted] = rig.fake.messages_in(notices)
+        assert "…abcd" in posted.content and not posted.pinged_user_ids and not posted.pinged_everyone
+        assert discord_errors(metrics, "403", "50007") == 1  # the refused DM
+        # No admin to ask (a key set before the setter was recorded): the system channel directly.
+        await reporter.key_refused(RefusedKeyNotice(rig.guild.id, "efgh", set_by=None))
+        assert "…efgh" in rig.fake.messages_in(notices)[-1].content
+        assert len(rig.fake.messages_in(rig.fake.dm_channel(rig.member))) == 1
+        assert not [m for m in rig.fake.messages_in(rig.channel) if "…" in m.content]  # no member's channel
+    finally:
+        await reporter.close()
