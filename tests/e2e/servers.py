@@ -100,8 +100,16 @@ class Cluster:
         deadline = time.monotonic() + timeout
         while sorted(self.created_prompts(shard)) != sorted(prompts):
             if time.monotonic() > deadline:
+                others = {s: sorted(self.created_prompts(s)) for s in self.bots if s != shard}
+                takeovers = [
+                    line
+                    for bot in self.bots.values()
+                    for line in bot.log_text().splitlines()
+                    if "taken over" in line
+                ]
                 raise AssertionError(
-                    f"shard {shard} created {sorted(self.created_prompts(shard))}, expected {sorted(prompts)}"
+                    f"shard {shard} created {sorted(self.created_prompts(shard))}, expected {sorted(prompts)};"
+                    f" the others created {others}; takeovers: {takeovers}"
                 )
             await asyncio.sleep(0.05)
 
