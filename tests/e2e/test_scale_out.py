@@ -77,8 +77,8 @@ async def test_a_burst_across_two_shards_keeps_one_budget_and_delivers_each_job_
         assert len(world.files_for(job_id)) == 1, (
             f"job {job_id} was delivered {len(world.files_for(job_id))}x"
         )
-    jobs = await cluster.jobs()
-    assert {jobs[j]["state"] for j in ids} == {"delivered"}
+    # The file reaches Discord a moment before the delivering process records the job delivered.
+    jobs = await cluster.jobs_once(ids, "delivered")
     _assert_within_budget(world)
 
     # Each process created exactly its own shards' tasks, and held its own shards' jobs.
