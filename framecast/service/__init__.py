@@ -5,9 +5,9 @@ Every request to the service carries ``Authorization: Bearer <key>`` and goes th
 including retries and downloads of the service's own result URLs. The key never appears in an
 exception, a log line or a repr.
 
-The service is also untrusted (issue 7): every answer is read with a size cap counted after
-decompression, parsed by pure functions that raise only the documented errors (so no answer can
-crash a job), and every text taken from it is made safe with
+The service is also untrusted (its answers may be broken or hostile): every answer is read with a
+size cap counted after decompression, parsed by pure functions that raise only the documented
+errors (so no answer can crash a job), and every text taken from it is made safe with
 :func:`~framecast.safetext.clean_text`. Result URLs are fetched only over ``http(s)``, from the
 service's origin or from hosts :mod:`~framecast.service.netguard` lets through.
 
