@@ -15,7 +15,6 @@ guild stands in the rotation (its turn number: ascending, the lower the sooner).
 from __future__ import annotations
 
 import heapq
-import itertools
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 
 __all__ = ["Lanes"]
@@ -35,7 +34,7 @@ class Lanes:
         # may hold outdated entries: one counts only while it carries its lane's current bound.
         self._bound: dict[Hashable, int] = {}
         self._heap: list[tuple[int, int, Hashable]] = []
-        self._ties = itertools.count()  # lanes need not be orderable
+        self._ties = 0  # a heap entry's tie-breaker: lanes need not be orderable
 
     def __repr__(self) -> str:
         return f"<Lanes lanes={len(self._guilds)} awake={len(self._bound)}>"
@@ -122,8 +121,7 @@ class Lanes:
             return
         head = self._turn_of[next(iter(guilds))]
         if self._bound.get(lane) != head:
-            self._bound[lane] = head
-            heapq.heappush(self._heap, (head, next(self._ties), lane))
+            self._push(lane, head)
 
     def wake_all(self) -> None:
         """Look at every lane again."""
@@ -142,13 +140,13 @@ class Lanes:
 
     def rebound(self, lane: Hashable, turn: int) -> None:
         """`lane` (awake) serves no guild before `turn`: it goes back in its place for that."""
-        self._bound[lane] = turn
-        heapq.heappush(self._heap, (turn, next(self._ties), lane))
+        self._push(lane, turn)
+
+    def _push(self, lane: Hashable, bound: int) -> None:
+        self._bound[lane] = bound
+        self._ties += 1
+        heapq.heappush(self._heap, (bound, self._ties, lane))
 
     def sleep(self, lane: Hashable) -> None:
         """`lane` has nothing its key admits: not looked at until woken."""
         self._bound.pop(lane, None)
-
-    def awake(self) -> int:
-        """How many lanes are awake."""
-        return len(self._bound)

@@ -97,7 +97,10 @@ class Admission(Protocol):
 class AccountAdmission(Protocol):
     """Admission per API key (:class:`framecast.accounts.Accounts` implements it).
 
-    Keys are opaque hashable values naming an account; slots are counted per key.
+    Keys are opaque hashable values naming an account; slots are counted per key, and the queues
+    file each waiting guild under its key (a key that refused is asked again only when told of a
+    change of its own, or when its ``recheck_in`` passes: every change that may let it admit a job
+    must reach :meth:`on_key_change` or :meth:`on_admission_change`).
     """
 
     def admission_for(self, guild_id: int) -> tuple[Hashable, Admission]:
