@@ -237,7 +237,7 @@ def test_arrived_since_counts_the_queued_jobs_created_from_then_per_guild() -> N
     assert q.arrived_since(JobKind.IMAGE, 15.0) == {1: 1}
 
 
-# -- per-key scopes: the index answers what asking every guild answered (issue 33) -------------------
+# -- per-key scopes: the index answers what asking every guild answered -------------------
 
 _KEYED_STEPS = st.lists(
     st.one_of(

@@ -711,7 +711,7 @@ class Counted(FixedAdmission):
 async def test_a_dispatch_round_asks_each_key_once_however_many_jobs_it_starts(
     h: Harness, starts: int
 ) -> None:
-    # Counted, not timed (issue 33): four saturated keys whose guilds come first in the round, then
+    # Counted, not timed: four saturated keys whose guilds come first in the round, then
     # `starts` guilds on a key with room. One round starts every job that key admits and asks each
     # saturated key once, not once per job it starts (which made keys x jobs questions).
     keys = Keys({"open": starts}, {})
