@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framecast.planner.horizon import peak_with
+from framecast.planner.policy import peak_with
 
 WINDOW = 60.0
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from framecast.planner.ladder import FIRST, LEARNED_AFTER
-from framecast.planner.polls import PolledTask, PollPlan
+from framecast.planner.polls import FIRST, PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
@@ -17,6 +16,7 @@ from framecast.values.service_requests import Priority
 from tests.fakes.clock import ManualClock
 
 SCOUTS = PlannerTuning().scouts
+LEARNED_AFTER = PlannerTuning().learned_after
 THRIFTY_FIRST = PlannerTuning().crowded_rung
 INTERVAL = 30.0
 WINDOW = 60.0
