@@ -424,8 +424,9 @@ class Forecast:
         """The polls the planner will make of a task without progress, from the `first` one planned.
 
         `polled`: the polls made of it so far; `rung`: its ladder's first rung. Each later one at
-        the next quantile of the ladder (:mod:`framecast.planner.ladder`), an interval at the least
-        after the one before and at most the longest gap; until the task is almost surely done.
+        the next quantile of the ladder (:func:`~framecast.planner.polls.ladder_quantile`), an
+        interval at the least after the one before and at most the longest gap; until the task is
+        almost surely done.
         """
         plan = self._plan
         polls = [first]

@@ -266,7 +266,7 @@ class Planner:
 
     def crowd(self) -> float:
         """How many windows' worth of jobs wait in the queues for this key (what the poll plan spends
-        its first polls by: :func:`~framecast.planner.ladder.first_rung`).
+        its first polls by: :func:`~framecast.planner.polls.first_rung`).
 
         A window's worth: the jobs this process's part of the key's rate starts in one window, at
         what a task has cost lately.

@@ -322,13 +322,6 @@ class DurationModel:
         mu, var, _ = self._estimate(key)
         return math.exp(mu + _NORMAL.inv_cdf(q) * math.sqrt(var))
 
-    def cdf(self, key: DurationKey, seconds: float) -> float:
-        """The probability that such a task finishes within ``seconds`` (log-normal)."""
-        if seconds <= 0:
-            return 0.0
-        mu, var, _ = self._estimate(key)
-        return _NORMAL.cdf((math.log(seconds) - mu) / math.sqrt(var))
-
     def typical_within(self, key: DurationKey, lower: float, upper: float) -> float:
         """The likeliest single figure for a task known to have taken ``lower`` to ``upper`` seconds.
 
