@@ -1,4 +1,4 @@
-"""Admission per kind of job (issue 17): an image is not held behind videos waiting for the budget.
+"""Admission per kind of job: an image is not held behind videos waiting for the budget.
 
 A real budget, store and queues; time is a ManualClock.
 """
@@ -191,7 +191,7 @@ async def test_an_image_that_waited_a_whole_window_goes_before_the_polls_expecte
     rig: Rig,
 ) -> None:
     # A batch's completions coming due together fill the window with polls that will see a result:
-    # an image keeps out of their way, but not for minutes (issue 17 item 1): once it has waited a
+    # an image keeps out of their way, but not for minutes (images waited behind a batch): once it has waited a
     # whole window it starts, and its create goes first in the budget.
     running = await rig.fill_with_videos()
     for task in rig.planner.polls:

@@ -1,4 +1,4 @@
-"""What members are told between polls (issue 17 item 4): "left" and "starts in", in constructed situations.
+"""What members are told between polls: "left" and "starts in", in constructed situations.
 
 The pure parts (the poll rule, the duration cdf, the mean of when a task is seen done, the figure
 shown among the polls that may see it) directly;
@@ -212,7 +212,7 @@ async def test_without_progress_an_overdue_task_still_has_time_left(rig: Rig) ->
 async def test_a_queue_on_a_spent_key_starts_when_its_window_frees_not_a_pace_apart(rig: Rig) -> None:
     # The key's window is spent now: its sixteen slots free together a window later, and the six
     # queued videos' creates go out then (the scheduler sends them as fast as slots free), so each is
-    # told "a minute", not a pace of 13 s a job that has them trickle out (issue 17 item 4).
+    # told "a minute", not a pace of 13 s a job that has them trickle out.
     await rig.spend(rig.budget.allowed)
     queued = [await rig.job(running=False) for _ in range(6)]
     for job in queued:
@@ -371,7 +371,7 @@ async def test_a_queued_video_waits_for_the_videos_arriving_meanwhile_in_servers
 ) -> None:
     # Members keep asking in server 2 (two videos arrived and started just now) while server 1 has
     # four queued: servers take turns, so the videos server 2 gets meanwhile go before server 1's
-    # fourth (issue 34: "starts in" came out too early while members kept arriving). The first is
+    # fourth ("starts in" came out too early while members kept arriving). The first is
     # next whatever arrives.
     await rig.spend(rig.budget.allowed, every=60.0 / 16)
     for _ in range(2):

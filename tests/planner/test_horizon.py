@@ -1,4 +1,4 @@
-"""The key's requests window by window: where a new task's requests would land (issue 17)."""
+"""The key's requests window by window: where a new task's requests would land (``policy.peak_with``)."""
 
 from __future__ import annotations
 

@@ -193,7 +193,7 @@ async def test_while_a_window_of_members_waits_for_the_key_first_polls_wait_for_
     rig: Rig,
 ) -> None:
     # A poll that finds the task still running spends a request every queued member waits for:
-    # while they wait, the first poll comes when most such tasks are done (issue 17).
+    # while they wait, the first poll comes when most such tasks are done.
     await teach(rig, 150.0)
     quiet = rig.planner.pacer(await rig.job())
     t0 = rig.clock.monotonic()
@@ -295,7 +295,7 @@ async def test_while_the_next_window_is_mostly_free_videos_start_whatever_later_
 async def test_a_full_window_lends_a_create_its_slot_while_the_windows_after_it_have_room(rig: Rig) -> None:
     # A batch's completions coming due together fill the next window, but the three windows from
     # now have room for them and one more create: the video starts, its create in turn with those
-    # polls (issue 17: held until they were all delivered, the key then idled while it ran).
+    # polls (once held until they were all delivered, the key then idled while it ran).
     await teach(rig, 170.0)
     running = await start_admitted(rig, 20)
     await rig.clock.advance(2 * rig.budget.window)

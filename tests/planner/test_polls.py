@@ -254,7 +254,7 @@ async def test_an_image_task_is_polled_promptly_however_many_wait() -> None:
 async def test_while_members_wait_only_the_scouts_of_a_new_kind_are_polled_every_interval() -> None:
     # Nothing is known of the kind yet: the oldest few tasks (the scouts) are polled every interval
     # to learn it; the later ones wait the longest gap, when they are very likely done, rather than
-    # spend a request a window on polls every queued member waits for (issue 17).
+    # spend a request a window on polls every queued member waits for.
     clock = ManualClock()
     crowd = [1.0]
     plan = plan_on(clock, crowd)
