@@ -47,9 +47,6 @@ class GuildStyles:
         self._db = db
         self._now = now
 
-    def __repr__(self) -> str:
-        return f"<GuildStyles {self._db.name}>"
-
     async def all(self) -> dict[int, list[Style]]:
         """Every server's styles, oldest first, by guild id (servers without any are left out)."""
         found: dict[int, list[Style]] = {}
@@ -69,11 +66,11 @@ class GuildStyles:
         `limit` styles already. Nothing is stored when it raises.
         """
         gid, who = values.discord_id(guild_id), values.discord_id(by)
-        now = values.check_float("clock time", self._now())
+        now = self._now()
         row = {
             "guild_id": gid,
-            "name": values.check_text("style name", style.name),
-            "template": values.check_text("style template", style.template),
+            "name": values.check("style name", style.name, str),
+            "template": values.check("style template", style.template, str),
             "kind": StyleKind(style.kind).value,
             "created_by": who,
             "created_at": now,
@@ -92,7 +89,7 @@ class GuildStyles:
     async def remove(self, guild_id: int, name: str, *, by: int) -> Style | None:
         """Forget the server's style named `name` (in any case); the style removed, or None."""
         gid, who = values.discord_id(guild_id), values.discord_id(by)
-        now = values.check_float("clock time", self._now())
+        now = self._now()
         key = style_key(name)
         async with self._locked(gid) as conn:
             rows = (await conn.execute(_OF_GUILD, {"guild_id": gid})).all()
