@@ -103,7 +103,8 @@ class Leases:
         self.owner = owner
         self._lease = lease_seconds
         self._clock = clock
-        self._serves = serves or (lambda _guild: True)
+        #: Whether this process serves a guild (its gateway shards).
+        self.serves: Callable[[int], bool] = serves or (lambda _guild: True)
         self._held: set[int] = set()
         # Job id -> the lease_until this process last wrote for it (its clock's epoch seconds).
         self._until: dict[int, float] = {}
@@ -114,10 +115,6 @@ class Leases:
     def held(self) -> frozenset[int]:
         """Ids of the jobs this process holds."""
         return frozenset(self._held)
-
-    def serves(self, guild_id: int) -> bool:
-        """Whether this process serves the guild (its gateway shard)."""
-        return self._serves(guild_id)
 
     async def take(self, job: Job) -> bool:
         """Claim `job` for this process; False when another live process holds it."""

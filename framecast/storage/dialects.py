@@ -32,14 +32,7 @@ from sqlalchemy.pool import NullPool
 from framecast.storage.faults import StoreTimeouts, describe_outage, dropped_when_cut_short, is_store_outage
 from framecast.values import JobError
 
-__all__ = [
-    "Postgres",
-    "Sqlite",
-    "StoreClosed",
-    "StoreError",
-    "StoreUnavailable",
-    "redact_dsn",
-]
+__all__ = ["Postgres", "Sqlite", "StoreClosed", "StoreError", "StoreUnavailable", "redact_dsn"]
 
 log = logging.getLogger(__name__)
 

@@ -24,13 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from framecast import config
 
-__all__ = [
-    "StoreTimeouts",
-    "describe_outage",
-    "dropped_when_cut_short",
-    "is_store_outage",
-    "unusable_file",
-]
+__all__ = ["StoreTimeouts", "describe_outage", "dropped_when_cut_short", "is_store_outage", "unusable_file"]
 
 log = logging.getLogger("framecast.storage")
 
