@@ -77,10 +77,9 @@ def dumps(value: Mapping[str, Any]) -> str:
 
 def check(what: str, value: object, kind: type) -> Any:
     """`value` as a plain `kind` (int, float, str or bool) that both databases store exactly."""
-    # A bool is an int to Python, not to us; a float column takes an int too.
-    if isinstance(value, bool) != (kind is bool) or not isinstance(
-        value, int | float if kind is float else kind
-    ):
+    accepted = int | float if kind is float else kind  # a float column takes an int too
+    # A bool is an int to Python, not to us.
+    if isinstance(value, bool) != (kind is bool) or not isinstance(value, accepted):
         raise TypeError(f"{what} must be {kind.__name__}, not {type(value).__name__}")
     plain = kind(value)  # an IntEnum or a StrEnum is stored as its value
     if kind is int and not -INT_MAX - 1 <= plain <= INT_MAX:
