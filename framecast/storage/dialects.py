@@ -35,6 +35,8 @@ from framecast.values import JobError
 __all__ = ["Postgres", "Sqlite", "StoreClosed", "StoreError", "StoreUnavailable", "redact_dsn"]
 
 log = logging.getLogger(__name__)
+# An outage's two lines go out under the package's name, the one operators and alerts look for.
+_outage_log = logging.getLogger("framecast.storage")
 
 #: Seconds the migration's connection waits to connect (it is not bounded per statement: a migration
 #: of a large table, or the wait for another process's migration, may take longer than a call).
@@ -93,14 +95,16 @@ class Database:
             why = describe_outage(exc)
             if self._down_since is None:  # logged once as it starts, never a traceback per call
                 self._down_since = time.monotonic()
-                log.warning(
-                    "job store unavailable (%s): %s; what needs it waits or is refused", self.target, why
+                _outage_log.warning(
+                    "job store unavailable (%s): %s; what needs it waits or is refused until it answers",
+                    self.target,
+                    why,
                 )
             raise StoreUnavailable(f"job store unavailable: {why}") from exc
         else:
             if self._down_since is not None:
                 took, self._down_since = time.monotonic() - self._down_since, None
-                log.info("job store answers again (%s), after %.1f s", self.target, took)
+                _outage_log.info("job store answers again (%s), after %.1f s", self.target, took)
         finally:
             self._busy -= 1
             if not self._busy:
