@@ -33,14 +33,16 @@ from framecast.guilds.settings import (
     resolve,
 )
 from framecast.jobs.scheduler import Scheduler
-from framecast.storage import GuildQueueFull, MemberLimitReached, Store, StoreUnavailable
+from framecast.storage import Store, StoreUnavailable
 from framecast.values import (
     ACTIVE,
     AlreadyRetried,
     DailyQuotaReached,
+    GuildQueueFull,
     Job,
     JobKind,
     JobState,
+    MemberLimitReached,
     NewJob,
     presets,
 )

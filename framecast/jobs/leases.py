@@ -1,40 +1,24 @@
 """Which process runs a job: leases on jobs, renewed while they run, taken over when they lapse.
 
-With several bot processes on one shared store (PostgreSQL), every unfinished job is held by one
-process through a lease (``lease_owner``, ``lease_until`` on its row; see :mod:`framecast.leases` and
-:class:`framecast.storage.Store`). :class:`Leases` is this process's side of it:
+With several processes on one shared store, every unfinished job is held by one process through a
+lease (``lease_owner``, ``lease_until`` on its row). :class:`Leases` is this process's side: it claims
+a job before working on it (:meth:`Leases.take`), renews its leases every third of a lease, and takes
+over the jobs whose lease lapsed (their process died), handing them to the scheduler (``adopt``).
 
-* :meth:`Leases.take` claims a job before this process works on it (at acceptance, at start-up,
-  on takeover); a job another live process holds is left alone.
-* A loop renews every lease this process holds each third of ``LEASE_SECONDS``, and looks for jobs
-  whose lease lapsed (their process died): it claims them and hands them to the scheduler
-  (``adopt``), so they are finished here, still exactly once (the runner looks at the chat before
-  any delivery, and every step is a checked state transition).
+No job younger than a lease is taken over: a freshly accepted job has no lease until the intake's
+claim, and taking it then would queue it twice; a job of another shard's guild is taken only once it
+has also not changed for a whole lease, so its own shard's process gets the first chance at it.
 
-No job younger than a lease is taken over: between the store's insert and the intake's claim a
-freshly accepted job has no lease at all, and taking it then (even in the process that accepted it)
-would queue it twice; a lease that really lapsed is always at least that old. A job of a guild this
-process does not serve (another shard's) is taken over only once its lease has lapsed *and* it has
-not changed for a whole lease, so its own shard's process gets the first chance at it.
+**Fencing.** A process paused past its leases must let go of the jobs taken meanwhile before it
+spends a single request on them, whatever order its timers wake up in: the runner asks
+:meth:`Leases.holds` right before each request goes out (after its budget slot is granted: that wait
+can outlast a lease) and before each delivery attempt. No I/O is needed while the lease last written
+has a third of a lease to run; past that, the lease is renewed with the takeover's compare-and-set.
+A lost lease raises :class:`LeaseLost`, dropped quietly: the new owner carries on from the stored state.
 
-**Fencing.** A process paused past its leases (a stalled loop, a long pause, ``SIGSTOP``) finds on
-waking that another process took its jobs over. It must then let go before it spends a single
-request on them, whatever order its renewal timer and its job tasks wake up in. So the runner asks
-:meth:`Leases.holds` for every request it sends (the create, each poll, the download) once the
-request's budget slot is granted, right before it goes out (a wait for a slot can outlast a lease:
-a partition from Redis and the store), and before each delivery attempt. The answer needs no I/O while the lease this process last wrote still has a
-third of a lease to run (nobody may take a lease before it lapses, and a check is followed at
-once by its request); past that, the store is asked, by renewing the lease with the same
-compare-and-set a takeover uses, so exactly one process holds it afterwards. A lost lease is not
-an error: the runner raises :class:`LeaseLost`, the scheduler drops the job quietly, and the new
-owner carries on from the job's stored state.
-
-**Outages.** A lease check the store cannot answer is not an answer: the request waits
-(:class:`LeaseUnknown` gives its budget slot back first). The upkeep notes an outage in the process's
-:class:`~framecast.jobs.outage.StoreOutage` instead of logging each failed round, and no job is taken
-over while the store is out nor for a lease after it answers again: a lease that lapsed while nobody
-could write is no sign of a dead process. A job taken over but not adopted (the scheduler could not
-read it) is let go, so its lease is not renewed for a job nobody runs.
+**Outages.** A check the store cannot answer raises :class:`LeaseUnknown` (the request waits, its
+budget slot given back). No job is taken over while the store is out nor for a lease after it
+answers: a lease that lapsed while nobody could write is no sign of a dead process.
 """
 
 from __future__ import annotations
@@ -55,7 +39,7 @@ log = logging.getLogger(__name__)
 
 
 class LeaseStore(Protocol):
-    """The lease half of the store contract (both stores implement it)."""
+    """The lease half of the store (:class:`framecast.storage.Store`)."""
 
     async def claim(self, job_id: int, owner: str, until: float) -> bool:
         """Take or renew the job's lease for `owner` until `until`; False if another owner holds it."""
@@ -67,16 +51,9 @@ class LeaseStore(Protocol):
         """Active jobs whose lease is free or lapsed at `now`, in id order."""
         ...
 
-    async def release(self, job_id: int, owner: str) -> bool:
-        """Give up `owner`'s lease of the job."""
-        ...
-
 
 class LeaseLost(Exception):
-    """Raised inside a job's runner when another process now holds the job: this one lets it go.
-
-    Expected, not an error: the job keeps its stored state and its new owner finishes it.
-    """
+    """Raised inside a job's runner when another process now holds the job (expected, not an error)."""
 
     def __init__(self, job_id: int) -> None:
         super().__init__(f"job {job_id}: another process holds its lease now")
@@ -84,10 +61,8 @@ class LeaseLost(Exception):
 
 
 class LeaseUnknown(Exception):
-    """Raised by a request's lease check that met a store outage: the request is not sent, and its
-    budget slot is given back at once (it must not wait for the store holding a slot other
-    processes could use). The runner waits for the store, then asks again.
-    """
+    """Raised by a request's lease check that met a store outage: the request is not sent, its budget
+    slot is given back at once (other processes may use it), and the runner waits for the store."""
 
     def __init__(self, job_id: int) -> None:
         super().__init__(f"job {job_id}: its lease could not be checked (the store does not answer)")
@@ -128,24 +103,18 @@ class Leases:
         self.owner = owner
         self._lease = lease_seconds
         self._clock = clock
-        self._serves = serves or (lambda _guild: True)
+        #: Whether this process serves a guild (its gateway shards).
+        self.serves: Callable[[int], bool] = serves or (lambda _guild: True)
         self._held: set[int] = set()
         # Job id -> the lease_until this process last wrote for it (its clock's epoch seconds).
         self._until: dict[int, float] = {}
         self._adopt: Callable[[Job], Awaitable[None]] | None = None
         self._task: asyncio.Task[None] | None = None
 
-    def __repr__(self) -> str:
-        return f"<Leases owner={self.owner!r} held={len(self._held)}>"
-
     @property
     def held(self) -> frozenset[int]:
         """Ids of the jobs this process holds."""
         return frozenset(self._held)
-
-    def serves(self, guild_id: int) -> bool:
-        """Whether this process serves the guild (its gateway shard)."""
-        return self._serves(guild_id)
 
     async def take(self, job: Job) -> bool:
         """Claim `job` for this process; False when another live process holds it."""
@@ -170,7 +139,7 @@ class Leases:
         self._until.pop(job_id, None)
 
     async def _claim(self, job_id: int, until: float, *, take: bool = False) -> bool:
-        """Take (`take`) or renew the lease until `until`; on refusal the job is no longer held here."""
+        # Take (`take`) or renew the lease until `until`; on refusal the job is no longer held here.
         try:
             ok = await self._store.claim(job_id, self.owner, until)
         except JobNotFound:
@@ -220,10 +189,8 @@ class Leases:
     async def take_over(self) -> list[Job]:
         """Claim the jobs whose lease lapsed and hand them to the scheduler; returns them.
 
-        Not while this process cannot reach the store, nor for a lease after (see "Outages" above): a
-        lease that lapsed in an outage every process met belongs to a live process whose renewals
-        could not land. A process cut off alone (a partition) is another matter: the others met no
-        outage, and take its jobs over once their leases lapse.
+        Not while this process cannot reach the store, nor for a lease after ("Outages" above). A
+        process cut off alone (a partition) loses its jobs: the others met no outage.
         """
         if not self._outage.settled(self._lease):
             return []
@@ -233,10 +200,7 @@ class Leases:
             if job.id in self._held:
                 continue
             if now - job.created_at < self._lease:
-                # Accepted a moment ago and not yet claimed by the process that accepted it (the intake
-                # claims right after the insert): taking it here would queue it twice in that process.
-                # A lease that really lapsed is never this young: it was taken at or after creation.
-                continue
+                continue  # accepted a moment ago, not yet claimed by its intake (see the module's doc)
             if not self.serves(job.guild_id) and now - job.updated_at < self._lease:
                 continue  # another shard's job: leave it to its own shard until it has been still a lease
             if await self.take(job):

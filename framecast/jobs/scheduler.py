@@ -35,8 +35,8 @@ from framecast.jobs.outage import StoreOutage
 from framecast.jobs.pause import PatientJobs
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import ShuttingDown
-from framecast.storage import InvalidTransition, Store
-from framecast.values import Job, JobKind, JobState
+from framecast.storage import Store
+from framecast.values import InvalidTransition, Job, JobKind, JobState
 
 log = logging.getLogger(__name__)
 

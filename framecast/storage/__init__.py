@@ -1,52 +1,27 @@
 """Job storage: one store for SQLite and PostgreSQL on SQLAlchemy Core (async), migrated by Alembic.
 
-``DATABASE_URL`` set: PostgreSQL, shared by several processes. Otherwise SQLite at ``DATABASE_PATH``
-(one process), the default for a small server. Modules: ``schema`` (the tables), ``store``
-(:class:`Store`, the jobs, leases, settings and keys), ``history``, ``styles`` and ``web`` (what
-/history, the styles and the web pages read and keep), ``dialects`` (what differs: connections,
-locks, legacy markers), ``faults`` (outages and bounds), ``values`` (checks on what callers hand
-in), ``migrate`` + ``migrations/`` (Alembic, one chain). ``tests/storage/test_contract.py`` runs one
-suite against both databases.
+``DATABASE_URL`` set: PostgreSQL, shared by several processes; otherwise SQLite at ``DATABASE_PATH``
+(one process). ``tests/storage/test_contract.py`` runs one suite against both databases.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from framecast.guilds.settings import KeyStatus
 from framecast.storage.dialects import StoreClosed, StoreError, StoreUnavailable, redact_dsn
 from framecast.storage.faults import StoreTimeouts
 from framecast.storage.history import MemberJobs
-from framecast.storage.schema import QUOTA_COUNTS
 from framecast.storage.store import Store
 from framecast.storage.values import SettingsChange, StoredKey
 from framecast.storage.web import GalleryFilter, UsageRow
-from framecast.values import (
-    AlreadyRetried,
-    DailyQuotaReached,
-    GuildQueueFull,
-    InvalidTransition,
-    JobLimitError,
-    JobNotFound,
-    MemberLimitReached,
-)
 
 if TYPE_CHECKING:
     from framecast.clock import Clock
     from framecast.config import Settings
 
 __all__ = [
-    "QUOTA_COUNTS",
-    "AlreadyRetried",
-    "DailyQuotaReached",
     "GalleryFilter",
-    "GuildQueueFull",
-    "InvalidTransition",
-    "JobLimitError",
-    "JobNotFound",
-    "KeyStatus",
     "MemberJobs",
-    "MemberLimitReached",
     "SettingsChange",
     "Store",
     "StoreClosed",

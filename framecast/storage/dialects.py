@@ -1,24 +1,14 @@
 """Everything that differs between SQLite and PostgreSQL: :class:`Sqlite` and :class:`Postgres`.
 
-* Opening: SQLite gets its PRAGMAs on every new connection (WAL, ``synchronous=FULL``, busy timeout)
-  and a 0600 file in a 0700 directory; PostgreSQL gets a connection pool.
-* Locking for ``add``'s limit checks: SQLite starts every write transaction with ``BEGIN IMMEDIATE``
-  (SQLAlchemy's documented asyncio recipe: the driver's own BEGIN is switched off on ``connect`` and
-  ours is emitted on ``begin``), so the file's write lock is held from the first count to the commit;
-  PostgreSQL takes ``pg_advisory_xact_lock(guild_id)``.
-* The process's owner lock (``hold_owner``): a PostgreSQL session advisory lock held on a dedicated
-  connection; nothing on SQLite (one process per file).
-* SQLite uses ONE connection for the store's life, serialised by an asyncio lock (what the old
-  single worker thread did): no pool checkout per call, and our own writes never wait on each other
-  for the file lock.
-* Migrations run in one transaction under the lock a second process would take, with the legacy
-  version markers (SQLite ``user_version``, PostgreSQL ``schema_version``) read and fenced here.
-* Every call is bounded (:class:`StoreTimeouts`): PostgreSQL's connect, pool checkout and each
-  statement by the driver, the whole call by asyncio (a silent network leaves a cancelled query's
-  cleanup waiting, so its connection is dropped rather than rolled back); SQLite's wait for another
-  process's lock by ``busy_timeout``, and the wait for its one connection by asyncio. A call that
-  meets an outage raises :class:`StoreUnavailable`; the outage is logged once as it starts and once
-  as it ends.
+* ``add``'s limit checks: SQLite starts every write transaction with ``BEGIN IMMEDIATE`` (SQLAlchemy's
+  documented asyncio recipe: the driver's own BEGIN is switched off on ``connect``, ours is emitted on
+  ``begin``) on ONE connection serialised by an asyncio lock; PostgreSQL takes
+  ``pg_advisory_xact_lock(guild_id)``, and holds the process's owner name with a session lock.
+* Migrations run in one transaction under the lock a second process would take.
+* Every call is bounded (:class:`StoreTimeouts`): PostgreSQL's connect, pool checkout and statements
+  by the driver, the whole call by asyncio (a cut-short connection is dropped, not rolled back);
+  SQLite's wait for another process's lock by ``busy_timeout``, for its one connection by asyncio.
+  A call that meets an outage raises :class:`StoreUnavailable`, logged once as it starts and ends.
 """
 
 from __future__ import annotations
@@ -33,25 +23,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import Connection, Executable, event, func, select, text
+from sqlalchemy import Connection, Executable, Table, event, func, select, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from framecast.storage.faults import Outage, StoreTimeouts, dropped_when_cut_short, is_store_outage
+from framecast.storage.faults import StoreTimeouts, describe_outage, dropped_when_cut_short, is_store_outage
 from framecast.values import JobError
 
-__all__ = [
-    "Postgres",
-    "Sqlite",
-    "StoreClosed",
-    "StoreError",
-    "StoreUnavailable",
-    "redact_dsn",
-]
+__all__ = ["Postgres", "Sqlite", "StoreClosed", "StoreError", "StoreUnavailable", "redact_dsn"]
 
 log = logging.getLogger(__name__)
+# An outage's two lines go out under the package's name, the one operators and alerts look for.
+_outage_log = logging.getLogger("framecast.storage")
 
 #: Seconds the migration's connection waits to connect (it is not bounded per statement: a migration
 #: of a large table, or the wait for another process's migration, may take longer than a call).
@@ -61,10 +46,6 @@ _COMPANIONS = ("-wal", "-shm", "-journal")  # SQLite gives them the database fil
 # Advisory lock of migrations. Negative: add()'s guild locks are positive snowflakes, never equal.
 _MIGRATION_LOCK = -0x6672616D65636173  # "framecas"
 _POOL_SIZE = 10
-#: Legacy version markers: what today's schema was called before Alembic, and what is written there
-#: afterwards so that an older Framecast refuses the database ("v5 is newer") instead of using it.
-SQLITE_LEGACY, SQLITE_FENCE = 4, 5
-PG_LEGACY, PG_FENCE = 1, 2
 
 
 class StoreError(JobError):
@@ -86,14 +67,18 @@ class Database:
 
     name: str
     engine: AsyncEngine
+    #: ``async with db.autocommit() as conn``: each statement its own transaction (reads, single writes).
+    autocommit: Callable[[], AbstractAsyncContextManager[AsyncConnection]]
 
-    def __init__(self, timeouts: StoreTimeouts) -> None:
+    def __init__(self, timeouts: StoreTimeouts, target: str) -> None:
         self.closed = False
         self.timeouts = timeouts
+        #: The database, for logs (no password).
+        self.target = target
         self._busy = 0
         self._idle = asyncio.Event()
         self._idle.set()
-        self.outage = Outage("job store")
+        self._down_since: float | None = None  # monotonic time the current outage began
 
     @asynccontextmanager
     async def _track(self) -> AsyncIterator[None]:
@@ -107,32 +92,37 @@ class Database:
         except Exception as exc:
             if not is_store_outage(exc):
                 raise  # the store's own answers (not found, limits) and bugs
-            raise StoreUnavailable(f"job store unavailable: {self.outage.began(exc, self.target)}") from exc
+            why = describe_outage(exc)
+            if self._down_since is None:  # logged once as it starts, never a traceback per call
+                self._down_since = time.monotonic()
+                _outage_log.warning(
+                    "job store unavailable (%s): %s; what needs it waits or is refused until it answers",
+                    self.target,
+                    why,
+                )
+            raise StoreUnavailable(f"job store unavailable: {why}") from exc
         else:
-            self.outage.ended(self.target)
+            if self._down_since is not None:
+                took, self._down_since = time.monotonic() - self._down_since, None
+                _outage_log.info("job store answers again (%s), after %.1f s", self.target, took)
         finally:
             self._busy -= 1
             if not self._busy:
                 self._idle.set()
-
-    @property
-    def target(self) -> str:
-        """The database, for logs (no password)."""
-        raise NotImplementedError
-
-    def autocommit(self) -> AbstractAsyncContextManager[AsyncConnection]:
-        """``async with db.autocommit() as conn``: each statement its own transaction (reads, single writes).
-
-        A single UPDATE/INSERT is atomic and durable on its own: SQLite takes the write lock when the
-        statement starts, PostgreSQL locks the rows it changes.
-        """
-        raise NotImplementedError
 
     async def rows(self, stmt: Executable, params: dict[str, Any] | None = None) -> Sequence[Any]:
         """Every row of ``stmt`` (none for a statement without RETURNING), run as a statement of its own."""
         async with self.autocommit() as conn:
             result = await conn.execute(stmt, params)
             return result.all() if result.returns_rows else ()
+
+    def upsert(self, table: Table, data: dict[str, Any]) -> Any:
+        """INSERT of ``data``, or UPDATE of its other columns where its first (the table's key) exists."""
+        key = next(iter(data))
+        stmt = (sqlite.insert if self.name == "sqlite" else postgresql.insert)(table).values(data)
+        return stmt.on_conflict_do_update(
+            index_elements=[key], set_={k: v for k, v in data.items() if k != key}
+        )
 
     async def close(self) -> None:
         """Wait for the operations in flight, then release every connection."""
@@ -151,7 +141,7 @@ class Sqlite(Database):
     name = "sqlite"
 
     def __init__(self, path: Path, timeouts: StoreTimeouts) -> None:
-        super().__init__(timeouts)
+        super().__init__(timeouts, str(path))
         self.path = path
         url = URL.create("sqlite+aiosqlite", database=str(path))
         # SQLAlchemy's own aiosqlite dialect (benchmarks/README.md: what it costs); one pooled
@@ -163,12 +153,18 @@ class Sqlite(Database):
         self._conn: AsyncConnection | None = None
         self._begin_sql: str | None = "BEGIN IMMEDIATE"
 
-    @property
-    def target(self) -> str:
-        return str(self.path)
-
     def _connected(self, dbapi_conn: Any, record: object) -> None:
-        _sqlite_connect(dbapi_conn, self.timeouts.statement)
+        # The recipe's "connect" hook: the driver must never emit BEGIN itself (we do, IMMEDIATE).
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(self.timeouts.statement * 1000):d}")
+            if (mode := _journal_mode_wal(cursor, self.timeouts.statement)).lower() != "wal":
+                log.warning("job store: WAL not available (journal_mode=%s)", mode)
+            # FULL: the WAL is fsynced at every commit, so an acknowledged job survives power loss too.
+            cursor.execute("PRAGMA synchronous=FULL")
+        finally:
+            cursor.close()
 
     @asynccontextmanager
     async def _turn(self) -> AsyncIterator[None]:
@@ -216,8 +212,6 @@ class Sqlite(Database):
                 self._begin_sql = "BEGIN IMMEDIATE"
                 await self._conn.rollback()  # ends SQLAlchemy's bookkeeping: SQLite has nothing open
 
-    insert = staticmethod(sqlite.insert)  # knows on_conflict_do_update, spelt as PostgreSQL's
-
     def locked(self, guild_id: int) -> AbstractAsyncContextManager[AsyncConnection]:
         """add()'s checks and insert: each statement on its own (an INSERT takes the write lock as it starts)."""
         return self.autocommit()
@@ -229,13 +223,6 @@ class Sqlite(Database):
         # BEGIN IMMEDIATE: a second process opening the file waits here, then finds the work done.
         async with self.write() as conn:
             await conn.run_sync(upgrade)
-
-    def legacy_version(self, conn: Connection) -> int | None:
-        version = int(conn.exec_driver_sql("PRAGMA user_version").scalar_one())
-        return version or None
-
-    def fence(self, conn: Connection) -> None:
-        conn.exec_driver_sql(f"PRAGMA user_version = {SQLITE_FENCE:d}")  # takes no parameters
 
     async def _release(self) -> None:
         if self._conn is None:
@@ -250,21 +237,6 @@ class Sqlite(Database):
                 log.warning("job store: WAL checkpoint failed at close: %s", exc)
             await self._conn.close()
         log.info("job store closed: %s", self.path)
-
-
-def _sqlite_connect(dbapi_conn: Any, busy_timeout: float) -> None:
-    # The recipe's "connect" hook: the driver must never emit BEGIN itself (we do, IMMEDIATE).
-    dbapi_conn.isolation_level = None
-    cursor = dbapi_conn.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000):d}")
-        mode = _journal_mode_wal(cursor, busy_timeout)
-        if mode.lower() != "wal":
-            log.warning("job store: WAL not available (journal_mode=%s)", mode)
-        # FULL: the WAL is fsynced at every commit, so an acknowledged job survives power loss too.
-        cursor.execute("PRAGMA synchronous=FULL")
-    finally:
-        cursor.close()
 
 
 def _journal_mode_wal(cursor: Any, patience: float) -> str:
@@ -308,8 +280,7 @@ class Postgres(Database):
     name = "postgresql"
 
     def __init__(self, dsn: str, timeouts: StoreTimeouts) -> None:
-        super().__init__(timeouts)
-        self._target = redact_dsn(dsn)
+        super().__init__(timeouts, redact_dsn(dsn))
         self._dsn = dsn
         self._url = url = make_url(dsn).set(drivername="postgresql+asyncpg")
         statement_ms = str(max(1, int(timeouts.statement * 1000)))
@@ -349,10 +320,6 @@ class Postgres(Database):
                 f"cannot open the PostgreSQL job store at {self.target}: {safe_error(exc, self._dsn)}"
             ) from None
 
-    @property
-    def target(self) -> str:
-        return self._target
-
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
         async with self._track(), asyncio.timeout(self.timeouts.call), self.engine.begin() as conn:
@@ -387,8 +354,6 @@ class Postgres(Database):
             self._owners.add(owner)
         return held
 
-    insert = staticmethod(postgresql.insert)
-
     async def migrate(self, upgrade: Callable[[Connection], None]) -> None:
         # Two processes starting together: the second waits here, then finds the work done. On a
         # connection of its own, free of the per-statement bound: a migration may take its time.
@@ -401,17 +366,6 @@ class Postgres(Database):
                 await conn.run_sync(upgrade)
         finally:
             await engine.dispose()
-
-    def legacy_version(self, conn: Connection) -> int | None:
-        if conn.exec_driver_sql("SELECT to_regclass('schema_version')").scalar() is None:
-            return None
-        version = conn.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
-        return int(version) if version is not None else None
-
-    def fence(self, conn: Connection) -> None:
-        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        conn.exec_driver_sql("DELETE FROM schema_version")
-        conn.exec_driver_sql(f"INSERT INTO schema_version (version) VALUES ({PG_FENCE:d})")
 
     async def _release(self) -> None:
         if self._owner_conn is not None:

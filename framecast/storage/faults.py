@@ -1,20 +1,10 @@
-"""Store outages: which errors are one (decided here only), how long a wait may last, the log lines.
+"""Store outages: which errors are one (decided here only), and how long a wait may last.
 
-A store outage is a dependency's fault, not a job's: PostgreSQL gone, cut off or silent (a
-connection refused, reset or timed out, the server shutting down or out of connections, a
-statement cancelled by its timeout), or an SQLite file that cannot be written for now (the disk
-full, an I/O error, a read-only filesystem, another process's lock held past the busy timeout), and
-the same faults met by a file the bot writes beside the store (an inline result: ``ENOSPC``,
-``EROFS``). Whoever meets one waits and tries again (:mod:`framecast.jobs.pause`); anything else
-(a constraint, a syntax error, a corrupt file, a value the code got wrong) is a bug and is raised
-as before.
-
-The driver's message is never needed to decide, except SQLite's, whose one ``OperationalError``
-class carries both outages and bugs ("no such table"): its message says which.
-
-:class:`StoreTimeouts` carries the bounds (the settings' ``DATABASE_*_TIMEOUT``), :class:`Outage`
-logs an outage once as it starts and once as it ends (never a traceback per call), and
-:func:`dropped_when_cut_short` drops a PostgreSQL connection whose call was cut short.
+An outage is a dependency's fault, not a job's: PostgreSQL gone, cut off or silent, or an SQLite file
+(or a file the bot writes beside the store) that cannot be written for now. Whoever meets one waits
+and tries again (:mod:`framecast.jobs.pause`); anything else (a constraint, a syntax error, a corrupt
+file, a wrong value) is a bug and is raised as before. Only SQLite's message is read: its one
+``OperationalError`` class carries both outages and bugs ("no such table").
 """
 
 from __future__ import annotations
@@ -23,54 +13,28 @@ import asyncio
 import errno
 import logging
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
+from asyncpg import exceptions as pg
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from framecast.config import (
-    DATABASE_CALL_TIMEOUT,
-    DATABASE_CONNECT_TIMEOUT,
-    DATABASE_POOL_TIMEOUT,
-    DATABASE_STATEMENT_TIMEOUT,
-)
+from framecast import config
 
-__all__ = [
-    "Outage",
-    "StoreTimeouts",
-    "describe_outage",
-    "dropped_when_cut_short",
-    "is_store_outage",
-    "unusable_file",
-]
+__all__ = ["StoreTimeouts", "describe_outage", "dropped_when_cut_short", "is_store_outage", "unusable_file"]
 
 log = logging.getLogger("framecast.storage")
 
-#: ``OSError`` numbers of a filesystem or network that may answer again (a full or read-only disk, a
-#: failing device, a connection that went away).
+#: ``OSError`` numbers of a filesystem or network that may answer again.
 _OS_ERRNOS = frozenset(
-    {
-        errno.ENOSPC,
-        errno.EDQUOT,
-        errno.EROFS,
-        errno.EIO,
-        errno.ECONNREFUSED,
-        errno.ECONNRESET,
-        errno.ECONNABORTED,
-        errno.EPIPE,
-        errno.ETIMEDOUT,
-        errno.EHOSTUNREACH,
-        errno.ENETUNREACH,
-        errno.ENETDOWN,
-    }
+    getattr(errno, name)
+    for name in "ENOSPC EDQUOT EROFS EIO ECONNREFUSED ECONNRESET ECONNABORTED EPIPE ETIMEDOUT"
+    " EHOSTUNREACH ENETUNREACH ENETDOWN".split()
 )
-
-#: SQLite's words for a file it cannot write now (its ``OperationalError`` also carries bugs).
+#: SQLite's words for a file it cannot write now.
 _SQLITE_OUTAGES = (
     "database or disk is full",
     "disk i/o error",
@@ -78,21 +42,19 @@ _SQLITE_OUTAGES = (
     "database is locked",
     "unable to open database file",
 )
-
 #: asyncpg's classes for a server that cannot answer now: SQLSTATE classes 08 (connection), 53
-#: (insufficient resources: disk full, too many connections), 57 (operator intervention: shutdown,
-#: a statement cancelled by its timeout), 58 (system error: I/O), a transaction that must be tried
-#: again (40: serialization, deadlock), a read-only standby (25006), and a connection the client
-#: lost (asyncpg's InterfaceError: "connection is closed").
+#: (resources: disk full, too many connections), 57 (shutdown, a statement cancelled by its timeout),
+#: 58 (I/O), 40 (serialization, deadlock: try again), a read-only standby (25006), and a connection
+#: the client lost.
 _PG_OUTAGES: tuple[type[BaseException], ...] = (
-    asyncpg.exceptions.PostgresConnectionError,
-    asyncpg.exceptions.InsufficientResourcesError,
-    asyncpg.exceptions.OperatorInterventionError,
-    asyncpg.exceptions.PostgresSystemError,
-    asyncpg.exceptions.TransactionRollbackError,
-    asyncpg.exceptions.ReadOnlySQLTransactionError,
-    asyncpg.exceptions.InterfaceError,
-    asyncpg.exceptions.ConnectionDoesNotExistError,
+    pg.PostgresConnectionError,
+    pg.InsufficientResourcesError,
+    pg.OperatorInterventionError,
+    pg.PostgresSystemError,
+    pg.TransactionRollbackError,
+    pg.ReadOnlySQLTransactionError,
+    pg.InterfaceError,
+    pg.ConnectionDoesNotExistError,
 )
 
 #: How deep the chain of causes is followed (SQLAlchemy wraps the adapter, which wraps the driver).
@@ -114,12 +76,11 @@ def is_store_outage(exc: BaseException, *, bare: bool = True) -> bool:
     """Whether `exc` says the store (or a file beside it) cannot answer now, rather than a bug.
 
     `bare`: whether a bare ``TimeoutError`` or ``OSError`` counts (a driver's connect raises them
-    unwrapped). True where the caller knows the error came from a store call (or a file write);
-    False where it may come from anything (Discord, the network): then only a driver's own error,
-    or one a driver's error wraps, is an outage.
+    unwrapped): False where the error may come from anything (Discord, the network), so that only
+    a driver's own error, or one a driver's error wraps, is an outage.
     """
     for depth, seen in _causes(exc):
-        if (bare or depth > 0 or not isinstance(seen, OSError)) and _is_outage_itself(seen):
+        if (bare or depth > 0 or not isinstance(seen, OSError)) and _outage(seen) is not None:
             return True
         if isinstance(seen, sa_exc.DBAPIError) and seen.connection_invalidated:
             return True
@@ -129,25 +90,20 @@ def is_store_outage(exc: BaseException, *, bare: bool = True) -> bool:
 def describe_outage(exc: BaseException) -> str:
     """A short name for an outage, fit for a log line: the driver's class and, for SQLite and the
     filesystem, what it said (never a PostgreSQL message: it may quote the address or the DSN)."""
-    for _, seen in _causes(exc):
-        if isinstance(seen, sqlite3.OperationalError):
-            return f"sqlite3: {str(seen)[:80]}"
-        if isinstance(seen, OSError) and seen.errno in _OS_ERRNOS:
-            return f"{type(seen).__name__}: {errno.errorcode.get(seen.errno or 0, '?')}"
-        if isinstance(seen, _PG_OUTAGES):
-            return f"asyncpg: {type(seen).__name__}"
-    return type(exc).__name__
+    return next((why for _, seen in _causes(exc) if (why := _outage(seen))), type(exc).__name__)
 
 
-def _is_outage_itself(exc: BaseException) -> bool:
-    if isinstance(exc, TimeoutError | sa_exc.TimeoutError | ConnectionError):
-        return True  # the pool's checkout, a connect or a statement that did not answer in time
-    if isinstance(exc, OSError):
-        return exc.errno in _OS_ERRNOS
+def _outage(exc: BaseException) -> str | None:
+    # What `exc` itself says of an outage, in a few words; None when it is no outage.
     if isinstance(exc, sqlite3.OperationalError):
-        text = str(exc).lower()
-        return any(words in text for words in _SQLITE_OUTAGES)
-    return isinstance(exc, _PG_OUTAGES)
+        return f"sqlite3: {str(exc)[:80]}" if any(w in str(exc).lower() for w in _SQLITE_OUTAGES) else None
+    if isinstance(exc, OSError) and exc.errno in _OS_ERRNOS:
+        return f"{type(exc).__name__}: {errno.errorcode.get(exc.errno or 0, '?')}"
+    if isinstance(exc, _PG_OUTAGES):
+        return f"asyncpg: {type(exc).__name__}"
+    if isinstance(exc, TimeoutError | sa_exc.TimeoutError | ConnectionError):
+        return type(exc).__name__  # the pool's checkout, a connect or a statement not answered in time
+    return None
 
 
 def unusable_file(path: Path, exc: BaseException) -> str:
@@ -166,42 +122,10 @@ def unusable_file(path: Path, exc: BaseException) -> str:
 class StoreTimeouts:
     """Seconds each kind of database wait may last (what each trades: :mod:`framecast.config`)."""
 
-    connect: float = DATABASE_CONNECT_TIMEOUT
-    statement: float = DATABASE_STATEMENT_TIMEOUT
-    pool: float = DATABASE_POOL_TIMEOUT
-    call: float = DATABASE_CALL_TIMEOUT
-
-
-class Outage:
-    """One dependency's outage state: a WARNING when it starts, an INFO when it ends."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self._since: float | None = None  # monotonic time the current outage began
-
-    @property
-    def down(self) -> bool:
-        """True from a call that met the outage until the next call that did not."""
-        return self._since is not None
-
-    def began(self, exc: BaseException, where: str) -> str:
-        """A call met the outage: log it if it is new; the reason in a few words."""
-        why = describe_outage(exc)
-        if self._since is None:
-            self._since = time.monotonic()
-            log.warning(
-                "%s unavailable (%s): %s; what needs it waits or is refused until it answers",
-                self.what,
-                where,
-                why,
-            )
-        return why
-
-    def ended(self, where: str) -> None:
-        """A call went through: the outage, if there was one, is over."""
-        if self._since is not None:
-            took, self._since = time.monotonic() - self._since, None
-            log.info("%s answers again (%s), after %.1f s", self.what, where, took)
+    connect: float = config.DATABASE_CONNECT_TIMEOUT
+    statement: float = config.DATABASE_STATEMENT_TIMEOUT
+    pool: float = config.DATABASE_POOL_TIMEOUT
+    call: float = config.DATABASE_CALL_TIMEOUT
 
 
 @asynccontextmanager

@@ -1,23 +1,13 @@
 """Bringing a database to the code's schema at start-up, with Alembic (one chain for both databases).
 
-Runs inside ``Sqlite/Postgres.migrate``'s transaction, which holds the lock a second process would take
-(SQLite ``BEGIN IMMEDIATE``, a PostgreSQL advisory lock), so two processes starting together migrate
-once. Cases:
-
-* ``alembic_version`` names a revision of ours: upgrade to head (nothing to do when there already).
-* it names a revision we do not know: a newer Framecast wrote it; refused with one line.
-* no ``alembic_version``, the legacy marker says schema v4 (PostgreSQL v1): the database is exactly
-  the baseline revision; stamped there, then upgraded.
-* no ``alembic_version``, an older legacy marker (SQLite v1-v3): refused with one line (start the
-  previous release once, which upgrades it to v4; those steps are not carried here).
-* nothing at all: created from ``schema.py`` and stamped at head, Alembic's recipe for a new
-  database ("Building an Up to Date Database from Scratch"); ``tests/storage/test_migrations.py``
-  proves the chain builds the same schema on both databases.
-
-The two common cases (at head already, and a new database) need no Alembic at all: it is imported
-only when there is something to upgrade, which keeps every start-up about a quarter second shorter.
-
-The legacy marker is then set past what the pre-Alembic code knows, so that code refuses the file.
+Runs inside ``Sqlite/Postgres.migrate``'s transaction, under the lock a second process would take,
+so two processes starting together migrate once. A revision of ours is upgraded to head; one we do
+not know (a newer Framecast's) is refused. Without ``alembic_version``: a legacy marker of schema v4
+(PostgreSQL v1) is exactly the baseline, stamped there and upgraded; an older one is refused (the
+previous release upgrades it); nothing at all is created from ``schema.py`` and stamped at head
+(Alembic's recipe for a new database). Alembic is imported only when there is something to upgrade:
+every other start-up is about a quarter second shorter. The legacy marker is then set past what the
+pre-Alembic code knows, so that code refuses the database instead of using it.
 """
 
 from __future__ import annotations
@@ -29,7 +19,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Column, Connection, MetaData, String, Table, inspect, select
 
 from framecast.storage import schema
-from framecast.storage.dialects import PG_LEGACY, SQLITE_LEGACY, Postgres, Sqlite, StoreError
+from framecast.storage.dialects import StoreError
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -41,6 +31,10 @@ log = logging.getLogger(__name__)
 BASELINE = "0001_baseline"
 #: The revision ``schema.py`` describes: the chain's head (``tests/storage/test_migrations.py`` checks).
 HEAD = "0003_web"
+#: Legacy version markers (SQLite ``user_version``, PostgreSQL ``schema_version``): what today's
+#: baseline was called before Alembic, and what is written there afterwards ("v5 is newer").
+SQLITE_LEGACY, SQLITE_FENCE = 4, 5
+PG_LEGACY, PG_FENCE = 1, 2
 _SCRIPTS = Path(__file__).with_name("migrations")
 
 # Alembic's own bookkeeping table, as Alembic creates it.
@@ -61,7 +55,7 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return config
 
 
-def upgrade(db: Sqlite | Postgres, conn: Connection) -> None:
+def upgrade(conn: Connection) -> None:
     """Bring the database on ``conn`` to head, or raise :class:`StoreError` with one line."""
     tables = inspect(conn)
     current = (
@@ -71,26 +65,26 @@ def upgrade(db: Sqlite | Postgres, conn: Connection) -> None:
     )
     if current == HEAD:
         return
-    if current is None and db.legacy_version(conn) is None and not tables.has_table("jobs"):
+    if current is None and _legacy_version(conn) is None and not tables.has_table("jobs"):
         schema.metadata.create_all(conn)
         _versions.create(conn)
         conn.execute(_versions.insert().values(version_num=HEAD))
-        db.fence(conn)
+        _fence(conn)
         log.info("job store: new database created at schema revision %s", HEAD)
         return
-    _upgrade_with_alembic(db, conn, current)
+    _upgrade_with_alembic(conn, current)
 
 
-def _upgrade_with_alembic(db: Sqlite | Postgres, conn: Connection, current: str | None) -> None:
+def _upgrade_with_alembic(conn: Connection, current: str | None) -> None:
     from alembic import command
     from alembic.script import ScriptDirectory
 
     config = alembic_config(conn)
     script = ScriptDirectory.from_config(config)
     head = script.get_current_head()
-    legacy = db.legacy_version(conn) if current is None else None
+    legacy = _legacy_version(conn) if current is None else None
     if legacy is not None:
-        expected = SQLITE_LEGACY if db.name == "sqlite" else PG_LEGACY
+        expected = SQLITE_LEGACY if conn.dialect.name == "sqlite" else PG_LEGACY
         if legacy > expected or not inspect(conn).has_table("jobs"):
             raise StoreError(f"database schema v{legacy} is newer than this Framecast supports ({head})")
         if legacy < expected:
@@ -101,10 +95,29 @@ def _upgrade_with_alembic(db: Sqlite | Postgres, conn: Connection, current: str 
         command.stamp(config, BASELINE)
         log.info("job store: legacy schema v%d adopted as revision %s", legacy, BASELINE)
         current = BASELINE
-        db.fence(conn)
+        _fence(conn)
     if current is not None and current not in {s.revision for s in script.walk_revisions()}:
         raise StoreError(f"database schema revision {current} is newer than this Framecast supports ({head})")
     if current != head:
         command.upgrade(config, "head")
         log.info("job store: schema migrated from %s to %s", current or "nothing", head)
-        db.fence(conn)
+        _fence(conn)
+
+
+def _legacy_version(conn: Connection) -> int | None:
+    if conn.dialect.name == "sqlite":
+        return int(conn.exec_driver_sql("PRAGMA user_version").scalar_one()) or None
+    if conn.exec_driver_sql("SELECT to_regclass('schema_version')").scalar() is None:
+        return None
+    version = conn.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
+    return int(version) if version is not None else None
+
+
+def _fence(conn: Connection) -> None:
+    # Neither statement takes parameters: the numbers are ours, formatted in.
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(f"PRAGMA user_version = {SQLITE_FENCE:d}")
+        return
+    conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    conn.exec_driver_sql("DELETE FROM schema_version")
+    conn.exec_driver_sql(f"INSERT INTO schema_version (version) VALUES ({PG_FENCE:d})")

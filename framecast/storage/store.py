@@ -17,7 +17,19 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from sqlalchemy import BigInteger, Table, Update, bindparam, delete, func, insert, or_, select, text, update
+from sqlalchemy import (
+    BigInteger,
+    Executable,
+    Update,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from framecast.config import Secret
@@ -35,7 +47,7 @@ from framecast.storage.schema import (
     settings_log,
 )
 from framecast.storage.styles import GuildStyles
-from framecast.storage.values import SettingsChange, StoredKey
+from framecast.storage.values import JOB_COLUMNS, SettingsChange, StoredKey, job_from_row
 from framecast.storage.web import WebStore
 from framecast.values import (
     TRANSITIONS,
@@ -44,7 +56,6 @@ from framecast.values import (
     GuildQueueFull,
     InvalidTransition,
     Job,
-    JobKind,
     JobNotFound,
     JobState,
     MemberLimitReached,
@@ -62,20 +73,10 @@ log = logging.getLogger(__name__)
 
 
 # Statements built once (SQLAlchemy caches their compiled form); values are bound per call.
-_JOB = tuple(jobs.c)[:20]  # the Job fields, in Job's order (the lease columns are not part of a Job)
-# Stored value -> Job field, by position. Floats: SQLite's RETURNING hands back 1.0 as the integer 1.
-_FROM_DB = {
-    "kind": JobKind,
-    "state": JobState,
-    "params": json.loads,
-    "discord": json.loads,
-    "result_local": bool,
-}
-_DECODE: list[Any] = [_FROM_DB.get(c.name, float if c.type.python_type is float else None) for c in _JOB]
-_GET = select(*_JOB).where(jobs.c.id == bindparam("id"))
+_GET = select(*JOB_COLUMNS).where(jobs.c.id == bindparam("id"))
 _STATE = select(jobs.c.state).where(jobs.c.id == bindparam("id")).with_for_update()
 _DISCORD = select(jobs.c.discord).where(jobs.c.id == bindparam("id")).with_for_update()
-_ACTIVE = select(*_JOB).where(OPEN).order_by(jobs.c.id)
+_ACTIVE = select(*JOB_COLUMNS).where(OPEN).order_by(jobs.c.id)
 # "IS NOT NULL" repeats the partial index's own term, so SQLite uses it even for a NULL parameter.
 _RETRY = select(jobs.c.id).where(jobs.c.retry_of == bindparam("retry_of"), jobs.c.retry_of.is_not(None))
 _COUNT = select(func.count()).select_from(jobs)
@@ -103,7 +104,7 @@ _ADD = (
             _QUEUED.scalar_subquery() < bindparam("guild_cap", type_=BigInteger),
         ),
     )
-    .returning(*_JOB)
+    .returning(*JOB_COLUMNS)
 )
 #: For each target state, the states a job may move to it from (framecast.jobs.TRANSITIONS).
 _SOURCES = {
@@ -112,29 +113,27 @@ _SOURCES = {
 # UPDATEs whose SET clause comes from the parameters' keys (column names), built once: building a
 # statement per call cost more than the database's own work. "job_id": "id" would name the column.
 _BY_ID = jobs.c.id == bindparam("job_id")
-_UPDATE = update(jobs).where(_BY_ID).returning(*_JOB)
+_UPDATE = update(jobs).where(_BY_ID).returning(*JOB_COLUMNS)
 
 
 @functools.cache
 def _compare_and_set(sources: tuple[str, ...]) -> Update:
     """UPDATE of one job if its state is one of ``sources`` (our own values, inlined: no expansion)."""
-    return update(jobs).where(_BY_ID, text(f"state IN ({', '.join(map(repr, sources))})")).returning(*_JOB)
+    return (
+        update(jobs)
+        .where(_BY_ID, text(f"state IN ({', '.join(map(repr, sources))})"))
+        .returning(*JOB_COLUMNS)
+    )
 
 
 _FREE = or_(
     jobs.c.lease_owner.is_(None), jobs.c.lease_until.is_(None), jobs.c.lease_until <= bindparam("now")
 )
-_CLAIMABLE = select(*_JOB).where(OPEN, _FREE).order_by(jobs.c.id)
+_CLAIMABLE = select(*JOB_COLUMNS).where(OPEN, _FREE).order_by(jobs.c.id)
 _CLAIM = (
     update(jobs)
     .where(_BY_ID, OPEN, or_(_FREE, jobs.c.lease_owner == bindparam("owner")))
     .values(lease_owner=bindparam("owner"), lease_until=bindparam("until"))
-    .returning(jobs.c.id)
-)
-_RELEASE = (
-    update(jobs)
-    .where(_BY_ID, jobs.c.lease_owner == bindparam("owner"))
-    .values(lease_owner=None, lease_until=None)
     .returning(jobs.c.id)
 )
 _EXISTS = select(jobs.c.id).where(jobs.c.id == bindparam("id"))
@@ -160,6 +159,10 @@ class Store:
         self._now = now
         self._listeners: list[Callable[[Job], None]] = []
         self._close_task: asyncio.Future[None] | None = None
+        #: The servers' named prompt styles.
+        self.styles = GuildStyles(db, self._timestamp)
+        #: What the web pages read and keep (gallery pages, usage, sessions).
+        self.web = WebStore(db)
 
     @classmethod
     async def open(
@@ -167,10 +170,9 @@ class Store:
     ) -> Self:
         """Open the store at ``where`` (a ``postgresql://`` URL, else a SQLite file path), migrated.
 
-        Later calls are bounded by `timeouts` (the settings' defaults) and raise
-        :class:`~framecast.storage.StoreUnavailable` past them. SQLite: the file (0600), its directory
-        (0700) and the schema are created if needed. ``clock.time()`` (else ``time.time()``) stamps
-        every timestamp. :class:`~framecast.storage.StoreError` (one line, never the password) when the
+        Calls are bounded by `timeouts` and raise ``StoreUnavailable`` past them; ``clock.time()``
+        (else ``time.time()``) stamps every timestamp. SQLite: the file (0600), its directory (0700)
+        and the schema are created if needed. ``StoreError`` (one line, never the password) when the
         database cannot be reached, was written by a newer Framecast, or is too old to upgrade here.
         """
         url, timeouts = (where.reveal() if isinstance(where, Secret) else where), timeouts or StoreTimeouts()
@@ -178,7 +180,7 @@ class Store:
         db: Sqlite | Postgres = Postgres(str(url), timeouts) if pg else Sqlite(Path(url), timeouts)
         try:
             await db.start()
-            await db.migrate(functools.partial(migrate.upgrade, db))
+            await db.migrate(migrate.upgrade)
         except BaseException as exc:
             await db.close()
             if isinstance(db, Sqlite) and isinstance(exc, OSError | DBAPIError):
@@ -187,36 +189,6 @@ class Store:
             raise
         log.info("job store open: %s", db.target)
         return cls(db, clock.time if clock is not None else time.time)
-
-    @functools.cached_property
-    def styles(self) -> GuildStyles:
-        """The servers' named prompt styles, on this store's database."""
-        return GuildStyles(self._db, self._timestamp)
-
-    @functools.cached_property
-    def web(self) -> WebStore:
-        """What the web pages read and keep (gallery pages, usage, sessions), on this database."""
-        return WebStore(self._db, _JOB, _job)
-
-    @property
-    def path(self) -> Path | None:
-        """The SQLite database file (None on PostgreSQL)."""
-        return self._db.path if isinstance(self._db, Sqlite) else None
-
-    @property
-    def target(self) -> str:
-        """The database, for logs: the file, or ``postgresql://user@host:port/db`` (no password)."""
-        return self._db.target
-
-    @property
-    def dialect(self) -> str:
-        """``sqlite`` or ``postgresql``."""
-        return self._db.name
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` has been called."""
-        return self._db.closed
 
     async def close(self) -> None:
         """Finish the operations in flight, then release the database (SQLite: WAL checkpointed). Idempotent."""
@@ -233,8 +205,8 @@ class Store:
         await self.close()
 
     def subscribe(self, listener: Callable[[Job], None]) -> None:
-        """Call ``listener(job)`` after every committed add and state change made through this object:
-        in-memory views (per-member counts) keep in step. Quick, never raising (one that raises is logged)."""
+        """Call ``listener(job)`` after every committed add and state change made through this object
+        (in-memory views keep in step); it must be quick, and one that raises is logged."""
         self._listeners.append(listener)
 
     def _notify(self, job: Job) -> Job:
@@ -246,7 +218,7 @@ class Store:
         return job
 
     def _timestamp(self) -> float:
-        return values.check_float("clock time", self._now())
+        return float(values.check("clock time", self._now(), float))
 
     # ------------------------------------------------------------------ jobs
 
@@ -260,21 +232,18 @@ class Store:
     ) -> Job:
         """Store a new QUEUED job and return it, committed.
 
-        Atomically with the insert, against every process, in this order: :class:`AlreadyRetried` if
-        ``job.retry_of`` already has a retry; :class:`DailyQuotaReached` if ``quota = (limit, since)``
-        and the member has ``limit`` jobs of this kind in this guild created at or after ``since`` that
-        count (:data:`~framecast.storage.schema.QUOTA_COUNTS`); :class:`MemberLimitReached` if the
-        member has ``member_limit`` active jobs in the guild; :class:`GuildQueueFull` if the guild has
-        ``guild_cap`` QUEUED jobs. Nothing is stored when it raises. ``params``/``discord`` must be
-        JSON-serialisable dicts (tuples come back as lists).
+        Checked atomically with the insert, against every process, in this order (nothing is stored
+        when one raises): :class:`AlreadyRetried` if ``job.retry_of`` has a retry already;
+        :class:`DailyQuotaReached` if ``quota = (limit, since)`` and the member has ``limit`` jobs of
+        this kind in this guild since ``since`` that count (:data:`~.schema.QUOTA_COUNTS`);
+        :class:`MemberLimitReached` at ``member_limit`` active jobs of the member in the guild;
+        :class:`GuildQueueFull` at ``guild_cap`` QUEUED jobs in the guild.
         """
         row = {name: values.encode(name, getattr(job, name)) for name in values.NEW_JOB_FIELDS}
-        checked = values.check_quota(quota)
+        limit, since = values.check_quota(quota) or (values.INT_MAX, math.inf)
         now = self._timestamp()
         row.update(state=JobState.QUEUED.value, created_at=now, updated_at=now)
-        retry_of = row["retry_of"]
-        limit, since = checked if checked is not None else (values.INT_MAX, math.inf)
-        unlimited = values.INT_MAX  # "no limit": a count is always below it
+        retry_of, unlimited = row["retry_of"], values.INT_MAX  # "no limit": a count is always below it
         args = {**row, "since": since, "quota_limit": limit}
         args.update(member_limit=unlimited if member_limit is None else min(member_limit, unlimited))
         args.update(guild_cap=unlimited if guild_cap is None else min(guild_cap, unlimited))
@@ -282,7 +251,7 @@ class Store:
             try:
                 async with self._db.locked(row["guild_id"]) as conn:
                     if (inserted := (await conn.execute(_ADD, args)).first()) is not None:
-                        created = _job(inserted)
+                        created = job_from_row(inserted)
                         break
                     # Refused: say why (in the same transaction on PostgreSQL; on SQLite the next
                     # statement, so if nothing refuses any more the insert is simply tried again).
@@ -321,14 +290,14 @@ class Store:
         to = JobState(to)
         expected = values.expect_set(expect)
         assignments = {**values.encode_fields(fields), "state": to.value, "updated_at": self._timestamp()}
+        assignments["job_id"] = job_id
         # The common case in one statement (one round trip): compare-and-set from every state that may
         # move to `to` (and is expected). Atomic on its own: the UPDATE takes the write/row lock.
         sources = tuple(state for state in _SOURCES[to] if expected is None or state in expected)
-        changed = None
-        if sources:
-            found = await self._db.rows(_compare_and_set(sources), {**assignments, "job_id": job_id})
-            changed = found[0] if found else None
-        if changed is None:
+        found = await self._db.rows(_compare_and_set(sources), assignments) if sources else ()
+        if found:
+            changed = found[0]
+        else:
             # Refused: find out why under the lock, and write after all if the job has meanwhile
             # reached a state the move is valid from.
             async with self._db.write() as conn:
@@ -339,11 +308,9 @@ class Store:
                 if expected is not None and old not in expected:
                     raise InvalidTransition(old, to, job_id=job_id, expected=expected)
                 check_transition(old, to, job_id=job_id)
-                changed = (
-                    await conn.execute(_compare_and_set((old.value,)), {**assignments, "job_id": job_id})
-                ).one()
+                changed = (await conn.execute(_compare_and_set((old.value,)), assignments)).one()
         log.debug("job %d: -> %s", job_id, to)
-        return self._notify(_job(changed))
+        return self._notify(job_from_row(changed))
 
     async def update(self, job_id: int, **fields: Any) -> Job:
         """Write ``fields`` (any job field but ``id``, ``state``, ``updated_at``: else ``ValueError``) and
@@ -352,27 +319,18 @@ class Store:
         assignments = {**values.encode_fields(fields), "updated_at": self._timestamp()}
         if not (changed := await self._db.rows(_UPDATE, {**assignments, "job_id": job_id})):
             raise JobNotFound(job_id)
-        return _job(changed[0])
+        return job_from_row(changed[0])
 
     async def patch_discord(self, job_id: int, changes: Mapping[str, Any]) -> Job:
-        """Merge ``changes`` into the job's ``discord`` dict (shallow) and return the job.
-
-        Read-modify-write in one locked transaction, so two patches of different keys (from any
-        process) never lose each other's change. :class:`JobNotFound` for an unknown id.
-        """
-        return (await self._patch(job_id, changes, None))[0]
+        """Merge ``changes`` into the job's ``discord`` dict (shallow) and return the job: read, merged
+        and written in one locked transaction, so no patch from any process loses another's change."""
+        return (await self.patch_discord_once(job_id, changes, unless=None))[0]
 
     async def patch_discord_once(
-        self, job_id: int, changes: Mapping[str, Any], *, unless: str
+        self, job_id: int, changes: Mapping[str, Any], *, unless: str | None
     ) -> tuple[Job, bool]:
-        """Merge ``changes`` into the job's ``discord`` dict only while its ``unless`` key is unset.
-
-        Read under the row's write lock and written only when ``unless`` is absent or null: of writers
-        racing from any processes, exactly one lands. The job now, and whether this call wrote.
-        """
-        return await self._patch(job_id, changes, unless)
-
-    async def _patch(self, job_id: int, changes: Mapping[str, Any], unless: str | None) -> tuple[Job, bool]:
+        """:meth:`patch_discord`, but only while the ``discord`` dict's ``unless`` key is unset (absent or
+        null): of writers racing from any processes, exactly one lands. The job, and whether this wrote."""
         patch = dict(changes)
         values.dumps(patch)  # fail here, before any I/O, if it is not serialisable
         now = self._timestamp()
@@ -382,21 +340,21 @@ class Store:
                 raise JobNotFound(job_id)
             record = json.loads(current)
             if unless is not None and record.get(unless) is not None:
-                return _job((await conn.execute(_GET, {"id": job_id})).one()), False
+                return job_from_row((await conn.execute(_GET, {"id": job_id})).one()), False
             merged = values.dumps({**record, **patch})
             changed = (
                 await conn.execute(_UPDATE, {"discord": merged, "updated_at": now, "job_id": job_id})
             ).one()
-        return _job(changed), True
+        return job_from_row(changed), True
 
     async def get(self, job_id: int) -> Job | None:
         """The job with this id, or None."""
         found = await self._db.rows(_GET, {"id": job_id})
-        return _job(found[0]) if found else None
+        return job_from_row(found[0]) if found else None
 
     async def active(self) -> list[Job]:
         """Every non-terminal job, ordered by id (acceptance order: the FIFO order after a restart)."""
-        return [_job(r) for r in await self._db.rows(_ACTIVE)]
+        return [job_from_row(r) for r in await self._db.rows(_ACTIVE)]
 
     async def member_jobs(
         self,
@@ -408,20 +366,15 @@ class Store:
         limit: int = 10,
     ) -> history.MemberJobs:
         """A page of `user_id`'s jobs in `guild_id`, newest first (see :func:`history.member_jobs`)."""
-        return await history.member_jobs(
-            self._db, _JOB, _job, guild_id, user_id, before=before, after=after, limit=limit
-        )
+        return await history.member_jobs(self._db, guild_id, user_id, before=before, after=after, limit=limit)
 
     async def ping(self) -> bool:
         """Whether the database answers (a readiness check)."""
         return (await self._db.rows(select(1)))[0][0] == 1
 
     async def hold_owner(self, owner: str) -> bool:
-        """Hold the lease owner name ``owner`` for this process's life; False when a live process has it.
-
-        PostgreSQL: a session advisory lock (a crashed process's lock goes with its connection).
-        SQLite: always True (one process per file).
-        """
+        """Hold the lease owner name ``owner`` for this process's life; False while a live process has it
+        (PostgreSQL: a session advisory lock, gone with a crashed process's connection; SQLite: True)."""
         return await self._db.hold_owner(values.check_owner(owner))
 
     # ------------------------------------------------------------------ learned durations
@@ -432,18 +385,9 @@ class Store:
 
     async def save_duration(self, row: DurationRow) -> None:
         """Insert or replace the row with ``row.key``. ``TypeError``/``ValueError`` for bad values."""
-        data = values.encode_duration(row)
-        await self._db.rows(self._upsert(durations, key=data.pop("key"), **data))
+        await self._db.rows(self._db.upsert(durations, values.encode_duration(row)))
 
     # ------------------------------------------------------------------ guild settings, keys, log
-
-    def _upsert(self, table: Table, **data: Any) -> Any:
-        """INSERT of ``data``, or UPDATE of its non-key columns where the row (the first key) exists."""
-        key = next(iter(data))
-        stmt = self._db.insert(table).values(data)
-        return stmt.on_conflict_do_update(
-            index_elements=[key], set_={k: v for k, v in data.items() if k != key}
-        )
 
     async def guild_settings(self, guild_id: int) -> GuildSettings:
         """The server's own settings (``GuildSettings()`` if it never changed any)."""
@@ -460,11 +404,14 @@ class Store:
     ) -> None:
         """Store ``settings`` and one audit row per ``changed`` setting, in one transaction."""
         gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._timestamp()
-        data = values.dumps(settings.to_json())
-        stmt = self._upsert(guild_settings, guild_id=gid, data=data, updated_at=now, updated_by=who)
-        async with self._db.write() as conn:
-            await conn.execute(stmt)
-            await _log_changes(conn, gid, who, [Setting(s) for s in changed], now)
+        data = {
+            "guild_id": gid,
+            "data": values.dumps(settings.to_json()),
+            "updated_at": now,
+            "updated_by": who,
+        }
+        stmt = self._db.upsert(guild_settings, data)
+        await self._write_logged(stmt, gid, who, [Setting(s) for s in changed], now)
 
     async def settings_log(self, guild_id: int, limit: int = 20) -> list[SettingsChange]:
         """The server's latest ``limit`` settings changes, newest first (who, what, when: no values)."""
@@ -488,34 +435,32 @@ class Store:
         if not isinstance(last4, str) or len(last4) > 4:
             raise ValueError("last4 must be at most four characters")
         gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._timestamp()
-        last4 = values.check_text("last4", last4)
-        stmt = self._upsert(
-            guild_keys,
-            guild_id=gid,
-            token=token,
-            last4=last4,
-            status=KeyStatus.OK.value,
-            set_by=who,
-            set_at=now,
-        )
-        async with self._db.write() as conn:
-            await conn.execute(stmt)
-            await _log_changes(conn, gid, who, [Setting.API_KEY], now)
+        row = {"guild_id": gid, "token": token, "last4": values.check("last4", last4, str)}
+        row.update(status=KeyStatus.OK.value, set_by=who, set_at=now)
+        await self._write_logged(self._db.upsert(guild_keys, row), gid, who, [Setting.API_KEY], now)
 
     async def delete_guild_key(self, guild_id: int, *, by: int) -> bool:
         """Forget the server's key (logged as an API_KEY change); False if it had none."""
         gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._timestamp()
         stmt = delete(guild_keys).where(guild_keys.c.guild_id == gid).returning(guild_keys.c.guild_id)
+        return await self._write_logged(stmt, gid, who, [Setting.API_KEY], now)
+
+    async def _write_logged(
+        self, stmt: Executable, gid: int, by: int, changed: Sequence[Setting], now: float
+    ) -> bool:
+        # One transaction: the change and its audit rows (who, what and when: values, an API key above
+        # all, never enter the log). False, and nothing logged, when a RETURNING statement found no row.
         async with self._db.write() as conn:
-            if (await conn.execute(stmt)).first() is None:
+            result = await conn.execute(stmt)
+            if result.returns_rows and result.first() is None:
                 return False
-            await _log_changes(conn, gid, who, [Setting.API_KEY], now)
+            if rows := [{"guild_id": gid, "user_id": by, "setting": s.value, "at": now} for s in changed]:
+                await conn.execute(insert(settings_log), rows)
         return True
 
     async def replace_guild_key_token(self, guild_id: int, old: bytes, new: bytes) -> bool:
         """Swap the key's ciphertext for `new` if it is still `old` (a compare-and-set, so a key an
-        admin set meanwhile is kept); False if it was not. The key, its status and who set it are
-        unchanged (rotating the encryption is not a settings change, so nothing is logged)."""
+        admin set meanwhile is kept); False if it was not. Not a settings change: nothing is logged."""
         values.check_token(new)
         stmt = (
             update(guild_keys)
@@ -539,7 +484,7 @@ class Store:
         ``owner``'s. False if another owner's lease still runs or the job is finished. :class:`JobNotFound`
         for an unknown id. Does not change ``updated_at`` (nor notify listeners).
         """
-        owner, until = values.check_owner(owner), values.check_float("lease time", until)
+        owner, until = values.check_owner(owner), values.check("lease time", until, float)
         args = {"job_id": job_id, "owner": owner, "until": until, "now": self._timestamp()}
         # One UPDATE under the write/row lock: take-if-free is atomic across processes.
         if await self._db.rows(_CLAIM, args):
@@ -551,33 +496,11 @@ class Store:
     async def claimable(
         self, owner: str, now: float, guilds: Callable[[int], bool] | None = None
     ) -> list[Job]:
-        """Active jobs, in id order, whose lease is free or expired at ``now`` (not ``owner``'s live ones).
-
-        ``guilds``, when given, keeps only the jobs of the guilds it accepts (this process's shards).
-        Nothing is claimed: call :meth:`claim` for each job taken.
-        """
+        """Active jobs, in id order, whose lease is free or expired at ``now`` (not ``owner``'s live ones),
+        of the guilds ``guilds`` accepts (this process's shards). Nothing is claimed: see :meth:`claim`."""
         values.check_owner(owner)
-        found = [
-            _job(r) for r in await self._db.rows(_CLAIMABLE, {"now": values.check_float("lease time", now)})
-        ]
-        return [job for job in found if guilds is None or guilds(job.guild_id)]
-
-    async def release(self, job_id: int, owner: str) -> bool:
-        """Give up ``owner``'s lease of the job; False if ``owner`` did not hold it."""
-        return bool(await self._db.rows(_RELEASE, {"job_id": job_id, "owner": values.check_owner(owner)}))
-
-
-async def _log_changes(conn: Any, guild_id: int, by: int, changed: Sequence[Setting], now: float) -> None:
-    # Who, what and when only: values (an API key above all) never enter the log.
-    if changed:
-        rows = [{"guild_id": guild_id, "user_id": by, "setting": s.value, "at": now} for s in changed]
-        await conn.execute(insert(settings_log), rows)
-
-
-def _job(row: Sequence[Any]) -> Job:
-    return Job(
-        *(v if decode is None or v is None else decode(v) for decode, v in zip(_DECODE, row, strict=True))
-    )
+        found = await self._db.rows(_CLAIMABLE, {"now": values.check("lease time", now, float)})
+        return [job for job in map(job_from_row, found) if guilds is None or guilds(job.guild_id)]
 
 
 def _key(row: Any) -> StoredKey:

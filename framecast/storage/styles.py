@@ -1,14 +1,12 @@
-"""The servers' named prompt styles in the store's database (table ``guild_styles``).
+"""The servers' named prompt styles in the store's database (:attr:`framecast.storage.Store.styles`).
 
-Reached through :attr:`framecast.storage.Store.styles`, on the store's own database. What a style
-may be is :mod:`framecast.guilds.styles`'s rule; what is checked here is what only the database can
-check for every process at once: the server's count and a name taken in another case, under the
+What a style may be is :mod:`framecast.guilds.styles`'s rule; checked here is what only the database
+can check for every process at once: the server's count and a name taken in another case, under the
 server's write lock, in the inserting transaction.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -23,20 +21,10 @@ from framecast.storage.schema import guild_styles, settings_log
 
 __all__ = ["STYLES_LOG_NAME", "GuildStyles"]
 
-log = logging.getLogger(__name__)
-
 #: The audit log's name for a change of a server's styles (who and when; never the template).
 STYLES_LOG_NAME = "styles"
 
-_COLUMNS = (
-    guild_styles.c.guild_id,
-    guild_styles.c.name,
-    guild_styles.c.template,
-    guild_styles.c.kind,
-    guild_styles.c.created_by,
-    guild_styles.c.created_at,
-)
-_ALL = select(*_COLUMNS).order_by(guild_styles.c.guild_id, guild_styles.c.created_at, guild_styles.c.name)
+_ALL = select(guild_styles).order_by(guild_styles.c.guild_id, guild_styles.c.created_at, guild_styles.c.name)
 _OF_GUILD = _ALL.where(guild_styles.c.guild_id == bindparam("guild_id"))
 
 
@@ -47,19 +35,12 @@ class GuildStyles:
         self._db = db
         self._now = now
 
-    def __repr__(self) -> str:
-        return f"<GuildStyles {self._db.name}>"
-
     async def all(self) -> dict[int, list[Style]]:
         """Every server's styles, oldest first, by guild id (servers without any are left out)."""
         found: dict[int, list[Style]] = {}
         for row in await self._db.rows(_ALL):
             found.setdefault(int(row[0]), []).append(_style(row))
         return found
-
-    async def of_guild(self, guild_id: int) -> list[Style]:
-        """The server's styles, oldest first."""
-        return [_style(r) for r in await self._db.rows(_OF_GUILD, {"guild_id": values.discord_id(guild_id)})]
 
     async def add(self, guild_id: int, style: Style, *, by: int, limit: int) -> Style:
         """Store `style` for the server (stamped with `by` and now) and return it as stored.
@@ -69,11 +50,11 @@ class GuildStyles:
         `limit` styles already. Nothing is stored when it raises.
         """
         gid, who = values.discord_id(guild_id), values.discord_id(by)
-        now = values.check_float("clock time", self._now())
+        now = self._now()
         row = {
             "guild_id": gid,
-            "name": values.check_text("style name", style.name),
-            "template": values.check_text("style template", style.template),
+            "name": values.check("style name", style.name, str),
+            "template": values.check("style template", style.template, str),
             "kind": StyleKind(style.kind).value,
             "created_by": who,
             "created_at": now,
@@ -92,7 +73,7 @@ class GuildStyles:
     async def remove(self, guild_id: int, name: str, *, by: int) -> Style | None:
         """Forget the server's style named `name` (in any case); the style removed, or None."""
         gid, who = values.discord_id(guild_id), values.discord_id(by)
-        now = values.check_float("clock time", self._now())
+        now = self._now()
         key = style_key(name)
         async with self._locked(gid) as conn:
             rows = (await conn.execute(_OF_GUILD, {"guild_id": gid})).all()

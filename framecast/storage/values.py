@@ -1,31 +1,44 @@
-"""Checking what callers hand the store, before any I/O, with one rule for both databases.
+"""What crosses the store's edge: a stored row read back as a :class:`Job`, and what callers hand in,
+checked before any I/O with one rule for both databases.
 
-Everything is refused on the caller's side with ``TypeError``/``ValueError`` when a database would
-store it wrongly or fail later with a less helpful error: NaN/inf (SQLite stores NULL), integers
-beyond 64 bits (PostgreSQL BIGINT), NUL characters (PostgreSQL text cannot hold them), lone
-surrogates (not UTF-8), bools where numbers belong. The expected type and nullability of a column
-come from :mod:`framecast.storage.schema`: a new job column needs no change here.
+Refused with ``TypeError``/``ValueError`` where a database would store it wrongly or fail later
+less helpfully: NaN/inf (SQLite stores NULL), integers beyond 64 bits (PostgreSQL BIGINT), NUL
+characters (PostgreSQL text), lone surrogates (not UTF-8), bools where numbers belong. A column's
+type and nullability come from :mod:`framecast.storage.schema`: a new job column needs no change here.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from framecast.guilds.settings import KeyStatus, Setting
 from framecast.storage.schema import durations, jobs
-from framecast.values import JobKind, JobState, NewJob
+from framecast.values import Job, JobKind, JobState, NewJob
 from framecast.values.durations import DurationRow
 
 INT_MAX = 2**63 - 1
 #: The job fields add() takes from a NewJob.
 NEW_JOB_FIELDS = tuple(f.name for f in fields(NewJob))
-# Columns update()/transition() may not write: identity, the state (only through transition()),
-# and what the store maintains itself.
-_NOT_WRITABLE = {"lease_owner", "lease_until"}
+#: The Job fields, in Job's order (the lease columns are not part of a Job).
+JOB_COLUMNS = tuple(jobs.c)[:20]
+# Stored value -> Job field, by position. Floats: SQLite's RETURNING hands back 1.0 as the integer 1.
+_READ = {
+    "kind": JobKind,
+    "state": JobState,
+    "params": json.loads,
+    "discord": json.loads,
+    "result_local": bool,
+}
+_DECODE: list[Any] = [_READ.get(c.name, float if c.type.python_type is float else None) for c in JOB_COLUMNS]
+
+
+def job_from_row(row: Sequence[Any]) -> Job:
+    """The :class:`Job` a row of :data:`JOB_COLUMNS` holds."""
+    return Job(*(v if read is None or v is None else read(v) for read, v in zip(_DECODE, row, strict=True)))
 
 
 @dataclass(frozen=True)
@@ -62,67 +75,30 @@ def dumps(value: Mapping[str, Any]) -> str:
     return text
 
 
-def _type_error(what: str, expected: str, value: object) -> TypeError:
-    return TypeError(f"{what} must be {expected}, not {type(value).__name__}")
-
-
-def check_text(what: str, value: object) -> str:
-    """A str both databases store exactly (no NUL, no lone surrogate), as a plain str."""
-    if not isinstance(value, str):
-        raise _type_error(what, "str", value)
-    if "\x00" in value:
-        raise ValueError(f"{what} contains a NUL character (PostgreSQL text cannot hold it)")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{what} is not valid Unicode text (lone surrogate)") from None
-    return str(value)  # plain str: a StrEnum is stored as its value
-
-
-def check_int(what: str, value: object) -> int:
-    """A plain int in the 64-bit range (bools refused: they are ints to Python, not to us)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _type_error(what, "int", value)
-    if not -INT_MAX - 1 <= value <= INT_MAX:
+def check(what: str, value: object, kind: type) -> Any:
+    """`value` as a plain `kind` (int, float, str or bool) that both databases store exactly."""
+    accepted = int | float if kind is float else kind  # a float column takes an int too
+    # A bool is an int to Python, not to us.
+    if isinstance(value, bool) != (kind is bool) or not isinstance(value, accepted):
+        raise TypeError(f"{what} must be {kind.__name__}, not {type(value).__name__}")
+    plain = kind(value)  # an IntEnum or a StrEnum is stored as its value
+    if kind is int and not -INT_MAX - 1 <= plain <= INT_MAX:
         raise ValueError(f"{what} is out of the 64-bit range")
-    return int(value)  # plain int: an IntEnum is stored as its number
-
-
-def check_float(what: str, value: object) -> float:
-    """A finite number as a float."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _type_error(what, "a number", value)
-    if not math.isfinite(number := float(value)):
+    if kind is float and not math.isfinite(plain):
         raise ValueError(f"{what} must be finite")  # SQLite would silently store NaN as NULL
-    return number
-
-
-def check_bool(what: str, value: object) -> bool:
-    """A bool (not 0/1)."""
-    if not isinstance(value, bool):
-        raise _type_error(what, "bool", value)
-    return value
-
-
-def check_dict(what: str, value: object) -> str:
-    """A JSON-serialisable dict as its JSON text (JSON escapes NUL: the text never holds one)."""
-    if not isinstance(value, Mapping):
-        raise _type_error(what, "a dict", value)
-    return dumps(value)
-
-
-#: The check of a column's values, by the column type's Python type.
-CHECKS: dict[type, Callable[[str, Any], Any]] = {
-    int: check_int,
-    float: check_float,
-    str: check_text,
-    bool: check_bool,
-}
+    if kind is str and "\x00" in plain:
+        raise ValueError(f"{what} contains a NUL character (PostgreSQL text cannot hold it)")
+    if kind is str:
+        try:
+            plain.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{what} is not valid Unicode text (lone surrogate)") from None
+    return plain
 
 
 def discord_id(value: int) -> int:
     """A Discord id (guild, user) as a plain 64-bit int."""
-    return check_int("a Discord id", value)
+    return int(check("a Discord id", value, int))
 
 
 def encode(name: str, value: Any) -> Any:
@@ -134,9 +110,11 @@ def encode(name: str, value: Any) -> Any:
         raise TypeError(f"{what} cannot be None")
     if name == "kind":
         return JobKind(value).value
-    if name in ("params", "discord"):  # JSON text columns
-        return check_dict(what, value)
-    return CHECKS[column.type.python_type](what, value)
+    if name in ("params", "discord"):  # JSON text (JSON escapes NUL: the text never holds one)
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{what} must be a dict, not {type(value).__name__}")
+        return dumps(value)
+    return check(what, value, column.type.python_type)
 
 
 def encode_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -146,7 +124,7 @@ def encode_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
             raise ValueError(f"job field {name!r} cannot be updated (state changes only via transition())")
         if name == "updated_at":
             raise ValueError("job field 'updated_at' is maintained by the store")
-        if name not in jobs.c or name in _NOT_WRITABLE:
+        if name not in jobs.c or name in ("lease_owner", "lease_until"):
             raise ValueError(f"unknown job field {name!r}")
     return {name: encode(name, value) for name, value in fields.items()}
 
@@ -158,7 +136,7 @@ def check_quota(quota: tuple[int, float] | None) -> tuple[int, float] | None:
     limit, since = quota
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ValueError("quota limit must be an int >= 0")
-    return int(limit), check_float("quota start", since)
+    return int(limit), check("quota start", since, float)
 
 
 def expect_set(expect: JobState | Collection[JobState] | None) -> frozenset[JobState] | None:
@@ -173,11 +151,18 @@ def expect_set(expect: JobState | Collection[JobState] | None) -> frozenset[JobS
 def encode_duration(row: DurationRow) -> dict[str, Any]:
     """Validate a learned-duration row and return its column values."""
     data = {
-        c.name: CHECKS[c.type.python_type](f"duration {c.name}", getattr(row, c.name)) for c in durations.c
+        c.name: check(f"duration {c.name}", getattr(row, c.name), c.type.python_type) for c in durations.c
     }
     if data["count"] < 0:
         raise ValueError("duration count must not be negative")
     return data
+
+
+def check_owner(owner: object) -> str:
+    """A lease owner name: a non-empty str."""
+    if not isinstance(owner, str) or not owner:
+        raise TypeError("lease owner must be a non-empty str")
+    return str(check("lease owner", owner, str))
 
 
 def check_token(token: object) -> bytes:
@@ -185,10 +170,3 @@ def check_token(token: object) -> bytes:
     if not isinstance(token, bytes) or not token:
         raise TypeError("a guild key token must be non-empty bytes (the Fernet ciphertext)")
     return token
-
-
-def check_owner(owner: object) -> str:
-    """A lease owner name: a non-empty str."""
-    if not isinstance(owner, str) or not owner:
-        raise TypeError("lease owner must be a non-empty str")
-    return check_text("lease owner", owner)

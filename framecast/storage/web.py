@@ -1,24 +1,14 @@
 """What the web pages read and keep, on the store's database (:attr:`framecast.storage.Store.web`).
 
-* The gallery: a server's delivered jobs, newest first, a batch at a time, keyset-paged on the
-  partial index ``jobs_delivered`` (guild_id, id) WHERE state = 'delivered' (an OFFSET would walk
-  every job before the page). Who may see which job is not decided here: the caller passes the
-  channels whose results may show (and the viewer, whose own results show from anywhere) so the
-  database skips the rest, then decides each row itself (``framecast.app.gallery``). Text filters
-  are substrings of the job's parameters as stored (JSON), compared after ``lower()``: a coarse cut
-  the caller confirms.
-* ``/me``: a person's jobs anywhere, newest first, on the ``jobs_user`` index.
-* Usage: one row per job of a server over a period (``framecast.app.usage`` adds them up), on the
-  ``jobs_quota`` index's leading column and the creation time.
-* The web sessions (Login with Discord): a row is keyed by the SHA-256 of the browser's session
-  token, never the token itself; what a session may do is ``framecast.app.web_sessions``' rule.
+Who may see which job is not decided here: the gallery's caller passes the channels whose results
+may show (and the viewer, whose own show from anywhere) so the database skips the rest, then decides
+each row itself (``framecast.app.gallery``). Pages are keyset-paged on an index (an OFFSET would walk
+every job before the page). A web session's row is keyed by the SHA-256 of the browser's token.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import and_, bindparam, delete, func, insert, literal, or_, select, text
 from sqlalchemy.sql.elements import ColumnElement, TextClause
@@ -26,6 +16,7 @@ from sqlalchemy.sql.elements import ColumnElement, TextClause
 from framecast.storage import values
 from framecast.storage.dialects import Postgres, Sqlite
 from framecast.storage.schema import DELIVERED_SQL, jobs, web_sessions
+from framecast.storage.values import JOB_COLUMNS, job_from_row
 from framecast.values import Job, JobKind, JobState
 
 __all__ = ["MAX_USAGE_ROWS", "GalleryFilter", "UsageRow", "WebSessionRows", "WebStore"]
@@ -77,23 +68,12 @@ class UsageRow:
 
 
 class WebStore:
-    """The web pages' queries (build through :attr:`Store.web`); `columns` and `decode` are the
-    store's: the job's columns and how a row becomes a :class:`Job`."""
+    """The web pages' queries (reached through :attr:`Store.web`)."""
 
-    def __init__(
-        self,
-        db: Sqlite | Postgres,
-        columns: Sequence[ColumnElement[Any]],
-        decode: Callable[[Sequence[Any]], Job],
-    ) -> None:
+    def __init__(self, db: Sqlite | Postgres) -> None:
         self._db = db
-        self._columns = columns
-        self._decode = decode
         #: The web sessions (Login with Discord).
         self.sessions = WebSessionRows(db)
-
-    def __repr__(self) -> str:
-        return f"<WebStore {self._db.name}>"
 
     async def gallery_jobs(self, where: GalleryFilter, *, before: int | None, limit: int) -> tuple[Job, ...]:
         """Up to `limit` delivered jobs `where` allows, just older than job `before` (None: the
@@ -101,24 +81,24 @@ class WebStore:
         if limit < 1:
             raise ValueError(f"limit must be positive, not {limit}")
         terms = _gallery_terms(where, values.INT_MAX if before is None else before)
-        stmt = select(*self._columns).where(and_(*terms)).order_by(jobs.c.id.desc()).limit(limit)
-        return tuple(self._decode(row) for row in await self._db.rows(stmt))
+        stmt = select(*JOB_COLUMNS).where(and_(*terms)).order_by(jobs.c.id.desc()).limit(limit)
+        return tuple(map(job_from_row, await self._db.rows(stmt)))
 
     async def job(self, job_id: int) -> Job | None:
         """The job with this id, or None."""
         if not 0 < job_id <= values.INT_MAX:
             return None
-        found = await self._db.rows(select(*self._columns).where(jobs.c.id == job_id))
-        return self._decode(found[0]) if found else None
+        found = await self._db.rows(select(*JOB_COLUMNS).where(jobs.c.id == job_id))
+        return job_from_row(found[0]) if found else None
 
     async def user_jobs(self, user_id: int, *, before: int | None, limit: int) -> tuple[Job, ...]:
         """Up to `limit` of `user_id`'s jobs anywhere (every server, their own queue) older than job
         `before` (None: the newest), newest first, on the ``jobs_user`` index."""
-        stmt = select(*self._columns).where(jobs.c.user_id == user_id)
+        stmt = select(*JOB_COLUMNS).where(jobs.c.user_id == user_id)
         if before is not None:
             stmt = stmt.where(jobs.c.id < before)
         rows = await self._db.rows(stmt.order_by(jobs.c.id.desc()).limit(max(1, limit)))
-        return tuple(self._decode(row) for row in rows)
+        return tuple(map(job_from_row, rows))
 
     async def usage(self, guild_id: int, *, since: float) -> list[UsageRow]:
         """Every job of `guild_id` created at or after `since` (epoch seconds), at most
@@ -163,13 +143,10 @@ class WebSessionRows:
     def __init__(self, db: Sqlite | Postgres) -> None:
         self._db = db
 
-    def __repr__(self) -> str:
-        return f"<WebSessionRows {self._db.name}>"
-
     async def add(self, token_hash: str, user_id: int, *, created_at: float, expires_at: float) -> None:
         """Store a new session of `user_id` until `expires_at` (epoch seconds)."""
         row = {
-            "token_hash": values.check_text("token_hash", token_hash),
+            "token_hash": values.check("token_hash", token_hash, str),
             "user_id": values.discord_id(user_id),
             "created_at": float(created_at),
             "expires_at": float(expires_at),

@@ -25,7 +25,7 @@ from framecast.guilds.settings import Setting, SettingsError
 from framecast.jobs.queues import QueuePositions
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
-from framecast.storage import Store
+from framecast.storage import Store, StoreClosed
 from framecast.values import Job, JobKind, JobState, NewJob
 from framecast.values.reasons import ErrorCode, Note
 from tests.fakes.gen_service import FakeService
@@ -144,7 +144,9 @@ async def test_the_core_opens_on_a_fresh_database_and_closes(
         await fake_service.wait_for(lambda: fake_service.count(path="/v1/models") >= 1)  # the refresh started
     finally:
         await core.close()
-    assert core.reporter.closed and core.store.closed and core.session.closed
+    assert core.reporter.closed and core.session.closed
+    with pytest.raises(StoreClosed):
+        await core.store.ping()
     await core.close()  # twice is fine
 
 
@@ -208,7 +210,9 @@ async def test_a_failed_open_closes_what_it_had_opened(fake_service: FakeService
     factory = Factory(fail=True)
     with pytest.raises(RuntimeError, match="could not be built"):
         await opened(settings_for(fake_service, tmp_path), factory)
-    assert factory.store is not None and factory.store.closed
+    assert factory.store is not None
+    with pytest.raises(StoreClosed):
+        await factory.store.ping()
 
 
 async def test_server_settings_are_validated_saved_logged_and_cached_across_a_restart(

@@ -82,8 +82,8 @@ async def test_only_a_server_manager_may_add_list_or_remove_styles(
         assert refused.value.refusal is refusal
     with pytest.raises(AdminRefused):
         admins.list_styles(who)
-    assert [s.name for s in await store.styles.of_guild(GUILD)] == ["Noir"]  # nothing written
-    assert await store.styles.of_guild(ADMIN) == []
+    assert [s.name for s in (await store.styles.all()).get(GUILD, [])] == ["Noir"]  # nothing written
+    assert (await store.styles.all()).get(ADMIN, []) == []
 
 
 async def test_the_admins_refusals(store: Store) -> None:
@@ -103,7 +103,7 @@ async def test_the_admins_refusals(store: Store) -> None:
         with pytest.raises(StyleError) as refused:
             await admins.add(ADMIN_HERE, name, "{prompt}")
         assert refused.value.problem is problem
-    assert len(await store.styles.of_guild(GUILD)) == MAX_STYLES
+    assert len((await store.styles.all()).get(GUILD, [])) == MAX_STYLES
 
 
 def test_styled_params_keep_the_members_prompt_and_everything_a_later_job_needs() -> None:

@@ -153,9 +153,6 @@ class CountingStore:
     ) -> list[Job]:
         return await self.store.claimable(owner, now, guilds)
 
-    async def release(self, job_id: int, owner: str) -> bool:
-        return await self.store.release(job_id, owner)
-
 
 async def test_holds_asks_the_store_only_once_the_lease_it_wrote_may_have_lapsed(backend: Backend) -> None:
     store = CountingStore(await backend.open())

@@ -24,8 +24,7 @@ from framecast.config import Secret
 from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
 from framecast.keys.vault import KeyVault
 from framecast.storage import Store, StoreError
-from framecast.storage.dialects import PG_FENCE, SQLITE_FENCE
-from framecast.storage.migrate import BASELINE, HEAD, alembic_config
+from framecast.storage.migrate import BASELINE, HEAD, PG_FENCE, SQLITE_FENCE, alembic_config
 from framecast.storage.schema import metadata
 from framecast.values import JobKind, JobState, NewJob
 from framecast.values.durations import DurationRow

@@ -24,19 +24,7 @@ from framecast.config import Secret
 from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
 from framecast.keys.vault import KeyVault, last4
 from framecast.safetext import clean_text
-from framecast.storage import (
-    AlreadyRetried,
-    GuildQueueFull,
-    InvalidTransition,
-    JobLimitError,
-    JobNotFound,
-    MemberLimitReached,
-    SettingsChange,
-    Store,
-    StoreClosed,
-    StoreError,
-    dialects,
-)
+from framecast.storage import SettingsChange, Store, StoreClosed, StoreError, migrate
 from framecast.storage.migrate import HEAD
 from framecast.storage.schema import OPEN_SQL
 from framecast.storage.store import _ACTIVE, _CHECKS, _CLAIMABLE, _GET
@@ -44,11 +32,17 @@ from framecast.values import (
     ACTIVE,
     TERMINAL,
     TRANSITIONS,
+    AlreadyRetried,
     DailyQuotaReached,
+    GuildQueueFull,
+    InvalidTransition,
     Job,
     JobError,
     JobKind,
+    JobLimitError,
+    JobNotFound,
     JobState,
+    MemberLimitReached,
     NewJob,
 )
 from framecast.values.durations import DurationRow
@@ -180,12 +174,11 @@ async def store(db_path: Path, clock: FakeClock) -> AsyncIterator[Store]:
 
 async def test_open_creates_directory_wal_full_and_schema(store: Store, db_path: Path) -> None:
     assert await asyncio.to_thread(db_path.is_file)
-    assert store.path == db_path
     assert (await on_worker(store, "PRAGMA journal_mode"))[0][0] == "wal"
     assert (await on_worker(store, "PRAGMA synchronous"))[0][0] == 2  # FULL
     assert (await on_worker(store, "SELECT version_num FROM alembic_version"))[0][0] == HEAD
     # Past the old code's v4: an older Framecast refuses the file instead of using it.
-    assert (await on_worker(store, "PRAGMA user_version"))[0][0] == dialects.SQLITE_FENCE == 5
+    assert (await on_worker(store, "PRAGMA user_version"))[0][0] == migrate.SQLITE_FENCE == 5
 
 
 async def test_every_statement_runs_on_one_thread_off_the_event_loop(store: Store) -> None:
@@ -622,7 +615,6 @@ async def test_close_is_idempotent_and_final(db_path: Path) -> None:
     await asyncio.sleep(0)  # let them reach the worker queue
     await asyncio.gather(store.close(), store.close())
     await store.close()
-    assert store.closed
     assert all(isinstance(p.result(), Job) for p in pending)  # submitted before close: completed
     with pytest.raises(StoreClosed):
         await store.get(1)

@@ -74,7 +74,7 @@ async def test_styles_round_trip_exactly_and_survive_a_reopen(backend: Backend) 
     assert [s.template for s in added] == TEMPLATES
     assert added[0].created_by == ADMIN and added[0].created_at == 1_760_000_000.0
     again = await backend.open()
-    assert await again.styles.of_guild(GUILD) == added  # oldest first, every byte kept
+    assert (await again.styles.all()).get(GUILD, []) == added  # oldest first, every byte kept
     everything = await again.styles.all()
     assert everything[GUILD] == added
     assert [s.name for s in everything[OTHER_GUILD]] == ["Noir"]
@@ -92,7 +92,7 @@ async def test_a_name_taken_in_any_case_is_refused(backend: Backend) -> None:
         assert refused.value.params == {"name": "Anime"}
     # Another server may use the name.
     await store.styles.add(OTHER_GUILD, Style("anime", "{prompt}"), by=ADMIN, limit=25)
-    assert [s.template for s in await store.styles.of_guild(GUILD)] == ["{prompt}, anime"]
+    assert [s.template for s in (await store.styles.all()).get(GUILD, [])] == ["{prompt}, anime"]
 
 
 async def test_the_limit_holds_across_processes_adding_at_once(backend: Backend) -> None:
@@ -109,7 +109,7 @@ async def test_the_limit_holds_across_processes_adding_at_once(backend: Backend)
     refused = [r for r in results if isinstance(r, StyleError)]
     assert len(refused) == 4 and all(r.problem is StyleProblem.TOO_MANY for r in refused)
     assert refused[0].params == {"max": 5}
-    assert len(await first.styles.of_guild(GUILD)) == 5
+    assert len((await first.styles.all()).get(GUILD, [])) == 5
     # The same name from two processes at once: one wins, the other is told it is taken.
     same = await asyncio.gather(
         first.styles.add(OTHER_GUILD, Style("Same", "{prompt} 1"), by=ADMIN, limit=25),
@@ -127,4 +127,4 @@ async def test_remove_finds_the_style_in_any_case(backend: Backend) -> None:
     assert await store.styles.remove(GUILD, "STRASSE", by=OTHER_ADMIN) == gone
     assert await store.styles.remove(GUILD, "Straße", by=OTHER_ADMIN) is None
     assert await store.styles.remove(OTHER_GUILD, "Keep", by=OTHER_ADMIN) is None
-    assert await (await backend.open()).styles.of_guild(GUILD) == [kept]
+    assert (await (await backend.open()).styles.all()).get(GUILD, []) == [kept]

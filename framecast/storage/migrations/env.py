@@ -21,7 +21,7 @@ config = context.config
 
 
 def include_name(name: str | None, type_: str, parent_names: object) -> bool:
-    """Leave the legacy marker table alone (see dialects.PG_FENCE): it is not part of the schema."""
+    """Leave the legacy marker table alone (see migrate.PG_FENCE): it is not part of the schema."""
     return not (type_ == "table" and name == "schema_version")
 
 
