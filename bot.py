@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import discord
 from discord.ext import commands
@@ -47,7 +47,9 @@ from framecast.app.process import (
 )
 from framecast.app.setup_checks import CheckedSetup, SetupProblem, check_setup
 from framecast.app.web import web_cases
-from web.server import WebConfig, WebServer
+
+if TYPE_CHECKING:
+    from web.server import WebServer
 
 # Named, not __name__: run as a script this module is "__main__", and operators read "framecast".
 log = logging.getLogger("framecast")
@@ -199,6 +201,10 @@ class Framecast(commands.Bot):
         if s.web_port is None or self._web is not None:
             return
         assert s.web_base_url and s.web_client_secret and s.web_session_secret
+        # Imported here: the pages' templates and aiohttp's server cost every process's start-up,
+        # and most deployments set no WEB_PORT.
+        from web.server import WebConfig, WebServer
+
         config = WebConfig(
             host=s.http_host,
             port=s.web_port,

@@ -217,5 +217,8 @@ def setup_logging(level: str, secrets: Iterable[str]) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # aiohttp's access/client internals are noisy at DEBUG and add nothing for operators.
-    logging.getLogger("aiohttp").setLevel(max(logging.INFO, root.level))
+    # aiohttp's access/client internals are noisy at DEBUG and add nothing for operators; aiosqlite
+    # logs every statement twice (nine log lines in ten at DEBUG, each one formatted and scrubbed)
+    # while the store logs what an operator needs.
+    for noisy in ("aiohttp", "aiosqlite"):
+        logging.getLogger(noisy).setLevel(max(logging.INFO, root.level))

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from framecast.config import ConfigError, RateLimit, Secret, Settings, fernet_keys, load_settings
+from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL
 
 ROOT = Path(__file__).parent.parent
 #: Every variable the model reads: a field is the variable of the same name in upper case.
@@ -34,8 +35,8 @@ DEFAULTS = {
     "discord_retry_max_delay": 60.0,
     "discord_outage_exit": 900.0,
     "loop_stall_exit": 120.0,
-    "gen_video_model": "svc-video-v2.0",
-    "gen_image_model": "svc-image-2.1-flash",
+    "gen_video_model": VIDEO_MODEL,
+    "gen_image_model": IMAGE_MODEL,
     "gen_rate_limit": RateLimit(16, 60.0),
     "gen_poll_interval": 30.0,
     "gen_poll_timeout": 900.0,
@@ -461,8 +462,8 @@ def test_explicit_mapping_ignores_dotenv_and_environ(tmp_path: Path, monkeypatch
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GEN_IMAGE_MODEL", "from-environ")
     s = load_settings(dict(REQUIRED))
-    assert s.gen_video_model == "svc-video-v2.0"
-    assert s.gen_image_model == "svc-image-2.1-flash"
+    assert s.gen_video_model == VIDEO_MODEL
+    assert s.gen_image_model == IMAGE_MODEL
     assert s.gen_rate_limit == RateLimit(16, 60.0)
     assert "GEN_VIDEO_MODEL" not in os.environ  # the .env file was not even loaded
 
@@ -503,8 +504,8 @@ def test_environ_none_a_variable_set_empty_still_wins_over_dotenv(
     monkeypatch.setenv("GEN_VIDEO_MODEL", "")  # set, but empty: the default, as python-dotenv did
     monkeypatch.setenv("gen_image_model", "lower-case")  # names are case-sensitive, as on Linux
     s = load_settings(env_file="custom.env")
-    assert (s.gen_video_model, s.gen_image_model) == ("svc-video-v2.0", "svc-image-2.1-flash")
-    assert load_settings(env_file=None).gen_video_model == "svc-video-v2.0"
+    assert (s.gen_video_model, s.gen_image_model) == (VIDEO_MODEL, IMAGE_MODEL)
+    assert load_settings(env_file=None).gen_video_model == VIDEO_MODEL
 
 
 def test_environ_none_without_dotenv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -526,7 +527,7 @@ def test_settings_built_in_code_ignore_the_environment(monkeypatch: pytest.Monke
     monkeypatch.setenv("GEN_RETRY_MAX", "1")
     monkeypatch.setenv("GEN_VIDEO_MODEL", "from-environ")
     s = Settings(discord_token=Secret("t"), gen_api_base_url="http://127.0.0.1:1", gen_api_key=Secret("k"))
-    assert (s.gen_retry_max, s.gen_video_model) == (6, "svc-video-v2.0")
+    assert (s.gen_retry_max, s.gen_video_model) == (6, VIDEO_MODEL)
     assert s == load_settings(
         {"DISCORD_TOKEN": "t", "GEN_API_BASE_URL": "http://127.0.0.1:1", "GEN_API_KEY": "k"}
     )

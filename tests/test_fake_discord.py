@@ -39,6 +39,7 @@ from tests.fakes.discord_api import (
     snowflake_at,
     snowflake_time,
 )
+from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL
 
 # --------------------------------------------------------------------------------------------
 # Helpers
@@ -185,7 +186,7 @@ class MiniBot(commands.Bot):
         async def query_complete(
             interaction: discord.Interaction, current: str
         ) -> list[app_commands.Choice[str]]:
-            models = ["svc-video-v2.0", "svc-video-v1.5", "svc-image-2.1-flash"]
+            models = [VIDEO_MODEL, "svc-video-v1.5", IMAGE_MODEL]
             return [app_commands.Choice(name=m, value=m) for m in models if current in m][:25]
 
         @tree.command(name="search", description="Search models")
@@ -451,7 +452,7 @@ async def test_dynamic_button_survives_restart_and_autocomplete(
         )
         await ac.wait_response()
         assert ac.choices is not None
-        assert [c["value"] for c in ac.choices] == ["svc-video-v2.0", "svc-video-v1.5"]
+        assert [c["value"] for c in ac.choices] == [VIDEO_MODEL, "svc-video-v1.5"]
         with pytest.raises(ValueError):
             await fake.click(panel, "job:43:cancel", world.other)
 

@@ -21,6 +21,7 @@ from discord.http import handle_message_parameters
 from discord.webhook.async_ import interaction_message_response_params, interaction_response_params
 
 from tests.fakes.discord_api import FakeDiscord
+from tests.fakes.gen_service import VIDEO_MODEL
 from tests.fakes.openapi import Problem, form_errors, spec
 
 # --------------------------------------------------------------------------------------------
@@ -49,7 +50,7 @@ def _wire_body(params: Any) -> Any:
 
 def _embed(title: str = "a cat on a skateboard") -> discord.Embed:
     embed = discord.Embed(title=title, description="1280x720, 5 s", colour=0x5865F2)
-    embed.add_field(name="Model", value="svc-video-v2.0").set_footer(text="job 17")
+    embed.add_field(name="Model", value=VIDEO_MODEL).set_footer(text="job 17")
     return embed
 
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from tests.fakes.gen_service import FakeService, RecordedRequest, TaskPlan
+from tests.fakes.gen_service import POLL_PATH, FakeService, RecordedRequest, TaskPlan
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ async def test_task_plans_by_prompt_and_duration(
     }
     async with http.post(fake_service.base_url + "/v1/videos", json=body, headers=auth(fake_service)) as r:
         task_id = (await r.json())["video_id"]
-    poll = fake_service.base_url + "/svcapi"
+    poll = fake_service.base_url + POLL_PATH
     async with http.get(poll, params={"video_id": task_id}, headers=auth(fake_service)) as r:
         first = await r.json()
     assert first["status"] == "pending" and 0 <= first["progress"] < 100
@@ -128,7 +128,7 @@ async def test_hostile_knobs(fake_service: FakeService, http: aiohttp.ClientSess
     ) as r:
         task_id = (await r.json())["video_id"]
     async with http.get(
-        fake_service.base_url + "/svcapi", params={"video_id": task_id}, headers=auth(fake_service)
+        fake_service.base_url + POLL_PATH, params={"video_id": task_id}, headers=auth(fake_service)
     ) as r:
         assert (await r.json())["video_url"] == "file:///proc/self/environ"
 
@@ -148,19 +148,19 @@ async def test_hostile_knobs(fake_service: FakeService, http: aiohttp.ClientSess
         assert gzip.decompress(await r.read()) == fake_service.image_bytes()
 
     bomb = gzip.compress(b'{"status": "pending"' + b" " * 1_000_000 + b"}")
-    fake_service.path_scripted["/svcapi"] = [
+    fake_service.path_scripted[POLL_PATH] = [
         (200, bomb, {"Content-Encoding": "gzip"}),
         (200, b"[" * 1000, None),
     ]
     async with http.get(
-        fake_service.base_url + "/svcapi",
+        fake_service.base_url + POLL_PATH,
         params={"video_id": task_id},
         headers=auth(fake_service),
         auto_decompress=False,
     ) as r:
         assert await r.read() == bomb
     async with http.get(
-        fake_service.base_url + "/svcapi", params={"video_id": task_id}, headers=auth(fake_service)
+        fake_service.base_url + POLL_PATH, params={"video_id": task_id}, headers=auth(fake_service)
     ) as r:
         assert await r.read() == b"[" * 1000
     async with http.get(fake_service.base_url + "/v1/models", headers=auth(fake_service)) as r:

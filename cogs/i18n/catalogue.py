@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,8 @@ class Catalogue:
     locale: str
     messages: Mapping[str, Message]
     commands: Mapping[str, str]
-    plural_rule: PluralRule
+    language: babel.Locale
+    """The catalogue's language, as Babel knows it (checked when the file is read)."""
     problems: tuple[str, ...] = field(default=())
     """Entries left out because they were malformed (logged when the file is read)."""
 
@@ -76,7 +78,7 @@ class Catalogue:
     def from_data(cls, locale: str, data: object) -> Catalogue:
         """A catalogue from parsed JSON; malformed entries are left out and listed in ``problems``."""
         try:
-            rule = babel.Locale.parse(locale, sep="-").plural_form
+            language = babel.Locale.parse(locale, sep="-")
         except (ValueError, TypeError, babel.UnknownLocaleError) as exc:
             raise CatalogueError(f"{locale}: not a locale Babel knows ({exc})") from exc
         if not isinstance(data, dict):
@@ -97,7 +99,14 @@ class Catalogue:
                 commands[text] = value
             else:
                 problems.append(f"command string {text!r} is not a text")
-        return cls(locale, messages, commands, rule, tuple(problems))
+        return cls(locale, messages, commands, language, tuple(problems))
+
+    @cached_property
+    def plural_rule(self) -> PluralRule:
+        """The language's CLDR plural rule, read on first use: it loads the whole locale's CLDR data
+        (a sixth of a second for every catalogue at each start-up, for rules most processes use
+        for a few languages only)."""
+        return self.language.plural_form
 
     def category(self, value: object) -> str:
         """The CLDR plural category of `value` in this catalogue's language (``"other"`` if no number)."""

@@ -48,7 +48,7 @@ from framecast.service.types import ModelCatalog
 from framecast.storage import Store
 from framecast.values import NewJob
 from tests.fakes.chat_side import QuietChat
-from tests.fakes.gen_service import FakeService
+from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL, FakeService
 
 WAIT = 20.0
 GUILD = 1
@@ -117,7 +117,7 @@ async def test_show_says_where_each_value_comes_from_with_the_ceilings(core: Cor
     assert view.ceiling(Setting.MEMBER_JOBS) == core.settings.member_job_limit
     assert view.ceiling(Setting.VIDEO_SIZE) is None  # only limits have ceilings
     assert view.key.line is KeyLine.NONE and view.key.last4 is None
-    assert view.video_model.chosen is None and view.video_model.used == "svc-video-v2.0"
+    assert view.video_model.chosen is None and view.video_model.used == VIDEO_MODEL
     assert not view.video_model.dropped
 
     changed = await core.admins.change_limits(admin(GUILD), LimitsChange(member_jobs=1, daily_videos=3))
@@ -133,14 +133,14 @@ async def test_show_says_where_each_value_comes_from_with_the_ceilings(core: Cor
 async def test_show_says_what_jobs_get_when_the_service_drops_the_servers_model(
     core: Core[QuietChat],
 ) -> None:
-    core.models.update(ModelCatalog(video=("svc-video-v2.0", "svc-video-v9"), image=("svc-image-2.1-flash",)))
+    core.models.update(ModelCatalog(video=(VIDEO_MODEL, "svc-video-v9"), image=(IMAGE_MODEL,)))
     await core.admins.change_video_defaults(admin(GUILD), VideoDefaults(model="svc-video-v9"))
     view = await core.admins.show(admin(GUILD))
     assert view.model(JobKind.VIDEO).used == "svc-video-v9" and not view.video_model.dropped
-    core.models.update(ModelCatalog(video=("svc-video-v2.0",), image=("svc-image-2.1-flash",)))
+    core.models.update(ModelCatalog(video=(VIDEO_MODEL,), image=(IMAGE_MODEL,)))
     view = await core.admins.show(admin(GUILD))
     assert view.video_model.chosen == "svc-video-v9"
-    assert view.video_model.dropped and view.video_model.used == "svc-video-v2.0"
+    assert view.video_model.dropped and view.video_model.used == VIDEO_MODEL
 
 
 # -- changes -----------------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ async def test_a_default_model_must_be_one_the_service_lists(core: Core[QuietCha
     outcome = await core.admins.change_image_defaults(
         admin(GUILD), ImageDefaults(model=" svc-image-2.1-flash ")
     )
-    assert outcome.view.settings.image_model == "svc-image-2.1-flash"  # stored trimmed
+    assert outcome.view.settings.image_model == IMAGE_MODEL  # stored trimmed
     assert outcome.view.source(Setting.IMAGE_MODEL) is Source.SERVER
 
 
@@ -477,7 +477,7 @@ async def test_a_job_queued_before_the_secret_was_removed_fails_with_the_unreada
     await store_key_under_a_secret(fake_service, tmp_path)
     store = await Store.open(tmp_path / "data" / "framecast.sqlite3")
     try:
-        params = {"prompt": "a heron", "model": "svc-video-v2.0", "size": "1280x720", "seconds": 4, "fps": 24}
+        params = {"prompt": "a heron", "model": VIDEO_MODEL, "size": "1280x720", "seconds": 4, "fps": 24}
         new = NewJob(
             kind=JobKind.VIDEO, guild_id=GUILD, channel_id=100, user_id=ADMIN, locale="en-US", params=params
         )

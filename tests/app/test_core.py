@@ -28,7 +28,7 @@ from framecast.planner.estimate import Estimates
 from framecast.storage import Store, StoreClosed
 from framecast.values import Job, JobKind, JobState, NewJob
 from framecast.values.reasons import ErrorCode, Note
-from tests.fakes.gen_service import FakeService
+from tests.fakes.gen_service import IMAGE_MODEL, FakeService
 
 WAIT = 20.0
 WHO = Requester(guild_id=1, channel_id=10, user_id=7, locale="en-US")
@@ -190,7 +190,7 @@ async def test_unfinished_jobs_are_restored_with_a_resumed_note(
         channel_id=10,
         user_id=7,
         locale="de",
-        params={"model": "svc-image-2.1-flash", "prompt": "ein Hund", "size": "1024x1024"},
+        params={"model": IMAGE_MODEL, "prompt": "ein Hund", "size": "1024x1024"},
     )
     waiting = await store.add(new, member_limit=None, guild_cap=None)
     await store.close()

@@ -23,6 +23,7 @@ from framecast.jobs.scheduler import Scheduler
 from framecast.storage import Store, StoreUnavailable
 from framecast.values import Job, JobKind, JobState, presets
 from tests.fakes.clock import ManualClock
+from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL
 from tests.fakes.unused import unused
 
 S = JobState
@@ -186,7 +187,7 @@ def test_video_defaults_follow_the_services_sample_request() -> None:
         default_model=DEFAULT_VIDEO_MODEL,
     )
     assert params == {
-        "model": "svc-video-v2.0",
+        "model": VIDEO_MODEL,
         "model_default": True,
         "prompt": "a cat",
         "width": 1152,
@@ -438,7 +439,7 @@ def test_image_defaults() -> None:
         default_model=DEFAULT_IMAGE_MODEL,
     )
     assert params == {
-        "model": "svc-image-2.1-flash",
+        "model": IMAGE_MODEL,
         "model_default": False,
         "prompt": "a cat",
         "size": "1024x1024",

@@ -31,10 +31,10 @@ from framecast.values import Job, JobKind, JobState, NewJob
 from framecast.values.reasons import ErrorCode
 from tests.fakes.chat_side import RUNNER_SETTINGS, RecordingReporter
 from tests.fakes.clock import ManualClock
-from tests.fakes.gen_service import FakeService
+from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL, FakeService
 from tests.fakes.keys import SingleKey
 
-OLD, NEW = "svc-video-v2.0", "svc-video-v2.1"
+OLD, NEW = VIDEO_MODEL, "svc-video-v2.1"
 CEILINGS = Ceilings(member_jobs=5, queue_cap=10, daily_videos=None, daily_images=None)
 REFUSED = (400, {"error": {"message": f"The model `{OLD}` does not exist"}}, None)
 
@@ -107,9 +107,7 @@ async def rig(fake_service: FakeService, tmp_path: Path) -> AsyncIterator[Rig]:
         rng=random.Random(1),
     )
     minute = ManualClock()
-    models = ModelCache(
-        client, clock=minute, refresh_every=600, default_video=OLD, default_image="svc-image-2.1-flash"
-    )
+    models = ModelCache(client, clock=minute, refresh_every=600, default_video=OLD, default_image=IMAGE_MODEL)
     fake_service.models += [("svc-video-v1.9", "video"), ("other-video-v9", "video")]
     models.update(await client.list_models())  # the list as the bot read it at start
     fake_service.requests.clear()
@@ -157,8 +155,8 @@ async def test_a_picked_model_fails_naming_the_models_offered_now(rig: Rig) -> N
 
 
 async def test_a_picked_image_model_fails_naming_the_image_models(rig: Rig) -> None:
-    rig.fake.rename_model("svc-image-2.1-flash", "svc-image-2.2-flash")
-    job = await rig.add(ModelSource.PICKED, "svc-image-2.1-flash", JobKind.IMAGE)
+    rig.fake.rename_model(IMAGE_MODEL, "svc-image-2.2-flash")
+    job = await rig.add(ModelSource.PICKED, IMAGE_MODEL, JobKind.IMAGE)
     done = await rig.run(job)
     assert (done.state, done.error_code, done.error_detail) == (
         JobState.FAILED,

@@ -15,11 +15,12 @@ from cogs.views.render import render_job
 from framecast.app.model_choice import LISTED_MODELS, models_listing
 from framecast.values import Job, JobKind, JobState
 from framecast.values.reasons import ErrorCode
+from tests.fakes.gen_service import VIDEO_MODEL
 
 NOW = 1_700_000_000.0
 LOCALES = sorted(shipped().by_locale)
 PARAMS = {
-    "model": "svc-video-v2.0",
+    "model": VIDEO_MODEL,
     "prompt": "a river",
     "width": 64,
     "height": 64,
@@ -57,14 +58,14 @@ def test_there_are_fifteen_locales() -> None:
 @pytest.mark.parametrize("locale", LOCALES)
 def test_every_locale_names_the_gone_model_and_the_models_offered_now(locale: str) -> None:
     text = status_of(failed("svc-video-v2.1, other-video-v9", locale))
-    assert "svc-video-v2.0" in text and "svc-video-v2.1, other-video-v9" in text
+    assert VIDEO_MODEL in text and "svc-video-v2.1, other-video-v9" in text
     assert "{" not in text  # every placeholder filled
 
 
 @pytest.mark.parametrize("locale", LOCALES)
 def test_with_no_model_known_now_the_message_still_names_the_gone_one(locale: str) -> None:
     text = status_of(failed(None, locale))
-    assert "svc-video-v2.0" in text and "{" not in text
+    assert VIDEO_MODEL in text and "{" not in text
 
 
 def test_model_ids_are_shown_literally() -> None:

@@ -34,6 +34,7 @@ from cogs.views.render import (
 from framecast.planner.estimate import Estimate
 from framecast.values import Job, JobKind, JobState
 from framecast.values.reasons import ErrorCode
+from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL
 
 S = JobState
 NOW = 1_700_000_000.0
@@ -41,7 +42,7 @@ POLL_TIMEOUT = 900.0
 USER = 333_333_333_333_333_333
 FULL, EMPTY = "▰", "▱"
 VIDEO_PARAMS = {
-    "model": "svc-video-v2.0",
+    "model": VIDEO_MODEL,
     "prompt": "a cat on the moon",
     "width": 1152,
     "height": 768,
@@ -49,7 +50,7 @@ VIDEO_PARAMS = {
     "frame_rate": 24,
     "seconds": 5,
 }
-IMAGE_PARAMS = {"model": "svc-image-2.1-flash", "prompt": "a red fox", "size": "1024x1024"}
+IMAGE_PARAMS = {"model": IMAGE_MODEL, "prompt": "a red fox", "size": "1024x1024"}
 
 
 def english_keys() -> frozenset[str]:
@@ -604,13 +605,13 @@ def test_embed_layout() -> None:
     assert embed.description == "a cat on the moon"
     assert [(f.name, f.value, f.inline) for f in embed.fields] == [
         ("Requested by", f"<@{USER}>", True),
-        ("Settings", "1152×768 · 5 s · 24 fps · svc-video-v2.0", True),
+        ("Settings", f"1152×768 · 5 s · 24 fps · {VIDEO_MODEL}", True),
         ("Status", "⏳ Queued: #2 in this server's queue", False),
     ]
     assert embed.footer.text is None
     image = render(make_job(S.DELIVERED, kind=JobKind.IMAGE, params=dict(IMAGE_PARAMS)))
     assert image.embed.title == "Image · job #7"
-    assert image.embed.fields[1].value == "1024×1024 · svc-image-2.1-flash"
+    assert image.embed.fields[1].value == f"1024×1024 · {IMAGE_MODEL}"
 
 
 def test_colour_follows_the_state() -> None:

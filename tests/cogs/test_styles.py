@@ -12,10 +12,11 @@ from cogs.i18n import t
 from cogs.styles import show_sent_prompt, style_list_text
 from cogs.views.render import render_job
 from framecast.app import Job, JobKind, JobState, Style, StyleKind, StyleList
+from tests.fakes.gen_service import VIDEO_MODEL
 
 STYLED = {
     "prompt": "a cat *on* the moon",
-    "model": "svc-video-v2.0",
+    "model": VIDEO_MODEL,
     "width": 1152,
     "height": 768,
     "num_frames": 121,

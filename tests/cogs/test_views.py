@@ -13,6 +13,7 @@ import pytest
 from cogs.views.buttons import AgainButton, CancelButton, RemixButton, RetryButton
 from cogs.views.remix import RemixSubmit, remix_form
 from framecast.app import Actor, FormInput, JobAction, JobKind, JobOptions, JobRefused, Refusal, RemixPrefill
+from tests.fakes.gen_service import VIDEO_MODEL
 
 
 def test_custom_ids_carry_the_action_and_the_job() -> None:
@@ -113,7 +114,7 @@ def prefill(kind: JobKind = JobKind.VIDEO, **options: Any) -> RemixPrefill:
         job_id=12,
         kind=kind,
         options=JobOptions(**{"prompt": "a fox\nin snow", **options}),
-        default_model="svc-video-v2.0",
+        default_model=VIDEO_MODEL,
         prompt_max=2000,
     )
 
@@ -130,7 +131,7 @@ async def test_the_remix_form_is_prefilled_and_never_kept_by_discord_py() -> Non
     assert [c.get("value") for c in inputs] == ["a fox\nin snow", "vertical", "3", "30", None]
     assert inputs[0]["style"] == discord.TextStyle.paragraph.value and inputs[0]["max_length"] == 2000
     assert [c["required"] for c in inputs] == [True, False, False, False, False]
-    assert "svc-video-v2.0" in inputs[4]["placeholder"]  # empty means this default
+    assert VIDEO_MODEL in inputs[4]["placeholder"]  # empty means this default
     # Stopped: discord.py does not store it, so every submit takes the one on_interaction route.
     assert form.is_finished()
     image = remix_form(

@@ -9,7 +9,7 @@ import pytest
 
 from framecast.media import probe_video, sniff
 from tests.e2e.harness import World, button_ids, status_of, statuses_seen
-from tests.fakes.gen_service import ImageShape, ProgressShape, TaskPlan
+from tests.fakes.gen_service import IMAGE_MODEL, POLL_PATH, VIDEO_MODEL, ImageShape, ProgressShape, TaskPlan
 
 IdField = Literal["video_id", "task_id"]  # how the fake service names a created task's id
 
@@ -50,12 +50,12 @@ async def test_video_goes_queued_generating_done_with_the_file_attached(world: W
     assert embed["description"] == "a red fox running through snow"
     fields = {f["name"]: f["value"] for f in embed["fields"]}
     assert fields["Requested by"] == f"<@{world.alice.id}>"
-    assert fields["Settings"] == "1152×768 · 5 s · 24 fps · svc-video-v2.0"
+    assert fields["Settings"] == f"1152×768 · 5 s · 24 fps · {VIDEO_MODEL}"
     # Nothing left to cancel; any member may make it again, or remix it; its requester may delete it.
     assert [c.split(":")[1] for c in button_ids(msg)] == ["again", "remix", "delete"]
     [body] = creates(world)
     assert body == {
-        "model": "svc-video-v2.0",
+        "model": VIDEO_MODEL,
         "prompt": "a red fox running through snow",
         "width": 1152,
         "height": 768,
@@ -82,7 +82,7 @@ async def test_image_is_delivered_for_every_response_shape(world: World, shape: 
     assert attachment.filename.endswith(".png")
     assert status_of(msg).startswith("✅")
     [body] = creates(world)
-    assert body == {"model": "svc-image-2.1-flash", "prompt": "a lighthouse at dusk", "size": "1152x768"}
+    assert body == {"model": IMAGE_MODEL, "prompt": "a lighthouse at dusk", "size": "1152x768"}
 
 
 @pytest.mark.parametrize("id_field", ["video_id", "task_id"])
@@ -180,7 +180,7 @@ async def test_cancel_queued_and_running_jobs(tmp_path) -> None:
             return sum(
                 1
                 for r in world.service.requests
-                if r.path == "/svcapi" and r.query.get("video_id") == slow_task
+                if r.path == POLL_PATH and r.query.get("video_id") == slow_task
             )
 
         click = await world.discord.click(rmsg, button_ids(rmsg)[0], world.admins[0])
@@ -192,7 +192,7 @@ async def test_cancel_queued_and_running_jobs(tmp_path) -> None:
         await world.delivered(after)
         assert creates(world, "waiting one") == []
         assert slow_polls() <= polls_at_cancel + 1  # at most one poll was already in flight
-        assert world.service.count(path="/svcapi") > polls_at_cancel  # polling itself went on
+        assert world.service.count(path=POLL_PATH) > polls_at_cancel  # polling itself went on
     finally:
         await close_world(world)
 
@@ -240,7 +240,7 @@ async def test_progress_edits_are_coalesced(tmp_path) -> None:
         it = await world.video("a slow sunrise")
         msg = await world.delivered(it)
         edits = [h for h in msg.history if h["action"] in ("edit", "complete")]
-        polls = world.service.count(path="/svcapi")
+        polls = world.service.count(path=POLL_PATH)
         assert polls >= 30
         # one edit per half second at most, plus the state changes (queued, starting, uploading, done)
         assert len(edits) <= 2.0 / 0.5 + 6, len(edits)
@@ -261,12 +261,12 @@ async def test_transient_service_trouble_is_retried_and_the_job_delivered(world:
 
 async def test_malformed_polls_below_the_limit_are_polled_again_and_the_job_delivered(world: World) -> None:
     # Two unreadable poll answers (GEN_MALFORMED_POLLS is 3): counted, polled again, delivered.
-    world.service.path_scripted["/svcapi"] = [(200, b'{"status": "pend', None)] * 2
+    world.service.path_scripted[POLL_PATH] = [(200, b'{"status": "pend', None)] * 2
     it = await world.video("weather the storm")
     msg = await world.delivered(it)
     assert status_of(msg).startswith("✅")
     assert len(creates(world, "weather the storm")) == 1
-    assert not world.service.path_scripted["/svcapi"]  # both bad answers were really served
+    assert not world.service.path_scripted[POLL_PATH]  # both bad answers were really served
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from tests.e2e.harness import (
     status_of,
     wait_log,
 )
-from tests.fakes.gen_service import TaskPlan
+from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL, TaskPlan
 
 FAST_RETRIES = {"DISCORD_RETRY_MAX_DELAY": "0.2"}
 UNREACHABLE = "cannot reach Discord ("
@@ -128,7 +128,7 @@ def drifted(world: World) -> None:
     world.service.models = [
         ("svc-video-v1.9", "video"),
         ("svc-video-v2.1", "video"),
-        ("svc-image-2.1-flash", "image"),
+        (IMAGE_MODEL, "image"),
         ("svc-text-1.5", "text"),
     ]
 
@@ -137,7 +137,7 @@ async def test_a_default_model_the_service_dropped_is_replaced_by_the_newest_of_
     start: StartWorld,
 ) -> None:
     world = await start(setup=drifted)
-    await wait_log(world, "GEN_VIDEO_MODEL svc-video-v2.0 is not in the service's model list", timeout=15)
+    await wait_log(world, f"GEN_VIDEO_MODEL {VIDEO_MODEL} is not in the service's model list", timeout=15)
     it = await world.video("a drifting glacier")
     msg = await world.delivered(it)
     [create] = service_creates(world, "a drifting glacier")
@@ -146,7 +146,7 @@ async def test_a_default_model_the_service_dropped_is_replaced_by_the_newest_of_
     assert fields["Settings"].endswith("· svc-video-v2.1")
     # One warning for the operator, naming both ids; the image default is listed, so nothing about it.
     [warning] = lines_with(world, "is not in the service's model list")
-    assert "WARNING" in warning and "svc-video-v2.0" in warning and "svc-video-v2.1" in warning
+    assert "WARNING" in warning and VIDEO_MODEL in warning and "svc-video-v2.1" in warning
     assert not lines_with(world, "GEN_IMAGE_MODEL")
 
     # A model a member picks that the list lacks is still refused, with the list.
@@ -155,17 +155,17 @@ async def test_a_default_model_the_service_dropped_is_replaced_by_the_newest_of_
         world.channel,
         world.bob,
         "video",
-        {"prompt": "a drifting glacier", "model": "svc-video-v2.0"},
+        {"prompt": "a drifting glacier", "model": VIDEO_MODEL},
     )
     kind, data = await pick.wait_response()
     assert kind == 4 and data is not None and data["flags"] & 64
-    assert "svc-video-v2.0" in data["content"] and "svc-video-v1.9, svc-video-v2.1" in data["content"]
+    assert VIDEO_MODEL in data["content"] and "svc-video-v1.9, svc-video-v2.1" in data["content"]
     assert len(service_creates(world, "a drifting glacier")) == 1
 
 
 async def test_retry_of_a_job_made_with_a_dropped_default_follows_the_list(start: StartWorld) -> None:
     world = await start()
-    world.service.plans = [("moth", TaskPlan(outcome="failed", error="svc-video-v2.0 does not exist"))]
+    world.service.plans = [("moth", TaskPlan(outcome="failed", error=f"{VIDEO_MODEL} does not exist"))]
     it = await world.video("a moth at a lamp")
     job_id = await world.job_id(it)
     msg = await it.wait_original(lambda m: status_of(m).startswith("❌") and bool(button_ids(m)))
@@ -180,7 +180,7 @@ async def test_retry_of_a_job_made_with_a_dropped_default_follows_the_list(start
     new_id = await world.job_id(click)
     await world.delivered(click)
     assert [c.json["model"] for c in service_creates(world, "a moth at a lamp")] == [
-        "svc-video-v2.0",
+        VIDEO_MODEL,
         "svc-video-v2.1",
     ]
     assert job_rows(world)[new_id]["retry_of"] == job_id

@@ -27,7 +27,7 @@ from tests.e2e.harness import (
     wait_log,
     wait_state,
 )
-from tests.fakes.gen_service import TaskPlan
+from tests.fakes.gen_service import POLL_PATH, TaskPlan
 
 MiB = 1024 * 1024
 
@@ -157,7 +157,7 @@ async def test_huge_and_compressed_answers_keep_memory_bounded(start: StartWorld
     padded = b'{"status": "pending", "progress": 10}' + b" " * (128 * MiB)
     bomb = gzip_bomb(1024 * MiB)
     assert len(bomb) < 2 * MiB
-    world.service.path_scripted["/svcapi"] = [
+    world.service.path_scripted[POLL_PATH] = [
         (200, padded, None),
         (200, bomb, {"Content-Encoding": "gzip"}),
     ]
@@ -180,7 +180,7 @@ HUGE_FLOAT = b'{"status": "pending", "progress": 1e400}'
 async def test_malformed_polls_are_counted_then_the_job_goes_on(start: StartWorld) -> None:
     world = await start()
     world.service.default_plan = TaskPlan(polls=2)
-    world.service.path_scripted["/svcapi"] = [(200, HUGE_INT, None), (200, DEEP, None)]
+    world.service.path_scripted[POLL_PATH] = [(200, HUGE_INT, None), (200, DEEP, None)]
     it = await world.video("odd numbers then fine")
     await world.delivered(it)
     await wait_log(world, "unreadable answer 2 of 3 in a row")
@@ -190,7 +190,7 @@ async def test_malformed_polls_are_counted_then_the_job_goes_on(start: StartWorl
 async def test_malformed_polls_in_a_row_fail_the_job_plainly(start: StartWorld) -> None:
     world = await start()
     world.service.default_plan = TaskPlan(duration=3600)
-    world.service.path_scripted["/svcapi"] = [
+    world.service.path_scripted[POLL_PATH] = [
         (200, DEEP, None),
         (200, HUGE_INT, None),
         (200, HUGE_FLOAT, None),
@@ -201,7 +201,7 @@ async def test_malformed_polls_in_a_row_fail_the_job_plainly(start: StartWorld) 
     await wait_log(world, "unreadable 3 times in a row")
     job = row["task_id"]
     assert (
-        len([r for r in world.service.requests if r.path == "/svcapi" and r.query.get("video_id") == job])
+        len([r for r in world.service.requests if r.path == POLL_PATH and r.query.get("video_id") == job])
         == 3
     )
     no_internal_failure(world)

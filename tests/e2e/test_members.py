@@ -10,7 +10,7 @@ from typing import Any
 
 from tests.e2e.harness import StartWorld, World, button_ids, job_rows, service_creates, wait_log
 from tests.fakes.discord_api import FakeInteraction, FakeMessage
-from tests.fakes.gen_service import TaskPlan
+from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL, TaskPlan
 
 FOREVER = 10**9  # a TaskPlan that stays pending until the test lets it finish
 EPHEMERAL = 64
@@ -116,7 +116,7 @@ async def test_remix_opens_a_prefilled_form_and_queues_the_edited_request(world:
     inputs = modal_inputs(click)
     assert values_of(click) == {"prompt": prompt, "size": "vertical", "length": "3", "fps": "30", "model": ""}
     assert inputs["prompt"]["style"] == 2 and inputs["prompt"]["required"]
-    assert "svc-video-v2.0" in inputs["model"]["placeholder"]  # empty means the default
+    assert VIDEO_MODEL in inputs["model"]["placeholder"]  # empty means the default
     values = {**values_of(click), "prompt": "a lantern festival in the rain", "size": "Square"}
     submit = await world.discord.submit_modal(click, values)
     kind, _ = await submit.wait_response()
@@ -125,7 +125,7 @@ async def test_remix_opens_a_prefilled_form_and_queues_the_edited_request(world:
     await world.delivered(submit)
     [body] = bodies(world, "a lantern festival in the rain")
     assert body == {
-        "model": "svc-video-v2.0",
+        "model": VIDEO_MODEL,
         "prompt": "a lantern festival in the rain",
         "width": 960,
         "height": 960,
@@ -173,7 +173,7 @@ async def test_remix_of_an_image_with_a_frame_size_typed_out(world: World) -> No
     submit = await world.discord.submit_modal(click, {"prompt": "a lighthouse at night", "size": "1280×720"})
     await world.delivered(submit)
     [body] = bodies(world, "a lighthouse at night")
-    assert body == {"model": "svc-image-2.1-flash", "prompt": "a lighthouse at night", "size": "1280x720"}
+    assert body == {"model": IMAGE_MODEL, "prompt": "a lighthouse at night", "size": "1280x720"}
 
 
 async def test_remix_with_a_bad_size_or_length_is_refused_and_queues_nothing(world: World) -> None:
@@ -287,8 +287,8 @@ async def test_models_lists_the_services_models_by_kind_with_the_default_marked(
     assert kind == 4 and data is not None and data["flags"] & EPHEMERAL
     fields = {f["name"]: f["value"].splitlines() for f in data["embeds"][0]["fields"]}
     assert fields == {
-        "Video": ["svc-video-v2.0 ← default here", "svc-video-v2.1"],
-        "Image": ["svc-image-2.1-flash ← default here", "svc-image-3.0"],
+        "Video": [f"{VIDEO_MODEL} ← default here", "svc-video-v2.1"],
+        "Image": [f"{IMAGE_MODEL} ← default here", "svc-image-3.0"],
     }
 
 

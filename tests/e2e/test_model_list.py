@@ -11,6 +11,7 @@ import asyncio
 
 from tests.e2e.commands import button, settings, text_of, video, with_buttons
 from tests.e2e.harness import StartWorld, World, service_creates, wait_log
+from tests.fakes.gen_service import VIDEO_MODEL
 
 
 async def test_again_after_the_services_list_drops_the_servers_default_model(
@@ -42,10 +43,10 @@ async def test_again_after_the_services_list_drops_the_servers_default_model(
     assert not refusals, refusals  # once: "“svc-video-v9” is not a model the generation service offers."
     await world.delivered(again)
     models = [r.json["model"] for r in service_creates(world, "a slow river")]
-    assert models == ["svc-video-v9", "svc-video-v2.0"]
+    assert models == ["svc-video-v9", VIDEO_MODEL]
     # /settings show tells the admin what jobs get now, not only the stale pick.
     show = text_of(await settings(world, "show"))
-    assert "svc-video-v9 (no longer offered: jobs use svc-video-v2.0)" in show, show
+    assert f"svc-video-v9 (no longer offered: jobs use {VIDEO_MODEL})" in show, show
 
 
 async def test_models_follow_the_services_list_after_a_restart(start_synced: StartWorld) -> None:
@@ -60,4 +61,4 @@ async def test_models_follow_the_services_list_after_a_restart(start_synced: Sta
     kind, data = await it.wait_response()
     assert kind == 4 and data is not None
     text = "\n".join(f"{f['name']}: {f['value']}" for f in data["embeds"][0]["fields"])
-    assert "svc-video-v3" in text and "svc-image-9" in text and "svc-video-v2.0" not in text
+    assert "svc-video-v3" in text and "svc-image-9" in text and VIDEO_MODEL not in text

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from tests.e2e.commands import refused, text_of
 from tests.e2e.harness import StartWorld, World, service_creates, wait_log
+from tests.fakes.gen_service import VIDEO_MODEL
 
-OLD, NEW = "svc-video-v2.0", "svc-video-v2.1"
+OLD, NEW = VIDEO_MODEL, "svc-video-v2.1"
 
 
 def list_calls(world: World, since: int) -> int:

@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from tests.e2e.harness import World, close_world, make_world, status_of, statuses_seen
-from tests.fakes.gen_service import TaskPlan
+from tests.fakes.gen_service import POLL_PATH, TaskPlan
 
 INTERVAL = 1.0
 PLANNED = {
@@ -30,7 +30,7 @@ def polls_by_task(world: World) -> dict[str, list[float]]:
     """Receive times of the polls of each task, in order."""
     times: dict[str, list[float]] = defaultdict(list)
     for r in world.service.requests:
-        if r.path == "/svcapi" and r.auth_ok:
+        if r.path == POLL_PATH and r.auth_ok:
             times[r.query.get("video_id", "")].append(r.received)
     return times
 

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.e2e.harness import World, close_world, make_world
+from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL
 
 MULTILINGUAL = [
     "一只在雪地里奔跑的红狐狸，电影感，慢动作",
@@ -111,14 +112,14 @@ async def test_model_autocomplete_answers_from_the_service_list(world: World) ->
     assert it.ack_latency is not None and it.ack_latency < 3
     assert it.choices is not None
     names = [c["value"] for c in it.choices]
-    assert names[0] == "svc-video-v2.0"
+    assert names[0] == VIDEO_MODEL
     assert all("image" not in n and "text" not in n for n in names)
     it = await world.discord.autocomplete(
         world.guild, world.channel, world.alice, "image", {"prompt": "x", "model": ""}, focused="model"
     )
     await it.wait_response()
     assert it.choices is not None
-    assert [c["value"] for c in it.choices] == ["svc-image-2.1-flash"]
+    assert [c["value"] for c in it.choices] == [IMAGE_MODEL]
 
 
 async def test_member_limit_and_guild_cap_give_clear_messages(tmp_path) -> None:

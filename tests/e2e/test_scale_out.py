@@ -39,7 +39,7 @@ from aiohttp import ClientSession, web
 from tests.e2e.endpoints import Ops, free_port, parse, value
 from tests.e2e.harness import World, service_creates, service_polls, task_for
 from tests.e2e.servers import LEASE_SECONDS, RATE, SHARDS, SLOW, Cluster, Relay
-from tests.fakes.gen_service import TaskPlan
+from tests.fakes.gen_service import POLL_PATH, TaskPlan
 
 PAUSED_TASK = 12.0  # seconds a task of the paused process stays pending
 
@@ -188,7 +188,7 @@ class ServiceTap:
         return [
             t
             for t in self.seen
-            if t.path == "/svcapi" and t.query.get("video_id") == task_id and t.at >= since
+            if t.path == POLL_PATH and t.query.get("video_id") == task_id and t.at >= since
         ]
 
     async def _forward(self, request: web.Request) -> web.StreamResponse:

@@ -17,7 +17,7 @@ from cryptography.fernet import Fernet
 from tests.e2e.commands import answer, image, refused, set_key, settings, text_of, video
 from tests.e2e.harness import MANAGE_GUILD, MEMBER_PERMS, StartWorld, World, service_creates, wait_state
 from tests.fakes.discord_api import FakeInteraction
-from tests.fakes.gen_service import TaskPlan
+from tests.fakes.gen_service import POLL_PATH, TaskPlan
 
 SERVER_KEY = "sk-server-" + "r" * 24 + "qrst"
 
@@ -42,7 +42,7 @@ async def test_a_key_typed_with_spaces_is_stored_trimmed_and_remove_spares_a_run
     await wait_state(world, job_id, "delivered", timeout=30)
     [create] = service_creates(world, "long running on the server key")
     assert create.key == SERVER_KEY
-    polls = [r for r in world.service.requests if r.path == "/svcapi"]
+    polls = [r for r in world.service.requests if r.path == POLL_PATH]
     assert len(polls) >= 40 and {r.key for r in polls} == {SERVER_KEY}
     it = await image(world, "after removal", member=world.bob)
     await world.delivered(it)

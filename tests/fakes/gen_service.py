@@ -37,7 +37,16 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-__all__ = ["FakeService", "FakeTask", "RecordedRequest", "TaskPlan", "tiny_png"]
+__all__ = [
+    "IMAGE_MODEL",
+    "POLL_PATH",
+    "VIDEO_MODEL",
+    "FakeService",
+    "FakeTask",
+    "RecordedRequest",
+    "TaskPlan",
+    "tiny_png",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +56,13 @@ ProgressShape = Literal[
 ImageShape = Literal["data_url", "data_b64", "url", "image_url", "task", "weird", "bad_b64"]
 ModelsShape = Literal["data", "data_kind", "data_no_kind", "bare", "strings", "weird"]
 
-_API_PATHS = ("/v1/videos", "/v1/images/generations", "/v1/models", "/svcapi")
+#: The video and image models the fake lists first: the bot's defaults (GEN_VIDEO_MODEL, GEN_IMAGE_MODEL).
+VIDEO_MODEL = "svc-video-v2.0"
+IMAGE_MODEL = "svc-image-2.1-flash"
+#: The route a video task is polled on (``GET /svcapi?video_id=...``).
+POLL_PATH = "/svcapi"
+
+_API_PATHS = ("/v1/videos", "/v1/images/generations", "/v1/models", POLL_PATH)
 
 
 @dataclass
@@ -263,8 +278,8 @@ class FakeService:
         self.image_shape: ImageShape = "data_url"
         self.image_poll_url_field = "image_url"
         self.models: list[tuple[str, str]] = [
-            ("svc-video-v2.0", "video"),
-            ("svc-image-2.1-flash", "image"),
+            (VIDEO_MODEL, "video"),
+            (IMAGE_MODEL, "image"),
             ("svc-text-1.5", "text"),
         ]
         self.models_shape: ModelsShape = "data"
@@ -312,7 +327,7 @@ class FakeService:
         self._cond = asyncio.Condition()
         app = web.Application(middlewares=[self._middleware], client_max_size=16 * 1024 * 1024)
         app.router.add_post("/v1/videos", self._create_video)
-        app.router.add_get("/svcapi", self._poll)
+        app.router.add_get(POLL_PATH, self._poll)
         app.router.add_post("/v1/images/generations", self._create_image)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/files/{name}", self._file)

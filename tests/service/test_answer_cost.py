@@ -28,7 +28,7 @@ from framecast.service import GenerationClient
 from framecast.service.errors import BadResponse
 from framecast.service.jsonread import JSON_MAX_DEPTH, load_json
 from framecast.service.types import ImageParams, VideoParams
-from tests.fakes.gen_service import FakeService
+from tests.fakes.gen_service import IMAGE_MODEL, POLL_PATH, VIDEO_MODEL, FakeService
 
 # 48 MiB: three times GEN_IMAGE_JSON_MAX_BYTES' default, a cap an operator may well set; the bombs
 # just under it are the worst an answer may be, and the client below is given that cap.
@@ -118,10 +118,8 @@ async def client(service: FakeService) -> AsyncIterator[GenerationClient]:
             await made.close()
 
 
-IMAGE = ImageParams(model="svc-image-2.1-flash", prompt="a cat", size="512x512")
-VIDEO = VideoParams(
-    model="svc-video-v2.0", prompt="a cat", width=512, height=512, num_frames=24, frame_rate=8
-)
+IMAGE = ImageParams(model=IMAGE_MODEL, prompt="a cat", size="512x512")
+VIDEO = VideoParams(model=VIDEO_MODEL, prompt="a cat", width=512, height=512, num_frames=24, frame_rate=8)
 
 
 @pytest.mark.parametrize("bomb", [object_bomb, list_bomb], ids=["objects", "nested-lists"])
@@ -180,6 +178,6 @@ async def test_create_and_poll_answers_are_capped_at_what_they_can_carry(
     service.path_scripted["/v1/videos"] = [(200, padded, None)]
     with pytest.raises(BadResponse, match="larger than the 65536-byte limit"):
         await client.create_video(VIDEO)
-    service.path_scripted["/svcapi"] = [(200, padded.replace(b"video_id", b"status"), None)]
+    service.path_scripted[POLL_PATH] = [(200, padded.replace(b"video_id", b"status"), None)]
     with pytest.raises(BadResponse, match="larger than the 65536-byte limit"):
         await client.poll_video("t1")

@@ -53,12 +53,10 @@ from framecast.service.errors import (
     UnsafeResultURL,
 )
 from framecast.values.service_requests import Priority
-from tests.fakes.gen_service import FakeService, TaskPlan
+from tests.fakes.gen_service import IMAGE_MODEL, POLL_PATH, VIDEO_MODEL, FakeService, TaskPlan
 
-VIDEO = VideoParams(
-    model="svc-video-v2.0", prompt="a cat", width=1152, height=768, num_frames=121, frame_rate=24
-)
-IMAGE = ImageParams(model="svc-image-2.1-flash", prompt="a cat", size="1024x1024")
+VIDEO = VideoParams(model=VIDEO_MODEL, prompt="a cat", width=1152, height=768, num_frames=121, frame_rate=24)
+IMAGE = ImageParams(model=IMAGE_MODEL, prompt="a cat", size="1024x1024")
 
 
 @pytest.fixture
@@ -124,12 +122,12 @@ async def test_create_video_sends_the_contract(
     (req,) = fake_service.requests
     assert (req.method, req.path, req.auth) == ("POST", "/v1/videos", "ok")
     assert req.json == {
-        "model": "svc-video-v2.0", "prompt": "a cat", "width": 1152, "height": 768, "num_frames": 121,
+        "model": VIDEO_MODEL, "prompt": "a cat", "width": 1152, "height": 768, "num_frames": 121,
         "frame_rate": 24,
     }  # fmt: skip
     await client.poll_video(task_id)
     poll = fake_service.requests[-1]
-    assert (poll.method, poll.path, poll.query, poll.auth) == ("GET", "/svcapi", {"video_id": task_id}, "ok")
+    assert (poll.method, poll.path, poll.query, poll.auth) == ("GET", POLL_PATH, {"video_id": task_id}, "ok")
     assert client.budget.granted_total == 2
 
 
@@ -167,10 +165,10 @@ async def test_prompts_arrive_byte_exact(
     fake_service: FakeService, session: aiohttp.ClientSession, prompt: str
 ) -> None:
     client = make_client(fake_service, session)
-    task_id = await client.create_video(VideoParams("svc-video-v2.0", prompt, 64, 64, 12, 12))
+    task_id = await client.create_video(VideoParams(VIDEO_MODEL, prompt, 64, 64, 12, 12))
     assert fake_service.tasks[task_id].prompt == prompt
     assert json.loads(fake_service.requests[-1].body.decode("utf-8"))["prompt"].encode() == prompt.encode()
-    await client.create_image(ImageParams("svc-image-2.1-flash", prompt, "512x512"))
+    await client.create_image(ImageParams(IMAGE_MODEL, prompt, "512x512"))
     assert fake_service.requests[-1].json["prompt"] == prompt
 
 
@@ -280,7 +278,7 @@ async def test_wait_video_reports_progress_and_returns(
     done = await client.wait_video(task_id, interval=2.0, timeout=60.0, on_progress=on_progress)
     assert done.state == "completed" and done.result_url is not None
     assert [s.progress for s in seen] == [0.25, 0.5, 0.75]
-    polls = [r.received for r in fake_service.requests if r.path == "/svcapi"]
+    polls = [r.received for r in fake_service.requests if r.path == POLL_PATH]
     assert len(polls) == 4
     assert all(b - a >= 0.02 * 0.9 for a, b in zip(polls, polls[1:], strict=False))  # one interval apart
     assert polls[0] - fake_service.requests[0].received >= 0.02 * 0.9  # the first poll waits too
@@ -345,7 +343,7 @@ async def test_wait_video_times_out(fake_service: FakeService, session: aiohttp.
         await client.wait_video(task_id, interval=5.0, timeout=30.0)  # 0.3 real seconds
     assert 0.25 <= time.monotonic() - t0 < 2.0
     assert info.value.code == "timeout" and info.value.task_id == task_id
-    assert 5 <= fake_service.count(path="/svcapi") <= 7  # polls at 5, 10, ..., 30
+    assert 5 <= fake_service.count(path=POLL_PATH) <= 7  # polls at 5, 10, ..., 30
 
 
 async def test_wait_keeps_the_original_deadline(
@@ -358,12 +356,12 @@ async def test_wait_keeps_the_original_deadline(
     # Created 1000 s ago with a 900 s timeout (a restart): one last look, then give up.
     with pytest.raises(TaskTimedOut):
         await client.wait_video(task_id, interval=30.0, timeout=900.0, started_at=clock.time() - 1000)
-    assert fake_service.count(path="/svcapi") == 1
+    assert fake_service.count(path=POLL_PATH) == 1
     # Created 890 s ago: polls at once (an interval has passed), then at the deadline.
     fake_service.clear()
     with pytest.raises(TaskTimedOut):
         await client.wait_video(task_id, interval=30.0, timeout=900.0, started_at=clock.time() - 890)
-    assert fake_service.count(path="/svcapi") == 2
+    assert fake_service.count(path=POLL_PATH) == 2
 
 
 async def test_wait_survives_a_bad_minute(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
@@ -387,7 +385,7 @@ async def test_a_failed_poll_is_asked_again_only_an_interval_later(
     fake_service.fail_next = 2
     done = await client.wait_video(task_id, interval=0.3, timeout=30.0)
     assert done.state == "completed"
-    polls = [r.received for r in fake_service.requests if r.path == "/svcapi"]
+    polls = [r.received for r in fake_service.requests if r.path == POLL_PATH]
     assert fake_service.count(status=503) == 2
     assert all(b - a >= 0.3 * 0.95 for a, b in zip(polls, polls[1:], strict=False)), polls
 
@@ -615,7 +613,7 @@ async def test_image_url_shapes(
     result = await client.create_image(IMAGE)
     assert result.url is not None and result.url.endswith(".png") and result.data is None
     assert fake_service.requests[0].json == {
-        "model": "svc-image-2.1-flash",
+        "model": IMAGE_MODEL,
         "prompt": "a cat",
         "size": "1024x1024",
     }
@@ -688,10 +686,8 @@ def test_image_result_exactly_one() -> None:
 async def test_model_shapes(fake_service: FakeService, session: aiohttp.ClientSession, shape: str) -> None:
     fake_service.models_shape = shape  # type: ignore[assignment]
     catalog = await make_client(fake_service, session).list_models()
-    assert catalog == ModelCatalog(
-        video=("svc-video-v2.0",), image=("svc-image-2.1-flash",), text=("svc-text-1.5",)
-    )
-    assert "svc-video-v2.0" in catalog
+    assert catalog == ModelCatalog(video=(VIDEO_MODEL,), image=(IMAGE_MODEL,), text=("svc-text-1.5",))
+    assert VIDEO_MODEL in catalog
 
 
 async def test_model_kinds_and_bad_shape(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
@@ -1213,7 +1209,7 @@ async def test_json_answers_are_capped_after_decompression(
     padded = b'{"status": "pending", "progress": 5}' + b" " * 5000
     bomb = _gzip(b'{"status": "pending", "pad": "' + b" " * 50_000_000 + b'"}')
     assert len(bomb) < 100_000
-    fake_service.path_scripted["/svcapi"] = [
+    fake_service.path_scripted[POLL_PATH] = [
         (200, padded, None),
         (200, bomb, {"Content-Encoding": "gzip"}),
         (200, b"\x1f\x8b\x08\x00garbage", {"Content-Encoding": "gzip"}),
@@ -1233,7 +1229,7 @@ async def test_json_answers_are_capped_after_decompression(
     assert fake_service.count() == 5  # none of them retried at once
     # deflate, zlib-wrapped or raw, is read like gzip
     raw = zlib.compressobj(6, zlib.DEFLATED, -15)
-    fake_service.path_scripted["/svcapi"] = [
+    fake_service.path_scripted[POLL_PATH] = [
         (200, zlib.compress(b'{"status": "pending", "progress": 7}'), {"Content-Encoding": "deflate"}),
         (
             200,
@@ -1257,7 +1253,7 @@ async def test_stacked_encodings_are_undone_within_the_cap(
     answer = b'{"status": "pending", "progress": 9}'
     bomb = _gzip(_gzip(b'{"status": "pending", "pad": "' + b" " * 50_000_000 + b'"}'))
     assert len(bomb) < 100_000
-    fake_service.path_scripted["/svcapi"] = [
+    fake_service.path_scripted[POLL_PATH] = [
         (200, _gzip(_gzip(answer)), {"Content-Encoding": "gzip, gzip"}),
         (200, zlib.compress(_gzip(answer)), {"Content-Encoding": "gzip, deflate"}),
         (200, _gzip(zlib.compress(answer)), {"Content-Encoding": "deflate,gzip"}),
@@ -1329,7 +1325,7 @@ async def test_error_bodies_are_read_only_in_part(
 async def test_malformed_poll_answers_are_bad_responses(
     fake_service: FakeService, session: aiohttp.ClientSession, body: bytes, why: str
 ) -> None:
-    fake_service.path_scripted["/svcapi"] = [(200, body, None)]
+    fake_service.path_scripted[POLL_PATH] = [(200, body, None)]
     with pytest.raises(BadResponse, match=why):
         await make_client(fake_service, session).poll_video("t1")
 
@@ -1362,33 +1358,33 @@ async def test_unreadable_polls_are_counted_not_retried(
     bad = (200, b'{"status": "pending", "progress": ' + b"9" * 500 + b"}", None)
     deep = (200, b"[" * 200_000, None)
     # bad, bad, good (resets the count), bad, bad, good, good -> completed
-    fake_service.path_scripted["/svcapi"] = [bad, deep]
+    fake_service.path_scripted[POLL_PATH] = [bad, deep]
     seen: list[TaskStatus] = []
 
     async def on_progress(status: TaskStatus) -> None:
         seen.append(status)
         if len(seen) == 1:
-            fake_service.path_scripted["/svcapi"] = [bad, deep]
+            fake_service.path_scripted[POLL_PATH] = [bad, deep]
 
     done = await client.wait_video(task_id, interval=2.0, timeout=600.0, on_progress=on_progress)
     assert done.state == "completed"
-    polls = [r.received for r in fake_service.requests if r.path == "/svcapi"]
+    polls = [r.received for r in fake_service.requests if r.path == POLL_PATH]
     assert len(polls) == 7
     # Each unreadable answer waited for the next interval (20 ms real), never retried at once.
     assert all(b - a >= 0.02 * 0.9 for a, b in zip(polls, polls[1:], strict=False))
 
     fake_service.clear()
     task_id = await client.create_video(VIDEO)
-    fake_service.path_scripted["/svcapi"] = [bad, deep, (200, b"\xff", None), bad]
+    fake_service.path_scripted[POLL_PATH] = [bad, deep, (200, b"\xff", None), bad]
     with pytest.raises(BadResponse, match=r"unreadable 3 times in a row") as info:
         await client.wait_video(task_id, interval=2.0, timeout=600.0)
     assert info.value.code == "bad_response" and task_id in str(info.value)
-    assert fake_service.count(path="/svcapi") == 3
+    assert fake_service.count(path=POLL_PATH) == 3
 
 
 async def test_service_text_is_made_safe(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
     client = make_client(fake_service, session, clock=ScaledClock(100))
-    fake_service.path_scripted["/svcapi"] = [
+    fake_service.path_scripted[POLL_PATH] = [
         (200, b'{"status": "failed", "error": "policy \\ud800 violation\\u202e\\u0007 \\n here"}', None),
         (200, json.dumps({"status": "failed", "error": "long " * 5000}).encode(), None),
     ]

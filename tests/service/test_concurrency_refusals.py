@@ -27,11 +27,9 @@ from framecast.service.errors import (
 )
 from framecast.service.refusals import CreateRefusals, create_refusal
 from framecast.values.service_requests import RefusalKind
-from tests.fakes.gen_service import FakeService, TaskPlan
+from tests.fakes.gen_service import POLL_PATH, VIDEO_MODEL, FakeService, TaskPlan
 
-VIDEO = VideoParams(
-    model="svc-video-v2.0", prompt="a cat", width=1152, height=768, num_frames=121, frame_rate=24
-)
+VIDEO = VideoParams(model=VIDEO_MODEL, prompt="a cat", width=1152, height=768, num_frames=121, frame_rate=24)
 CONCURRENCY, RATE = RefusalKind.CONCURRENCY, RefusalKind.RATE
 
 
@@ -160,4 +158,4 @@ async def test_an_unexplained_refusal_becomes_a_concurrency_one_once_polls_pass(
     await client.poll_video(task)  # the poll passes...
     with pytest.raises(TooManyTasks):  # ...while creates are refused: a cap
         await client.create_video(VIDEO)
-    assert fake_service.count(path="/svcapi", status=429) == 0
+    assert fake_service.count(path=POLL_PATH, status=429) == 0

@@ -12,19 +12,20 @@ from hypothesis import strategies as st
 from framecast.clock import SystemClock
 from framecast.service import GenerationClient, ModelCatalog
 from framecast.service.model_list import ModelCache, best_match, is_model_id, split_version
+from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL
 from tests.fakes.unused import unused
 
-VIDEO = "svc-video-v2.0"
-IMAGE = "svc-image-2.1-flash"
+VIDEO = VIDEO_MODEL
+IMAGE = IMAGE_MODEL
 
 
 @pytest.mark.parametrize(
     ("model", "family", "version"),
     [
-        ("svc-video-v2.0", "svc-video-#", (2, 0)),
+        (VIDEO_MODEL, "svc-video-#", (2, 0)),
         ("svc-video-v2.1", "svc-video-#", (2, 1)),
         ("SVC-Video-V10", "svc-video-#", (10,)),
-        ("svc-image-2.1-flash", "svc-image-#-flash", (2, 1)),
+        (IMAGE_MODEL, "svc-image-#-flash", (2, 1)),
         ("svc-image-3-flash", "svc-image-#-flash", (3,)),
         ("vendor/gen-2024-08-06", "vendor/gen-#-#-#", (2024, 8, 6)),
         ("org/model:latest", "org/model:latest", ()),

@@ -19,7 +19,7 @@ from framecast.keys.budget import RequestBudget
 from framecast.service import GenerationClient
 from framecast.service.model_list import REFRESH_GAP, ModelCache
 from tests.fakes.clock import ManualClock
-from tests.fakes.gen_service import FakeService
+from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL, FakeService
 
 OTHER_KEY = "server-own-key"
 
@@ -64,8 +64,8 @@ def cache(client: GenerationClient, clock: ManualClock) -> ModelCache:
         client,
         clock=clock,
         refresh_every=600,
-        default_video="svc-video-v2.0",
-        default_image="svc-image-2.1-flash",
+        default_video=VIDEO_MODEL,
+        default_image=IMAGE_MODEL,
     )
 
 
@@ -80,7 +80,7 @@ async def test_a_refresh_is_read_at_most_once_a_minute_per_key(
     operator, server = client(fake_service.api_key), client(OTHER_KEY)
     models = cache(operator, clock)
     assert REFRESH_GAP == 60.0
-    fake_service.rename_model("svc-video-v2.0", "svc-video-v2.1")
+    fake_service.rename_model(VIDEO_MODEL, "svc-video-v2.1")
     assert await models.refresh_now(operator) is True
     assert models.ids("video") == ("svc-video-v2.1",) and models.default("video") == "svc-video-v2.1"
     await clock.advance(59)
@@ -114,7 +114,7 @@ async def test_a_burst_of_refusals_on_one_key_shares_one_read(
     clock, client = clients
     operator = client(fake_service.api_key)
     models = cache(operator, clock)
-    fake_service.rename_model("svc-video-v2.0", "svc-video-v3")
+    fake_service.rename_model(VIDEO_MODEL, "svc-video-v3")
     read = await asyncio.gather(*(models.refresh_now(operator) for _ in range(5)))
     assert sorted(read) == [False] * 4 + [True]
     assert list_calls(fake_service, fake_service.api_key) == 1
@@ -131,6 +131,6 @@ async def test_a_failed_read_keeps_the_list_and_still_counts_for_the_minute(
     await clock.advance(60)
     fake_service.path_scripted["/v1/models"] = [(401, {"error": "bad key"}, None)]
     assert await models.refresh_now(operator) is False
-    assert models.ids("video") == ("svc-video-v2.0",)
+    assert models.ids("video") == (VIDEO_MODEL,)
     assert await models.refresh_now(operator) is False  # no second request within the minute
     assert list_calls(fake_service, fake_service.api_key) == 2

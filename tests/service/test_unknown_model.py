@@ -23,9 +23,9 @@ from framecast.keys.budget import RequestBudget
 from framecast.service import GenerationClient, ImageParams, VideoParams
 from framecast.service.errors import RequestRejected, UnknownModel, refused_model
 from framecast.service.parsing import error_detail
-from tests.fakes.gen_service import FakeService
+from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL, FakeService
 
-MODEL = "svc-video-v2.0"
+MODEL = VIDEO_MODEL
 
 #: How services word "no such model" (the fake's own shape first).
 MISSING_MESSAGES = [
@@ -192,10 +192,10 @@ async def test_a_create_for_a_renamed_video_model_raises_unknown_model(
 async def test_a_create_for_a_renamed_image_model_raises_unknown_model(
     fake_service: FakeService, client: GenerationClient
 ) -> None:
-    fake_service.rename_model("svc-image-2.1-flash", "svc-image-2.2-flash")
+    fake_service.rename_model(IMAGE_MODEL, "svc-image-2.2-flash")
     with pytest.raises(UnknownModel) as caught:
-        await client.create_image(ImageParams(model="svc-image-2.1-flash", prompt="a cat", size="64x64"))
-    assert caught.value.model == "svc-image-2.1-flash"
+        await client.create_image(ImageParams(model=IMAGE_MODEL, prompt="a cat", size="64x64"))
+    assert caught.value.model == IMAGE_MODEL
 
 
 async def test_a_create_refused_for_another_reason_is_a_plain_rejection(

@@ -60,11 +60,12 @@ from tests.fakes.discord_api import (
     FakeMessage,
     MiB,
 )
+from tests.fakes.gen_service import VIDEO_MODEL
 
 TOKEN_TTL = 900.0
 MARGIN = 60.0
 VIDEO = {
-    "model": "svc-video-v2.0",
+    "model": VIDEO_MODEL,
     "prompt": "a paper boat",
     "width": 64,
     "height": 64,
