@@ -1,7 +1,7 @@
 # Framecast bot image: non-root user, database on a volume, health check on the ops port.
 #
 # Order matters for rebuilds: everything that rarely changes (user, dependencies, image settings) comes
-# first; the code is one COPY at the very end (and its bytecode), so a code change rebuilds only those.
+# first; the code is one COPY at the very end, so a code change rebuilds a single layer.
 FROM python:3.11-slim
 
 # HTTP_PORT: the ops server (/healthz, /readyz, /metrics); the HEALTHCHECK below depends on it.
@@ -39,11 +39,8 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
 # stop_grace_period give 30 s): SHUTDOWN_TIMEOUT=8 keeps the clean shutdown inside even the default.
 # Exec-form CMD: python is PID 1 and receives the signal itself (no shell in between).
 STOPSIGNAL SIGTERM
+USER framecast
 CMD ["python", "bot.py"]
 
 # .dockerignore lets in only bot.py, framecast/, cogs/ and web/ (and requirements.lock, copied above).
-# Compiled here, as root: PYTHONDONTWRITEBYTECODE and the read-only code mean the bot could never
-# cache its bytecode, so every start would compile every module again (a fifth of a second of CPU).
 COPY . ./
-RUN python -m compileall -q bot.py framecast cogs web
-USER framecast
