@@ -107,6 +107,17 @@ def make_client(
     return client
 
 
+class SleepLog(SystemClock):
+    """The system clock, writing down every sleep asked of it."""
+
+    def __init__(self) -> None:
+        self.sleeps: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        await super().sleep(seconds)
+
+
 def gaps(fake: FakeService) -> list[float]:
     times = [r.received for r in fake.requests]
     return [b - a for a, b in zip(times, times[1:], strict=False)]
@@ -457,15 +468,19 @@ async def test_rejected_by_per_prompt_plan(fake_service: FakeService, session: a
 async def test_transient_5xx_retried_with_growing_backoff(
     fake_service: FakeService, session: aiohttp.ClientSession
 ) -> None:
-    client = make_client(fake_service, session, retry_max=4, backoff_base=0.05, backoff_max=1.0)
+    clock = SleepLog()
+    client = make_client(fake_service, session, clock=clock, retry_max=4, backoff_base=0.05, backoff_max=1.0)
     fake_service.fail_next = 3
     task_id = await client.create_video(VIDEO)
     assert task_id and fake_service.count() == 4 and fake_service.count(status=503) == 3
-    g = gaps(fake_service)
-    # equal jitter: attempt n waits between half and all of base * 2**(n-1)
-    for n, gap in enumerate(g, start=1):
-        assert gap >= 0.05 * 2 ** (n - 1) / 2 * 0.95, (n, g)
-    assert g[0] < g[2]
+    # Equal jitter: attempt n waits between half and all of base * 2**(n-1). The waits asked of the
+    # clock are compared, not the gaps the service saw, which a loaded machine stretches.
+    assert len(clock.sleeps) == 3, clock.sleeps
+    for n, wait in enumerate(clock.sleeps, start=1):
+        assert 0.05 * 2 ** (n - 1) / 2 <= wait <= 0.05 * 2 ** (n - 1), (n, clock.sleeps)
+    assert clock.sleeps[0] < clock.sleeps[2]
+    for n, gap in enumerate(gaps(fake_service), start=1):
+        assert gap >= 0.05 * 2 ** (n - 1) / 2 * 0.95, (n, gaps(fake_service))
 
 
 async def test_transient_exhausted_is_service_unavailable(
