@@ -1,32 +1,19 @@
 """What the bot may honestly say about a job between polls, without spending the key.
 
 A running job's message says how long its generation has left; a queued one's when it starts
-(``cogs/views/render.py`` words them). Both are checked against what happened in
-``benchmarks/bench_planner.py`` (``benchmarks/estimate_error.py``: the median error of each, per
-shape). Two things make them honest:
+(``cogs/views/render.py`` words them). Both are the planner's own plan played forward, and both are
+checked against what happened in ``benchmarks/bench_planner.py`` (``benchmarks/estimate_error.py``):
 
-* **"left" counts to the poll that will see the task done**, not to the task's predicted end on the
-  service: the message says "Generating…" until the bot has seen the result, and that poll is the
-  planner's own plan (its next poll, then the ones its rule would time after it). Without progress
-  reports the end is uncertain: over the planned polls, each has a chance of being the one that
-  sees it (the learned durations' distribution, given that the last poll found the task still
-  running), and the time shown is the one most likely to be within a fifth of the truth (see
-  :func:`likeliest_close`), so a task past its typical duration is still shown some time left,
-  never "finishing" for minutes.
-  When polls fall due together on a busy key, a poll waits for the ones before it: "left" counts
-  that wait too (:meth:`Forecast._queued`).
-* **"starts in" plays the planner's own admission forward** (:mod:`framecast.planner.starts`, the
-  same :func:`~framecast.planner.policy.admits`): over
-  the requests the running tasks are expected to make and the budget's slots as they free, the
-  images waiting on the key first, a queued video starts when the rule the planner starts videos
-  by would let it. The queue does not move at an even pace: a batch's first videos start at once,
-  the next ones wait while their completions come due, then about one for each task's worth of
-  requests; a pace (requests per task over the key's rate) was off by minutes at either end
-  (issue 17). When a ceiling on tasks at once holds the queue back (the service's cap,
-  ``GEN_MAX_RUNNING``), the job starts when a slot frees: as the running tasks are seen done,
-  then the tasks started in their place, each taking the time a new task takes to be seen done.
-  Images, and videos beyond the play's horizon, start at the key's pace (what a task costs on
-  average, learned).
+* **"left" counts to the poll that will see the task done**, not to its predicted end: the
+  message says "Generating…" until the bot has seen the result. With progress that poll is the
+  plan's; without, each poll of the ladder (:mod:`framecast.planner.polls`) has a chance of being
+  the one, from the durations given that the last poll found the task running, and the figure
+  shown is the one most likely to be close (:func:`likeliest_close`). A poll due on a busy key
+  waits for the ones due before it (:meth:`Forecast._queued`).
+* **"starts in" plays the admission policy forward** (:func:`~framecast.planner.starts.play_starts`
+  asks :func:`~framecast.planner.policy.admits` slot by slot), counts the videos that will arrive
+  meanwhile in servers whose turn comes first, and behind a ceiling on tasks at once waits for a
+  slot to free. Images, and videos beyond the play's horizon, start at the key's pace.
 """
 
 from __future__ import annotations
@@ -40,9 +27,8 @@ from typing import Protocol
 
 from framecast.clock import Clock
 from framecast.jobs.queues import GuildQueues
-from framecast.planner.costs import IMAGE_REQUESTS
-from framecast.planner.ladder import ladder_quantile, poll_at, top_after
-from framecast.planner.polls import PolledTask, PollPlan
+from framecast.planner.policy import IMAGE_REQUESTS
+from framecast.planner.polls import TOP, PolledTask, PollPlan, ladder_quantile, poll_at
 from framecast.planner.predict import DurationModel
 from framecast.planner.starts import Slots, play_starts
 from framecast.planner.tuning import PlannerTuning
@@ -66,11 +52,8 @@ __all__ = [
 _MAX_POLLS_AHEAD = 64
 #: Rounds of "the wait lets more videos arrive ahead" (a guard: the count is bounded, it converges).
 _ARRIVAL_ROUNDS = 4
-#: The share of polls planned to see a result that do, each followed by its download (see _queued).
-_DOWNLOAD_CHANCE = 0.5
-#: "left" aims within this share of the true wait (tighter than the goal's 25 %: polls come a few
-#: seconds off their plan, which eats into the margin).
-_WITHIN = 0.2
+#: What makes a figure shown close: within this share of the truth (the estimates' goal, not tuned).
+CLOSE = 0.25
 
 
 @dataclass(frozen=True)
@@ -190,7 +173,7 @@ def likeliest_close(
     chances: Sequence[float],
     *,
     floor: float,
-    within: float = _WITHIN,
+    within: float = CLOSE,
 ) -> float:
     """The wait to show when the true one is one of `waits` with these `chances`.
 
@@ -362,12 +345,11 @@ class Forecast:
         """How late the task's planned poll is expected to go out, queued behind the ones before it.
 
         A poll planned to see a result goes first in the budget, but after the other such polls
-        planned before it, and the downloads they bring (about one in two). When the key is busy,
-        each takes a slot as one frees (one every ``window / allowed`` seconds, shared with the other
-        processes on the key), so polls that fall due together go out one after another: early in
-        a batch the first polls of tasks created in the same minute were 20-60 s late (issue 17),
-        and "left" counted to the plan. A queue over the planned polls in their order; the slots
-        free now serve the first ones as planned.
+        planned before it and their downloads (each counted as admission counts it: the poll that
+        sees the task done, then the download). When the key is busy, each takes a slot as one
+        frees, so polls that fall due together go out one after another (early in a batch, the
+        first polls of tasks created in the same minute were 20-60 s late, and "left" had counted
+        to the plan). A queue over the planned polls in their order.
         """
         if not task.goes_first:
             return 0.0  # a poll that cannot see a result yet goes after creates: its figure is the plan's
@@ -381,17 +363,13 @@ class Forecast:
         slots = self._slots(now, self._pace())
         for _ in range(int(IMAGE_REQUESTS) * self._images_first()):
             slots.spend()  # images that have waited a whole window go first, their downloads too
-        downloads = 0.0  # the downloads the polls so far bring (half of them), each a slot
         sent = now
         for next_at, _ in due:
             while slots.first() < next_at:
                 slots.idle(next_at)  # a poll goes at its plan at the soonest
             sent = slots.first()
             slots.spend()
-            downloads += _DOWNLOAD_CHANCE
-            if downloads >= 1.0:
-                downloads -= 1.0
-                slots.spend()
+            slots.spend()  # its download
         return max(0.0, sent - task.next_at)
 
     def _slots(self, now: float, pace: QueuePace) -> Slots:
@@ -446,13 +424,14 @@ class Forecast:
         """The polls the planner will make of a task without progress, from the `first` one planned.
 
         `polled`: the polls made of it so far; `rung`: its ladder's first rung. Each later one at
-        the next quantile of the ladder (:mod:`framecast.planner.ladder`), an interval at the least
-        after the one before and at most the longest gap; until the task is almost surely done.
+        the next quantile of the ladder (:func:`~framecast.planner.polls.ladder_quantile`), an
+        interval at the least after the one before and at most the longest gap; until the task is
+        almost surely done.
         """
         plan = self._plan
         polls = [first]
         for k in range(1, _MAX_POLLS_AHEAD):
-            if polled + k > top_after(rung) + 1 or done_by(polls[-1]) >= 0.99:
+            if ladder_quantile(polled + k - 1, rung) >= TOP or done_by(polls[-1]) >= 0.99:
                 break
             at = polls[-1]
             target = started + quantile(ladder_quantile(polled + k, rung))

@@ -1,37 +1,25 @@
 """The request planner of one API key: what each request of its budget is spent on.
 
 The key's budget (16 requests a minute) decides how many videos members get, so every request
-should buy as much as it can. The planner decides three things, from what it predicts about each
-task on the service (:mod:`framecast.planner.predict`):
+should buy as much as it can (the objective: :mod:`framecast.planner.policy`). The planner holds
+what the policy reads and answers the runner and the scheduler:
 
-* **When each task is polled, and how urgently**: the key's poll plan
-  (:class:`~framecast.planner.polls.PollPlan`), which also says what the running tasks will ask of
-  the budget.
-* **How many tasks run at once** (adaptive concurrency): the scheduler starts the next job only
-  while the budget can sustain the requests the running tasks are expected to need within the
-  next window plus one create, and the windows its own polls will fall in have room for them
-  (:mod:`framecast.planner.horizon`), or a full next window lends it a slot the windows after it
-  have (:func:`~framecast.planner.policy.video_fits`); one video's create at a time waits
-  for the budget, in turn with the polls expected to see a result (so the queues, not the budget,
-  keep the order); a create the service failed, backing off before its
-  next try, does not count as that one (two such stop admission: creates then fail). An image
-  (a create and a download, spent at once) is admitted on its own rule and goes before waiting
-  videos, and before polls that cannot see a result yet, when the key is short (see
-  :meth:`Planner.may_start`). ``GEN_MAX_RUNNING`` is an optional ceiling. When the service
-  pushes back on creates for the key's rate (429s on creates), the planner lowers its own
-  ceiling to what runs now and raises it again by one per create that goes through. When it
-  refuses creates for the key's tasks at once (a concurrency cap: "too many tasks", or creates
-  refused while polls pass, :mod:`framecast.service.refusals`), the ceiling is the learned cap,
-  held there and probed one above now and then (:class:`~framecast.planner.shared.Pushback`);
-  the refused create waits for one of the key's tasks to end (:meth:`Planner.after_refusal`).
-* **What members are told between polls** (:class:`~framecast.planner.estimate.Estimate`),
-  computed locally: no request is spent on it.
+* **which job starts now**: :meth:`Planner.may_start` asks the pure policy
+  (:func:`~framecast.planner.policy.admits`) over a snapshot (:meth:`Planner.view`);
+* **when each task is polled**: the key's poll plan (:class:`~framecast.planner.polls.PollPlan`),
+  through each job's handle (:class:`PlannedJob`) and its pacer;
+* **the ceiling on tasks at once**: ``GEN_MAX_RUNNING``, and after the service refused creates the
+  pushback ceiling (:class:`~framecast.planner.shared.Pushback`: down to what runs and back up
+  after a rate refusal; the learned cap, held and probed, after a concurrency one, the refused
+  create then waiting for one of the key's tasks to end, :meth:`Planner.after_refusal`);
+* **what members are told** between polls (:class:`~framecast.planner.estimate.Forecast`: the
+  same policy and plan played forward), computed locally: no request is spent on it.
 
 One planner per key in each process. When several processes use one key (``REDIS_URL``), their
 planners share through :class:`~framecast.planner.shared.SharedPlanState` what the key's budget
-must cover: admission counts the other processes' demand too, the pushback ceiling is key-wide
-(less what the others run), and start estimates divide the key's rate among the processes
-spending it. Only a cached view is read here; without Redis each planner plans on its own.
+must cover: admission counts the other processes' demand, the pushback ceiling is key-wide, and
+start estimates divide the key's rate among the processes spending it. Only a cached view is
+read here; without Redis each planner plans on its own.
 """
 
 from __future__ import annotations
@@ -40,15 +28,15 @@ import asyncio
 import functools
 import logging
 import math
+import statistics
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from framecast.clock import Clock
 from framecast.jobs.queues import GuildQueues
-from framecast.planner.costs import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO
 from framecast.planner.estimate import Estimate, Forecast, QueuePace
-from framecast.planner.policy import KeyView, admits
+from framecast.planner.policy import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO, KeyView, admits
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
@@ -125,11 +113,12 @@ class Planner:
         # (bounded: a few hundred cover the longest wait worth forecasting this way).
         self._started_videos: deque[tuple[float, int]] = deque(maxlen=_STARTED_KEPT)
         # The ceiling after the service pushed back on creates; key-wide when shared (see ceiling()).
-        self._pushback = Pushback()
+        self._pushback = Pushback(probe_after=self._tuning.probe_after, base=self._tuning.probe_after)
         self._room_waiters: list[asyncio.Future[None]] = []  # refused creates waiting for a task to end
         self._shared = shared
         self._listener: Callable[[], None] | None = None
-        self._requests_per_task = MIN_REQUESTS_PER_VIDEO + 0.5  # learned as tasks finish
+        # What the last tasks seen done cost in requests (their create, polls and download).
+        self._costs: deque[int] = deque(maxlen=self._tuning.memory)
         # What members are told: read from the poll plan, the queues and this planner's pace.
         self._forecast = Forecast(
             self._polls,
@@ -258,7 +247,7 @@ class Planner:
         create. A video's goes in turn with the polls expected to see a result: admission started
         it because the windows ahead have room for those polls, whereas behind every poll that
         came due while it waited it sat out a batch's completions, holding the queue (one video's
-        create waits at a time), and the key idled after them (issue 17, round 10).
+        create waits at a time), and the key idled after them (``benchmarks/README.md``, round 10).
         """
         if job.kind is JobKind.IMAGE:
             return Priority.FIRST if self._waited_a_window(job.created_at) else Priority.NORMAL
@@ -277,7 +266,7 @@ class Planner:
 
     def crowd(self) -> float:
         """How many windows' worth of jobs wait in the queues for this key (what the poll plan spends
-        its first polls by: :func:`~framecast.planner.ladder.first_rung`).
+        its first polls by: :func:`~framecast.planner.polls.first_rung`).
 
         A window's worth: the jobs this process's part of the key's rate starts in one window, at
         what a task has cost lately.
@@ -466,7 +455,7 @@ class Planner:
         if task is None or not completed or task.track.bounds() is None:
             return  # no poll saw it complete (the runner reports completion only after one does)
         if not task.cold:  # a cold task's polls say nothing of what the queued jobs will cost
-            self._requests_per_task += 0.1 * ((task.polls + 2) - self._requests_per_task)
+            self._costs.append(task.polls + 2)
         row = self._polls.learn(task)
         if row is not None:
             try:
@@ -490,7 +479,7 @@ class Planner:
     def pace(self) -> QueuePace:
         """How fast this key's queue moves now, for the forecast's starts."""
         return QueuePace(
-            requests_per_task=max(MIN_REQUESTS_PER_VIDEO, self._requests_per_task),
+            requests_per_task=max(MIN_REQUESTS_PER_VIDEO, statistics.fmean(self._costs or [0.0])),
             processes=1 + self._others().active,
             ceiling=self.ceiling(),
             occupied=len(self._polls) + len(self._creating | self._deferred),

@@ -27,10 +27,11 @@ lowers every process's ceiling, and creates that go through anywhere raise it ag
 
 :class:`Pushback` is also the one owner of what a refused create does to the ceiling
 (:class:`~framecast.service.refusals.RefusalKind`): after a rate refusal the ceiling drops to what runs and climbs back by one per
-create that goes through (lifted after 32); after a concurrency refusal (the service runs at most
-K of the key's tasks) it is the learned cap K, held there however many creates go through, and
-raised by one only to probe now and then (after :data:`PROBE_AFTER` creates at the cap, twice as
-many after each probe the service refused): a probe the service accepts is a higher cap.
+create that goes through (lifted after ``PlannerTuning.probe_after``); after a concurrency refusal
+(the service runs at most K of the key's tasks) it is the learned cap K, held there however many
+creates go through, and raised by one only to probe now and then (after ``probe_after`` creates at
+the cap, twice as many after each probe the service refused, at most four times as many): a probe
+the service accepts is a higher cap.
 
 Redis unreachable: the view falls back to "nobody else" (this process's own, local, view) and the
 outage is logged once; it also expires on its own if no refresh succeeded for two windows.
@@ -51,12 +52,11 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from framecast.clock import Clock
+from framecast.planner.tuning import PlannerTuning
 from framecast.values.service_requests import RefusalKind
 
 __all__ = [
     "KEY_PREFIX",
-    "PROBE_AFTER",
-    "PROBE_AFTER_MAX",
     "Pushback",
     "Share",
     "SharedPlanState",
@@ -70,12 +70,9 @@ KEY_PREFIX = "framecast:plan:"
 _MIN_PERIOD = 0.02
 #: Real seconds one refresh may take before it counts as failed.
 _CALL_TIMEOUT = 2.0
-#: Creates that go through at a learned cap before one more task is tried above it (a probe).
-PROBE_AFTER = 12
-#: The longest a refused probe's wait may grow to (it doubles with each probe the service refuses).
-PROBE_AFTER_MAX = 48
-#: Creates that go through after a rate pushback before the ceiling is lifted altogether.
-_LIFT_AFTER = 32
+#: How far a refused probe's wait may grow (it doubles with each probe the service refuses): two
+#: doublings (a rule, not a tuned figure: the wait itself is ``PlannerTuning.probe_after``).
+_PROBE_GROWTH = 4
 
 # KEYS[1] plan hash; ARGV owner, payload, stale_ms. Writes "<server ms> <payload>" for the owner,
 # drops fields not refreshed for stale_ms, and returns the other live fields (field, value, ...).
@@ -108,13 +105,16 @@ class Pushback:
     the creates that went through since the pushback (additive increase) or since the cap was
     learned or last probed; `rev` orders changes across processes (0: never changed). `cap`: the
     ceiling is the service's concurrency cap as learned (held, probed after `probe_after` creates).
+    `base`: the tuned wait before a probe (``PlannerTuning.probe_after``), also the creates after
+    which a rate pushback's ceiling is lifted.
     """
 
     ceiling: float | None = None
     successes: int = 0
     rev: int = 0
     cap: bool = False
-    probe_after: int = PROBE_AFTER
+    probe_after: int = PlannerTuning.probe_after
+    base: int = dataclasses.field(default=PlannerTuning.probe_after, compare=False)
 
     @property
     def probing(self) -> bool:
@@ -131,13 +131,13 @@ class Pushback:
         """After a create refused with `running` tasks of the key on the service (change `rev`)."""
         ceiling = float(max(1, running))
         if refusal is RefusalKind.RATE:
-            return Pushback(ceiling=ceiling, successes=0, rev=rev)
+            return Pushback(ceiling=ceiling, successes=0, rev=rev, base=self.base)
         # The service counts no more of the key's tasks than we do (a task it finished may not be
         # seen yet): the cap is at most `running`, so holding there never needs a collapse below.
-        after = min(PROBE_AFTER_MAX, 2 * self.probe_after) if self.probing else self.probe_after
+        after = min(_PROBE_GROWTH * self.base, 2 * self.probe_after) if self.probing else self.probe_after
         if not self.cap:
-            after = PROBE_AFTER
-        return Pushback(ceiling=ceiling, successes=0, rev=rev, cap=True, probe_after=after)
+            after = self.base
+        return Pushback(ceiling=ceiling, successes=0, rev=rev, cap=True, probe_after=after, base=self.base)
 
     def went_through(self, rev: int) -> Pushback:
         """After a create that went through (the ceiling unchanged when none binds)."""
@@ -147,8 +147,8 @@ class Pushback:
         if self.cap:
             return dataclasses.replace(self, successes=successes, rev=rev)
         # Additive increase: one more task per create that went through, until none binds.
-        raised = None if successes > _LIFT_AFTER else self.ceiling + 1
-        return Pushback(ceiling=raised, successes=successes, rev=rev)
+        raised = None if successes > self.base else self.ceiling + 1
+        return Pushback(ceiling=raised, successes=successes, rev=rev, base=self.base)
 
     def seen_running(self, running: int, rev: int) -> Pushback | None:
         """The key runs `running` tasks: above a learned cap while probing, the cap is higher.
@@ -157,7 +157,9 @@ class Pushback:
         count a task that ended, and must not pass for a higher cap.
         """
         if self.probing and self.ceiling is not None and running > self.ceiling:
-            return Pushback(ceiling=float(running), successes=0, rev=rev, cap=True, probe_after=PROBE_AFTER)
+            return Pushback(
+                ceiling=float(running), successes=0, rev=rev, cap=True, probe_after=self.base, base=self.base
+            )
         return None
 
     def newer_than(self, other: Pushback) -> bool:
@@ -212,7 +214,7 @@ class Share:
                 rev=int(data.get("v", 0)),
                 # Written by a version that learns caps ("k", "p"); an older one's field has neither.
                 cap=bool(data.get("k", 0)),
-                probe_after=max(1, int(data.get("p", PROBE_AFTER))),
+                probe_after=max(1, int(data.get("p", PlannerTuning.probe_after))),
             ),
         )
 
