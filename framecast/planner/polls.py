@@ -31,7 +31,6 @@ decides nothing about which job starts.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -307,16 +306,23 @@ class PollPlan:
 
     # -- what the running tasks ask of the budget ------------------------------------------------------
     def demand(self, now: float, window: float) -> float:
-        """Requests the running tasks are expected to need within the window from `now`."""
+        """Requests the running tasks are expected to need within the window from `now`: each
+        task's polls as :meth:`plan` spaces them (:func:`poll_at`), then the one expected to see it
+        done and its download. Counting a poll every interval instead held a second video back for
+        the whole life of a first whose end was known, where a window holds many intervals."""
         horizon = now + window
+        to_mono = now - self._clock.time()
         total = 0.0
         for task in self._tasks.values():
-            if task.next_at > horizon:
-                continue
-            if task.likely_done:
-                total += 2  # the poll that sees it done, then the download
-            else:
-                total += 1 + math.floor((horizon - max(now, task.next_at)) / self.interval)
+            at = max(now, task.next_at)  # a poll already due waits for the budget now
+            done = None if task.likely_done else self.predicted_done(task)
+            while at <= horizon:
+                if task.likely_done or (done is not None and done + to_mono <= at + 1e-9):
+                    total += 2  # the poll that sees it done, then the download
+                    break
+                total += 1
+                target = at if done is None else done + to_mono  # unknown: every interval
+                at = poll_at(at, target, interval=self.interval, max_interval=self.max_interval)
         return total
 
     def ahead_of_images(self, now: float, window: float) -> float:
