@@ -114,11 +114,7 @@ def first_poll_at(target: float, next_poll: float, *, interval: float, max_inter
 
 
 class DurationCdf:
-    """The distribution of a kind of task's durations, as a cdf read off its quantile function.
-
-    The planner keeps quantiles (learned, corrected by the tasks still running); the chance that a
-    task is done by some age is read from a grid of them, interpolated.
-    """
+    """A kind of task's durations as a cdf, interpolated on a grid of its quantiles."""
 
     _GRID = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98)
 
@@ -155,11 +151,8 @@ def seen_chances(polls: Sequence[float], done_by: Callable[[float], float]) -> l
 
 
 def expected_seen(polls: Sequence[float], done_by: Callable[[float], float]) -> float:
-    """When the task is expected to be seen done: the mean over the planned `polls`.
-
-    What sums of waits need (a queue behind a cap waits for one task after another); a single
-    figure shown to a member is :func:`likeliest_close`'s.
-    """
+    """When the task is expected to be seen done: the mean over the planned `polls` (what sums of
+    waits need; a figure shown to a member is :func:`likeliest_close`'s)."""
     return mean_wait(polls, seen_chances(polls, done_by))
 
 
@@ -175,16 +168,11 @@ def likeliest_close(
     floor: float,
     within: float = CLOSE,
 ) -> float:
-    """The wait to show when the true one is one of `waits` with these `chances`.
-
-    A shown wait is judged by its error relative to the true one, ``|shown - true| / max(true,
-    floor)`` (below `floor` the words are "less than a minute" anyway). The figure shown is the one
-    most likely to be within `within` of the truth; among those, the one off by least on average.
-    Without progress the first poll on a quiet key comes at the median duration and sees the task
-    done about one time in two, the next one an interval or more later: when both are near (a
-    minute and a half against two), a figure between them is within a fifth of either; when they
-    are far apart (ten seconds against forty), no figure is, and this one bets on the likelier,
-    where the mean would be far from both.
+    """The wait to show when the true one is one of `waits` with these `chances`: the figure most
+    likely within `within` of the truth (error ``|shown - true| / max(true, floor)``), among those
+    the one off by least on average. Two near polls (90 s, 120 s): a figure between them is close
+    to either; far apart (10 s, 40 s): none is, and this bets on the likelier, where the mean would
+    be far from both.
     """
     weights: dict[float, float] = {}
     for wait, chance in zip(waits, chances, strict=True):
@@ -215,11 +203,8 @@ def likeliest_close(
 
 
 class Forecast:
-    """The estimates of one key's planner (``Planner.estimate``), read from its own plan.
-
-    It reads the key's poll plan (its tasks, their planned polls, the learned durations), its
-    queues and budget, and the planner's pace (:class:`QueuePace`); it changes none of them.
-    """
+    """The estimates of one key's planner (``Planner.estimate``): reads its poll plan, queues,
+    budget and pace (:class:`QueuePace`), and changes none of them."""
 
     def __init__(
         self,
@@ -282,11 +267,8 @@ class Forecast:
 
     # -- running: when the bot will see the task done ------------------------------------------------
     def seen_done(self, task: PolledTask, now: float) -> float | None:
-        """Wall time the planner's polls are expected to see `task` done (None: nothing known).
-
-        The mean over the same polls as :meth:`left` (queued as it counts them): what a queue
-        behind a cap adds up (see :meth:`starts_in`); the figure a member is shown is :meth:`left`'s.
-        """
+        """Wall time the planner's polls are expected to see `task` done (None: nothing known): the
+        mean over :meth:`left`'s polls, what a queue behind a cap adds up."""
         outlook = self._outlook(task, now, late=self._queued(task))
         if outlook is None:
             return None
@@ -294,14 +276,9 @@ class Forecast:
         return mean_wait(polls, chances)
 
     def left(self, task: PolledTask, now: float) -> float | None:
-        """Seconds "left" shown for `task`: until the poll that sees it done (None: nothing known).
-
-        Of the waits the planned polls may make it, the one most likely to be close
-        (:func:`likeliest_close`). The polls as planned, unless the polls due before this one
-        need more of the key than it frees by then (:meth:`_queued`): not as late as polls have
-        come lately, which mixes a quiet key's polls with a busy one's (adding that measured
-        lateness, its mean or the recent ones as they came, made "left" worse in most runs).
-        """
+        """Seconds "left" shown for `task`: until the poll that sees it done (None: nothing known),
+        the likeliest close figure (:func:`likeliest_close`). The polls as planned, queued behind
+        the ones due before (:meth:`_queued`; adding how late polls came lately did worse)."""
         outlook = self._outlook(task, now, late=self._queued(task))
         if outlook is None:
             return None
@@ -342,15 +319,9 @@ class Forecast:
         return polls, seen_chances(polls, done_by)
 
     def _queued(self, task: PolledTask) -> float:
-        """How late the task's planned poll is expected to go out, queued behind the ones before it.
-
-        A poll planned to see a result goes first in the budget, but after the other such polls
-        planned before it and their downloads (each counted as admission counts it: the poll that
-        sees the task done, then the download). When the key is busy, each takes a slot as one
-        frees, so polls that fall due together go out one after another (early in a batch, the
-        first polls of tasks created in the same minute were 20-60 s late, and "left" had counted
-        to the plan). A queue over the planned polls in their order.
-        """
+        """How late the task's planned poll is expected to go out, queued behind the polls planned
+        to see a result before it, each with its download (a batch's first polls went out one after
+        another, 20-60 s late, where "left" had counted to the plan)."""
         if not task.goes_first:
             return 0.0  # a poll that cannot see a result yet goes after creates: its figure is the plan's
         now = self._clock.monotonic()
@@ -394,11 +365,8 @@ class Forecast:
         return max(at, now)
 
     def typical_seen(self, job: Job) -> float | None:
-        """Seconds from a new task's create until the bot is expected to see it done (None: unknown).
-
-        A task of the job's kind just created: polls on the quantile ladder from the rung a task
-        created now starts on (never sooner than an interval), the mean of when one sees it done.
-        """
+        """Seconds from a new task's create until the bot is expected to see it done (None: unknown):
+        its ladder from the rung a task created now starts on, the mean of when a poll sees it done."""
         plan = self._plan
         key = DurationModel.key_for_params(job.params)
         if key is None or not plan.learned(key):
@@ -421,13 +389,8 @@ class Forecast:
         quantile: Callable[[float], float],
         done_by: Callable[[float], float],
     ) -> list[float]:
-        """The polls the planner will make of a task without progress, from the `first` one planned.
-
-        `polled`: the polls made of it so far; `rung`: its ladder's first rung. Each later one at
-        the next quantile of the ladder (:func:`~framecast.planner.polls.ladder_quantile`), an
-        interval at the least after the one before and at most the longest gap; until the task is
-        almost surely done.
-        """
+        """The polls the planner will make of a task without progress, from the `first` one planned
+        (`polled` made so far, `rung` its first rung), up the ladder until it is almost surely done."""
         plan = self._plan
         polls = [first]
         for k in range(1, _MAX_POLLS_AHEAD):
@@ -443,10 +406,9 @@ class Forecast:
         """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown).
 
         A video also waits for the videos that will arrive meanwhile in servers whose turn comes
-        before its own (servers take turns: one arriving in a server with fewer queued goes ahead):
-        as many as arrived there in as long a time just before (:meth:`_overtaking`), each taking
-        what a task costs the key on average, counted until the wait they add stops growing. Without them, "starts in" came out too early
-        whenever members kept arriving (benchmarks/README.md, "Members arriving at random").
+        first: as many as arrived there in as long a time just before (:meth:`_overtaking`), each at
+        a task's average cost (without them "starts in" came out too early: benchmarks/README.md,
+        "Members arriving at random").
         """
         base = self._starts_after(ahead, job)
         if base is None or job.kind is not JobKind.VIDEO:
@@ -476,14 +438,9 @@ class Forecast:
         return sum(min(n, free.get(guild, mine)) for guild, n in arrived.items() if guild != job.guild_id)
 
     def _starts_after(self, ahead: int, job: Job) -> float | None:
-        """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown).
-
-        A video: when the planner's rule, played forward, starts it (:meth:`_video_starts`); an
-        image, or a video beyond the play's horizon, at the key's pace (every job ahead takes the
-        requests a task costs on average, and a video also waits for the images waiting on the
-        key: they go first). A ceiling on tasks at once can hold the queue back further: then the
-        job starts when a slot frees for it.
-        """
+        """Before arrivals (see :meth:`starts_in`): a video when the policy played forward starts it
+        (:meth:`_video_starts`); an image, or a video past the play's horizon, at the key's pace
+        (behind the images waiting, for a video); behind a ceiling, when a slot frees for it."""
         pace = self._pace()
         starts = self._video_starts(pace) if job.kind is JobKind.VIDEO else []
         if ahead < len(starts):
@@ -515,13 +472,9 @@ class Forecast:
         return None if math.isinf(at) else max(by_rate, at)
 
     def _video_starts(self, pace: QueuePace) -> list[float]:
-        """When each queued video of this key starts, in queue order (monotonic; see
-        :func:`~framecast.planner.starts.play_starts`): the planner's rule played forward over the
-        running tasks' expected requests, the waiting images first.
-
-        Played again when the queues changed; when the plan did, at most every quarter of a budget
-        slot; and at least every slot (a slot's worth of time moves every start).
-        """
+        """When each queued video of this key starts, in queue order (monotonic): the policy played
+        forward (:func:`~framecast.planner.starts.play_starts`), the waiting images first. Played
+        again when the queues changed, when the plan did at most every quarter slot, else every slot."""
         now = self._clock.monotonic()
         spacing = 1.0 / pace.per_second(self._budget)
         videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)

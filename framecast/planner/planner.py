@@ -149,11 +149,8 @@ class Planner:
         scope: Callable[[int], bool] | None = None,
         shared: SharedPlanState | None = None,
     ) -> Planner:
-        """A planner whose duration model starts from what the store learned before a restart.
-
-        Every key's planner learns from the same durations (the service is the same); `scope` says
-        which guilds' queued jobs wait for this key (see :meth:`estimate`).
-        """
+        """A planner whose duration model starts from what the store learned before a restart (every
+        key's planner learns from the same durations: the service is the same)."""
         # Cautious priors in poll intervals: they only shape estimates until real durations arrive.
         model = DurationModel(video_prior=4 * settings.poll_interval, image_prior=settings.poll_interval)
         model.restore(await store.load_durations())
@@ -195,18 +192,15 @@ class Planner:
         return self._polls
 
     def may_start(self, running: int, kind: JobKind = JobKind.VIDEO) -> bool:
-        """Whether one more job of `kind` may start now, with `running` jobs occupying the service.
-
-        The policy (:func:`~framecast.planner.policy.admits`) over a snapshot of the key
-        (:meth:`view`); asking records nothing.
-        """
+        """Whether one more job of `kind` may start now, `running` occupying the service: the policy
+        (:func:`~framecast.planner.policy.admits`) over :meth:`view`; asking records nothing."""
         return admits(self.view(running), kind, self._tuning)
 
     def view(self, running: int) -> KeyView:
         """A read-only snapshot of the key for admission, `running` jobs occupying the service."""
         now = self._clock.monotonic()
         window = self._budget.window
-        images, since = self._queues.waiting(JobKind.IMAGE, self._scope)
+        images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
         videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
         # The other processes' tasks on this key are polled from the same window. A process with
         # nothing on the key may still start one: whoever sees a task end first (its own, at once;
@@ -224,7 +218,7 @@ class Planner:
             images_spent=self._images_spending(),
             demand=self.demand(),
             ahead_of_images=self._polls.ahead_of_images(now, window),
-            images_first=images > 0 and self._waited_a_window(since),
+            images_first=self.images_first() > 0,
             learning_due=self._polls.learning_due(now),
             images_waiting=images,
             videos_waiting=videos,
@@ -241,26 +235,21 @@ class Planner:
         return out
 
     def create_priority(self, job: Job) -> Priority:
-        """The budget priority of `job`'s create.
-
-        An image's goes first once it has waited a whole window (short jobs first), else as a
-        create. A video's goes in turn with the polls expected to see a result: admission started
-        it because the windows ahead have room for those polls, whereas behind every poll that
-        came due while it waited it sat out a batch's completions, holding the queue (one video's
-        create waits at a time), and the key idled after them (``benchmarks/README.md``, round 10).
-        """
+        """The budget priority of `job`'s create: an image's first once it has waited a whole window,
+        else as a create; a video's in turn with the polls expected to see a result (admission
+        started it because the windows ahead have room for them; behind them it held the queue
+        through a batch's completions and the key idled after: ``benchmarks/README.md``, round 10)."""
         if job.kind is JobKind.IMAGE:
             return Priority.FIRST if self._waited_a_window(job.created_at) else Priority.NORMAL
         return Priority.HIGH
 
     def _waited_a_window(self, since: float) -> bool:
-        """Whether a job queued at wall time `since` has waited a whole window (an image that has
-        goes before the videos and the polls: see :meth:`may_start`)."""
+        """Whether a job queued at wall time `since` has waited a whole window."""
         return since <= self._clock.time() - self._budget.window
 
     def images_first(self) -> int:
-        """Images waiting for this key that go before the polls expected to see a result (all of
-        them once one has waited a whole window; none before: see :meth:`may_start`)."""
+        """Images waiting for this key that go before the videos and the polls expected to see a
+        result: all of them once one has waited a whole window, none before."""
         images, since = self._queues.waiting(JobKind.IMAGE, self._scope)
         return images if self._waited_a_window(since) else 0
 
@@ -293,10 +282,8 @@ class Planner:
         return max(0.05, self._settings.poll_interval / 4)
 
     def create_sent(self, job: Job) -> Priority:
-        """`job`'s create is sent now: at which budget priority (see :meth:`create_priority`).
-
-        An image's two requests hold the window's slots from now (its create, then its download).
-        """
+        """`job`'s create is sent now, at this budget priority; an image's two requests (its create,
+        then its download) hold the window's slots from now."""
         self._creating.add(job.id)
         if job.kind is JobKind.IMAGE:
             now = self._clock.monotonic()
@@ -319,11 +306,8 @@ class Planner:
         self.create_finished(ok=False, pushed_back=pushed_back, refusal=refusal or RefusalKind.RATE)
 
     def create_deferred(self, job_id: int) -> None:
-        """The job's create failed for now and waits before trying again (the service's 5xx).
-
-        A create backing off (for as long as the poll timeout allows) is not the one create in
-        flight: the next job, of this or another guild, may start meanwhile.
-        """
+        """The job's create failed for now (the service's 5xx) and backs off: meanwhile it is not
+        the one create in flight, and the next job may start."""
         self._deferred.add(job_id)
         self._changed()
 
@@ -403,14 +387,12 @@ class Planner:
         return self._shared.view if self._shared is not None else _NOBODY_ELSE
 
     def _current_pushback(self) -> Pushback:
-        """The freshest pushback change, ours or another process's (a question: adopted as ours when
-        the shared view brings it, :meth:`_shared_changed`)."""
+        """The freshest pushback change, ours or another process's (adopted in :meth:`_shared_changed`)."""
         theirs = self._others().pushback
         return theirs if theirs.newer_than(self._pushback) else self._pushback
 
     def _shared_changed(self) -> None:
-        """The other processes' view changed: a fresher pushback is ours from now on (it stays when
-        their view goes stale), and admission may have changed."""
+        """The others' view changed: a fresher pushback is ours from now on (also once it goes stale)."""
         self._pushback = self._current_pushback()
         self._changed()
 

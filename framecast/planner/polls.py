@@ -95,10 +95,8 @@ class PolledTask:
 
     @property
     def goes_first(self) -> bool:
-        """Whether its planned poll goes first in the budget: one expected to see a result.
-
-        Polls that can only refresh progress, or are sent only to learn the task, go after creates.
-        """
+        """Whether its planned poll goes first in the budget: one expected to see a result (polls
+        that only refresh progress, or learn the task, go after creates)."""
         return self.likely_done and not self.learning
 
 
@@ -115,21 +113,16 @@ class PollPlan:
         crowd: Callable[[], float] | None = None,
         tuning: PlannerTuning | None = None,
     ) -> None:
-        """`interval`: never poll a task more often; `max_interval`: never leave one unpolled longer.
-
-        `crowd()`: how many windows' worth of jobs wait for the key now (None: nobody ever
-        waits); it sets where a new task's polls start on the ladder (:func:`first_rung`).
-        `tuning`: the scouts and the crowded rung (None: the defaults).
-        """
+        """`interval`: never poll a task more often; `max_interval`: never leave one unpolled longer;
+        `crowd()`: windows' worth of jobs waiting for the key now (None: nobody ever waits), which
+        sets a new task's first rung (:func:`first_rung`)."""
         self._tuning = tuning or PlannerTuning()
         self._clock = clock
         self._crowd = crowd
         self._model = model
         self.interval = interval
         self.max_interval = max_interval
-        self._survival = Survival(
-            self._tuning.memory
-        )  # recent durations, corrected for the tasks still running
+        self._survival = Survival(self._tuning.memory)  # recent durations, the running ones included
         self._tasks: dict[int, PolledTask] = {}
         self.video_key: DurationKey | None = None  # the kind of video last started
 
@@ -296,12 +289,8 @@ class PollPlan:
         return key is not None and self._model.expected(key).count >= self._tuning.learned_after
 
     def learning_due(self, now: float) -> bool:
-        """Whether a poll sent only to learn a task is due (it yields to images only).
-
-        Only while its kind is still not learned: the flag was set when the poll was planned, and
-        the poll may wait for the budget a window while other tasks teach the kind (a batch's video
-        creates then waited a minute for a poll with nothing left to learn).
-        """
+        """Whether a poll sent only to learn a task is due (it yields to images only), while its kind
+        is not learned yet (a batch's creates once waited a minute for one with nothing to learn)."""
         return any(t.learning and t.next_at <= now and not self.learned(t.key) for t in self._tasks.values())
 
     # -- what the running tasks ask of the budget ------------------------------------------------------
@@ -346,15 +335,10 @@ class PollPlan:
 
     def new_video_requests(self, now: float) -> list[Requests]:
         """What admission weighs for a video created now: its create, then its first poll on the
-        ladder's first rung (the median on a quiet key: half the time one more poll; see
-        :meth:`first_rung`).
-
-        Of a kind not learned yet, a poll an interval on, as the scouts poll: a video parked behind
-        them (:meth:`parks_new`) is weighed so too, not at the longest gap it waits at most. While
-        members wait for the key, its idle slots now buy more than that poll's wait costs later (by
-        then the scouts have taught the kind and its polls are spread over the ladder): the batch's
-        creates go out first, its polls fill the key to the end (``benchmarks/README.md``).
-        """
+        first rung (:meth:`first_rung`) and, by the chance it misses, one more. Of a kind not
+        learned yet, a poll an interval on, as the scouts poll, also for a video that will be parked
+        behind them (:meth:`parks_new`): the key's idle slots now buy more than that poll's wait
+        costs later (``benchmarks/README.md``)."""
         key = self.video_key  # videos of the kind last started
         if key is None or not self.learned(key):
             return [(now, 1.0), (now + self.interval, 2.0)]

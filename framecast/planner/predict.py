@@ -252,9 +252,9 @@ class DurationModel:
     Each key's estimate is a weighted mean and variance of ``log(seconds)``. The prior counts as
     ``prior_weight`` observations, so the first few real ones move the estimate quickly; after
     that a floor on the weight (``alpha``) keeps it following a service that gets slower or
-    faster. (The planner times its polls by the recent tasks, :mod:`framecast.planner.survival`,
-    once a kind is learned: this model is what a restart starts from.) ``min_sigma`` keeps it from ever claiming more certainty than durations allow.
-    A key never seen borrows from the nearest bucket of the same model (scaled by
+    faster (once a kind is learned the planner times polls by the recent tasks,
+    :mod:`framecast.planner.survival`: this model is what a restart starts from). ``min_sigma``
+    keeps it from claiming more certainty than durations allow. A key never seen borrows from the nearest bucket of the same model (scaled by
     ``2 ** (work_exponent x bucket distance)`` and less certain); a model never seen gets the prior.
     """
 

@@ -1,40 +1,30 @@
 """What the planners of one API key share across processes, through Redis (``REDIS_URL``).
 
-With several processes on one key the :class:`~framecast.keys.shared_budget.RedisBudget` keeps the key's
-window safe, but each :class:`~framecast.planner.planner.Planner` would still admit tasks as if the
-whole budget were its own: together they would start more tasks than the key can poll in time, and
-tell members starts that are too early. So each process publishes, per key, what its planner has
-on the key, and reads what the others have:
+With several processes on one key the :class:`~framecast.keys.shared_budget.RedisBudget` keeps the
+key's window safe, but each planner would still admit tasks as if the whole budget were its own
+(more tasks than the key can poll in time, starts told too early). So each process publishes per
+key its ``demand`` (requests its running tasks need within the next window), its ``running`` tasks
+and its pushback state, and reads the others'.
 
-* ``demand``: requests its running tasks need within the next window;
-* ``running``: its tasks on the service;
-* its pushback state (the key-wide ceiling after the service refused creates, with a revision).
+One hash per key, ``framecast:plan:<key_id>`` (``key_id`` from
+:func:`~framecast.keys.shared_budget.budget_key_id`: an HMAC under ``REDIS_KEY_SECRET``, never the
+key), one field per process (:attr:`SharedPlanState.owner`), each stamped with the Redis server
+time of its last write: the publishing script drops fields older than
+:attr:`SharedPlanState.stale_after` (two windows), so a dead process stops counting. One round trip
+publishes ours and reads the others' every window/4 (of the clock), from a background task; the
+planner reads only the cached :class:`SharedView` (admission never waits for Redis).
 
-All of it lives in one hash per key, ``framecast:plan:<key_id>`` (``key_id`` from
-:func:`~framecast.keys.shared_budget.budget_key_id`: an HMAC under ``REDIS_KEY_SECRET``, never the key), one field per process
-(:attr:`SharedPlanState.owner`). Each field starts with the Redis server time of its last write, so
-a process that died stops counting once its field is older than :attr:`SharedPlanState.stale_after`
-(two windows): the publishing script drops such fields. One round trip publishes ours and reads
-the others', every window/4 (of the clock, so scaled clocks scale it), from a background task.
-The planner only reads the cached :class:`SharedView` (admission is synchronous and hot: it never
-waits for Redis).
+Pushback is one key-wide fact, so it spreads as the *latest* change: each change carries a revision
+one above every one seen, and every planner adopts the freshest (ties: the lower ceiling).
+:class:`Pushback` owns what a refused create does to the ceiling
+(:class:`~framecast.service.refusals.RefusalKind`): after a rate refusal it drops to what runs and
+climbs back by one per create that goes through (lifted after ``PlannerTuning.probe_after``); after
+a concurrency refusal it is the learned cap, held, and probed one above after ``probe_after``
+creates (twice as many after each refused probe, at most four times): a probe the service accepts
+is a higher cap.
 
-Pushback is one key-wide fact ("too many tasks on this key"), so it spreads as the *latest* change
-rather than per process: each change (a pushback, an additive increase after a create that went
-through, the ceiling lifted, a cap learned or probed) carries a revision one above every revision
-seen, and every planner adopts the freshest one (ties: the lower ceiling). A pushback anywhere thus
-lowers every process's ceiling, and creates that go through anywhere raise it again.
-
-:class:`Pushback` is also the one owner of what a refused create does to the ceiling
-(:class:`~framecast.service.refusals.RefusalKind`): after a rate refusal the ceiling drops to what runs and climbs back by one per
-create that goes through (lifted after ``PlannerTuning.probe_after``); after a concurrency refusal
-(the service runs at most K of the key's tasks) it is the learned cap K, held there however many
-creates go through, and raised by one only to probe now and then (after ``probe_after`` creates at
-the cap, twice as many after each probe the service refused, at most four times as many): a probe
-the service accepts is a higher cap.
-
-Redis unreachable: the view falls back to "nobody else" (this process's own, local, view) and the
-outage is logged once; it also expires on its own if no refresh succeeded for two windows.
+Redis unreachable: the view falls back to "nobody else" and the outage is logged once; it also
+expires on its own if no refresh succeeded for two windows.
 """
 
 from __future__ import annotations
