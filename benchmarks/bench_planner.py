@@ -1,4 +1,4 @@
-"""Planner benchmark: how well the bot spends one API key's 16 requests a minute (issue 9).
+"""Planner benchmark: how well the bot spends one API key's 16 requests a minute.
 
 The real core (``framecast.app.core.Core``: store, budget, client, runner, scheduler and whatever plans
 the key's requests) runs against the fake generation service under a :class:`ScaledClock`, at the
@@ -22,18 +22,18 @@ when completed, no concurrency cap. The three columns are printed side by side:
   its highest figure, so the screen never goes back; a count above zero is an estimate that ran
   ahead of the truth);
 * in every shape, the median relative error of every "starts in" and "left" a member saw, against
-  when the job actually started and stopped generating (issue 17 item 4, ``estimate_error.py``).
+  when the job actually started and stopped generating (``estimate_error.py``).
 
 All times are printed in clock seconds (real seconds x scale). The rate window (60 s / scale real
 seconds) must stay far above the local round trip (a few milliseconds): scale 20 gives 3 s.
 
 Run: ``python3 benchmarks/bench_planner.py [--jobs 48] [--guilds 4] [--scale 20] [--seed 9]``
 
-``--shape mixed`` (issue 17, item 1): 36 such videos accepted at once, then 12 images (3 per guild)
+``--shape mixed``: 36 such videos accepted at once, then 12 images (3 per guild)
 8 clock seconds later; it prints each image's time from its command to its file (p50, p90, max) and
 the videos' makespan, beside the naive bot (which creates each image as the budget allows).
 
-``--shape random`` (issue 34, item 6): members arriving at random moments, the family the planner
+``--shape random``: members arriving at random moments, the family the planner
 was not tuned on (``arrivals.py``: Poisson arrivals for 20 minutes at ``--loads`` shares of what the
 key carries, log-normal durations, one job in five an image, 1 to 8 servers, ``--seeds``). One
 Markdown row per run: the members' wait (command -> file) mean and p90 beside the clairvoyant bound
@@ -91,7 +91,7 @@ def _code_from_git() -> str | None:
 
 CODE = _code_from_git()
 
-import arrivals  # noqa: E402  (beside this file: the random-arrival family, issue 34)
+import arrivals  # noqa: E402  (beside this file: the random-arrival family)
 import estimate_error  # noqa: E402  (beside this file: how honest the shown estimates are)
 
 from framecast.app.core import Core  # noqa: E402
@@ -657,7 +657,7 @@ def print_table(results: Sequence[RunResult], bound: float) -> None:
             print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
 
 
-# -- the mixed shape (issue 17, item 1): images arriving behind a key saturated by videos ------------
+# -- the mixed shape: images arriving behind a key saturated by videos ------------
 
 #: The mixed shape: this many videos at once, then `MIXED_IMAGES` images `MIXED_IMAGES_AFTER` later.
 MIXED_VIDEOS = 36
@@ -906,7 +906,7 @@ async def main_mixed(guilds: int, scale: float, seed: int, runs: Sequence[Run]) 
     print_mixed(results, bound)
 
 
-# -- the capped shape (issue 17, item 2): a service that refuses creates above K running tasks --------
+# -- the capped shape: a service that refuses creates above K running tasks --------
 
 #: The capped shape: this many videos at once, on a service that runs at most `CAPPED_K` of a key's
 #: tasks and refuses (429) a create above that, polls still answered. Durations in clock seconds:
@@ -999,7 +999,7 @@ async def main_async(jobs: int, guilds: int, scale: float, seed: int, runs: Sequ
     print_table(results, bound)
 
 
-# -- the random-arrival family (issue 34, item 6): members arriving at random, long-tailed durations --
+# -- the random-arrival family: members arriving at random, long-tailed durations --
 
 #: Clock seconds a random-arrival run may take at most after the last arrival (a stuck run stops).
 RANDOM_DRAIN = 1800.0
@@ -1282,7 +1282,7 @@ def main() -> None:
         "--shape",
         default="videos",
         choices=("videos", "mixed", "capped", "random"),
-        help="videos: --jobs videos at once; mixed: 36 videos, then 12 images 8 s later; capped: 24 videos on a service running 3 tasks at most (issue 17)",
+        help="videos: --jobs videos at once; mixed: 36 videos, then 12 images 8 s later; capped: 24 videos on a service running 3 tasks at most",
     )
     parser.add_argument(
         "--cap-says",

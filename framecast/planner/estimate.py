@@ -1,32 +1,19 @@
 """What the bot may honestly say about a job between polls, without spending the key.
 
 A running job's message says how long its generation has left; a queued one's when it starts
-(``cogs/views/render.py`` words them). Both are checked against what happened in
-``benchmarks/bench_planner.py`` (``benchmarks/estimate_error.py``: the median error of each, per
-shape). Two things make them honest:
+(``cogs/views/render.py`` words them). Both are the planner's own plan played forward, and both are
+checked against what happened in ``benchmarks/bench_planner.py`` (``benchmarks/estimate_error.py``):
 
-* **"left" counts to the poll that will see the task done**, not to the task's predicted end on the
-  service: the message says "Generating…" until the bot has seen the result, and that poll is the
-  planner's own plan (its next poll, then the ones its rule would time after it). Without progress
-  reports the end is uncertain: over the planned polls, each has a chance of being the one that
-  sees it (the learned durations' distribution, given that the last poll found the task still
-  running), and the time shown is the one most likely to be within a fifth of the truth (see
-  :func:`likeliest_close`), so a task past its typical duration is still shown some time left,
-  never "finishing" for minutes.
-  When polls fall due together on a busy key, a poll waits for the ones before it: "left" counts
-  that wait too (:meth:`Forecast._queued`).
-* **"starts in" plays the planner's own admission forward** (:mod:`framecast.planner.starts`, the
-  same :func:`~framecast.planner.policy.admits`): over
-  the requests the running tasks are expected to make and the budget's slots as they free, the
-  images waiting on the key first, a queued video starts when the rule the planner starts videos
-  by would let it. The queue does not move at an even pace: a batch's first videos start at once,
-  the next ones wait while their completions come due, then about one for each task's worth of
-  requests; a pace (requests per task over the key's rate) was off by minutes at either end
-  (issue 17). When a ceiling on tasks at once holds the queue back (the service's cap,
-  ``GEN_MAX_RUNNING``), the job starts when a slot frees: as the running tasks are seen done,
-  then the tasks started in their place, each taking the time a new task takes to be seen done.
-  Images, and videos beyond the play's horizon, start at the key's pace (what a task costs on
-  average, learned).
+* **"left" counts to the poll that will see the task done**, not to its predicted end: the
+  message says "Generating…" until the bot has seen the result. With progress that poll is the
+  plan's; without, each poll of the ladder (:mod:`framecast.planner.polls`) has a chance of being
+  the one, from the durations given that the last poll found the task running, and the figure
+  shown is the one most likely to be close (:func:`likeliest_close`). A poll due on a busy key
+  waits for the ones due before it (:meth:`Forecast._queued`).
+* **"starts in" plays the admission policy forward** (:func:`~framecast.planner.starts.play_starts`
+  asks :func:`~framecast.planner.policy.admits` slot by slot), counts the videos that will arrive
+  meanwhile in servers whose turn comes first, and behind a ceiling on tasks at once waits for a
+  slot to free. Images, and videos beyond the play's horizon, start at the key's pace.
 """
 
 from __future__ import annotations
@@ -40,9 +27,8 @@ from typing import Protocol
 
 from framecast.clock import Clock
 from framecast.jobs.queues import GuildQueues
-from framecast.planner.costs import IMAGE_REQUESTS
-from framecast.planner.ladder import ladder_quantile, poll_at, top_after
-from framecast.planner.polls import PolledTask, PollPlan
+from framecast.planner.policy import IMAGE_REQUESTS
+from framecast.planner.polls import TOP, PolledTask, PollPlan, ladder_quantile, poll_at
 from framecast.planner.predict import DurationModel
 from framecast.planner.starts import Slots, play_starts
 from framecast.planner.tuning import PlannerTuning
@@ -66,11 +52,8 @@ __all__ = [
 _MAX_POLLS_AHEAD = 64
 #: Rounds of "the wait lets more videos arrive ahead" (a guard: the count is bounded, it converges).
 _ARRIVAL_ROUNDS = 4
-#: The share of polls planned to see a result that do, each followed by its download (see _queued).
-_DOWNLOAD_CHANCE = 0.5
-#: "left" aims within this share of the true wait (tighter than the goal's 25 %: polls come a few
-#: seconds off their plan, which eats into the margin).
-_WITHIN = 0.2
+#: What makes a figure shown close: within this share of the truth (the estimates' goal, not tuned).
+CLOSE = 0.25
 
 
 @dataclass(frozen=True)
@@ -131,11 +114,7 @@ def first_poll_at(target: float, next_poll: float, *, interval: float, max_inter
 
 
 class DurationCdf:
-    """The distribution of a kind of task's durations, as a cdf read off its quantile function.
-
-    The planner keeps quantiles (learned, corrected by the tasks still running); the chance that a
-    task is done by some age is read from a grid of them, interpolated.
-    """
+    """A kind of task's durations as a cdf, interpolated on a grid of its quantiles."""
 
     _GRID = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98)
 
@@ -172,11 +151,8 @@ def seen_chances(polls: Sequence[float], done_by: Callable[[float], float]) -> l
 
 
 def expected_seen(polls: Sequence[float], done_by: Callable[[float], float]) -> float:
-    """When the task is expected to be seen done: the mean over the planned `polls`.
-
-    What sums of waits need (a queue behind a cap waits for one task after another); a single
-    figure shown to a member is :func:`likeliest_close`'s.
-    """
+    """When the task is expected to be seen done: the mean over the planned `polls` (what sums of
+    waits need; a figure shown to a member is :func:`likeliest_close`'s)."""
     return mean_wait(polls, seen_chances(polls, done_by))
 
 
@@ -190,18 +166,13 @@ def likeliest_close(
     chances: Sequence[float],
     *,
     floor: float,
-    within: float = _WITHIN,
+    within: float = CLOSE,
 ) -> float:
-    """The wait to show when the true one is one of `waits` with these `chances`.
-
-    A shown wait is judged by its error relative to the true one, ``|shown - true| / max(true,
-    floor)`` (below `floor` the words are "less than a minute" anyway). The figure shown is the one
-    most likely to be within `within` of the truth; among those, the one off by least on average.
-    Without progress the first poll on a quiet key comes at the median duration and sees the task
-    done about one time in two, the next one an interval or more later: when both are near (a
-    minute and a half against two), a figure between them is within a fifth of either; when they
-    are far apart (ten seconds against forty), no figure is, and this one bets on the likelier,
-    where the mean would be far from both.
+    """The wait to show when the true one is one of `waits` with these `chances`: the figure most
+    likely within `within` of the truth (error ``|shown - true| / max(true, floor)``), among those
+    the one off by least on average. Two near polls (90 s, 120 s): a figure between them is close
+    to either; far apart (10 s, 40 s): none is, and this bets on the likelier, where the mean would
+    be far from both.
     """
     weights: dict[float, float] = {}
     for wait, chance in zip(waits, chances, strict=True):
@@ -232,11 +203,8 @@ def likeliest_close(
 
 
 class Forecast:
-    """The estimates of one key's planner (``Planner.estimate``), read from its own plan.
-
-    It reads the key's poll plan (its tasks, their planned polls, the learned durations), its
-    queues and budget, and the planner's pace (:class:`QueuePace`); it changes none of them.
-    """
+    """The estimates of one key's planner (``Planner.estimate``): reads its poll plan, queues,
+    budget and pace (:class:`QueuePace`), and changes none of them."""
 
     def __init__(
         self,
@@ -299,11 +267,8 @@ class Forecast:
 
     # -- running: when the bot will see the task done ------------------------------------------------
     def seen_done(self, task: PolledTask, now: float) -> float | None:
-        """Wall time the planner's polls are expected to see `task` done (None: nothing known).
-
-        The mean over the same polls as :meth:`left` (queued as it counts them): what a queue
-        behind a cap adds up (see :meth:`starts_in`); the figure a member is shown is :meth:`left`'s.
-        """
+        """Wall time the planner's polls are expected to see `task` done (None: nothing known): the
+        mean over :meth:`left`'s polls, what a queue behind a cap adds up."""
         outlook = self._outlook(task, now, late=self._queued(task))
         if outlook is None:
             return None
@@ -311,14 +276,9 @@ class Forecast:
         return mean_wait(polls, chances)
 
     def left(self, task: PolledTask, now: float) -> float | None:
-        """Seconds "left" shown for `task`: until the poll that sees it done (None: nothing known).
-
-        Of the waits the planned polls may make it, the one most likely to be close
-        (:func:`likeliest_close`). The polls as planned, unless the polls due before this one
-        need more of the key than it frees by then (:meth:`_queued`): not as late as polls have
-        come lately, which mixes a quiet key's polls with a busy one's (adding that measured
-        lateness, its mean or the recent ones as they came, made "left" worse in most runs).
-        """
+        """Seconds "left" shown for `task`: until the poll that sees it done (None: nothing known),
+        the likeliest close figure (:func:`likeliest_close`). The polls as planned, queued behind
+        the ones due before (:meth:`_queued`; adding how late polls came lately did worse)."""
         outlook = self._outlook(task, now, late=self._queued(task))
         if outlook is None:
             return None
@@ -359,16 +319,9 @@ class Forecast:
         return polls, seen_chances(polls, done_by)
 
     def _queued(self, task: PolledTask) -> float:
-        """How late the task's planned poll is expected to go out, queued behind the ones before it.
-
-        A poll planned to see a result goes first in the budget, but after the other such polls
-        planned before it, and the downloads they bring (about one in two). When the key is busy,
-        each takes a slot as one frees (one every ``window / allowed`` seconds, shared with the other
-        processes on the key), so polls that fall due together go out one after another: early in
-        a batch the first polls of tasks created in the same minute were 20-60 s late (issue 17),
-        and "left" counted to the plan. A queue over the planned polls in their order; the slots
-        free now serve the first ones as planned.
-        """
+        """How late the task's planned poll is expected to go out, queued behind the polls planned
+        to see a result before it, each with its download (a batch's first polls went out one after
+        another, 20-60 s late, where "left" had counted to the plan)."""
         if not task.goes_first:
             return 0.0  # a poll that cannot see a result yet goes after creates: its figure is the plan's
         now = self._clock.monotonic()
@@ -381,17 +334,13 @@ class Forecast:
         slots = self._slots(now, self._pace())
         for _ in range(int(IMAGE_REQUESTS) * self._images_first()):
             slots.spend()  # images that have waited a whole window go first, their downloads too
-        downloads = 0.0  # the downloads the polls so far bring (half of them), each a slot
         sent = now
         for next_at, _ in due:
             while slots.first() < next_at:
                 slots.idle(next_at)  # a poll goes at its plan at the soonest
             sent = slots.first()
             slots.spend()
-            downloads += _DOWNLOAD_CHANCE
-            if downloads >= 1.0:
-                downloads -= 1.0
-                slots.spend()
+            slots.spend()  # its download
         return max(0.0, sent - task.next_at)
 
     def _slots(self, now: float, pace: QueuePace) -> Slots:
@@ -416,11 +365,8 @@ class Forecast:
         return max(at, now)
 
     def typical_seen(self, job: Job) -> float | None:
-        """Seconds from a new task's create until the bot is expected to see it done (None: unknown).
-
-        A task of the job's kind just created: polls on the quantile ladder from the rung a task
-        created now starts on (never sooner than an interval), the mean of when one sees it done.
-        """
+        """Seconds from a new task's create until the bot is expected to see it done (None: unknown):
+        its ladder from the rung a task created now starts on, the mean of when a poll sees it done."""
         plan = self._plan
         key = DurationModel.key_for_params(job.params)
         if key is None or not plan.learned(key):
@@ -443,16 +389,12 @@ class Forecast:
         quantile: Callable[[float], float],
         done_by: Callable[[float], float],
     ) -> list[float]:
-        """The polls the planner will make of a task without progress, from the `first` one planned.
-
-        `polled`: the polls made of it so far; `rung`: its ladder's first rung. Each later one at
-        the next quantile of the ladder (:mod:`framecast.planner.ladder`), an interval at the least
-        after the one before and at most the longest gap; until the task is almost surely done.
-        """
+        """The polls the planner will make of a task without progress, from the `first` one planned
+        (`polled` made so far, `rung` its first rung), up the ladder until it is almost surely done."""
         plan = self._plan
         polls = [first]
         for k in range(1, _MAX_POLLS_AHEAD):
-            if polled + k > top_after(rung) + 1 or done_by(polls[-1]) >= 0.99:
+            if ladder_quantile(polled + k - 1, rung) >= TOP or done_by(polls[-1]) >= 0.99:
                 break
             at = polls[-1]
             target = started + quantile(ladder_quantile(polled + k, rung))
@@ -464,10 +406,9 @@ class Forecast:
         """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown).
 
         A video also waits for the videos that will arrive meanwhile in servers whose turn comes
-        before its own (servers take turns: one arriving in a server with fewer queued goes ahead):
-        as many as arrived there in as long a time just before (:meth:`_overtaking`), each taking
-        what a task costs the key on average, counted until the wait they add stops growing. Without them, "starts in" came out too early
-        whenever members kept arriving (benchmarks/README.md, "Members arriving at random").
+        first: as many as arrived there in as long a time just before (:meth:`_overtaking`), each at
+        a task's average cost (without them "starts in" came out too early: benchmarks/README.md,
+        "Members arriving at random").
         """
         base = self._starts_after(ahead, job)
         if base is None or job.kind is not JobKind.VIDEO:
@@ -497,14 +438,9 @@ class Forecast:
         return sum(min(n, free.get(guild, mine)) for guild, n in arrived.items() if guild != job.guild_id)
 
     def _starts_after(self, ahead: int, job: Job) -> float | None:
-        """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown).
-
-        A video: when the planner's rule, played forward, starts it (:meth:`_video_starts`); an
-        image, or a video beyond the play's horizon, at the key's pace (every job ahead takes the
-        requests a task costs on average, and a video also waits for the images waiting on the
-        key: they go first). A ceiling on tasks at once can hold the queue back further: then the
-        job starts when a slot frees for it.
-        """
+        """Before arrivals (see :meth:`starts_in`): a video when the policy played forward starts it
+        (:meth:`_video_starts`); an image, or a video past the play's horizon, at the key's pace
+        (behind the images waiting, for a video); behind a ceiling, when a slot frees for it."""
         pace = self._pace()
         starts = self._video_starts(pace) if job.kind is JobKind.VIDEO else []
         if ahead < len(starts):
@@ -536,13 +472,9 @@ class Forecast:
         return None if math.isinf(at) else max(by_rate, at)
 
     def _video_starts(self, pace: QueuePace) -> list[float]:
-        """When each queued video of this key starts, in queue order (monotonic; see
-        :func:`~framecast.planner.starts.play_starts`): the planner's rule played forward over the
-        running tasks' expected requests, the waiting images first.
-
-        Played again when the queues changed; when the plan did, at most every quarter of a budget
-        slot; and at least every slot (a slot's worth of time moves every start).
-        """
+        """When each queued video of this key starts, in queue order (monotonic): the policy played
+        forward (:func:`~framecast.planner.starts.play_starts`), the waiting images first. Played
+        again when the queues changed, when the plan did at most every quarter slot, else every slot."""
         now = self._clock.monotonic()
         spacing = 1.0 / pace.per_second(self._budget)
         videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)

@@ -1,37 +1,25 @@
 """The request planner of one API key: what each request of its budget is spent on.
 
 The key's budget (16 requests a minute) decides how many videos members get, so every request
-should buy as much as it can. The planner decides three things, from what it predicts about each
-task on the service (:mod:`framecast.planner.predict`):
+should buy as much as it can (the objective: :mod:`framecast.planner.policy`). The planner holds
+what the policy reads and answers the runner and the scheduler:
 
-* **When each task is polled, and how urgently**: the key's poll plan
-  (:class:`~framecast.planner.polls.PollPlan`), which also says what the running tasks will ask of
-  the budget.
-* **How many tasks run at once** (adaptive concurrency): the scheduler starts the next job only
-  while the budget can sustain the requests the running tasks are expected to need within the
-  next window plus one create, and the windows its own polls will fall in have room for them
-  (:mod:`framecast.planner.horizon`), or a full next window lends it a slot the windows after it
-  have (:func:`~framecast.planner.policy.video_fits`); one video's create at a time waits
-  for the budget, in turn with the polls expected to see a result (so the queues, not the budget,
-  keep the order); a create the service failed, backing off before its
-  next try, does not count as that one (two such stop admission: creates then fail). An image
-  (a create and a download, spent at once) is admitted on its own rule and goes before waiting
-  videos, and before polls that cannot see a result yet, when the key is short (see
-  :meth:`Planner.may_start`). ``GEN_MAX_RUNNING`` is an optional ceiling. When the service
-  pushes back on creates for the key's rate (429s on creates), the planner lowers its own
-  ceiling to what runs now and raises it again by one per create that goes through. When it
-  refuses creates for the key's tasks at once (a concurrency cap: "too many tasks", or creates
-  refused while polls pass, :mod:`framecast.service.refusals`), the ceiling is the learned cap,
-  held there and probed one above now and then (:class:`~framecast.planner.shared.Pushback`);
-  the refused create waits for one of the key's tasks to end (:meth:`Planner.after_refusal`).
-* **What members are told between polls** (:class:`~framecast.planner.estimate.Estimate`),
-  computed locally: no request is spent on it.
+* **which job starts now**: :meth:`Planner.may_start` asks the pure policy
+  (:func:`~framecast.planner.policy.admits`) over a snapshot (:meth:`Planner.view`);
+* **when each task is polled**: the key's poll plan (:class:`~framecast.planner.polls.PollPlan`),
+  through each job's handle (:class:`PlannedJob`) and its pacer;
+* **the ceiling on tasks at once**: ``GEN_MAX_RUNNING``, and after the service refused creates the
+  pushback ceiling (:class:`~framecast.planner.shared.Pushback`: down to what runs and back up
+  after a rate refusal; the learned cap, held and probed, after a concurrency one, the refused
+  create then waiting for one of the key's tasks to end, :meth:`Planner.after_refusal`);
+* **what members are told** between polls (:class:`~framecast.planner.estimate.Forecast`: the
+  same policy and plan played forward), computed locally: no request is spent on it.
 
 One planner per key in each process. When several processes use one key (``REDIS_URL``), their
 planners share through :class:`~framecast.planner.shared.SharedPlanState` what the key's budget
-must cover: admission counts the other processes' demand too, the pushback ceiling is key-wide
-(less what the others run), and start estimates divide the key's rate among the processes
-spending it. Only a cached view is read here; without Redis each planner plans on its own.
+must cover: admission counts the other processes' demand, the pushback ceiling is key-wide, and
+start estimates divide the key's rate among the processes spending it. Only a cached view is
+read here; without Redis each planner plans on its own.
 """
 
 from __future__ import annotations
@@ -40,15 +28,15 @@ import asyncio
 import functools
 import logging
 import math
+import statistics
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from framecast.clock import Clock
 from framecast.jobs.queues import GuildQueues
-from framecast.planner.costs import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO
 from framecast.planner.estimate import Estimate, Forecast, QueuePace
-from framecast.planner.policy import KeyView, admits
+from framecast.planner.policy import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO, KeyView, admits
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
@@ -125,11 +113,12 @@ class Planner:
         # (bounded: a few hundred cover the longest wait worth forecasting this way).
         self._started_videos: deque[tuple[float, int]] = deque(maxlen=_STARTED_KEPT)
         # The ceiling after the service pushed back on creates; key-wide when shared (see ceiling()).
-        self._pushback = Pushback()
+        self._pushback = Pushback(probe_after=self._tuning.probe_after, base=self._tuning.probe_after)
         self._room_waiters: list[asyncio.Future[None]] = []  # refused creates waiting for a task to end
         self._shared = shared
         self._listener: Callable[[], None] | None = None
-        self._requests_per_task = MIN_REQUESTS_PER_VIDEO + 0.5  # learned as tasks finish
+        # What the last tasks seen done cost in requests (their create, polls and download).
+        self._costs: deque[int] = deque(maxlen=self._tuning.memory)
         # What members are told: read from the poll plan, the queues and this planner's pace.
         self._forecast = Forecast(
             self._polls,
@@ -160,11 +149,8 @@ class Planner:
         scope: Callable[[int], bool] | None = None,
         shared: SharedPlanState | None = None,
     ) -> Planner:
-        """A planner whose duration model starts from what the store learned before a restart.
-
-        Every key's planner learns from the same durations (the service is the same); `scope` says
-        which guilds' queued jobs wait for this key (see :meth:`estimate`).
-        """
+        """A planner whose duration model starts from what the store learned before a restart (every
+        key's planner learns from the same durations: the service is the same)."""
         # Cautious priors in poll intervals: they only shape estimates until real durations arrive.
         model = DurationModel(video_prior=4 * settings.poll_interval, image_prior=settings.poll_interval)
         model.restore(await store.load_durations())
@@ -206,18 +192,15 @@ class Planner:
         return self._polls
 
     def may_start(self, running: int, kind: JobKind = JobKind.VIDEO) -> bool:
-        """Whether one more job of `kind` may start now, with `running` jobs occupying the service.
-
-        The policy (:func:`~framecast.planner.policy.admits`) over a snapshot of the key
-        (:meth:`view`); asking records nothing.
-        """
+        """Whether one more job of `kind` may start now, `running` occupying the service: the policy
+        (:func:`~framecast.planner.policy.admits`) over :meth:`view`; asking records nothing."""
         return admits(self.view(running), kind, self._tuning)
 
     def view(self, running: int) -> KeyView:
         """A read-only snapshot of the key for admission, `running` jobs occupying the service."""
         now = self._clock.monotonic()
         window = self._budget.window
-        images, since = self._queues.waiting(JobKind.IMAGE, self._scope)
+        images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
         videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
         # The other processes' tasks on this key are polled from the same window. A process with
         # nothing on the key may still start one: whoever sees a task end first (its own, at once;
@@ -235,7 +218,7 @@ class Planner:
             images_spent=self._images_spending(),
             demand=self.demand(),
             ahead_of_images=self._polls.ahead_of_images(now, window),
-            images_first=images > 0 and self._waited_a_window(since),
+            images_first=self.images_first() > 0,
             learning_due=self._polls.learning_due(now),
             images_waiting=images,
             videos_waiting=videos,
@@ -252,32 +235,27 @@ class Planner:
         return out
 
     def create_priority(self, job: Job) -> Priority:
-        """The budget priority of `job`'s create.
-
-        An image's goes first once it has waited a whole window (short jobs first), else as a
-        create. A video's goes in turn with the polls expected to see a result: admission started
-        it because the windows ahead have room for those polls, whereas behind every poll that
-        came due while it waited it sat out a batch's completions, holding the queue (one video's
-        create waits at a time), and the key idled after them (issue 17, round 10).
-        """
+        """The budget priority of `job`'s create: an image's first once it has waited a whole window,
+        else as a create; a video's in turn with the polls expected to see a result (admission
+        started it because the windows ahead have room for them; behind them it held the queue
+        through a batch's completions and the key idled after: ``benchmarks/README.md``, round 10)."""
         if job.kind is JobKind.IMAGE:
             return Priority.FIRST if self._waited_a_window(job.created_at) else Priority.NORMAL
         return Priority.HIGH
 
     def _waited_a_window(self, since: float) -> bool:
-        """Whether a job queued at wall time `since` has waited a whole window (an image that has
-        goes before the videos and the polls: see :meth:`may_start`)."""
+        """Whether a job queued at wall time `since` has waited a whole window."""
         return since <= self._clock.time() - self._budget.window
 
     def images_first(self) -> int:
-        """Images waiting for this key that go before the polls expected to see a result (all of
-        them once one has waited a whole window; none before: see :meth:`may_start`)."""
+        """Images waiting for this key that go before the videos and the polls expected to see a
+        result: all of them once one has waited a whole window, none before."""
         images, since = self._queues.waiting(JobKind.IMAGE, self._scope)
         return images if self._waited_a_window(since) else 0
 
     def crowd(self) -> float:
         """How many windows' worth of jobs wait in the queues for this key (what the poll plan spends
-        its first polls by: :func:`~framecast.planner.ladder.first_rung`).
+        its first polls by: :func:`~framecast.planner.polls.first_rung`).
 
         A window's worth: the jobs this process's part of the key's rate starts in one window, at
         what a task has cost lately.
@@ -304,10 +282,8 @@ class Planner:
         return max(0.05, self._settings.poll_interval / 4)
 
     def create_sent(self, job: Job) -> Priority:
-        """`job`'s create is sent now: at which budget priority (see :meth:`create_priority`).
-
-        An image's two requests hold the window's slots from now (its create, then its download).
-        """
+        """`job`'s create is sent now, at this budget priority; an image's two requests (its create,
+        then its download) hold the window's slots from now."""
         self._creating.add(job.id)
         if job.kind is JobKind.IMAGE:
             now = self._clock.monotonic()
@@ -330,11 +306,8 @@ class Planner:
         self.create_finished(ok=False, pushed_back=pushed_back, refusal=refusal or RefusalKind.RATE)
 
     def create_deferred(self, job_id: int) -> None:
-        """The job's create failed for now and waits before trying again (the service's 5xx).
-
-        A create backing off (for as long as the poll timeout allows) is not the one create in
-        flight: the next job, of this or another guild, may start meanwhile.
-        """
+        """The job's create failed for now (the service's 5xx) and backs off: meanwhile it is not
+        the one create in flight, and the next job may start."""
         self._deferred.add(job_id)
         self._changed()
 
@@ -414,14 +387,12 @@ class Planner:
         return self._shared.view if self._shared is not None else _NOBODY_ELSE
 
     def _current_pushback(self) -> Pushback:
-        """The freshest pushback change, ours or another process's (a question: adopted as ours when
-        the shared view brings it, :meth:`_shared_changed`)."""
+        """The freshest pushback change, ours or another process's (adopted in :meth:`_shared_changed`)."""
         theirs = self._others().pushback
         return theirs if theirs.newer_than(self._pushback) else self._pushback
 
     def _shared_changed(self) -> None:
-        """The other processes' view changed: a fresher pushback is ours from now on (it stays when
-        their view goes stale), and admission may have changed."""
+        """The others' view changed: a fresher pushback is ours from now on (also once it goes stale)."""
         self._pushback = self._current_pushback()
         self._changed()
 
@@ -466,7 +437,7 @@ class Planner:
         if task is None or not completed or task.track.bounds() is None:
             return  # no poll saw it complete (the runner reports completion only after one does)
         if not task.cold:  # a cold task's polls say nothing of what the queued jobs will cost
-            self._requests_per_task += 0.1 * ((task.polls + 2) - self._requests_per_task)
+            self._costs.append(task.polls + 2)
         row = self._polls.learn(task)
         if row is not None:
             try:
@@ -490,7 +461,7 @@ class Planner:
     def pace(self) -> QueuePace:
         """How fast this key's queue moves now, for the forecast's starts."""
         return QueuePace(
-            requests_per_task=max(MIN_REQUESTS_PER_VIDEO, self._requests_per_task),
+            requests_per_task=max(MIN_REQUESTS_PER_VIDEO, statistics.fmean(self._costs or [0.0])),
             processes=1 + self._others().active,
             ceiling=self.ceiling(),
             occupied=len(self._polls) + len(self._creating | self._deferred),

@@ -7,44 +7,66 @@ other processes' share) and asks :func:`admits`; nothing is recorded by asking. 
 (:func:`~framecast.planner.starts.play_starts`): one policy, asked now and played ahead. Every
 tuned number comes from :class:`~framecast.planner.tuning.PlannerTuning`.
 
-**The objective** (the one the whole planner serves; issue 34): the sum over jobs of what members
-wait, command to file, subject to the key's budget (never more requests in a window than it
-holds: no self-inflicted 429) and the servers taking turns in the queues (fairness is the queues',
-not the budget's). A request slot spent on one thing is not spent on another, so each rule below is
-one answer to "what does the next slot lower that sum most by": a poll that will see a result (a
-file sooner), an image's create (two slots for a whole file), a video's create (a file one task
-later, and its polls taken from the windows they fall in), or nothing (a poll that sees nothing
-costs every member waiting a slot). Makespan and requests per video follow; they are not goals.
+**The objective** (the one the whole planner serves): the sum over jobs of what members wait,
+command to file, subject to the key's budget (never more requests in a window than it holds: no
+self-inflicted 429) and the servers taking turns in the queues (fairness is the queues', not the
+budget's). A request slot spent on one thing is not spent on another, so each rule below is one
+answer to "what does the next slot lower that sum most by": a poll that will see a result (a file
+sooner), an image's create (two slots for a whole file), a video's create (a file one task later,
+and its polls taken from the windows they fall in), or nothing (a poll that sees nothing costs
+every member waiting a slot). Makespan and requests per video follow; they are not goals.
 
-What the policy weighs (issue 17, measured in ``benchmarks/README.md``):
+What the policy weighs (measured in ``benchmarks/README.md``):
 
 * one video's create waits for the budget at a time (the queues, round-robin and cancellable, keep
-  the order, not the budget); a few images' creates may wait together;
+  the order, not the budget); images' creates may wait together, as many as the window holds;
 * more than one create backing off after a failure stops admission (the service likely refuses
   creates altogether);
 * an image's create goes before the polls that cannot see a result yet, so only the polls that will
-  see one (and their downloads) must fit beside it; all the planned requests within a bounded push;
+  see one (and their downloads) must fit beside it; all the planned requests within a borrow;
 * a video waits while a poll sent only to learn a task is due, while an image has waited a whole
   window, and until the next window has room for it and the images waiting (or lends it a slot, or
-  would idle), and the windows its own polls will fall in have room for them (the horizon).
+  would idle), and the windows its own polls will fall in have room for them (:func:`peak_with`).
+
+A video created now costs its create at once and its polls minutes later, when it is due to finish:
+looking at the next window only, admission started tasks whose completions then fell together into
+one later window (their polls waited, the windows around them idled); :func:`peak_with` looks at
+every window the new task's requests would fall in.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from framecast.planner.costs import IMAGE_REQUESTS
-from framecast.planner.horizon import Requests, peak_with
 from framecast.planner.tuning import PlannerTuning
 from framecast.values import JobKind
 
-__all__ = ["MAX_DEFERRED", "KeyView", "admits", "video_fits"]
+__all__ = [
+    "IMAGE_REQUESTS",
+    "MAX_DEFERRED",
+    "MIN_REQUESTS_PER_VIDEO",
+    "KeyView",
+    "Requests",
+    "admits",
+    "peak_with",
+    "video_fits",
+]
+
+#: Requests a video costs at the least: its create, the poll that sees it done, the download.
+MIN_REQUESTS_PER_VIDEO = 3.0
+#: Requests an image costs: its create and the download of the result the create answered.
+IMAGE_REQUESTS = 2.0
 
 #: Creates backing off after a failure that admission looks past: one may be a passing error;
 #: two mean the service refuses creates, and more jobs taken off the queues would only retry in a
 #: crowd (and out of turn) later. A rule, not a tuned figure.
 MAX_DEFERRED = 1
+
+
+#: ``(time, requests)``: requests expected at a moment (fractions are expectations).
+Requests = tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -89,7 +111,7 @@ def video_fits(
     peak: Callable[[], float],
     ahead: Callable[[float], float] | None = None,
 ) -> bool:
-    """Whether a video fits a window of `allowed` requests, `due` of them planned (issue 17).
+    """Whether a video fits a window of `allowed` requests, `due` of them planned.
 
     `images`: images waiting on the key (they go first: two requests each); `videos`: videos
     waiting on it, this one included; `peak()`: the most requests a later window would hold with
@@ -124,7 +146,7 @@ def admits(view: KeyView, kind: JobKind, tuning: PlannerTuning) -> bool:
     if view.ceiling is not None and view.running >= view.ceiling:
         return False
     creating = view.creating
-    if creating > 0 and (kind is JobKind.VIDEO or creating >= tuning.image_creates):
+    if creating > 0 and kind is JobKind.VIDEO:
         return False
     if view.deferred > MAX_DEFERRED:
         return False
@@ -136,7 +158,7 @@ def admits(view: KeyView, kind: JobKind, tuning: PlannerTuning) -> bool:
         ahead = 0.0 if view.images_first else view.ahead_of_images
         if ahead + view.others + spending + IMAGE_REQUESTS > view.allowed:
             return False
-        return planned + IMAGE_REQUESTS <= tuning.images_push * view.allowed
+        return planned + IMAGE_REQUESTS <= tuning.borrow * view.allowed
     if view.learning_due or view.images_first:
         return False  # a poll sent to learn a task yields to images only; an image waited a window
 
@@ -159,3 +181,37 @@ def admits(view: KeyView, kind: JobKind, tuning: PlannerTuning) -> bool:
         peak=peak,
         ahead=planned_within,
     )
+
+
+def peak_with(
+    planned: Sequence[Requests], added: Sequence[Requests], *, window: float, start: float
+) -> float:
+    """The most requests one window would hold with `added` on top of `planned`.
+
+    Only windows ``[s, s + window)`` with ``s >= start`` that hold one of `added`'s requests count:
+    the windows the new requests would make fuller (earlier ones are the budget's past).
+    """
+    events = sorted([*planned, *added])
+    times = [t for t, _ in events]
+    counts = [0.0]
+    for _, n in events:
+        counts.append(counts[-1] + n)
+
+    def held(s: float) -> float:
+        lo = bisect.bisect_left(times, s)
+        hi = bisect.bisect_left(times, s + window)
+        return counts[hi] - counts[lo]
+
+    peak = 0.0
+    for at, _ in added:
+        # A window holding `at` starts in (at - window, at]; the count changes only where a
+        # window's left edge passes a request, so those starts (and the earliest) are enough.
+        first = max(start, at - window + 1e-6)
+        if first > at:
+            continue
+        starts = [
+            first,
+            *(t for t in times[bisect.bisect_left(times, first) : bisect.bisect_right(times, at)]),
+        ]
+        peak = max(peak, *(held(s) for s in starts))
+    return peak

@@ -5,33 +5,37 @@ else from the durations learned from finished tasks of the same model and size, 
 ones still running (a batch's first to finish are its shortest: :mod:`framecast.planner.survival`).
 Such polls (and downloads) go first in the budget; polls that can only refresh progress come after
 creates. Never more often than ``GEN_POLL_INTERVAL``; never longer apart than
-``GEN_POLL_MAX_INTERVAL``, so a wrong estimate corrects itself. Without progress, polls climb a
-quantile ladder (:mod:`framecast.planner.ladder`): from the median on a quiet key, from a higher
-quantile while members wait for the key (a poll that sees no result then costs each of them).
-Until a kind of task has been seen to finish a few times, polls come every interval, as a cautious
-bot would (after images' creates while the task is younger than the prior duration of its kind:
-such a poll is sent to learn it). While members wait for the key, only the kind's oldest few videos
-(the scouts, :attr:`PlannerTuning.scouts <framecast.planner.tuning.PlannerTuning.scouts>`) are polled so; the others are parked at the longest gap, when they are
-very likely done, and move onto the ladder as soon as the scouts have taught the kind (the client
-asks the plan again every interval). Polling every task of a new kind every interval spent two or
-three requests a video of a fresh batch on polls that saw nothing, each one a request every
-queued member waited for (measured in ``benchmarks/README.md``, round 7).
+``GEN_POLL_MAX_INTERVAL``, so a wrong estimate corrects itself (:func:`poll_at`, the one clamp).
+
+**The ladder**, when nothing reports the end: the first poll at a quantile of the durations (the
+first rung), each later one where it expects to see done the same share of the tasks still running
+as the first did (:func:`ladder_quantile`): a long task costs a few polls more, not many. On
+a quiet key the first rung is the median: a poll that finds the task running costs a request
+nobody else wanted, and half the files come sooner. While members wait for the key, each request a
+poll spends without a result delays every one of them, so the first rung climbs towards
+:attr:`PlannerTuning.crowded_rung <framecast.planner.tuning.PlannerTuning.crowded_rung>`
+(:func:`first_rung`). Once nobody waits, a task not polled yet goes back to the median (the
+batch's last tasks were otherwise polled late while the key idled).
+
+**Scouts**: until a kind of task has been seen to finish (``PlannerTuning.learned_after``), its
+oldest few videos (``PlannerTuning.scouts``) are polled every interval while members wait; the
+others are parked at the longest gap, when they are very likely done, and move onto the ladder as
+soon as the scouts taught the kind (the client asks the plan again every interval). Such a poll is
+sent to learn the task: after images' creates while the task is younger than the prior's median.
 
 The plan also says what the running tasks will ask of the budget (:meth:`PollPlan.demand`, over
-the horizon :meth:`PollPlan.profile`), which admission (:mod:`framecast.planner.planner`) weighs,
-and what the forecast (:mod:`framecast.planner.estimate`) reads to tell members when a task will be
-seen done. It decides nothing about which job starts.
+the horizon :meth:`PollPlan.profile`), which admission weighs, and what the forecast
+(:mod:`framecast.planner.estimate`) reads to tell members when a task will be seen done. It
+decides nothing about which job starts.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from framecast.clock import Clock
-from framecast.planner.horizon import Requests
-from framecast.planner.ladder import FIRST, LEARNED_AFTER, first_rung, ladder_quantile, poll_at
+from framecast.planner.policy import Requests
 from framecast.planner.predict import DurationKey, DurationModel, ProgressTrack
 from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
@@ -40,7 +44,33 @@ from framecast.values import Job
 from framecast.values.durations import DurationRow
 from framecast.values.service_requests import Priority
 
-__all__ = ["PollPlan", "PolledTask"]
+__all__ = ["FIRST", "TOP", "PollPlan", "PolledTask", "first_rung", "ladder_quantile", "poll_at"]
+
+#: The first rung on a quiet key: the median.
+FIRST = 0.5
+#: The highest quantile the ladder reads (a guard: a quantile of 1 is infinite, and the longest gap
+#: bounds the polls anyway).
+TOP = 0.98
+
+
+def first_rung(waiting: float, crowded: float) -> float:
+    """The first rung of a task created while `waiting` windows' worth of jobs wait for the key:
+    from the median on a quiet key up to `crowded` once a window's worth waits."""
+    return FIRST + (crowded - FIRST) * min(1.0, max(0.0, waiting))
+
+
+def ladder_quantile(polls: int, first: float = FIRST) -> float:
+    """The duration quantile at which a task is polled next, after `polls` polls found it running:
+    the first rung, then each poll where it expects to see done the same share of the tasks still
+    running as the first did (from the median: half of what remains each time)."""
+    return min(TOP, 1.0 - (1.0 - first) ** (max(0, polls) + 1))
+
+
+def poll_at(last: float, target: float, *, interval: float, max_interval: float) -> float:
+    """When a task's next poll comes, aimed at `target`: never sooner than `interval` after the
+    `last` one, never later than `max_interval` after it (the plan's and the forecast's clamp)."""
+    earliest = last + interval
+    return min(max(earliest, target), max(earliest, last + max_interval))
 
 
 @dataclass
@@ -65,10 +95,8 @@ class PolledTask:
 
     @property
     def goes_first(self) -> bool:
-        """Whether its planned poll goes first in the budget: one expected to see a result.
-
-        Polls that can only refresh progress, or are sent only to learn the task, go after creates.
-        """
+        """Whether its planned poll goes first in the budget: one expected to see a result (polls
+        that only refresh progress, or learn the task, go after creates)."""
         return self.likely_done and not self.learning
 
 
@@ -85,19 +113,16 @@ class PollPlan:
         crowd: Callable[[], float] | None = None,
         tuning: PlannerTuning | None = None,
     ) -> None:
-        """`interval`: never poll a task more often; `max_interval`: never leave one unpolled longer.
-
-        `crowd()`: how many windows' worth of jobs wait for the key now (None: nobody ever
-        waits); it sets where a new task's polls start on the ladder (:func:`first_rung`).
-        `tuning`: the scouts and the crowded rung (None: the defaults).
-        """
+        """`interval`: never poll a task more often; `max_interval`: never leave one unpolled longer;
+        `crowd()`: windows' worth of jobs waiting for the key now (None: nobody ever waits), which
+        sets a new task's first rung (:func:`first_rung`)."""
         self._tuning = tuning or PlannerTuning()
         self._clock = clock
         self._crowd = crowd
         self._model = model
         self.interval = interval
         self.max_interval = max_interval
-        self._survival = Survival()  # recent durations, corrected for the tasks still running
+        self._survival = Survival(self._tuning.memory)  # recent durations, the running ones included
         self._tasks: dict[int, PolledTask] = {}
         self.video_key: DurationKey | None = None  # the kind of video last started
 
@@ -171,12 +196,9 @@ class PollPlan:
         earliest = last_poll + self.interval
         if task.polls == 0 and task.first > FIRST and self._quiet():
             # Once the queue has drained, a task created while members waited is polled as on a
-            # quiet key: its high rung otherwise held the batch's last files while the key idled
-            # (benchmarks/README.md, round 9). Only once nobody waits: a rung lowered while the
-            # batch's last video still waited planned every running task's poll into the next
-            # window, and that video waited minutes behind them. Never back up: the time already
-            # shown stays an upper bound. (Only a video's rung is ever above FIRST; checked before
-            # asking who waits, a queue scan.)
+            # quiet key (its high rung held the batch's last files while the key idled). Only once
+            # nobody waits: a rung lowered while the batch's last video waited planned every
+            # running task's poll into the next window, and that video waited behind them.
             task.first = FIRST
         done_at = self.predicted_done(task)
         if done_at is None and self._parked(task):
@@ -187,9 +209,8 @@ class PollPlan:
             task.cold = True
         elif done_at is None:
             # Nothing learned yet: poll as often as allowed (counted as likely done, the cautious
-            # count). Such a poll is sent to learn the task: until the task is as old as the prior
-            # says, it is unlikely to see a result, and an image should not wait for it (issue 17);
-            # a video's create still does (Planner.may_start), as before a poll that may see one.
+            # count). Until the task is as old as the prior's median such a poll is sent to learn
+            # it (unlikely to see a result: an image does not wait for it; a video's create does).
             when, likely = earliest, True
             task.cold = True
             age = when - to_mono - task.started
@@ -234,10 +255,9 @@ class PollPlan:
         """Wall time the task is expected to be done, or None when nothing is known yet."""
         done = task.track.predicted_done()
         if done is not None:
-            # Aim a little after the predicted end, so the poll finds it done: missing it by a
-            # hair costs a whole interval. Reports in whole percents blur the end by ~1 %.
-            margin = max(0.1 * self.interval, 0.02 * (done - task.started))
-            return done + margin
+            # Aim after the predicted end by what the reports' whole percents blur it (a percent
+            # each of the two reports its slope is drawn from): missing it costs a whole interval.
+            return done + 0.02 * (done - task.started)
         if not self.learned(task.key):
             return None
         assert task.key is not None  # without progress: up the ladder from the task's first rung
@@ -248,13 +268,13 @@ class PollPlan:
         return self._crowd is None or self._crowd() <= 0
 
     def first_rung(self) -> float:
-        """The ladder's first rung for a video created now (:mod:`~framecast.planner.ladder`)."""
+        """The ladder's first rung for a video created now (:func:`first_rung`)."""
         return first_rung(0.0 if self._crowd is None else self._crowd(), self._tuning.crowded_rung)
 
     def quantile(self, key: DurationKey, q: float) -> float:
         """The learned duration quantile, corrected by the tasks still running (see survival)."""
         learned = self._model.quantile(key, q)
-        if self._survival.count(key) < LEARNED_AFTER:
+        if self._survival.count(key) < self._tuning.learned_after:
             return learned  # after a restart: the persisted model until this process saw more
         pending = [
             t.track.last_at - t.started
@@ -266,29 +286,32 @@ class PollPlan:
 
     def learned(self, key: DurationKey | None) -> bool:
         """Whether enough tasks of this kind finished to time polls by their durations."""
-        return key is not None and self._model.expected(key).count >= LEARNED_AFTER
+        return key is not None and self._model.expected(key).count >= self._tuning.learned_after
 
     def learning_due(self, now: float) -> bool:
-        """Whether a poll sent only to learn a task is due (it yields to images only).
-
-        Only while its kind is still not learned: the flag was set when the poll was planned, and
-        the poll may wait for the budget a window while other tasks teach the kind (a batch's video
-        creates then waited a minute for a poll with nothing left to learn).
-        """
+        """Whether a poll sent only to learn a task is due (it yields to images only), while its kind
+        is not learned yet (a batch's creates once waited a minute for one with nothing to learn)."""
         return any(t.learning and t.next_at <= now and not self.learned(t.key) for t in self._tasks.values())
 
     # -- what the running tasks ask of the budget ------------------------------------------------------
     def demand(self, now: float, window: float) -> float:
-        """Requests the running tasks are expected to need within the window from `now`."""
+        """Requests the running tasks are expected to need within the window from `now`: each
+        task's polls as :meth:`plan` spaces them (:func:`poll_at`), then the one expected to see it
+        done and its download. Counting a poll every interval instead held a second video back for
+        the whole life of a first whose end was known, where a window holds many intervals."""
         horizon = now + window
+        to_mono = now - self._clock.time()
         total = 0.0
         for task in self._tasks.values():
-            if task.next_at > horizon:
-                continue
-            if task.likely_done:
-                total += 2  # the poll that sees it done, then the download
-            else:
-                total += 1 + math.floor((horizon - max(now, task.next_at)) / self.interval)
+            at = max(now, task.next_at)  # a poll already due waits for the budget now
+            done = None if task.likely_done else self.predicted_done(task)
+            while at <= horizon:
+                if task.likely_done or (done is not None and done + to_mono <= at + 1e-9):
+                    total += 2  # the poll that sees it done, then the download
+                    break
+                total += 1
+                target = at if done is None else done + to_mono  # unknown: every interval
+                at = poll_at(at, target, interval=self.interval, max_interval=self.max_interval)
         return total
 
     def ahead_of_images(self, now: float, window: float) -> float:
@@ -312,16 +335,10 @@ class PollPlan:
 
     def new_video_requests(self, now: float) -> list[Requests]:
         """What admission weighs for a video created now: its create, then its first poll on the
-        ladder's first rung (the median on a quiet key: half the time one more poll; see
-        :meth:`first_rung`).
-
-        Of a kind not learned yet, a poll an interval on, as the scouts poll: a video parked behind
-        them (:meth:`parks_new`) is weighed so too, not at the longest gap it waits at most. While
-        members wait for the key, its idle slots now buy more than that poll's wait costs later (by
-        then the scouts have taught the kind and its polls are spread over the ladder): the batch's
-        creates go out first, its polls fill the key to the end (issue 17; measured in
-        ``benchmarks/README.md``).
-        """
+        first rung (:meth:`first_rung`) and, by the chance it misses, one more. Of a kind not
+        learned yet, a poll an interval on, as the scouts poll, also for a video that will be parked
+        behind them (:meth:`parks_new`): the key's idle slots now buy more than that poll's wait
+        costs later (``benchmarks/README.md``)."""
         key = self.video_key  # videos of the kind last started
         if key is None or not self.learned(key):
             return [(now, 1.0), (now + self.interval, 2.0)]

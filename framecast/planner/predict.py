@@ -2,9 +2,10 @@
 
 Two predictors, both pure (no I/O, no clock: every time is a wall-clock ``float`` the caller passes):
 
-* :class:`ProgressTrack` follows one task whose polls may report progress. Its rate is the slope
-  "elapsed x remaining / done", measured over a short window of recent reports and exponentially
-  smoothed, so one noisy or jumping report moves the prediction only part of the way.
+* :class:`ProgressTrack` follows one task whose polls may report progress. Its end is "elapsed x
+  remaining / done", elapsed counted from when work began (the last report that showed none, else
+  the task's start): the whole time worked averages out the service's whole percents and a jump,
+  and a task queued on the service before its work began is not taken for a slow one.
 * :class:`DurationModel` learns how long finished tasks took, per model and size bucket, for the
   polls that report no progress (and for tasks not started yet). It works in log space (durations
   are positive and skewed: a log-normal fits them better than a normal) and starts from a cautious
@@ -36,11 +37,6 @@ MAX_DURATION = 86_400.0
 # Progress shown between polls stays below this until the service says the task completed:
 # an estimate must never claim the work is done.
 _PROGRESS_CAP = 0.99
-# Rate samples span this many progress reports back: long enough to average out the service's
-# rounding (whole percents), short enough to forget a slow start (queueing before work began).
-_RATE_WINDOW = 3
-# Weight of a new rate sample in the smoothed rate.
-_RATE_SMOOTHING = 0.5
 # Below this rate (fraction per second: 1 % per ~12 days) nothing honest can be said.
 _MIN_RATE = 1e-9
 
@@ -64,9 +60,8 @@ class ProgressTrack:
     def __init__(self, started_at: float) -> None:
         """``started_at``: when the task was created on the service (the elapsed time's origin)."""
         self._started_at = float(started_at)
-        # (time, monotone progress) points, the start anchor first; bounded to the rate window.
-        self._points: list[tuple[float, float]] = [(self._started_at, 0.0)]
-        self._rate: float | None = None
+        self._worked_from = self._started_at  # when work began: the last report that showed none
+        self._last: tuple[float, float] = (self._started_at, 0.0)  # (time, monotone progress)
         self._last_at: float | None = None  # the latest poll, with or without progress
         self._pending_at: float | None = None  # the latest poll that found the task unfinished
         self._completed_at: float | None = None
@@ -80,7 +75,7 @@ class ProgressTrack:
     @property
     def last_progress(self) -> float | None:
         """The highest progress the service reported (``None``: it never reported any)."""
-        return self._points[-1][1] if self._reports else None
+        return self._last[1] if self._reports else None
 
     @property
     def last_at(self) -> float | None:
@@ -107,22 +102,21 @@ class ProgressTrack:
         self._pending_at = at
         if progress is None or not math.isfinite(progress):
             return
-        last_t, last_p = self._points[-1]
+        last_t, last_p = self._last
         value = max(last_p, min(1.0, max(0.0, progress)))
         self._reports += 1
-        if at <= last_t:
-            # Same instant as the previous point (or before the start): no time to measure a rate
-            # over, but the value itself is news.
-            self._points[-1] = (last_t, value)
-            return
-        self._points.append((at, value))
-        anchor_t, anchor_p = self._points[max(0, len(self._points) - 1 - _RATE_WINDOW)]
-        sample = (value - anchor_p) / (at - anchor_t)
-        if math.isfinite(sample):
-            # Until some work shows (rate 0: the task may still be queued on the service), a sample
-            # replaces the rate instead of being averaged with nothing.
-            self._rate = self._smooth(sample) if self._rate else sample
-        del self._points[: -(_RATE_WINDOW + 1)]
+        if value <= 0:
+            self._worked_from = max(self._worked_from, at)  # no work yet: it may be queued there
+        # A report at the instant of the previous one (or before the start) is news all the same.
+        self._last = (max(at, last_t), value)
+
+    @property
+    def _rate(self) -> float | None:
+        """Progress a second since work began (None: no work shown, or no time to measure it over)."""
+        at, value = self._last
+        if value <= 0 or at <= self._worked_from:
+            return None
+        return value / (at - self._worked_from)
 
     def complete(self, at: float) -> None:
         """Record the poll at ``at`` that found the task completed."""
@@ -138,10 +132,11 @@ class ProgressTrack:
         """
         if self._completed_at is not None:
             return self._completed_at
-        if self._rate is None or self._rate < _MIN_RATE or self._last_at is None:
+        rate = self._rate
+        if rate is None or rate < _MIN_RATE or self._last_at is None:
             return None
-        last_t, last_p = self._points[-1]
-        done = last_t + (1.0 - last_p) / self._rate
+        last_t, last_p = self._last
+        done = last_t + (1.0 - last_p) / rate
         return max(done, self._last_at) if math.isfinite(done) else None
 
     def remaining(self, now: float) -> float | None:
@@ -160,10 +155,11 @@ class ProgressTrack:
             return 1.0
         if not self._reports:
             return None
-        last_t, last_p = self._points[-1]
-        if self._rate is None or math.isnan(now) or now <= last_t:
+        last_t, last_p = self._last
+        rate = self._rate
+        if rate is None or math.isnan(now) or now <= last_t:
             return min(last_p, _PROGRESS_CAP)
-        guess = last_p + self._rate * (now - last_t)
+        guess = last_p + rate * (now - last_t)
         if math.isnan(guess):  # 0 x inf, from absurd times: say only what was reported
             guess = last_p
         return max(min(last_p, _PROGRESS_CAP), min(guess, _PROGRESS_CAP))
@@ -182,16 +178,13 @@ class ProgressTrack:
         seen = self._completed_at
         before = self._pending_at if self._pending_at is not None else self._started_at
         before = min(max(before, self._started_at), seen)
-        if self._rate is not None and self._rate >= _MIN_RATE:
-            last_t, last_p = self._points[-1]
-            predicted = last_t + (1.0 - last_p) / self._rate
+        rate = self._rate
+        if rate is not None and rate >= _MIN_RATE:
+            last_t, last_p = self._last
+            predicted = last_t + (1.0 - last_p) / rate
             if math.isfinite(predicted):
                 before = seen = min(max(predicted, before), seen)
         return max(0.0, before - self._started_at), max(0.0, seen - self._started_at)
-
-    def _smooth(self, sample: float) -> float:
-        assert self._rate is not None
-        return _RATE_SMOOTHING * sample + (1.0 - _RATE_SMOOTHING) * self._rate
 
 
 # ---------------------------------------------------------------------- durations
@@ -259,8 +252,9 @@ class DurationModel:
     Each key's estimate is a weighted mean and variance of ``log(seconds)``. The prior counts as
     ``prior_weight`` observations, so the first few real ones move the estimate quickly; after
     that a floor on the weight (``alpha``) keeps it following a service that gets slower or
-    faster. ``min_sigma`` keeps it from ever claiming more certainty than durations allow.
-    A key never seen borrows from the nearest bucket of the same model (scaled by
+    faster (once a kind is learned the planner times polls by the recent tasks,
+    :mod:`framecast.planner.survival`: this model is what a restart starts from). ``min_sigma``
+    keeps it from claiming more certainty than durations allow. A key never seen borrows from the nearest bucket of the same model (scaled by
     ``2 ** (work_exponent x bucket distance)`` and less certain); a model never seen gets the prior.
     """
 
@@ -327,13 +321,6 @@ class DurationModel:
             raise ValueError("q must be in (0, 1)")
         mu, var, _ = self._estimate(key)
         return math.exp(mu + _NORMAL.inv_cdf(q) * math.sqrt(var))
-
-    def cdf(self, key: DurationKey, seconds: float) -> float:
-        """The probability that such a task finishes within ``seconds`` (log-normal)."""
-        if seconds <= 0:
-            return 0.0
-        mu, var, _ = self._estimate(key)
-        return _NORMAL.cdf((math.log(seconds) - mu) / math.sqrt(var))
 
     def typical_within(self, key: DurationKey, lower: float, upper: float) -> float:
         """The likeliest single figure for a task known to have taken ``lower`` to ``upper`` seconds.

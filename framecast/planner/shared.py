@@ -1,39 +1,30 @@
 """What the planners of one API key share across processes, through Redis (``REDIS_URL``).
 
-With several processes on one key the :class:`~framecast.keys.shared_budget.RedisBudget` keeps the key's
-window safe, but each :class:`~framecast.planner.planner.Planner` would still admit tasks as if the
-whole budget were its own: together they would start more tasks than the key can poll in time, and
-tell members starts that are too early. So each process publishes, per key, what its planner has
-on the key, and reads what the others have:
+With several processes on one key the :class:`~framecast.keys.shared_budget.RedisBudget` keeps the
+key's window safe, but each planner would still admit tasks as if the whole budget were its own
+(more tasks than the key can poll in time, starts told too early). So each process publishes per
+key its ``demand`` (requests its running tasks need within the next window), its ``running`` tasks
+and its pushback state, and reads the others'.
 
-* ``demand``: requests its running tasks need within the next window;
-* ``running``: its tasks on the service;
-* its pushback state (the key-wide ceiling after the service refused creates, with a revision).
+One hash per key, ``framecast:plan:<key_id>`` (``key_id`` from
+:func:`~framecast.keys.shared_budget.budget_key_id`: an HMAC under ``REDIS_KEY_SECRET``, never the
+key), one field per process (:attr:`SharedPlanState.owner`), each stamped with the Redis server
+time of its last write: the publishing script drops fields older than
+:attr:`SharedPlanState.stale_after` (two windows), so a dead process stops counting. One round trip
+publishes ours and reads the others' every window/4 (of the clock), from a background task; the
+planner reads only the cached :class:`SharedView` (admission never waits for Redis).
 
-All of it lives in one hash per key, ``framecast:plan:<key_id>`` (``key_id`` from
-:func:`~framecast.keys.shared_budget.budget_key_id`: an HMAC under ``REDIS_KEY_SECRET``, never the key), one field per process
-(:attr:`SharedPlanState.owner`). Each field starts with the Redis server time of its last write, so
-a process that died stops counting once its field is older than :attr:`SharedPlanState.stale_after`
-(two windows): the publishing script drops such fields. One round trip publishes ours and reads
-the others', every window/4 (of the clock, so scaled clocks scale it), from a background task.
-The planner only reads the cached :class:`SharedView` (admission is synchronous and hot: it never
-waits for Redis).
+Pushback is one key-wide fact, so it spreads as the *latest* change: each change carries a revision
+one above every one seen, and every planner adopts the freshest (ties: the lower ceiling).
+:class:`Pushback` owns what a refused create does to the ceiling
+(:class:`~framecast.service.refusals.RefusalKind`): after a rate refusal it drops to what runs and
+climbs back by one per create that goes through (lifted after ``PlannerTuning.probe_after``); after
+a concurrency refusal it is the learned cap, held, and probed one above after ``probe_after``
+creates (twice as many after each refused probe, at most four times): a probe the service accepts
+is a higher cap.
 
-Pushback is one key-wide fact ("too many tasks on this key"), so it spreads as the *latest* change
-rather than per process: each change (a pushback, an additive increase after a create that went
-through, the ceiling lifted, a cap learned or probed) carries a revision one above every revision
-seen, and every planner adopts the freshest one (ties: the lower ceiling). A pushback anywhere thus
-lowers every process's ceiling, and creates that go through anywhere raise it again.
-
-:class:`Pushback` is also the one owner of what a refused create does to the ceiling
-(:class:`~framecast.service.refusals.RefusalKind`): after a rate refusal the ceiling drops to what runs and climbs back by one per
-create that goes through (lifted after 32); after a concurrency refusal (the service runs at most
-K of the key's tasks) it is the learned cap K, held there however many creates go through, and
-raised by one only to probe now and then (after :data:`PROBE_AFTER` creates at the cap, twice as
-many after each probe the service refused): a probe the service accepts is a higher cap.
-
-Redis unreachable: the view falls back to "nobody else" (this process's own, local, view) and the
-outage is logged once; it also expires on its own if no refresh succeeded for two windows.
+Redis unreachable: the view falls back to "nobody else" and the outage is logged once; it also
+expires on its own if no refresh succeeded for two windows.
 """
 
 from __future__ import annotations
@@ -51,12 +42,11 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from framecast.clock import Clock
+from framecast.planner.tuning import PlannerTuning
 from framecast.values.service_requests import RefusalKind
 
 __all__ = [
     "KEY_PREFIX",
-    "PROBE_AFTER",
-    "PROBE_AFTER_MAX",
     "Pushback",
     "Share",
     "SharedPlanState",
@@ -70,12 +60,9 @@ KEY_PREFIX = "framecast:plan:"
 _MIN_PERIOD = 0.02
 #: Real seconds one refresh may take before it counts as failed.
 _CALL_TIMEOUT = 2.0
-#: Creates that go through at a learned cap before one more task is tried above it (a probe).
-PROBE_AFTER = 12
-#: The longest a refused probe's wait may grow to (it doubles with each probe the service refuses).
-PROBE_AFTER_MAX = 48
-#: Creates that go through after a rate pushback before the ceiling is lifted altogether.
-_LIFT_AFTER = 32
+#: How far a refused probe's wait may grow (it doubles with each probe the service refuses): two
+#: doublings (a rule, not a tuned figure: the wait itself is ``PlannerTuning.probe_after``).
+_PROBE_GROWTH = 4
 
 # KEYS[1] plan hash; ARGV owner, payload, stale_ms. Writes "<server ms> <payload>" for the owner,
 # drops fields not refreshed for stale_ms, and returns the other live fields (field, value, ...).
@@ -108,13 +95,16 @@ class Pushback:
     the creates that went through since the pushback (additive increase) or since the cap was
     learned or last probed; `rev` orders changes across processes (0: never changed). `cap`: the
     ceiling is the service's concurrency cap as learned (held, probed after `probe_after` creates).
+    `base`: the tuned wait before a probe (``PlannerTuning.probe_after``), also the creates after
+    which a rate pushback's ceiling is lifted.
     """
 
     ceiling: float | None = None
     successes: int = 0
     rev: int = 0
     cap: bool = False
-    probe_after: int = PROBE_AFTER
+    probe_after: int = PlannerTuning.probe_after
+    base: int = dataclasses.field(default=PlannerTuning.probe_after, compare=False)
 
     @property
     def probing(self) -> bool:
@@ -131,13 +121,13 @@ class Pushback:
         """After a create refused with `running` tasks of the key on the service (change `rev`)."""
         ceiling = float(max(1, running))
         if refusal is RefusalKind.RATE:
-            return Pushback(ceiling=ceiling, successes=0, rev=rev)
+            return Pushback(ceiling=ceiling, successes=0, rev=rev, base=self.base)
         # The service counts no more of the key's tasks than we do (a task it finished may not be
         # seen yet): the cap is at most `running`, so holding there never needs a collapse below.
-        after = min(PROBE_AFTER_MAX, 2 * self.probe_after) if self.probing else self.probe_after
+        after = min(_PROBE_GROWTH * self.base, 2 * self.probe_after) if self.probing else self.probe_after
         if not self.cap:
-            after = PROBE_AFTER
-        return Pushback(ceiling=ceiling, successes=0, rev=rev, cap=True, probe_after=after)
+            after = self.base
+        return Pushback(ceiling=ceiling, successes=0, rev=rev, cap=True, probe_after=after, base=self.base)
 
     def went_through(self, rev: int) -> Pushback:
         """After a create that went through (the ceiling unchanged when none binds)."""
@@ -147,8 +137,8 @@ class Pushback:
         if self.cap:
             return dataclasses.replace(self, successes=successes, rev=rev)
         # Additive increase: one more task per create that went through, until none binds.
-        raised = None if successes > _LIFT_AFTER else self.ceiling + 1
-        return Pushback(ceiling=raised, successes=successes, rev=rev)
+        raised = None if successes > self.base else self.ceiling + 1
+        return Pushback(ceiling=raised, successes=successes, rev=rev, base=self.base)
 
     def seen_running(self, running: int, rev: int) -> Pushback | None:
         """The key runs `running` tasks: above a learned cap while probing, the cap is higher.
@@ -157,7 +147,9 @@ class Pushback:
         count a task that ended, and must not pass for a higher cap.
         """
         if self.probing and self.ceiling is not None and running > self.ceiling:
-            return Pushback(ceiling=float(running), successes=0, rev=rev, cap=True, probe_after=PROBE_AFTER)
+            return Pushback(
+                ceiling=float(running), successes=0, rev=rev, cap=True, probe_after=self.base, base=self.base
+            )
         return None
 
     def newer_than(self, other: Pushback) -> bool:
@@ -212,7 +204,7 @@ class Share:
                 rev=int(data.get("v", 0)),
                 # Written by a version that learns caps ("k", "p"); an older one's field has neither.
                 cap=bool(data.get("k", 0)),
-                probe_after=max(1, int(data.get("p", PROBE_AFTER))),
+                probe_after=max(1, int(data.get("p", PlannerTuning.probe_after))),
             ),
         )
 

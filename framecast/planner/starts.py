@@ -19,8 +19,7 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 
-from framecast.planner.horizon import Requests
-from framecast.planner.policy import KeyView, admits
+from framecast.planner.policy import KeyView, Requests, admits
 from framecast.planner.tuning import PlannerTuning
 from framecast.values import JobKind
 

@@ -12,7 +12,7 @@ sees a task done only says it ended after the last poll that found it pending an
 for a task seen done at its first poll, somewhere between its start and that poll. Learning the
 middle of that gap teaches a task seen done at 120 s that it took 60 s, though the same polls
 would have seen a 115 s task done just the same; timed by such figures, first polls come ever
-earlier and find fewer tasks done (issue 17).
+earlier and find fewer tasks done.
 
 :class:`Survival` therefore keeps each recent finished task of a kind as the interval its polls
 pinned it to (a point when progress reports predicted its end) and combines them with the running
@@ -29,10 +29,10 @@ from collections import deque
 from collections.abc import Hashable, Iterable, Sequence
 from itertools import accumulate
 
+from framecast.planner.tuning import PlannerTuning
+
 __all__ = ["Fit", "Survival", "fit_durations"]
 
-#: Finished durations kept per kind: recent enough to follow a service that changes speed.
-KEEP = 32
 # An exactly known duration t counts as the interval (t - w, t], w this or a billionth of t if
 # larger: wide enough to order ties (and to survive rounding), too narrow to matter.
 _EXACT = 1e-6
@@ -120,7 +120,8 @@ def fit_durations(finished: Iterable[tuple[float, float]], pending: Iterable[flo
 class Survival:
     """Recent finished durations per kind of task (see the module docstring)."""
 
-    def __init__(self, keep: int = KEEP) -> None:
+    def __init__(self, keep: int = PlannerTuning.memory) -> None:
+        """`keep`: finished durations kept per kind (recent enough to follow a service that changes speed)."""
         self._keep = keep
         self._finished: dict[Hashable, deque[tuple[float, float]]] = {}
         # The last fit of each kind, with what it was fitted to: polls ask far more often than

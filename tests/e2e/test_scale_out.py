@@ -240,8 +240,14 @@ async def test_a_process_paused_past_its_leases_lets_the_taken_over_jobs_go_quie
         its = {p: await world.video(p, guild=g) for p, g in prompts.items()}
         ids = {p: await world.job_id(it) for p, it in its.items()}
         # Created by the process to pause, which polls them: then it stops (SIGSTOP), mid-wait.
+        # The fake records a create before it makes the task: wait for the tasks too.
         await world.service.wait_for(
-            lambda: all(len(service_creates(world, p)) == 1 for p in prompts), timeout=30
+            lambda: all(
+                len(service_creates(world, p)) == 1
+                and any(t.prompt == p for t in world.service.tasks.values())
+                for p in prompts
+            ),
+            timeout=30,
         )
         tasks = {p: task_for(world, p).id for p in prompts}
         await world.service.wait_for(lambda: all(tap.polls(t) for t in tasks.values()), timeout=15)

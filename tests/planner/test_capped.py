@@ -19,12 +19,15 @@ import redis.asyncio as aioredis
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import RequestBudget
 from framecast.planner.planner import Planner, PlannerSettings
-from framecast.planner.shared import KEY_PREFIX, PROBE_AFTER, Pushback, Share, SharedPlanState
+from framecast.planner.shared import KEY_PREFIX, Pushback, Share, SharedPlanState
+from framecast.planner.tuning import PlannerTuning
 from framecast.storage import Store
 from framecast.values import Job, JobKind, JobState, NewJob
 from framecast.values.service_requests import RefusalKind
 from tests.fakes.clock import ManualClock
 from tests.redis_server import REDIS_HOST, REDIS_PORT, requires_redis
+
+PROBE_AFTER = PlannerTuning().probe_after
 
 INTERVAL = 30.0
 VIDEO = {

@@ -1,11 +1,11 @@
-"""The key's requests window by window: where a new task's requests would land (issue 17)."""
+"""The key's requests window by window: where a new task's requests would land (``policy.peak_with``)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framecast.planner.horizon import peak_with
+from framecast.planner.policy import peak_with
 
 WINDOW = 60.0
 

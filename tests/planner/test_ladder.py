@@ -1,26 +1,28 @@
-"""The poll ladder of tasks without progress: from its first rung up, then held at the top."""
+"""The poll ladder of tasks without progress: each poll expects to see done the share the first rung did."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framecast.planner.ladder import FIRST, first_rung, ladder_quantile, poll_at, top_after
+from framecast.planner.polls import FIRST, TOP, first_rung, ladder_quantile, poll_at
 from framecast.planner.tuning import PlannerTuning
 
 THRIFTY_FIRST = PlannerTuning().crowded_rung
 
 
-def test_the_first_poll_comes_at_the_median_and_each_later_one_higher() -> None:
-    rungs = [ladder_quantile(polls) for polls in range(top_after() + 1)]
-    assert rungs[0] == 0.5
-    assert all(low < high for low, high in zip(rungs, rungs[1:], strict=False))
+def test_the_first_poll_comes_at_the_median_and_each_later_one_halves_what_remains() -> None:
+    rungs = [ladder_quantile(polls) for polls in range(4)]
+    assert rungs == [0.5, 0.75, 0.875, 0.9375]
+    # From a higher rung, each poll sees done as large a share of the rest: 80 %, then 80 % of 20 %.
+    assert [ladder_quantile(polls, THRIFTY_FIRST) for polls in range(2)] == pytest.approx(
+        [THRIFTY_FIRST, 0.96]
+    )
 
 
 def test_past_the_top_every_poll_waits_for_the_same_high_quantile() -> None:
-    top = ladder_quantile(top_after())
-    assert 0.9 <= top < 1.0
-    assert ladder_quantile(top_after() + 1) == ladder_quantile(100) == top
+    assert ladder_quantile(10) == ladder_quantile(100) == TOP < 1.0
     assert ladder_quantile(-1) == ladder_quantile(0)  # nonsense counts start at the bottom
 
 
@@ -29,12 +31,6 @@ def test_a_quiet_key_starts_at_the_median_and_a_crowded_one_higher() -> None:
     assert first_rung(1.0, THRIFTY_FIRST) == first_rung(40.0, THRIFTY_FIRST) == THRIFTY_FIRST
     assert FIRST < first_rung(0.5, THRIFTY_FIRST) < THRIFTY_FIRST
     assert first_rung(-3.0, THRIFTY_FIRST) == FIRST  # nonsense counts are a quiet key
-
-
-def test_a_ladder_from_a_higher_rung_reaches_the_same_top_in_fewer_polls() -> None:
-    assert top_after(THRIFTY_FIRST) < top_after(FIRST)
-    assert ladder_quantile(top_after(THRIFTY_FIRST), THRIFTY_FIRST) == ladder_quantile(top_after())
-    assert ladder_quantile(0, THRIFTY_FIRST) == THRIFTY_FIRST
 
 
 @given(st.floats(allow_nan=False), st.integers(min_value=-5, max_value=50))
@@ -55,7 +51,7 @@ def test_every_rung_is_a_quantile_that_never_falls_with_more_polls(waiting: floa
 def test_a_poll_goes_at_its_target_within_the_interval_and_the_longest_gap(
     last: float, target: float, interval: float, times: float
 ) -> None:
-    # One clamp for the plan and the forecast (issue 34: it was written three times).
+    # One clamp for the plan and the forecast (it had been written three times, and drifted).
     at = poll_at(last, target, interval=interval, max_interval=times * interval)
     assert last + interval <= at <= last + times * interval + 1e-6
     if last + interval <= target <= last + times * interval:

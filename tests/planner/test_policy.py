@@ -1,7 +1,7 @@
 """The admission policy as a pure function: a read-only snapshot of a key in, a decision out.
 
 No planner, no clock, no budget: each snapshot is written out, so each test reads as the situation
-it decides (issue 34: one policy, every tuned number from one record, and asking records nothing).
+it decides (one policy, every tuned number from one record, and asking records nothing).
 """
 
 from __future__ import annotations
@@ -49,18 +49,19 @@ def test_a_quiet_key_starts_either_kind() -> None:
     assert admits(quiet_key(), JobKind.IMAGE, DEFAULT)
 
 
-def test_one_video_create_waits_at_a_time_and_a_few_image_creates() -> None:
+def test_one_video_create_waits_at_a_time_and_as_many_image_creates_as_the_window_holds() -> None:
     one_in_flight = quiet_key(running=1)  # started, its create not through yet
     assert not admits(one_in_flight, JobKind.VIDEO, DEFAULT)
     assert admits(one_in_flight, JobKind.IMAGE, DEFAULT)
-    full = quiet_key(running=DEFAULT.image_creates)
-    assert not admits(full, JobKind.IMAGE, DEFAULT)
+    assert admits(quiet_key(running=7), JobKind.IMAGE, DEFAULT)  # 7 x 2 + 2 <= 16
+    assert not admits(quiet_key(running=8), JobKind.IMAGE, DEFAULT)
 
 
 def test_the_tuning_record_moves_the_decision() -> None:
-    two = quiet_key(running=2)
-    assert admits(two, JobKind.IMAGE, DEFAULT)
-    assert not admits(two, JobKind.IMAGE, dataclasses.replace(DEFAULT, image_creates=2))
+    # Polls planned for 23 requests: an image may push them back up to `borrow` windows.
+    planned = quiet_key(demand=23.0, ahead_of_images=4.0, polled=6, running=6)
+    assert not admits(planned, JobKind.IMAGE, DEFAULT)  # 23 + 2 > 1.5 x 16
+    assert admits(planned, JobKind.IMAGE, dataclasses.replace(DEFAULT, borrow=2.0))
 
 
 def test_images_not_created_yet_hold_their_two_requests() -> None:

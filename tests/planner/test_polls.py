@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from framecast.planner.ladder import FIRST, LEARNED_AFTER
-from framecast.planner.polls import PolledTask, PollPlan
+from framecast.planner.polls import FIRST, PolledTask, PollPlan
 from framecast.planner.predict import DurationModel
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
@@ -17,6 +16,7 @@ from framecast.values.service_requests import Priority
 from tests.fakes.clock import ManualClock
 
 SCOUTS = PlannerTuning().scouts
+LEARNED_AFTER = PlannerTuning().learned_after
 THRIFTY_FIRST = PlannerTuning().crowded_rung
 INTERVAL = 30.0
 WINDOW = 60.0
@@ -254,7 +254,7 @@ async def test_an_image_task_is_polled_promptly_however_many_wait() -> None:
 async def test_while_members_wait_only_the_scouts_of_a_new_kind_are_polled_every_interval() -> None:
     # Nothing is known of the kind yet: the oldest few tasks (the scouts) are polled every interval
     # to learn it; the later ones wait the longest gap, when they are very likely done, rather than
-    # spend a request a window on polls every queued member waits for (issue 17).
+    # spend a request a window on polls every queued member waits for.
     clock = ManualClock()
     crowd = [1.0]
     plan = plan_on(clock, crowd)

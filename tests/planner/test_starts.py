@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framecast.planner.horizon import Requests
-from framecast.planner.policy import video_fits
+from framecast.planner.policy import Requests, video_fits
 from framecast.planner.starts import Slots, play_starts
 from framecast.planner.tuning import PlannerTuning
 
