@@ -340,10 +340,11 @@ class Scheduler:
         """Jobs holding a service slot of `key`."""
         return self._holding_per_key[key]
 
-    def _take_admitted(self, answers: _Answers) -> tuple[int, Hashable] | None:
-        """``(job_id, key)``: the next job whose key admits one more of its kind, in round-robin
-        order, among the guilds of the keys woken since they last refused (a job behind one of
-        another kind that cannot start yet may go ahead of it: see :meth:`GuildQueues.take_awake`).
+    def _take_admitted(self, answers: _Answers) -> tuple[int, Hashable, int] | None:
+        """``(job_id, key, guild_id)``: the next job whose key admits one more of its kind, in
+        round-robin order, among the guilds of the keys woken since they last refused (a job behind
+        one of another kind that cannot start yet may go ahead of it: see
+        :meth:`GuildQueues.take_awake`).
 
         The job counts as started from now; None when no woken key admits anything (those keys
         sleep until woken again: see :meth:`_recheck_refused`).
@@ -371,8 +372,7 @@ class Scheduler:
         job_id, guild = taken
         for kind in JobKind:
             answers.pop((key_of[guild], kind), None)
-        self._positions_changed(guild)
-        return job_id, key_of[guild]
+        return job_id, key_of[guild], guild
 
     def _recheck_refused(self, answers: _Answers) -> None:
         """Each key that refused in this round is asked again after its ``recheck_in`` (its answer
@@ -415,6 +415,10 @@ class Scheduler:
             except Exception:
                 log.exception("dispatcher crashed; restarting it")
                 await asyncio.sleep(0.5)
+                # The round that failed may have left keys awake that nothing will wake again, and
+                # put others to sleep without their time to be asked again: every key is asked.
+                self._queues.wake_all()
+                self._wakeup.set()
 
     def _wake_key(self, key: Hashable) -> None:
         """`key`'s answer may have changed: its guilds are looked at again."""
@@ -436,10 +440,12 @@ class Scheduler:
                 taken = self._take_admitted(answers)
                 if taken is None:
                     break
-                job_id, key = taken
+                job_id, key, guild = taken
                 # The job's own task reads it back (still "first in line", position 1, meanwhile):
                 # the dispatcher does no I/O, so a store outage can neither stop it nor drop the job.
+                # Started before anyone is told of it: a job taken off the queue is never dropped.
                 self._start_task(job_id, holds_slot=True, key=key)
+                self._positions_changed(guild)
             self._recheck_refused(answers)
 
     async def _wait_for_wakeup(self, timeout: float) -> None:  # noqa: ASYNC109
