@@ -12,8 +12,9 @@ ends when the last job has started.
 Three variants at each key count, each in its own process:
 
 * **this code**: the working tree;
-* **before**: the framecast of ``--before REV`` (default ``89f4980``, the code before issue 33's
-  per-key index), taken out of git as ``bench_planner.py --code`` does;
+* **before**: the framecast of ``--before REV`` (default ``74d132a``, the code in which a freed slot
+  still asked every waiting key; ``89f4980`` is the code before the per-key index), taken out of
+  git as ``bench_planner.py --code`` does;
 * **floor**: this code without keys (a fixed admission, no planner): the queue, the dispatcher and
   the store's read-back alone, what a job costs whatever the keys do.
 
@@ -21,10 +22,10 @@ A second shape, **steady** (``--shapes burst,steady``, at ``--steady-keys``): tw
 each key one task at a time; the first of each starts, then each frees its slot in turn while every
 other key is full (one dispatch round per freed slot).
 
-``python3 benchmarks/bench_keys.py [--keys 10,100,300,1000] [--steady-keys 10,100,300] [--runs 3]
-[--before 89f4980] [--variants this,before,floor] [--shapes burst,steady]`` prints one Markdown row
-per shape, variant and key count (the median of ``--runs`` runs). ``--profile N`` runs this code's
-burst once at N keys under cProfile instead. Figures: ``benchmarks/README.md``.
+``python3 benchmarks/bench_keys.py [--keys 10,100,300,1000] [--steady-keys 10,100,300,1000] [--runs 3]
+[--before 74d132a] [--variants this,before,floor] [--shapes burst,steady]`` prints one Markdown row
+per shape, variant and key count (the median of ``--runs`` runs). ``--profile N [--steady]`` runs
+this code's burst (or steady shape) once at N keys under cProfile instead. Figures: ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -230,7 +231,7 @@ def child(args: argparse.Namespace) -> None:
 
             prof = cProfile.Profile()
             prof.enable()
-            out = asyncio.run(burst(args.profile, floor=False, tmp=Path(tmp)))
+            out = asyncio.run(burst(args.profile, floor=False, tmp=Path(tmp), steady=args.steady))
             prof.disable()
             pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
             print(json.dumps(out))
@@ -252,11 +253,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", default="10,100,300,1000")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--before", default="89f4980")
+    parser.add_argument("--before", default="74d132a")
     parser.add_argument("--variants", default="this,before,floor")
     parser.add_argument("--shapes", default="burst,steady")
-    parser.add_argument("--steady-keys", default="10,100,300", help="the key counts of the steady shape")
-    parser.add_argument("--steady", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--steady-keys", default="10,100,300,1000", help="the key counts of the steady shape")
+    parser.add_argument("--steady", action="store_true", help="with --profile: the steady shape")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", default=None, help=argparse.SUPPRESS)

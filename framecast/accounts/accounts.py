@@ -92,6 +92,7 @@ class Accounts:
         self._retired: list[Account] = []  # replaced or removed keys still used by running jobs
         self._bound: dict[int, Account] = {}  # job id -> the account its runner uses
         self._admission_listeners: list[Callable[[], None]] = []
+        self._key_listeners: list[Callable[[Hashable], None]] = []
         self._rejected_listeners: list[Callable[[int], Awaitable[None]]] = []
         self._closing: set[asyncio.Task[None]] = set()
         # Budgets of keys no account uses: one checked before it is set, or one just removed.
@@ -229,10 +230,11 @@ class Accounts:
             await client.close()
             budget.close()
             raise
-        planner.on_change(self._admission_changed)
+        parts = KeyParts(key, label, budget, client, planner, scope, shared)
+        # Only this key's guilds are asked again when its planner moves (every create and poll does).
+        planner.on_change(lambda: self._key_changed(parts))
         if shared is not None:
             shared.start()
-        parts = KeyParts(key, label, budget, client, planner, scope, shared)
         if self._metrics is not None:
             self._metrics.track_budget(label, parts.budget_reading)
             self._metrics.track_planner(label, planner.concurrency)
@@ -333,12 +335,22 @@ class Accounts:
         return account.parts, account.planner
 
     def on_admission_change(self, listener: Callable[[], None]) -> None:
-        """Call `listener` whenever any key's admission may have changed (keys opened later too)."""
+        """Call `listener` whenever the key of a guild may have changed (a key set, removed, opened
+        or rejected)."""
         self._admission_listeners.append(listener)
+
+    def on_key_change(self, listener: Callable[[Hashable], None]) -> None:
+        """Call ``listener(key)`` (the slot key :meth:`admission_for` names) whenever that key's
+        admission may have changed (keys opened later too)."""
+        self._key_listeners.append(listener)
 
     def _admission_changed(self) -> None:
         for listener in self._admission_listeners:
             listener()
+
+    def _key_changed(self, parts: KeyParts) -> None:
+        for listener in self._key_listeners:
+            listener(parts)
 
     def estimate(self, job: Job) -> Estimate:
         """The job's estimate from the planner of the key it runs (or will run) on."""

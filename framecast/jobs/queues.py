@@ -4,26 +4,32 @@
 and takes the next one to start; anyone may ask where a job stands. It is built before the
 scheduler and the chat side, so both can be handed it without a forward reference.
 
-No job waits behind a job of another kind that cannot start yet (issue 17): when a guild's turn
-comes, its queue is read head first, one job per kind (the first video, the first image), and the
-first of them the key admits is taken. A video the key admits is therefore never overtaken, an
+No job waits behind a job of another kind that cannot start yet (an image would otherwise wait for
+the budget of the videos ahead of it): when a guild's turn comes, its queue is read head first, one
+job per kind (the first video, the first image), and the first of them the key admits is taken. A video the key admits is therefore never overtaken, an
 image whose two requests fit goes ahead of videos waiting for the budget, and within a kind the
 order is first come, first served. Places follow the same rule: a job's place is counted among
 the queued jobs of its own kind (see :meth:`GuildQueues.position`).
 
 Each API key's planner counts only its own guilds' jobs (how many wait, the places ahead), on every
-admission and every estimate. Asked through a :class:`Scope` (issue 33), the queues answer from an
-index of the guilds per key, so a key with one guild walks one guild, not every queued guild: a
-predicate asked of every queued guild made those answers grow with keys x guilds.
+admission and every estimate. Asked through a :class:`Scope`, the queues answer from an index of the
+guilds per key, so a key with one guild walks one guild, not every queued guild: a predicate asked
+of every queued guild would make those answers grow with keys x guilds when many servers have
+their own key.
+
+The dispatcher takes the next job with :meth:`GuildQueues.take_awake`, which looks only at the
+lanes (the guilds of one key, :mod:`framecast.jobs.lanes`) woken since their key last refused:
+with every key full, a freed slot asks its own key, not every key with waiting guilds.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Protocol
 
+from framecast.jobs.lanes import Lanes
 from framecast.values import Job, JobKind
 
 __all__ = ["GuildQueues", "QueuePositions", "Scope"]
@@ -74,7 +80,7 @@ class GuildQueues:
         self._started: set[int] = set()  # taken off (or restored) and not finished: "first in line"
         # The same jobs per kind and guild, and each such line's earliest created_at: admission and
         # the forecast ask how many of a kind wait (and since when) on every decision, so a count
-        # walks the guilds with jobs of that kind, never every queued job (issue 17's scale).
+        # walks the guilds with jobs of that kind, never every queued job (thousands may wait).
         self._of_kind: dict[JobKind, dict[int, deque[int]]] = {kind: {} for kind in JobKind}
         self._earliest: dict[JobKind, dict[int, float]] = {kind: {} for kind in JobKind}
         # Each guild in the rotation's place in it (ascending, not contiguous): "is its turn before
@@ -85,6 +91,8 @@ class GuildQueues:
         self._scope_fn: Callable[[int], Scope | None] = lambda guild: None
         self._members: dict[Scope, dict[int, None]] = {}
         self._filed: dict[int, Scope | None] = {}
+        # The same guilds per lane (the key the dispatcher counts their slots on), in rotation order.
+        self._lanes = Lanes(self._turn_of)
 
     def __repr__(self) -> str:
         return f"<GuildQueues queued={len(self._guild_of)} started={len(self._started)}>"
@@ -102,6 +110,8 @@ class GuildQueues:
         earliest[job.guild_id] = min(earliest.get(job.guild_id, math.inf), job.created_at)
         if job.guild_id not in self._turn_of:
             self._join(job.guild_id)
+        # Its key may admit this job's kind though it refused the ones queued before.
+        self._lanes.wake(self._lanes.lane_of(job.guild_id))
 
     def remove(self, job_id: int) -> int | None:
         """Take a queued job out of line (cancelled); returns its guild when that queue moved."""
@@ -111,6 +121,8 @@ class GuildQueues:
         queue = self._queues[guild]
         self._forget(job_id, guild)
         queue.remove(job_id)
+        # One job fewer waits for its key: the key's answer may change (its planner counts them).
+        self._lanes.wake(self._lanes.lane_of(guild))
         if not queue:
             del self._queues[guild]
             self._leave(guild)
@@ -135,23 +147,76 @@ class GuildQueues:
                 self._leave(guild)
                 continue
             job_id = queue[0] if eligible is None else self._first_admitted(guild, queue, eligible)
-            if job_id is None:
+            if job_id is not None:
+                self._take_off(guild, queue, job_id)
+                return job_id, guild
+        return None
+
+    def take_awake(self, eligible: Callable[[int, JobKind], bool]) -> tuple[int, int] | None:
+        """:meth:`take_next` among the guilds of the awake lanes only (see :meth:`assign_lanes`).
+
+        `eligible(guild_id, kind)` is asked of one guild of a lane and its answer holds for every
+        guild of that lane (a lane is one key). The result is what :meth:`take_next` would take if
+        the sleeping lanes' keys refused everything: the awake lanes are looked at in rotation
+        order, each from its first guild that may be served. A lane with nothing admitted falls
+        asleep until :meth:`wake` (or a job queued or cancelled in it) wakes it again.
+        """
+        lanes = self._lanes
+        found_in: dict[Hashable, tuple[int, int] | None] = {}  # nothing changes until a job is taken
+        while (first := lanes.first()) is not None:
+            lane, bound = first
+            if lane not in found_in:
+                found_in[lane] = self._first_in_lane(lane, eligible)
+            found = found_in[lane]
+            if found is None:
+                lanes.sleep(lane)
                 continue
-            self._just_served = None
-            queue.remove(job_id)
-            self._forget(job_id, guild)
-            if queue:
-                # To the tail of the round, keeping its scope.
-                self._turns.remove(guild)
-                self._turns.append(guild)
-                self._turn_of[guild] = self._new_turn()
-                self._just_served = guild
-            else:
-                del self._queues[guild]
-                self._leave(guild)
-            self._started.add(job_id)
+            guild, job_id = found
+            turn = self._turn_of[guild]
+            if turn > bound:
+                lanes.rebound(lane, turn)  # another lane's guild may come before this one
+                continue
+            self._take_off(guild, self._queues[guild], job_id)
+            lanes.wake(lane)  # its key is asked again (one job more on it), from its head
             return job_id, guild
         return None
+
+    def _first_in_lane(
+        self, lane: Hashable, eligible: Callable[[int, JobKind], bool]
+    ) -> tuple[int, int] | None:
+        """The lane's first guild in rotation order with a job its key admits, and that job."""
+        answers: dict[JobKind, bool] = {}
+
+        def admitted(guild: int, kind: JobKind) -> bool:
+            answer = answers.get(kind)
+            if answer is None:
+                answer = answers[kind] = eligible(guild, kind)
+            return answer
+
+        for guild in self._lanes.guilds(lane):
+            job_id = self._first_admitted(guild, self._queues[guild], admitted)
+            if job_id is not None:
+                return guild, job_id
+            if len(answers) == len(JobKind) and not any(answers.values()):
+                break  # the key refuses every kind: no guild of the lane is served
+        return None
+
+    def _take_off(self, guild: int, queue: deque[int], job_id: int) -> None:
+        """`job_id` leaves `guild`'s queue to start: the guild to the tail of the round (or out of it)."""
+        self._just_served = None
+        queue.remove(job_id)
+        self._forget(job_id, guild)
+        if queue:
+            # To the tail of the round, keeping its scope and lane.
+            self._turns.remove(guild)
+            self._turns.append(guild)
+            self._turn_of[guild] = self._new_turn()
+            self._lanes.served(guild)
+            self._just_served = guild
+        else:
+            del self._queues[guild]
+            self._leave(guild)
+        self._started.add(job_id)
 
     def _new_turn(self) -> int:
         self._next_turn += 1
@@ -167,14 +232,17 @@ class GuildQueues:
             turns.insert(len(turns) - 1, guild)
             self._turn_of[guild] = self._turn_of[served]
             self._turn_of[served] = self._new_turn()
+            self._lanes.join(guild, before=served)
         else:
             turns.append(guild)
             self._turn_of[guild] = self._new_turn()
+            self._lanes.join(guild)
         self._file(guild)
 
     def _leave(self, guild: int) -> None:
         """`guild` has no queued job left: out of the rotation and of its scope."""
         self._turns.remove(guild)
+        self._lanes.leave(guild)
         del self._turn_of[guild]
         self._unfile(guild)
 
@@ -261,10 +329,34 @@ class GuildQueues:
         return self._scope_fn(guild_id)
 
     def regroup(self, guild_id: int) -> None:
-        """The guild's scope may have changed: file its queued jobs under the one it has now."""
-        if guild_id in self._turn_of and self._filed.get(guild_id) is not self._scope_fn(guild_id):
+        """The guild's scope and lane may have changed: file its queued jobs under the ones it has now."""
+        if guild_id not in self._turn_of:
+            return
+        if self._filed.get(guild_id) is not self._scope_fn(guild_id):
             self._unfile(guild_id)
             self._file(guild_id)
+        self._lanes.refile(guild_id)
+
+    # -- lanes (the guilds whose jobs take the slots of one key) ----------------------------------------
+    def assign_lanes(self, lane_of: Callable[[int], Hashable]) -> None:
+        """`lane_of(guild_id)`: the lane (the dispatcher's slot key) a guild's jobs run in now.
+
+        :meth:`regroup` (one guild) or :meth:`regroup_lanes` (all) files them again when that
+        changes. Every lane is awake after this.
+        """
+        self._lanes.assign(lane_of, self._turns)
+
+    def regroup_lanes(self) -> None:
+        """Any guild's lane may have changed: all of them filed again, and every lane awake."""
+        self._lanes.refile_all(self._turns)
+
+    def wake(self, lane: Hashable) -> None:
+        """:meth:`take_awake` looks at `lane` again (its key's answer may have changed)."""
+        self._lanes.wake(lane)
+
+    def wake_all(self) -> None:
+        """:meth:`take_awake` looks at every lane again."""
+        self._lanes.wake_all()
 
     def _in_rotation(self, in_scope: Callable[[int], bool] | None) -> Iterable[int]:
         """The guilds in the rotation for which `in_scope` answers True (all of them: None): a

@@ -10,12 +10,19 @@ key is saturated is passed over without losing its turn. Admission is asked per 
 job never waits behind one of another kind that cannot start yet (an image behind videos waiting
 for the budget goes ahead of them; a video the key admits is never overtaken). What a job does
 once started is the :class:`Runner`'s business.
+
+A key that refused is not asked again until something of its own changes (a slot of its freed,
+its planner's state, a job of its guilds queued or cancelled, or its ``recheck_in`` passed): with
+hundreds of keys full, asking every waiting key on each freed slot made the cost of starting a
+job grow with the number of keys. The queues keep the guilds per key (their lanes) for that.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import heapq
+import itertools
 import logging
 import math
 from collections import Counter
@@ -90,7 +97,10 @@ class Admission(Protocol):
 class AccountAdmission(Protocol):
     """Admission per API key (:class:`framecast.accounts.Accounts` implements it).
 
-    Keys are opaque hashable values naming an account; slots are counted per key.
+    Keys are opaque hashable values naming an account; slots are counted per key, and the queues
+    file each waiting guild under its key (a key that refused is asked again only when told of a
+    change of its own, or when its ``recheck_in`` passes: every change that may let it admit a job
+    must reach :meth:`on_key_change` or :meth:`on_admission_change`).
     """
 
     def admission_for(self, guild_id: int) -> tuple[Hashable, Admission]:
@@ -102,7 +112,12 @@ class AccountAdmission(Protocol):
         ...
 
     def on_admission_change(self, listener: Callable[[], None]) -> None:
-        """Call `listener` whenever any key's answer may have changed (keys opened later too)."""
+        """Call `listener` whenever the key of a guild may have changed (a key set, removed, opened
+        or rejected): every guild's key is read again and every key asked again."""
+        ...
+
+    def on_key_change(self, listener: Callable[[Hashable], None]) -> None:
+        """Call ``listener(key)`` whenever that key's answer may have changed (keys opened later too)."""
         ...
 
 
@@ -124,8 +139,11 @@ class SharedAdmission:
         return None, self.admission
 
     def on_admission_change(self, listener: Callable[[], None]) -> None:
+        """Never: every guild is on the one key."""
+
+    def on_key_change(self, listener: Callable[[Hashable], None]) -> None:
         """The one admission's changes."""
-        self.admission.on_change(listener)
+        self.admission.on_change(lambda: listener(None))
 
 
 class FixedAdmission:
@@ -181,14 +199,22 @@ class Scheduler:
         self._admissions: AccountAdmission = (
             admission if isinstance(admission, AccountAdmission) else SharedAdmission(admission)
         )
-        self._admissions.on_admission_change(self._wake)
         self._queues = queues if queues is not None else GuildQueues()
+        # The queues file each guild under its key (its lane), so a change is asked of that key only.
+        self._queues.assign_lanes(lambda guild: self._admissions.admission_for(guild)[0])
+        self._admissions.on_admission_change(self._rekey)
+        self._admissions.on_key_change(self._wake_key)
         self._on_positions_changed = on_positions_changed
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._holding_slot: dict[int, Hashable] = {}  # job id -> the key whose slot it holds
         # Key -> jobs holding its slot (asked per key on every take: a count, not a walk of them all).
         self._holding_per_key: Counter[Hashable] = Counter()
         self._wakeup = asyncio.Event()
+        # When each refusing key is to be asked again without a change (the clock's monotonic
+        # seconds), and the same as a heap (outdated entries are skipped: see _wake_due).
+        self._recheck_at: dict[Hashable, float] = {}
+        self._rechecks: list[tuple[float, int, Hashable]] = []
+        self._ties = itertools.count()  # keys need not be orderable
         self._dispatcher: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -301,9 +327,10 @@ class Scheduler:
 
     # -- internals ----------------------------------------------------------------------------------
     def _remove_queued(self, job_id: int) -> None:
-        guild = self._queues.remove(job_id)
+        guild = self._queues.remove(job_id)  # which wakes its key: one job fewer waits for it
         if guild is not None:
             self._positions_changed(guild)
+            self._wakeup.set()
 
     def _positions_changed(self, guild: int) -> None:
         if self._on_positions_changed is not None:
@@ -313,20 +340,21 @@ class Scheduler:
         """Jobs holding a service slot of `key`."""
         return self._holding_per_key[key]
 
-    def _take_admitted(self, answers: _Answers | None = None) -> tuple[int, Hashable] | float:
-        """``(job_id, key)``: the next job whose key admits one more of its kind, in round-robin
-        order (a job behind one of another kind that cannot start yet may go ahead of it: see
-        :meth:`GuildQueues.take_next`).
+    def _take_admitted(self, answers: _Answers) -> tuple[int, Hashable, int] | None:
+        """``(job_id, key, guild_id)``: the next job whose key admits one more of its kind, in
+        round-robin order, among the guilds of the keys woken since they last refused (a job behind
+        one of another kind that cannot start yet may go ahead of it: see
+        :meth:`GuildQueues.take_awake`).
 
-        The job counts as started from now. When none may start: the clock seconds after which the
-        refusing keys should be asked again (inf: only a wake-up changes anything).
+        The job counts as started from now; None when no woken key admits anything (those keys
+        sleep until woken again: see :meth:`_recheck_refused`).
 
         `answers`: what each key said so far in this dispatch round, kept across its takes (one
         round does nothing else meanwhile, so only a job started on a key changes that key's
         answer: it alone is asked again). Each key is asked once per kind and round, however many
-        guilds wait on it and however many jobs the round starts (issue 33).
+        guilds wait on it and however many jobs the round starts: asking it per guild or per job
+        made keys x guilds questions.
         """
-        answers = {} if answers is None else answers
         key_of: dict[int, Hashable] = {}
 
         def admitted(guild: int, kind: JobKind) -> bool:
@@ -338,14 +366,44 @@ class Scheduler:
                 answer = answers[key, kind] = (admission.may_start(self._running_on(key), kind), admission)
             return answer[0]
 
-        taken = self._queues.take_next(admitted)
+        taken = self._queues.take_awake(admitted)
         if taken is None:
-            return min((a.recheck_in() for ok, a in answers.values() if not ok), default=math.inf)
+            return None
         job_id, guild = taken
         for kind in JobKind:
             answers.pop((key_of[guild], kind), None)
-        self._positions_changed(guild)
-        return job_id, key_of[guild]
+        return job_id, key_of[guild], guild
+
+    def _recheck_refused(self, answers: _Answers) -> None:
+        """Each key that refused in this round is asked again after its ``recheck_in`` (its answer
+        may change with time alone), unless something of its own wakes it sooner."""
+        now = self._clock.monotonic()
+        due: dict[Hashable, float] = {}
+        for (key, _), (ok, admission) in answers.items():
+            if not ok:
+                due[key] = min(due.get(key, math.inf), now + admission.recheck_in())
+        for key, at in due.items():
+            if math.isfinite(at) and self._recheck_at.get(key) != at:
+                self._recheck_at[key] = at
+                heapq.heappush(self._rechecks, (at, next(self._ties), key))
+
+    def _next_recheck(self) -> float:
+        """Clock seconds until the first key is due to be asked again (inf: none is)."""
+        while self._rechecks:
+            at, _, key = self._rechecks[0]
+            if self._recheck_at.get(key) == at:
+                return max(0.0, at - self._clock.monotonic())
+            heapq.heappop(self._rechecks)  # outdated: that key was given a later time since
+        return math.inf
+
+    def _wake_due(self) -> None:
+        """Wake the keys whose time to be asked again has come."""
+        now = self._clock.monotonic()
+        while self._rechecks and self._rechecks[0][0] <= now:
+            at, _, key = heapq.heappop(self._rechecks)
+            if self._recheck_at.get(key) == at:
+                del self._recheck_at[key]
+                self._queues.wake(key)
 
     async def _dispatch_forever(self) -> None:
         # Restarted if it ever dies: a dead dispatcher would silently stall every queue.
@@ -357,26 +415,38 @@ class Scheduler:
             except Exception:
                 log.exception("dispatcher crashed; restarting it")
                 await asyncio.sleep(0.5)
+                # The round that failed may have left keys awake that nothing will wake again, and
+                # put others to sleep without their time to be asked again: every key is asked.
+                self._queues.wake_all()
+                self._wakeup.set()
 
-    def _wake(self) -> None:
+    def _wake_key(self, key: Hashable) -> None:
+        """`key`'s answer may have changed: its guilds are looked at again."""
+        self._queues.wake(key)
+        self._wakeup.set()
+
+    def _rekey(self) -> None:
+        """Any guild's key may have changed: every guild filed again, every key asked again."""
+        self._queues.regroup_lanes()
         self._wakeup.set()
 
     async def _dispatch(self) -> None:
-        recheck = math.inf
         while not self._closing:
-            await self._wait_for_wakeup(recheck)
+            await self._wait_for_wakeup(self._next_recheck())
             self._wakeup.clear()
-            recheck = math.inf
+            self._wake_due()
             answers: _Answers = {}  # this round's (see _take_admitted)
             while not self._closing and self._queues.total():
                 taken = self._take_admitted(answers)
-                if isinstance(taken, float):
-                    recheck = taken
+                if taken is None:
                     break
-                job_id, key = taken
+                job_id, key, guild = taken
                 # The job's own task reads it back (still "first in line", position 1, meanwhile):
                 # the dispatcher does no I/O, so a store outage can neither stop it nor drop the job.
+                # Started before anyone is told of it: a job taken off the queue is never dropped.
                 self._start_task(job_id, holds_slot=True, key=key)
+                self._positions_changed(guild)
+            self._recheck_refused(answers)
 
     async def _wait_for_wakeup(self, timeout: float) -> None:  # noqa: ASYNC109
         """Until woken, or `timeout` clock seconds (the admission may change with time alone)."""
@@ -409,18 +479,19 @@ class Scheduler:
         self._tasks[job_id] = task
 
     def _release(self, job_id: int) -> None:
-        if self._let_go(job_id):
-            self._wakeup.set()
+        key = self._let_go(job_id)
+        if key is not _NOT_HELD:
+            self._wake_key(key)  # a slot of that key is free: only its guilds may start now
 
-    def _let_go(self, job_id: int) -> bool:
-        """Drop the job's slot, if it holds one; whether it did."""
+    def _let_go(self, job_id: int) -> Hashable:
+        """Drop the job's slot, if it holds one: the key it held (``_NOT_HELD``: none)."""
         key = self._holding_slot.pop(job_id, _NOT_HELD)
         if key is _NOT_HELD:
-            return False
+            return key
         self._holding_per_key[key] -= 1
         if self._holding_per_key[key] <= 0:
             del self._holding_per_key[key]  # keys come and go (servers' own keys): no zeros kept
-        return True
+        return key
 
     async def _run_job(self, queued: Job | int) -> None:
         job_id = queued if isinstance(queued, int) else queued.id

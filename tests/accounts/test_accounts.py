@@ -379,6 +379,26 @@ async def test_estimates_and_admission_follow_the_key(rig: Rig) -> None:
     assert woken
 
 
+async def test_a_keys_planner_moving_wakes_only_that_key(rig: Rig) -> None:
+    # Every create and poll moves a planner: the scheduler is told which key's answer may have
+    # changed, so it asks that key's guilds again and no other key (with hundreds of keys full,
+    # asking them all on every move made each job cost as many questions as there are keys).
+    await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
+    changed_keys: list[object] = []
+    rekeyed: list[int] = []
+    rig.accounts.on_key_change(changed_keys.append)
+    rig.accounts.on_admission_change(lambda: rekeyed.append(1))
+    own = rig.accounts.for_guild(GUILD)
+    own.planner.create_deferred(12345)  # the service said "later": the key's admission moves
+    assert changed_keys == [rig.accounts.admission_for(GUILD)[0]] and not rekeyed
+    rig.accounts.operator.planner.create_resumed(777)  # not deferred: nothing moves
+    rig.accounts.operator.planner.create_deferred(777)
+    assert changed_keys == [own.parts, rig.accounts.operator.parts]
+    # A guild's key set: every key may have changed (which guilds it serves), not one.
+    await rig.accounts.remove_guild_key(GUILD, by=ADMIN)
+    assert rekeyed
+
+
 async def test_a_waiting_job_counts_for_the_key_its_server_is_on_now(rig: Rig) -> None:
     # The queues file each server's jobs under its key (each planner counts only its own): a key set
     # or removed while a job waits, or opened again after a restart, moves the job with its server.

@@ -169,6 +169,11 @@ async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
                     "SHARD_COUNT": str(SHARDS),
                     "GEN_RATE_LIMIT": f"{RATE[0]}/{RATE[1]:g}",
                     "MEMBER_JOB_LIMIT": "3",
+                    # A task's polls fit the key's window as they do in production (30 s polls, 16
+                    # a minute): at 0.05 s, a task past its first expected end planned 20 polls a
+                    # window against 6, so its planner admitted no other video until it ended, and
+                    # a process's jobs started together only if they came within ~30 ms.
+                    "GEN_POLL_INTERVAL": "0.2",
                 }
             )
             for shard in range(SHARDS):

@@ -328,3 +328,86 @@ def test_a_keys_answers_never_ask_about_the_other_keys_guilds() -> None:
         assert q.free_turns(guilds // 2, mine) == (0, {})
         assert q.arrived_since(JobKind.IMAGE, 0.0, mine) == {guilds // 2: 1}
         assert len(looked_up) == guilds
+
+
+# -- lanes: the dispatcher looks only at the keys woken since they refused -----------------------------
+
+_LANE_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("push"), st.integers(1, 6), st.sampled_from(list(JobKind))),
+        st.tuples(st.just("remove"), st.integers(0, 40)),
+        st.tuples(st.just("take")),
+        st.tuples(st.just("admits"), st.integers(0, 2), st.frozensets(st.sampled_from(list(JobKind)))),
+        st.tuples(st.just("rekey"), st.integers(1, 6), st.integers(0, 2)),
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=_LANE_STEPS)
+def test_taking_from_the_awake_lanes_takes_what_walking_every_guild_takes(
+    steps: list[tuple[Any, ...]],
+) -> None:
+    # Three keys (lanes), each admitting some kinds; a key whose answer changes is woken, a guild
+    # whose key changes is regrouped. Taking from the awake lanes only must take, every time, the
+    # job a walk of the whole rotation takes (round-robin kept across keys, each key's guilds
+    # keeping their turn while it refuses), and asking no key twice for a kind within one take.
+    key_of = dict.fromkeys(range(1, 7), 0)
+    admits: dict[int, frozenset[JobKind]] = dict.fromkeys(range(3), frozenset(JobKind))
+    lanes, walk = GuildQueues(), GuildQueues()
+    for q in (lanes, walk):
+        q.assign_lanes(lambda guild: key_of[guild])
+    next_id = 0
+    for step in steps:
+        if step[0] == "push":
+            _, guild, kind = step
+            for q in (lanes, walk):
+                q.push(job(next_id, guild, kind))
+            next_id += 1
+        elif step[0] == "remove":
+            assert lanes.remove(step[1]) == walk.remove(step[1])
+        elif step[0] == "take":
+            asked: list[tuple[int, JobKind]] = []
+
+            def eligible(guild: int, kind: JobKind, asked: list[tuple[int, JobKind]] = asked) -> bool:
+                asked.append((key_of[guild], kind))
+                return kind in admits[key_of[guild]]
+
+            expected = walk.take_next(lambda guild, kind: kind in admits[key_of[guild]])
+            assert lanes.take_awake(eligible) == expected
+            assert len(asked) == len(set(asked))
+        elif step[0] == "admits":
+            _, key, kinds = step
+            admits[key] = kinds
+            lanes.wake(key)
+        else:
+            _, guild, key = step
+            key_of[guild] = key
+            for q in (lanes, walk):
+                q.regroup(guild)
+        assert [lanes.queued(g) for g in range(1, 7)] == [walk.queued(g) for g in range(1, 7)]
+
+
+def test_a_sleeping_lane_is_not_asked_until_woken() -> None:
+    # Counted: a hundred keys, each refusing; once each has refused, taking asks nobody, and a
+    # woken key is the only one asked.
+    q = GuildQueues()
+    q.assign_lanes(lambda guild: guild)  # each guild on its own key
+    for guild in range(100):
+        q.push(job(guild, guild))
+    asked: list[int] = []
+    room: set[int] = set()
+
+    def eligible(guild: int, kind: JobKind) -> bool:
+        asked.append(guild)
+        return guild in room
+
+    assert q.take_awake(eligible) is None
+    assert sorted(asked) == list(range(100))
+    asked.clear()
+    assert q.take_awake(eligible) is None and asked == []
+    room.add(42)
+    q.wake(42)
+    assert q.take_awake(eligible) == (42, 42)
+    assert asked == [42]

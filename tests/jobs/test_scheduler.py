@@ -644,6 +644,9 @@ class Keys:
     def on_admission_change(self, listener: Callable[[], None]) -> None:
         self.listeners.append(listener)
 
+    def on_key_change(self, listener: Callable[[Hashable], None]) -> None:
+        pass  # a fixed number of slots changes only when a job frees one (which the scheduler sees)
+
     def open_key(self, guild: int, key: str, slots: int) -> None:
         """A guild sets its own key: new admission, and every listener hears of it."""
         self.admissions[key] = FixedAdmission(slots)
@@ -728,6 +731,32 @@ async def test_a_dispatch_round_asks_each_key_once_however_many_jobs_it_starts(
     assert sorted(h.runner.started) == sorted(job.id for job in jobs[4:])
     assert [admission.asked for admission in full.values()] == [1, 1, 1, 1]
     assert all(scheduler.position(job.id) == 1 for job in jobs[:4])  # still queued, first in line
+
+
+async def test_a_freed_slot_asks_only_its_own_key(h: Harness) -> None:
+    # Counted, not timed: twenty keys of one slot each, two jobs each. Once every key is full, a
+    # job ending on one key asks that key alone (asking every waiting key on each freed slot made
+    # the cost of a job grow with the number of keys), and its server's next job starts.
+    keys = Keys({}, {})
+    counted = {f"own-{n}": Counted(1) for n in range(20)}
+    keys.admissions.update(counted)
+    guilds = [300 + n for n in range(20)]
+    keys.key_of.update({guild: f"own-{n}" for n, guild in enumerate(guilds)})
+    scheduler = h.make(keys)
+    await scheduler.start()
+    first = await h.add_many(guilds)
+    second = await h.add_many(guilds)
+    for job in first + second:
+        scheduler.submit(job)
+    await h.runner.wait_started(20)
+    await h.flush()
+    asked = {key: admission.asked for key, admission in counted.items()}
+    await h.runner.finish_and_wait(first[5].id)
+    await h.runner.wait_started(21)
+    await h.flush()
+    assert h.runner.started[-1] == second[5].id
+    assert {key for key, admission in counted.items() if admission.asked != asked[key]} == {"own-5"}
+    assert all(scheduler.position(job.id) == 1 for job in second)
 
 
 class ByKind:
