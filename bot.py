@@ -6,6 +6,15 @@ environment (a ``.env`` file in development); see ``.env.example`` and the READM
 
 from __future__ import annotations
 
+import gc
+
+# Importing discord.py, SQLAlchemy, aiohttp and the rest allocates about a million objects that live
+# as long as the process: the cyclic collector, run every few hundred allocations, would walk them
+# again and again for nothing. It is off during the imports, and what they made is then frozen out of
+# its way (framecast.ops.heap says why; its first sweep, once the shards are ready, reclaims any
+# dead cycle frozen here): together a third less CPU for a start.
+gc.disable()
+
 import argparse
 import asyncio
 import logging
@@ -50,6 +59,9 @@ from framecast.app.web import web_cases
 
 if TYPE_CHECKING:
     from web.server import WebServer
+
+gc.freeze()
+gc.enable()
 
 # Named, not __name__: run as a script this module is "__main__", and operators read "framecast".
 log = logging.getLogger("framecast")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 
 import pytest
@@ -18,8 +19,21 @@ pytest.register_assert_rewrite("tests.e2e.commands", "tests.e2e.endpoints", "tes
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Markers the shared fixtures read."""
+    """Markers the shared fixtures and the ordering below read."""
     config.addinivalue_line("markers", "lease_seconds(n): job leases of the `cluster` fixture last n seconds")
+    config.addinivalue_line("markers", "minutes: takes minutes on one worker, started first under xdist")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, tests marked ``minutes`` (the container test's image build) go first.
+
+    One worker takes them at once while the others share the rest: started late, a test of
+    several minutes alone would be the run's tail. In one process (``-n 0``) the order is left alone,
+    the quick tests first. Every worker sorts the same way, as pytest-xdist requires.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    items.sort(key=lambda item: item.get_closest_marker("minutes") is None)  # stable: otherwise as collected
 
 
 @pytest.fixture

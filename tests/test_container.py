@@ -51,6 +51,8 @@ BUILD_TIMEOUT = 1500.0
 START_TIMEOUT = 150.0
 #: Variables the image sets that an env file made from .env.example must leave alone.
 IMAGE_OWNS = ("DATABASE_PATH", "HTTP_PORT", "HTTP_HOST", "SHUTDOWN_TIMEOUT")
+# The image build takes minutes: under pytest-xdist this module starts first (tests/conftest.py).
+pytestmark = pytest.mark.minutes
 
 
 def _docker_unavailable() -> str | None:

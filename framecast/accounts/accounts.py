@@ -28,7 +28,6 @@ import logging
 from collections.abc import Awaitable, Callable, Hashable
 
 import aiohttp
-from redis.exceptions import RedisError
 
 from framecast.accounts.parts import Account, KeyCheck, KeyParts
 from framecast.clock import Clock
@@ -38,7 +37,7 @@ from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import KeyAccount
 from framecast.jobs.scheduler import Admission
 from framecast.keys.budget import KeptBudgets
-from framecast.keys.redis_names import check_secret
+from framecast.keys.redis_names import check_secret, redis_error
 from framecast.keys.server_keys import OpenedKey, ServerKeys
 from framecast.keys.shared_budget import budget_key_id, connect, open_budget
 from framecast.keys.vault import KeyVault, KeyVaultState
@@ -107,7 +106,7 @@ class Accounts:
             return True
         try:
             return bool(await self._redis.ping())
-        except (RedisError, OSError):
+        except (redis_error(), OSError):
             return False  # the budgets log the outage; a probe every few seconds adds nothing
 
     def __repr__(self) -> str:

@@ -12,13 +12,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-
-import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from typing import TYPE_CHECKING
 
 from framecast.config import ConfigError, Secret
 
-__all__ = ["SECRET_MARK", "SECRET_MARK_TTL", "SecretMismatch", "budget_key_id", "check_secret"]
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+    from redis.exceptions import RedisError
+
+__all__ = ["SECRET_MARK", "SECRET_MARK_TTL", "SecretMismatch", "budget_key_id", "check_secret", "redis_error"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,18 @@ def budget_key_id(api_key: Secret | str, secret: Secret | str) -> str:
 
 def _secret_bytes(secret: Secret | str) -> bytes:
     return (secret.reveal() if isinstance(secret, Secret) else secret).encode()
+
+
+def redis_error() -> type[RedisError]:
+    """redis-py's base error, for ``except redis_error():`` around a call to a Redis client.
+
+    An ``except`` clause's class is looked up only when an exception reaches it, and a Redis call
+    fails only where a client exists: so redis-py is imported only by a process given ``REDIS_URL``
+    (importing it costs every start a few hundredths of a second of CPU).
+    """
+    from redis.exceptions import RedisError
+
+    return RedisError
 
 
 #: Where the processes on one Redis leave a mark of their ``REDIS_KEY_SECRET`` (an HMAC of a fixed
@@ -71,7 +85,7 @@ async def check_secret(redis: aioredis.Redis, secret: Secret | str) -> bool:
         found = raw.decode() if isinstance(raw, bytes) else raw
         if found == mark:
             await redis.expire(SECRET_MARK, SECRET_MARK_TTL)  # ours: it lasts while processes start
-    except (RedisError, OSError) as exc:
+    except (redis_error(), OSError) as exc:
         log.warning("Redis did not answer the REDIS_KEY_SECRET check (%s): skipped", type(exc).__name__)
         return False
     if found is not None and found != mark:

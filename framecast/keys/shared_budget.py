@@ -36,19 +36,17 @@ import uuid
 from collections.abc import Coroutine
 from enum import IntEnum
 from types import TracebackType
-from typing import Any
-
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from typing import TYPE_CHECKING, Any
 
 from framecast.backoff import Backoff
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
 from framecast.keys.budget import Pushback, RequestBudget
-from framecast.keys.redis_names import budget_key_id
+from framecast.keys.redis_names import budget_key_id, redis_error
 from framecast.values.service_requests import Priority
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
 
 __all__ = ["KEY_PREFIX", "RedisBudget", "budget_key_id", "connect", "open_budget"]
 
@@ -126,6 +124,11 @@ def connect(url: Secret | str) -> aioredis.Redis:
 
     Connecting is lazy: nothing is sent before the first grant. Close it with ``await client.aclose()``.
     """
+    # Imported here: only a process given REDIS_URL pays for redis-py (see redis_error).
+    import redis.asyncio as aioredis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
     raw = url.reveal() if isinstance(url, Secret) else url
     return aioredis.Redis.from_url(
         raw, socket_timeout=5.0, socket_connect_timeout=5.0, retry=Retry(NoBackoff(), 0)
@@ -452,7 +455,7 @@ class RedisBudget:
                     keys=[self.key, self.pause_key],
                     args=[self.allowed, self._us(self.window), self._us(self.lease), member],
                 )
-            except RedisError as exc:
+            except redis_error() as exc:
                 # The script may have run before the answer was lost: never leave a slot nobody uses.
                 self._spawn(self._forget(member), "redis-budget-forget")
                 await self._nap(self._outage_delay(exc))
@@ -514,7 +517,7 @@ class RedisBudget:
                 await call()
                 self._back_online()
                 return
-            except RedisError as exc:
+            except redis_error() as exc:
                 log.debug("shared request budget: %s failed (%s), retrying", what, type(exc).__name__)
                 delay = self._outage_delay(exc)
                 await self._clock.sleep(min(delay, backoff.next()))
@@ -560,5 +563,5 @@ class RedisBudget:
                 await self._keep(
                     keys=[self.key], args=[self._us(self.lease), self._us(self.window), *members]
                 )
-            except RedisError as exc:
+            except redis_error() as exc:
                 self._outage_delay(exc)

@@ -23,12 +23,19 @@ own limit, so a header that lies cannot make a decoder allocate more) and ``dead
 ``time.monotonic()`` value checked between frames and encodes: :class:`ReencodeTimeout` past it).
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from framecast.media.headers import check_result, image_dimensions, video_dimensions
-from framecast.media.imagefit import fit_image
-from framecast.media.probe import probe_video
 from framecast.media.sniff import sniff
 from framecast.media.types import MediaError, MediaInfo, ReencodeTimeout, VideoInfo
-from framecast.media.videofit import fit_video
+
+if TYPE_CHECKING:
+    from framecast.media.imagefit import fit_image
+    from framecast.media.probe import probe_video
+    from framecast.media.videofit import fit_video
 
 __all__ = [
     "MediaError",
@@ -43,3 +50,19 @@ __all__ = [
     "sniff",
     "video_dimensions",
 ]
+
+# The functions that need PyAV load it on first use: most results fit as they are, and importing
+# PyAV (FFmpeg's libraries) costs every start a few hundredths of a second of CPU.
+_WITH_PYAV = {
+    "fit_image": "framecast.media.imagefit",
+    "fit_video": "framecast.media.videofit",
+    "probe_video": "framecast.media.probe",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WITH_PYAV:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WITH_PYAV[name]), name)
+    globals()[name] = value  # found directly from now on
+    return value

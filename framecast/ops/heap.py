@@ -9,6 +9,8 @@ a burst of 200 commands was acknowledged at p99 466 ms, against 108 ms with the 
 What: once the cache is filled (every shard ready: discord.py's ``on_ready``), a full collection
 followed by :func:`gc.freeze` moves every surviving object into the permanent generation, which no
 collection walks. Later collections, full ones included, walk only what was allocated since.
+``bot.py`` freezes what its imports made before any of this (modules, classes, functions: they live
+as long as the process); the first sweep reclaims any dead cycle frozen with them.
 
 Leaks: a frozen object is still freed by reference counting the moment nothing refers to it; only a
 frozen object that dies inside a reference cycle is never reclaimed, because the collector no longer
@@ -223,7 +225,8 @@ class _HeapCollector(Collector):
     def _families(self, *, with_values: bool) -> list[Metric]:
         frozen = GaugeMetricFamily(
             "framecast_gc_frozen_objects",
-            "Objects kept out of the garbage collector's way (gc.freeze after the shards are ready).",
+            "Objects kept out of the garbage collector's way "
+            "(gc.freeze after bot.py's imports, and again after the shards are ready).",
         )
         sweeps = CounterMetricFamily(
             "framecast_heap_sweeps",

@@ -37,13 +37,15 @@ import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from typing import TYPE_CHECKING
 
 from framecast.clock import Clock
+from framecast.keys.redis_names import redis_error
 from framecast.planner.tuning import PlannerTuning
 from framecast.values.service_requests import RefusalKind
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
 
 __all__ = [
     "KEY_PREFIX",
@@ -311,7 +313,7 @@ class SharedPlanState:
         try:
             async with asyncio.timeout(_CALL_TIMEOUT):
                 await self._redis.hdel(self.key, self.owner)
-        except (RedisError, OSError, TimeoutError):
+        except (redis_error(), OSError, TimeoutError):
             pass  # the field goes stale within two windows
 
     async def refresh(self) -> bool:
@@ -322,7 +324,7 @@ class SharedPlanState:
                 raw = await self._publish(
                     keys=[self.key], args=[self.owner, share.to_json(), self._ms(self.stale_after)]
                 )
-        except (RedisError, OSError, TimeoutError) as exc:
+        except (redis_error(), OSError, TimeoutError) as exc:
             self._went_down(exc)
             return False
         if self._outage:

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy import Connection, Executable, Table, event, func, select, text
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
@@ -119,7 +119,13 @@ class Database:
     def upsert(self, table: Table, data: dict[str, Any]) -> Any:
         """INSERT of ``data``, or UPDATE of its other columns where its first (the table's key) exists."""
         key = next(iter(data))
-        stmt = (sqlite.insert if self.name == "sqlite" else postgresql.insert)(table).values(data)
+        if self.name == "sqlite":
+            stmt: Any = sqlite.insert(table).values(data)
+        else:
+            # Imported here: its engine loads it on PostgreSQL, and a process on SQLite never does.
+            from sqlalchemy.dialects import postgresql
+
+            stmt = postgresql.insert(table).values(data)
         return stmt.on_conflict_do_update(
             index_elements=[key], set_={k: v for k, v in data.items() if k != key}
         )

@@ -13,12 +13,12 @@ import asyncio
 import errno
 import logging
 import sqlite3
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from asyncpg import exceptions as pg
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -42,20 +42,31 @@ _SQLITE_OUTAGES = (
     "database is locked",
     "unable to open database file",
 )
-#: asyncpg's classes for a server that cannot answer now: SQLSTATE classes 08 (connection), 53
-#: (resources: disk full, too many connections), 57 (shutdown, a statement cancelled by its timeout),
-#: 58 (I/O), 40 (serialization, deadlock: try again), a read-only standby (25006), and a connection
-#: the client lost.
-_PG_OUTAGES: tuple[type[BaseException], ...] = (
-    pg.PostgresConnectionError,
-    pg.InsufficientResourcesError,
-    pg.OperatorInterventionError,
-    pg.PostgresSystemError,
-    pg.TransactionRollbackError,
-    pg.ReadOnlySQLTransactionError,
-    pg.InterfaceError,
-    pg.ConnectionDoesNotExistError,
-)
+
+
+def _pg_outages() -> tuple[type[BaseException], ...]:
+    """asyncpg's classes for a server that cannot answer now: SQLSTATE classes 08 (connection), 53
+    (resources: disk full, too many connections), 57 (shutdown, a statement cancelled by its timeout),
+    58 (I/O), 40 (serialization, deadlock: try again), a read-only standby (25006), and a connection
+    the client lost.
+
+    Empty until asyncpg is imported (by a PostgreSQL store's engine): no error of its can exist
+    before, and so a process on SQLite never pays for importing it (a few hundredths of a second).
+    """
+    pg = sys.modules.get("asyncpg.exceptions")
+    if pg is None:
+        return ()
+    return (
+        pg.PostgresConnectionError,
+        pg.InsufficientResourcesError,
+        pg.OperatorInterventionError,
+        pg.PostgresSystemError,
+        pg.TransactionRollbackError,
+        pg.ReadOnlySQLTransactionError,
+        pg.InterfaceError,
+        pg.ConnectionDoesNotExistError,
+    )
+
 
 #: How deep the chain of causes is followed (SQLAlchemy wraps the adapter, which wraps the driver).
 _DEPTH = 6
@@ -99,7 +110,7 @@ def _outage(exc: BaseException) -> str | None:
         return f"sqlite3: {str(exc)[:80]}" if any(w in str(exc).lower() for w in _SQLITE_OUTAGES) else None
     if isinstance(exc, OSError) and exc.errno in _OS_ERRNOS:
         return f"{type(exc).__name__}: {errno.errorcode.get(exc.errno or 0, '?')}"
-    if isinstance(exc, _PG_OUTAGES):
+    if isinstance(exc, _pg_outages()):
         return f"asyncpg: {type(exc).__name__}"
     if isinstance(exc, TimeoutError | sa_exc.TimeoutError | ConnectionError):
         return type(exc).__name__  # the pool's checkout, a connect or a statement not answered in time
