@@ -16,19 +16,12 @@ from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import RequestBudget
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.storage import Store
-from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values import Job, JobKind, JobState
 from framecast.values.service_requests import Priority
 from tests.fakes.clock import ManualClock
+from tests.planner.jobs import VIDEO, add_job
 
 INTERVAL = 30.0
-VIDEO = {
-    "model": "svc-video-v2.0",
-    "prompt": "p",
-    "width": 1152,
-    "height": 768,
-    "num_frames": 121,
-    "frame_rate": 24,
-}
 IMAGE = {"model": "svc-image-2.1-flash", "prompt": "p", "size": "1024x1024"}
 
 
@@ -41,14 +34,7 @@ class Rig:
     planner: Planner
 
     async def job(self, kind: JobKind = JobKind.VIDEO, guild: int = 1) -> Job:
-        return await self.store.add(
-            NewJob(
-                kind=kind, guild_id=guild, channel_id=2, user_id=3, locale="en-US",
-                params=dict(VIDEO if kind is JobKind.VIDEO else IMAGE),
-            ),
-            member_limit=None,
-            guild_cap=None,
-        )  # fmt: skip
+        return await add_job(self.store, guild, kind=kind, params=VIDEO if kind is JobKind.VIDEO else IMAGE)
 
     async def images_admitted(self, running: int) -> int:
         """Admit images until the planner refuses one; how many it admitted. Each is created through

@@ -22,22 +22,15 @@ from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import KEY_PREFIX, Pushback, Share, SharedPlanState
 from framecast.planner.tuning import PlannerTuning
 from framecast.storage import Store
-from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values import Job, JobState
 from framecast.values.service_requests import RefusalKind
 from tests.fakes.clock import ManualClock
+from tests.planner.jobs import add_job
 from tests.redis_server import REDIS_HOST, REDIS_PORT, requires_redis
 
 PROBE_AFTER = PlannerTuning().probe_after
 
 INTERVAL = 30.0
-VIDEO = {
-    "model": "svc-video-v2.0",
-    "prompt": "p",
-    "width": 1152,
-    "height": 768,
-    "num_frames": 121,
-    "frame_rate": 24,
-}
 CONCURRENCY = RefusalKind.CONCURRENCY
 
 
@@ -48,13 +41,7 @@ class Rig:
     planner: Planner
 
     async def job(self) -> Job:
-        job = await self.store.add(
-            NewJob(
-                kind=JobKind.VIDEO, guild_id=1, channel_id=2, user_id=3, locale="en-US", params=dict(VIDEO)
-            ),
-            member_limit=None,
-            guild_cap=None,
-        )
+        job = await add_job(self.store, 1)
         return dataclasses.replace(
             job, state=JobState.RUNNING, started_at=self.clock.time(), task_id=f"t{job.id}"
         )

@@ -18,21 +18,14 @@ from framecast.planner.predict import DurationModel
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.storage import Store
-from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values import Job, JobKind, JobState
 from framecast.values.service_requests import Priority
 from tests.fakes.clock import ManualClock
+from tests.planner.jobs import VIDEO, add_job
 from tests.planner.spending import spend
 
 LEARNED_AFTER = PlannerTuning().learned_after
 INTERVAL = 30.0
-VIDEO = {
-    "model": "svc-video-v2.0",
-    "prompt": "p",
-    "width": 1152,
-    "height": 768,
-    "num_frames": 121,
-    "frame_rate": 24,
-}
 
 
 @dataclasses.dataclass
@@ -44,18 +37,7 @@ class Rig:
     planner: Planner
 
     async def job(self, guild: int = 1, *, running: bool = True) -> Job:
-        job = await self.store.add(
-            NewJob(
-                kind=JobKind.VIDEO,
-                guild_id=guild,
-                channel_id=2,
-                user_id=3,
-                locale="en-US",
-                params=dict(VIDEO),
-            ),
-            member_limit=None,
-            guild_cap=None,
-        )
+        job = await add_job(self.store, guild)
         if running:
             job = dataclasses.replace(
                 job, state=JobState.RUNNING, started_at=self.clock.time(), task_id=f"t{job.id}"

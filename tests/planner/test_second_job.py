@@ -20,20 +20,13 @@ from framecast.keys.budget import RequestBudget
 from framecast.planner.planner import PlannedJob, Planner, PlannerSettings, TaskPacer
 from framecast.service import TaskStatus
 from framecast.storage import Store
-from framecast.values import Job, JobKind, NewJob
+from framecast.values import Job, JobKind
 from tests.fakes.clock import ManualClock
+from tests.planner.jobs import add_job
 
 WINDOW, ALLOWED = 1.0, 6
 INTERVAL, MAX_INTERVAL = 0.05, 0.3
 TASK = 8.0  # seconds the first task runs (its progress says so)
-VIDEO = {
-    "model": "svc-video-v2.0",
-    "prompt": "p",
-    "width": 1152,
-    "height": 768,
-    "num_frames": 121,
-    "frame_rate": 24,
-}
 
 
 class Key:
@@ -45,18 +38,7 @@ class Key:
         self.clock, self.store, self.budget, self.queues, self.planner = clock, store, budget, queues, planner
 
     async def job(self, guild: int) -> Job:
-        return await self.store.add(
-            NewJob(
-                kind=JobKind.VIDEO,
-                guild_id=guild,
-                channel_id=2,
-                user_id=3,
-                locale="en-US",
-                params=dict(VIDEO),
-            ),
-            member_limit=None,
-            guild_cap=None,
-        )
+        return await add_job(self.store, guild)
 
     def refused_with_a_recheck(self) -> bool:
         """Whether a second video is refused; a refusal must say when to ask again."""

@@ -27,22 +27,15 @@ from framecast.keys.budget import RequestBudget
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import KEY_PREFIX, Pushback, Share, SharedPlanState, SharedView
 from framecast.storage import Store
-from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values import Job, JobState
 from tests.fakes.clock import ManualClock
+from tests.planner.jobs import add_job
 from tests.redis_server import REDIS_HOST, REDIS_PORT, requires_redis
 from tests.workers import free_port
 
 INTERVAL = 30.0
 WINDOW = 60.0
 LIMIT = 16
-VIDEO = {
-    "model": "svc-video-v2.0",
-    "prompt": "p",
-    "width": 1152,
-    "height": 768,
-    "num_frames": 121,
-    "frame_rate": 24,
-}
 
 
 pytestmark = requires_redis
@@ -72,18 +65,7 @@ class Proc:
     redis: aioredis.Redis
 
     async def job(self, *, running: bool = True) -> Job:
-        job = await self.store.add(
-            NewJob(
-                kind=JobKind.VIDEO,
-                guild_id=1,
-                channel_id=2,
-                user_id=3,
-                locale="en-US",
-                params=dict(VIDEO),
-            ),
-            member_limit=None,
-            guild_cap=None,
-        )
+        job = await add_job(self.store, 1)
         if running:
             job = dataclasses.replace(
                 job, state=JobState.RUNNING, started_at=self.clock.time(), task_id=f"t{job.id}"
@@ -303,11 +285,7 @@ async def test_the_refresh_task_publishes_on_its_own(tmp_path: Path, key_id: str
             await asyncio.sleep(0.05)
         assert a.view.demand == 16.0 and a.view.running == 2 and a.view.active == 1
         assert b.view.processes == 1 and b.view.running == 0 and b.view.active == 0
-        job = await store.add(
-            NewJob(kind=JobKind.VIDEO, guild_id=1, channel_id=2, user_id=3, locale="en-US", params=VIDEO),
-            member_limit=None,
-            guild_cap=None,
-        )
+        job = await add_job(store, 1)
         planner.pacer(dataclasses.replace(job, state=JobState.RUNNING, started_at=clock.time()))
         assert not planner.may_start(1)  # the other process's tasks need the whole window
         await b.aclose()

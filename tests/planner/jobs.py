@@ -1,0 +1,35 @@
+"""What the planner's tests queue: a member's video as ``/video`` makes it, stored as intake does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from framecast.storage import Store
+from framecast.values import Job, JobKind, NewJob
+from tests.fakes.gen_service import VIDEO_MODEL
+
+__all__ = ["VIDEO", "add_job", "new_job"]
+
+#: A 5-second 1152x768 video's parameters (the planner reads only their kind and model).
+VIDEO: dict[str, Any] = {
+    "model": VIDEO_MODEL,
+    "prompt": "p",
+    "width": 1152,
+    "height": 768,
+    "num_frames": 121,
+    "frame_rate": 24,
+}
+
+
+def new_job(guild: int = 1, *, kind: JobKind = JobKind.VIDEO, params: dict[str, Any] | None = None) -> NewJob:
+    """A job of ``guild`` (``params`` default to :data:`VIDEO`'s)."""
+    return NewJob(
+        kind=kind, guild_id=guild, channel_id=2, user_id=3, locale="en-US", params=dict(params or VIDEO)
+    )
+
+
+async def add_job(
+    store: Store, guild: int = 1, *, kind: JobKind = JobKind.VIDEO, params: dict[str, Any] | None = None
+) -> Job:
+    """:func:`new_job`, stored with no member limit or server cap."""
+    return await store.add(new_job(guild, kind=kind, params=params), member_limit=None, guild_cap=None)
