@@ -514,6 +514,18 @@ async def wait_state(world: World, job_id: int, state: str, timeout: float = 10.
         await asyncio.sleep(0.02)
 
 
+async def wait_recorded(world: World, job_id: int, state: str, timeout: float = 10.0) -> dict[str, Any]:
+    """:func:`wait_state`, and the bot has taken the change in too (its log line of the move).
+
+    The row is on disk a moment before the bot's own view of its members' jobs follows (the store
+    logs the move, then tells its listeners, with nothing in between): a request sent only after
+    the row is read may still meet the job as unfinished, and a limit of one refuse it.
+    """
+    row = await wait_state(world, job_id, state, timeout)
+    await wait_log(world, f"job {job_id}: -> {state}\n", timeout)
+    return row
+
+
 # -- fixtures (registered for every test by tests/conftest.py) ------------------------------------
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[World]:

@@ -14,6 +14,7 @@ from tests.e2e.harness import (
     hold_route,
     job_rows,
     status_of,
+    wait_recorded,
     wait_state,
 )
 from tests.fakes.gen_service import TaskPlan
@@ -106,7 +107,7 @@ async def test_a_lone_surrogate_in_the_error_fails_the_job_and_frees_the_member(
     job_id = await world.job_id(it)
     msg = await it.wait_original(lambda m: status_of(m).startswith("❌"), timeout=15)
     assert "policy \ufffd violation" in status_of(msg)
-    row = await wait_state(world, job_id, "failed")
+    row = await wait_recorded(world, job_id, "failed")
     assert (row["error_code"], row["error_detail"]) == ("task_failed", "policy \ufffd violation")
     assert [c for c in button_ids(msg) if c.startswith("framecast:retry:")]
     # The failed job no longer counts against the member's limit of one.

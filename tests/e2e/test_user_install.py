@@ -25,6 +25,7 @@ from tests.e2e.harness import (
     service_creates,
     status_of,
     task_for,
+    wait_recorded,
     wait_state,
 )
 from tests.fakes.discord_api import USER_INSTALL_FOLLOWUPS, CommandHidden, FakeInteraction, FakeMessage
@@ -185,7 +186,7 @@ async def test_each_person_has_the_operators_member_limit_and_quota(start_synced
     other = await personal(world, world.discord.group_dm(), eve, "video", prompt="eve's")
     await world.job_id(other)
     task_for(world, "first").plan = TaskPlan(polls=0)
-    await wait_state(world, first_id, "delivered")
+    await wait_recorded(world, first_id, "delivered")
     world.service.default_plan = TaskPlan(polls=0)
     third = await personal(world, world.discord.dm_channel(dora), dora, "video", prompt="third")
     await wait_state(world, await world.job_id(third), "delivered")
