@@ -218,12 +218,16 @@ class Forecast:
         tuning: PlannerTuning,
         images_first: Callable[[], int],
         started_since: Callable[[float], dict[int, int]] = lambda since: {},
+        images_sent: Callable[[], Sequence[float]] = lambda: (),
+        in_flight: Callable[[], tuple[int, int]] = lambda: (0, 0),
     ) -> None:
         """`scope(guild_id)`: whether a guild's jobs wait for this key (None: every guild's).
 
         `tuning`: the admission policy's numbers (the policy is played forward for "starts in");
         `images_first()`: the images waiting that go before the polls expected to see a result;
-        `started_since(wall)`: per server, the videos created since then that started on the key.
+        `started_since(wall)`: per server, the videos created since then that started on the key;
+        `images_sent()`: when the images' creates sent within the last window went (monotonic);
+        `in_flight()`: the creates handed to the budget and not answered yet (videos, images).
         """
         self._plan = plan
         self._clock = clock
@@ -234,6 +238,8 @@ class Forecast:
         self._tuning = tuning
         self._images_first = images_first
         self._started_since = started_since
+        self._images_sent = images_sent
+        self._in_flight = in_flight
         # The queued videos' starts as last played forward (monotonic), when, for how many queued
         # videos and images, and whether the plan changed since (see :meth:`_video_starts`).
         self._starts: list[float] = []
@@ -485,8 +491,9 @@ class Forecast:
             return self._starts
         plan = self._plan
         planned = plan.profile(now)
-        if images:  # images go first: their creates, then their downloads
-            planned.append((now, float((IMAGE_REQUESTS - 1) * images)))
+        flying_videos, flying_images = self._in_flight()
+        if images or flying_images:  # images go first: their creates, then their downloads
+            planned.append((now, float((IMAGE_REQUESTS - 1) * (images + flying_images))))
         self._starts = play_starts(
             now=now,
             count=videos,
@@ -501,6 +508,8 @@ class Forecast:
             horizon=2 * (videos + 1) * pace.requests_per_task * spacing + 2 * plan.max_interval,
             step=spacing,
             creates_first=images,
+            images_sent=self._images_sent(),
+            in_flight=(flying_videos, flying_images),
         )
         self._starts_at, self._starts_for, self._stale = now, (videos, images), False
         return self._starts

@@ -130,6 +130,8 @@ class Planner:
             tuning=self._tuning,
             images_first=self.images_first,
             started_since=self.started_since,
+            images_sent=self.images_sent,
+            in_flight=self.creates_in_flight,
         )
         if shared is not None:
             shared.attach(self._share, self._shared_changed)
@@ -270,8 +272,17 @@ class Planner:
 
     def _images_spending(self) -> float:
         """Requests of the images whose create was sent within the last window (their slots are held)."""
+        return IMAGE_REQUESTS * len(self.images_sent())
+
+    def creates_in_flight(self) -> tuple[int, int]:
+        """The creates handed to the budget and not answered yet: (videos, images)."""
+        images = len(self._creating & self._images_sent.keys())
+        return len(self._creating) - images, images
+
+    def images_sent(self) -> list[float]:
+        """When the images whose create was sent within the last window were sent (monotonic)."""
         since = self._clock.monotonic() - self._budget.window
-        return IMAGE_REQUESTS * sum(1 for at in self._images_sent.values() if at >= since)
+        return [at for at in self._images_sent.values() if at >= since]
 
     def demand(self) -> float:
         """Requests the running tasks are expected to need within the next window."""
@@ -285,6 +296,7 @@ class Planner:
         """`job`'s create is sent now, at this budget priority; an image's two requests (its create,
         then its download) hold the window's slots from now."""
         self._creating.add(job.id)
+        self._forecast.changed()  # "starts in" counts the creates in flight (nothing else is woken)
         if job.kind is JobKind.IMAGE:
             now = self._clock.monotonic()
             since = now - self._budget.window  # the images sent before the window hold nothing now

@@ -402,3 +402,18 @@ async def test_videos_that_arrived_long_before_the_wait_say_nothing_of_what_arri
     for job in queued:
         rig.queues.push(job)
     assert rig.planner.estimate(queued[-1]).starts_in == pytest.approx(4 * 60.0 / 16)
+
+
+async def test_a_queued_video_waits_for_the_creates_in_flight(rig: Rig) -> None:
+    # A slot frees every 60/16 s. A video admitted a moment ago has its create waiting for the
+    # budget: the policy starts no video while a create is in flight, so the queued one starts on
+    # the slot after it (the play ignored it: at 110 % load "starts in" came out 30-40 % early).
+    await rig.spend(rig.budget.allowed, every=60.0 / 16)
+    queued = await rig.job(running=False)
+    rig.queues.push(queued)
+    before = rig.planner.estimate(queued).starts_in
+    rig.planner.create_sent(await rig.job())
+    rig.queues.push(await rig.job(running=False))  # the queues changed: the play is played again
+    after = rig.planner.estimate(queued).starts_in
+    assert before == pytest.approx(60.0 / 16)
+    assert after == pytest.approx(2 * 60.0 / 16)

@@ -218,3 +218,54 @@ def test_the_images_creates_go_out_before_any_video_starts() -> None:
     )
     spacing = WINDOW / 16
     assert starts == pytest.approx([4 * spacing, 5 * spacing])
+
+
+def held_play(images_sent: Sequence[float]) -> list[float]:
+    # Twelve polls due in 55 s (within the next window from now on); five videos queued, so the
+    # batch's last creates do not borrow.
+    slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
+    return play_starts(
+        now=0.0,
+        count=5,
+        planned=[(55.0, 12.0)],
+        slots=slots,
+        tuning=PlannerTuning(last_creates=4, borrow=1.5, idle=0.5, spread=0.0),
+        window=WINDOW,
+        allowed=16,
+        weighed=lambda at: [(at, 1.0)],
+        expected=lambda at: [],
+        horizon=3600.0,
+        step=WINDOW / 16,
+        images_sent=images_sent,
+    )
+
+
+def test_the_images_sent_within_the_window_hold_a_video_back_as_admission_weighs_them() -> None:
+    # Two images sent 10 and 5 s ago hold four requests until a window after each was sent:
+    # twelve polls, their four and a create do not fit sixteen, so the first video waits until the
+    # first image's requests leave the window (admission weighs them: KeyView.images_spent). The
+    # play counted none of them and started it at once.
+    assert held_play([])[0] == pytest.approx(0.0)
+    assert held_play([-10.0, -5.0])[0] >= 50.0
+
+
+def test_the_creates_in_flight_take_the_first_slots_before_a_video_starts() -> None:
+    # A video's and an image's creates are waiting for the budget: admission starts no video while
+    # a create is in flight (KeyView.creating), so the first queued video starts on the third slot.
+    slots = Slots(now=0.0, window=WINDOW, allowed=16, free=0, frees=None, spacing=WINDOW / 16)
+    starts = play_starts(
+        now=0.0,
+        count=2,
+        planned=[],
+        slots=slots,
+        tuning=RULE,
+        window=WINDOW,
+        allowed=16,
+        weighed=lambda at: [(at, 1.0)],
+        expected=lambda at: [],
+        horizon=3600.0,
+        step=WINDOW / 16,
+        in_flight=(1, 1),
+    )
+    spacing = WINDOW / 16
+    assert starts == pytest.approx([3 * spacing, 4 * spacing])
