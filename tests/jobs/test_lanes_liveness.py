@@ -350,10 +350,12 @@ class Model:
         assert not self.queued
 
 
-async def run_model(steps: list[tuple[Op, bool]], where: Path) -> None:
+async def run_model(slots: list[int], steps: list[tuple[Op, bool]], where: Path) -> None:
     clock = ManualClock()
     store = await Store.open(where / "db.sqlite3", clock=clock)
     model = Model(store, clock)
+    for i, (key, kind) in enumerate((key, kind) for key in KEYS for kind in KINDS):
+        model.keys.keys[key].slots[kind] = slots[i]
     try:
         with mock.patch.object(scheduler_module, "asyncio", model.restart):
             await model.scheduler.start()
@@ -375,7 +377,11 @@ async def run_model(steps: list[tuple[Op, bool]], where: Path) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-@given(st.lists(st.tuples(ops, st.booleans()), min_size=10, max_size=40))
-def test_no_job_waits_while_its_key_would_start_it(steps: list[tuple[Op, bool]]) -> None:
+@given(
+    st.lists(st.integers(0, 2), min_size=len(KEYS) * len(KINDS), max_size=len(KEYS) * len(KINDS)),
+    st.lists(st.tuples(ops, st.booleans()), min_size=10, max_size=40),
+)
+def test_no_job_waits_while_its_key_would_start_it(slots: list[int], steps: list[tuple[Op, bool]]) -> None:
+    """`slots`: each key's slots per kind at first (some kinds refused from the start)."""
     with tempfile.TemporaryDirectory() as where:
-        asyncio.run(run_model(steps, Path(where)))
+        asyncio.run(run_model(slots, steps, Path(where)))
