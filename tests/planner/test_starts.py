@@ -114,7 +114,9 @@ def play(
     slots: Slots,
     cost: Sequence[Requests] = (),
     rule: PlannerTuning = RULE,
+    **held: Any,
 ) -> list[float]:
+    """The starts of ``count`` videos on a key of 16 a window (``held``: what else holds its slots)."""
     return play_starts(
         now=0.0,
         count=count,
@@ -127,6 +129,7 @@ def play(
         expected=lambda at: [(at + t, n) for t, n in cost],
         horizon=3600.0,
         step=WINDOW / 16,
+        **held,
     )
 
 
@@ -202,20 +205,7 @@ def test_starts_come_in_queue_order_and_never_before_now(
 
 def test_the_images_creates_go_out_before_any_video_starts() -> None:
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=0, frees=None, spacing=WINDOW / 16)
-    starts = play_starts(
-        now=0.0,
-        count=2,
-        planned=[],
-        slots=slots,
-        tuning=RULE,
-        window=WINDOW,
-        allowed=16,
-        weighed=lambda at: [(at, 1.0)],
-        expected=lambda at: [],
-        horizon=3600.0,
-        step=WINDOW / 16,
-        creates_first=3,
-    )
+    starts = play(2, [], slots, creates_first=3)
     spacing = WINDOW / 16
     assert starts == pytest.approx([4 * spacing, 5 * spacing])
 
@@ -224,20 +214,8 @@ def held_play(images_sent: Sequence[float]) -> list[float]:
     # Twelve polls due in 55 s (within the next window from now on); five videos queued, so the
     # batch's last creates do not borrow.
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
-    return play_starts(
-        now=0.0,
-        count=5,
-        planned=[(55.0, 12.0)],
-        slots=slots,
-        tuning=PlannerTuning(last_creates=4, borrow=1.5, idle=0.5, spread=0.0),
-        window=WINDOW,
-        allowed=16,
-        weighed=lambda at: [(at, 1.0)],
-        expected=lambda at: [],
-        horizon=3600.0,
-        step=WINDOW / 16,
-        images_sent=images_sent,
-    )
+    rule = PlannerTuning(last_creates=4, borrow=1.5, idle=0.5, spread=0.0)
+    return play(5, [(55.0, 12.0)], slots, rule=rule, images_sent=images_sent)
 
 
 def test_the_images_sent_within_the_window_hold_a_video_back_as_admission_weighs_them() -> None:
@@ -253,19 +231,6 @@ def test_the_creates_in_flight_take_the_first_slots_before_a_video_starts() -> N
     # A video's and an image's creates are waiting for the budget: admission starts no video while
     # a create is in flight (KeyView.creating), so the first queued video starts on the third slot.
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=0, frees=None, spacing=WINDOW / 16)
-    starts = play_starts(
-        now=0.0,
-        count=2,
-        planned=[],
-        slots=slots,
-        tuning=RULE,
-        window=WINDOW,
-        allowed=16,
-        weighed=lambda at: [(at, 1.0)],
-        expected=lambda at: [],
-        horizon=3600.0,
-        step=WINDOW / 16,
-        in_flight=(1, 1),
-    )
+    starts = play(2, [], slots, in_flight=(1, 1))
     spacing = WINDOW / 16
     assert starts == pytest.approx([3 * spacing, 4 * spacing])
