@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from framecast.jobs.queues import GuildQueues
-from framecast.jobs.scheduler import Admission, Scheduler
+from framecast.jobs.scheduler import Admission, CancelOutcome, Scheduler
 from framecast.keys.budget import RequestBudget
 from framecast.planner.planner import PlannedJob, Planner, PlannerSettings
 from framecast.storage import Store
@@ -279,6 +279,47 @@ async def test_each_key_that_refused_is_asked_again_at_its_own_recheck_time(tmp_
         assert min(t for t in late.asked if t >= 3.0) <= 3.1 + 0.5
         # Between its rechecks a refusing key is not asked: a few times a second, not every step.
         assert len([t for t in late.asked if t < 3.0]) <= 3.0 / 0.5 + 2
+    finally:
+        await scheduler.close(timeout=1.0)
+        await store.close()
+
+
+class FewWaiting:
+    """A key that starts a job only while at most `most` of its jobs wait: an answer that moves with
+    its own queue (a planner's does), never with time, and of which nothing else tells."""
+
+    def __init__(self, queues: GuildQueues, most: int) -> None:
+        self.queues, self.most = queues, most
+
+    def may_start(self, running: int, kind: JobKind = JobKind.VIDEO) -> bool:
+        return self.queues.waiting(kind)[0] <= self.most
+
+    def recheck_in(self) -> float:
+        return float("inf")
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        pass
+
+
+async def test_a_cancelled_queued_job_wakes_its_key_whose_answer_moves_with_its_queue(tmp_path: Path) -> None:
+    clock = ManualClock()
+    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
+    runner = BareRunner(store, lambda job: pytest.fail("no planner here"))
+    queues = GuildQueues()
+    keys = Keys({"k": FewWaiting(queues, most=1)}, {GUILD_A: "k", GUILD_B: "k"})
+    scheduler = Scheduler(store=store, runner=runner, admission=keys, queues=queues, clock=clock)
+    try:
+        await scheduler.start()
+        a = await store.add(video(GUILD_A), member_limit=None, guild_cap=None)
+        b = await store.add(video(GUILD_B), member_limit=None, guild_cap=None)
+        scheduler.submit(a)
+        scheduler.submit(b)
+        await runner.settle()
+        assert runner.started == []  # two wait: the key refuses, and sleeps
+        outcome, _ = await scheduler.cancel(b.id)
+        assert outcome is CancelOutcome.CANCELLED
+        await runner.wait_started(1)  # one waits now: only the cancel can have woken the key
+        assert runner.started == [a.id]
     finally:
         await scheduler.close(timeout=1.0)
         await store.close()
