@@ -18,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Hashable
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -250,15 +252,42 @@ class BareRunner(PlannerRunner):
         release_service_slot()
 
 
-async def test_each_key_that_refused_is_asked_again_at_its_own_recheck_time(tmp_path: Path) -> None:
+@dataclasses.dataclass
+class Bare:
+    """A store on a clock no one advances, and a runner that holds each job (no planner to tell)."""
+
+    clock: ManualClock
+    store: Store
+    runner: BareRunner
+
+    @asynccontextmanager
+    async def scheduler(self, admission: Any, **options: Any) -> AsyncIterator[Scheduler]:
+        """A started scheduler over them, closed on the way out."""
+        scheduler = Scheduler(
+            store=self.store, runner=self.runner, admission=admission, clock=self.clock, **options
+        )
+        try:
+            await scheduler.start()
+            yield scheduler
+        finally:
+            await scheduler.close(timeout=1.0)
+
+
+@pytest.fixture
+async def bare(tmp_path: Path) -> AsyncIterator[Bare]:
     clock = ManualClock()
     store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
-    runner = BareRunner(store, lambda job: pytest.fail("no planner here"))
+    try:
+        yield Bare(clock, store, BareRunner(store, lambda job: pytest.fail("no planner here")))
+    finally:
+        await store.close()
+
+
+async def test_each_key_that_refused_is_asked_again_at_its_own_recheck_time(bare: Bare) -> None:
+    clock, store, runner = bare.clock, bare.store, bare.runner
     early, late = OpensAt(clock, at=1.0, every=0.25), OpensAt(clock, at=3.0, every=0.5)
     keys = Keys({"early": early, "late": late}, {GUILD_A: "early", GUILD_B: "late", GUILD_C: "late"})
-    scheduler = Scheduler(store=store, runner=runner, admission=keys, clock=clock)
-    try:
-        await scheduler.start()
+    async with bare.scheduler(keys) as scheduler:
         a = await store.add(video(GUILD_A), member_limit=None, guild_cap=None)
         b = await store.add(video(GUILD_B), member_limit=None, guild_cap=None)
         scheduler.submit(a)
@@ -279,9 +308,6 @@ async def test_each_key_that_refused_is_asked_again_at_its_own_recheck_time(tmp_
         assert min(t for t in late.asked if t >= 3.0) <= 3.1 + 0.5
         # Between its rechecks a refusing key is not asked: a few times a second, not every step.
         assert len([t for t in late.asked if t < 3.0]) <= 3.0 / 0.5 + 2
-    finally:
-        await scheduler.close(timeout=1.0)
-        await store.close()
 
 
 class FewWaiting:
@@ -301,15 +327,11 @@ class FewWaiting:
         pass
 
 
-async def test_a_cancelled_queued_job_wakes_its_key_whose_answer_moves_with_its_queue(tmp_path: Path) -> None:
-    clock = ManualClock()
-    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
-    runner = BareRunner(store, lambda job: pytest.fail("no planner here"))
+async def test_a_cancelled_queued_job_wakes_its_key_whose_answer_moves_with_its_queue(bare: Bare) -> None:
+    store, runner = bare.store, bare.runner
     queues = GuildQueues()
     keys = Keys({"k": FewWaiting(queues, most=1)}, {GUILD_A: "k", GUILD_B: "k"})
-    scheduler = Scheduler(store=store, runner=runner, admission=keys, queues=queues, clock=clock)
-    try:
-        await scheduler.start()
+    async with bare.scheduler(keys, queues=queues) as scheduler:
         a = await store.add(video(GUILD_A), member_limit=None, guild_cap=None)
         b = await store.add(video(GUILD_B), member_limit=None, guild_cap=None)
         scheduler.submit(a)
@@ -320,38 +342,26 @@ async def test_a_cancelled_queued_job_wakes_its_key_whose_answer_moves_with_its_
         assert outcome is CancelOutcome.CANCELLED
         await runner.wait_started(1)  # one waits now: only the cancel can have woken the key
         assert runner.started == [a.id]
-    finally:
-        await scheduler.close(timeout=1.0)
-        await store.close()
 
 
 async def test_a_dispatcher_restarted_after_an_admission_failed_looks_at_the_waiting_jobs_again(
-    tmp_path: Path,
+    bare: Bare,
 ) -> None:
-    clock = ManualClock()
-    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
-    runner = BareRunner(store, lambda job: pytest.fail("no planner here"))
+    clock, store, runner = bare.clock, bare.store, bare.runner
     # Never asked again by time (inf) and told of no change: only the restart may look again.
     failing = FailsOnce(clock, at=0.0, every=float("inf"))
     keys = Keys({"k": failing}, {GUILD_A: "k"})
-    scheduler = Scheduler(store=store, runner=runner, admission=keys, clock=clock)
-    try:
-        await scheduler.start()
+    async with bare.scheduler(keys) as scheduler:
         job = await store.add(video(GUILD_A), member_limit=None, guild_cap=None)
         scheduler.submit(job)
         await runner.wait_started(1)  # the dispatcher restarts after half a real second
         assert runner.started == [job.id]
-    finally:
-        await scheduler.close(timeout=1.0)
-        await store.close()
 
 
 async def test_a_job_taken_off_the_queue_starts_even_when_telling_its_guild_s_positions_fails(
-    tmp_path: Path,
+    bare: Bare,
 ) -> None:
-    clock = ManualClock()
-    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
-    runner = BareRunner(store, lambda job: pytest.fail("no planner here"))
+    store, runner = bare.store, bare.runner
     told: list[int] = []
 
     def positions_changed(guild: int, queued: list[int]) -> None:
@@ -359,11 +369,7 @@ async def test_a_job_taken_off_the_queue_starts_even_when_telling_its_guild_s_po
         if len(told) == 1:
             raise RuntimeError("the chat side exploded")
 
-    scheduler = Scheduler(
-        store=store, runner=runner, admission=2, clock=clock, on_positions_changed=positions_changed
-    )
-    try:
-        await scheduler.start()
+    async with bare.scheduler(2, on_positions_changed=positions_changed) as scheduler:
         first = await store.add(video(GUILD_A), member_limit=None, guild_cap=None)
         scheduler.submit(first)
         await runner.wait_started(1)  # not dropped: started, then the failure was logged
@@ -371,6 +377,3 @@ async def test_a_job_taken_off_the_queue_starts_even_when_telling_its_guild_s_po
         scheduler.submit(second)
         await runner.wait_started(2)
         assert runner.started == [first.id, second.id] and scheduler.position(first.id) == 1
-    finally:
-        await scheduler.close(timeout=1.0)
-        await store.close()
