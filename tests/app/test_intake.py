@@ -738,7 +738,7 @@ async def test_accept_survives_a_cancelled_caller(world: World) -> None:
     assert [j.id for j in await world.store.active()] == [1]
 
 
-# ---------------------------------------------------------------------- per-guild policy (issue 10)
+# ---------------------------------------------------------------------- per-guild policy
 
 
 CEILINGS = Ceilings(member_jobs=5, queue_cap=10, daily_videos=None, daily_images=None)

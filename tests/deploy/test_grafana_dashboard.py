@@ -21,7 +21,7 @@ from tests.deploy.promstack import (
     prometheus_tool,
 )
 
-#: What an operator must find on the dashboard (issue 18, item 5), as panel titles.
+#: What an operator must find on the dashboard, as panel titles.
 REQUIRED_PANELS = (
     "Jobs by state",
     "Queue depth",

@@ -1,4 +1,4 @@
-"""A hostile or broken generation service, end to end (issue 7, cases 1, 2, 3 and 7).
+"""A hostile or broken generation service, end to end: odd URLs, bodies and files.
 
 The real bot.py runs against the fakes; the fake service answers what an attacker or a broken
 service would: result URLs naming local files and internal addresses, redirects to them, padded

@@ -1,4 +1,4 @@
-"""The service renames a model while the bot runs (issue 16, item 8).
+"""The service renames a model while the bot runs.
 
 Before, every job failed with the service's 400 until the next periodic refresh of the model list
 (ten minutes). Now the refused create reads the list again at once: a /video on the default model is

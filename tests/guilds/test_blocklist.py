@@ -186,7 +186,7 @@ def test_blocked_term_never_raises(prompt: str, terms: list[str]) -> None:
     assert found is None or found in terms
 
 
-# ---------------------------------------------------------------------- bypasses (issue 16)
+# ---------------------------------------------------------------------- bypasses
 
 
 def test_settings_still_exports_the_matcher() -> None:

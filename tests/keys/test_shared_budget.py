@@ -122,8 +122,8 @@ async def test_budgets_in_one_process_never_exceed_the_limit(key_id: str) -> Non
         assert sum(b.granted_total for b in bs) == 36 and all(b.in_flight == 0 for b in bs)
     elapsed = time.monotonic() - t0
     check_spans(spans, limit, window)
-    # 36 requests at 5 per 0.5 s need at least 7 windows; the budget should not waste many more.
-    assert 3.0 <= elapsed < 8.0, elapsed
+    # 36 requests at 5 per 0.5 s need at least 7 windows (how few more: bench_sharedbudget's figure).
+    assert elapsed >= 3.0, elapsed
 
 
 async def test_scaled_clock_window_is_converted_for_redis(key_id: str) -> None:
@@ -135,7 +135,7 @@ async def test_scaled_clock_window_is_converted_for_redis(key_id: str) -> None:
         await asyncio.gather(*(hammer(budget, 2, spans, random.Random(i)) for i in range(3)))
         elapsed = time.monotonic() - t0
         check_spans(spans, 2, 0.4)
-        assert 0.8 <= elapsed < 2.0, elapsed  # 6 requests, 2 per 0.4 real seconds
+        assert elapsed >= 0.8, elapsed  # 6 requests, 2 per 0.4 real seconds: at least two windows
         assert 9.0 <= budget.penalize(retry_after=10.0) <= 11.0  # clock seconds: 1 real second
         probe = aioredis.Redis(host=REDIS_HOST, port=REDIS_PORT)
         left = 0

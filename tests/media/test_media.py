@@ -418,7 +418,7 @@ def test_mediagen_is_deterministic_and_sized() -> None:
 
 
 # -------------------------------------------------------------------------------------------
-# header-only dimensions and result checks (issue 7: not media, decompression bombs)
+# header-only dimensions and result checks (not media, decompression bombs)
 
 
 def _still(codec: str, pix_fmt: str, width: int = 200, height: int = 100, **options: str) -> bytes:

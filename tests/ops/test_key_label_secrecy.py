@@ -1,4 +1,4 @@
-"""A server key's metrics label says nothing about the key (issue 16, item 11).
+"""A server key's metrics label says nothing about the key.
 
 Whoever reads ``/metrics`` must not be able to confirm a guessed key: the label may not be a
 function of the key alone (it was the first 8 hex digits of the key's unsalted SHA-256).

@@ -1,4 +1,4 @@
-"""The operator port cannot be used to stop the bot (issue 16, item 2).
+"""The operator port cannot be used to stop the bot.
 
 Idle clients that never finish their headers used to be held forever, each a file descriptor:
 1,141 of them under the common soft limit of 1,024 and the bot could open no socket at all. The

@@ -1,4 +1,4 @@
-"""What an answer of the service may cost: items and depth counted first (issue 16, item 1).
+"""What an answer of the service may cost: items and depth counted first.
 
 (The pre-scan's own properties are in ``test_json_prescan.py``.)
 

@@ -318,7 +318,7 @@ async def test_a_far_poll_is_asked_again_every_interval_and_comes_when_the_plan_
     fake_service: FakeService, session: aiohttp.ClientSession
 ) -> None:
     # The planner may learn meanwhile that a task parked for the longest gap is likely done sooner
-    # (issue 17: the scouts teach its kind): the wait loop asks the pacer again an interval on.
+    # (the scouts teach its kind): the wait loop asks the pacer again an interval on.
     clock = ScaledClock(100)
     fake_service.default_plan = TaskPlan(polls=0)
     client = make_client(fake_service, session, clock=clock)
@@ -352,7 +352,7 @@ async def test_wait_video_times_out(fake_service: FakeService, session: aiohttp.
     t0 = time.monotonic()
     with pytest.raises(TaskTimedOut) as info:
         await client.wait_video(task_id, interval=5.0, timeout=30.0)  # 0.3 real seconds
-    assert 0.25 <= time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 >= 0.25  # not before the timeout; the poll count bounds it from above
     assert info.value.code == "timeout" and info.value.task_id == task_id
     assert 5 <= fake_service.count(path=POLL_PATH) <= 7  # polls at 5, 10, ..., 30
 
@@ -902,7 +902,7 @@ async def test_from_settings(fake_service: FakeService, session: aiohttp.ClientS
     assert client.base_url == fake_service.base_url
     assert await client.list_models()
     assert fake_service.requests[0].path == "/v1/models"
-    # The issue-7 settings reach the client: the allow-list, the JSON cap, the redirect bound.
+    # The hostile-service settings reach the client: the allow-list, the JSON cap, the redirect bound.
     assert await client.download(fake_service.alt_base_url + "/files/a.png", max_bytes=10**6, timeout=5)
     fake_service.path_scripted["/v1/models"] = [(200, b'{"data": []}' + b" " * 2000, None)]
     with pytest.raises(BadResponse, match="larger than the 2000-byte limit"):
@@ -944,11 +944,11 @@ async def test_burst_never_exceeds_the_window(
     assert done == 300 and fake_service.count() == 300
     assert fake_service.count(status=429) == 0
     assert fake_service.max_in_window(real_window) <= limit
-    # ...and the budget is not wasted either: close to one full window per `limit` requests.
-    assert elapsed < (300 / limit + 2) * real_window * 2
+    # Never faster than the limit allows (how little of the window it wastes is bench_budget's figure).
+    assert elapsed >= (300 / limit - 1) * real_window
 
 
-# -- a hostile or broken service (issue 7) --------------------------------------------------------------
+# -- a hostile or broken service ------------------------------------------------------------------------
 class ScriptedResolver(AbstractResolver):
     """DNS for made-up names, so no test ever asks a real DNS server or reaches a real host.
 

@@ -1,8 +1,8 @@
 """The pre-scan counts exactly what the JSON parser would build, and refuses past its caps.
 
-:class:`~framecast.service.jsonscan.JsonScan` decides whether an answer may be parsed at all
-(issue 16, item 1), so its counts must match the parsed structure for every JSON document, fed
-whole or in any cuts, and any bytes must give a value or :class:`BadResponse`, nothing else.
+:class:`~framecast.service.jsonscan.JsonScan` decides whether an answer may be parsed at all,
+so its counts must match the parsed structure for every JSON document, fed whole or in any
+cuts, and any bytes must give a value or :class:`BadResponse`, nothing else.
 """
 
 from __future__ import annotations

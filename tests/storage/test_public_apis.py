@@ -1,6 +1,6 @@
 """The store uses its libraries (SQLAlchemy, aiosqlite, asyncpg, Alembic) through their public API only.
 
-Until issue 33 the SQLite store ran on a fast path through aiosqlite's private ``_execute``/``_conn``
+The SQLite store once ran on a fast path through aiosqlite's private ``_execute``/``_conn``
 and subclasses of SQLAlchemy's adapter classes, which any release of either could break without
 notice (``benchmarks/README.md``, "Store", says what giving it up cost). These checks keep it out.
 """

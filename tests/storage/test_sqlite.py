@@ -787,7 +787,7 @@ async def test_the_store_accepts_every_cleaned_text(store: Store, text: str) -> 
     assert stored.error_detail == cleaned
 
 
-# ---------------------------------------------------------------------- schema v3: learned durations (issue 9)
+# ---------------------------------------------------------------------- schema v3: learned durations
 
 
 async def test_durations_upsert_and_survive_a_reopen(db_path: Path) -> None:
@@ -824,7 +824,7 @@ async def test_save_duration_refuses_what_sqlite_would_store_wrongly(
     assert await store.load_durations() == []
 
 
-# ---------------------------------------------------------------------- schema v4: issue 10
+# ---------------------------------------------------------------------- schema v4: key owners, daily quotas
 
 
 async def test_key_owner_is_a_job_field(store: Store) -> None:
