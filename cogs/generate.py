@@ -45,6 +45,11 @@ FPS_CHOICES: list[Choice[int]] = [
 CHOICE_NAME_CHARS = 100
 
 
+def model_choices(bot: Framecast, kind: JobKind, current: str) -> list[Choice[str]]:
+    """Autocomplete choices for a model of `kind` matching what the member typed so far."""
+    return [Choice(name=m, value=m) for m in bot.core.members.suggest_models(kind, current)]
+
+
 def style_choices(styles: list[Style]) -> list[Choice[str]]:
     """Autocomplete choices for a style: its name, then its template on one line as far as it fits."""
     choices = []
@@ -143,13 +148,13 @@ class Generate(commands.Cog):
     async def _video_models(
         self, interaction: discord.Interaction[Framecast], current: str
     ) -> list[Choice[str]]:
-        return [Choice(name=m, value=m) for m in self.bot.core.members.suggest_models(JobKind.VIDEO, current)]
+        return model_choices(self.bot, JobKind.VIDEO, current)
 
     @image.autocomplete("model")
     async def _image_models(
         self, interaction: discord.Interaction[Framecast], current: str
     ) -> list[Choice[str]]:
-        return [Choice(name=m, value=m) for m in self.bot.core.members.suggest_models(JobKind.IMAGE, current)]
+        return model_choices(self.bot, JobKind.IMAGE, current)
 
     # From memory (the core keeps each server's styles): an autocomplete answers at once.
     @video.autocomplete("style")

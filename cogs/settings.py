@@ -24,7 +24,7 @@ from discord import app_commands
 from discord.app_commands import Choice, locale_str
 from discord.ext import commands
 
-from cogs.generate import FPS_CHOICES, IMAGE_SIZE_CHOICES, LENGTH_CHOICES, VIDEO_SIZE_CHOICES
+from cogs.generate import FPS_CHOICES, IMAGE_SIZE_CHOICES, LENGTH_CHOICES, VIDEO_SIZE_CHOICES, model_choices
 from cogs.interactions import actor, admin, admins
 from cogs.server_key import KeyGroup, submit_key
 from cogs.settings_text import RESET_CHOICES, changed_text, settings_embed
@@ -162,13 +162,13 @@ class ServerSettings(
     async def _video_models(
         self, interaction: discord.Interaction[Framecast], current: str
     ) -> list[Choice[str]]:
-        return [Choice(name=m, value=m) for m in self.bot.core.members.suggest_models(JobKind.VIDEO, current)]
+        return model_choices(self.bot, JobKind.VIDEO, current)
 
     @image.autocomplete("model")
     async def _image_models(
         self, interaction: discord.Interaction[Framecast], current: str
     ) -> list[Choice[str]]:
-        return [Choice(name=m, value=m) for m in self.bot.core.members.suggest_models(JobKind.IMAGE, current)]
+        return model_choices(self.bot, JobKind.IMAGE, current)
 
     # -- where -----------------------------------------------------------------------------------
     @channels.command(name=locale_str("add"), description=locale_str("Allow generation in a channel"))

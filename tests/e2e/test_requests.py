@@ -120,6 +120,18 @@ async def test_model_autocomplete_answers_from_the_service_list(world: World) ->
     await it.wait_response()
     assert it.choices is not None
     assert [c["value"] for c in it.choices] == [IMAGE_MODEL]
+    # The admins' defaults offer the same list.
+    it = await world.discord.autocomplete(
+        world.guild,
+        world.channel,
+        world.admins[0],
+        "settings",
+        {"model": "svc"},
+        focused="model",
+        subcommand="video",
+    )
+    await it.wait_response()
+    assert it.choices is not None and [c["value"] for c in it.choices] == names
 
 
 async def test_member_limit_and_guild_cap_give_clear_messages(tmp_path) -> None:
