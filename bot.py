@@ -215,6 +215,7 @@ class Framecast(commands.Bot):
         assert s.web_base_url and s.web_client_secret and s.web_session_secret
         # Imported here: the pages' templates and aiohttp's server cost every process's start-up,
         # and most deployments set no WEB_PORT.
+        from web.pages import add_routes
         from web.server import WebConfig, WebServer
 
         config = WebConfig(
@@ -226,7 +227,7 @@ class Framecast(commands.Bot):
             session_secret=s.web_session_secret.reveal(),
             discord_api=s.discord_api_base_url,
         )
-        web = WebServer(web_cases(self.core, DiscordDirectory(self)), config)
+        web = WebServer(web_cases(self.core, DiscordDirectory(self)), config, add_routes)
         try:
             await web.start()
         except OSError as exc:

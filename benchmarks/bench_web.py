@@ -51,6 +51,7 @@ from framecast.clock import SystemClock  # noqa: E402
 from framecast.storage import Store  # noqa: E402
 from framecast.storage.values import dumps  # noqa: E402
 from framecast.values import Job  # noqa: E402
+from web.pages import add_routes  # noqa: E402
 from web.server import WebConfig, WebServer  # noqa: E402
 
 GUILD = 1_000_000_000_000_000
@@ -200,7 +201,9 @@ async def serve(path: Path, viewers: int) -> None:
         my_jobs=cast(Any, None),
         directory=FixedDirectory(),
     )
-    server = TimedServer(cases, WebConfig("127.0.0.1", 0, "http://127.0.0.1", "1", "secret", "s" * 40))
+    server = TimedServer(
+        cases, WebConfig("127.0.0.1", 0, "http://127.0.0.1", "1", "secret", "s" * 40), add_routes
+    )
     await server.start()
     cookies = [server.signer.sign("session", await sessions.open(m)) for m in MEMBERS[:viewers]]
     # The use case alone, one call at a time.

@@ -26,9 +26,10 @@ from cogs import interactions
 from cogs.delivery.record import DiscordRecord
 from cogs.i18n import t
 from cogs.i18n.personal import place_key
+from cogs.literal import as_text
+from cogs.places import where
 from cogs.queue import HIDDEN_KEYS
 from cogs.tree import answer_error, reply_privately
-from cogs.views.render import as_text
 from framecast.app import (
     Actor,
     HistoryPage,
@@ -74,8 +75,8 @@ def jump_url(row: HistoryRow) -> str | None:
     if message_id is None:
         return None
     # A personal queue's jobs (user installs) carry the person's own id: their messages are in DMs.
-    where = "@me" if is_personal_queue(job.guild_id, job.user_id) else str(job.guild_id)
-    return f"https://discord.com/channels/{where}/{job.channel_id}/{message_id}"
+    place = "@me" if is_personal_queue(job.guild_id, job.user_id) else str(job.guild_id)
+    return f"https://discord.com/channels/{place}/{job.channel_id}/{message_id}"
 
 
 def _row_text(row: HistoryRow, locale: str, prompt_chars: int) -> str:
@@ -196,7 +197,7 @@ async def _answer(
     try:
         page = await _history(interaction).show(actor, viewer, member_id, before=before, after=after)
     except HistoryRefused:
-        key = place_key("history_not_allowed", personal=interactions.where(interaction).personal)
+        key = place_key("history_not_allowed", personal=where(interaction).personal)
         await reply_privately(interaction, t(key, locale))
         return
     await interaction.edit_original_response(

@@ -15,7 +15,7 @@ from discord.app_commands import locale_str
 from discord.ext import commands
 
 from cogs.i18n import command_name, t
-from cogs.views.render import as_text
+from cogs.literal import as_text
 from framecast.app import JobKind, MemberLimits
 
 if TYPE_CHECKING:

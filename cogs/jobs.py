@@ -19,12 +19,14 @@ from discord.ext import commands
 from cogs import interactions
 from cogs.delivery import result_attachments
 from cogs.i18n import t
+from cogs.literal import link_text
+from cogs.places import where
 from cogs.queue import HIDDEN_KEYS
 from cogs.styles import show_sent_prompt
 from cogs.tree import error_message
 from cogs.views.buttons import JOB_BUTTONS
 from cogs.views.remix import RemixSubmit, remix_submitted
-from cogs.views.render import link_text, render_job
+from cogs.views.render import render_job
 from framecast.app import Actor, Job, JobRefused, JobState, ParkedFile, ParkedProblem
 
 if TYPE_CHECKING:
@@ -64,7 +66,7 @@ class Jobs(commands.Cog):
             )
         except JobRefused as refused:
             # The private "thinking…" message becomes the answer.
-            personal = interactions.where(interaction).personal
+            personal = where(interaction).personal
             await interaction.edit_original_response(content=error_message(refused, loc, personal=personal))
             return
         job = details.job

@@ -22,7 +22,8 @@ from discord.ext import commands
 from cogs.delivery.slot import percent_floor
 from cogs.i18n import t
 from cogs.interactions import queue_viewer
-from cogs.views.render import as_text, shown_percent
+from cogs.literal import as_text
+from cogs.views.render import shown_percent
 from framecast.app import Job, JobKind, JobState, PromptHidden, QueueRow, QueueView, job_style
 
 if TYPE_CHECKING:

@@ -20,9 +20,9 @@ from discord.app_commands import locale_str
 
 from cogs.i18n import t
 from cogs.interactions import actor, admin, admins
+from cogs.literal import as_text
 from cogs.tree import acknowledge_privately, answer_privately, relative_time
 from cogs.views.key_form import key_form
-from cogs.views.render import as_text
 from framecast.app import KeyAvailability, KeyRemoved, KeySetResult
 
 if TYPE_CHECKING:

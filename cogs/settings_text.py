@@ -11,8 +11,8 @@ import discord
 from discord.app_commands import Choice, locale_str
 
 from cogs.i18n import command_name, shipped, t
+from cogs.literal import as_text
 from cogs.tree import SETTING_NAME_KEYS, relative_time
-from cogs.views.render import as_text
 from framecast.app import (
     LIMIT_SETTINGS,
     RESETTABLE,

@@ -19,8 +19,8 @@ from discord.app_commands import Choice, locale_str
 from cogs.generate import style_choices
 from cogs.i18n import t
 from cogs.interactions import actor, admin
+from cogs.literal import as_text
 from cogs.tree import acknowledge_privately, answer_privately
-from cogs.views.render import as_text
 from framecast.app import MAX_STYLES, STYLE_PLACEHOLDER, Job, ServerStyles, StyleKind, StyleList, job_style
 
 if TYPE_CHECKING:

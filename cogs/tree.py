@@ -22,6 +22,8 @@ from discord import app_commands
 
 from cogs.i18n import t
 from cogs.i18n.personal import place_key
+from cogs.literal import as_text
+from cogs.places import where
 from framecast.app import (
     STYLE_PLACEHOLDER,
     AdminRefusal,
@@ -154,14 +156,6 @@ def relative_time(epoch: float) -> str:
     return f"<t:{int(epoch)}:R>"
 
 
-def _literal(text: str) -> str:
-    """`text` shown as typed (no mention, link or formatting)."""
-    # Imported here: the renderer imports the job buttons, which import this module for its handler.
-    from cogs.views.render import as_text
-
-    return as_text(text)
-
-
 def _intake_message(error: IntakeError, locale: str | discord.Locale | None, personal: bool) -> str:
     params: dict[str, Any] = dict(error.params)
     key = place_key(INTAKE_KEYS[error.problem], personal=personal)
@@ -176,7 +170,7 @@ def _intake_message(error: IntakeError, locale: str | discord.Locale | None, per
         params["channels"] = ", ".join(f"<#{int(c)}>" for c in params.get("channels", ()))
         return t(key, locale, **params)
     # Parameters may echo what a member typed or what the service listed: shown literally.
-    params = {k: _literal(v) if isinstance(v, str) else v for k, v in params.items()}
+    params = {k: as_text(v) if isinstance(v, str) else v for k, v in params.items()}
     return t(key, locale, **params)
 
 
@@ -187,7 +181,7 @@ def _settings_message(error: SettingsError, locale: str | discord.Locale | None)
         try:
             params["setting"] = t(SETTING_NAME_KEYS[Setting(setting)], locale)
         except ValueError:
-            params["setting"] = _literal(str(setting))
+            params["setting"] = as_text(str(setting))
     return t(SETTINGS_KEYS[error.problem], locale, **params)
 
 
@@ -218,7 +212,7 @@ def error_message(
         return _settings_message(error, locale)
     if isinstance(error, StyleError):
         # A name or template as the admin typed it: shown literally.
-        params = {k: _literal(v) if isinstance(v, str) else v for k, v in error.params.items()}
+        params = {k: as_text(v) if isinstance(v, str) else v for k, v in error.params.items()}
         return t(STYLE_KEYS[error.problem], locale, placeholder=STYLE_PLACEHOLDER, **params)
     if isinstance(error, JobRefused):
         return t(place_key(REFUSAL_KEYS[error.refusal], personal=personal), locale, id=error.job_id)
@@ -302,10 +296,7 @@ async def reply_privately(interaction: discord.Interaction[Any], text: str) -> N
 
 
 def _personal(interaction: discord.Interaction[Any]) -> bool:
-    """Whether `interaction` came to a person's own queue (see ``cogs.interactions.where``)."""
-    # Imported here: the interactions module raises this module's refusals.
-    from cogs.interactions import where
-
+    """Whether `interaction` came to a person's own queue (see :func:`cogs.places.where`)."""
     try:
         return where(interaction).personal
     except Exception:  # an error reply must never fail on reading where it goes

@@ -31,7 +31,7 @@ from framecast.app import (
     presets,
 )
 from web.charts import day_bars
-from web.pages import check_csrf, render, server_member, server_of
+from web.requests import check_csrf, render, server_member, server_of
 
 __all__ = ["add_routes"]
 

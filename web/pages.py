@@ -1,9 +1,7 @@
-"""The pages: log in and out, the gallery, the dashboard and a person's own page.
+"""The pages: log in and out, the gallery, a person's own page, and the dashboard's routes.
 
-Each handler reads the request, asks one use case (``framecast.app``) and draws a template. Who is
-logged in comes from the session cookie (signed, HttpOnly, Secure, SameSite=Lax) and its row in the
-store; who they are in a server comes from the bot's view (:class:`ServerDirectory`), on every
-request. A form that changes anything carries a CSRF token bound to the session.
+Each handler reads the request (:mod:`web.requests`), asks one use case (``framecast.app``) and draws
+a template.
 """
 
 from __future__ import annotations
@@ -12,33 +10,33 @@ import hmac
 import logging
 import secrets
 import time
-from typing import Any
 
 from aiohttp import web
 
-from framecast.app import (
-    DirectoryUnavailable,
-    GalleryQuery,
-    JobKind,
-    ServerMember,
-)
+from framecast.app import DirectoryUnavailable, GalleryQuery, JobKind
+from web import dashboard
 from web.oauth import LoginFailed, pkce_pair
-from web.server import WebServer
+from web.requests import (
+    SESSION_COOKIE,
+    check_csrf,
+    current_user,
+    render,
+    require_user,
+    server_member,
+    server_of,
+)
 
-__all__ = ["SESSION_COOKIE", "add_routes"]
+__all__ = ["add_routes"]
 
 log = logging.getLogger(__name__)
 
-SESSION_COOKIE = "fc_session"
 LOGIN_COOKIE = "fc_login"
 #: How long a login may take between leaving for Discord and coming back.
 LOGIN_SECONDS = 600
-_SERVER_KEY: web.AppKey[WebServer] = web.AppKey("server", WebServer)
 
 
-def add_routes(app: web.Application, server: WebServer) -> None:
-    """Register every page on `app`."""
-    app[_SERVER_KEY] = server
+def add_routes(app: web.Application) -> None:
+    """Register every page on `app` (the routes :class:`web.server.WebServer` is given)."""
     app.router.add_get("/", index)
     app.router.add_get("/login", login)
     app.router.add_get("/login/callback", callback)
@@ -46,57 +44,11 @@ def add_routes(app: web.Application, server: WebServer) -> None:
     app.router.add_get("/g/{guild}", gallery)
     app.router.add_get("/me", me)
     app.router.add_get("/media/{guild}/{job}", media)
-    from web import dashboard
-
     dashboard.add_routes(app)
-
-
-def server_of(request: web.Request) -> WebServer:
-    """The web server a request reached."""
-    return request.app[_SERVER_KEY]
-
-
-def render(request: web.Request, template: str, *, status: int = 200, **values: Any) -> web.Response:
-    """`template` drawn with `values` (autoescaped), plus who is logged in and their CSRF token."""
-    server = server_of(request)
-    user = request.get("user_id")
-    token = request.get("session_token")
-    page = server.templates.get_template(template).render(
-        user_id=user,
-        csrf=server.signer.token("csrf", token) if token else "",
-        **values,
-    )
-    return web.Response(text=page, status=status, content_type="text/html", charset="utf-8")
 
 
 def _cookie(response: web.StreamResponse, name: str, value: str, *, max_age: int) -> None:
     response.set_cookie(name, value, max_age=max_age, path="/", secure=True, httponly=True, samesite="Lax")
-
-
-async def current_user(request: web.Request) -> int | None:
-    """The logged-in user (their session cookie's row still open), or None; kept on the request."""
-    if "user_id" in request:
-        return request["user_id"]  # type: ignore[no-any-return]
-    server = server_of(request)
-    token = server.signer.unsign("session", request.cookies.get(SESSION_COOKIE))
-    user = await server.cases.sessions.user(token) if isinstance(token, str) else None
-    request["user_id"] = user
-    request["session_token"] = token if user is not None else None
-    return user
-
-
-async def require_user(request: web.Request) -> int:
-    """The logged-in user, or a redirect to log in (and back here)."""
-    user = await current_user(request)
-    if user is None:
-        raise web.HTTPFound(f"/login?{_next_query(request.path_qs)}")
-    return user
-
-
-def _next_query(path: str) -> str:
-    from urllib.parse import urlencode
-
-    return urlencode({"next": path})
 
 
 def _local_path(value: str | None) -> str:
@@ -107,40 +59,6 @@ def _local_path(value: str | None) -> str:
     if "\\" in value or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
         return "/"
     return value
-
-
-def check_csrf(request: web.Request, form: Any) -> None:
-    """Refuse (403) a form whose CSRF token is not the session's."""
-    server = server_of(request)
-    token = request.get("session_token")
-    sent = form.get("csrf") if form is not None else None
-    if (
-        not token
-        or not isinstance(sent, str)
-        or not hmac.compare_digest(sent, server.signer.token("csrf", token))
-    ):
-        raise web.HTTPForbidden(text="This form has expired or did not come from this site. Reload the page.")
-
-
-async def server_member(request: web.Request, *, fresh: bool = False) -> tuple[int, ServerMember]:
-    """The server in the path and the logged-in person as the bot sees them there (404: not a member)."""
-    user = await require_user(request)
-    try:
-        guild_id = int(request.match_info["guild"])
-    except ValueError:
-        raise web.HTTPNotFound() from None
-    if not 0 < guild_id < 2**63:
-        raise web.HTTPNotFound()
-    try:
-        member = await server_of(request).cases.directory.member(guild_id, user, fresh=fresh)
-    except DirectoryUnavailable:
-        raise web.HTTPServiceUnavailable(
-            text="Discord cannot be reached just now; try again in a moment."
-        ) from None
-    if member is None:
-        # The same answer for "no such server" and "not a member": nothing is told about servers.
-        raise web.HTTPNotFound(text="Not found.")
-    return guild_id, member
 
 
 # -- log in and out ---------------------------------------------------------------------------------

@@ -23,7 +23,14 @@ from framecast.app import WebCases
 from web.oauth import DiscordOAuth, OAuthEndpoints
 from web.signing import Signer
 
-__all__ = ["DISCORD_MEDIA", "SECURITY_HEADERS", "WebConfig", "WebServer", "security_headers_for"]
+__all__ = [
+    "DISCORD_MEDIA",
+    "SECURITY_HEADERS",
+    "SERVER_KEY",
+    "WebConfig",
+    "WebServer",
+    "security_headers_for",
+]
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +120,11 @@ async def security_headers(request: web.Request, handler: Handler) -> web.Stream
 class WebServer:
     """The web pages, started and stopped by ``bot.py``."""
 
-    def __init__(self, cases: WebCases, config: WebConfig) -> None:
+    def __init__(self, cases: WebCases, config: WebConfig, routes: Callable[[web.Application], None]) -> None:
+        """`routes` registers the pages' handlers (:func:`web.pages.add_routes`); a handler finds this
+        server on its request's application (:data:`SERVER_KEY`)."""
         self.cases = cases
+        self._routes = routes
         self.config = config
         self.signer = Signer(config.session_secret)
         self.templates = jinja2.Environment(
@@ -142,12 +152,11 @@ class WebServer:
         return self.config.port
 
     def app(self) -> web.Application:
-        """The aiohttp application (its routes are in :mod:`web.pages`)."""
-        from web import pages
-
+        """The aiohttp application: the routes given, the security headers and the static files."""
         app = web.Application(client_max_size=MAX_BODY, middlewares=[security_headers])
         app[_HEADERS_KEY] = security_headers_for(self.config.media_origins)
-        pages.add_routes(app, self)
+        app[SERVER_KEY] = self
+        self._routes(app)
         app.router.add_static("/static", HERE / "static", append_version=False)
         return app
 
@@ -181,3 +190,7 @@ class WebServer:
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
+
+
+#: Where a handler finds the :class:`WebServer` its request reached (:func:`web.requests.server_of`).
+SERVER_KEY: web.AppKey[WebServer] = web.AppKey("server", WebServer)

@@ -20,7 +20,7 @@ import discord
 from cogs.delivery.errors_metric import DiscordErrors
 from cogs.discord_internals import system_channel_id
 from cogs.i18n import t
-from cogs.views.render import as_text
+from cogs.literal import as_text
 from framecast.app import RefusedKeyNotice
 
 __all__ = ["KeyNotices"]

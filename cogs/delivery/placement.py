@@ -31,7 +31,7 @@ from cogs.delivery.slot import Delivery, Slot, with_state
 from cogs.delivery.target import Target, home
 from cogs.delivery.timings import DeliveryTimings
 from cogs.i18n import t
-from cogs.views.render import link_text
+from cogs.literal import link_text
 from framecast.app import Clock, Delivered, Job, JobState, ResultFile
 
 __all__ = ["Placement", "Target"]

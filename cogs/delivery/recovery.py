@@ -9,7 +9,7 @@ import discord
 
 from cogs.delivery.lookup import JobMessages, result_attachments
 from cogs.delivery.record import DiscordRecord
-from cogs.views.render import link_text
+from cogs.literal import link_text
 from framecast.app import Job
 
 __all__ = ["result_on_messages", "shows_result"]

@@ -27,6 +27,7 @@ import discord
 
 from cogs import interactions, tree
 from cogs.i18n import t
+from cogs.places import where
 from cogs.tree import answer_error, reply_privately
 from cogs.views import remix
 from framecast.app import Deletions, JobAction, RemovalFailed, RemovalProblem
@@ -138,13 +139,13 @@ class RetryButton(_JobButton, template=_template(ButtonAction.RETRY)):
     async def clicked(self, interaction: discord.Interaction[Any]) -> None:
         """Check who and where before the acknowledgement, then queue the retry."""
         members = interactions.members(interaction)
-        where = interactions.requester(interaction)
+        who = interactions.requester(interaction)
         interactions.check_channel(interaction)
         job = await tree.before_acknowledging(
             members.authorize(interactions.actor(interaction), self.job_id, JobAction.RETRY),
             ACK_LOOKUP_TIMEOUT,
         )
-        request = members.prepare_retry(where, job)
+        request = members.prepare_retry(who, job)
         await interaction.response.defer(thinking=True)
         await members.retry(request, interactions.job_bookkeeping(interaction))
 
@@ -204,7 +205,7 @@ class DeleteButton(_JobButton, template=_template(ButtonAction.DELETE)):
         question.add_item(DeleteConfirmButton(self.job_id, label=t("delete_confirm", loc)))
         question.add_item(DeleteKeepButton(self.job_id, label=t("delete_keep", loc)))
         text, none = t("delete_question", loc, id=self.job_id), discord.AllowedMentions.none()
-        if interactions.where(interaction).personal and interaction.message is not None:
+        if where(interaction).personal and interaction.message is not None:
             # A personal result may be where the bot is not (a group DM, a server without it), and
             # its job's token lasts 15 minutes. This click's own token can delete the message it
             # is on (its @original, once answered with a deferred update), for 15 minutes more.

@@ -10,7 +10,8 @@ import pytest
 from discord import app_commands
 
 from cogs.i18n import t
-from cogs.interactions import Where, actor, admin, requester, where
+from cogs.interactions import actor, admin, requester
+from cogs.places import Where, where
 from cogs.tree import ServerRulesApply, error_message
 from framecast.app import Actor, Admins
 

@@ -16,15 +16,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cogs.i18n import SOURCE, shipped, t
+from cogs.literal import as_text, link_text
 from cogs.views.render import (
     BAR_CELLS,
     ESTIMATE_CEILING,
     REASON_KEYS,
     REASON_KEYS_WITHOUT_DETAIL,
     Rendered,
-    as_text,
     format_elapsed,
-    link_text,
     progress_bar,
     render_job,
     shown_percent,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cogs.views.render import as_text
+from cogs.literal import as_text
 from tests.e2e.commands import FOREVER
 from tests.e2e.harness import StartWorld, World, button_ids
 from tests.fakes.discord_api import FakeInteraction, FakeMessage

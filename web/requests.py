@@ -1,0 +1,106 @@
+"""What every page reads from its request: the server it reached, who is logged in, their CSRF
+token, and who they are in the server of the path; and a page drawn for them.
+
+Who is logged in comes from the session cookie (signed, HttpOnly, Secure, SameSite=Lax) and its row
+in the store; who they are in a server comes from the bot's view (:class:`ServerDirectory`), asked on
+every request. A form that changes anything carries a CSRF token bound to the session.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from framecast.app import DirectoryUnavailable, ServerMember
+from web.server import SERVER_KEY, WebServer
+
+__all__ = [
+    "SESSION_COOKIE",
+    "check_csrf",
+    "current_user",
+    "render",
+    "require_user",
+    "server_member",
+    "server_of",
+]
+
+SESSION_COOKIE = "fc_session"
+
+
+def server_of(request: web.Request) -> WebServer:
+    """The web server a request reached."""
+    return request.app[SERVER_KEY]
+
+
+def render(request: web.Request, template: str, *, status: int = 200, **values: Any) -> web.Response:
+    """`template` drawn with `values` (autoescaped), plus who is logged in and their CSRF token."""
+    server = server_of(request)
+    user = request.get("user_id")
+    token = request.get("session_token")
+    page = server.templates.get_template(template).render(
+        user_id=user,
+        csrf=server.signer.token("csrf", token) if token else "",
+        **values,
+    )
+    return web.Response(text=page, status=status, content_type="text/html", charset="utf-8")
+
+
+async def current_user(request: web.Request) -> int | None:
+    """The logged-in user (their session cookie's row still open), or None; kept on the request."""
+    if "user_id" in request:
+        return request["user_id"]  # type: ignore[no-any-return]
+    server = server_of(request)
+    token = server.signer.unsign("session", request.cookies.get(SESSION_COOKIE))
+    user = await server.cases.sessions.user(token) if isinstance(token, str) else None
+    request["user_id"] = user
+    request["session_token"] = token if user is not None else None
+    return user
+
+
+async def require_user(request: web.Request) -> int:
+    """The logged-in user, or a redirect to log in (and back here)."""
+    user = await current_user(request)
+    if user is None:
+        raise web.HTTPFound(f"/login?{_next_query(request.path_qs)}")
+    return user
+
+
+def _next_query(path: str) -> str:
+    return urlencode({"next": path})
+
+
+def check_csrf(request: web.Request, form: Any) -> None:
+    """Refuse (403) a form whose CSRF token is not the session's."""
+    server = server_of(request)
+    token = request.get("session_token")
+    sent = form.get("csrf") if form is not None else None
+    if (
+        not token
+        or not isinstance(sent, str)
+        or not hmac.compare_digest(sent, server.signer.token("csrf", token))
+    ):
+        raise web.HTTPForbidden(text="This form has expired or did not come from this site. Reload the page.")
+
+
+async def server_member(request: web.Request, *, fresh: bool = False) -> tuple[int, ServerMember]:
+    """The server in the path and the logged-in person as the bot sees them there (404: not a member)."""
+    user = await require_user(request)
+    try:
+        guild_id = int(request.match_info["guild"])
+    except ValueError:
+        raise web.HTTPNotFound() from None
+    if not 0 < guild_id < 2**63:
+        raise web.HTTPNotFound()
+    try:
+        member = await server_of(request).cases.directory.member(guild_id, user, fresh=fresh)
+    except DirectoryUnavailable:
+        raise web.HTTPServiceUnavailable(
+            text="Discord cannot be reached just now; try again in a moment."
+        ) from None
+    if member is None:
+        # The same answer for "no such server" and "not a member": nothing is told about servers.
+        raise web.HTTPNotFound(text="Not found.")
+    return guild_id, member
