@@ -26,7 +26,8 @@ T = TypeVar("T")
 class CreateFailure:
     """What the runner makes of a create attempt that failed, for the job's plan to learn and act on."""
 
-    #: The service pushed back: for the key's rate or for its tasks at once. None: it failed (a 5xx).
+    #: The service pushed back: for the key's rate or for its tasks at once. None: the service's
+    #: error (a 5xx, a timeout).
     refusal: RefusalKind | None
     #: Clock seconds of backoff before the next attempt (None: given up, the error is raised).
     retry_in: float | None
