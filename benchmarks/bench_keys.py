@@ -88,6 +88,11 @@ ADMIN = 77
 FIRST_GUILD = 10_000
 
 
+async def _through_at_once(sent_now: Callable[[], Any]) -> None:
+    """A create that goes through as it is sent (no request is sent)."""
+    sent_now()
+
+
 class HoldingRunner:
     """Does with the key's planner what the runner does when a job starts (binds the job to its
     account, sends its create, plans its first poll), records the start and holds the job's service
@@ -111,9 +116,12 @@ class HoldingRunner:
             account = self._accounts.for_job(job)
             assert account is not None
             self._accounts.bind(job.id, account)
-            plan = account.plan(job)
-            plan.creating()
-            plan.created()
+            plan: Any = account.plan(job)  # this tree's handle, or an older one (--before)
+            if hasattr(plan, "create"):  # one call for the create, sent and through at once
+                await plan.create(_through_at_once, failure=lambda exc: None, sleep=self._clock.sleep)
+            else:  # before the handle had one call per phase: the create sent, then through
+                plan.creating()
+                plan.created()
             plan.pacer().next_poll(self._clock.monotonic(), None)
         self.started += 1
         self.releases.append(release_service_slot)

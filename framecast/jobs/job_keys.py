@@ -7,7 +7,8 @@ through these two protocols, so the jobs package does not depend on how keys are
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from framecast.service.types import PollPacer
 from framecast.values.job import Job
@@ -16,30 +17,43 @@ from framecast.values.service_requests import Priority, RefusalKind
 if TYPE_CHECKING:
     from framecast.service import GenerationClient
 
-__all__ = ["JobAccounts", "JobPlan", "KeyAccount", "NoPlan"]
+__all__ = ["CreateFailure", "JobAccounts", "JobPlan", "KeyAccount", "NoPlan"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class CreateFailure:
+    """What the runner makes of a create attempt that failed, for the job's plan to learn and act on."""
+
+    #: The service pushed back: for the key's rate or for its tasks at once. None: the service's
+    #: error (a 5xx, a timeout).
+    refusal: RefusalKind | None
+    #: Clock seconds of backoff before the next attempt (None: given up, the error is raised).
+    retry_in: float | None
 
 
 class JobPlan(Protocol):
-    """One job's handle on its key's planner (:meth:`KeyAccount.plan`): what the runner tells it,
-    and asks it, in the job's three phases: its create, its polls, its end."""
+    """One job's handle on its key's planner (:meth:`KeyAccount.plan`): one call for each of the
+    job's three phases: its create, its polls, its end."""
 
-    def creating(self) -> Priority:
-        """The create is sent now: at which budget priority."""
-        ...
-
-    def created(self) -> None:
-        """The create went through."""
-        ...
-
-    async def create_failed(
+    async def create(
         self,
-        refusal: RefusalKind | None,
+        send: Callable[[Callable[[], Priority]], Awaitable[T]],
         *,
-        retry_in: float | None,
+        failure: Callable[[Exception], CreateFailure | None],
         sleep: Callable[[float], Awaitable[None]],
-    ) -> None:
-        """The create failed (`refusal`: the service pushed back, None: its error); unless `retry_in`
-        is None (given up), return when the next try may go (`sleep` waits clock seconds)."""
+    ) -> T:
+        """Create the job's task: `send` one attempt, and again after each that failed, until one
+        goes through; what `send` returned then (the created task).
+
+        `send(sent_now)` calls ``sent_now()`` right as it sends the create (after what it checks
+        first, so a create never sent is never counted): the budget priority to send it at.
+        `failure(exc)` judges what `send` raised: a create failure, tried again once the plan lets
+        the next attempt go (after `retry_in`; `sleep` waits clock seconds) or raised when given
+        up; or None: not one, raised as it is (a create sent stays counted in flight until the
+        runner's ``JobAccounts.unbind``).
+        """
         ...
 
     def pacer(self) -> PollPacer | None:
@@ -57,22 +71,22 @@ class NoPlan:
     def __repr__(self) -> str:
         return "<NoPlan>"
 
-    def creating(self) -> Priority:
-        """A create at normal priority."""
-        return Priority.NORMAL
-
-    def created(self) -> None:
-        """Nothing to learn."""
-
-    async def create_failed(
+    async def create(
         self,
-        refusal: RefusalKind | None,
+        send: Callable[[Callable[[], Priority]], Awaitable[T]],
         *,
-        retry_in: float | None,
+        failure: Callable[[Exception], CreateFailure | None],
         sleep: Callable[[float], Awaitable[None]],
-    ) -> None:
-        """Wait `retry_in` (nothing, when given up)."""
-        if retry_in is not None:
+    ) -> T:
+        """Send at normal priority; after a failure, wait its `retry_in` and send again."""
+        while True:
+            try:
+                return await send(_normal)
+            except Exception as exc:
+                failed = failure(exc)
+                if failed is None or failed.retry_in is None:
+                    raise
+                retry_in = failed.retry_in
             await sleep(retry_in)
 
     def pacer(self) -> PollPacer | None:
@@ -81,6 +95,10 @@ class NoPlan:
 
     async def ended(self, *, completed: bool) -> None:
         """Nothing to learn."""
+
+
+def _normal() -> Priority:
+    return Priority.NORMAL
 
 
 class KeyAccount(Protocol):

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ from framecast.jobs.chat_side import (
     result_filename,
 )
 from framecast.jobs.fitting import FitSettings, ResultFitter
-from framecast.jobs.job_keys import JobAccounts, KeyAccount
+from framecast.jobs.job_keys import CreateFailure, JobAccounts, KeyAccount
 from framecast.jobs.leases import LeaseCheck, LeaseLost, LeaseUnknown
 from framecast.jobs.outage import StoreOutage
 from framecast.jobs.pause import PatientJobs
@@ -62,7 +62,7 @@ from framecast.jobs.service_params import (
 )
 from framecast.ops.metrics import Metrics
 from framecast.safetext import clean_text
-from framecast.service import TaskStatus
+from framecast.service import GenerationClient, TaskStatus
 from framecast.service.errors import (
     AuthError,
     DownloadError,
@@ -76,7 +76,7 @@ from framecast.service.refusals import create_refusal
 from framecast.storage import Store
 from framecast.values import ACTIVE, InvalidTransition, Job, JobKind, JobState
 from framecast.values.reasons import ErrorCode, Note
-from framecast.values.service_requests import RefusalKind
+from framecast.values.service_requests import Priority, RefusalKind
 
 __all__ = [
     "JobAccounts",
@@ -308,85 +308,94 @@ class JobRunner:
         client, plan = account.client, account.plan(job)
         # Which key created the task, written with it: after a restart the same key polls it.
         owner: dict[str, Any] = {"key_owner": account.owner} if account.owner is not None else {}
-        renamed = False  # a create refused for an unknown model is tried once more, never again
         gate = self._jobs.gate(job.id)  # asked again after each budget grant, right before the request
+
+        async def send(sent_now: Callable[[], Priority]) -> Job:
+            async with self._critical_step(job.id):
+                await self._jobs.check_lease(job.id)
+                # Told only now: a create stopped before it is sent (shutdown, a lease lost or
+                # waiting for the store) never counted for the key's planner.
+                return await self._create(job, client, priority=sent_now(), gate=gate, owner=owner)
+
+        def failure(exc: Exception) -> CreateFailure | None:
+            # The client already backed off and retried; the job is kept and tried again later
+            # rather than failed, as long as the poll timeout allows. A 429 on a create, or a
+            # refusal saying the service runs too many tasks, is the service pushing back: the
+            # planner runs fewer tasks for a while (for the key's rate), or holds at the cap
+            # and lets the create wait for one of its tasks to end (for its tasks at once).
+            if isinstance(exc, UnknownModel) or not isinstance(
+                exc, (RateLimited, ServiceUnavailable, RequestRejected)
+            ):
+                return None
+            refusal = create_refusal(exc)
+            if isinstance(exc, RequestRejected) and refusal is None:
+                return None
+            if self._clock.time() - job.updated_at > self._settings.poll_timeout:
+                return CreateFailure(refusal, retry_in=None)
+            delay = backoff.next()
+            if refusal is not RefusalKind.CONCURRENCY:
+                log.info("job %s: create deferred (%s), next try in %.1fs", job.id, exc.code, delay)
+            # The plan waits for room after a concurrency refusal; otherwise this create is not
+            # "the one in flight" meanwhile: a create that the service keeps failing must not
+            # hold up every other guild's jobs until the poll timeout.
+            return CreateFailure(refusal, retry_in=delay)
+
+        renamed = False  # a create refused for an unknown model is tried once more, never again
         while True:
             try:
-                async with self._critical_step(job.id):
-                    await self._jobs.check_lease(job.id)
-                    priority = plan.creating()
-                    if job.kind is JobKind.VIDEO:
-                        task_id = await client.create_video(video_params(job), priority=priority, gate=gate)
-                        # Written straight away: the crash window for a duplicate create is between
-                        # the service's answer and this commit (see README, "what happens when").
-                        job = await self._jobs.transition(
-                            job.id,
-                            JobState.RUNNING,
-                            expect=JobState.SUBMITTING,
-                            task_id=task_id,
-                            started_at=self._clock.time(),
-                            **owner,
-                        )
-                    else:
-                        result = await client.create_image(image_params(job), priority=priority, gate=gate)
-                        if result.task_id is not None:
-                            job = await self._jobs.transition(
-                                job.id,
-                                JobState.RUNNING,
-                                expect=JobState.SUBMITTING,
-                                task_id=result.task_id,
-                                started_at=self._clock.time(),
-                                **owner,
-                            )
-                        elif result.url is not None:
-                            job = await self._jobs.transition(
-                                job.id,
-                                JobState.DELIVERING,
-                                expect=JobState.SUBMITTING,
-                                result_url=result.url,
-                                **owner,
-                            )
-                        else:
-                            assert result.data is not None
-                            data = result.data
-                            # A full or read-only disk is waited out like the store: never created twice.
-                            save = functools.partial(asyncio.to_thread, self._results.save, job.id, data)
-                            await self._jobs.outage.patiently(save, who=f"job {job.id}")
-                            job = await self._jobs.transition(
-                                job.id,
-                                JobState.DELIVERING,
-                                expect=JobState.SUBMITTING,
-                                result_local=True,
-                                **owner,
-                            )
-                plan.created()
-                if job.state is JobState.DELIVERING:
-                    self._completed_at[job.id] = self._clock.monotonic()  # the create answered the result
-                await self._reporter.job_changed(job, urgent=True)
-                return job
+                created = await plan.create(send, failure=failure, sleep=self._clock.sleep)
             except UnknownModel as exc:  # once: the model the rule picks from a fresh list, or a failure
                 renamed, model = True, await next_model(self._models, job, client, exc, again=renamed)
                 job = await self._jobs.update(job.id, params={**job.params, "model": model})
-            except (RateLimited, ServiceUnavailable, RequestRejected) as exc:
-                # The client already backed off and retried; the job is kept and tried again later
-                # rather than failed, as long as the poll timeout allows. A 429 on a create, or a
-                # refusal saying the service runs too many tasks, is the service pushing back: the
-                # planner runs fewer tasks for a while (for the key's rate), or holds at the cap
-                # and lets the create wait for one of its tasks to end (for its tasks at once).
-                refusal = create_refusal(exc)
-                if isinstance(exc, RequestRejected) and refusal is None:
-                    raise
-                waited = self._clock.time() - job.updated_at
-                if waited > self._settings.poll_timeout:
-                    await plan.create_failed(refusal, retry_in=None, sleep=self._clock.sleep)
-                    raise
-                delay = backoff.next()
-                if refusal is not RefusalKind.CONCURRENCY:
-                    log.info("job %s: create deferred (%s), next try in %.1fs", job.id, exc.code, delay)
-                # The planner waits for room after a concurrency refusal; otherwise this create is
-                # not "the one in flight" meanwhile: a create that the service keeps failing must not
-                # hold up every other guild's jobs until the poll timeout.
-                await plan.create_failed(refusal, retry_in=delay, sleep=self._clock.sleep)
+                continue
+            if created.state is JobState.DELIVERING:
+                self._completed_at[job.id] = self._clock.monotonic()  # the create answered the result
+            await self._reporter.job_changed(created, urgent=True)
+            return created
+
+    async def _create(
+        self,
+        job: Job,
+        client: GenerationClient,
+        *,
+        priority: Priority,
+        gate: Callable[[], Awaitable[None]],
+        owner: dict[str, Any],
+    ) -> Job:
+        """Send `job`'s create once, at `priority`, and persist what the service answered."""
+        if job.kind is JobKind.VIDEO:
+            task_id = await client.create_video(video_params(job), priority=priority, gate=gate)
+            # Written straight away: the crash window for a duplicate create is between
+            # the service's answer and this commit (see README, "what happens when").
+            return await self._jobs.transition(
+                job.id,
+                JobState.RUNNING,
+                expect=JobState.SUBMITTING,
+                task_id=task_id,
+                started_at=self._clock.time(),
+                **owner,
+            )
+        result = await client.create_image(image_params(job), priority=priority, gate=gate)
+        if result.task_id is not None:
+            return await self._jobs.transition(
+                job.id,
+                JobState.RUNNING,
+                expect=JobState.SUBMITTING,
+                task_id=result.task_id,
+                started_at=self._clock.time(),
+                **owner,
+            )
+        if result.url is not None:
+            return await self._jobs.transition(
+                job.id, JobState.DELIVERING, expect=JobState.SUBMITTING, result_url=result.url, **owner
+            )
+        assert result.data is not None
+        # A full or read-only disk is waited out like the store: never created twice.
+        save = functools.partial(asyncio.to_thread, self._results.save, job.id, result.data)
+        await self._jobs.outage.patiently(save, who=f"job {job.id}")
+        return await self._jobs.transition(
+            job.id, JobState.DELIVERING, expect=JobState.SUBMITTING, result_local=True, **owner
+        )
 
     async def _wait(self, job: Job, account: KeyAccount) -> Job:
         """Poll the running task until it ends; progress is persisted and shown as it comes."""

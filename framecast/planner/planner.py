@@ -32,8 +32,10 @@ import statistics
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from framecast.clock import Clock
+from framecast.jobs.job_keys import CreateFailure
 from framecast.jobs.queues import GuildQueues
 from framecast.planner.estimate import Estimate, Forecast, QueuePace
 from framecast.planner.policy import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO, KeyView, admits
@@ -51,6 +53,8 @@ from framecast.values.service_requests import Priority, RefusalKind
 __all__ = ["PlannedJob", "Planner", "PlannerSettings"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")  # what a job's create returns (the runner's created task)
 
 #: Videos started lately kept for "starts in" (a memory bound, not a tuned figure).
 _STARTED_KEPT = 512
@@ -497,29 +501,42 @@ class PlannedJob:
     def __repr__(self) -> str:
         return f"<PlannedJob job={self._job.id}>"
 
-    def creating(self) -> Priority:
-        """The create is sent now: at which budget priority (see :meth:`Planner.create_sent`)."""
-        return self._planner.create_sent(self._job)
-
-    def created(self) -> None:
-        """The create went through."""
-        self._planner.create_through(self._job)
-
-    async def create_failed(
+    async def create(
         self,
-        refusal: RefusalKind | None,
+        send: Callable[[Callable[[], Priority]], Awaitable[T]],
         *,
-        retry_in: float | None,
+        failure: Callable[[Exception], CreateFailure | None],
         sleep: Callable[[float], Awaitable[None]],
+    ) -> T:
+        """Create the job's task (see :meth:`framecast.jobs.job_keys.JobPlan.create`); the planner
+        hears of each attempt: sent (:meth:`Planner.create_sent`, as `send` asks its priority),
+        through (:meth:`Planner.create_through`) or failed (:meth:`Planner.create_failed`), then
+        the wait before the next one (:meth:`_back_off`). An exception `failure` does not judge a
+        create failure leaves a create sent in flight until :meth:`Planner.release`."""
+        planner, job = self._planner, self._job
+        sent_now = functools.partial(planner.create_sent, job)
+        while True:
+            try:
+                created = await send(sent_now)
+            except Exception as exc:
+                failed = failure(exc)
+                if failed is None:
+                    raise
+                planner.create_failed(job.id, failed.refusal)
+                if failed.retry_in is None:
+                    raise
+            else:
+                planner.create_through(job)
+                return created
+            await self._back_off(failed.refusal, failed.retry_in, sleep)
+
+    async def _back_off(
+        self, refusal: RefusalKind | None, retry_in: float, sleep: Callable[[float], Awaitable[None]]
     ) -> None:
-        """The create failed: refused for the key's rate or its tasks at once (`refusal`), or the
-        service's error (None). Unless `retry_in` is None (given up), wait before the next try: for
-        one of the key's tasks to end after a concurrency refusal, else `retry_in` seconds through
-        `sleep`, meanwhile not the one create in flight (after an error, not a pushback)."""
+        """Wait before the next try of a failed create: for one of the key's tasks to end after a
+        concurrency refusal, else `retry_in` seconds through `sleep`, meanwhile not the one create
+        in flight (after an error, not a pushback) however the wait ends."""
         planner, job_id = self._planner, self._job.id
-        planner.create_failed(job_id, refusal)
-        if retry_in is None:
-            return
         if refusal is RefusalKind.CONCURRENCY:
             await planner.after_refusal(retry_in)
             return

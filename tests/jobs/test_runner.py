@@ -431,6 +431,31 @@ async def test_a_413_asks_the_chat_side_for_the_next_size_and_notes_the_reencode
     assert rig.reporter.notices == [Note.REENCODED]
 
 
+# -- the create: tried again while the service is busy, until the poll timeout ------------------------
+
+
+async def test_a_create_the_service_failed_is_sent_again_after_a_backoff_and_the_job_delivered(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig.fake.fail_next = 3  # more 503s than the client's own retries of one attempt
+    with caplog.at_level(logging.INFO, logger="framecast.jobs.runner"):
+        job = await rig.run(JobKind.VIDEO, "weather the storm")
+    assert job.state is JobState.DELIVERED
+    assert "create deferred (unavailable)" in caplog.text  # the runner's next attempt, not the client's
+    assert rig.fake.fail_next == 0
+
+
+async def test_a_create_still_failing_past_the_poll_timeout_fails_the_job_with_the_service_s_error(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig.fake.fail_next = 1_000
+    runner = rig.make_runner(poll_timeout=0)  # given up at the first attempt that fails
+    with caplog.at_level(logging.INFO, logger="framecast.jobs.runner"):
+        job = await rig.run(JobKind.VIDEO, "no luck", runner)
+    assert job.state is JobState.FAILED and job.error_code == "unavailable"
+    assert "create deferred" not in caplog.text
+
+
 # -- what a restarted bot needs to know -------------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ from framecast.keys.budget import RequestBudget
 from framecast.planner.planner import PlannedJob, Planner, PlannerSettings
 from framecast.storage import Store
 from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values.service_requests import Priority
 from tests.fakes.clock import ManualClock
 
 S = JobState
@@ -66,15 +67,20 @@ class PlannerRunner:
         self._moved.set()
         steps = self._steps.setdefault(job.id, asyncio.Queue())
         job = await self.store.transition(job.id, S.SUBMITTING, expect=S.QUEUED)
-        plan.creating()  # its create is sent: the one create of the key waiting for the budget
+
+        async def send(sent_now: Callable[[], Priority]) -> Job:
+            # Its create is sent: the one create of the key waiting for the budget, until the test
+            # says it went through.
+            sent_now()
+            while await steps.get() != "created":
+                self._moved.set()
+            return await self.store.transition(job.id, S.RUNNING, expect=S.SUBMITTING, task_id=f"t{job.id}")
+
         try:
+            job = await plan.create(send, failure=lambda exc: None, sleep=asyncio.sleep)
+            self._moved.set()
             while (step := await steps.get()) != "end":
-                if step == "created":
-                    job = await self.store.transition(
-                        job.id, S.RUNNING, expect=S.SUBMITTING, task_id=f"t{job.id}"
-                    )
-                    plan.created()
-                elif step == "polled":
+                if step == "polled":
                     plan.pacer()  # its task is polled from now: the planner knows it runs
                 self._moved.set()
             await plan.ended(completed=False)

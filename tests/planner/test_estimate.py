@@ -23,6 +23,7 @@ from framecast.service import TaskStatus
 from framecast.storage import Store
 from framecast.values import Job, JobKind, JobState, NewJob
 from tests.fakes.clock import ManualClock
+from tests.planner.jobs import create_through
 from tests.planner.spending import spend
 
 LEARNED_AFTER = PlannerTuning().learned_after
@@ -375,9 +376,7 @@ async def test_a_queued_video_waits_for_the_videos_arriving_meanwhile_in_servers
     # next whatever arrives.
     await rig.spend(rig.budget.allowed, every=60.0 / 16)
     for _ in range(2):
-        plan = rig.planner.plan(await rig.job(guild=2, running=False))
-        plan.creating()
-        plan.created()
+        await create_through(rig.planner.plan(await rig.job(guild=2, running=False)))
     queued = [await rig.job(running=False) for _ in range(4)]
     for job in queued:
         rig.queues.push(job)
@@ -393,9 +392,7 @@ async def test_videos_that_arrived_long_before_the_wait_say_nothing_of_what_arri
     rig: Rig,
 ) -> None:
     for _ in range(2):
-        plan = rig.planner.plan(await rig.job(guild=2, running=False))
-        plan.creating()
-        plan.created()
+        await create_through(rig.planner.plan(await rig.job(guild=2, running=False)))
     await rig.clock.advance(600.0)
     await rig.spend(rig.budget.allowed, every=60.0 / 16)
     queued = [await rig.job(running=False) for _ in range(4)]

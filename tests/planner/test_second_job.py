@@ -22,7 +22,7 @@ from framecast.service import TaskStatus
 from framecast.storage import Store
 from framecast.values import Job, JobKind
 from tests.fakes.clock import ManualClock
-from tests.planner.jobs import add_job
+from tests.planner.jobs import add_job, create_through
 
 WINDOW, ALLOWED = 1.0, 6
 INTERVAL, MAX_INTERVAL = 0.05, 0.3
@@ -39,6 +39,11 @@ class Key:
 
     async def job(self, guild: int) -> Job:
         return await add_job(self.store, guild)
+
+    async def spend_a_slot(self) -> None:
+        """One request of the budget spent (a create, or a poll)."""
+        async with self.budget.slot():
+            pass
 
     def refused_with_a_recheck(self) -> bool:
         """Whether a second video is refused; a refusal must say when to ask again."""
@@ -66,10 +71,7 @@ async def key(tmp_path: Path) -> AsyncIterator[Key]:
 async def first_created(key: Key) -> tuple[PlannedJob, TaskPacer]:
     """The first video's create sent and through (its slot spent), its task registered and planned."""
     handle = key.planner.plan(await key.job(guild=1))
-    handle.creating()
-    async with key.budget.slot():
-        pass
-    handle.created()
+    await create_through(handle, key.spend_a_slot)
     pacer = handle.pacer()
     pacer.next_poll(key.clock.monotonic(), None)
     return handle, pacer
@@ -111,11 +113,12 @@ async def test_a_second_video_is_admitted_while_the_first_runs_with_its_end_know
 async def test_a_second_video_waits_only_while_the_first_create_is_sent_and_asks_again_soon(key: Key) -> None:
     key.queues.push(await key.job(guild=2))
     handle = key.planner.plan(await key.job(guild=1))
-    handle.creating()
-    assert key.refused_with_a_recheck()  # one video's create waits for the budget at a time
-    async with key.budget.slot():
-        pass
-    handle.created()
+
+    async def sending() -> None:
+        assert key.refused_with_a_recheck()  # one video's create waits for the budget at a time
+        await key.spend_a_slot()
+
+    await create_through(handle, sending)
     pacer = handle.pacer()
     key.refused_with_a_recheck()  # its first poll not planned yet: if refused, not for good
     pacer.next_poll(key.clock.monotonic(), None)
