@@ -249,7 +249,7 @@ class Store:
         args.update(guild_cap=unlimited if guild_cap is None else min(guild_cap, unlimited))
         while True:
             try:
-                async with self._db.locked(row["guild_id"]) as conn:
+                async with self._db.locked(row["guild_id"], one_statement=True) as conn:
                     if (inserted := (await conn.execute(_ADD, args)).first()) is not None:
                         created = job_from_row(inserted)
                         break

@@ -8,7 +8,6 @@ server's write lock, in the inserting transaction.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from sqlalchemy import bindparam, delete, insert, select
@@ -59,7 +58,7 @@ class GuildStyles:
             "created_by": who,
             "created_at": now,
         }
-        async with self._locked(gid) as conn:
+        async with self._db.locked(gid) as conn:
             names = [r[0] for r in await conn.execute(select(guild_styles.c.name).where(_guild(gid)))]
             taken = next((name for name in names if style_key(name) == style.key), None)
             if taken is not None:
@@ -75,7 +74,7 @@ class GuildStyles:
         gid, who = values.discord_id(guild_id), values.discord_id(by)
         now = self._now()
         key = style_key(name)
-        async with self._locked(gid) as conn:
+        async with self._db.locked(gid) as conn:
             rows = (await conn.execute(_OF_GUILD, {"guild_id": gid})).all()
             found = next((_style(r) for r in rows if style_key(r[1]) == key), None)
             if found is None:
@@ -83,14 +82,6 @@ class GuildStyles:
             await conn.execute(delete(guild_styles).where(_guild(gid), guild_styles.c.name == found.name))
             await _log_change(conn, gid, who, now)
         return found
-
-    def _locked(self, guild_id: int) -> AbstractAsyncContextManager[AsyncConnection]:
-        # SQLite: BEGIN IMMEDIATE (the one writer), so the count, the names and the insert are one
-        # step. PostgreSQL: the server's advisory lock in the transaction, so two processes adding
-        # at once are taken one after the other (a row lock cannot cover a row not there yet).
-        if isinstance(self._db, Sqlite):
-            return self._db.write()
-        return self._db.locked(guild_id)
 
 
 def _guild(guild_id: int) -> Any:
