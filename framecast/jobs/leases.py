@@ -45,9 +45,7 @@ class LeaseStore(Protocol):
         """Take or renew the job's lease for `owner` until `until`; False if another owner holds it."""
         ...
 
-    async def claimable(
-        self, owner: str, now: float, guilds: Callable[[int], bool] | None = None
-    ) -> list[Job]:
+    async def claimable(self, now: float) -> list[Job]:
         """Active jobs whose lease is free or lapsed at `now`, in id order."""
         ...
 
@@ -196,7 +194,7 @@ class Leases:
             return []
         now = self._clock.time()
         taken: list[Job] = []
-        for job in await self._store.claimable(self.owner, now):
+        for job in await self._store.claimable(now):
             if job.id in self._held:
                 continue
             if now - job.created_at < self._lease:

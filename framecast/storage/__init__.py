@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 
 from framecast.storage.dialects import StoreClosed, StoreError, StoreUnavailable, redact_dsn
 from framecast.storage.faults import StoreTimeouts
-from framecast.storage.history import MemberJobs
 from framecast.storage.store import Store
-from framecast.storage.values import SettingsChange, StoredKey
+from framecast.storage.values import MemberJobs, SettingsChange, StoredKey
 from framecast.storage.web import GalleryFilter, UsageRow
 
 if TYPE_CHECKING:

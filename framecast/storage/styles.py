@@ -18,7 +18,7 @@ from framecast.storage import values
 from framecast.storage.dialects import Postgres, Sqlite
 from framecast.storage.schema import guild_styles, settings_log
 
-__all__ = ["STYLES_LOG_NAME", "GuildStyles"]
+__all__ = ["STYLES_LOG_NAME", "GuildStyles", "log_changes"]
 
 #: The audit log's name for a change of a server's styles (who and when; never the template).
 STYLES_LOG_NAME = "styles"
@@ -66,7 +66,7 @@ class GuildStyles:
             if len(names) >= limit:
                 raise StyleError(StyleProblem.TOO_MANY, max=limit)
             await conn.execute(insert(guild_styles).values(row))
-            await _log_change(conn, gid, who, now)
+            await log_changes(conn, gid, who, [STYLES_LOG_NAME], now)
         return _style(tuple(row.values()))
 
     async def remove(self, guild_id: int, name: str, *, by: int) -> Style | None:
@@ -80,7 +80,7 @@ class GuildStyles:
             if found is None:
                 return None
             await conn.execute(delete(guild_styles).where(_guild(gid), guild_styles.c.name == found.name))
-            await _log_change(conn, gid, who, now)
+            await log_changes(conn, gid, who, [STYLES_LOG_NAME], now)
         return found
 
 
@@ -88,10 +88,11 @@ def _guild(guild_id: int) -> Any:
     return guild_styles.c.guild_id == guild_id
 
 
-async def _log_change(conn: AsyncConnection, guild_id: int, by: int, now: float) -> None:
-    # Who and when, like every settings change; /settings' own log reader skips names it does not know.
-    row = {"guild_id": guild_id, "user_id": by, "setting": STYLES_LOG_NAME, "at": now}
-    await conn.execute(insert(settings_log), [row])
+async def log_changes(conn: AsyncConnection, guild_id: int, by: int, names: list[str], now: float) -> None:
+    """Log that `by` changed `names` of the server (who, what and when: never the values, an API key
+    above all). Styles are logged as :data:`STYLES_LOG_NAME`: /settings' own reader skips that name."""
+    if rows := [{"guild_id": guild_id, "user_id": by, "setting": name, "at": now} for name in names]:
+        await conn.execute(insert(settings_log), rows)
 
 
 def _style(row: Any) -> Style:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from framecast.guilds.settings import KeyStatus, Setting
-from framecast.storage.schema import durations, jobs
+from framecast.storage.schema import jobs
 from framecast.values import Job, JobKind, JobState, NewJob
-from framecast.values.durations import DurationRow
 
 INT_MAX = 2**63 - 1
 #: The job fields add() takes from a NewJob.
@@ -39,6 +38,21 @@ _DECODE: list[Any] = [_READ.get(c.name, float if c.type.python_type is float els
 def job_from_row(row: Sequence[Any]) -> Job:
     """The :class:`Job` a row of :data:`JOB_COLUMNS` holds."""
     return Job(*(v if read is None or v is None else read(v) for read, v in zip(_DECODE, row, strict=True)))
+
+
+@dataclass(frozen=True)
+class MemberJobs:
+    """A page of a member's jobs, newest first, and where it sits among all of them."""
+
+    jobs: tuple[Job, ...]
+    #: There are older jobs than the page's last.
+    has_older: bool
+    #: There are newer jobs than the page's first.
+    has_newer: bool
+    #: How many jobs the member has in the server.
+    total: int
+    #: How many of them are newer than the page's first job.
+    newer: int
 
 
 @dataclass(frozen=True)
@@ -127,35 +141,6 @@ def encode_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
         if name not in jobs.c or name in ("lease_owner", "lease_until"):
             raise ValueError(f"unknown job field {name!r}")
     return {name: encode(name, value) for name, value in fields.items()}
-
-
-def check_quota(quota: tuple[int, float] | None) -> tuple[int, float] | None:
-    """Validate add()'s ``quota`` = ``(limit, since)``."""
-    if quota is None:
-        return None
-    limit, since = quota
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ValueError("quota limit must be an int >= 0")
-    return int(limit), check("quota start", since, float)
-
-
-def expect_set(expect: JobState | Collection[JobState] | None) -> frozenset[JobState] | None:
-    """transition()'s ``expect`` as a set of states."""
-    if expect is None:
-        return None
-    if isinstance(expect, str):  # JobState is a str: check before treating it as a collection
-        return frozenset({JobState(expect)})
-    return frozenset(JobState(e) for e in expect)
-
-
-def encode_duration(row: DurationRow) -> dict[str, Any]:
-    """Validate a learned-duration row and return its column values."""
-    data = {
-        c.name: check(f"duration {c.name}", getattr(row, c.name), c.type.python_type) for c in durations.c
-    }
-    if data["count"] < 0:
-        raise ValueError("duration count must not be negative")
-    return data
 
 
 def check_owner(owner: object) -> str:
