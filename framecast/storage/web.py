@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import and_, bindparam, delete, func, insert, literal, or_, select, text
+from sqlalchemy import and_, bindparam, delete, func, insert, literal, or_, select
 from sqlalchemy.sql.elements import ColumnElement, TextClause
 
 from framecast.storage import values
 from framecast.storage.dialects import Postgres, Sqlite
-from framecast.storage.schema import DELIVERED_SQL, jobs, web_sessions
+from framecast.storage.schema import DELIVERED, jobs, web_sessions
 from framecast.storage.values import JOB_COLUMNS, job_from_row
 from framecast.values import Job, JobKind, JobState
 
@@ -125,7 +125,7 @@ def _gallery_terms(f: GalleryFilter, before: int) -> list[ColumnElement[bool] | 
         visible.append(jobs.c.user_id == f.own)
     terms: list[ColumnElement[bool] | TextClause] = [
         jobs.c.guild_id == f.guild_id,
-        text(DELIVERED_SQL),  # literal: the partial index is used only when its WHERE is repeated
+        DELIVERED,
         jobs.c.id < before,
         or_(*visible) if visible else literal(False),
     ]
