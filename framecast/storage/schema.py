@@ -20,12 +20,16 @@ def sql_list(values: object) -> str:
     return ", ".join(f"'{v.value}'" for v in values)  # type: ignore[attr-defined]
 
 
-#: The unfinished states, inlined (not bound): SQLite uses a partial index only when the query
-#: repeats the index's WHERE term literally.
-OPEN_SQL = f"state IN ({sql_list(sorted(ACTIVE))})"
-OPEN = sa.text(OPEN_SQL)
-#: Delivered jobs, inlined for the same reason (the gallery's partial index).
-DELIVERED = sa.text(f"state = '{JobState.DELIVERED.value}'")
+def state_in(states: object) -> sa.TextClause:
+    """``state IN (...)``, inlined (not bound): SQLite uses a partial index only when the query repeats
+    the index's WHERE term literally, and an inlined list needs no expansion per call."""
+    return sa.text(f"state IN ({sql_list(states)})")
+
+
+#: The unfinished states (the partial indexes' term).
+OPEN = state_in(sorted(ACTIVE))
+#: Delivered jobs (the gallery's partial index).
+DELIVERED = state_in([JobState.DELIVERED])
 RETRIES = sa.text("retry_of IS NOT NULL")
 
 

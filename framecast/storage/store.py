@@ -17,19 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from sqlalchemy import (
-    BigInteger,
-    Executable,
-    Update,
-    bindparam,
-    delete,
-    func,
-    insert,
-    or_,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import BigInteger, Executable, Update, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from framecast.config import Secret
@@ -45,6 +33,7 @@ from framecast.storage.schema import (
     guild_settings,
     jobs,
     settings_log,
+    state_in,
 )
 from framecast.storage.styles import GuildStyles, log_changes
 from framecast.storage.values import JOB_COLUMNS, MemberJobs, SettingsChange, StoredKey, job_from_row
@@ -119,7 +108,7 @@ _ADD = (
 )
 #: For each target state, the states a job may move to it from (framecast.jobs.TRANSITIONS).
 _SOURCES = {
-    to: tuple(sorted(old.value for old, targets in TRANSITIONS.items() if to in targets)) for to in JobState
+    to: tuple(sorted(old for old, targets in TRANSITIONS.items() if to in targets)) for to in JobState
 }
 # UPDATEs whose SET clause comes from the parameters' keys (column names), built once: building a
 # statement per call cost more than the database's own work. "job_id": "id" would name the column.
@@ -128,13 +117,9 @@ _UPDATE = update(jobs).where(_BY_ID).returning(*JOB_COLUMNS)
 
 
 @functools.cache
-def _compare_and_set(sources: tuple[str, ...]) -> Update:
-    """UPDATE of one job if its state is one of ``sources`` (our own values, inlined: no expansion)."""
-    return (
-        update(jobs)
-        .where(_BY_ID, text(f"state IN ({', '.join(map(repr, sources))})"))
-        .returning(*JOB_COLUMNS)
-    )
+def _compare_and_set(sources: tuple[JobState, ...]) -> Update:
+    """UPDATE of one job if its state is one of ``sources``."""
+    return update(jobs).where(_BY_ID, state_in(sources)).returning(*JOB_COLUMNS)
 
 
 _FREE = or_(
@@ -326,7 +311,7 @@ class Store:
                 if expected is not None and old not in expected:
                     raise InvalidTransition(old, to, job_id=job_id, expected=expected)
                 check_transition(old, to, job_id=job_id)
-                changed = (await conn.execute(_compare_and_set((old.value,)), assignments)).one()
+                changed = (await conn.execute(_compare_and_set((old,)), assignments)).one()
         log.debug("job %d: -> %s", job_id, to)
         return self._notify(job_from_row(changed))
 
