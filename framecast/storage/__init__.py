@@ -1,8 +1,5 @@
-"""Job storage: one store for SQLite and PostgreSQL on SQLAlchemy Core (async), migrated by Alembic.
-
-``DATABASE_URL`` set: PostgreSQL, shared by several processes; otherwise SQLite at ``DATABASE_PATH``
-(one process). ``tests/storage/test_contract.py`` runs one suite against both databases.
-"""
+"""Job storage: one store for SQLite (one process) and PostgreSQL (shared by several processes) on
+SQLAlchemy Core (async), migrated by Alembic."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""What crosses the store's edge: a stored row read back as a :class:`Job`, and what callers hand in,
-checked before any I/O with one rule for both databases.
-
-Refused with ``TypeError``/``ValueError`` where a database would store it wrongly or fail later
-less helpfully: NaN/inf (SQLite stores NULL), integers beyond 64 bits (PostgreSQL BIGINT), NUL
-characters (PostgreSQL text), lone surrogates (not UTF-8), bools where numbers belong. A column's
-type and nullability come from :mod:`framecast.storage.schema`: a new job column needs no change here.
+"""What crosses the store's edge: rows read back as records, and what callers hand in, checked before
+any I/O with one rule for both databases (:func:`check`; a job column's type and nullability come
+from :mod:`framecast.storage.schema`, so a new column needs no change here).
 """
 
 from __future__ import annotations
@@ -42,16 +38,13 @@ def job_from_row(row: Sequence[Any]) -> Job:
 
 @dataclass(frozen=True)
 class MemberJobs:
-    """A page of a member's jobs, newest first, and where it sits among all of them."""
+    """A page of a member's jobs, newest first, and where it sits: whether older or newer jobs exist,
+    how many jobs the member has in the server (`total`), how many are newer than the page (`newer`)."""
 
     jobs: tuple[Job, ...]
-    #: There are older jobs than the page's last.
     has_older: bool
-    #: There are newer jobs than the page's first.
     has_newer: bool
-    #: How many jobs the member has in the server.
     total: int
-    #: How many of them are newer than the page's first job.
     newer: int
 
 
@@ -90,7 +83,12 @@ def dumps(value: Mapping[str, Any]) -> str:
 
 
 def check(what: str, value: object, kind: type) -> Any:
-    """`value` as a plain `kind` (int, float, str or bool) that both databases store exactly."""
+    """`value` as a plain `kind` (int, float, str or bool) that both databases store exactly.
+
+    Refused with ``TypeError``/``ValueError`` where a database would store it wrongly or fail later
+    less helpfully: NaN/inf, integers beyond 64 bits, NUL characters, lone surrogates, bools where
+    numbers belong.
+    """
     accepted = int | float if kind is float else kind  # a float column takes an int too
     # A bool is an int to Python, not to us.
     if isinstance(value, bool) != (kind is bool) or not isinstance(value, accepted):
