@@ -215,8 +215,6 @@ class Store:
     def _timestamp(self) -> float:
         return float(values.check("clock time", self._now(), float))
 
-    # ------------------------------------------------------------------ jobs
-
     async def add(
         self,
         job: NewJob,
@@ -397,8 +395,6 @@ class Store:
         (PostgreSQL: a session advisory lock, gone with a crashed process's connection; SQLite: True)."""
         return await self._db.hold_owner(values.check_owner(owner))
 
-    # ------------------------------------------------------------------ learned durations
-
     async def load_durations(self) -> list[DurationRow]:
         """Every stored duration row, ordered by key (code point order, the same on both databases)."""
         return sorted((DurationRow(*r) for r in await self._db.rows(select(durations))), key=lambda r: r.key)
@@ -412,8 +408,6 @@ class Store:
         if data["count"] < 0:
             raise ValueError("duration count must not be negative")
         await self._db.rows(self._db.upsert(durations, data))
-
-    # ------------------------------------------------------------------ guild settings, keys, log
 
     async def guild_settings(self, guild_id: int) -> GuildSettings:
         """The server's own settings (``GuildSettings()`` if it never changed any)."""
@@ -500,15 +494,11 @@ class Store:
         stmt = update(guild_keys).where(guild_keys.c.guild_id == values.discord_id(guild_id))
         await self._db.rows(stmt.values(status=KeyStatus(status).value))
 
-    # ------------------------------------------------------------------ job leases
-
     async def claim(self, job_id: int, owner: str, until: float) -> bool:
-        """Take or renew the lease of an active job for ``owner`` until ``until`` (clock epoch seconds).
-
-        True if ``owner`` now holds it: it was free, expired (``lease_until <= clock.time()``) or already
-        ``owner``'s. False if another owner's lease still runs or the job is finished. :class:`JobNotFound`
-        for an unknown id. Does not change ``updated_at`` (nor notify listeners).
-        """
+        """Take or renew the lease of an active job for ``owner`` until ``until`` (clock epoch seconds):
+        True if ``owner`` now holds it (it was free, expired at ``clock.time()`` or ``owner``'s), False if
+        another owner's lease runs or the job is finished, :class:`JobNotFound` for an unknown id. Leaves
+        ``updated_at`` and the listeners alone."""
         owner, until = values.check_owner(owner), values.check("lease time", until, float)
         args = {"job_id": job_id, "owner": owner, "until": until, "now": self._timestamp()}
         # One UPDATE under the write/row lock: take-if-free is atomic across processes.
