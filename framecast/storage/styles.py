@@ -46,8 +46,7 @@ class GuildStyles:
         Under the server's lock, against every process (nothing is stored when it raises):
         :class:`StyleError` NAME_TAKEN for a name taken in any case, TOO_MANY at `limit` styles.
         """
-        gid, who = values.discord_id(guild_id), values.discord_id(by)
-        now = self._now()
+        gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._now()
         row = {
             "guild_id": gid,
             "name": values.check("style name", style.name, str),
@@ -57,11 +56,11 @@ class GuildStyles:
             "created_at": now,
         }
         async with self._db.locked(gid) as conn:
-            names = [r[0] for r in await conn.execute(select(guild_styles.c.name).where(_guild(gid)))]
-            taken = next((name for name in names if style_key(name) == style.key), None)
+            rows = (await conn.execute(_OF_GUILD, {"guild_id": gid})).all()
+            taken = next((r[1] for r in rows if style_key(r[1]) == style.key), None)
             if taken is not None:
                 raise StyleError(StyleProblem.NAME_TAKEN, name=taken)
-            if len(names) >= limit:
+            if len(rows) >= limit:
                 raise StyleError(StyleProblem.TOO_MANY, max=limit)
             await conn.execute(insert(guild_styles).values(row))
             await log_changes(conn, gid, who, [STYLES_LOG_NAME], now)
@@ -69,21 +68,17 @@ class GuildStyles:
 
     async def remove(self, guild_id: int, name: str, *, by: int) -> Style | None:
         """Forget the server's style named `name` (in any case); the style removed, or None."""
-        gid, who = values.discord_id(guild_id), values.discord_id(by)
-        now = self._now()
-        key = style_key(name)
+        gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._now()
         async with self._db.locked(gid) as conn:
             rows = (await conn.execute(_OF_GUILD, {"guild_id": gid})).all()
-            found = next((_style(r) for r in rows if style_key(r[1]) == key), None)
+            found = next((_style(r) for r in rows if style_key(r[1]) == style_key(name)), None)
             if found is None:
                 return None
-            await conn.execute(delete(guild_styles).where(_guild(gid), guild_styles.c.name == found.name))
+            await conn.execute(
+                delete(guild_styles).where(guild_styles.c.guild_id == gid, guild_styles.c.name == found.name)
+            )
             await log_changes(conn, gid, who, [STYLES_LOG_NAME], now)
         return found
-
-
-def _guild(guild_id: int) -> Any:
-    return guild_styles.c.guild_id == guild_id
 
 
 async def log_changes(conn: AsyncConnection, guild_id: int, by: int, names: list[str], now: float) -> None:
