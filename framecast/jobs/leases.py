@@ -152,9 +152,7 @@ class Leases:
                 await self.renew()
                 await self.take_over()
                 self._outage.answered()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
+            except Exception as exc:  # not CancelledError (a BaseException): close() ends the loop
                 if not is_store_outage(exc):
                     log.exception("lease upkeep failed; trying again")
                 else:  # the outage is logged once, for the whole process; upkeep goes on when it ends
