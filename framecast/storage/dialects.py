@@ -159,11 +159,13 @@ class Sqlite(Database):
 
     @asynccontextmanager
     async def _turn(self) -> AsyncIterator[AsyncConnection]:
-        # The wait for the one connection is bounded (no timer when it is free): calls queue here
-        # while one waits out another process's lock. A statement in flight is never cancelled (its
-        # thread would go on, and a BEGIN IMMEDIATE could take the lock after we gave up):
-        # busy_timeout bounds that.
-        async with asyncio.timeout(self.timeouts.call if self._lock.locked() else None):
+        # The wait for the one connection is bounded: calls queue here while one waits out another
+        # process's lock. A statement in flight is never cancelled (its thread would go on, and a
+        # BEGIN IMMEDIATE could take the lock after we gave up): busy_timeout bounds that.
+        if self._lock.locked():  # no timeout context on the hot path: a free lock is taken at once
+            async with asyncio.timeout(self.timeouts.call):
+                await self._lock.acquire()
+        else:
             await self._lock.acquire()
         try:
             assert self._conn is not None
