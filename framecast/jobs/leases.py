@@ -1,24 +1,17 @@
 """Which process runs a job: leases on jobs, renewed while they run, taken over when they lapse.
 
-With several processes on one shared store, every unfinished job is held by one process through a
-lease (``lease_owner``, ``lease_until`` on its row). :class:`Leases` is this process's side: it claims
-a job before working on it (:meth:`Leases.take`), renews its leases every third of a lease, and takes
-over the jobs whose lease lapsed (their process died), handing them to the scheduler (``adopt``).
-
-No job younger than a lease is taken over: a freshly accepted job has no lease until the intake's
-claim, and taking it then would queue it twice; a job of another shard's guild is taken only once it
-has also not changed for a whole lease, so its own shard's process gets the first chance at it.
+Every unfinished job is held by one process through a lease (``lease_owner``, ``lease_until`` on its
+row). :class:`Leases` claims a job before working on it, renews its leases every third of a lease, and
+takes over the jobs whose lease lapsed (their process died), handing them to the scheduler.
 
 **Fencing.** A process paused past its leases must let go of the jobs taken meanwhile before it
 spends a single request on them, whatever order its timers wake up in: the runner asks
 :meth:`Leases.holds` right before each request goes out (after its budget slot is granted: that wait
-can outlast a lease) and before each delivery attempt. No I/O is needed while the lease last written
-has a third of a lease to run; past that, the lease is renewed with the takeover's compare-and-set.
-A lost lease raises :class:`LeaseLost`, dropped quietly: the new owner carries on from the stored state.
+can outlast a lease) and before each delivery attempt. A lost lease raises :class:`LeaseLost`,
+dropped quietly: the new owner carries on from the stored state.
 
-**Outages.** A check the store cannot answer raises :class:`LeaseUnknown` (the request waits, its
-budget slot given back). No job is taken over while the store is out nor for a lease after it
-answers: a lease that lapsed while nobody could write is no sign of a dead process.
+**Outages.** No job is taken over while the store is out nor for a lease after it answers: a lease
+that lapsed while nobody could write is no sign of a dead process.
 """
 
 from __future__ import annotations
@@ -39,21 +32,15 @@ log = logging.getLogger(__name__)
 
 
 class LeaseStore(Protocol):
-    """The lease half of the store (:class:`framecast.storage.Store`)."""
+    """The lease half of the store (:meth:`framecast.storage.Store.claim` and ``claimable``)."""
 
-    async def claim(self, job_id: int, owner: str, until: float) -> bool:
-        """Take or renew the job's lease for `owner` until `until`; False if another owner holds it."""
-        ...
+    async def claim(self, job_id: int, owner: str, until: float) -> bool: ...
 
-    async def claimable(
-        self, owner: str, now: float, guilds: Callable[[int], bool] | None = None
-    ) -> list[Job]:
-        """Active jobs whose lease is free or lapsed at `now`, in id order."""
-        ...
+    async def claimable(self, now: float) -> list[Job]: ...
 
 
 class LeaseLost(Exception):
-    """Raised inside a job's runner when another process now holds the job (expected, not an error)."""
+    """Another process now holds the job (expected, not an error)."""
 
     def __init__(self, job_id: int) -> None:
         super().__init__(f"job {job_id}: another process holds its lease now")
@@ -61,8 +48,8 @@ class LeaseLost(Exception):
 
 
 class LeaseUnknown(Exception):
-    """Raised by a request's lease check that met a store outage: the request is not sent, its budget
-    slot is given back at once (other processes may use it), and the runner waits for the store."""
+    """A request's lease check met a store outage: the request is not sent, its budget slot is given
+    back at once (other processes may use it), and the runner waits for the store."""
 
     def __init__(self, job_id: int) -> None:
         super().__init__(f"job {job_id}: its lease could not be checked (the store does not answer)")
@@ -70,11 +57,9 @@ class LeaseUnknown(Exception):
 
 
 class LeaseCheck(Protocol):
-    """What the runner asks before a step that spends a request (:class:`Leases` implements it)."""
+    """What the runner asks before a step that spends a request (:meth:`Leases.holds`)."""
 
-    async def holds(self, job_id: int) -> bool:
-        """Whether this process still holds the job's lease (renewing it if it must ask the store)."""
-        ...
+    async def holds(self, job_id: int) -> bool: ...
 
 
 async def check_held(leases: LeaseCheck | None, job_id: int) -> None:
@@ -97,7 +82,7 @@ class Leases:
         outage: StoreOutage | None = None,
     ) -> None:
         """`owner` names this process (stable across its restarts); `serves(guild_id)`: its shards' guilds;
-        `outage`: the process's view of store outages (the upkeep's are noted there, not logged each)."""
+        `outage`: the process's view of store outages (the upkeep's are noted there)."""
         self._store = store
         self._outage = outage or StoreOutage(clock=clock)
         self.owner = owner
@@ -105,8 +90,7 @@ class Leases:
         self._clock = clock
         #: Whether this process serves a guild (its gateway shards).
         self.serves: Callable[[int], bool] = serves or (lambda _guild: True)
-        self._held: set[int] = set()
-        # Job id -> the lease_until this process last wrote for it (its clock's epoch seconds).
+        # The jobs held here -> the lease_until this process last wrote for each (its clock's epoch seconds).
         self._until: dict[int, float] = {}
         self._adopt: Callable[[Job], Awaitable[None]] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -114,20 +98,19 @@ class Leases:
     @property
     def held(self) -> frozenset[int]:
         """Ids of the jobs this process holds."""
-        return frozenset(self._held)
+        return frozenset(self._until)
 
     async def take(self, job: Job) -> bool:
         """Claim `job` for this process; False when another live process holds it."""
         return await self._claim(job.id, self._clock.time() + self._lease, take=True)
 
     async def holds(self, job_id: int) -> bool:
-        """Whether this process still holds the job's lease (see "Fencing" above); a lost lease is
-        dropped here, so the renewal loop stops renewing it."""
-        if job_id not in self._held:
+        """Whether this process still holds the job's lease ("Fencing" above); a lost one is dropped."""
+        if job_id not in self._until:
             return False
         now = self._clock.time()
-        if now + self._lease / 3 < self._until.get(job_id, now):
-            return True
+        if now + self._lease / 3 < self._until[job_id]:
+            return True  # no I/O while the lease last written has a third of a lease to run
         if await self._claim(job_id, now + self._lease):
             return True
         log.info("job %s: its lease was taken over (or the job ended elsewhere); letting it go", job_id)
@@ -135,7 +118,6 @@ class Leases:
 
     def done(self, job_id: int) -> None:
         """The job finished here (or left this process): stop renewing it."""
-        self._held.discard(job_id)
         self._until.pop(job_id, None)
 
     async def _claim(self, job_id: int, until: float, *, take: bool = False) -> bool:
@@ -146,8 +128,7 @@ class Leases:
             ok = False
         if not ok:
             self.done(job_id)
-        elif take or job_id in self._held:  # a renewal does not bring back a job that meanwhile left
-            self._held.add(job_id)
+        elif take or job_id in self._until:  # a renewal does not bring back a job that meanwhile left
             self._until[job_id] = until
         return ok
 
@@ -171,9 +152,7 @@ class Leases:
                 await self.renew()
                 await self.take_over()
                 self._outage.answered()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
+            except Exception as exc:  # not CancelledError (a BaseException): close() ends the loop
                 if not is_store_outage(exc):
                     log.exception("lease upkeep failed; trying again")
                 else:  # the outage is logged once, for the whole process; upkeep goes on when it ends
@@ -182,27 +161,24 @@ class Leases:
     async def renew(self) -> None:
         """Extend every lease this process holds (a job found finished or taken is dropped)."""
         until = self._clock.time() + self._lease
-        for job_id in sorted(self._held):
-            if job_id in self._held:  # a job may have finished while an earlier renewal waited
+        for job_id in sorted(self._until):
+            if job_id in self._until:  # a job may have finished while an earlier renewal waited
                 await self._claim(job_id, until)
 
     async def take_over(self) -> list[Job]:
-        """Claim the jobs whose lease lapsed and hand them to the scheduler; returns them.
-
-        Not while this process cannot reach the store, nor for a lease after ("Outages" above). A
-        process cut off alone (a partition) loses its jobs: the others met no outage.
-        """
+        """Claim the jobs whose lease lapsed and hand them to the scheduler; returns them. Not during
+        an outage nor for a lease after ("Outages" above); a process cut off alone loses its jobs."""
         if not self._outage.settled(self._lease):
             return []
         now = self._clock.time()
         taken: list[Job] = []
-        for job in await self._store.claimable(self.owner, now):
-            if job.id in self._held:
+        for job in await self._store.claimable(now):
+            if job.id in self._until:
                 continue
             if now - job.created_at < self._lease:
-                continue  # accepted a moment ago, not yet claimed by its intake (see the module's doc)
+                continue  # accepted a moment ago, not yet claimed by its intake: it would queue twice
             if not self.serves(job.guild_id) and now - job.updated_at < self._lease:
-                continue  # another shard's job: leave it to its own shard until it has been still a lease
+                continue  # another shard's job: its own shard's process gets the first chance
             if await self.take(job):
                 log.info("job %s taken over from a lapsed lease", job.id)
                 taken.append(job)

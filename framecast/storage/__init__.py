@@ -1,8 +1,5 @@
-"""Job storage: one store for SQLite and PostgreSQL on SQLAlchemy Core (async), migrated by Alembic.
-
-``DATABASE_URL`` set: PostgreSQL, shared by several processes; otherwise SQLite at ``DATABASE_PATH``
-(one process). ``tests/storage/test_contract.py`` runs one suite against both databases.
-"""
+"""Job storage: one store for SQLite (one process) and PostgreSQL (shared by several processes) on
+SQLAlchemy Core (async), migrated by Alembic."""
 
 from __future__ import annotations
 
@@ -10,9 +7,8 @@ from typing import TYPE_CHECKING
 
 from framecast.storage.dialects import StoreClosed, StoreError, StoreUnavailable, redact_dsn
 from framecast.storage.faults import StoreTimeouts
-from framecast.storage.history import MemberJobs
 from framecast.storage.store import Store
-from framecast.storage.values import SettingsChange, StoredKey
+from framecast.storage.values import MemberJobs, SettingsChange, StoredKey
 from framecast.storage.web import GalleryFilter, UsageRow
 
 if TYPE_CHECKING:

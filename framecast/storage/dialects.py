@@ -1,14 +1,6 @@
 """Everything that differs between SQLite and PostgreSQL: :class:`Sqlite` and :class:`Postgres`.
 
-* ``add``'s limit checks: SQLite starts every write transaction with ``BEGIN IMMEDIATE`` (SQLAlchemy's
-  documented asyncio recipe: the driver's own BEGIN is switched off on ``connect``, ours is emitted on
-  ``begin``) on ONE connection serialised by an asyncio lock; PostgreSQL takes
-  ``pg_advisory_xact_lock(guild_id)``, and holds the process's owner name with a session lock.
-* Migrations run in one transaction under the lock a second process would take.
-* Every call is bounded (:class:`StoreTimeouts`): PostgreSQL's connect, pool checkout and statements
-  by the driver, the whole call by asyncio (a cut-short connection is dropped, not rolled back);
-  SQLite's wait for another process's lock by ``busy_timeout``, for its one connection by asyncio.
-  A call that meets an outage raises :class:`StoreUnavailable`, logged once as it starts and ends.
+How each locks, and bounds its calls (:class:`StoreTimeouts`): ``docs/ARCHITECTURE.md``, "Storage".
 """
 
 from __future__ import annotations
@@ -24,12 +16,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy import Connection, Executable, Table, event, func, select, text
-from sqlalchemy.dialects import sqlite
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from framecast.storage.faults import StoreTimeouts, describe_outage, dropped_when_cut_short, is_store_outage
+from framecast.storage.faults import StoreTimeouts, describe_outage, is_store_outage
 from framecast.values import JobError
 
 __all__ = ["Postgres", "Sqlite", "StoreClosed", "StoreError", "StoreUnavailable", "redact_dsn"]
@@ -62,10 +54,12 @@ class StoreUnavailable(StoreError):
     a moment. A call cut short at its commit may have been written (like any cancelled call)."""
 
 
-class Database:
-    """One database: transactions, its locks and its legacy markers. Subclassed once per dialect."""
+_INSERT: dict[str, Any] = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}  # both have ON CONFLICT
 
-    name: str
+
+class Database:
+    """One database: its transactions, locks and outage bookkeeping. Subclassed once per dialect."""
+
     engine: AsyncEngine
     #: ``async with db.autocommit() as conn``: each statement its own transaction (reads, single writes).
     autocommit: Callable[[], AbstractAsyncContextManager[AsyncConnection]]
@@ -118,17 +112,9 @@ class Database:
 
     def upsert(self, table: Table, data: dict[str, Any]) -> Any:
         """INSERT of ``data``, or UPDATE of its other columns where its first (the table's key) exists."""
-        key = next(iter(data))
-        if self.name == "sqlite":
-            stmt: Any = sqlite.insert(table).values(data)
-        else:
-            # Imported here: its engine loads it on PostgreSQL, and a process on SQLite never does.
-            from sqlalchemy.dialects import postgresql
-
-            stmt = postgresql.insert(table).values(data)
-        return stmt.on_conflict_do_update(
-            index_elements=[key], set_={k: v for k, v in data.items() if k != key}
-        )
+        key, *others = data
+        stmt = _INSERT[self.engine.dialect.name](table).values(data)
+        return stmt.on_conflict_do_update(index_elements=[key], set_={k: data[k] for k in others})
 
     async def close(self) -> None:
         """Wait for the operations in flight, then release every connection."""
@@ -136,6 +122,7 @@ class Database:
         await self._idle.wait()
         await self._release()
         await self.engine.dispose()
+        log.info("job store closed: %s", self.target)
 
     async def _release(self) -> None:
         pass
@@ -143,8 +130,6 @@ class Database:
 
 class Sqlite(Database):
     """One SQLite file: one connection, one asyncio lock, ``BEGIN IMMEDIATE`` for every write."""
-
-    name = "sqlite"
 
     def __init__(self, path: Path, timeouts: StoreTimeouts) -> None:
         super().__init__(timeouts, str(path))
@@ -157,7 +142,7 @@ class Sqlite(Database):
         event.listen(self.engine.sync_engine, "begin", self._begin)
         self._lock = asyncio.Lock()
         self._conn: AsyncConnection | None = None
-        self._begin_sql: str | None = "BEGIN IMMEDIATE"
+        self._immediate = True  # False inside autocommit(): no BEGIN at all
 
     def _connected(self, dbapi_conn: Any, record: object) -> None:
         # The recipe's "connect" hook: the driver must never emit BEGIN itself (we do, IMMEDIATE).
@@ -173,25 +158,26 @@ class Sqlite(Database):
             cursor.close()
 
     @asynccontextmanager
-    async def _turn(self) -> AsyncIterator[None]:
+    async def _turn(self) -> AsyncIterator[AsyncConnection]:
         # The wait for the one connection is bounded: calls queue here while one waits out another
         # process's lock. A statement in flight is never cancelled (its thread would go on, and a
         # BEGIN IMMEDIATE could take the lock after we gave up): busy_timeout bounds that.
-        if self._lock.locked():  # no timer on the hot path: a free lock is taken at once
+        if self._lock.locked():  # no timeout context on the hot path: a free lock is taken at once
             async with asyncio.timeout(self.timeouts.call):
                 await self._lock.acquire()
         else:
             await self._lock.acquire()
         try:
-            yield
+            assert self._conn is not None
+            yield self._conn
         finally:
             self._lock.release()
 
     def _begin(self, conn: Connection) -> None:
         # The recipe's "begin" hook: IMMEDIATE takes the write lock before anything is read, so
         # check-then-write (limits, compare-and-set) is atomic against every other connection.
-        if self._begin_sql is not None:
-            conn.exec_driver_sql(self._begin_sql)
+        if self._immediate:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     async def start(self) -> None:
         """Create the file owner-only, then open the one connection (PRAGMAs run in the connect hook)."""
@@ -200,27 +186,27 @@ class Sqlite(Database):
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
-        async with self._track(), self._turn():
-            assert self._conn is not None
-            async with self._conn.begin():
-                yield self._conn
+        async with self._track(), self._turn() as conn, conn.begin():
+            yield conn
 
     @asynccontextmanager
     async def autocommit(self) -> AsyncIterator[AsyncConnection]:
-        async with self._track(), self._turn():
-            assert self._conn is not None
+        async with self._track(), self._turn() as conn:
             # No BEGIN at all: each statement is its own transaction (SQLite's autocommit), so a
             # read never waits for another process's write lock. The lock makes this flag ours alone.
-            self._begin_sql = None
+            self._immediate = False
             try:
-                yield self._conn
+                yield conn
             finally:
-                self._begin_sql = "BEGIN IMMEDIATE"
-                await self._conn.rollback()  # ends SQLAlchemy's bookkeeping: SQLite has nothing open
+                self._immediate = True
+                await conn.rollback()  # ends SQLAlchemy's bookkeeping: SQLite has nothing open
 
-    def locked(self, guild_id: int) -> AbstractAsyncContextManager[AsyncConnection]:
-        """add()'s checks and insert: each statement on its own (an INSERT takes the write lock as it starts)."""
-        return self.autocommit()
+    def locked(
+        self, guild_id: int, *, one_statement: bool = False
+    ) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A transaction no other writer of the guild runs beside (BEGIN IMMEDIATE); `one_statement`:
+        none (an INSERT ... SELECT takes the write lock as it starts)."""
+        return self.autocommit() if one_statement else self.write()
 
     async def hold_owner(self, owner: str) -> bool:
         return True  # one process per file
@@ -242,7 +228,6 @@ class Sqlite(Database):
             except Exception as exc:  # noqa: BLE001 - closing goes on whatever the checkpoint says
                 log.warning("job store: WAL checkpoint failed at close: %s", exc)
             await self._conn.close()
-        log.info("job store closed: %s", self.path)
 
 
 def _journal_mode_wal(cursor: Any, patience: float) -> str:
@@ -283,8 +268,6 @@ def prepare_owner_only(path: Path) -> None:
 class Postgres(Database):
     """A PostgreSQL database shared by several processes: a pool, advisory locks."""
 
-    name = "postgresql"
-
     def __init__(self, dsn: str, timeouts: StoreTimeouts) -> None:
         super().__init__(timeouts, redact_dsn(dsn))
         self._dsn = dsn
@@ -321,27 +304,38 @@ class Postgres(Database):
                 await conn.execute(text("SELECT 1"))
         except Exception as exc:
             await self.engine.dispose()
+            cause = exc.__cause__ or exc  # SQLAlchemy wraps the driver's exception
+            why = f"{type(cause).__name__}: {cause}"
+            for secret in filter(None, (self._dsn, self._url.password)):  # the driver may quote either
+                why = why.replace(secret, "***")
             # `from None`: the driver's own exception may quote the DSN.
-            raise StoreError(
-                f"cannot open the PostgreSQL job store at {self.target}: {safe_error(exc, self._dsn)}"
-            ) from None
+            raise StoreError(f"cannot open the PostgreSQL job store at {self.target}: {why}") from None
+
+    def write(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        return self._bounded(self.engine.begin)
+
+    def autocommit(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        return self._bounded(self._reader.connect)
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
-        async with self._track(), asyncio.timeout(self.timeouts.call), self.engine.begin() as conn:
-            async with dropped_when_cut_short(conn):
+    async def _bounded(
+        self, connect: Callable[[], AbstractAsyncContextManager[AsyncConnection]]
+    ) -> AsyncIterator[AsyncConnection]:
+        async with self._track(), asyncio.timeout(self.timeouts.call), connect() as conn:
+            try:
                 yield conn
+            except (asyncio.CancelledError, TimeoutError, OSError):
+                # Cut short, or the network failed under it: dropped, not rolled back (a rollback on
+                # a silent network first waits for the driver's cancel of the query, which waits for
+                # an answer that never comes); the server rolls back what the connection left open.
+                await conn.invalidate()
+                raise
 
     @asynccontextmanager
-    async def autocommit(self) -> AsyncIterator[AsyncConnection]:
-        async with self._track(), asyncio.timeout(self.timeouts.call), self._reader.connect() as conn:
-            async with dropped_when_cut_short(conn):
-                yield conn
-
-    @asynccontextmanager
-    async def locked(self, guild_id: int) -> AsyncIterator[AsyncConnection]:
+    async def locked(self, guild_id: int, *, one_statement: bool = False) -> AsyncIterator[AsyncConnection]:
         async with self.write() as conn:
-            # Serialises every add of this guild, in every process, until the commit.
+            # Serialises every add of this guild (jobs, styles), in every process, until the commit
+            # (a row lock cannot cover a row not there yet).
             await conn.execute(select(func.pg_advisory_xact_lock(guild_id)))
             yield conn
 
@@ -379,7 +373,6 @@ class Postgres(Database):
             # Pool resets do not drop session locks: closing the connection does.
             await conn.invalidate()
             await conn.close()
-        log.info("job store closed: %s", self.target)
 
 
 def redact_dsn(dsn: str) -> str:
@@ -392,17 +385,3 @@ def redact_dsn(dsn: str) -> str:
     except ValueError:
         return "postgresql://(unparsable URL)"
     return f"{parts.scheme}://{user}{host}{port}{parts.path}"
-
-
-def safe_error(exc: BaseException, dsn: str) -> str:
-    """The exception's text with the DSN and its password blanked out (drivers may quote either)."""
-    cause = exc.__cause__ or exc  # SQLAlchemy wraps the driver's exception
-    text_ = f"{type(cause).__name__}: {cause}"
-    try:
-        password = urlsplit(dsn).password
-    except ValueError:
-        password = None
-    for secret in (dsn, password):
-        if secret:
-            text_ = text_.replace(secret, "***")
-    return text_

@@ -2,31 +2,24 @@
 
 An outage is a dependency's fault, not a job's: PostgreSQL gone, cut off or silent, or an SQLite file
 (or a file the bot writes beside the store) that cannot be written for now. Whoever meets one waits
-and tries again (:mod:`framecast.jobs.pause`); anything else (a constraint, a syntax error, a corrupt
-file, a wrong value) is a bug and is raised as before. Only SQLite's message is read: its one
-``OperationalError`` class carries both outages and bugs ("no such table").
+and tries again (:mod:`framecast.jobs.pause`); anything else (a constraint, a corrupt file, a wrong
+value) is a bug and is raised as before.
 """
 
 from __future__ import annotations
 
-import asyncio
 import errno
-import logging
 import sqlite3
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from framecast import config
 
-__all__ = ["StoreTimeouts", "describe_outage", "dropped_when_cut_short", "is_store_outage", "unusable_file"]
-
-log = logging.getLogger("framecast.storage")
+__all__ = ["StoreTimeouts", "describe_outage", "is_store_outage", "unusable_file"]
 
 #: ``OSError`` numbers of a filesystem or network that may answer again.
 _OS_ERRNOS = frozenset(
@@ -34,7 +27,7 @@ _OS_ERRNOS = frozenset(
     for name in "ENOSPC EDQUOT EROFS EIO ECONNREFUSED ECONNRESET ECONNABORTED EPIPE ETIMEDOUT"
     " EHOSTUNREACH ENETUNREACH ENETDOWN".split()
 )
-#: SQLite's words for a file it cannot write now.
+#: SQLite's words for a file it cannot write now (its one ``OperationalError`` is also "no such table").
 _SQLITE_OUTAGES = (
     "database or disk is full",
     "disk i/o error",
@@ -45,14 +38,10 @@ _SQLITE_OUTAGES = (
 
 
 def _pg_outages() -> tuple[type[BaseException], ...]:
-    """asyncpg's classes for a server that cannot answer now: SQLSTATE classes 08 (connection), 53
-    (resources: disk full, too many connections), 57 (shutdown, a statement cancelled by its timeout),
-    58 (I/O), 40 (serialization, deadlock: try again), a read-only standby (25006), and a connection
-    the client lost.
-
-    Empty until asyncpg is imported (by a PostgreSQL store's engine): no error of its can exist
-    before, and so a process on SQLite never pays for importing it (a few hundredths of a second).
-    """
+    # asyncpg's classes for a server that cannot answer now: SQLSTATE classes 08 (connection), 53
+    # (resources), 57 (shutdown, a statement's timeout), 58 (I/O), 40 (serialization, deadlock), a
+    # read-only standby (25006), a connection the client lost. Empty until a PostgreSQL store's
+    # engine imports asyncpg: no error of its exists before, and a process on SQLite never pays for it.
     pg = sys.modules.get("asyncpg.exceptions")
     if pg is None:
         return ()
@@ -68,14 +57,10 @@ def _pg_outages() -> tuple[type[BaseException], ...]:
     )
 
 
-#: How deep the chain of causes is followed (SQLAlchemy wraps the adapter, which wraps the driver).
-_DEPTH = 6
-
-
 def _causes(exc: BaseException) -> Iterator[tuple[int, BaseException]]:
     # SQLAlchemy wraps the adapter's error, which wraps the driver's: follow `orig`, else the cause.
     seen: BaseException | None = exc
-    for depth in range(_DEPTH):
+    for depth in range(6):
         if seen is None:
             return
         yield depth, seen
@@ -137,18 +122,3 @@ class StoreTimeouts:
     statement: float = config.DATABASE_STATEMENT_TIMEOUT
     pool: float = config.DATABASE_POOL_TIMEOUT
     call: float = config.DATABASE_CALL_TIMEOUT
-
-
-@asynccontextmanager
-async def dropped_when_cut_short(conn: AsyncConnection) -> AsyncIterator[None]:
-    """Drop the connection (no rollback) when the call is cut short or the network fails under it.
-
-    A rollback on a silent network waits for the driver's cancel of the query first, which waits
-    for an answer that never comes; dropping the connection ends both at once, and the server rolls
-    back what the connection left open.
-    """
-    try:
-        yield
-    except (asyncio.CancelledError, TimeoutError, OSError):
-        await conn.invalidate()
-        raise

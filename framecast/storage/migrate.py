@@ -1,13 +1,8 @@
 """Bringing a database to the code's schema at start-up, with Alembic (one chain for both databases).
 
-Runs inside ``Sqlite/Postgres.migrate``'s transaction, under the lock a second process would take,
-so two processes starting together migrate once. A revision of ours is upgraded to head; one we do
-not know (a newer Framecast's) is refused. Without ``alembic_version``: a legacy marker of schema v4
-(PostgreSQL v1) is exactly the baseline, stamped there and upgraded; an older one is refused (the
-previous release upgrades it); nothing at all is created from ``schema.py`` and stamped at head
-(Alembic's recipe for a new database). Alembic is imported only when there is something to upgrade:
-every other start-up is about a quarter second shorter. The legacy marker is then set past what the
-pre-Alembic code knows, so that code refuses the database instead of using it.
+Runs in ``Database.migrate``'s transaction, under the lock a second process would take. What is
+upgraded, adopted or refused: ``docs/ARCHITECTURE.md``, "Storage". After any change the legacy marker
+is set past what the pre-Alembic code knows, so that code refuses the database instead of using it.
 """
 
 from __future__ import annotations
@@ -31,18 +26,14 @@ log = logging.getLogger(__name__)
 BASELINE = "0001_baseline"
 #: The revision ``schema.py`` describes: the chain's head (``tests/storage/test_migrations.py`` checks).
 HEAD = "0003_web"
-#: Legacy version markers (SQLite ``user_version``, PostgreSQL ``schema_version``): what today's
-#: baseline was called before Alembic, and what is written there afterwards ("v5 is newer").
+#: Legacy markers (SQLite ``user_version``, PostgreSQL ``schema_version``): the baseline's number
+#: before Alembic, and what is written there afterwards.
 SQLITE_LEGACY, SQLITE_FENCE = 4, 5
 PG_LEGACY, PG_FENCE = 1, 2
 _SCRIPTS = Path(__file__).with_name("migrations")
 
-# Alembic's own bookkeeping table, as Alembic creates it.
-_versions = Table(
-    "alembic_version",
-    MetaData(),
-    Column("version_num", String(32), primary_key=True, nullable=False),
-)
+# Alembic's own bookkeeping table, as Alembic creates it (a primary key is NOT NULL).
+_versions = Table("alembic_version", MetaData(), Column("version_num", String(32), primary_key=True))
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
@@ -58,34 +49,29 @@ def alembic_config(connection: Connection | None = None) -> Config:
 def upgrade(conn: Connection) -> None:
     """Bring the database on ``conn`` to head, or raise :class:`StoreError` with one line."""
     tables = inspect(conn)
-    current = (
-        conn.execute(select(_versions.c.version_num)).scalar()
-        if tables.has_table("alembic_version")
-        else None
-    )
+    current = None
+    if tables.has_table("alembic_version"):
+        current = conn.execute(select(_versions.c.version_num)).scalar()
     if current == HEAD:
         return
-    if current is None and _legacy_version(conn) is None and not tables.has_table("jobs"):
+    legacy = _legacy_version(conn) if current is None else None
+    if current is None and legacy is None and not tables.has_table("jobs"):
+        # New: Alembic's recipe, without importing Alembic (a quarter second of every such start-up).
         schema.metadata.create_all(conn)
         _versions.create(conn)
         conn.execute(_versions.insert().values(version_num=HEAD))
         _fence(conn)
         log.info("job store: new database created at schema revision %s", HEAD)
         return
-    _upgrade_with_alembic(conn, current)
-
-
-def _upgrade_with_alembic(conn: Connection, current: str | None) -> None:
     from alembic import command
     from alembic.script import ScriptDirectory
 
     config = alembic_config(conn)
     script = ScriptDirectory.from_config(config)
     head = script.get_current_head()
-    legacy = _legacy_version(conn) if current is None else None
     if legacy is not None:
         expected = SQLITE_LEGACY if conn.dialect.name == "sqlite" else PG_LEGACY
-        if legacy > expected or not inspect(conn).has_table("jobs"):
+        if legacy > expected or not tables.has_table("jobs"):
             raise StoreError(f"database schema v{legacy} is newer than this Framecast supports ({head})")
         if legacy < expected:
             raise StoreError(

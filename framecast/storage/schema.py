@@ -1,12 +1,11 @@
 """The store's tables, written once for SQLite and PostgreSQL (SQLAlchemy Core ``MetaData``).
 
-The shape is the legacy schema v4 of both hand-written stores (SQLite ``user_version`` 4, PostgreSQL
-``schema_version`` 1), so a database they wrote is this schema as it stands. Migrations
-(``migrations/versions/``) create and change it; this module is what the queries are written against
-and must describe the head revision.
+What the queries are written against: it must describe the head of ``migrations/versions/``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.sql.elements import ColumnElement
@@ -21,14 +20,23 @@ def sql_list(values: object) -> str:
     return ", ".join(f"'{v.value}'" for v in values)  # type: ignore[attr-defined]
 
 
-#: The unfinished states, inlined (not bound): SQLite uses a partial index only when the query
-#: repeats the index's WHERE term literally.
-OPEN_SQL = f"state IN ({sql_list(sorted(ACTIVE))})"
-OPEN = sa.text(OPEN_SQL)
+def state_in(states: object) -> sa.TextClause:
+    """``state IN (...)``, inlined (not bound): SQLite uses a partial index only when the query repeats
+    the index's WHERE term literally, and an inlined list needs no expansion per call."""
+    return sa.text(f"state IN ({sql_list(states)})")
 
-#: Delivered jobs, inlined for the same reason (the gallery's partial index).
-DELIVERED_SQL = f"state = '{JobState.DELIVERED.value}'"
-DELIVERED = sa.text(DELIVERED_SQL)
+
+#: The unfinished states (the partial indexes' term).
+OPEN = state_in(sorted(ACTIVE))
+#: Delivered jobs (the gallery's partial index).
+DELIVERED = state_in([JobState.DELIVERED])
+RETRIES = sa.text("retry_of IS NOT NULL")
+
+
+def _where(term: sa.TextClause) -> dict[str, Any]:
+    # A partial index's WHERE, on both databases.
+    return {"sqlite_where": term, "postgresql_where": term}
+
 
 # Ids: INTEGER on SQLite (only "INTEGER PRIMARY KEY" is the rowid, AUTOINCREMENT: never reused),
 # BIGINT everywhere else (Discord snowflakes are 64-bit).
@@ -64,18 +72,12 @@ jobs = sa.Table(
     sa.Column("lease_owner", sa.Text),
     sa.Column("lease_until", sa.Double),
     sa.Index("jobs_member", "guild_id", "user_id", "id"),
-    sa.Index("jobs_open", "guild_id", "state", "user_id", sqlite_where=OPEN, postgresql_where=OPEN),
-    sa.Index("jobs_open_fifo", "id", sqlite_where=OPEN, postgresql_where=OPEN),
-    sa.Index(
-        "jobs_retry_of",
-        "retry_of",
-        unique=True,
-        sqlite_where=sa.text("retry_of IS NOT NULL"),
-        postgresql_where=sa.text("retry_of IS NOT NULL"),
-    ),
+    sa.Index("jobs_open", "guild_id", "state", "user_id", **_where(OPEN)),
+    sa.Index("jobs_open_fifo", "id", **_where(OPEN)),
+    sa.Index("jobs_retry_of", "retry_of", unique=True, **_where(RETRIES)),
     sa.Index("jobs_quota", "guild_id", "user_id", "kind", "created_at"),
     # The web gallery: a server's delivered jobs, newest first (keyset paging on the id).
-    sa.Index("jobs_delivered", "guild_id", "id", sqlite_where=DELIVERED, postgresql_where=DELIVERED),
+    sa.Index("jobs_delivered", "guild_id", "id", **_where(DELIVERED)),
     # /me: a person's jobs in every server and their own queue, newest first.
     sa.Index("jobs_user", "user_id", "id"),
     sqlite_autoincrement=True,

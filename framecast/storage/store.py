@@ -1,7 +1,7 @@
 """The job store: one implementation for SQLite and PostgreSQL, on SQLAlchemy Core (async).
 
-Timestamps come from the injected clock, never from the database. ``params``/``discord``/settings are
-JSON text (not ``jsonb``): text round-trips exactly. A cancelled call may or may not have written.
+Timestamps come from the injected clock, never from the database. A cancelled call may or may not
+have written.
 """
 
 from __future__ import annotations
@@ -17,24 +17,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from sqlalchemy import (
-    BigInteger,
-    Executable,
-    Update,
-    bindparam,
-    delete,
-    func,
-    insert,
-    or_,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import BigInteger, Executable, Update, bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from framecast.config import Secret
 from framecast.guilds.settings import GuildSettings, KeyStatus, Setting
-from framecast.storage import history, migrate, values
+from framecast.storage import migrate, values
 from framecast.storage.dialects import Postgres, Sqlite, StoreError
 from framecast.storage.faults import StoreTimeouts, unusable_file
 from framecast.storage.schema import (
@@ -45,9 +33,10 @@ from framecast.storage.schema import (
     guild_settings,
     jobs,
     settings_log,
+    state_in,
 )
-from framecast.storage.styles import GuildStyles
-from framecast.storage.values import JOB_COLUMNS, SettingsChange, StoredKey, job_from_row
+from framecast.storage.styles import GuildStyles, log_changes
+from framecast.storage.values import JOB_COLUMNS, MemberJobs, SettingsChange, StoredKey, job_from_row
 from framecast.storage.web import WebStore
 from framecast.values import (
     TRANSITIONS,
@@ -85,6 +74,17 @@ _QUOTA = _COUNT.where(
     _G, _U, jobs.c.kind == bindparam("kind"), jobs.c.created_at >= bindparam("since"), QUOTA_COUNTS
 )
 _MEMBER = _COUNT.where(_G, _U, OPEN)
+# /history's pages: keyset paging on jobs_member (an OFFSET would walk every job before the page, and
+# shift when a job arrives between two clicks); ids only grow, so newest first is highest id first.
+_NEWER = select(*JOB_COLUMNS).where(_G, _U, jobs.c.id > bindparam("id")).order_by(jobs.c.id.asc())
+_OLDER = select(*JOB_COLUMNS).where(_G, _U, jobs.c.id < bindparam("id")).order_by(jobs.c.id.desc())
+# Where a page sits, in one round trip: all the member's jobs, those newer than its first, older than its last.
+_ALL_OF_MEMBER = _COUNT.where(_G, _U)
+_PAGE_COUNTS = select(
+    _ALL_OF_MEMBER.scalar_subquery(),
+    _ALL_OF_MEMBER.where(jobs.c.id > bindparam("first")).scalar_subquery(),
+    _ALL_OF_MEMBER.where(jobs.c.id < bindparam("last")).scalar_subquery(),
+)
 _QUEUED = _COUNT.where(_G, jobs.c.state == JobState.QUEUED.value, OPEN)  # OPEN: the small partial index
 # add()'s four checks in one statement (one round trip): the existing retry, then the three counts.
 _CHECKS = select(
@@ -108,7 +108,7 @@ _ADD = (
 )
 #: For each target state, the states a job may move to it from (framecast.jobs.TRANSITIONS).
 _SOURCES = {
-    to: tuple(sorted(old.value for old, targets in TRANSITIONS.items() if to in targets)) for to in JobState
+    to: tuple(sorted(old for old, targets in TRANSITIONS.items() if to in targets)) for to in JobState
 }
 # UPDATEs whose SET clause comes from the parameters' keys (column names), built once: building a
 # statement per call cost more than the database's own work. "job_id": "id" would name the column.
@@ -117,13 +117,9 @@ _UPDATE = update(jobs).where(_BY_ID).returning(*JOB_COLUMNS)
 
 
 @functools.cache
-def _compare_and_set(sources: tuple[str, ...]) -> Update:
-    """UPDATE of one job if its state is one of ``sources`` (our own values, inlined: no expansion)."""
-    return (
-        update(jobs)
-        .where(_BY_ID, text(f"state IN ({', '.join(map(repr, sources))})"))
-        .returning(*JOB_COLUMNS)
-    )
+def _compare_and_set(sources: tuple[JobState, ...]) -> Update:
+    """UPDATE of one job if its state is one of ``sources``."""
+    return update(jobs).where(_BY_ID, state_in(sources)).returning(*JOB_COLUMNS)
 
 
 _FREE = or_(
@@ -149,8 +145,8 @@ Where = Path | str | os.PathLike[str] | Secret
 class Store:
     """Durable job storage on SQLite or PostgreSQL. Create with :meth:`open`, release with :meth:`close`.
 
-    Every write is committed before its coroutine returns; returned :class:`Job` objects are fresh
-    snapshots read back in the writing transaction. Operations after :meth:`close` raise ``StoreClosed``.
+    Every write is committed before its coroutine returns; a returned :class:`Job` is read back in the
+    writing transaction. Operations after :meth:`close` raise ``StoreClosed``.
     """
 
     def __init__(self, db: Sqlite | Postgres, now: Callable[[], float]) -> None:
@@ -171,9 +167,8 @@ class Store:
         """Open the store at ``where`` (a ``postgresql://`` URL, else a SQLite file path), migrated.
 
         Calls are bounded by `timeouts` and raise ``StoreUnavailable`` past them; ``clock.time()``
-        (else ``time.time()``) stamps every timestamp. SQLite: the file (0600), its directory (0700)
-        and the schema are created if needed. ``StoreError`` (one line, never the password) when the
-        database cannot be reached, was written by a newer Framecast, or is too old to upgrade here.
+        (else ``time.time()``) stamps every timestamp. ``StoreError`` (one line, never the password)
+        when the database cannot be reached, was written by a newer Framecast, or is too old to upgrade.
         """
         url, timeouts = (where.reveal() if isinstance(where, Secret) else where), timeouts or StoreTimeouts()
         pg = isinstance(url, str) and url.startswith(("postgresql:", "postgres:"))
@@ -220,8 +215,6 @@ class Store:
     def _timestamp(self) -> float:
         return float(values.check("clock time", self._now(), float))
 
-    # ------------------------------------------------------------------ jobs
-
     async def add(
         self,
         job: NewJob,
@@ -240,16 +233,22 @@ class Store:
         :class:`GuildQueueFull` at ``guild_cap`` QUEUED jobs in the guild.
         """
         row = {name: values.encode(name, getattr(job, name)) for name in values.NEW_JOB_FIELDS}
-        limit, since = values.check_quota(quota) or (values.INT_MAX, math.inf)
+        unlimited = values.INT_MAX  # "no limit": a count is always below it
+        limit, since = unlimited, math.inf
+        if quota is not None:
+            limit = values.check("quota limit", quota[0], int)
+            since = values.check("quota start", quota[1], float)
+            if limit < 0:
+                raise ValueError("quota limit must be an int >= 0")
         now = self._timestamp()
         row.update(state=JobState.QUEUED.value, created_at=now, updated_at=now)
-        retry_of, unlimited = row["retry_of"], values.INT_MAX  # "no limit": a count is always below it
         args = {**row, "since": since, "quota_limit": limit}
         args.update(member_limit=unlimited if member_limit is None else min(member_limit, unlimited))
         args.update(guild_cap=unlimited if guild_cap is None else min(guild_cap, unlimited))
+        retry_of = row["retry_of"]
         while True:
             try:
-                async with self._db.locked(row["guild_id"]) as conn:
+                async with self._db.locked(row["guild_id"], one_statement=True) as conn:
                     if (inserted := (await conn.execute(_ADD, args)).first()) is not None:
                         created = job_from_row(inserted)
                         break
@@ -288,7 +287,9 @@ class Store:
         :class:`JobNotFound` for an unknown id; ``ValueError``/``TypeError`` for bad ``fields``.
         """
         to = JobState(to)
-        expected = values.expect_set(expect)
+        if isinstance(expect, str):  # a JobState is a str: one state, not a collection of them
+            expect = (expect,)
+        expected = None if expect is None else frozenset(map(JobState, expect))
         assignments = {**values.encode_fields(fields), "state": to.value, "updated_at": self._timestamp()}
         assignments["job_id"] = job_id
         # The common case in one statement (one round trip): compare-and-set from every state that may
@@ -308,7 +309,7 @@ class Store:
                 if expected is not None and old not in expected:
                     raise InvalidTransition(old, to, job_id=job_id, expected=expected)
                 check_transition(old, to, job_id=job_id)
-                changed = (await conn.execute(_compare_and_set((old.value,)), assignments)).one()
+                changed = (await conn.execute(_compare_and_set((old,)), assignments)).one()
         log.debug("job %d: -> %s", job_id, to)
         return self._notify(job_from_row(changed))
 
@@ -364,9 +365,26 @@ class Store:
         before: int | None = None,
         after: int | None = None,
         limit: int = 10,
-    ) -> history.MemberJobs:
-        """A page of `user_id`'s jobs in `guild_id`, newest first (see :func:`history.member_jobs`)."""
-        return await history.member_jobs(self._db, guild_id, user_id, before=before, after=after, limit=limit)
+    ) -> MemberJobs:
+        """The page of `user_id`'s jobs in `guild_id` just older than job `before` (None: the newest),
+        or, with `after`, just newer than job `after` (the newest page when fewer are left)."""
+        if limit < 1:
+            raise ValueError(f"limit must be positive, not {limit}")
+        member = {"guild_id": guild_id, "user_id": user_id}
+        rows: Sequence[Any] = ()
+        if after is not None:
+            # Fewer than a page is newer: the newest page is shown whole instead (a member never sees
+            # a short first page because jobs were added since the page they clicked on).
+            if len(page := await self._db.rows(_NEWER.limit(limit), {**member, "id": after})) == limit:
+                rows = page[::-1]
+        elif before is not None:
+            rows = await self._db.rows(_OLDER.limit(limit), {**member, "id": before})
+        if not rows:  # the newest page (also for a cursor past the member's oldest job)
+            rows = await self._db.rows(_OLDER.limit(limit), {**member, "id": values.INT_MAX})
+        found = tuple(map(job_from_row, rows))
+        first, last = (found[0].id, found[-1].id) if found else (0, 0)
+        [(total, newer, older)] = await self._db.rows(_PAGE_COUNTS, {**member, "first": first, "last": last})
+        return MemberJobs(found, has_older=older > 0, has_newer=newer > 0, total=int(total), newer=int(newer))
 
     async def ping(self) -> bool:
         """Whether the database answers (a readiness check)."""
@@ -377,17 +395,19 @@ class Store:
         (PostgreSQL: a session advisory lock, gone with a crashed process's connection; SQLite: True)."""
         return await self._db.hold_owner(values.check_owner(owner))
 
-    # ------------------------------------------------------------------ learned durations
-
     async def load_durations(self) -> list[DurationRow]:
         """Every stored duration row, ordered by key (code point order, the same on both databases)."""
         return sorted((DurationRow(*r) for r in await self._db.rows(select(durations))), key=lambda r: r.key)
 
     async def save_duration(self, row: DurationRow) -> None:
         """Insert or replace the row with ``row.key``. ``TypeError``/``ValueError`` for bad values."""
-        await self._db.rows(self._db.upsert(durations, values.encode_duration(row)))
-
-    # ------------------------------------------------------------------ guild settings, keys, log
+        data = {
+            c.name: values.check(f"duration {c.name}", getattr(row, c.name), c.type.python_type)
+            for c in durations.c
+        }
+        if data["count"] < 0:
+            raise ValueError("duration count must not be negative")
+        await self._db.rows(self._db.upsert(durations, data))
 
     async def guild_settings(self, guild_id: int) -> GuildSettings:
         """The server's own settings (``GuildSettings()`` if it never changed any)."""
@@ -411,7 +431,7 @@ class Store:
             "updated_by": who,
         }
         stmt = self._db.upsert(guild_settings, data)
-        await self._write_logged(stmt, gid, who, [Setting(s) for s in changed], now)
+        await self._write_logged(stmt, gid, who, [Setting(s).value for s in changed], now)
 
     async def settings_log(self, guild_id: int, limit: int = 20) -> list[SettingsChange]:
         """The server's latest ``limit`` settings changes, newest first (who, what, when: no values)."""
@@ -437,25 +457,24 @@ class Store:
         gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._timestamp()
         row = {"guild_id": gid, "token": token, "last4": values.check("last4", last4, str)}
         row.update(status=KeyStatus.OK.value, set_by=who, set_at=now)
-        await self._write_logged(self._db.upsert(guild_keys, row), gid, who, [Setting.API_KEY], now)
+        await self._write_logged(self._db.upsert(guild_keys, row), gid, who, [Setting.API_KEY.value], now)
 
     async def delete_guild_key(self, guild_id: int, *, by: int) -> bool:
         """Forget the server's key (logged as an API_KEY change); False if it had none."""
         gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._timestamp()
         stmt = delete(guild_keys).where(guild_keys.c.guild_id == gid).returning(guild_keys.c.guild_id)
-        return await self._write_logged(stmt, gid, who, [Setting.API_KEY], now)
+        return await self._write_logged(stmt, gid, who, [Setting.API_KEY.value], now)
 
     async def _write_logged(
-        self, stmt: Executable, gid: int, by: int, changed: Sequence[Setting], now: float
+        self, stmt: Executable, gid: int, by: int, changed: list[str], now: float
     ) -> bool:
-        # One transaction: the change and its audit rows (who, what and when: values, an API key above
-        # all, never enter the log). False, and nothing logged, when a RETURNING statement found no row.
+        # The change and its audit rows in one transaction. False, and nothing logged, when a
+        # RETURNING statement found no row.
         async with self._db.write() as conn:
             result = await conn.execute(stmt)
             if result.returns_rows and result.first() is None:
                 return False
-            if rows := [{"guild_id": gid, "user_id": by, "setting": s.value, "at": now} for s in changed]:
-                await conn.execute(insert(settings_log), rows)
+            await log_changes(conn, gid, by, changed, now)
         return True
 
     async def replace_guild_key_token(self, guild_id: int, old: bytes, new: bytes) -> bool:
@@ -475,15 +494,11 @@ class Store:
         stmt = update(guild_keys).where(guild_keys.c.guild_id == values.discord_id(guild_id))
         await self._db.rows(stmt.values(status=KeyStatus(status).value))
 
-    # ------------------------------------------------------------------ job leases
-
     async def claim(self, job_id: int, owner: str, until: float) -> bool:
-        """Take or renew the lease of an active job for ``owner`` until ``until`` (clock epoch seconds).
-
-        True if ``owner`` now holds it: it was free, expired (``lease_until <= clock.time()``) or already
-        ``owner``'s. False if another owner's lease still runs or the job is finished. :class:`JobNotFound`
-        for an unknown id. Does not change ``updated_at`` (nor notify listeners).
-        """
+        """Take or renew the lease of an active job for ``owner`` until ``until`` (clock epoch seconds):
+        True if ``owner`` now holds it (it was free, expired at ``clock.time()`` or ``owner``'s), False if
+        another owner's lease runs or the job is finished, :class:`JobNotFound` for an unknown id. Leaves
+        ``updated_at`` and the listeners alone."""
         owner, until = values.check_owner(owner), values.check("lease time", until, float)
         args = {"job_id": job_id, "owner": owner, "until": until, "now": self._timestamp()}
         # One UPDATE under the write/row lock: take-if-free is atomic across processes.
@@ -493,14 +508,11 @@ class Store:
             raise JobNotFound(job_id)
         return False
 
-    async def claimable(
-        self, owner: str, now: float, guilds: Callable[[int], bool] | None = None
-    ) -> list[Job]:
-        """Active jobs, in id order, whose lease is free or expired at ``now`` (not ``owner``'s live ones),
-        of the guilds ``guilds`` accepts (this process's shards). Nothing is claimed: see :meth:`claim`."""
-        values.check_owner(owner)
+    async def claimable(self, now: float) -> list[Job]:
+        """Active jobs, in id order, whose lease is free or expired at ``now``. Nothing is claimed:
+        see :meth:`claim`."""
         found = await self._db.rows(_CLAIMABLE, {"now": values.check("lease time", now, float)})
-        return [job for job in map(job_from_row, found) if guilds is None or guilds(job.guild_id)]
+        return [job_from_row(r) for r in found]
 
 
 def _key(row: Any) -> StoredKey:

@@ -1,14 +1,12 @@
 """The servers' named prompt styles in the store's database (:attr:`framecast.storage.Store.styles`).
 
 What a style may be is :mod:`framecast.guilds.styles`'s rule; checked here is what only the database
-can check for every process at once: the server's count and a name taken in another case, under the
-server's write lock, in the inserting transaction.
+can check for every process at once: the server's count and a name taken in another case.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from sqlalchemy import bindparam, delete, insert, select
@@ -19,7 +17,7 @@ from framecast.storage import values
 from framecast.storage.dialects import Postgres, Sqlite
 from framecast.storage.schema import guild_styles, settings_log
 
-__all__ = ["STYLES_LOG_NAME", "GuildStyles"]
+__all__ = ["STYLES_LOG_NAME", "GuildStyles", "log_changes"]
 
 #: The audit log's name for a change of a server's styles (who and when; never the template).
 STYLES_LOG_NAME = "styles"
@@ -45,12 +43,10 @@ class GuildStyles:
     async def add(self, guild_id: int, style: Style, *, by: int, limit: int) -> Style:
         """Store `style` for the server (stamped with `by` and now) and return it as stored.
 
-        In one transaction under the server's lock, against every process: :class:`StyleError`
-        NAME_TAKEN when the server has a style of the same name in any case, TOO_MANY when it has
-        `limit` styles already. Nothing is stored when it raises.
+        Under the server's lock, against every process (nothing is stored when it raises):
+        :class:`StyleError` NAME_TAKEN for a name taken in any case, TOO_MANY at `limit` styles.
         """
-        gid, who = values.discord_id(guild_id), values.discord_id(by)
-        now = self._now()
+        gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._now()
         row = {
             "guild_id": gid,
             "name": values.check("style name", style.name, str),
@@ -59,48 +55,37 @@ class GuildStyles:
             "created_by": who,
             "created_at": now,
         }
-        async with self._locked(gid) as conn:
-            names = [r[0] for r in await conn.execute(select(guild_styles.c.name).where(_guild(gid)))]
-            taken = next((name for name in names if style_key(name) == style.key), None)
+        async with self._db.locked(gid) as conn:
+            rows = (await conn.execute(_OF_GUILD, {"guild_id": gid})).all()
+            taken = next((r[1] for r in rows if style_key(r[1]) == style.key), None)
             if taken is not None:
                 raise StyleError(StyleProblem.NAME_TAKEN, name=taken)
-            if len(names) >= limit:
+            if len(rows) >= limit:
                 raise StyleError(StyleProblem.TOO_MANY, max=limit)
             await conn.execute(insert(guild_styles).values(row))
-            await _log_change(conn, gid, who, now)
+            await log_changes(conn, gid, who, [STYLES_LOG_NAME], now)
         return _style(tuple(row.values()))
 
     async def remove(self, guild_id: int, name: str, *, by: int) -> Style | None:
         """Forget the server's style named `name` (in any case); the style removed, or None."""
-        gid, who = values.discord_id(guild_id), values.discord_id(by)
-        now = self._now()
-        key = style_key(name)
-        async with self._locked(gid) as conn:
+        gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._now()
+        async with self._db.locked(gid) as conn:
             rows = (await conn.execute(_OF_GUILD, {"guild_id": gid})).all()
-            found = next((_style(r) for r in rows if style_key(r[1]) == key), None)
+            found = next((_style(r) for r in rows if style_key(r[1]) == style_key(name)), None)
             if found is None:
                 return None
-            await conn.execute(delete(guild_styles).where(_guild(gid), guild_styles.c.name == found.name))
-            await _log_change(conn, gid, who, now)
+            await conn.execute(
+                delete(guild_styles).where(guild_styles.c.guild_id == gid, guild_styles.c.name == found.name)
+            )
+            await log_changes(conn, gid, who, [STYLES_LOG_NAME], now)
         return found
 
-    def _locked(self, guild_id: int) -> AbstractAsyncContextManager[AsyncConnection]:
-        # SQLite: BEGIN IMMEDIATE (the one writer), so the count, the names and the insert are one
-        # step. PostgreSQL: the server's advisory lock in the transaction, so two processes adding
-        # at once are taken one after the other (a row lock cannot cover a row not there yet).
-        if isinstance(self._db, Sqlite):
-            return self._db.write()
-        return self._db.locked(guild_id)
 
-
-def _guild(guild_id: int) -> Any:
-    return guild_styles.c.guild_id == guild_id
-
-
-async def _log_change(conn: AsyncConnection, guild_id: int, by: int, now: float) -> None:
-    # Who and when, like every settings change; /settings' own log reader skips names it does not know.
-    row = {"guild_id": guild_id, "user_id": by, "setting": STYLES_LOG_NAME, "at": now}
-    await conn.execute(insert(settings_log), [row])
+async def log_changes(conn: AsyncConnection, guild_id: int, by: int, names: list[str], now: float) -> None:
+    """Log that `by` changed `names` of the server (who, what and when: never the values, an API key
+    above all). Styles are logged as :data:`STYLES_LOG_NAME`: /settings' own reader skips that name."""
+    if rows := [{"guild_id": guild_id, "user_id": by, "setting": name, "at": now} for name in names]:
+        await conn.execute(insert(settings_log), rows)
 
 
 def _style(row: Any) -> Style:

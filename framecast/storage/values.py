@@ -1,24 +1,19 @@
-"""What crosses the store's edge: a stored row read back as a :class:`Job`, and what callers hand in,
-checked before any I/O with one rule for both databases.
-
-Refused with ``TypeError``/``ValueError`` where a database would store it wrongly or fail later
-less helpfully: NaN/inf (SQLite stores NULL), integers beyond 64 bits (PostgreSQL BIGINT), NUL
-characters (PostgreSQL text), lone surrogates (not UTF-8), bools where numbers belong. A column's
-type and nullability come from :mod:`framecast.storage.schema`: a new job column needs no change here.
+"""What crosses the store's edge: rows read back as records, and what callers hand in, checked before
+any I/O with one rule for both databases (:func:`check`; a job column's type and nullability come
+from :mod:`framecast.storage.schema`, so a new column needs no change here).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from framecast.guilds.settings import KeyStatus, Setting
-from framecast.storage.schema import durations, jobs
+from framecast.storage.schema import jobs
 from framecast.values import Job, JobKind, JobState, NewJob
-from framecast.values.durations import DurationRow
 
 INT_MAX = 2**63 - 1
 #: The job fields add() takes from a NewJob.
@@ -39,6 +34,18 @@ _DECODE: list[Any] = [_READ.get(c.name, float if c.type.python_type is float els
 def job_from_row(row: Sequence[Any]) -> Job:
     """The :class:`Job` a row of :data:`JOB_COLUMNS` holds."""
     return Job(*(v if read is None or v is None else read(v) for read, v in zip(_DECODE, row, strict=True)))
+
+
+@dataclass(frozen=True)
+class MemberJobs:
+    """A page of a member's jobs, newest first, and where it sits: whether older or newer jobs exist,
+    how many jobs the member has in the server (`total`), how many are newer than the page (`newer`)."""
+
+    jobs: tuple[Job, ...]
+    has_older: bool
+    has_newer: bool
+    total: int
+    newer: int
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,12 @@ def dumps(value: Mapping[str, Any]) -> str:
 
 
 def check(what: str, value: object, kind: type) -> Any:
-    """`value` as a plain `kind` (int, float, str or bool) that both databases store exactly."""
+    """`value` as a plain `kind` (int, float, str or bool) that both databases store exactly.
+
+    Refused with ``TypeError``/``ValueError`` where a database would store it wrongly or fail later
+    less helpfully: NaN/inf, integers beyond 64 bits, NUL characters, lone surrogates, bools where
+    numbers belong.
+    """
     accepted = int | float if kind is float else kind  # a float column takes an int too
     # A bool is an int to Python, not to us.
     if isinstance(value, bool) != (kind is bool) or not isinstance(value, accepted):
@@ -127,35 +139,6 @@ def encode_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
         if name not in jobs.c or name in ("lease_owner", "lease_until"):
             raise ValueError(f"unknown job field {name!r}")
     return {name: encode(name, value) for name, value in fields.items()}
-
-
-def check_quota(quota: tuple[int, float] | None) -> tuple[int, float] | None:
-    """Validate add()'s ``quota`` = ``(limit, since)``."""
-    if quota is None:
-        return None
-    limit, since = quota
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ValueError("quota limit must be an int >= 0")
-    return int(limit), check("quota start", since, float)
-
-
-def expect_set(expect: JobState | Collection[JobState] | None) -> frozenset[JobState] | None:
-    """transition()'s ``expect`` as a set of states."""
-    if expect is None:
-        return None
-    if isinstance(expect, str):  # JobState is a str: check before treating it as a collection
-        return frozenset({JobState(expect)})
-    return frozenset(JobState(e) for e in expect)
-
-
-def encode_duration(row: DurationRow) -> dict[str, Any]:
-    """Validate a learned-duration row and return its column values."""
-    data = {
-        c.name: check(f"duration {c.name}", getattr(row, c.name), c.type.python_type) for c in durations.c
-    }
-    if data["count"] < 0:
-        raise ValueError("duration count must not be negative")
-    return data
 
 
 def check_owner(owner: object) -> str:

@@ -2,20 +2,19 @@
 
 Who may see which job is not decided here: the gallery's caller passes the channels whose results
 may show (and the viewer, whose own show from anywhere) so the database skips the rest, then decides
-each row itself (``framecast.app.gallery``). Pages are keyset-paged on an index (an OFFSET would walk
-every job before the page). A web session's row is keyed by the SHA-256 of the browser's token.
+each row itself (``framecast.app.gallery``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import and_, bindparam, delete, func, insert, literal, or_, select, text
+from sqlalchemy import and_, bindparam, delete, func, insert, literal, or_, select
 from sqlalchemy.sql.elements import ColumnElement, TextClause
 
 from framecast.storage import values
 from framecast.storage.dialects import Postgres, Sqlite
-from framecast.storage.schema import DELIVERED_SQL, jobs, web_sessions
+from framecast.storage.schema import DELIVERED, jobs, web_sessions
 from framecast.storage.values import JOB_COLUMNS, job_from_row
 from framecast.values import Job, JobKind, JobState
 
@@ -40,12 +39,8 @@ _PURGE = delete(web_sessions).where(web_sessions.c.expires_at <= bindparam("now"
 
 @dataclass(frozen=True)
 class GalleryFilter:
-    """Which delivered jobs of `guild_id` a batch may hold.
-
-    `channels`: the channels whose jobs may show; `own`: a user whose jobs show from any channel.
-    `member`, `kind`: exact. `contains`: substrings the job's stored parameters must all contain,
-    ignoring case (lower-cased by the database).
-    """
+    """Which delivered jobs of `guild_id` a batch may hold: from `channels`, or `own`'s from any
+    channel; `member`, `kind`: exact; `contains`: substrings the stored parameters all contain, any case."""
 
     guild_id: int
     channels: frozenset[int]
@@ -72,12 +67,11 @@ class WebStore:
 
     def __init__(self, db: Sqlite | Postgres) -> None:
         self._db = db
-        #: The web sessions (Login with Discord).
         self.sessions = WebSessionRows(db)
 
     async def gallery_jobs(self, where: GalleryFilter, *, before: int | None, limit: int) -> tuple[Job, ...]:
-        """Up to `limit` delivered jobs `where` allows, just older than job `before` (None: the
-        newest), newest first."""
+        """Up to `limit` delivered jobs `where` allows, older than job `before` (None: the newest),
+        newest first (keyset paging on the partial index ``jobs_delivered``)."""
         if limit < 1:
             raise ValueError(f"limit must be positive, not {limit}")
         terms = _gallery_terms(where, values.INT_MAX if before is None else before)
@@ -93,7 +87,7 @@ class WebStore:
 
     async def user_jobs(self, user_id: int, *, before: int | None, limit: int) -> tuple[Job, ...]:
         """Up to `limit` of `user_id`'s jobs anywhere (every server, their own queue) older than job
-        `before` (None: the newest), newest first, on the ``jobs_user`` index."""
+        `before` (None: the newest), newest first (on the ``jobs_user`` index)."""
         stmt = select(*JOB_COLUMNS).where(jobs.c.user_id == user_id)
         if before is not None:
             stmt = stmt.where(jobs.c.id < before)
@@ -101,8 +95,7 @@ class WebStore:
         return tuple(map(job_from_row, rows))
 
     async def usage(self, guild_id: int, *, since: float) -> list[UsageRow]:
-        """Every job of `guild_id` created at or after `since` (epoch seconds), at most
-        :data:`MAX_USAGE_ROWS`."""
+        """Every job of `guild_id` created since `since` (epoch seconds), at most :data:`MAX_USAGE_ROWS`."""
         rows = await self._db.rows(_USAGE, {"guild_id": guild_id, "since": float(since)})
         return [
             UsageRow(
@@ -125,7 +118,7 @@ def _gallery_terms(f: GalleryFilter, before: int) -> list[ColumnElement[bool] | 
         visible.append(jobs.c.user_id == f.own)
     terms: list[ColumnElement[bool] | TextClause] = [
         jobs.c.guild_id == f.guild_id,
-        text(DELIVERED_SQL),  # literal: the partial index is used only when its WHERE is repeated
+        DELIVERED,
         jobs.c.id < before,
         or_(*visible) if visible else literal(False),
     ]
@@ -138,7 +131,7 @@ def _gallery_terms(f: GalleryFilter, before: int) -> list[ColumnElement[bool] | 
 
 
 class WebSessionRows:
-    """The sessions on one database (:attr:`WebStore.sessions`)."""
+    """The web sessions (Login with Discord), keyed by the SHA-256 of the browser's token."""
 
     def __init__(self, db: Sqlite | Postgres) -> None:
         self._db = db

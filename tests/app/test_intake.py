@@ -1135,7 +1135,7 @@ async def test_a_job_committed_before_its_lease_could_be_taken_is_accepted_for_t
         # Persisted, so accepted (a refusal would hide a job that runs), not queued without its
         # lease (it could run twice): its lease is free for the scan of this or another process.
         assert place == 1 and scheduler.position(job.id) is None
-        [stored] = await store.claimable("framecast", clock.time())
+        [stored] = await store.claimable(clock.time())
         assert stored.id == job.id and stored.state is S.QUEUED
     finally:
         await scheduler.close(timeout=1.0)

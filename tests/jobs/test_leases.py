@@ -111,10 +111,10 @@ async def test_take_renew_and_lapse(backend: Backend) -> None:
     await one.renew()  # runs to now + LEASE
     await clock.advance(LEASE * 2 / 3)  # past the first lease, inside the renewed one
     assert await two.take(job) is False
-    assert [j.id for j in await two_store.claimable("p2", clock.time())] == []
+    assert [j.id for j in await two_store.claimable(clock.time())] == []
 
     await clock.advance(LEASE / 3)  # p1 stopped renewing (it died): exactly at lease_until it lapses
-    assert [j.id for j in await two_store.claimable("p2", clock.time())] == [job.id]
+    assert [j.id for j in await two_store.claimable(clock.time())] == [job.id]
     assert await two.take(job) is True
     assert two.held == {job.id}
     await one.renew()  # p1 comes back to life: its renewal finds the job gone and drops it
@@ -148,10 +148,8 @@ class CountingStore:
         self.claims += 1
         return await self.store.claim(job_id, owner, until)
 
-    async def claimable(
-        self, owner: str, now: float, guilds: Callable[[int], bool] | None = None
-    ) -> list[Job]:
-        return await self.store.claimable(owner, now, guilds)
+    async def claimable(self, now: float) -> list[Job]:
+        return await self.store.claimable(now)
 
 
 async def test_holds_asks_the_store_only_once_the_lease_it_wrote_may_have_lapsed(backend: Backend) -> None:
@@ -197,7 +195,7 @@ async def test_a_process_paused_past_its_lease_finds_the_job_taken_over_and_lets
     await paused.renew()
     assert await paused.holds(job.id) is False
     assert await other.holds(job.id) is True
-    assert await paused_store.claimable("paused", backend.clock.time()) == []  # other's lease runs
+    assert await paused_store.claimable(backend.clock.time()) == []  # other's lease runs
 
 
 async def test_a_lapsed_lease_nobody_took_stays_with_the_process_that_held_it(backend: Backend) -> None:

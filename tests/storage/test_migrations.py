@@ -158,8 +158,8 @@ async def check_fixture_through_the_store(store: Store) -> None:
         "cancelled",
     )
     # Leases: job 1 is held by shards-0 until 1_760_000_900, job 3 by shards-1 until 1_760_000_950.
-    assert [j.id for j in await store.claimable("x", 1_760_000_800.0)] == [2, 4, 7]
-    assert [j.id for j in await store.claimable("x", 1_760_000_920.0)] == [1, 2, 4, 7]
+    assert [j.id for j in await store.claimable(1_760_000_800.0)] == [2, 4, 7]
+    assert [j.id for j in await store.claimable(1_760_000_920.0)] == [1, 2, 4, 7]
     assert not await store.claim(3, "framecast-shards-0", 1_760_001_000.0)
     assert await store.claim(3, "framecast-shards-1", 1_760_001_000.0)
     # Guild settings, key (decryptable with the fixture's secret), log, durations.

@@ -26,7 +26,7 @@ from framecast.keys.vault import KeyVault, last4
 from framecast.safetext import clean_text
 from framecast.storage import SettingsChange, Store, StoreClosed, StoreError, migrate
 from framecast.storage.migrate import HEAD
-from framecast.storage.schema import OPEN_SQL
+from framecast.storage.schema import OPEN
 from framecast.storage.store import _ACTIVE, _CHECKS, _CLAIMABLE, _GET
 from framecast.values import (
     ACTIVE,
@@ -127,7 +127,7 @@ async def on_worker(store: Store, sql: str, *args: Any) -> Any:
 
 async def count_active(store: Store, guild_id: int, user_id: int) -> int:
     """What ``member_limit`` counts: the member's non-terminal jobs in the guild."""
-    sql = f"SELECT COUNT(*) FROM jobs WHERE guild_id = ? AND user_id = ? AND {OPEN_SQL}"
+    sql = f"SELECT COUNT(*) FROM jobs WHERE guild_id = ? AND user_id = ? AND {OPEN.text}"
     return int((await on_worker(store, sql, guild_id, user_id))[0][0])
 
 
