@@ -11,7 +11,6 @@ cheaply, and that the loop keeps serving other requests while one is handled.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 import tracemalloc
 import zlib
@@ -22,13 +21,11 @@ import aiohttp
 import pytest
 
 from framecast.clock import SystemClock
-from framecast.config import Secret
-from framecast.keys.budget import RequestBudget
 from framecast.service import GenerationClient
 from framecast.service.errors import BadResponse
 from framecast.service.jsonread import JSON_MAX_DEPTH, load_json
-from framecast.service.types import ImageParams, VideoParams
-from tests.fakes.gen_service import IMAGE_MODEL, POLL_PATH, VIDEO_MODEL, FakeService
+from tests.fakes.gen_service import POLL_PATH, FakeService
+from tests.service.clients import IMAGE, VIDEO, new_client
 
 # 48 MiB: three times GEN_IMAGE_JSON_MAX_BYTES' default, a cap an operator may well set; the bombs
 # just under it are the worst an answer may be, and the client below is given that cap.
@@ -97,29 +94,20 @@ async def service() -> AsyncIterator[FakeService]:
 async def client(service: FakeService) -> AsyncIterator[GenerationClient]:
     clock = SystemClock()
     async with aiohttp.ClientSession() as session:
-        made = GenerationClient(
+        made = new_client(
+            service,
             session,
-            base_url=service.base_url,
-            api_key=Secret(service.api_key),
-            budget=RequestBudget(
-                1000, 1.0, clock=clock, backoff_base=0.01, backoff_max=0.05, rng=random.Random(1)
-            ),
             clock=clock,
             request_timeout=30.0,
             image_json_max_bytes=IMAGE_CAP,
             retry_max=1,
             backoff_base=0.01,
             backoff_max=0.05,
-            rng=random.Random(2),
         )
         try:
             yield made
         finally:
             await made.close()
-
-
-IMAGE = ImageParams(model=IMAGE_MODEL, prompt="a cat", size="512x512")
-VIDEO = VideoParams(model=VIDEO_MODEL, prompt="a cat", width=512, height=512, num_frames=24, frame_rate=8)
 
 
 @pytest.mark.parametrize("bomb", [object_bomb, list_bomb], ids=["objects", "nested-lists"])

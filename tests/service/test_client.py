@@ -26,7 +26,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from prometheus_client import generate_latest
 
 from framecast.clock import Clock, ScaledClock, SystemClock
-from framecast.config import Secret, load_settings
+from framecast.config import load_settings
 from framecast.keys.budget import RequestBudget
 from framecast.ops.metrics import Metrics, key_label
 from framecast.service import (
@@ -54,9 +54,7 @@ from framecast.service.errors import (
 )
 from framecast.values.service_requests import Priority
 from tests.fakes.gen_service import IMAGE_MODEL, POLL_PATH, VIDEO_MODEL, FakeService, TaskPlan
-
-VIDEO = VideoParams(model=VIDEO_MODEL, prompt="a cat", width=1152, height=768, num_frames=121, frame_rate=24)
-IMAGE = ImageParams(model=IMAGE_MODEL, prompt="a cat", size="1024x1024")
+from tests.service.clients import IMAGE, VIDEO, new_client
 
 
 @pytest.fixture
@@ -71,38 +69,9 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
 _OPEN: list[GenerationClient] = []
 
 
-def make_client(
-    fake: FakeService,
-    session: aiohttp.ClientSession,
-    *,
-    clock: Clock | None = None,
-    limit: int = 1000,
-    window: float = 1.0,
-    key: str | None = None,
-    retry_max: int = 4,
-    backoff_base: float = 0.02,
-    backoff_max: float = 0.5,
-    request_timeout: float = 5.0,
-    base_url: str | None = None,
-    **options: Any,
-) -> GenerationClient:
-    clock = clock or SystemClock()
-    budget = RequestBudget(
-        limit, window, clock=clock, backoff_base=backoff_base, backoff_max=backoff_max, rng=random.Random(1)
-    )
-    client = GenerationClient(
-        session,
-        base_url=base_url or fake.base_url,
-        api_key=Secret(key if key is not None else fake.api_key),
-        budget=budget,
-        clock=clock,
-        request_timeout=request_timeout,
-        retry_max=retry_max,
-        backoff_base=backoff_base,
-        backoff_max=backoff_max,
-        rng=random.Random(2),
-        **options,
-    )
+def make_client(fake: FakeService, session: aiohttp.ClientSession, **overrides: Any) -> GenerationClient:
+    """:func:`new_client`, closed by the `session` fixture."""
+    client = new_client(fake, session, **overrides)
     _OPEN.append(client)
     return client
 

@@ -6,7 +6,6 @@ polls pass. A concurrency refusal neither pauses the budget nor is retried at on
 
 from __future__ import annotations
 
-import random
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -14,10 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framecast.clock import SystemClock
-from framecast.config import Secret
-from framecast.keys.budget import RequestBudget
-from framecast.service import GenerationClient, VideoParams
+from framecast.service import GenerationClient
 from framecast.service.errors import (
     RateLimited,
     RequestRejected,
@@ -27,9 +23,9 @@ from framecast.service.errors import (
 )
 from framecast.service.refusals import CreateRefusals, create_refusal
 from framecast.values.service_requests import RefusalKind
-from tests.fakes.gen_service import POLL_PATH, VIDEO_MODEL, FakeService, TaskPlan
+from tests.fakes.gen_service import POLL_PATH, FakeService, TaskPlan
+from tests.service.clients import VIDEO, new_client
 
-VIDEO = VideoParams(model=VIDEO_MODEL, prompt="a cat", width=1152, height=768, num_frames=121, frame_rate=24)
 CONCURRENCY, RATE = RefusalKind.CONCURRENCY, RefusalKind.RATE
 
 
@@ -109,24 +105,11 @@ def test_any_refusal_body_is_classified_without_error(body: bytes, statuses: lis
 @pytest.fixture
 async def client(fake_service: FakeService) -> AsyncIterator[GenerationClient]:
     async with aiohttp.ClientSession() as session:
-        budget = RequestBudget(1000, 1.0, clock=SystemClock(), backoff_base=0.05, backoff_max=0.5)
-        client = GenerationClient(
-            session,
-            base_url=fake_service.base_url,
-            api_key=Secret(fake_service.api_key),
-            budget=budget,
-            clock=SystemClock(),
-            request_timeout=5.0,
-            retry_max=4,
-            backoff_base=0.05,
-            backoff_max=0.5,
-            rng=random.Random(2),
-        )
+        client = new_client(fake_service, session, backoff_base=0.05)
         try:
             yield client
         finally:
             await client.close()
-            budget.close()
 
 
 async def test_a_create_over_the_cap_raises_at_once_and_leaves_the_budget_alone(
