@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from sqlalchemy import exc as sa_exc
@@ -23,7 +22,7 @@ from framecast.jobs.scheduler import Scheduler
 from framecast.storage import Store
 from framecast.values import Job, JobKind, JobState, NewJob
 from tests.fakes.clock import ManualClock
-from tests.pg import fresh_database
+from tests.stores import Backend
 
 S = JobState
 LEASE = 30.0
@@ -32,43 +31,11 @@ CHANNEL, USER = 222_222_222_222_222_222, 333_333_333_333_333_333
 WAIT = 5.0  # real seconds: a hang fails the test instead of blocking the run
 
 
-@dataclass
-class Backend:
-    """One database shared by the stores ("processes") a test opens on it."""
-
-    name: str
-    clock: ManualClock
-    opener: Callable[[], Awaitable[Store]]
-    opened: list[Store] = field(default_factory=list)
-
-    async def open(self) -> Store:
-        store = await self.opener()
-        self.opened.append(store)
-        return store
-
-    def leases(self, store: Store, owner: str, *, serves: Callable[[int], bool] | None = None) -> Leases:
-        return Leases(store, owner=owner, lease_seconds=LEASE, clock=self.clock, serves=serves)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    clock = ManualClock()
-    if request.param == "sqlite":
-        path = tmp_path / "jobs.sqlite3"
-        b = Backend("sqlite", clock, lambda: Store.open(path, clock=clock))
-        try:
-            yield b
-        finally:
-            for s in b.opened:
-                await s.close()
-    else:
-        async with fresh_database() as dsn:
-            b = Backend("postgres", clock, lambda: Store.open(dsn, clock=clock))
-            try:
-                yield b
-            finally:
-                for s in b.opened:
-                    await s.close()
+def leases_of(
+    backend: Backend, store: Store, owner: str, *, serves: Callable[[int], bool] | None = None
+) -> Leases:
+    """`owner`'s leases on `store`, on the backend's clock."""
+    return Leases(store, owner=owner, lease_seconds=LEASE, clock=backend.clock, serves=serves)
 
 
 async def add(store: Store, guild_id: int = SERVED) -> Job:
@@ -98,7 +65,7 @@ async def touch(store: Store, job: Job) -> Job:
 
 async def test_take_renew_and_lapse(backend: Backend) -> None:
     one_store, two_store = await backend.open(), await backend.open()
-    one, two = backend.leases(one_store, "p1"), backend.leases(two_store, "p2")
+    one, two = leases_of(backend, one_store, "p1"), leases_of(backend, two_store, "p2")
     clock = backend.clock
     job = await add(one_store)
     assert await one.take(job) is True
@@ -178,7 +145,7 @@ async def test_a_process_paused_past_its_lease_finds_the_job_taken_over_and_lets
     backend: Backend, renewal_first: bool
 ) -> None:
     paused_store, other_store = await backend.open(), await backend.open()
-    paused, other = backend.leases(paused_store, "paused"), backend.leases(other_store, "other")
+    paused, other = leases_of(backend, paused_store, "paused"), leases_of(backend, other_store, "other")
     job = await touch(paused_store, await add(paused_store))
     assert await paused.take(job)
     assert await paused.holds(job.id) is True
@@ -200,7 +167,7 @@ async def test_a_process_paused_past_its_lease_finds_the_job_taken_over_and_lets
 
 async def test_a_lapsed_lease_nobody_took_stays_with_the_process_that_held_it(backend: Backend) -> None:
     store, other_store = await backend.open(), await backend.open()
-    mine, other = backend.leases(store, "p1"), backend.leases(other_store, "p2")
+    mine, other = leases_of(backend, store, "p1"), leases_of(backend, other_store, "p2")
     job = await add(store)
     assert await mine.take(job)
     await backend.clock.advance(LEASE * 2)  # paused, but nobody came for the job meanwhile
@@ -211,7 +178,7 @@ async def test_a_lapsed_lease_nobody_took_stays_with_the_process_that_held_it(ba
 
 async def test_holds_is_false_for_an_ended_or_released_job(backend: Backend) -> None:
     store = await backend.open()
-    leases = backend.leases(store, "p1")
+    leases = leases_of(backend, store, "p1")
     ended, left = await add(store), await add(store)
     assert await leases.take(ended) and await leases.take(left)
     await store.transition(ended.id, S.CANCELLED)  # e.g. cancelled through another process
@@ -227,8 +194,8 @@ async def test_holds_is_false_for_an_ended_or_released_job(backend: Backend) -> 
 
 async def test_take_over_a_served_guilds_lapsed_job_at_once(backend: Backend) -> None:
     one_store, two_store = await backend.open(), await backend.open()
-    one = backend.leases(one_store, "p1")
-    two = backend.leases(two_store, "p2", serves=only_served)
+    one = leases_of(backend, one_store, "p1")
+    two = leases_of(backend, two_store, "p2", serves=only_served)
     clock = backend.clock
     served, foreign = await add(one_store, SERVED), await add(one_store, FOREIGN)
     assert await one.take(served) and await one.take(foreign)
@@ -257,8 +224,8 @@ async def test_a_job_accepted_a_moment_ago_is_not_taken_before_its_own_claim(bac
     # Between the store's insert and the intake's claim, the job has no lease at all: not even a
     # process of its own shard may take it then (it would queue it twice in the accepting process).
     store = await backend.open()
-    mine = backend.leases(store, "p1", serves=only_served)
-    other = backend.leases(await backend.open(), "p2", serves=only_served)
+    mine = leases_of(backend, store, "p1", serves=only_served)
+    other = leases_of(backend, await backend.open(), "p2", serves=only_served)
     clock = backend.clock
     await clock.advance(100)
     job = await add(store, SERVED)
@@ -275,8 +242,8 @@ async def test_a_job_accepted_a_moment_ago_is_not_taken_before_its_own_claim(bac
 async def test_a_job_held_by_a_live_owner_is_never_taken(backend: Backend) -> None:
     one_store, two_store = await backend.open(), await backend.open()
     clock = backend.clock
-    one = backend.leases(one_store, "p1")
-    two = backend.leases(two_store, "p2")  # serves every guild: would take anything lapsed at once
+    one = leases_of(backend, one_store, "p1")
+    two = leases_of(backend, two_store, "p2")  # serves every guild: would take anything lapsed at once
     adopted: list[int] = []
 
     async def adopt(job: Job) -> None:
@@ -355,8 +322,8 @@ def scheduler(store: Store, leases: Leases, runner: ParkedRunner, clock: ManualC
 async def test_scheduler_start_restores_only_claimable_jobs_of_served_guilds(backend: Backend) -> None:
     before, other_store = await backend.open(), await backend.open()
     clock = backend.clock
-    dead = backend.leases(before, "dead-process")
-    alive = backend.leases(other_store, "live-process")
+    dead = leases_of(backend, before, "dead-process")
+    alive = leases_of(backend, other_store, "live-process")
     free = await add(before, SERVED)
     held_by_live = await add(before, SERVED)
     foreign_free = await add(before, FOREIGN)
@@ -365,11 +332,11 @@ async def test_scheduler_start_restores_only_claimable_jobs_of_served_guilds(bac
     assert await dead.take(lapsed)
     await clock.advance(LEASE)  # the dead process's lease of `lapsed` runs out
     assert await alive.take(held_by_live)
-    mine_before = backend.leases(before, "me")
+    mine_before = leases_of(backend, before, "me")
     assert await mine_before.take(mine_running)  # this process's previous life (same owner name)
 
     store = await backend.open()
-    leases = backend.leases(store, "me", serves=only_served)
+    leases = leases_of(backend, store, "me", serves=only_served)
     runner = ParkedRunner()
     sched = scheduler(store, leases, runner, clock)
     try:
@@ -381,7 +348,7 @@ async def test_scheduler_start_restores_only_claimable_jobs_of_served_guilds(bac
         await wait_until(lambda: runner.started == [mine_running.id])  # RUNNING: re-attached at once
         # Nobody took the others: they stay with the live process, or wait for their own shard.
         assert await alive.take(held_by_live) is True
-        assert await backend.leases(other_store, "shard-1").take(foreign_free) is True
+        assert await leases_of(backend, other_store, "shard-1").take(foreign_free) is True
     finally:
         await sched.close(1.0)
 
@@ -389,7 +356,7 @@ async def test_scheduler_start_restores_only_claimable_jobs_of_served_guilds(bac
 async def test_scheduler_adopt_is_idempotent(backend: Backend) -> None:
     store = await backend.open()
     clock = backend.clock
-    leases = backend.leases(store, "me")
+    leases = leases_of(backend, store, "me")
     runner = ParkedRunner()
     sched = scheduler(store, leases, runner, clock)
     await sched.start()
@@ -431,7 +398,7 @@ async def test_no_job_is_taken_over_in_an_outage_nor_for_a_lease_after_it(backen
     one_store, two_store = await backend.open(), await backend.open()
     clock = backend.clock
     outage = StoreOutage(clock=clock)
-    one = backend.leases(one_store, "p1")
+    one = leases_of(backend, one_store, "p1")
     two = Leases(two_store, owner="p2", lease_seconds=LEASE, clock=clock, outage=outage)
     job = await add(one_store)
     assert await one.take(job)
@@ -453,8 +420,8 @@ async def test_no_job_is_taken_over_in_an_outage_nor_for_a_lease_after_it(backen
 
 async def test_a_lapsed_job_the_scheduler_could_not_adopt_is_not_renewed(backend: Backend) -> None:
     dead_store, two_store = await backend.open(), await backend.open()
-    dead = backend.leases(dead_store, "dead-process")
-    two = backend.leases(two_store, "p2")
+    dead = leases_of(backend, dead_store, "dead-process")
+    two = leases_of(backend, two_store, "p2")
     job = await add(dead_store)
     assert await dead.take(job)
     await backend.clock.advance(LEASE + 1)

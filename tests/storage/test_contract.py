@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from framecast.values import (
 from framecast.values.durations import DurationRow
 from tests.fakes.clock import ManualClock
 from tests.pg import fresh_database
+from tests.stores import Backend
 
 S = JobState
 GUILD, OTHER_GUILD = 111_111_111_111_111_111, 444_444_444_444_444_444
@@ -51,43 +51,6 @@ TRICKY = [
     "quotes \" ' \\ backslash \\u0041 not an escape, NUL \x00 in JSON",
     "",
 ]
-
-
-@dataclass
-class Backend:
-    """One database and the stores opened on it (closed by the fixture)."""
-
-    name: str
-    clock: ManualClock
-    opener: Callable[[], Awaitable[Store]]
-    opened: list[Store] = field(default_factory=list)
-
-    async def open(self) -> Store:
-        """Another store object on the same database (another "process")."""
-        store = await self.opener()
-        self.opened.append(store)
-        return store
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    clock = ManualClock()
-    if request.param == "sqlite":
-        path = tmp_path / "jobs.sqlite3"
-        b = Backend("sqlite", clock, lambda: Store.open(path, clock=clock))
-        try:
-            yield b
-        finally:
-            for s in b.opened:
-                await s.close()
-    else:
-        async with fresh_database() as dsn:
-            b = Backend("postgres", clock, lambda: Store.open(dsn, clock=clock))
-            try:
-                yield b
-            finally:
-                for s in b.opened:
-                    await s.close()
 
 
 @pytest.fixture

@@ -7,16 +7,12 @@ limit and a name taken in another case hold between them, also when both add at 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
 from framecast.guilds.styles import Style, StyleError, StyleKind, StyleProblem
-from framecast.storage import Store
 from tests.fakes.clock import ManualClock
-from tests.pg import fresh_database
+from tests.stores import Backend
 
 GUILD, OTHER_GUILD = 111_111_111_111_111_111, 444_444_444_444_444_444
 ADMIN, OTHER_ADMIN = 666_666_666_666_666_666, 777_777_777_777_777_777
@@ -28,39 +24,10 @@ TEMPLATES = [
 ]
 
 
-@dataclass
-class Backend:
-    """One database and the stores opened on it (closed by the fixture)."""
-
-    clock: ManualClock
-    opener: Callable[[], Awaitable[Store]]
-    opened: list[Store] = field(default_factory=list)
-
-    async def open(self) -> Store:
-        store = await self.opener()
-        self.opened.append(store)
-        return store
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    clock = ManualClock(wall_start=1_760_000_000.0)
-    if request.param == "sqlite":
-        path = tmp_path / "styles.sqlite3"
-        b = Backend(clock, lambda: Store.open(path, clock=clock))
-        try:
-            yield b
-        finally:
-            for s in b.opened:
-                await s.close()
-    else:
-        async with fresh_database() as dsn:
-            b = Backend(clock, lambda: Store.open(dsn, clock=clock))
-            try:
-                yield b
-            finally:
-                for s in b.opened:
-                    await s.close()
+@pytest.fixture
+def store_clock() -> ManualClock:
+    """The stores' clock starts at a real date (October 2025), not at the epoch."""
+    return ManualClock(wall_start=1_760_000_000.0)
 
 
 async def test_styles_round_trip_exactly_and_survive_a_reopen(backend: Backend) -> None:
