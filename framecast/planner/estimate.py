@@ -29,7 +29,7 @@ from framecast.clock import Clock
 from framecast.jobs.queues import GuildQueues
 from framecast.planner.policy import IMAGE_REQUESTS
 from framecast.planner.polls import TOP, PolledTask, PollPlan, ladder_quantile, poll_at
-from framecast.planner.predict import DurationModel
+from framecast.planner.predict import DurationKey
 from framecast.planner.starts import Slots, play_starts
 from framecast.planner.tuning import PlannerTuning
 from framecast.service.budget import Budget
@@ -374,7 +374,7 @@ class Forecast:
         """Seconds from a new task's create until the bot is expected to see it done (None: unknown):
         its ladder from the rung a task created now starts on, the mean of when a poll sees it done."""
         plan = self._plan
-        key = DurationModel.key_for_params(job.params)
+        key = DurationKey.for_params(job.params)
         if key is None or not plan.learned(key):
             return None
 

@@ -38,8 +38,8 @@ from framecast.jobs.queues import GuildQueues
 from framecast.planner.estimate import Estimate, Forecast, QueuePace
 from framecast.planner.policy import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO, KeyView, admits
 from framecast.planner.polls import PolledTask, PollPlan
-from framecast.planner.predict import DurationModel
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
+from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.service.budget import Budget
@@ -77,7 +77,7 @@ class Planner:
         clock: Clock,
         store: Store,
         queues: GuildQueues,
-        model: DurationModel,
+        durations: Survival,
         settings: PlannerSettings,
         scope: Callable[[int], bool] | None = None,
         shared: SharedPlanState | None = None,
@@ -95,11 +95,10 @@ class Planner:
         self._clock = clock
         self._store = store
         self._queues = queues
-        self._model = model
         self._settings = settings
         self._polls = PollPlan(
             clock=clock,
-            model=model,
+            durations=durations,
             interval=settings.poll_interval,
             max_interval=settings.poll_max_interval,
             crowd=self.crowd,
@@ -154,14 +153,19 @@ class Planner:
         """A planner whose duration model starts from what the store learned before a restart (every
         key's planner learns from the same durations: the service is the same)."""
         # Cautious priors in poll intervals: they only shape estimates until real durations arrive.
-        model = DurationModel(video_prior=4 * settings.poll_interval, image_prior=settings.poll_interval)
-        model.restore(await store.load_durations())
+        tuning = PlannerTuning()
+        durations = Survival(
+            priors={"video": 4 * settings.poll_interval, "image": settings.poll_interval},
+            keep=tuning.memory,
+            learned_after=tuning.learned_after,
+        )
+        durations.restore(await store.load_durations())
         return cls(
             budget=budget,
             clock=clock,
             store=store,
             queues=queues,
-            model=model,
+            durations=durations,
             settings=settings,
             scope=scope,
             shared=shared,

@@ -17,7 +17,8 @@ from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import RequestBudget
 from framecast.planner.estimate import DurationCdf, expected_seen, first_poll_at, likeliest_close
 from framecast.planner.planner import Planner, PlannerSettings
-from framecast.planner.predict import DurationModel
+from framecast.planner.predict import DurationKey
+from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.storage import Store
@@ -54,8 +55,8 @@ def test_the_poll_that_sees_a_known_end_follows_the_planners_rule() -> None:
 
 
 def test_the_duration_cdf_inverts_the_quantiles() -> None:
-    model = DurationModel(video_prior=120.0)
-    key = DurationModel.key_for_params(VIDEO)
+    model = Survival(priors={"video": 120.0, "image": 20.0})
+    key = DurationKey.for_params(VIDEO)
     assert key is not None
     cdf = DurationCdf(lambda q: model.quantile(key, q))
     for q in (0.1, 0.3, 0.5, 0.7, 0.9):
@@ -297,7 +298,7 @@ async def test_behind_a_cap_the_queue_starts_as_tasks_are_seen_done(rig: Rig) ->
     # Never before the poll that frees the slot: a start shown sooner would be optimistic.
     assert first == pytest.approx(when - rig.clock.monotonic())
     typical = planner._forecast.typical_seen(queued[1])
-    key = DurationModel.key_for_params(VIDEO)
+    key = DurationKey.for_params(VIDEO)
     assert key is not None
     # The mean of when a new task is seen done: its first poll at the median, later ones after it.
     assert typical is not None and typical >= planner.polls.quantile(key, 0.5)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from framecast.planner.polls import FIRST, PolledTask, PollPlan
-from framecast.planner.predict import DurationModel
+from framecast.planner.predict import DurationKey
+from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.values import Job, JobKind, JobState
@@ -25,10 +26,9 @@ VIDEO = {"model": "svc-video-v2.0", "prompt": "p", "width": 1152, "height": 768,
 
 def plan_on(clock: ManualClock, crowd: list[float] | None = None) -> PollPlan:
     """A plan over a fresh model; `crowd[0]`: the windows' worth of jobs waiting (may change)."""
-    model = DurationModel(video_prior=4 * INTERVAL, image_prior=INTERVAL)
     return PollPlan(
         clock=clock,
-        model=model,
+        durations=Survival(priors={"video": 4 * INTERVAL, "image": INTERVAL}),
         interval=INTERVAL,
         max_interval=6 * INTERVAL,
         crowd=None if crowd is None else (lambda: crowd[0]),
@@ -113,7 +113,7 @@ async def test_progress_times_the_poll_just_after_the_predicted_end() -> None:
 async def test_a_task_seen_done_teaches_a_duration_between_its_last_two_polls() -> None:
     clock = ManualClock()
     plan = plan_on(clock)
-    key = DurationModel.key_for_params(VIDEO)
+    key = DurationKey.for_params(VIDEO)
     assert key is not None
     for n in range(LEARNED_AFTER):
         task = await finish_after(plan, clock, n + 1, 100.0)  # seen pending at 90 s, done at 120 s
@@ -230,7 +230,7 @@ async def test_while_members_wait_a_new_video_is_counted_at_the_later_first_poll
     crowd = [0.0]
     plan = await learned_plan(clock, crowd)
     now = clock.monotonic()
-    plan.video_key = DurationModel.key_for_params(VIDEO)
+    plan.video_key = DurationKey.for_params(VIDEO)
     assert plan.video_key is not None
     quiet = plan.new_video_requests(now)
     crowd[0] = 3.0
