@@ -16,22 +16,19 @@ sooner), an image's create (two slots for a whole file), a video's create (a fil
 and its polls taken from the windows they fall in), or nothing (a poll that sees nothing costs
 every member waiting a slot). Makespan and requests per video follow; they are not goals.
 
-What the policy weighs (measured in ``benchmarks/README.md``):
+What the policy weighs (each rule's figure: ``benchmarks/README.md``, and the tuned numbers'
+lines in :class:`~framecast.planner.tuning.PlannerTuning`):
 
-* one video's create waits for the budget at a time (the queues, round-robin and cancellable, keep
-  the order, not the budget); images' creates may wait together, as many as the window holds;
-* more than one create backing off after a failure stops admission (the service likely refuses
-  creates altogether);
+* one video's create waits for the budget at a time (the queues keep the order, not the budget);
+  images' creates may wait together; more than one create backing off after a failure stops
+  admission (the service likely refuses creates altogether);
 * an image's create goes before the polls that cannot see a result yet, so only the polls that will
   see one (and their downloads) must fit beside it; all the planned requests within a borrow;
 * a video waits while a poll sent only to learn a task is due, while an image has waited a whole
   window, and until the next window has room for it and the images waiting (or lends it a slot, or
-  would idle), and the windows its own polls will fall in have room for them (:func:`peak_with`).
-
-A video created now costs its create at once and its polls minutes later, when it is due to finish:
-looking at the next window only, admission started tasks whose completions then fell together into
-one later window (their polls waited, the windows around them idled); :func:`peak_with` looks at
-every window the new task's requests would fall in.
+  would idle), and every later window its own polls fall in has room for them (:func:`peak_with`:
+  looking at the next window only started tasks whose completions then fell together into one
+  later window).
 """
 
 from __future__ import annotations
@@ -111,34 +108,23 @@ def video_fits(
     peak: Callable[[], float],
     ahead: Callable[[float], float] | None = None,
 ) -> bool:
-    """Whether a video fits a window of `allowed` requests, `due` of them planned.
-
-    `images`: images waiting on the key (they go first: two requests each); `videos`: videos
-    waiting on it, this one included; `peak()`: the most requests a later window would hold with
-    the new video's requests (asked only when the next window has room, or lends it);
-    `ahead(seconds)`: the requests planned within that many seconds (None: nothing lends).
-
-    * While the next ``spread`` windows together have room for everything planned and this create,
-      and no image waits, a full next window lends it a slot: its create goes in turn with the polls
-      due then, and the ones it displaces slip into the windows after, where the room is (a batch's
-      completions coming due together otherwise held every create, then the key idled).
-    * The batch's last creates (`videos` at most ``last_creates``) may borrow up to ``borrow``
-      windows: no creates follow them to take that room later.
-    * While no more than ``idle`` of the window is planned, the later windows are not looked at:
-      a slot left idle is lost, polls that crowd a later window only wait for the one after it.
-    * Otherwise the windows its polls will fall in must have room for them too (the horizon).
-    """
+    """Whether a video fits a window of `allowed` requests, `due` of them planned, `images` and
+    `videos` (this one included) waiting on the key; `peak()`: the most requests a later window
+    would hold with the new video's; `ahead(seconds)`: the requests planned within that many
+    seconds (None: nothing lends)."""
     wanted = due + 1 + IMAGE_REQUESTS * images
     if 0 < videos <= tuning.last_creates:
-        return wanted <= tuning.borrow * allowed
+        return wanted <= tuning.borrow * allowed  # the batch's last: no creates follow to need the room
     if wanted > allowed:
         if ahead is None or tuning.spread <= 1 or images:
             return False  # nothing lends; or images wait: they go first, within this window
+        # The next `spread` windows have room: the create goes in turn with the polls due, and the
+        # ones it displaces slip into the windows after (a batch's completions held every create).
         lent = ahead(tuning.spread * window) + 1
         return lent <= tuning.spread * allowed and peak() <= allowed
     if due <= tuning.idle * allowed:
         return True  # the key would idle (the mixed shape's videos waited out whole windows)
-    return peak() <= allowed
+    return peak() <= allowed  # the windows its polls fall in have room for them too
 
 
 def admits(view: KeyView, kind: JobKind, tuning: PlannerTuning) -> bool:

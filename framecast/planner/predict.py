@@ -49,24 +49,9 @@ class ProgressTrack:
         self._reports = 0
 
     @property
-    def started_at(self) -> float:
-        """When the task was created."""
-        return self._started_at
-
-    @property
-    def last_progress(self) -> float | None:
-        """The highest progress the service reported (``None``: it never reported any)."""
-        return self._last[1] if self._reports else None
-
-    @property
     def last_at(self) -> float | None:
         """When the task was last observed (any poll), or ``None``."""
         return self._last_at
-
-    @property
-    def reports(self) -> int:
-        """How many polls reported a progress (the prediction's footing)."""
-        return self._reports
 
     @property
     def completed(self) -> bool:
@@ -119,11 +104,6 @@ class ProgressTrack:
         last_t, last_p = self._last
         done = last_t + (1.0 - last_p) / rate
         return max(done, self._last_at) if math.isfinite(done) else None
-
-    def remaining(self, now: float) -> float | None:
-        """Seconds from ``now`` until the predicted completion (0 when overdue), or ``None``."""
-        done = self.predicted_done()
-        return None if done is None else max(0.0, done - now)
 
     def progress_at(self, now: float) -> float | None:
         """The estimated progress at ``now``, between polls; ``None`` when no progress was reported.

@@ -157,7 +157,7 @@ async def test_a_restored_task_keeps_its_last_progress_and_polls_an_interval_aft
     plan = plan_on(clock)
     job = running_job(clock, 1, started_at=clock.time() - 200, updated_at=clock.time() - 10, progress=0.5)
     task = plan.add(job, video=True)
-    assert task.seen_progress == 0.5 and task.track.last_progress == 0.5
+    assert task.seen_progress == 0.5 and task.track.progress_at(clock.time() - 10) == 0.5
     when, _ = plan.plan(task, clock.monotonic(), None)
     assert when >= clock.monotonic() - 10 + INTERVAL
     assert plan.get(1) is task and len(plan) == 1 and list(plan) == [task]
