@@ -52,8 +52,6 @@ __all__ = ["PlannedJob", "Planner", "PlannerSettings"]
 
 log = logging.getLogger(__name__)
 
-#: Videos started lately kept for "starts in" (a memory bound, not a tuned figure).
-_STARTED_KEPT = 512
 #: The view without other processes (no shared state).
 _NOBODY_ELSE = SharedView()
 
@@ -108,9 +106,6 @@ class Planner:
         # Images whose create was sent, and when (monotonic): their two requests hold the window.
         self._images_sent: dict[int, float] = {}
         self._creating: set[int] = set()  # jobs whose create is being sent (see PlannedJob)
-        # (created_at, guild) of the videos started lately, for the arrivals "starts in" counts
-        # (bounded: a few hundred cover the longest wait worth forecasting this way).
-        self._started_videos: deque[tuple[float, int]] = deque(maxlen=_STARTED_KEPT)
         # The ceiling after the service pushed back on creates; key-wide when shared (see ceiling()).
         self._pushback = Pushback(probe_after=self._tuning.probe_after, base=self._tuning.probe_after)
         self._room_waiters: list[asyncio.Future[None]] = []  # refused creates waiting for a task to end
@@ -128,7 +123,6 @@ class Planner:
             pace=self.pace,
             tuning=self._tuning,
             images_first=self.images_first,
-            started_since=self.started_since,
             images_sent=self.images_sent,
             in_flight=self.creates_in_flight,
         )
@@ -232,14 +226,6 @@ class Planner:
             new_video=functools.partial(self._polls.new_video_requests, now),
         )
 
-    def started_since(self, since: float) -> dict[int, int]:
-        """Per guild, the videos created at or after wall time `since` that started on this key."""
-        out: dict[int, int] = {}
-        for created, guild in self._started_videos:
-            if created >= since:
-                out[guild] = out.get(guild, 0) + 1
-        return out
-
     def create_priority(self, job: Job) -> Priority:
         """The budget priority of `job`'s create: an image's first once it has waited a whole window,
         else as a create; a video's in turn with the polls expected to see a result (admission
@@ -309,10 +295,8 @@ class Planner:
         return self.create_priority(job)
 
     def create_through(self, job: Job) -> None:
-        """`job`'s create went through: a video's start is remembered for "starts in"."""
+        """`job`'s create went through."""
         self._creating.discard(job.id)
-        if job.kind is JobKind.VIDEO:
-            self._started_videos.append((job.created_at, job.guild_id))
         self.create_finished(ok=True)
 
     def create_failed(self, job_id: int, refusal: RefusalKind | None) -> None:

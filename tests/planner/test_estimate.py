@@ -367,44 +367,6 @@ async def test_left_counts_the_images_that_have_waited_a_window_before_the_polls
     assert lefts == pytest.approx([60.0] * 7 + [120.0] * 8 + [180.0] * 5)  # one poll fewer in the first lot
 
 
-async def test_a_queued_video_waits_for_the_videos_arriving_meanwhile_in_servers_whose_turn_comes_first(
-    rig: Rig,
-) -> None:
-    # Members keep asking in server 2 (two videos arrived and started just now) while server 1 has
-    # four queued: servers take turns, so the videos server 2 gets meanwhile go before server 1's
-    # fourth ("starts in" came out too early while members kept arriving). The first is
-    # next whatever arrives.
-    await rig.spend(rig.budget.allowed, every=60.0 / 16)
-    for _ in range(2):
-        plan = rig.planner.plan(await rig.job(guild=2, running=False))
-        plan.creating()
-        plan.created()
-    queued = [await rig.job(running=False) for _ in range(4)]
-    for job in queued:
-        rig.queues.push(job)
-    first, *_, fourth = (rig.planner.estimate(job).starts_in for job in queued)
-    assert first == pytest.approx(60.0 / 16)
-    # Three ahead in its server (a slot each, as the key frees them), then the two arriving in the
-    # other server, each what a video costs the key on average.
-    pace = rig.planner.pace()
-    assert fourth == pytest.approx(4 * 60.0 / 16 + 2 * pace.requests_per_task * 60.0 / 16)
-
-
-async def test_videos_that_arrived_long_before_the_wait_say_nothing_of_what_arrives_during_it(
-    rig: Rig,
-) -> None:
-    for _ in range(2):
-        plan = rig.planner.plan(await rig.job(guild=2, running=False))
-        plan.creating()
-        plan.created()
-    await rig.clock.advance(600.0)
-    await rig.spend(rig.budget.allowed, every=60.0 / 16)
-    queued = [await rig.job(running=False) for _ in range(4)]
-    for job in queued:
-        rig.queues.push(job)
-    assert rig.planner.estimate(queued[-1]).starts_in == pytest.approx(4 * 60.0 / 16)
-
-
 async def test_a_queued_video_waits_for_the_creates_in_flight(rig: Rig) -> None:
     # A slot frees every 60/16 s. A video admitted a moment ago has its create waiting for the
     # budget: the policy starts no video while a create is in flight, so the queued one starts on
