@@ -68,28 +68,29 @@ Requests = tuple[float, float]
 
 @dataclass(frozen=True)
 class KeyView:
-    """A read-only snapshot of one key, as admission weighs it (monotonic times)."""
+    """A read-only snapshot of one key, as admission weighs it (monotonic times; what is not given
+    is zero: the play forward, :func:`~framecast.planner.starts.play_starts`, fills only its part)."""
 
     now: float
     window: float  # the budget's window (seconds)
     allowed: float  # requests a window holds (this process's part of the key's)
-    running: int  # jobs occupying the service (the scheduler's count)
-    ceiling: int | None  # the most tasks at once (None: no fixed number)
-    deferred: int  # creates backing off after a failure
-    sending: int  # of the started jobs, those whose create is being sent (an image's counted in images_spent)
-    polled: int  # tasks on the service this process polls
-    others: float  # the other processes' demand within the next window (0 with nothing running here)
-    images_spent: float  # requests of the images whose create was sent within the last window
-    demand: float  # requests the running tasks need within the next window
-    ahead_of_images: float  # of those, the polls expected to see a result and their downloads
-    images_first: bool  # an image has waited a whole window: it goes before those polls too
-    learning_due: bool  # a poll sent only to learn a task is due
-    images_waiting: int  # images queued for this key
-    videos_waiting: int  # videos queued for this key
     #: The running tasks' expected requests over the horizon (computed when first read).
     profile: Callable[[], Sequence[Requests]]
     #: What a video created now adds: its create, then its polls.
     new_video: Callable[[], Sequence[Requests]]
+    demand: float = 0.0  # requests the running tasks need within the next window
+    images_spent: float = 0.0  # requests of the images whose create was sent within the last window
+    videos_waiting: int = 0  # videos queued for this key
+    images_waiting: int = 0  # images queued for this key
+    running: int = 0  # jobs occupying the service (the scheduler's count)
+    ceiling: int | None = None  # the most tasks at once (None: no fixed number)
+    deferred: int = 0  # creates backing off after a failure
+    sending: int = 0  # of the started jobs, those whose create is being sent
+    polled: int = 0  # tasks on the service this process polls
+    others: float = 0.0  # the other processes' demand within the next window (0 with nothing running here)
+    ahead_of_images: float = 0.0  # of the demand, the polls expected to see a result and their downloads
+    images_first: bool = False  # an image has waited a whole window: it goes before those polls too
+    learning_due: bool = False  # a poll sent only to learn a task is due
 
     @property
     def creating(self) -> int:
