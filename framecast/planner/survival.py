@@ -153,6 +153,7 @@ class Survival:
         # The last fit of each kind, with what it was fitted to: polls ask far more often than
         # tasks are seen (every admission check reads every running task's next poll).
         self._fits: dict[DurationKey, tuple[tuple[float, ...], int, Fit]] = {}
+        self._lognormals: dict[DurationKey, tuple[int, tuple[float, float]]] = {}
         self._revision = 0
 
     def __repr__(self) -> str:
@@ -175,6 +176,7 @@ class Survival:
                 max(_MIN_SIGMA, math.log1p(row.spread / row.mean)),
                 row.count,
             )
+        self._revision += 1
 
     def finished(self, key: DurationKey, lower: float, upper: float, *, at: float) -> DurationRow | None:
         """A task of `key` finished after between `lower` and `upper` seconds (equal: exactly), seen
@@ -195,32 +197,38 @@ class Survival:
         """The duration a fraction `q` of `key`'s tasks finish within, `pending` the ages at which
         running ones were last seen unfinished. Beyond what the sample reaches, its log-normal, at
         least the largest age seen."""
-        mu, sigma = self._lognormal(key)
-        tail = math.exp(mu + _NORMAL.inv_cdf(q) * sigma)
         done = self._finished.get(key, ())
-        if len(done) < self._learned_after:
-            return tail
-        ages = tuple(sorted(a for a in pending if a > 0))
-        value = self._fit(key, ages).quantile(q)
-        return value if value is not None else max(tail, *(u for _, u in done), *ages)
+        if len(done) >= self._learned_after:
+            ages = tuple(sorted(a for a in pending if a > 0))
+            cached = self._fits.get(key)
+            if cached is not None and cached[0] == ages and cached[1] == self._revision:
+                fit = cached[2]
+            else:
+                fit = fit_durations(done, ages)
+                self._fits[key] = (ages, self._revision, fit)
+            value = fit.quantile(q)
+            if value is not None:
+                return value
+            largest = max(*(u for _, u in done), *ages)
+        else:
+            largest = 0.0
+        mu, sigma = self._lognormal(key)
+        return max(largest, math.exp(mu + _NORMAL.inv_cdf(q) * sigma))
 
     def _lognormal(self, key: DurationKey) -> tuple[float, float]:
-        """``(mu, sigma)`` in log seconds: of the sample once it reaches its median (sigma from its
-        16th percentile), else the restored row, else the kind's prior."""
+        """``(mu, sigma)`` in log seconds: of the finished sample once it reaches its median (sigma
+        from its 16th percentile), else the restored row, else the kind's prior."""
+        cached = self._lognormals.get(key)
+        if cached is not None and cached[0] == self._revision:
+            return cached[1]
         done = self._finished.get(key, ())
-        if len(done) >= self._learned_after or (done and key not in self._rows):
-            fit = self._fit(key, ())
+        row = self._rows.get(key)
+        found = (row[0], row[1]) if row is not None else self._priors[key.kind]
+        if len(done) >= self._learned_after or (done and row is None):
+            fit = fit_durations(done, ())
             median, low = fit.quantile(0.5), fit.quantile(0.16)
             if median is not None and median > 0:
                 sigma = math.log(median / low) if low else _PRIOR_SIGMA
-                return math.log(median), min(_PRIOR_SIGMA, max(_MIN_SIGMA, sigma))
-        row = self._rows.get(key)
-        return (row[0], row[1]) if row is not None else self._priors[key.kind]
-
-    def _fit(self, key: DurationKey, ages: tuple[float, ...]) -> Fit:
-        cached = self._fits.get(key)
-        if cached is not None and cached[0] == ages and cached[1] == self._revision:
-            return cached[2]
-        fit = fit_durations(self._finished.get(key, ()), ages)
-        self._fits[key] = (ages, self._revision, fit)
-        return fit
+                found = math.log(median), min(_PRIOR_SIGMA, max(_MIN_SIGMA, sigma))
+        self._lognormals[key] = (self._revision, found)
+        return found
