@@ -288,24 +288,9 @@ class PollPlan:
 
     # -- what the running tasks ask of the budget ------------------------------------------------------
     def demand(self, now: float, window: float) -> float:
-        """Requests the running tasks are expected to need within the window from `now`: each
-        task's polls as :meth:`plan` spaces them (:func:`poll_at`), then the one expected to see it
-        done and its download. Counting a poll every interval instead held a second video back for
-        the whole life of a first whose end was known, where a window holds many intervals."""
-        horizon = now + window
-        to_mono = now - self._clock.time()
-        total = 0.0
-        for task in self._tasks.values():
-            at = max(now, task.next_at)  # a poll already due waits for the budget now
-            done = None if task.likely_done else self.predicted_done(task)
-            while at <= horizon:
-                if task.likely_done or (done is not None and done + to_mono <= at + 1e-9):
-                    total += 2  # the poll that sees it done, then the download
-                    break
-                total += 1
-                target = at if done is None else done + to_mono  # unknown: every interval
-                at = poll_at(at, target, interval=self.interval, max_interval=self.max_interval)
-        return total
+        """Requests the running tasks are expected to need within the window from `now` (their
+        :meth:`profile`'s)."""
+        return sum(n for at, n in self.profile(now) if at <= now + window)
 
     def ahead_of_images(self, now: float, window: float) -> float:
         """Requests of the window from `now` an image's create cannot go before: the polls expected
@@ -314,16 +299,24 @@ class PollPlan:
         return sum(2.0 for t in self._tasks.values() if t.goes_first and t.next_at <= horizon)
 
     def profile(self, now: float) -> list[Requests]:
-        """The running tasks' expected requests over the horizon, at monotonic times."""
+        """The running tasks' expected requests, at monotonic times: each task's polls as
+        :meth:`plan` spaces them (:func:`poll_at`), then the one expected to see it done and its
+        download (two, at once for a task whose end is not known). Counting a poll every interval
+        instead held a second video back for the whole life of a first whose end was known, where
+        a window holds many intervals."""
         to_mono = now - self._clock.time()
         planned: list[Requests] = []
         for task in self._tasks.values():
             at = max(now, task.next_at)  # a poll already due waits for the budget now
-            if task.likely_done:
-                planned.append((at, 2.0))  # the poll that sees it done, then the download
-                continue
-            done = self.predicted_done(task)
-            planned += [(at, 1.0), (max(at + self.interval, at if done is None else done + to_mono), 2.0)]
+            done = None if task.likely_done else self.predicted_done(task)
+            if done is not None:
+                while done + to_mono > at + 1e-9:
+                    planned.append((at, 1.0))
+                    at = poll_at(at, done + to_mono, interval=self.interval, max_interval=self.max_interval)
+            elif not task.likely_done:
+                planned.append((at, 1.0))
+                at += self.interval
+            planned.append((at, 2.0))  # the poll that sees it done, then the download
         return planned
 
     def new_video_requests(self, now: float) -> list[Requests]:

@@ -134,17 +134,22 @@ async def test_a_new_video_is_counted_one_interval_out_until_its_kind_is_learned
     assert plan.new_video_requests(now) == [(now, 1.0), (now + INTERVAL, 2.0)]
 
 
-async def test_demand_counts_a_likely_done_poll_with_its_download_and_every_progress_poll() -> None:
+async def test_demand_counts_a_likely_done_poll_with_its_download_and_an_unknown_end_at_the_next_poll() -> (
+    None
+):
     clock = ManualClock()
     plan = plan_on(clock)
     now = clock.monotonic()
     due = plan.add(running_job(clock, 1), video=True)
     due.next_at, due.likely_done = now + 10, True  # the poll that should see it done, then the download
     polling = plan.add(running_job(clock, 2), video=True)
-    polling.next_at = now + 5  # progress polls at 5 s and 35 s into the window
+    polling.next_at = (
+        now + 5
+    )  # its end unknown: a poll at 5 s, then one at 35 s that sees it, and its download
     later = plan.add(running_job(clock, 3), video=True)
     later.next_at, later.likely_done = now + WINDOW + 1, True  # after the window: not counted
-    assert plan.demand(now, WINDOW) == 2 + 2
+    assert plan.demand(now, WINDOW) == 2 + 3
+    assert plan.demand(now, WINDOW) == sum(n for at, n in plan.profile(now) if at <= now + WINDOW)
     # An image's create goes before progress polls and polls sent only to learn: only `due` counts.
     assert plan.ahead_of_images(now, WINDOW) == 2
     due.learning = True
