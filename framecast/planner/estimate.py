@@ -8,7 +8,7 @@ checked against what happened in ``benchmarks/bench_planner.py`` (``benchmarks/e
   message says "Generating…" until the bot has seen the result. With progress that poll is the
   plan's; without, each poll of the ladder (:mod:`framecast.planner.polls`) has a chance of being
   the one, from the durations given that the last poll found the task running, and the figure
-  shown is the poll by which it is seen done one time in two (:func:`median_poll`). A poll due on a busy key
+  shown is the one most likely to be close (:func:`likeliest_close`). A poll due on a busy key
   waits for the ones due before it (:meth:`Forecast._queued`).
 * **"starts in" plays the admission policy forward** (:func:`~framecast.planner.starts.play_starts`
   asks :func:`~framecast.planner.policy.admits` slot by slot), and behind a ceiling on tasks at
@@ -19,6 +19,7 @@ checked against what happened in ``benchmarks/bench_planner.py`` (``benchmarks/e
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable, Sequence
@@ -43,13 +44,15 @@ __all__ = [
     "QueuePace",
     "expected_seen",
     "first_poll_at",
-    "median_poll",
+    "likeliest_close",
     "mean_wait",
     "seen_chances",
 ]
 
 #: Polls followed ahead when timing the one that sees a task done (a guard: the rule converges).
 _MAX_POLLS_AHEAD = 64
+#: What makes a figure shown close: within this share of the truth (the estimates' goal, not tuned).
+CLOSE = 0.25
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,7 @@ def seen_chances(polls: Sequence[float], done_by: Callable[[float], float]) -> l
 
 def expected_seen(polls: Sequence[float], done_by: Callable[[float], float]) -> float:
     """When the task is expected to be seen done: the mean over the planned `polls` (what sums of
-    waits need; a figure shown to a member is :func:`median_poll`'s)."""
+    waits need; a figure shown to a member is :func:`likeliest_close`'s)."""
     return mean_wait(polls, seen_chances(polls, done_by))
 
 
@@ -157,16 +160,45 @@ def mean_wait(polls: Sequence[float], chances: Sequence[float]) -> float:
     return sum(at * chance for at, chance in zip(polls, chances, strict=True))
 
 
-def median_poll(polls: Sequence[float], chances: Sequence[float]) -> float:
-    """The poll by which the task is seen done one time in two (see :func:`seen_chances`): two
-    near polls, either is close; far apart, it bets on the likelier, where the mean would be far
-    from both."""
-    seen = 0.0
-    for at, chance in zip(polls, chances, strict=True):
-        seen += chance
-        if seen >= 0.5 - 1e-9:
-            return at
-    return polls[-1]
+def likeliest_close(
+    waits: Sequence[float],
+    chances: Sequence[float],
+    *,
+    floor: float,
+    within: float = CLOSE,
+) -> float:
+    """The wait to show when the true one is one of `waits` with these `chances`: the figure most
+    likely within `within` of the truth (error ``|shown - true| / max(true, floor)``), among those
+    the one off by least on average. Two near polls (90 s, 120 s): a figure between them is close
+    to either; far apart (10 s, 40 s): none is, and this bets on the likelier, where the mean would
+    be far from both.
+    """
+    weights: dict[float, float] = {}
+    for wait, chance in zip(waits, chances, strict=True):
+        weights[max(0.0, wait)] = weights.get(max(0.0, wait), 0.0) + chance
+    points = sorted(weights.items())
+    times = [t for t, _ in points]
+    # A shown x is within `within` of a true t when t's band holds x; both ends of the band grow
+    # with t, so the t whose band holds x are a run of the sorted ones: found by bisection.
+    lows = [t - within * max(t, floor) for t in times]
+    highs = [t + within * max(t, floor) for t in times]
+    cumulative = [0.0]
+    for _, weight in points:
+        cumulative.append(cumulative[-1] + weight)
+
+    def covered(x: float) -> float:
+        first = bisect.bisect_left(highs, x - 1e-9)
+        last = bisect.bisect_right(lows, x + 1e-9)
+        return cumulative[last] - cumulative[first] if last > first else 0.0
+
+    def mean_error(x: float) -> float:
+        return sum(weight * abs(x - t) / max(t, floor) for t, weight in points)
+
+    # The likeliest share is reached on an overlap of bands: at one of their ends or a time in it.
+    candidates = sorted({max(0.0, x) for x in (*lows, *highs, *times)})
+    shares = [round(covered(x), 9) for x in candidates]
+    best = max(shares)
+    return min((x for x, share in zip(candidates, shares, strict=True) if share == best), key=mean_error)
 
 
 class Forecast:
@@ -247,13 +279,13 @@ class Forecast:
 
     def left(self, task: PolledTask, now: float) -> float | None:
         """Seconds "left" shown for `task`: until the poll that sees it done (None: nothing known),
-        the median poll (:func:`median_poll`). The polls as planned, queued behind
+        the likeliest close figure (:func:`likeliest_close`). The polls as planned, queued behind
         the ones due before (:meth:`_queued`; adding how late polls came lately did worse)."""
         outlook = self._outlook(task, now, late=self._queued(task))
         if outlook is None:
             return None
         polls, chances = outlook
-        return max(0.0, median_poll(polls, chances) - now)
+        return likeliest_close([at - now for at in polls], chances, floor=self._plan.interval)
 
     def _outlook(
         self, task: PolledTask, now: float, *, late: float

@@ -15,7 +15,7 @@ import pytest
 
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import RequestBudget
-from framecast.planner.estimate import DurationCdf, expected_seen, first_poll_at, median_poll
+from framecast.planner.estimate import DurationCdf, expected_seen, first_poll_at, likeliest_close
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.predict import DurationKey
 from framecast.planner.survival import Survival
@@ -78,12 +78,20 @@ def test_the_mean_of_when_a_poll_sees_it_done() -> None:
     assert expected_seen(polls, {100.0: 0.5, 130.0: 0.4}.__getitem__) == pytest.approx(50 + 0.5 * 160)
 
 
-def test_left_shows_the_poll_by_which_the_task_is_seen_done_one_time_in_two() -> None:
-    # 10 s or 40 s: the mean (31 s) is far from either; the likelier is shown.
-    assert median_poll([10.0, 40.0], [0.3, 0.7]) == 40.0
-    assert median_poll([10.0, 40.0], [0.7, 0.3]) == 10.0
-    assert median_poll([90.0, 120.0, 150.0], [0.5, 0.3, 0.2]) == 90.0
-    assert median_poll([75.0], [1.0]) == 75.0
+def test_left_shows_a_figure_within_a_fifth_of_either_poll_when_one_exists() -> None:
+    # First poll in 90 s or the next in 120 s, even odds: 96 s is within 20 % of both (the mean,
+    # 105 s, is too; 96 s is off by less on average, relative to each wait).
+    shown = likeliest_close([90.0, 120.0], [0.5, 0.5], floor=30.0, within=0.2)
+    assert shown == pytest.approx(96.0)
+    assert abs(shown - 90) <= 0.2 * 90 and abs(shown - 120) <= 0.2 * 120
+
+
+def test_left_bets_on_the_likelier_poll_when_none_is_close_to_both() -> None:
+    # 10 s or 40 s: nothing is within a fifth of both, and the mean (31 s) is far from either.
+    assert likeliest_close([10.0, 40.0], [0.3, 0.7], floor=30.0, within=0.2) == 40.0
+    assert likeliest_close([10.0, 40.0], [0.7, 0.3], floor=30.0) == 10.0
+    # A single possible poll: that one.
+    assert likeliest_close([75.0], [1.0], floor=30.0) == 75.0
 
 
 # -- through the planner ----------------------------------------------------------------------------
