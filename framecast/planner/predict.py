@@ -32,10 +32,10 @@ Kind = Literal["video", "image"]
 class ProgressTrack:
     """The progress reports of one task on the service, and what they predict.
 
-    Feed every poll answer to :meth:`observe` (``progress`` a fraction, or ``None`` when the service
-    said nothing usable) and the completing poll to :meth:`complete`. Values are taken defensively:
-    out-of-order or non-finite times are ignored, progress is clamped to ``0..1``, and a report
-    lower than an earlier one counts as a stall (the service never un-does work we could use).
+    Feed every poll answer to :meth:`observe` (``progress`` a fraction in ``0..1`` as the parser
+    gives it, or ``None`` when the service said nothing usable) and the completing poll to
+    :meth:`complete`, at wall times. An answer older than the latest is ignored, and a report lower
+    than an earlier one counts as a stall (the service never un-does work we could use).
     """
 
     def __init__(self, started_at: float) -> None:
@@ -60,16 +60,16 @@ class ProgressTrack:
 
     def observe(self, at: float, progress: float | None) -> None:
         """Record a poll at ``at`` that found the task still pending, with its ``progress`` if any."""
-        if self._completed_at is not None or not math.isfinite(at):
+        if self._completed_at is not None:
             return
         if self._last_at is not None and at < self._last_at:
             return  # a late answer to an older poll: the newer one already said more
         self._last_at = at
         self._pending_at = at
-        if progress is None or not math.isfinite(progress):
+        if progress is None:
             return
         last_t, last_p = self._last
-        value = max(last_p, min(1.0, max(0.0, progress)))
+        value = max(last_p, progress)
         self._reports += 1
         if value <= 0:
             self._worked_from = max(self._worked_from, at)  # no work yet: it may be queued there
@@ -86,7 +86,7 @@ class ProgressTrack:
 
     def complete(self, at: float) -> None:
         """Record the poll at ``at`` that found the task completed."""
-        if self._completed_at is None and math.isfinite(at):
+        if self._completed_at is None:
             self._completed_at = max(at, self._last_at) if self._last_at is not None else at
             self._last_at = self._completed_at
 
@@ -118,11 +118,9 @@ class ProgressTrack:
             return None
         last_t, last_p = self._last
         rate = self._rate
-        if rate is None or math.isnan(now) or now <= last_t:
+        if rate is None or now <= last_t:
             return min(last_p, _PROGRESS_CAP)
         guess = last_p + rate * (now - last_t)
-        if math.isnan(guess):  # 0 x inf, from absurd times: say only what was reported
-            guess = last_p
         return max(min(last_p, _PROGRESS_CAP), min(guess, _PROGRESS_CAP))
 
     def bounds(self) -> tuple[float, float] | None:
