@@ -13,8 +13,9 @@ checked against what happened in ``benchmarks/bench_planner.py`` (``benchmarks/e
 * **"starts in" plays the admission policy forward** (:func:`~framecast.planner.starts.play_starts`
   asks :func:`~framecast.planner.policy.admits` slot by slot), and behind a ceiling on tasks at
   once waits for a slot to free. Images, and videos beyond the play's horizon, start at the key's
-  pace. Members who arrive meanwhile and go first are not counted (counting the videos that arrived
-  in as long a time before moved no figure beyond the run-to-run spread: ``benchmarks/README.md``).
+  pace. Members who arrive meanwhile and go first are not counted: counting the videos that arrived
+  in as long a time before moved the median error at 110 % load by a point, within the spread of
+  one code run twice (``benchmarks/README.md``, "The planner package smaller").
 """
 
 from __future__ import annotations
