@@ -358,15 +358,6 @@ class GuildQueues:
         """:meth:`take_awake` looks at every lane again."""
         self._lanes.wake_all()
 
-    def _in_rotation(self, in_scope: Callable[[int], bool] | None) -> Iterable[int]:
-        """The guilds in the rotation for which `in_scope` answers True (all of them: None): a
-        :class:`Scope`'s from the index, any other predicate's by asking it of every guild."""
-        if in_scope is None:
-            return self._turns
-        if isinstance(in_scope, Scope) and in_scope._queues is self:
-            return self._members.get(in_scope, ())
-        return [guild for guild in self._turns if in_scope(guild)]
-
     def _with_kind(self, kind: JobKind, in_scope: Callable[[int], bool] | None) -> Iterable[int]:
         """The guilds with queued jobs of `kind` for which `in_scope` answers True (all: None)."""
         lines = self._of_kind[kind]
@@ -406,40 +397,6 @@ class GuildQueues:
             if other != guild:
                 count += min(len(lines[other]), mine + 1 if self._turn_of[other] < turn else mine)
         return count
-
-    def free_turns(
-        self, job_id: int, in_scope: Callable[[int], bool] | None = None
-    ) -> tuple[int, dict[int, int]] | None:
-        """The rounds before a queued job's turn, and for each other guild in the rotation (in scope)
-        the turns of those rounds its queued jobs of that kind leave free (None: not queued).
-
-        A job arriving later in such a guild takes one of them, so it starts before this one; a
-        guild not in the rotation has every round free. Read-only (the forecast's "starts in").
-        """
-        guild = self._guild_of.get(job_id)
-        if guild is None:
-            return None
-        kind = self._kind_of[job_id]
-        mine = self._same_kind(guild, kind).index(job_id)
-        turn = self._turn_of[guild]
-        free: dict[int, int] = {}
-        for other in self._in_rotation(in_scope):
-            if other != guild:
-                rounds = mine + 1 if self._turn_of[other] < turn else mine
-                free[other] = max(0, rounds - len(self._same_kind(other, kind)))
-        return mine, free
-
-    def arrived_since(
-        self, kind: JobKind, since: float, in_scope: Callable[[int], bool] | None = None
-    ) -> dict[int, int]:
-        """Per guild (in scope), its queued jobs of `kind` created at or after wall time `since`."""
-        out: dict[int, int] = {}
-        lines = self._of_kind[kind]
-        for guild in self._with_kind(kind, in_scope):
-            count = sum(1 for job_id in lines[guild] if self._since[job_id] >= since)
-            if count:
-                out[guild] = count
-        return out
 
     def position(self, job_id: int) -> int | None:
         """1-based place of a queued job among its guild's queued jobs of its kind (1 once it is

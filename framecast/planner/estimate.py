@@ -11,9 +11,11 @@ checked against what happened in ``benchmarks/bench_planner.py`` (``benchmarks/e
   shown is the one most likely to be close (:func:`likeliest_close`). A poll due on a busy key
   waits for the ones due before it (:meth:`Forecast._queued`).
 * **"starts in" plays the admission policy forward** (:func:`~framecast.planner.starts.play_starts`
-  asks :func:`~framecast.planner.policy.admits` slot by slot), counts the videos that will arrive
-  meanwhile in servers whose turn comes first, and behind a ceiling on tasks at once waits for a
-  slot to free. Images, and videos beyond the play's horizon, start at the key's pace.
+  asks :func:`~framecast.planner.policy.admits` slot by slot), and behind a ceiling on tasks at
+  once waits for a slot to free. Images, and videos beyond the play's horizon, start at the key's
+  pace. Members who arrive meanwhile and go first are not counted: counting the videos that arrived
+  in as long a time before moved the median error at 110 % load by a point, within the spread of
+  one code run twice (``benchmarks/README.md``, "The planner package smaller").
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from framecast.clock import Clock
 from framecast.jobs.queues import GuildQueues
 from framecast.planner.policy import IMAGE_REQUESTS
 from framecast.planner.polls import TOP, PolledTask, PollPlan, ladder_quantile, poll_at
-from framecast.planner.predict import DurationModel
+from framecast.planner.predict import DurationKey
 from framecast.planner.starts import Slots, play_starts
 from framecast.planner.tuning import PlannerTuning
 from framecast.service.budget import Budget
@@ -50,8 +52,6 @@ __all__ = [
 
 #: Polls followed ahead when timing the one that sees a task done (a guard: the rule converges).
 _MAX_POLLS_AHEAD = 64
-#: Rounds of "the wait lets more videos arrive ahead" (a guard: the count is bounded, it converges).
-_ARRIVAL_ROUNDS = 4
 #: What makes a figure shown close: within this share of the truth (the estimates' goal, not tuned).
 CLOSE = 0.25
 
@@ -217,7 +217,6 @@ class Forecast:
         pace: Callable[[], QueuePace],
         tuning: PlannerTuning,
         images_first: Callable[[], int],
-        started_since: Callable[[float], dict[int, int]] = lambda since: {},
         images_sent: Callable[[], Sequence[float]] = lambda: (),
         in_flight: Callable[[], tuple[int, int]] = lambda: (0, 0),
     ) -> None:
@@ -225,7 +224,6 @@ class Forecast:
 
         `tuning`: the admission policy's numbers (the policy is played forward for "starts in");
         `images_first()`: the images waiting that go before the polls expected to see a result;
-        `started_since(wall)`: per server, the videos created since then that started on the key;
         `images_sent()`: when the images' creates sent within the last window went (monotonic);
         `in_flight()`: the creates handed to the budget and not answered yet (videos, images).
         """
@@ -237,7 +235,6 @@ class Forecast:
         self._pace = pace
         self._tuning = tuning
         self._images_first = images_first
-        self._started_since = started_since
         self._images_sent = images_sent
         self._in_flight = in_flight
         # The queued videos' starts as last played forward (monotonic), when, for how many queued
@@ -374,7 +371,7 @@ class Forecast:
         """Seconds from a new task's create until the bot is expected to see it done (None: unknown):
         its ladder from the rung a task created now starts on, the mean of when a poll sees it done."""
         plan = self._plan
-        key = DurationModel.key_for_params(job.params)
+        key = DurationKey.for_params(job.params)
         if key is None or not plan.learned(key):
             return None
 
@@ -409,44 +406,10 @@ class Forecast:
 
     # -- queued: when the job starts ------------------------------------------------------------------
     def starts_in(self, ahead: int, job: Job) -> float | None:
-        """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown).
-
-        A video also waits for the videos that will arrive meanwhile in servers whose turn comes
-        first: as many as arrived there in as long a time just before (:meth:`_overtaking`), each at
-        a task's average cost (without them "starts in" came out too early: benchmarks/README.md,
-        "Members arriving at random").
-        """
-        base = self._starts_after(ahead, job)
-        if base is None or job.kind is not JobKind.VIDEO:
-            return base
-        pace = self._pace()
-        per_video = pace.requests_per_task / pace.per_second(self._budget)  # each costs the key that long
-        wait = base
-        for _ in range(_ARRIVAL_ROUNDS):
-            longer = base + self._overtaking(job, wait) * per_video
-            if longer <= wait + 1e-6:
-                break
-            wait = longer
-        return wait
-
-    def _overtaking(self, job: Job, wait: float) -> int:
-        """Videos expected to arrive within `wait` seconds that start before queued `job`: in each
-        other server, as many as arrived there in the last `wait` seconds (queued still, or started),
-        at most the turns its queue leaves free before the job's."""
-        turns = self._queues.free_turns(job.id, self._scope)
-        if turns is None:
-            return 0
-        mine, free = turns
-        since = self._clock.time() - wait
-        arrived = dict(self._started_since(since))
-        for guild, count in self._queues.arrived_since(JobKind.VIDEO, since, self._scope).items():
-            arrived[guild] = arrived.get(guild, 0) + count
-        return sum(min(n, free.get(guild, mine)) for guild, n in arrived.items() if guild != job.guild_id)
-
-    def _starts_after(self, ahead: int, job: Job) -> float | None:
-        """Before arrivals (see :meth:`starts_in`): a video when the policy played forward starts it
-        (:meth:`_video_starts`); an image, or a video past the play's horizon, at the key's pace
-        (behind the images waiting, for a video); behind a ceiling, when a slot frees for it."""
+        """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown):
+        a video when the policy played forward starts it (:meth:`_video_starts`); an image, or a
+        video past the play's horizon, at the key's pace (behind the images waiting, for a video);
+        behind a ceiling, when a slot frees for it."""
         pace = self._pace()
         starts = self._video_starts(pace) if job.kind is JobKind.VIDEO else []
         if ahead < len(starts):

@@ -40,8 +40,8 @@ from framecast.jobs.queues import GuildQueues
 from framecast.planner.estimate import Estimate, Forecast, QueuePace
 from framecast.planner.policy import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO, KeyView, admits
 from framecast.planner.polls import PolledTask, PollPlan
-from framecast.planner.predict import DurationModel
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
+from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.service.budget import Budget
@@ -55,9 +55,6 @@ __all__ = ["PlannedJob", "Planner", "PlannerSettings"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")  # what a job's create returns (the runner's created task)
-
-#: Videos started lately kept for "starts in" (a memory bound, not a tuned figure).
-_STARTED_KEPT = 512
 #: The view without other processes (no shared state).
 _NOBODY_ELSE = SharedView()
 
@@ -81,7 +78,7 @@ class Planner:
         clock: Clock,
         store: Store,
         queues: GuildQueues,
-        model: DurationModel,
+        durations: Survival,
         settings: PlannerSettings,
         scope: Callable[[int], bool] | None = None,
         shared: SharedPlanState | None = None,
@@ -99,11 +96,10 @@ class Planner:
         self._clock = clock
         self._store = store
         self._queues = queues
-        self._model = model
         self._settings = settings
         self._polls = PollPlan(
             clock=clock,
-            model=model,
+            durations=durations,
             interval=settings.poll_interval,
             max_interval=settings.poll_max_interval,
             crowd=self.crowd,
@@ -113,9 +109,6 @@ class Planner:
         # Images whose create was sent, and when (monotonic): their two requests hold the window.
         self._images_sent: dict[int, float] = {}
         self._creating: set[int] = set()  # jobs whose create is being sent (see PlannedJob)
-        # (created_at, guild) of the videos started lately, for the arrivals "starts in" counts
-        # (bounded: a few hundred cover the longest wait worth forecasting this way).
-        self._started_videos: deque[tuple[float, int]] = deque(maxlen=_STARTED_KEPT)
         # The ceiling after the service pushed back on creates; key-wide when shared (see ceiling()).
         self._pushback = Pushback(probe_after=self._tuning.probe_after, base=self._tuning.probe_after)
         self._room_waiters: list[asyncio.Future[None]] = []  # refused creates waiting for a task to end
@@ -133,7 +126,6 @@ class Planner:
             pace=self.pace,
             tuning=self._tuning,
             images_first=self.images_first,
-            started_since=self.started_since,
             images_sent=self.images_sent,
             in_flight=self.creates_in_flight,
         )
@@ -158,14 +150,19 @@ class Planner:
         """A planner whose duration model starts from what the store learned before a restart (every
         key's planner learns from the same durations: the service is the same)."""
         # Cautious priors in poll intervals: they only shape estimates until real durations arrive.
-        model = DurationModel(video_prior=4 * settings.poll_interval, image_prior=settings.poll_interval)
-        model.restore(await store.load_durations())
+        tuning = PlannerTuning()
+        durations = Survival(
+            priors={"video": 4 * settings.poll_interval, "image": settings.poll_interval},
+            keep=tuning.memory,
+            learned_after=tuning.learned_after,
+        )
+        durations.restore(await store.load_durations())
         return cls(
             budget=budget,
             clock=clock,
             store=store,
             queues=queues,
-            model=model,
+            durations=durations,
             settings=settings,
             scope=scope,
             shared=shared,
@@ -231,14 +228,6 @@ class Planner:
             profile=functools.cache(functools.partial(self._polls.profile, now)),
             new_video=functools.partial(self._polls.new_video_requests, now),
         )
-
-    def started_since(self, since: float) -> dict[int, int]:
-        """Per guild, the videos created at or after wall time `since` that started on this key."""
-        out: dict[int, int] = {}
-        for created, guild in self._started_videos:
-            if created >= since:
-                out[guild] = out.get(guild, 0) + 1
-        return out
 
     def create_priority(self, job: Job) -> Priority:
         """The budget priority of `job`'s create: an image's first once it has waited a whole window,
@@ -309,10 +298,8 @@ class Planner:
         return self.create_priority(job)
 
     def create_through(self, job: Job) -> None:
-        """`job`'s create went through: a video's start is remembered for "starts in"."""
+        """`job`'s create went through."""
         self._creating.discard(job.id)
-        if job.kind is JobKind.VIDEO:
-            self._started_videos.append((job.created_at, job.guild_id))
         self.create_finished(ok=True)
 
     def create_failed(self, job_id: int, refusal: RefusalKind | None) -> None:

@@ -16,22 +16,19 @@ sooner), an image's create (two slots for a whole file), a video's create (a fil
 and its polls taken from the windows they fall in), or nothing (a poll that sees nothing costs
 every member waiting a slot). Makespan and requests per video follow; they are not goals.
 
-What the policy weighs (measured in ``benchmarks/README.md``):
+What the policy weighs (each rule's figure: ``benchmarks/README.md``, and the tuned numbers'
+lines in :class:`~framecast.planner.tuning.PlannerTuning`):
 
-* one video's create waits for the budget at a time (the queues, round-robin and cancellable, keep
-  the order, not the budget); images' creates may wait together, as many as the window holds;
-* more than one create backing off after a failure stops admission (the service likely refuses
-  creates altogether);
+* one video's create waits for the budget at a time (the queues keep the order, not the budget);
+  images' creates may wait together; more than one create backing off after a failure stops
+  admission (the service likely refuses creates altogether);
 * an image's create goes before the polls that cannot see a result yet, so only the polls that will
   see one (and their downloads) must fit beside it; all the planned requests within a borrow;
 * a video waits while a poll sent only to learn a task is due, while an image has waited a whole
   window, and until the next window has room for it and the images waiting (or lends it a slot, or
-  would idle), and the windows its own polls will fall in have room for them (:func:`peak_with`).
-
-A video created now costs its create at once and its polls minutes later, when it is due to finish:
-looking at the next window only, admission started tasks whose completions then fell together into
-one later window (their polls waited, the windows around them idled); :func:`peak_with` looks at
-every window the new task's requests would fall in.
+  would idle), and every later window its own polls fall in has room for them (:func:`peak_with`:
+  looking at the next window only started tasks whose completions then fell together into one
+  later window).
 """
 
 from __future__ import annotations
@@ -71,28 +68,29 @@ Requests = tuple[float, float]
 
 @dataclass(frozen=True)
 class KeyView:
-    """A read-only snapshot of one key, as admission weighs it (monotonic times)."""
+    """A read-only snapshot of one key, as admission weighs it (monotonic times; what is not given
+    is zero: the play forward, :func:`~framecast.planner.starts.play_starts`, fills only its part)."""
 
     now: float
     window: float  # the budget's window (seconds)
     allowed: float  # requests a window holds (this process's part of the key's)
-    running: int  # jobs occupying the service (the scheduler's count)
-    ceiling: int | None  # the most tasks at once (None: no fixed number)
-    deferred: int  # creates backing off after a failure
-    sending: int  # of the started jobs, those whose create is being sent (an image's counted in images_spent)
-    polled: int  # tasks on the service this process polls
-    others: float  # the other processes' demand within the next window (0 with nothing running here)
-    images_spent: float  # requests of the images whose create was sent within the last window
-    demand: float  # requests the running tasks need within the next window
-    ahead_of_images: float  # of those, the polls expected to see a result and their downloads
-    images_first: bool  # an image has waited a whole window: it goes before those polls too
-    learning_due: bool  # a poll sent only to learn a task is due
-    images_waiting: int  # images queued for this key
-    videos_waiting: int  # videos queued for this key
     #: The running tasks' expected requests over the horizon (computed when first read).
     profile: Callable[[], Sequence[Requests]]
     #: What a video created now adds: its create, then its polls.
     new_video: Callable[[], Sequence[Requests]]
+    demand: float = 0.0  # requests the running tasks need within the next window
+    images_spent: float = 0.0  # requests of the images whose create was sent within the last window
+    videos_waiting: int = 0  # videos queued for this key
+    images_waiting: int = 0  # images queued for this key
+    running: int = 0  # jobs occupying the service (the scheduler's count)
+    ceiling: int | None = None  # the most tasks at once (None: no fixed number)
+    deferred: int = 0  # creates backing off after a failure
+    sending: int = 0  # of the started jobs, those whose create is being sent
+    polled: int = 0  # tasks on the service this process polls
+    others: float = 0.0  # the other processes' demand within the next window (0 with nothing running here)
+    ahead_of_images: float = 0.0  # of the demand, the polls expected to see a result and their downloads
+    images_first: bool = False  # an image has waited a whole window: it goes before those polls too
+    learning_due: bool = False  # a poll sent only to learn a task is due
 
     @property
     def creating(self) -> int:
@@ -111,34 +109,23 @@ def video_fits(
     peak: Callable[[], float],
     ahead: Callable[[float], float] | None = None,
 ) -> bool:
-    """Whether a video fits a window of `allowed` requests, `due` of them planned.
-
-    `images`: images waiting on the key (they go first: two requests each); `videos`: videos
-    waiting on it, this one included; `peak()`: the most requests a later window would hold with
-    the new video's requests (asked only when the next window has room, or lends it);
-    `ahead(seconds)`: the requests planned within that many seconds (None: nothing lends).
-
-    * While the next ``spread`` windows together have room for everything planned and this create,
-      and no image waits, a full next window lends it a slot: its create goes in turn with the polls
-      due then, and the ones it displaces slip into the windows after, where the room is (a batch's
-      completions coming due together otherwise held every create, then the key idled).
-    * The batch's last creates (`videos` at most ``last_creates``) may borrow up to ``borrow``
-      windows: no creates follow them to take that room later.
-    * While no more than ``idle`` of the window is planned, the later windows are not looked at:
-      a slot left idle is lost, polls that crowd a later window only wait for the one after it.
-    * Otherwise the windows its polls will fall in must have room for them too (the horizon).
-    """
+    """Whether a video fits a window of `allowed` requests, `due` of them planned, `images` and
+    `videos` (this one included) waiting on the key; `peak()`: the most requests a later window
+    would hold with the new video's; `ahead(seconds)`: the requests planned within that many
+    seconds (None: nothing lends)."""
     wanted = due + 1 + IMAGE_REQUESTS * images
     if 0 < videos <= tuning.last_creates:
-        return wanted <= tuning.borrow * allowed
+        return wanted <= tuning.borrow * allowed  # the batch's last: no creates follow to need the room
     if wanted > allowed:
         if ahead is None or tuning.spread <= 1 or images:
             return False  # nothing lends; or images wait: they go first, within this window
+        # The next `spread` windows have room: the create goes in turn with the polls due, and the
+        # ones it displaces slip into the windows after (a batch's completions held every create).
         lent = ahead(tuning.spread * window) + 1
         return lent <= tuning.spread * allowed and peak() <= allowed
     if due <= tuning.idle * allowed:
         return True  # the key would idle (the mixed shape's videos waited out whole windows)
-    return peak() <= allowed
+    return peak() <= allowed  # the windows its polls fall in have room for them too
 
 
 def admits(view: KeyView, kind: JobKind, tuning: PlannerTuning) -> bool:

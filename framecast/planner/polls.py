@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from framecast.clock import Clock
 from framecast.planner.policy import Requests
-from framecast.planner.predict import DurationKey, DurationModel, ProgressTrack
+from framecast.planner.predict import DurationKey, ProgressTrack
 from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
@@ -107,7 +107,7 @@ class PollPlan:
         self,
         *,
         clock: Clock,
-        model: DurationModel,
+        durations: Survival,
         interval: float,
         max_interval: float,
         crowd: Callable[[], float] | None = None,
@@ -119,10 +119,9 @@ class PollPlan:
         self._tuning = tuning or PlannerTuning()
         self._clock = clock
         self._crowd = crowd
-        self._model = model
         self.interval = interval
         self.max_interval = max_interval
-        self._survival = Survival(self._tuning.memory)  # recent durations, the running ones included
+        self._durations = durations
         self._tasks: dict[int, PolledTask] = {}
         self.video_key: DurationKey | None = None  # the kind of video last started
 
@@ -148,7 +147,7 @@ class PollPlan:
         # the task was last asked about and keeps the next poll a whole interval from it.
         # Never later than now: a clock that went back must not postpone the poll for ever.
         seen_at = min(max(started, job.updated_at), max(started, now_wall))
-        key = DurationModel.key_for_params(job.params)
+        key = DurationKey.for_params(job.params)
         task = PolledTask(
             job_id=job.id,
             key=key,
@@ -180,9 +179,7 @@ class PollPlan:
         bounds = task.track.bounds()
         if bounds is None or task.key is None:
             return None  # no poll saw it complete, or parameters the model cannot bucket
-        self._survival.finished(task.key, *bounds)
-        seconds = self._model.typical_within(task.key, *bounds)
-        return self._model.learn(task.key, seconds, at=self._clock.time())
+        return self._durations.finished(task.key, *bounds, at=self._clock.time())
 
     # -- when each task is polled -------------------------------------------------------------------
     def plan(self, task: PolledTask, now: float, last_poll: float | None) -> tuple[float, int]:
@@ -214,7 +211,7 @@ class PollPlan:
             when, likely = earliest, True
             task.cold = True
             age = when - to_mono - task.started
-            learning = task.key is not None and age < self._model.quantile(task.key, 0.5)
+            learning = task.key is not None and age < self._durations.quantile(task.key, 0.5)
         else:
             when = poll_at(
                 last_poll, done_at + to_mono, interval=self.interval, max_interval=self.max_interval
@@ -272,21 +269,17 @@ class PollPlan:
         return first_rung(0.0 if self._crowd is None else self._crowd(), self._tuning.crowded_rung)
 
     def quantile(self, key: DurationKey, q: float) -> float:
-        """The learned duration quantile, corrected by the tasks still running (see survival)."""
-        learned = self._model.quantile(key, q)
-        if self._survival.count(key) < self._tuning.learned_after:
-            return learned  # after a restart: the persisted model until this process saw more
+        """The duration quantile of `key`, the tasks still running counted (see survival)."""
         pending = [
             t.track.last_at - t.started
             for t in self._tasks.values()
             if t.key == key and t.track.last_at is not None and not t.track.completed
         ]
-        value, largest = self._survival.quantile(key, q, pending)
-        return value if value is not None else max(learned, largest)
+        return self._durations.quantile(key, q, pending)
 
     def learned(self, key: DurationKey | None) -> bool:
         """Whether enough tasks of this kind finished to time polls by their durations."""
-        return key is not None and self._model.expected(key).count >= self._tuning.learned_after
+        return key is not None and self._durations.count(key) >= self._tuning.learned_after
 
     def learning_due(self, now: float) -> bool:
         """Whether a poll sent only to learn a task is due (it yields to images only), while its kind
@@ -295,24 +288,9 @@ class PollPlan:
 
     # -- what the running tasks ask of the budget ------------------------------------------------------
     def demand(self, now: float, window: float) -> float:
-        """Requests the running tasks are expected to need within the window from `now`: each
-        task's polls as :meth:`plan` spaces them (:func:`poll_at`), then the one expected to see it
-        done and its download. Counting a poll every interval instead held a second video back for
-        the whole life of a first whose end was known, where a window holds many intervals."""
-        horizon = now + window
-        to_mono = now - self._clock.time()
-        total = 0.0
-        for task in self._tasks.values():
-            at = max(now, task.next_at)  # a poll already due waits for the budget now
-            done = None if task.likely_done else self.predicted_done(task)
-            while at <= horizon:
-                if task.likely_done or (done is not None and done + to_mono <= at + 1e-9):
-                    total += 2  # the poll that sees it done, then the download
-                    break
-                total += 1
-                target = at if done is None else done + to_mono  # unknown: every interval
-                at = poll_at(at, target, interval=self.interval, max_interval=self.max_interval)
-        return total
+        """Requests the running tasks are expected to need within the window from `now` (their
+        :meth:`profile`'s)."""
+        return sum(n for at, n in self.profile(now) if at <= now + window)
 
     def ahead_of_images(self, now: float, window: float) -> float:
         """Requests of the window from `now` an image's create cannot go before: the polls expected
@@ -321,16 +299,24 @@ class PollPlan:
         return sum(2.0 for t in self._tasks.values() if t.goes_first and t.next_at <= horizon)
 
     def profile(self, now: float) -> list[Requests]:
-        """The running tasks' expected requests over the horizon, at monotonic times."""
+        """The running tasks' expected requests, at monotonic times: each task's polls as
+        :meth:`plan` spaces them (:func:`poll_at`), then the one expected to see it done and its
+        download (two, at once for a task whose end is not known). Counting a poll every interval
+        instead held a second video back for the whole life of a first whose end was known, where
+        a window holds many intervals."""
         to_mono = now - self._clock.time()
         planned: list[Requests] = []
         for task in self._tasks.values():
             at = max(now, task.next_at)  # a poll already due waits for the budget now
-            if task.likely_done:
-                planned.append((at, 2.0))  # the poll that sees it done, then the download
-                continue
-            done = self.predicted_done(task)
-            planned += [(at, 1.0), (max(at + self.interval, at if done is None else done + to_mono), 2.0)]
+            done = None if task.likely_done else self.predicted_done(task)
+            if done is not None:
+                while done + to_mono > at + 1e-9:
+                    planned.append((at, 1.0))
+                    at = poll_at(at, done + to_mono, interval=self.interval, max_interval=self.max_interval)
+            elif not task.likely_done:
+                planned.append((at, 1.0))
+                at += self.interval
+            planned.append((at, 2.0))  # the poll that sees it done, then the download
         return planned
 
     def new_video_requests(self, now: float) -> list[Requests]:

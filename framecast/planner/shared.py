@@ -14,14 +14,9 @@ time of its last write: the publishing script drops fields older than
 publishes ours and reads the others' every window/4 (of the clock), from a background task; the
 planner reads only the cached :class:`SharedView` (admission never waits for Redis).
 
-Pushback is one key-wide fact, so it spreads as the *latest* change: each change carries a revision
-one above every one seen, and every planner adopts the freshest (ties: the lower ceiling).
-:class:`Pushback` owns what a refused create does to the ceiling
-(:class:`~framecast.service.refusals.RefusalKind`): after a rate refusal it drops to what runs and
-climbs back by one per create that goes through (lifted after ``PlannerTuning.probe_after``); after
-a concurrency refusal it is the learned cap, held, and probed one above after ``probe_after``
-creates (twice as many after each refused probe, at most four times): a probe the service accepts
-is a higher cap.
+Pushback (:class:`Pushback`: what a refused create does to the ceiling) is one key-wide fact, so it
+spreads as the *latest* change: each change carries a revision one above every one seen, and every
+planner adopts the freshest (ties: the lower ceiling).
 
 Redis unreachable: the view falls back to "nobody else" and the outage is logged once; it also
 expires on its own if no refresh succeeded for two windows.
@@ -93,12 +88,13 @@ return out
 class Pushback:
     """The key-wide ceiling after the service pushed back on creates, as last changed anywhere.
 
-    `ceiling` counts tasks of every process on the key (None: no ceiling binds); `successes` are
-    the creates that went through since the pushback (additive increase) or since the cap was
-    learned or last probed; `rev` orders changes across processes (0: never changed). `cap`: the
-    ceiling is the service's concurrency cap as learned (held, probed after `probe_after` creates).
-    `base`: the tuned wait before a probe (``PlannerTuning.probe_after``), also the creates after
-    which a rate pushback's ceiling is lifted.
+    After a rate refusal (:class:`~framecast.service.refusals.RefusalKind`) the ceiling drops to what
+    runs and climbs back by one per create that goes through, lifted after `base`
+    (``PlannerTuning.probe_after``) of them; after a concurrency refusal it is the learned cap
+    (`cap`), held, and probed one above after `probe_after` creates (twice as many after each
+    refused probe, at most four times `base`): a probe the service accepts is a higher cap.
+    `ceiling` counts every process's tasks on the key (None: none binds); `successes`: creates
+    through since the last change; `rev` orders changes across processes (0: never changed).
     """
 
     ceiling: float | None = None

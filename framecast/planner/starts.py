@@ -1,14 +1,10 @@
 """When queued videos start: the admission policy (:func:`~framecast.planner.policy.admits`) played
 forward over the budget's slots, for the forecast's "starts in".
 
-The queue does not move at an even pace. While the running tasks owe little (a batch's
-start: most of its tasks wait for the scouts that learn their kind, see
-:mod:`framecast.planner.polls`), creates go out as fast as the budget frees slots; when their
-completions come due, the key's slots go to polls and creates wait; then about one create for each
-task's worth of requests. A pace (what a task costs over the key's rate) is right only on average
-and wrong by minutes at either end, so the forecast's "starts in" asks the same policy at each slot
-(:func:`play_starts`) over the requests the plan expects, one budget slot at a time. Pure: times
-are whatever clock the caller uses (the planner's monotonic).
+The queue does not move at an even pace (a batch's creates go out as fast as slots free, then wait
+while their completions come due): a pace is right only on average and wrong by minutes at either
+end, so the policy is asked at each budget slot over the requests the plan expects. Pure: times are
+whatever clock the caller uses (the planner's monotonic).
 """
 
 from __future__ import annotations
@@ -91,25 +87,19 @@ def play_starts(
     images_sent: Sequence[float] = (),
     in_flight: tuple[int, int] = (0, 0),
 ) -> list[float]:
-    """When each of the first `count` queued videos starts (times as `now`'s), in queue order.
+    """When each of the first `count` queued videos starts (times as `now`'s), in queue order; the
+    list stops at `horizon` seconds (the rest start later).
 
-    `planned`: the requests the running tasks and waiting images are expected to make (a request
-    due before `now` waits for a slot); `slots`: when the budget grants them (a `window` holding
-    `allowed` requests); `weighed(t)`: what admission weighs for a video started at `t` (its create first); `expected(t)`: what such a video
-    will ask after its create. Each slot goes to the earliest request due by then, else to the
-    create of the video admitted last (a request that comes due while that create waits goes after
-    it: they share the budget's priority); a video is admitted when :func:`admits` says so over the key
-    as it will be then (only its requests to come: no create in flight, no image waiting) and no
-    create of an earlier one still waits (the scheduler sends one at a time), looked at again every `step`
-    seconds while it does not. Stops at `horizon` seconds: the list is shorter when the rest start
-    later. `creates_first`: creates that go out before any video is admitted (the images waiting:
-    they go first, and the scheduler sends one create at a time). `images_sent`: when the images'
-    creates sent within the last window went; an image's two requests hold the window from its
-    create's send, as admission weighs them (``KeyView.images_spent``), and so do those of the
-    images the play sends first (without them the play admitted videos the policy held, and
-    "starts in" came out early at 110 % load: ``benchmarks/README.md``). `in_flight`: the creates
-    handed to the budget and not answered yet (videos, images): the policy admits no video while
-    one is (``KeyView.creating``), so they take the first slots, each video's polls after it.
+    `planned`: the running tasks' and waiting images' requests (one due before `now` waits for a
+    slot), served by `slots` (a `window` holding `allowed`); `weighed(t)`: what admission weighs for
+    a video started at `t`; `expected(t)`: what it asks after its create. Each slot goes to the
+    earliest request due, else to the create of the video admitted last (they share the budget's
+    priority). A video is admitted when :func:`admits` says so over the key as it will be then and
+    no earlier create still waits (the scheduler sends one at a time), asked again every `step`.
+    First go the creates in flight (`in_flight`: videos, images; a video's polls after it), then
+    the images waiting (`creates_first`). An image's two requests hold the window from its create's
+    send, `images_sent` and the play's own alike, as ``KeyView.images_spent`` weighs them (without
+    them "starts in" came out early at 110 % load: ``benchmarks/README.md``).
     """
     pending: list[list[float]] = sorted([at, n] for at, n in planned if n > 0)
     starts: list[float] = []
@@ -136,27 +126,15 @@ def play_starts(
             slots.spend()
             continue
         if not create_waits:
-            end = at + window
-            profile = functools.partial(_from, pending, at)
             view = KeyView(
                 now=at,
                 window=window,
                 allowed=allowed,
-                running=0,
-                ceiling=None,
-                deferred=0,
-                sending=0,
-                polled=0,
-                others=0.0,
-                images_spent=IMAGE_REQUESTS * (len(held) - bisect.bisect_left(held, at - window)),
-                demand=sum(n for t, n in pending if t < end),
-                ahead_of_images=0.0,
-                images_first=False,
-                learning_due=False,
-                images_waiting=0,
-                videos_waiting=count - len(starts),
-                profile=profile,
+                profile=functools.partial(_from, pending, at),
                 new_video=functools.partial(weighed, at),
+                demand=sum(n for t, n in pending if t < at + window),
+                images_spent=IMAGE_REQUESTS * (len(held) - bisect.bisect_left(held, at - window)),
+                videos_waiting=count - len(starts),
             )
             if admits(view, JobKind.VIDEO, tuning):
                 starts.append(at)

@@ -1,6 +1,6 @@
 """A learned task duration as the store keeps it (the ``durations`` table).
 
-The planner learns durations (:class:`framecast.planner.predict.DurationModel`) and the store
+The planner learns durations (:class:`framecast.planner.survival.Survival`) and the store
 persists them; the row they exchange sits here, below both, so neither imports the other for it.
 """
 

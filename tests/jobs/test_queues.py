@@ -216,27 +216,6 @@ def test_waiting_and_places_match_the_queues_after_any_pushes_removals_and_takes
         assert q.total() == sum(len(jobs) for jobs in queued.values())
 
 
-def test_free_turns_are_the_rounds_before_a_job_that_other_guilds_leave_empty() -> None:
-    q = GuildQueues()
-    # guild 1: jobs 1, 2, 3 (job 3 has two rounds before its turn); guild 2: job 4; guild 3: 5, 6, 7
-    for job_id, guild in ((1, 1), (2, 1), (3, 1), (4, 2), (5, 3), (6, 3), (7, 3)):
-        q.push(job(job_id, guild))
-    assert q.free_turns(3) == (2, {2: 1, 3: 0})  # guild 2 fills one of the two rounds, guild 3 both
-    assert q.free_turns(1) == (0, {2: 0, 3: 0})
-    assert q.free_turns(3, lambda g: g != 2) == (2, {3: 0})
-    assert q.free_turns(99) is None
-
-
-def test_arrived_since_counts_the_queued_jobs_created_from_then_per_guild() -> None:
-    q = GuildQueues()
-    for job_id, guild, at in ((1, 1, 10.0), (2, 1, 20.0), (3, 2, 30.0), (4, 2, 5.0)):
-        q.push(dataclasses.replace(job(job_id, guild), created_at=at))
-    q.push(dataclasses.replace(job(5, 1, JobKind.IMAGE), created_at=40.0))
-    assert q.arrived_since(JobKind.VIDEO, 15.0) == {1: 1, 2: 1}
-    assert q.arrived_since(JobKind.VIDEO, 0.0, lambda g: g == 1) == {1: 2}
-    assert q.arrived_since(JobKind.IMAGE, 15.0) == {1: 1}
-
-
 # -- per-key scopes: the index answers what asking every guild answered -------------------
 
 _KEYED_STEPS = st.lists(
@@ -294,17 +273,15 @@ def test_a_keys_scope_answers_as_asking_every_guild_whatever_happened(steps: lis
             assert [scope(g) for g in range(1, 6)] == [plain(g) for g in range(1, 6)]
             for kind in JobKind:
                 assert q.waiting(kind, scope) == q.waiting(kind, plain)
-                assert q.arrived_since(kind, 50.0, scope) == q.arrived_since(kind, 50.0, plain)
             for j in queued:
                 assert q.ahead(j, scope) == q.ahead(j, plain) == simulated_ahead(q, j, kind_of[j], plain)
-                assert q.free_turns(j, scope) == q.free_turns(j, plain)
         for j in queued:
             assert q.ahead(j) == simulated_ahead(q, j, kind_of[j], lambda guild: True)
 
 
 def test_a_keys_answers_never_ask_about_the_other_keys_guilds() -> None:
     # Counted, not timed: each guild's key is looked up once, when it joins the line; what a key's
-    # planner asks (how many wait, the places ahead, the turns left free, who arrived) never asks
+    # planner asks (how many wait, the places ahead) never asks
     # about a guild, however many guilds on other keys wait.
     for guilds in (10, 200):
         q = GuildQueues()
@@ -325,8 +302,6 @@ def test_a_keys_answers_never_ask_about_the_other_keys_guilds() -> None:
         mine = scopes[guilds // 2]
         assert q.waiting(JobKind.VIDEO, mine) == (1, 0.0)
         assert q.ahead(guilds // 2, mine) == 0
-        assert q.free_turns(guilds // 2, mine) == (0, {})
-        assert q.arrived_since(JobKind.IMAGE, 0.0, mine) == {guilds // 2: 1}
         assert len(looked_up) == guilds
 
 

@@ -17,13 +17,13 @@ from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import RequestBudget
 from framecast.planner.estimate import DurationCdf, expected_seen, first_poll_at, likeliest_close
 from framecast.planner.planner import Planner, PlannerSettings
-from framecast.planner.predict import DurationModel
+from framecast.planner.predict import DurationKey
+from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.storage import Store
 from framecast.values import Job, JobKind, JobState, NewJob
 from tests.fakes.clock import ManualClock
-from tests.planner.jobs import create_through
 from tests.planner.spending import spend
 
 LEARNED_AFTER = PlannerTuning().learned_after
@@ -55,8 +55,8 @@ def test_the_poll_that_sees_a_known_end_follows_the_planners_rule() -> None:
 
 
 def test_the_duration_cdf_inverts_the_quantiles() -> None:
-    model = DurationModel(video_prior=120.0)
-    key = DurationModel.key_for_params(VIDEO)
+    model = Survival(priors={"video": 120.0, "image": 20.0})
+    key = DurationKey.for_params(VIDEO)
     assert key is not None
     cdf = DurationCdf(lambda q: model.quantile(key, q))
     for q in (0.1, 0.3, 0.5, 0.7, 0.9):
@@ -298,7 +298,7 @@ async def test_behind_a_cap_the_queue_starts_as_tasks_are_seen_done(rig: Rig) ->
     # Never before the poll that frees the slot: a start shown sooner would be optimistic.
     assert first == pytest.approx(when - rig.clock.monotonic())
     typical = planner._forecast.typical_seen(queued[1])
-    key = DurationModel.key_for_params(VIDEO)
+    key = DurationKey.for_params(VIDEO)
     assert key is not None
     # The mean of when a new task is seen done: its first poll at the median, later ones after it.
     assert typical is not None and typical >= planner.polls.quantile(key, 0.5)
@@ -365,40 +365,6 @@ async def test_left_counts_the_images_that_have_waited_a_window_before_the_polls
     await rig.spend(rig.budget.allowed)
     lefts = [rig.planner.estimate(job).remaining for job in jobs]
     assert lefts == pytest.approx([60.0] * 7 + [120.0] * 8 + [180.0] * 5)  # one poll fewer in the first lot
-
-
-async def test_a_queued_video_waits_for_the_videos_arriving_meanwhile_in_servers_whose_turn_comes_first(
-    rig: Rig,
-) -> None:
-    # Members keep asking in server 2 (two videos arrived and started just now) while server 1 has
-    # four queued: servers take turns, so the videos server 2 gets meanwhile go before server 1's
-    # fourth ("starts in" came out too early while members kept arriving). The first is
-    # next whatever arrives.
-    await rig.spend(rig.budget.allowed, every=60.0 / 16)
-    for _ in range(2):
-        await create_through(rig.planner.plan(await rig.job(guild=2, running=False)))
-    queued = [await rig.job(running=False) for _ in range(4)]
-    for job in queued:
-        rig.queues.push(job)
-    first, *_, fourth = (rig.planner.estimate(job).starts_in for job in queued)
-    assert first == pytest.approx(60.0 / 16)
-    # Three ahead in its server (a slot each, as the key frees them), then the two arriving in the
-    # other server, each what a video costs the key on average.
-    pace = rig.planner.pace()
-    assert fourth == pytest.approx(4 * 60.0 / 16 + 2 * pace.requests_per_task * 60.0 / 16)
-
-
-async def test_videos_that_arrived_long_before_the_wait_say_nothing_of_what_arrives_during_it(
-    rig: Rig,
-) -> None:
-    for _ in range(2):
-        await create_through(rig.planner.plan(await rig.job(guild=2, running=False)))
-    await rig.clock.advance(600.0)
-    await rig.spend(rig.budget.allowed, every=60.0 / 16)
-    queued = [await rig.job(running=False) for _ in range(4)]
-    for job in queued:
-        rig.queues.push(job)
-    assert rig.planner.estimate(queued[-1]).starts_in == pytest.approx(4 * 60.0 / 16)
 
 
 async def test_a_queued_video_waits_for_the_creates_in_flight(rig: Rig) -> None:

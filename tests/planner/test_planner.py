@@ -14,7 +14,7 @@ import pytest
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import RequestBudget
 from framecast.planner.planner import Planner, PlannerSettings
-from framecast.planner.predict import DurationModel
+from framecast.planner.predict import DurationKey
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.storage import Store
@@ -340,8 +340,8 @@ async def test_the_first_poll_is_not_timed_by_the_shortest_tasks_alone(rig: Rig)
         await rig.planner.finished(job, completed=True)
     for pacer in pacers[3:]:
         pacer.observed(TaskStatus("pending", None))
-    key = DurationModel.key_for_params(VIDEO)
-    assert key is not None and rig.planner._model.quantile(key, 0.5) < 90  # learned from the three
+    key = DurationKey.for_params(VIDEO)
+    assert key is not None and rig.planner.polls._durations.quantile(key, 0.5) < 90  # learned from the three
     new = await rig.job()
     now = rig.clock.monotonic()
     when, _ = rig.planner.pacer(new).next_poll(now, None)
@@ -365,8 +365,8 @@ async def test_tasks_seen_done_at_their_first_poll_do_not_pull_the_next_first_po
         await rig.clock.advance(when - now)
         pacer.observed(TaskStatus("completed", 1.0, "http://x/v.mp4"))
         await rig.planner.finished(job, completed=True)
-    key = DurationModel.key_for_params(VIDEO)
-    assert key is not None and rig.planner._model.quantile(key, 0.5) >= 100  # learned, not halved
+    key = DurationKey.for_params(VIDEO)
+    assert key is not None and rig.planner.polls._durations.quantile(key, 0.5) >= 100  # learned, not halved
 
 
 async def test_one_create_at_a_time_waits_for_the_budget(rig: Rig) -> None:

@@ -25,21 +25,9 @@ def quiet_key(**changes: object) -> KeyView:
         now=100.0,
         window=60.0,
         allowed=16.0,
-        running=0,
-        ceiling=None,
-        deferred=0,
-        sending=0,
-        polled=0,
-        others=0.0,
-        images_spent=0.0,
-        demand=0.0,
-        ahead_of_images=0.0,
-        images_first=False,
-        learning_due=False,
-        images_waiting=0,
-        videos_waiting=1,
         profile=lambda: (),
         new_video=lambda: ((100.0, 1.0), (190.0, 2.0)),
+        videos_waiting=1,
     )
     return dataclasses.replace(view, **changes)  # type: ignore[arg-type]
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from framecast.planner.polls import FIRST, PolledTask, PollPlan
-from framecast.planner.predict import DurationModel
+from framecast.planner.predict import DurationKey
+from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.values import Job, JobKind, JobState
@@ -25,10 +26,9 @@ VIDEO = {"model": "svc-video-v2.0", "prompt": "p", "width": 1152, "height": 768,
 
 def plan_on(clock: ManualClock, crowd: list[float] | None = None) -> PollPlan:
     """A plan over a fresh model; `crowd[0]`: the windows' worth of jobs waiting (may change)."""
-    model = DurationModel(video_prior=4 * INTERVAL, image_prior=INTERVAL)
     return PollPlan(
         clock=clock,
-        model=model,
+        durations=Survival(priors={"video": 4 * INTERVAL, "image": INTERVAL}),
         interval=INTERVAL,
         max_interval=6 * INTERVAL,
         crowd=None if crowd is None else (lambda: crowd[0]),
@@ -113,7 +113,7 @@ async def test_progress_times_the_poll_just_after_the_predicted_end() -> None:
 async def test_a_task_seen_done_teaches_a_duration_between_its_last_two_polls() -> None:
     clock = ManualClock()
     plan = plan_on(clock)
-    key = DurationModel.key_for_params(VIDEO)
+    key = DurationKey.for_params(VIDEO)
     assert key is not None
     for n in range(LEARNED_AFTER):
         task = await finish_after(plan, clock, n + 1, 100.0)  # seen pending at 90 s, done at 120 s
@@ -134,17 +134,22 @@ async def test_a_new_video_is_counted_one_interval_out_until_its_kind_is_learned
     assert plan.new_video_requests(now) == [(now, 1.0), (now + INTERVAL, 2.0)]
 
 
-async def test_demand_counts_a_likely_done_poll_with_its_download_and_every_progress_poll() -> None:
+async def test_demand_counts_a_likely_done_poll_with_its_download_and_an_unknown_end_at_the_next_poll() -> (
+    None
+):
     clock = ManualClock()
     plan = plan_on(clock)
     now = clock.monotonic()
     due = plan.add(running_job(clock, 1), video=True)
     due.next_at, due.likely_done = now + 10, True  # the poll that should see it done, then the download
     polling = plan.add(running_job(clock, 2), video=True)
-    polling.next_at = now + 5  # progress polls at 5 s and 35 s into the window
+    polling.next_at = (
+        now + 5
+    )  # its end unknown: a poll at 5 s, then one at 35 s that sees it, and its download
     later = plan.add(running_job(clock, 3), video=True)
     later.next_at, later.likely_done = now + WINDOW + 1, True  # after the window: not counted
-    assert plan.demand(now, WINDOW) == 2 + 2
+    assert plan.demand(now, WINDOW) == 2 + 3
+    assert plan.demand(now, WINDOW) == sum(n for at, n in plan.profile(now) if at <= now + WINDOW)
     # An image's create goes before progress polls and polls sent only to learn: only `due` counts.
     assert plan.ahead_of_images(now, WINDOW) == 2
     due.learning = True
@@ -157,7 +162,7 @@ async def test_a_restored_task_keeps_its_last_progress_and_polls_an_interval_aft
     plan = plan_on(clock)
     job = running_job(clock, 1, started_at=clock.time() - 200, updated_at=clock.time() - 10, progress=0.5)
     task = plan.add(job, video=True)
-    assert task.seen_progress == 0.5 and task.track.last_progress == 0.5
+    assert task.seen_progress == 0.5 and task.track.progress_at(clock.time() - 10) == 0.5
     when, _ = plan.plan(task, clock.monotonic(), None)
     assert when >= clock.monotonic() - 10 + INTERVAL
     assert plan.get(1) is task and len(plan) == 1 and list(plan) == [task]
@@ -230,7 +235,7 @@ async def test_while_members_wait_a_new_video_is_counted_at_the_later_first_poll
     crowd = [0.0]
     plan = await learned_plan(clock, crowd)
     now = clock.monotonic()
-    plan.video_key = DurationModel.key_for_params(VIDEO)
+    plan.video_key = DurationKey.for_params(VIDEO)
     assert plan.video_key is not None
     quiet = plan.new_video_requests(now)
     crowd[0] = 3.0

@@ -5,12 +5,24 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framecast.planner.survival import Survival, fit_durations
+from framecast.planner.predict import DurationKey
+from framecast.planner.survival import MAX_DURATION, Survival, fit_durations
+from framecast.storage import Store
+from framecast.values.durations import DurationRow
+
+T0 = 1_700_000_000.0
+VIDEO = DurationKey.of("svc-video-v2.0", 1152, 768, 121)
+IMAGE = DurationKey.of("svc-image-2.1-flash", 1024, 1024, None)
+
+
+def model(keep: int = 32) -> Survival:
+    return Survival(priors={"video": 120.0, "image": 20.0}, keep=keep)
 
 
 def exact(durations: list[float]) -> list[tuple[float, float]]:
@@ -29,10 +41,10 @@ def test_the_first_to_finish_of_a_batch_do_not_pass_for_the_median() -> None:
     finished, pending = exact([67.0, 74.0, 81.0]), [90.0] * 13
     assert fit_durations(finished, []).quantile(0.5) == pytest.approx(74.0)
     assert fit_durations(finished, pending).quantile(0.5) is None  # beyond 90 s: not known yet
-    survival = Survival()
+    survival = model()
     for lower, upper in finished:
-        survival.finished("video", lower, upper)
-    assert survival.quantile("video", 0.5, pending) == (None, 90.0)  # the floor: the largest age seen
+        survival.finished(VIDEO, lower, upper, at=T0)
+    assert survival.quantile(VIDEO, 0.5, pending) == 90.0  # the floor: the largest age seen
 
 
 def test_a_batch_drawn_uniformly_gives_its_median_long_before_it_ends() -> None:
@@ -79,24 +91,23 @@ def test_tasks_seen_done_at_their_first_poll_are_not_taken_for_half_as_long() ->
 
 
 def test_it_keeps_only_the_recent_durations() -> None:
-    survival = Survival(keep=4)
+    survival = model(keep=4)
     for seconds in (300.0, 300.0, 300.0, 300.0, 60.0, 60.0, 60.0):
-        survival.finished("video", seconds, seconds)
-    assert survival.count("video") == 4
-    value, largest = survival.quantile("video", 0.5, [])
-    assert value == pytest.approx(60.0) and largest == 300.0
-    assert survival.count("image") == 0 and survival.quantile("image", 0.5, []) == (None, 0.0)
+        survival.finished(VIDEO, seconds, seconds, at=T0)
+    assert survival.count(VIDEO) == 4
+    assert survival.quantile(VIDEO, 0.5) == pytest.approx(60.0)
+    assert survival.count(IMAGE) == 0 and survival.quantile(IMAGE, 0.5) == pytest.approx(20.0)  # the prior
 
 
 def test_a_new_running_age_or_finished_task_is_seen_by_the_next_answer() -> None:
     # The fit is kept between questions: what it was fitted to must still decide every answer.
-    survival = Survival()
+    survival = model()
     for seconds in (60.0, 90.0, 120.0):
-        survival.finished("video", seconds, seconds)
-    assert survival.quantile("video", 0.5, [])[0] == pytest.approx(90.0)
-    assert survival.quantile("video", 0.5, [200.0, 200.0])[0] == pytest.approx(120.0)
-    survival.finished("video", 30.0, 30.0)
-    assert survival.quantile("video", 0.5, [200.0, 200.0])[0] == pytest.approx(90.0)
+        survival.finished(VIDEO, seconds, seconds, at=T0)
+    assert survival.quantile(VIDEO, 0.5, []) == pytest.approx(90.0)
+    assert survival.quantile(VIDEO, 0.5, [200.0, 200.0]) == pytest.approx(120.0)
+    survival.finished(VIDEO, 30.0, 30.0, at=T0)
+    assert survival.quantile(VIDEO, 0.5, [200.0, 200.0]) == pytest.approx(90.0)
 
 
 @given(
@@ -153,3 +164,73 @@ def test_no_figures_make_the_fit_raise_or_answer_outside_what_was_seen(
     got = fit_durations(bounds, pending).quantile(q)
     uppers = [hi for _, hi in bounds if math.isfinite(hi) and hi > 0]
     assert got is None or (math.isfinite(got) and 0 <= got <= max(uppers))
+
+
+# ---------------------------------------------------------------------- the prior and persistence
+
+
+def test_the_prior_is_cautious_and_per_kind() -> None:
+    survival = model()
+    assert survival.quantile(VIDEO, 0.5) == pytest.approx(120.0)
+    assert survival.quantile(IMAGE, 0.5) == pytest.approx(20.0)
+    assert survival.quantile(VIDEO, 0.9) > 2 * survival.quantile(VIDEO, 0.5)  # wide: it knows nothing yet
+    assert survival.count(VIDEO) == 0
+
+
+@pytest.mark.parametrize("seconds", [0.0, -5.0, math.nan, math.inf, MAX_DURATION + 1])
+def test_absurd_durations_are_ignored(seconds: float) -> None:
+    survival = model()
+    assert survival.finished(VIDEO, 0.0, seconds, at=T0) is None
+    assert survival.count(VIDEO) == 0
+
+
+def test_the_rows_persisted_carry_the_durations_across_a_restart() -> None:
+    survival = model()
+    rows = [survival.finished(VIDEO, s, s, at=T0 + s) for s in (70.0, 80.0, 75.0, 90.0)]
+    last = rows[-1]
+    assert last is not None and (last.key, last.count, last.updated_at) == (VIDEO.text, 4, T0 + 90.0)
+    assert last.mean == pytest.approx(77.5, rel=0.05) and 0 < last.spread < 0.5 * last.mean
+    restarted = model()
+    restarted.restore([last])
+    assert restarted.count(VIDEO) == 4  # learned: polls are timed by it at once
+    assert restarted.quantile(VIDEO, 0.5) == pytest.approx(last.mean)
+    # Once enough tasks finished here, their own sample is read, the restored row only counted.
+    for seconds in (200.0, 200.0, 200.0):
+        restarted.finished(VIDEO, seconds, seconds, at=T0)
+    assert restarted.quantile(VIDEO, 0.5) == pytest.approx(200.0) and restarted.count(VIDEO) == 7
+
+
+async def test_the_durations_survive_a_restart_through_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "framecast.sqlite3"
+    key = DurationKey.of("org:video/v2", 1152, 768, 121)  # ':' and '/' in a model name
+    survival = model()
+    async with await Store.open(path) as store:
+        for seconds in (70.0, 80.0, 75.0, 90.0):
+            row = survival.finished(key, seconds, seconds, at=T0)
+            assert row is not None
+            await store.save_duration(row)
+    async with await Store.open(path) as store:
+        restarted = model()
+        restarted.restore(await store.load_durations())
+    assert restarted.count(key) == 4
+    assert restarted.quantile(key, 0.25) == pytest.approx(survival.quantile(key, 0.25), rel=0.05)
+
+
+def test_restore_skips_damaged_rows() -> None:
+    survival = model()
+    good = DurationRow(VIDEO.text, 80.0, 10.0, 4, T0)
+    survival.restore(
+        [
+            good,
+            DurationRow("not a key", 80.0, 10.0, 4, T0),
+            DurationRow("video:x:svc-video-v2.0", 80.0, 10.0, 4, T0),
+            DurationRow("video:30:m", -1.0, 10.0, 4, T0),
+            DurationRow("video:31:m", math.nan, 10.0, 4, T0),
+            DurationRow("video:32:m", 80.0, -1.0, 4, T0),
+            DurationRow("video:33:m", MAX_DURATION * 2, 1.0, 4, T0),
+            DurationRow("video:34:m", 80.0, 1.0, -4, T0),
+        ]
+    )
+    assert survival.count(VIDEO) == 4 and survival.quantile(VIDEO, 0.5) == pytest.approx(80.0)
+    for bucket in range(30, 35):
+        assert survival.count(DurationKey("m", "video", bucket)) == 0
