@@ -167,10 +167,12 @@ async def test_status_messages_are_replaced_before_they_get_too_old_to_edit(star
     await assert_delivered_on_channel_message_with_one_ping(world, it, job_id)
 
     posts = job_posts(world, job_id)
-    assert len(posts) >= 3, posts  # the status moved on while the job ran...
-    assert len(posts) <= 3.5 / max_age + 3, posts  # ...about once per STATUS_MESSAGE_MAX_AGE
+    assert len(posts) >= 2, posts  # the status moved on while the job ran (2.5 s past the first post)...
     assert world.discord.rejected(30046) == []  # never an edit Discord would refuse
     for older, newer in zip(posts, posts[1:], strict=False):
+        # ...never before its message was STATUS_MESSAGE_MAX_AGE old (by the ids' own times, to the
+        # millisecond: how many moves a run makes depends on how long a loaded machine takes).
+        assert newer.created_at - older.created_at > max_age - 0.002
         assert str(newer.id) in footer_of(older)  # each old message points to the next one
         assert button_ids(older) == []
         assert all(h["time"] - older.created_at <= 3 * max_age for h in older.history)
