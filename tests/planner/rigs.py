@@ -35,8 +35,8 @@ class Rig:
     store: Store
     budget: RequestBudget
     queues: GuildQueues
-    planner: Planner
-    settings: PlannerSettings  #: what :meth:`reopen` and :meth:`planner_for` open with
+    settings: PlannerSettings  #: what the key's planners open with unless told otherwise
+    planner: Planner = dataclasses.field(init=False)  #: the key's planner (:meth:`reopen` replaces it)
 
     @classmethod
     @asynccontextmanager
@@ -63,22 +63,14 @@ class Rig:
         store = await Store.open(directory / name, clock=clock)
         budget = RequestBudget(limit, window, clock=clock)
         try:
-            queues = GuildQueues()
             settings = PlannerSettings(
                 poll_interval=interval,
                 poll_max_interval=6 * interval if max_interval is None else max_interval,
                 ceiling=ceiling,
             )
-            planner = await Planner.open(
-                budget=budget,
-                clock=clock,
-                store=store,
-                queues=queues,
-                settings=settings,
-                scope=scope,
-                shared=shared,
-            )
-            yield cls(clock, store, budget, queues, planner, settings)
+            rig = cls(clock, store, budget, GuildQueues(), settings)
+            rig.planner = await rig.open_planner(scope=scope, shared=shared)
+            yield rig
         finally:
             budget.close()
             await store.close()
@@ -106,25 +98,31 @@ class Rig:
         """Spend `slots` of the budget, one every `every` seconds (the last one now)."""
         await spend(self.budget, self.clock, slots, every=every)
 
-    async def reopen(self, **settings: Any) -> Planner:
-        """The key's planner opened again (a restart) on the same store, budget and queues, with
-        `settings` changed; it replaces :attr:`planner`."""
-        self.planner = await Planner.open(
-            budget=self.budget,
-            clock=self.clock,
-            store=self.store,
-            queues=self.queues,
-            settings=dataclasses.replace(self.settings, **settings),
-        )
-        return self.planner
-
-    async def planner_for(self, scope: Callable[[int], bool]) -> Planner:
-        """Another key's planner over the same queues: its guilds are the ones `scope` accepts."""
+    async def open_planner(
+        self,
+        settings: PlannerSettings | None = None,
+        *,
+        scope: Callable[[int], bool] | None = None,
+        shared: SharedPlanState | None = None,
+    ) -> Planner:
+        """A planner of the key over the rig's store, budget and queues (`settings`: the rig's);
+        `scope`, `shared` as :meth:`Planner.open` takes them."""
         return await Planner.open(
             budget=self.budget,
             clock=self.clock,
             store=self.store,
             queues=self.queues,
-            settings=self.settings,
+            settings=settings or self.settings,
             scope=scope,
+            shared=shared,
         )
+
+    async def reopen(self, **settings: Any) -> Planner:
+        """The key's planner opened again (a restart) on the same store, budget and queues, with
+        `settings` changed; it replaces :attr:`planner`."""
+        self.planner = await self.open_planner(dataclasses.replace(self.settings, **settings))
+        return self.planner
+
+    async def planner_for(self, scope: Callable[[int], bool]) -> Planner:
+        """Another key's planner over the same queues: its guilds are the ones `scope` accepts."""
+        return await self.open_planner(scope=scope)
