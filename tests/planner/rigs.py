@@ -59,7 +59,7 @@ class Rig:
         default) at the least, `ceiling` tasks at once (None: learned). `scope`, `shared`: as
         :meth:`Planner.open` takes them (the caller closes `shared`). `clock`: one shared with
         another rig (a fresh one from 0 by default). The budget and store are closed afterwards."""
-        clock = clock or ManualClock()
+        clock = ManualClock() if clock is None else clock
         store = await Store.open(directory / name, clock=clock)
         budget = RequestBudget(limit, window, clock=clock)
         try:

@@ -19,6 +19,8 @@ INTERVAL = 30.0
 
 
 class Rig(PlannerRig):
+    """The planner rig, with images admitted and videos started as these tests need them."""
+
     async def images_admitted(self, running: int) -> int:
         """Admit images until the planner refuses one; how many it admitted. Each is created through
         its handle as the runner does (asking records nothing), and answered with its file at once:

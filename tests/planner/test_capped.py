@@ -31,6 +31,8 @@ CONCURRENCY = RefusalKind.CONCURRENCY
 
 
 class Rig(PlannerRig):
+    """The planner rig, with tasks running on the simulated service."""
+
     async def running(self, n: int) -> list[Job]:
         """`n` tasks created and on the service."""
         jobs = [await self.job() for _ in range(n)]

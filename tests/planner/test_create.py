@@ -60,6 +60,8 @@ class Service:
 
 @dataclasses.dataclass
 class Rig(PlannerRig):
+    """The planner rig, with the scripted service and the backoffs the handle waits through."""
+
     service: Service = dataclasses.field(default_factory=Service)
     #: each backoff the handle waits through `sleep`, as it starts
     waits: asyncio.Queue[float] = dataclasses.field(default_factory=asyncio.Queue)

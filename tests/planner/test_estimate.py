@@ -86,6 +86,8 @@ def test_left_bets_on_the_likelier_poll_when_none_is_close_to_both() -> None:
 
 
 class Rig(PlannerRig):
+    """The planner rig, with durations taught by tasks seen done."""
+
     async def teach(self, seconds: float, times: int = LEARNED_AFTER) -> None:
         """Let `times` videos finish after `seconds` (each seen done by a poll right then)."""
         for _ in range(times):
