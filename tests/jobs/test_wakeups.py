@@ -26,12 +26,12 @@ import pytest
 
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.scheduler import Admission, CancelOutcome, Scheduler
-from framecast.keys.budget import RequestBudget
-from framecast.planner.planner import PlannedJob, Planner, PlannerSettings
+from framecast.planner.planner import PlannedJob, Planner
 from framecast.storage import Store
 from framecast.values import Job, JobKind, JobState, NewJob
 from framecast.values.service_requests import Priority
 from tests.fakes.clock import ManualClock
+from tests.planner.rigs import Rig as PlannerRig
 
 S = JobState
 GUILD_A, GUILD_B, GUILD_C = 2001, 2002, 2003
@@ -136,21 +136,17 @@ class Rig:
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    clock = ManualClock()
-    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
-    budget = RequestBudget(16, 60.0, clock=clock)
-    queues = GuildQueues()
-    settings = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
-    planner = await Planner.open(budget=budget, clock=clock, store=store, queues=queues, settings=settings)
-    runner = PlannerRunner(store, lambda job: planner)
-    scheduler = Scheduler(store=store, runner=runner, admission=planner, queues=queues, clock=clock)
-    await scheduler.start()
-    try:
-        yield Rig(clock, store, queues, planner, runner, scheduler)
-    finally:
-        await scheduler.close(timeout=1.0)
-        budget.close()
-        await store.close()
+    async with PlannerRig.opened(tmp_path, interval=INTERVAL) as key:
+        planner = key.planner
+        runner = PlannerRunner(key.store, lambda job: planner)
+        scheduler = Scheduler(
+            store=key.store, runner=runner, admission=planner, queues=key.queues, clock=key.clock
+        )
+        await scheduler.start()
+        try:
+            yield Rig(key.clock, key.store, key.queues, planner, runner, scheduler)
+        finally:
+            await scheduler.close(timeout=1.0)
 
 
 async def test_a_job_queued_right_after_the_first_create_went_through_starts_once_the_task_is_polled(

@@ -10,9 +10,9 @@ from framecast.jobs.job_keys import CreateFailure, JobPlan
 from framecast.storage import Store
 from framecast.values import Job, JobKind, NewJob
 from framecast.values.service_requests import Priority
-from tests.fakes.gen_service import VIDEO_MODEL
+from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL
 
-__all__ = ["VIDEO", "add_job", "create_through", "new_job"]
+__all__ = ["IMAGE", "VIDEO", "add_job", "create_through", "new_job"]
 
 #: A 5-second 1152x768 video's parameters (the planner reads only their kind and model).
 VIDEO: dict[str, Any] = {
@@ -23,6 +23,8 @@ VIDEO: dict[str, Any] = {
     "num_frames": 121,
     "frame_rate": 24,
 }
+#: A square image's parameters.
+IMAGE: dict[str, Any] = {"model": IMAGE_MODEL, "prompt": "p", "size": "1024x1024"}
 
 
 def new_job(guild: int = 1, *, kind: JobKind = JobKind.VIDEO, params: dict[str, Any] | None = None) -> NewJob:

@@ -5,35 +5,21 @@ A real budget, store and queues; time is a ManualClock.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from framecast.jobs.queues import GuildQueues
-from framecast.keys.budget import RequestBudget
-from framecast.planner.planner import Planner, PlannerSettings
-from framecast.storage import Store
-from framecast.values import Job, JobKind, JobState
+from framecast.values import JobKind
 from framecast.values.service_requests import Priority
-from tests.fakes.clock import ManualClock
-from tests.planner.jobs import VIDEO, add_job, create_through
+from tests.planner.jobs import create_through
+from tests.planner.rigs import Rig as PlannerRig
 
 INTERVAL = 30.0
-IMAGE = {"model": "svc-image-2.1-flash", "prompt": "p", "size": "1024x1024"}
 
 
-@dataclasses.dataclass
-class Rig:
-    clock: ManualClock
-    store: Store
-    budget: RequestBudget
-    queues: GuildQueues
-    planner: Planner
-
-    async def job(self, kind: JobKind = JobKind.VIDEO, guild: int = 1) -> Job:
-        return await add_job(self.store, guild, kind=kind, params=VIDEO if kind is JobKind.VIDEO else IMAGE)
+class Rig(PlannerRig):
+    """The planner rig, with images admitted and videos started as these tests need them."""
 
     async def images_admitted(self, running: int) -> int:
         """Admit images until the planner refuses one; how many it admitted. Each is created through
@@ -41,7 +27,7 @@ class Rig:
         it no longer occupies the service, but its two requests hold the window's slots."""
         started = 0
         while self.planner.may_start(running, JobKind.IMAGE) and started < 100:
-            await create_through(self.planner.plan(await self.job(JobKind.IMAGE)))
+            await create_through(self.planner.plan(await self.job(kind=JobKind.IMAGE, running=False)))
             started += 1
         return started
 
@@ -49,29 +35,16 @@ class Rig:
         """Start videos until the budget can sustain no more; returns how many run."""
         running = 0
         while self.planner.may_start(running) and running < 100:
-            job = dataclasses.replace(
-                await self.job(), state=JobState.RUNNING, started_at=self.clock.time(), task_id="t"
-            )
-            self.planner.pacer(job).next_poll(self.clock.monotonic(), None)  # its create went through
+            pacer = self.planner.pacer(await self.job())
+            pacer.next_poll(self.clock.monotonic(), None)  # its create went through
             running += 1
         return running
 
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    clock = ManualClock()
-    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
-    budget = RequestBudget(16, 60.0, clock=clock)
-    queues = GuildQueues()
-    settings = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
-    planner = await Planner.open(
-        budget=budget, clock=clock, store=store, queues=queues, settings=settings, scope=lambda g: g != 9
-    )
-    try:
-        yield Rig(clock, store, budget, queues, planner)
-    finally:
-        budget.close()
-        await store.close()
+    async with Rig.opened(tmp_path, interval=INTERVAL, scope=lambda g: g != 9) as rig:
+        yield rig
 
 
 async def test_an_image_starts_when_the_window_has_no_room_for_another_video(rig: Rig) -> None:
@@ -131,7 +104,7 @@ async def test_a_waiting_image_goes_before_a_video_that_would_just_fit(rig: Rig)
     rig.planner.forget(next(iter(rig.planner.polls)).job_id)
     running -= 1
     assert rig.planner.may_start(running, JobKind.VIDEO)
-    rig.queues.push(await rig.job(JobKind.IMAGE))
+    rig.queues.push(await rig.job(kind=JobKind.IMAGE, running=False))
     assert not rig.planner.may_start(running, JobKind.VIDEO)  # it leaves the image its two requests
     assert rig.planner.may_start(running, JobKind.IMAGE)
 
@@ -139,7 +112,7 @@ async def test_a_waiting_image_goes_before_a_video_that_would_just_fit(rig: Rig)
 async def test_an_image_waiting_on_another_key_does_not_hold_videos_back(rig: Rig) -> None:
     running = await rig.fill_with_videos()
     rig.planner.forget(next(iter(rig.planner.polls)).job_id)
-    rig.queues.push(await rig.job(JobKind.IMAGE, guild=9))  # guild 9 runs on another key
+    rig.queues.push(await rig.job(9, kind=JobKind.IMAGE, running=False))  # guild 9 runs on another key
     assert rig.planner.may_start(running - 1, JobKind.VIDEO)
 
 
@@ -158,7 +131,7 @@ async def test_an_image_that_waited_a_whole_window_goes_before_any_video(rig: Ri
     rig.planner.forget(next(iter(rig.planner.polls)).job_id)
     rig.planner.forget(next(iter(rig.planner.polls)).job_id)
     running -= 2
-    rig.queues.push(await rig.job(JobKind.IMAGE))
+    rig.queues.push(await rig.job(kind=JobKind.IMAGE, running=False))
     assert rig.planner.may_start(running, JobKind.VIDEO)  # room for the video and the image: order decides
     await rig.clock.advance(rig.budget.window)
     for task in rig.planner.polls:
@@ -180,7 +153,7 @@ async def test_an_image_that_waited_a_whole_window_goes_before_the_polls_expecte
     for task in rig.planner.polls:
         task.learning = False  # as if each poll were expected to find its video done
     await rig.images_admitted(running)  # whatever room those polls leave is taken by images
-    image = await rig.job(JobKind.IMAGE)
+    image = await rig.job(kind=JobKind.IMAGE, running=False)
     rig.queues.push(image)
     assert not rig.planner.may_start(running, JobKind.IMAGE)
     assert rig.planner.create_priority(image) is Priority.NORMAL
@@ -193,7 +166,7 @@ async def test_an_image_that_waited_a_whole_window_goes_before_the_polls_expecte
     )
     assert rig.planner.may_start(running, JobKind.IMAGE)
     assert rig.planner.create_priority(image) is Priority.FIRST
-    video = await rig.job(JobKind.VIDEO)
+    video = await rig.job(running=False)
     assert rig.planner.create_priority(video) is Priority.HIGH  # in turn with the polls, never before them
 
 
@@ -215,7 +188,7 @@ async def test_an_images_requests_hold_the_window_from_when_its_create_is_sent(r
 
 
 async def test_a_create_in_flight_occupies_the_key_until_its_runner_lets_go(rig: Rig) -> None:
-    job = await rig.job()
+    job = await rig.job(running=False)
 
     async def paused() -> None:  # e.g. the store paused the job while its create was sent
         assert rig.planner.pace().occupied == 1

@@ -7,7 +7,7 @@ of running tasks and a cap), so a whole batch runs in milliseconds.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import contextlib
 import random
 import uuid
 from collections.abc import AsyncIterator
@@ -16,16 +16,12 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from framecast.jobs.queues import GuildQueues
-from framecast.keys.budget import RequestBudget
-from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import KEY_PREFIX, Pushback, Share, SharedPlanState
 from framecast.planner.tuning import PlannerTuning
-from framecast.storage import Store
-from framecast.values import Job, JobState
+from framecast.values import Job
 from framecast.values.service_requests import RefusalKind
 from tests.fakes.clock import ManualClock
-from tests.planner.jobs import add_job
+from tests.planner.rigs import Rig as PlannerRig
 from tests.redis_server import REDIS_HOST, REDIS_PORT, requires_redis
 
 PROBE_AFTER = PlannerTuning().probe_after
@@ -34,17 +30,8 @@ INTERVAL = 30.0
 CONCURRENCY = RefusalKind.CONCURRENCY
 
 
-@dataclasses.dataclass
-class Rig:
-    clock: ManualClock
-    store: Store
-    planner: Planner
-
-    async def job(self) -> Job:
-        job = await add_job(self.store, 1)
-        return dataclasses.replace(
-            job, state=JobState.RUNNING, started_at=self.clock.time(), task_id=f"t{job.id}"
-        )
+class Rig(PlannerRig):
+    """The planner rig, with tasks running on the simulated service."""
 
     async def running(self, n: int) -> list[Job]:
         """`n` tasks created and on the service."""
@@ -57,18 +44,8 @@ class Rig:
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    clock = ManualClock()
-    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
-    budget = RequestBudget(16, 60.0, clock=clock)
-    settings = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
-    planner = await Planner.open(
-        budget=budget, clock=clock, store=store, queues=GuildQueues(), settings=settings
-    )
-    try:
-        yield Rig(clock, store, planner)
-    finally:
-        budget.close()
-        await store.close()
+    async with Rig.opened(tmp_path, interval=INTERVAL) as rig:
+        yield rig
 
 
 async def test_a_concurrency_refusal_holds_the_ceiling_at_the_running_count(rig: Rig) -> None:
@@ -224,46 +201,32 @@ async def test_a_cap_learned_in_one_process_holds_the_other_at_it_too(tmp_path: 
     key_id = f"test-{uuid.uuid4().hex[:12]}"
     redis = aioredis.Redis(host=REDIS_HOST, port=REDIS_PORT, socket_timeout=1.0)
     clock = ManualClock()
-    rigs: list[Rig] = []
-    states: list[SharedPlanState] = []
-    budgets: list[RequestBudget] = []
     try:
-        for n in range(2):
-            store = await Store.open(tmp_path / f"p{n}.sqlite3", clock=clock)
-            budget = RequestBudget(16, 60.0, clock=clock)
-            shared = SharedPlanState(redis=redis, key_id=key_id, clock=clock, window=60.0)
-            planner = await Planner.open(
-                budget=budget,
-                clock=clock,
-                store=store,
-                queues=GuildQueues(),
-                settings=PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL),
-                shared=shared,
-            )
-            rigs.append(Rig(clock, store, planner))
-            states.append(shared)
-            budgets.append(budget)
-        a, b = rigs
-        await a.running(2)
-        await b.running(1)
-        for state in (*states, *states):
-            assert await state.refresh()
-        a.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)  # 3 on the key
-        for state in (*states, *states):
-            assert await state.refresh()
-        assert b.planner.ceiling() == 1 and not b.planner.may_start(1)  # 3 less A's 2
-        # B's creates that go through keep the key-wide cap where it is (no climb above it).
-        for _ in range(3):
-            b.planner.create_finished(ok=True)
-        for state in (*states, *states):
-            assert await state.refresh()
-        assert a.planner.ceiling() == 2 and b.planner.ceiling() == 1
+        async with contextlib.AsyncExitStack() as processes:
+            states = [SharedPlanState(redis=redis, key_id=key_id, clock=clock, window=60.0) for _ in range(2)]
+            rigs = [
+                await processes.enter_async_context(
+                    Rig.opened(tmp_path, name=f"p{n}.sqlite3", interval=INTERVAL, shared=state, clock=clock)
+                )
+                for n, state in enumerate(states)
+            ]
+            for state in states:  # closed before the rigs, as each process closes its planner's parts
+                processes.push_async_callback(state.aclose)
+            a, b = rigs
+            await a.running(2)
+            await b.running(1)
+            for state in (*states, *states):
+                assert await state.refresh()
+            a.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)  # 3 on the key
+            for state in (*states, *states):
+                assert await state.refresh()
+            assert b.planner.ceiling() == 1 and not b.planner.may_start(1)  # 3 less A's 2
+            # B's creates that go through keep the key-wide cap where it is (no climb above it).
+            for _ in range(3):
+                b.planner.create_finished(ok=True)
+            for state in (*states, *states):
+                assert await state.refresh()
+            assert a.planner.ceiling() == 2 and b.planner.ceiling() == 1
     finally:
-        for state in states:
-            await state.aclose()
-        for budget in budgets:
-            budget.close()
-        for rig in rigs:
-            await rig.store.close()
         await redis.delete(f"{KEY_PREFIX}{key_id}")
         await redis.aclose()

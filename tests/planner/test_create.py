@@ -16,14 +16,9 @@ from pathlib import Path
 import pytest
 
 from framecast.jobs.job_keys import CreateFailure
-from framecast.jobs.queues import GuildQueues
-from framecast.keys.budget import RequestBudget
-from framecast.planner.planner import Planner, PlannerSettings
-from framecast.storage import Store
-from framecast.values import Job, JobState
+from framecast.values import Job
 from framecast.values.service_requests import Priority, RefusalKind
-from tests.fakes.clock import ManualClock
-from tests.planner.jobs import add_job
+from tests.planner.rigs import Rig as PlannerRig
 
 INTERVAL = 30.0
 MAX_INTERVAL = 6 * INTERVAL
@@ -64,22 +59,18 @@ class Service:
 
 
 @dataclasses.dataclass
-class Rig:
-    clock: ManualClock
-    store: Store
-    planner: Planner
-    service: Service
-    waits: asyncio.Queue[float]  # each backoff the handle waits through `sleep`, as it starts
+class Rig(PlannerRig):
+    """The planner rig, with the scripted service and the backoffs the handle waits through."""
 
-    async def job(self) -> Job:
-        return await add_job(self.store, 1)
+    service: Service = dataclasses.field(default_factory=Service)
+    #: each backoff the handle waits through `sleep`, as it starts
+    waits: asyncio.Queue[float] = dataclasses.field(default_factory=asyncio.Queue)
 
     async def running(self, n: int) -> list[Job]:
         """`n` of the key's tasks on the service (created, polled)."""
         jobs = []
         for _ in range(n):
             job = await self.job()
-            job = dataclasses.replace(job, state=JobState.RUNNING, started_at=self.clock.time(), task_id="t")
             self.planner.pacer(job)
             jobs.append(job)
         return jobs
@@ -105,22 +96,12 @@ class Rig:
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    clock = ManualClock()
-    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
-    budget = RequestBudget(16, 60.0, clock=clock)
-    settings = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=MAX_INTERVAL)
-    planner = await Planner.open(
-        budget=budget, clock=clock, store=store, queues=GuildQueues(), settings=settings
-    )
-    try:
-        yield Rig(clock, store, planner, Service(), asyncio.Queue())
-    finally:
-        budget.close()
-        await store.close()
+    async with Rig.opened(tmp_path, interval=INTERVAL, max_interval=MAX_INTERVAL) as rig:
+        yield rig
 
 
 async def test_a_create_is_in_flight_while_sent_and_no_more_once_through(rig: Rig) -> None:
-    job = await rig.job()
+    job = await rig.job(running=False)
     creating = rig.create(job)
     assert await rig.service.sent.get() is Priority.HIGH  # a video's create: in turn with the polls
     assert rig.in_flight() == 1 and rig.occupied() == 1
@@ -133,7 +114,7 @@ async def test_a_create_refused_for_the_keys_tasks_at_once_waits_for_one_to_end_
     rig: Rig,
 ) -> None:
     tasks = await rig.running(2)
-    creating = rig.create(await rig.job())
+    creating = rig.create(await rig.job(running=False))
     await rig.service.sent.get()
     rig.service.fails(RefusalKind.CONCURRENCY, retry_in=2.0)
     await rig.clock.advance(10.0)  # far past the backoff: no timer, it waits for room
@@ -149,7 +130,7 @@ async def test_a_create_refused_for_the_keys_tasks_at_once_waits_for_one_to_end_
 
 
 async def test_a_create_the_service_failed_backs_off_out_of_flight_then_is_sent_again(rig: Rig) -> None:
-    creating = rig.create(await rig.job())
+    creating = rig.create(await rig.job(running=False))
     await rig.service.sent.get()
     assert not rig.planner.may_start(1)  # its create is in flight: the next video waits
     rig.service.fails(None, retry_in=10.0)
@@ -169,7 +150,7 @@ async def test_a_create_refused_for_the_keys_rate_lowers_the_ceiling_and_is_sent
     rig: Rig,
 ) -> None:
     await rig.running(2)
-    creating = rig.create(await rig.job())
+    creating = rig.create(await rig.job(running=False))
     await rig.service.sent.get()
     rig.service.fails(RefusalKind.RATE, retry_in=5.0)
     assert await rig.waits.get() == 5.0
@@ -184,7 +165,7 @@ async def test_a_create_refused_for_the_keys_rate_lowers_the_ceiling_and_is_sent
 
 async def test_a_create_given_up_raises_its_error_at_once_and_leaves_nothing_of_it(rig: Rig) -> None:
     await rig.running(2)
-    creating = rig.create(await rig.job())
+    creating = rig.create(await rig.job(running=False))
     await rig.service.sent.get()
     rig.service.fails(RefusalKind.RATE, retry_in=None)
     with pytest.raises(Refused):
@@ -197,7 +178,7 @@ async def test_a_create_given_up_raises_its_error_at_once_and_leaves_nothing_of_
 async def test_a_create_cancelled_while_it_backs_off_after_an_error_leaves_the_key_unoccupied(
     rig: Rig,
 ) -> None:
-    creating = rig.create(await rig.job())
+    creating = rig.create(await rig.job(running=False))
     await rig.service.sent.get()
     rig.service.fails(None, retry_in=10.0)
     await rig.waits.get()
@@ -214,7 +195,7 @@ async def test_a_create_cancelled_while_it_waits_for_room_is_never_sent_again_an
     rig: Rig,
 ) -> None:
     tasks = await rig.running(2)
-    creating = rig.create(await rig.job())
+    creating = rig.create(await rig.job(running=False))
     await rig.service.sent.get()
     rig.service.fails(RefusalKind.CONCURRENCY, retry_in=2.0)
     await rig.clock.advance(0.0)  # the refusal is learned; the create waits for room
@@ -228,7 +209,7 @@ async def test_a_create_cancelled_while_it_waits_for_room_is_never_sent_again_an
 
 
 async def test_a_create_stopped_before_it_is_sent_never_counts_for_the_key(rig: Rig) -> None:
-    plan = rig.planner.plan(await rig.job())
+    plan = rig.planner.plan(await rig.job(running=False))
 
     async def lease_lost(sent_now: Callable[[], Priority]) -> str:
         raise LookupError("the job's lease was lost before its create was sent")

@@ -7,35 +7,23 @@ the forecast through a real planner (real store, budget and queues, a ManualCloc
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from framecast.jobs.queues import GuildQueues
-from framecast.keys.budget import RequestBudget
 from framecast.planner.estimate import DurationCdf, expected_seen, first_poll_at, likeliest_close
-from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.predict import DurationKey
 from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
-from framecast.storage import Store
-from framecast.values import Job, JobKind, JobState, NewJob
-from tests.fakes.clock import ManualClock
-from tests.planner.spending import spend
+from framecast.values import Job, JobKind
+from tests.planner.jobs import VIDEO
+from tests.planner.rigs import Rig as PlannerRig
 
 LEARNED_AFTER = PlannerTuning().learned_after
 INTERVAL = 30.0
-VIDEO = {
-    "model": "svc-video-v2.0",
-    "prompt": "p",
-    "width": 1152,
-    "height": 768,
-    "num_frames": 121,
-    "frame_rate": 24,
-}
+# The images queued here (an image model of their own, passed as `params`; nothing is learned of it).
 IMAGE = {"model": "svc-image-v1", "prompt": "p", "size": "1024x1024"}
 
 
@@ -97,47 +85,8 @@ def test_left_bets_on_the_likelier_poll_when_none_is_close_to_both() -> None:
 # -- through the planner ----------------------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class Rig:
-    clock: ManualClock
-    store: Store
-    budget: RequestBudget
-    queues: GuildQueues
-    planner: Planner
-
-    async def job(self, guild: int = 1, *, kind: JobKind = JobKind.VIDEO, running: bool = True) -> Job:
-        job = await self.store.add(
-            NewJob(
-                kind=kind,
-                guild_id=guild,
-                channel_id=2,
-                user_id=3,
-                locale="en-US",
-                params=dict(VIDEO if kind is JobKind.VIDEO else IMAGE),
-            ),
-            member_limit=None,
-            guild_cap=None,
-        )
-        if running:
-            job = dataclasses.replace(
-                job, state=JobState.RUNNING, started_at=self.clock.time(), task_id=f"t{job.id}"
-            )
-        return job
-
-    async def reopen(self, **settings: object) -> Planner:
-        base = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
-        self.planner = await Planner.open(
-            budget=self.budget,
-            clock=self.clock,
-            store=self.store,
-            queues=self.queues,
-            settings=dataclasses.replace(base, **settings),  # type: ignore[arg-type]
-        )
-        return self.planner
-
-    async def spend(self, slots: int, *, every: float = 0.0) -> None:
-        """Spend `slots` of the budget, one every `every` seconds (the last one now)."""
-        await spend(self.budget, self.clock, slots, every=every)
+class Rig(PlannerRig):
+    """The planner rig, with durations taught by tasks seen done."""
 
     async def teach(self, seconds: float, times: int = LEARNED_AFTER) -> None:
         """Let `times` videos finish after `seconds` (each seen done by a poll right then)."""
@@ -151,17 +100,8 @@ class Rig:
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    clock = ManualClock()
-    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
-    budget = RequestBudget(16, 60.0, clock=clock)
-    queues = GuildQueues()
-    settings = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
-    planner = await Planner.open(budget=budget, clock=clock, store=store, queues=queues, settings=settings)
-    try:
-        yield Rig(clock, store, budget, queues, planner)
-    finally:
-        budget.close()
-        await store.close()
+    async with Rig.opened(tmp_path, interval=INTERVAL) as rig:
+        yield rig
 
 
 async def test_left_counts_to_the_poll_that_sees_the_task_done(rig: Rig) -> None:
@@ -268,7 +208,7 @@ async def test_videos_wait_for_the_images_waiting_on_the_key(rig: Rig) -> None:
     video = await rig.job(running=False)
     rig.queues.push(video)
     before = rig.planner.estimate(video).starts_in
-    images = [await rig.job(guild=2, kind=JobKind.IMAGE, running=False) for _ in range(3)]
+    images = [await rig.job(guild=2, kind=JobKind.IMAGE, params=IMAGE, running=False) for _ in range(3)]
     for image in images:
         rig.queues.push(image)
     after = rig.planner.estimate(video).starts_in
@@ -358,7 +298,7 @@ async def test_slots_free_now_let_the_first_due_polls_go_as_planned(rig: Rig) ->
 async def test_left_counts_the_images_that_have_waited_a_window_before_the_polls(rig: Rig) -> None:
     # An image that has waited a whole window goes before the polls expected to see a result (the
     # planner's rule): its create and download take two of the slots the polls wait for.
-    image = await rig.job(kind=JobKind.IMAGE, running=False)
+    image = await rig.job(kind=JobKind.IMAGE, params=IMAGE, running=False)
     rig.queues.push(image)
     await rig.clock.advance(60.0)
     jobs, _ = await busy_tasks(rig, 20)

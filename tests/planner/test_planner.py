@@ -6,87 +6,27 @@ A real store (durations persist), a real budget and real queues; time is a Manua
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from framecast.jobs.queues import GuildQueues
-from framecast.keys.budget import RequestBudget
-from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.predict import DurationKey
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
-from framecast.storage import Store
-from framecast.values import Job, JobKind, JobState
+from framecast.values import JobKind
 from framecast.values.service_requests import Priority
-from tests.fakes.clock import ManualClock
-from tests.planner.jobs import VIDEO, add_job
-from tests.planner.spending import spend
+from tests.planner.jobs import VIDEO
+from tests.planner.rigs import Rig
 
 LEARNED_AFTER = PlannerTuning().learned_after
 INTERVAL = 30.0
 
 
-@dataclasses.dataclass
-class Rig:
-    clock: ManualClock
-    store: Store
-    budget: RequestBudget
-    queues: GuildQueues
-    planner: Planner
-
-    async def job(self, guild: int = 1, *, running: bool = True) -> Job:
-        job = await add_job(self.store, guild)
-        if running:
-            job = dataclasses.replace(
-                job, state=JobState.RUNNING, started_at=self.clock.time(), task_id=f"t{job.id}"
-            )
-        return job
-
-    async def reopen(self, **settings: object) -> Planner:
-        self.planner = await Planner.open(
-            budget=self.budget,
-            clock=self.clock,
-            store=self.store,
-            queues=self.queues,
-            settings=dataclasses.replace(self.planner_settings, **settings),  # type: ignore[arg-type]
-        )
-        return self.planner
-
-    async def spend(self, slots: int, *, every: float = 0.0) -> None:
-        """Spend `slots` of the budget, one every `every` seconds (the last one now)."""
-        await spend(self.budget, self.clock, slots, every=every)
-
-    async def planner_for(self, scope: Callable[[int], bool]) -> Planner:
-        """Another key's planner over the same queues: its guilds are the ones `scope` accepts."""
-        return await Planner.open(
-            budget=self.budget,
-            clock=self.clock,
-            store=self.store,
-            queues=self.queues,
-            settings=self.planner_settings,
-            scope=scope,
-        )
-
-    planner_settings: PlannerSettings = dataclasses.field(
-        default_factory=lambda: PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
-    )
-
-
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    clock = ManualClock()
-    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
-    budget = RequestBudget(16, 60.0, clock=clock)
-    queues = GuildQueues()
-    settings = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL)
-    planner = await Planner.open(budget=budget, clock=clock, store=store, queues=queues, settings=settings)
-    try:
-        yield Rig(clock, store, budget, queues, planner, settings)
-    finally:
-        budget.close()
-        await store.close()
+    async with Rig.opened(tmp_path, interval=INTERVAL) as rig:
+        yield rig
 
 
 async def teach(rig: Rig, seconds: float, times: int = LEARNED_AFTER) -> None:

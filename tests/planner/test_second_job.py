@@ -15,30 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from framecast.jobs.queues import GuildQueues
-from framecast.keys.budget import RequestBudget
-from framecast.planner.planner import PlannedJob, Planner, PlannerSettings, TaskPacer
+from framecast.planner.planner import PlannedJob, TaskPacer
 from framecast.service import TaskStatus
-from framecast.storage import Store
-from framecast.values import Job, JobKind
-from tests.fakes.clock import ManualClock
-from tests.planner.jobs import add_job, create_through
+from framecast.values import JobKind
+from tests.planner.jobs import create_through
+from tests.planner.rigs import Rig
 
 WINDOW, ALLOWED = 1.0, 6
 INTERVAL, MAX_INTERVAL = 0.05, 0.3
 TASK = 8.0  # seconds the first task runs (its progress says so)
 
 
-class Key:
+class Key(Rig):
     """One key's planner, its budget and queues, on a manual clock."""
-
-    def __init__(
-        self, clock: ManualClock, store: Store, budget: RequestBudget, queues: GuildQueues, planner: Planner
-    ) -> None:
-        self.clock, self.store, self.budget, self.queues, self.planner = clock, store, budget, queues, planner
-
-    async def job(self, guild: int) -> Job:
-        return await add_job(self.store, guild)
 
     async def spend_a_slot(self) -> None:
         """One request of the budget spent (a create, or a poll)."""
@@ -55,22 +44,15 @@ class Key:
 
 @pytest.fixture
 async def key(tmp_path: Path) -> AsyncIterator[Key]:
-    clock = ManualClock()
-    store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
-    budget = RequestBudget(ALLOWED, WINDOW, clock=clock)
-    queues = GuildQueues()
-    settings = PlannerSettings(poll_interval=INTERVAL, poll_max_interval=MAX_INTERVAL)
-    planner = await Planner.open(budget=budget, clock=clock, store=store, queues=queues, settings=settings)
-    try:
-        yield Key(clock, store, budget, queues, planner)
-    finally:
-        budget.close()
-        await store.close()
+    async with Key.opened(
+        tmp_path, limit=ALLOWED, window=WINDOW, interval=INTERVAL, max_interval=MAX_INTERVAL
+    ) as key:
+        yield key
 
 
 async def first_created(key: Key) -> tuple[PlannedJob, TaskPacer]:
     """The first video's create sent and through (its slot spent), its task registered and planned."""
-    handle = key.planner.plan(await key.job(guild=1))
+    handle = key.planner.plan(await key.job(guild=1, running=False))
     await create_through(handle, key.spend_a_slot)
     pacer = handle.pacer()
     pacer.next_poll(key.clock.monotonic(), None)
@@ -99,7 +81,7 @@ async def test_a_second_video_is_admitted_while_the_first_runs_with_its_end_know
         last = await poll(key, pacer, last, created)
     pacer.next_poll(key.clock.monotonic(), last)
     assert all(key.planner.polls.predicted_done(task) is not None for task in key.planner.polls)
-    key.queues.push(await key.job(guild=2))
+    key.queues.push(await key.job(guild=2, running=False))
     # The first task's polls come at most MAX_INTERVAL apart: a few of the window's six requests.
     assert key.planner.demand() <= WINDOW / MAX_INTERVAL + 2
     assert key.planner.may_start(1, JobKind.VIDEO)
@@ -111,8 +93,8 @@ async def test_a_second_video_is_admitted_while_the_first_runs_with_its_end_know
 
 
 async def test_a_second_video_waits_only_while_the_first_create_is_sent_and_asks_again_soon(key: Key) -> None:
-    key.queues.push(await key.job(guild=2))
-    handle = key.planner.plan(await key.job(guild=1))
+    key.queues.push(await key.job(guild=2, running=False))
+    handle = key.planner.plan(await key.job(guild=1, running=False))
 
     async def sending() -> None:
         assert key.refused_with_a_recheck()  # one video's create waits for the budget at a time
@@ -128,7 +110,7 @@ async def test_a_second_video_waits_only_while_the_first_create_is_sent_and_asks
 async def test_every_refusal_of_a_second_video_asks_again_in_finite_time(key: Key) -> None:
     created = key.clock.time()
     _, pacer = await first_created(key)
-    key.queues.push(await key.job(guild=2))
+    key.queues.push(await key.job(guild=2, running=False))
     last: float | None = None
     refused = 0
     while key.clock.time() - created < TASK:

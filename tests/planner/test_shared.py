@@ -30,6 +30,7 @@ from framecast.storage import Store
 from framecast.values import Job, JobState
 from tests.fakes.clock import ManualClock
 from tests.planner.jobs import add_job
+from tests.planner.rigs import Rig
 from tests.redis_server import REDIS_HOST, REDIS_PORT, requires_redis
 from tests.workers import free_port
 
@@ -53,24 +54,11 @@ def _client(port: int = REDIS_PORT) -> aioredis.Redis:
 
 
 @dataclasses.dataclass
-class Proc:
+class Proc(Rig):
     """One process's planner on the shared key."""
 
-    clock: ManualClock
-    store: Store
-    budget: RequestBudget
-    queues: GuildQueues
-    planner: Planner
-    shared: SharedPlanState
-    redis: aioredis.Redis
-
-    async def job(self, *, running: bool = True) -> Job:
-        job = await add_job(self.store, 1)
-        if running:
-            job = dataclasses.replace(
-                job, state=JobState.RUNNING, started_at=self.clock.time(), task_id=f"t{job.id}"
-            )
-        return job
+    shared: SharedPlanState = dataclasses.field(init=False)
+    redis: aioredis.Redis = dataclasses.field(init=False)
 
     async def run(self, n: int) -> list[Job]:
         """`n` tasks on the service (nothing learned: each needs 3 requests in the next window)."""
@@ -95,35 +83,34 @@ async def key_id() -> AsyncIterator[str]:
 @pytest.fixture
 async def proc(tmp_path: Path, key_id: str) -> AsyncIterator[ProcFactory]:
     """Make processes on `key_id` (closed after the test; a "dead" one may be closed early)."""
-    made: list[Proc] = []
+    made = 0
 
     async def make(*, port: int = REDIS_PORT, window: float = WINDOW, ceiling: int | None = None) -> Proc:
+        nonlocal made
         clock = ManualClock()
-        store = await Store.open(tmp_path / f"p{len(made)}.sqlite3", clock=clock)
-        budget = RequestBudget(LIMIT, WINDOW, clock=clock)
-        queues = GuildQueues()
         redis = _client(port)
         shared = SharedPlanState(redis=redis, key_id=key_id, clock=clock, window=window)
-        planner = await Planner.open(
-            budget=budget,
-            clock=clock,
-            store=store,
-            queues=queues,
-            settings=PlannerSettings(poll_interval=INTERVAL, poll_max_interval=6 * INTERVAL, ceiling=ceiling),
+        name, made = f"p{made}.sqlite3", made + 1
+        # The budget's window is the key's; the shared state's `window` may differ from it.
+        opened = Proc.opened(
+            tmp_path,
+            name=name,
+            limit=LIMIT,
+            window=WINDOW,
+            interval=INTERVAL,
+            ceiling=ceiling,
             shared=shared,
+            clock=clock,
         )
-        p = Proc(clock, store, budget, queues, planner, shared, redis)
-        made.append(p)
+        p = await processes.enter_async_context(opened)
+        p.shared, p.redis = shared, redis
+        # Last in, first out: its shared state, then its connection, then its budget and store.
+        processes.push_async_callback(redis.aclose)
+        processes.push_async_callback(shared.aclose)
         return p
 
-    try:
+    async with contextlib.AsyncExitStack() as processes:
         yield make
-    finally:
-        for p in made:
-            await p.shared.aclose()
-            await p.redis.aclose()
-            p.budget.close()
-            await p.store.close()
 
 
 async def refresh(*procs: Proc) -> None:
