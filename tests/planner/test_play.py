@@ -222,20 +222,13 @@ def test_the_images_waiting_start_before_any_video_each_followed_by_its_download
     assert result.videos == pytest.approx([6 * spacing, 8 * spacing])
 
 
-def running(*polls: tuple[float, float, Priority]) -> list[Planned]:
-    """Running tasks 1, 2, ... whose next polls are due at these times, each with its download."""
-    return [Planned(at, n, priority, job_id) for job_id, (at, n, priority) in enumerate(polls, start=1)]
-
-
-def test_a_tasks_next_poll_goes_out_behind_the_polls_due_before_it() -> None:
-    # No slot is free now: one every 3.75 s. Three polls likely to see a result, each with its
-    # download, are due at 0 s, 1 s and 2 s: the third goes out on the fifth slot.
-    slots = Slots(now=0.0, window=WINDOW, allowed=16, free=0, frees=None, spacing=WINDOW / 16)
-    high = Priority.HIGH
-    result = play(
+def polls_played(*polls: tuple[float, float, Priority], **held: Any) -> Played:
+    """Running tasks 1, 2, ... whose next polls are due at these times, each with its download,
+    played on a key with no slot free now (one every 3.75 s) and nothing queued but ``held``."""
+    return play(
         now=0.0,
-        planned=running((0.0, 2.0, high), (1.0, 2.0, high), (2.0, 2.0, high)),
-        slots=slots,
+        planned=[Planned(at, n, priority, job_id) for job_id, (at, n, priority) in enumerate(polls, start=1)],
+        slots=Slots(now=0.0, window=WINDOW, allowed=16, free=0, frees=None, spacing=WINDOW / 16),
         tuning=RULE,
         window=WINDOW,
         allowed=16,
@@ -243,26 +236,22 @@ def test_a_tasks_next_poll_goes_out_behind_the_polls_due_before_it() -> None:
         expected=lambda at: [],
         horizon=3600.0,
         step=WINDOW / 16,
+        **held,
     )
+
+
+def test_a_tasks_next_poll_goes_out_behind_the_polls_due_before_it() -> None:
+    # Three polls likely to see a result, each with its download, are due at 0 s, 1 s and 2 s: the
+    # third goes out on the fifth slot.
+    high = Priority.HIGH
+    result = polls_played((0.0, 2.0, high), (1.0, 2.0, high), (2.0, 2.0, high))
     spacing = WINDOW / 16
     assert result.polls == pytest.approx({1: spacing, 2: 3 * spacing, 3: 5 * spacing})
 
 
 def test_a_poll_that_only_refreshes_progress_goes_after_the_creates_and_likely_results() -> None:
-    slots = Slots(now=0.0, window=WINDOW, allowed=16, free=0, frees=None, spacing=WINDOW / 16)
-    result = play(
-        now=0.0,
-        planned=running((0.0, 1.0, Priority.PROGRESS), (1.0, 2.0, Priority.HIGH)),
-        slots=slots,
-        tuning=RULE,
-        window=WINDOW,
-        allowed=16,
-        weighed=lambda at: [(at, 1.0)],
-        expected=lambda at: [],
-        horizon=3600.0,
-        step=WINDOW / 16,
-        images=1,
-        images_first=True,
+    result = polls_played(
+        (0.0, 1.0, Priority.PROGRESS), (1.0, 2.0, Priority.HIGH), images=1, images_first=True
     )
     spacing = WINDOW / 16
     # The image that waited a window first, then the likely result and their downloads.
