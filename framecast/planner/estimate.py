@@ -9,13 +9,16 @@ checked against what happened in ``benchmarks/bench_planner.py`` (``benchmarks/e
   plan's; without, each poll of the ladder (:mod:`framecast.planner.polls`) has a chance of being
   the one, from the durations given that the last poll found the task running, and the figure
   shown is the one most likely to be close (:func:`likeliest_close`). A poll due on a busy key
-  waits for the ones due before it (:meth:`Forecast._queued`).
-* **"starts in" plays the admission policy forward** (:func:`~framecast.planner.starts.play_starts`
-  asks :func:`~framecast.planner.policy.admits` slot by slot), and behind a ceiling on tasks at
-  once waits for a slot to free. Images, and videos beyond the play's horizon, start at the key's
-  pace. Members who arrive meanwhile and go first are not counted: counting the videos that arrived
-  in as long a time before moved the median error at 110 % load by a point, within the spread of
-  one code run twice (``benchmarks/README.md``, "The planner package smaller").
+  goes out when the key played forward sends it, behind the requests before it in the budget.
+* **"starts in" is the same play** (:func:`~framecast.planner.play.play` asks
+  :func:`~framecast.planner.policy.admits` slot by slot; the images waiting go first), and behind
+  a ceiling on tasks at once waits for a slot to free. Jobs beyond the play's horizon start at the
+  key's pace. Members who arrive meanwhile and go first are not counted: counting the videos that
+  arrived in as long a time before moved the median error at 110 % load by a point, within the
+  spread of one code run twice (``benchmarks/README.md``, "The planner package smaller").
+
+The forecast reads the planner's state only as snapshots: each task as :class:`TaskView
+<framecast.planner.polls.TaskView>`, the rest of the key as :class:`KeyNow`.
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ from typing import Protocol
 
 from framecast.clock import Clock
 from framecast.jobs.queues import GuildQueues
+from framecast.planner.play import Played, Slots, play
 from framecast.planner.policy import IMAGE_REQUESTS
-from framecast.planner.polls import TOP, PolledTask, PollPlan, ladder_quantile, poll_at
+from framecast.planner.polls import TOP, PollPlan, TaskView, ladder_quantile, poll_at
 from framecast.planner.predict import DurationKey
-from framecast.planner.starts import Slots, play_starts
 from framecast.planner.tuning import PlannerTuning
 from framecast.service.budget import Budget
 from framecast.values import Job, JobKind, JobState
@@ -42,6 +45,7 @@ __all__ = [
     "Estimate",
     "Estimates",
     "Forecast",
+    "KeyNow",
     "QueuePace",
     "expected_seen",
     "first_poll_at",
@@ -202,9 +206,20 @@ def likeliest_close(
     return min((x for x, share in zip(candidates, shares, strict=True) if share == best), key=mean_error)
 
 
+@dataclass(frozen=True)
+class KeyNow:
+    """What the forecast reads of its key besides the poll plan, as the planner sees it at one
+    moment (``Planner.estimate`` passes it: a read-only snapshot)."""
+
+    pace: QueuePace
+    images_first: bool  # an image waiting has waited a whole window: the images go before the polls
+    images_sent: Sequence[float] = ()  # when the images' creates sent within the last window went (monotonic)
+    in_flight: tuple[int, int] = (0, 0)  # creates handed to the budget, not answered yet: (videos, images)
+
+
 class Forecast:
-    """The estimates of one key's planner (``Planner.estimate``): reads its poll plan, queues,
-    budget and pace (:class:`QueuePace`), and changes none of them."""
+    """The estimates of one key's planner (``Planner.estimate``): reads its poll plan, queues and
+    budget, and the key as the planner sees it (:class:`KeyNow`), and changes none of them."""
 
     def __init__(
         self,
@@ -214,94 +229,74 @@ class Forecast:
         budget: Budget,
         queues: GuildQueues,
         scope: Callable[[int], bool] | None,
-        pace: Callable[[], QueuePace],
         tuning: PlannerTuning,
-        images_first: Callable[[], int],
-        images_sent: Callable[[], Sequence[float]] = lambda: (),
-        in_flight: Callable[[], tuple[int, int]] = lambda: (0, 0),
     ) -> None:
-        """`scope(guild_id)`: whether a guild's jobs wait for this key (None: every guild's).
-
-        `tuning`: the admission policy's numbers (the policy is played forward for "starts in");
-        `images_first()`: the images waiting that go before the polls expected to see a result;
-        `images_sent()`: when the images' creates sent within the last window went (monotonic);
-        `in_flight()`: the creates handed to the budget and not answered yet (videos, images).
-        """
+        """`scope(guild_id)`: whether a guild's jobs wait for this key (None: every guild's);
+        `tuning`: the admission policy's numbers (the policy is played forward)."""
         self._plan = plan
         self._clock = clock
         self._budget = budget
         self._queues = queues
         self._scope = scope
-        self._pace = pace
         self._tuning = tuning
-        self._images_first = images_first
-        self._images_sent = images_sent
-        self._in_flight = in_flight
-        # The queued videos' starts as last played forward (monotonic), when, for how many queued
-        # videos and images, and whether the plan changed since (see :meth:`_video_starts`).
-        self._starts: list[float] = []
-        self._starts_at = -math.inf
-        self._starts_for = (0, 0)
+        # The key as last played forward (monotonic), when, for how many queued videos and images,
+        # and whether the plan changed since (see :meth:`_played`).
+        self._played = Played()
+        self._played_at = -math.inf
+        self._played_for = (0, 0)
         self._stale = True
 
     def __repr__(self) -> str:
         return f"<Forecast of {self._plan!r}>"
 
     def changed(self) -> None:
-        """The plan or the queues changed: the queued videos' starts are played again when next read."""
+        """The plan or the queues changed: the key is played again when next read."""
         self._stale = True
 
-    def estimate(self, job: Job) -> Estimate:
+    def estimate(self, job: Job, key: KeyNow) -> Estimate:
         """The job's progress and timing as far as they are known (see :class:`Estimate`)."""
         if job.state is JobState.QUEUED:
             # Only jobs on this key wait for its budget: other keys' guilds start on their own.
             ahead = self._queues.ahead(job.id, self._scope)
             if ahead is None:
                 return Estimate()
-            return Estimate(starts_in=self.starts_in(ahead, job))
-        task = self._plan.get(job.id)
+            return Estimate(starts_in=self.starts_in(ahead, job, key))
+        now = self._clock.time()
+        task = self._plan.view(job.id, now)
         if job.state is not JobState.RUNNING or task is None:
             return Estimate()
-        now = self._clock.time()
-        progress = task.track.progress_at(now)
-        remaining = self.left(task, now)
-        measured = progress is not None and progress == task.seen_progress
-        return Estimate(progress=progress, remaining=remaining, measured=measured)
+        return Estimate(progress=task.progress, remaining=self.left(task, now, key), measured=task.measured)
 
     # -- running: when the bot will see the task done ------------------------------------------------
-    def seen_done(self, task: PolledTask, now: float) -> float | None:
+    def seen_done(self, task: TaskView, now: float, key: KeyNow) -> float | None:
         """Wall time the planner's polls are expected to see `task` done (None: nothing known): the
         mean over :meth:`left`'s polls, what a queue behind a cap adds up."""
-        outlook = self._outlook(task, now, late=self._queued(task))
+        outlook = self._outlook(task, now, late=self._late(task, key))
         if outlook is None:
             return None
         polls, chances = outlook
         return mean_wait(polls, chances)
 
-    def left(self, task: PolledTask, now: float) -> float | None:
+    def left(self, task: TaskView, now: float, key: KeyNow) -> float | None:
         """Seconds "left" shown for `task`: until the poll that sees it done (None: nothing known),
-        the likeliest close figure (:func:`likeliest_close`). The polls as planned, queued behind
-        the ones due before (:meth:`_queued`; adding how late polls came lately did worse)."""
-        outlook = self._outlook(task, now, late=self._queued(task))
+        the likeliest close figure (:func:`likeliest_close`). The polls as planned, the next one as
+        late as the play sends it (:meth:`_late`; adding how late polls came lately did worse)."""
+        outlook = self._outlook(task, now, late=self._late(task, key))
         if outlook is None:
             return None
         polls, chances = outlook
         return likeliest_close([at - now for at in polls], chances, floor=self._plan.interval)
 
-    def _outlook(
-        self, task: PolledTask, now: float, *, late: float
-    ) -> tuple[list[float], list[float]] | None:
+    def _outlook(self, task: TaskView, now: float, *, late: float) -> tuple[list[float], list[float]] | None:
         """The polls that may see `task` done (wall times) and the chance of each (None: unknown).
 
-        `late`: how late a planned poll is expected to come.
+        `late`: how late its planned poll is expected to go out.
         """
         plan = self._plan
         next_poll = self._next_poll(task, now, late)
-        if task.track.predicted_done() is not None:
+        if task.aim is not None:
             # Progress gives the end: the planner aims its poll just after it (its margin included).
-            target = plan.predicted_done(task)
-            assert target is not None
-            at = first_poll_at(target, next_poll, interval=plan.interval, max_interval=plan.max_interval)
+            at = first_poll_at(task.aim, next_poll, interval=plan.interval, max_interval=plan.max_interval)
             return [at], [1.0]
         if task.key is None or not plan.learned(task.key):
             return None
@@ -312,8 +307,7 @@ class Forecast:
 
         cdf = DurationCdf(quantile)
         # The last poll found it still running: only the durations beyond that age are left.
-        last = task.track.last_at
-        past = cdf(0.0 if last is None else last - task.started)
+        past = cdf(0.0 if task.last_at is None else task.last_at - task.started)
 
         def done_by(at: float) -> float:
             return (cdf(at - task.started) - past) / (1.0 - past) if past < 1.0 else 1.0
@@ -321,33 +315,17 @@ class Forecast:
         polls = self._ladder(next_poll, task.started, task.polls, task.first, quantile, done_by)
         return polls, seen_chances(polls, done_by)
 
-    def _queued(self, task: PolledTask) -> float:
-        """How late the task's planned poll is expected to go out, queued behind the polls planned
-        to see a result before it, each with its download (a batch's first polls went out one after
-        another, 20-60 s late, where "left" had counted to the plan)."""
+    def _late(self, task: TaskView, key: KeyNow) -> float:
+        """How late the task's planned poll is expected to go out: when the play sends it, behind
+        the requests before it in the budget (a batch's first polls went out one after another,
+        20-60 s late, where "left" had counted to the plan)."""
         if not task.goes_first:
             return 0.0  # a poll that cannot see a result yet goes after creates: its figure is the plan's
-        now = self._clock.monotonic()
-        order = (task.next_at, task.job_id)
-        due = sorted(
-            (other.next_at, other.job_id)
-            for other in self._plan
-            if other.goes_first and (other.next_at, other.job_id) <= order
-        )
-        slots = self._slots(now, self._pace())
-        for _ in range(int(IMAGE_REQUESTS) * self._images_first()):
-            slots.spend()  # images that have waited a whole window go first, their downloads too
-        sent = now
-        for next_at, _ in due:
-            while slots.first() < next_at:
-                slots.idle(next_at)  # a poll goes at its plan at the soonest
-            sent = slots.first()
-            slots.spend()
-            slots.spend()  # its download
-        return max(0.0, sent - task.next_at)
+        sent = self._play(key).polls.get(task.job_id)
+        return 0.0 if sent is None else max(0.0, sent - task.next_at)
 
     def _slots(self, now: float, pace: QueuePace) -> Slots:
-        """When this process's budget grants its next slots (see :class:`~framecast.planner.starts.Slots`)."""
+        """When this process's budget grants its next slots (see :class:`~framecast.planner.play.Slots`)."""
         budget = self._budget
         return Slots(
             now=now,
@@ -358,10 +336,9 @@ class Forecast:
             spacing=1.0 / pace.per_second(budget),
         )
 
-    def _next_poll(self, task: PolledTask, now: float, late: float) -> float:
+    def _next_poll(self, task: TaskView, now: float, late: float) -> float:
         """Wall time of the task's next poll as planned, `late` seconds late (now, when one is due)."""
         if task.next_at > 0:
-            # A due poll waits for its turn in the budget (see _queued).
             at = task.next_at + late + (self._clock.time() - self._clock.monotonic())
         else:  # not planned yet: the first poll comes an interval after the create
             at = task.seen_at + self._plan.interval
@@ -405,13 +382,14 @@ class Forecast:
         return polls
 
     # -- queued: when the job starts ------------------------------------------------------------------
-    def starts_in(self, ahead: int, job: Job) -> float | None:
+    def starts_in(self, ahead: int, job: Job, key: KeyNow) -> float | None:
         """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown):
-        a video when the policy played forward starts it (:meth:`_video_starts`); an image, or a
-        video past the play's horizon, at the key's pace (behind the images waiting, for a video);
-        behind a ceiling, when a slot frees for it."""
-        pace = self._pace()
-        starts = self._video_starts(pace) if job.kind is JobKind.VIDEO else []
+        when the key played forward starts it (:meth:`_play`); past the play's horizon, at the
+        key's pace (behind the images waiting, for a video); behind a ceiling, when a slot frees
+        for it."""
+        pace = key.pace
+        played = self._play(key)
+        starts = played.videos if job.kind is JobKind.VIDEO else played.images
         if ahead < len(starts):
             by_rate = max(0.0, starts[ahead] - self._clock.monotonic())
         else:  # at the key's pace: every job ahead costs what a task costs on average
@@ -424,13 +402,13 @@ class Forecast:
         if ceiling is None or ahead + 1 <= ceiling - occupied:
             return by_rate
         now = self._clock.time()
-        running = list(self._plan)
+        running = self._plan.views(now)
         duration = self.typical_seen(job)
         # When each slot frees: free now, when a running task is seen done, or unknown (inf); a
         # job being created holds its slot for a whole typical duration.
         frees = [0.0] * max(0, ceiling - occupied)
         for task in running:
-            seen = self.seen_done(task, now)
+            seen = self.seen_done(task, now, key)
             frees.append(math.inf if seen is None else max(0.0, seen - now))
         frees += [math.inf if duration is None else duration] * max(0, occupied - len(running))
         heapq.heapify(frees)
@@ -440,27 +418,22 @@ class Forecast:
         at = heapq.heappop(frees) if frees else math.inf
         return None if math.isinf(at) else max(by_rate, at)
 
-    def _video_starts(self, pace: QueuePace) -> list[float]:
-        """When each queued video of this key starts, in queue order (monotonic): the policy played
-        forward (:func:`~framecast.planner.starts.play_starts`), the waiting images first. Played
-        again when the queues changed, when the plan did at most every quarter slot, else every slot."""
+    def _play(self, key: KeyNow) -> Played:
+        """The key played forward (:func:`~framecast.planner.play.play`) from now. Played again when
+        the queues changed, when the plan did at most every quarter slot, else every slot."""
         now = self._clock.monotonic()
+        pace = key.pace
         spacing = 1.0 / pace.per_second(self._budget)
         videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
         images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
-        age = now - self._starts_at
-        same = (videos, images) == self._starts_for
+        age = now - self._played_at
+        same = (videos, images) == self._played_for
         if same and (age < spacing / 4 or (age < spacing and not self._stale)):
-            return self._starts
+            return self._played
         plan = self._plan
-        planned = plan.profile(now)
-        flying_videos, flying_images = self._in_flight()
-        if images or flying_images:  # images go first: their creates, then their downloads
-            planned.append((now, float((IMAGE_REQUESTS - 1) * (images + flying_images))))
-        self._starts = play_starts(
+        self._played = play(
             now=now,
-            count=videos,
-            planned=planned,
+            planned=plan.requests(now),
             slots=self._slots(now, pace),
             tuning=self._tuning,
             window=self._budget.window,
@@ -468,11 +441,13 @@ class Forecast:
             weighed=plan.new_video_requests,
             expected=plan.new_video_cost,
             # Long enough for the queue at twice a task's cost, and a whole task's polls beyond.
-            horizon=2 * (videos + 1) * pace.requests_per_task * spacing + 2 * plan.max_interval,
+            horizon=2 * (videos + images + 1) * pace.requests_per_task * spacing + 2 * plan.max_interval,
             step=spacing,
-            creates_first=images,
-            images_sent=self._images_sent(),
-            in_flight=(flying_videos, flying_images),
+            videos=videos,
+            images=images,
+            images_first=key.images_first,
+            images_sent=key.images_sent,
+            in_flight=key.in_flight,
         )
-        self._starts_at, self._starts_for, self._stale = now, (videos, images), False
-        return self._starts
+        self._played_at, self._played_for, self._stale = now, (videos, images), False
+        return self._played

@@ -37,7 +37,7 @@ from typing import TypeVar
 from framecast.clock import Clock
 from framecast.jobs.job_keys import CreateFailure
 from framecast.jobs.queues import GuildQueues
-from framecast.planner.estimate import Estimate, Forecast, QueuePace
+from framecast.planner.estimate import Estimate, Forecast, KeyNow, QueuePace
 from framecast.planner.policy import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO, KeyView, admits
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
@@ -118,16 +118,7 @@ class Planner:
         self._costs: deque[int] = deque(maxlen=self._tuning.memory)
         # What members are told: read from the poll plan, the queues and this planner's pace.
         self._forecast = Forecast(
-            self._polls,
-            clock=clock,
-            budget=budget,
-            queues=queues,
-            scope=scope,
-            pace=self.pace,
-            tuning=self._tuning,
-            images_first=self.images_first,
-            images_sent=self.images_sent,
-            in_flight=self.creates_in_flight,
+            self._polls, clock=clock, budget=budget, queues=queues, scope=scope, tuning=self._tuning
         )
         if shared is not None:
             shared.attach(self._share, self._shared_changed)
@@ -146,11 +137,12 @@ class Planner:
         settings: PlannerSettings,
         scope: Callable[[int], bool] | None = None,
         shared: SharedPlanState | None = None,
+        tuning: PlannerTuning | None = None,
     ) -> Planner:
         """A planner whose duration model starts from what the store learned before a restart (every
         key's planner learns from the same durations: the service is the same)."""
+        tuning = tuning or PlannerTuning()
         # Cautious priors in poll intervals: they only shape estimates until real durations arrive.
-        tuning = PlannerTuning()
         durations = Survival(
             priors={"video": 4 * settings.poll_interval, "image": settings.poll_interval},
             keep=tuning.memory,
@@ -166,6 +158,7 @@ class Planner:
             settings=settings,
             scope=scope,
             shared=shared,
+            tuning=tuning,
         )
 
     # -- admission (the scheduler asks before starting the next job) ---------------------------------
@@ -458,8 +451,15 @@ class Planner:
 
     # -- estimates (what the chat side shows between polls) -----------------------------------------
     def estimate(self, job: Job) -> Estimate:
-        """The job's progress and timing as far as they are known (see :class:`Forecast`)."""
-        return self._forecast.estimate(job)
+        """The job's progress and timing as far as they are known (see :class:`Forecast`), from a
+        snapshot of the key (:class:`KeyNow`)."""
+        key = KeyNow(
+            pace=self.pace(),
+            images_first=self.images_first() > 0,
+            images_sent=self.images_sent(),
+            in_flight=self.creates_in_flight(),
+        )
+        return self._forecast.estimate(job, key)
 
     def pace(self) -> QueuePace:
         """How fast this key's queue moves now, for the forecast's starts."""

@@ -4,7 +4,7 @@ The planner (:meth:`Planner.may_start <framecast.planner.planner.Planner.may_sta
 read-only :class:`KeyView` of its key (the running tasks' requests, the queues, the budget, the
 other processes' share) and asks :func:`admits`; nothing is recorded by asking. The forecast's
 "starts in" asks the same function over the snapshots the key will pass through
-(:func:`~framecast.planner.starts.play_starts`): one policy, asked now and played ahead. Every
+(:func:`~framecast.planner.play.play`): one policy, asked now and played ahead. Every
 tuned number comes from :class:`~framecast.planner.tuning.PlannerTuning`.
 
 **The objective** (the one the whole planner serves): the sum over jobs of what members wait,
@@ -39,12 +39,14 @@ from dataclasses import dataclass
 
 from framecast.planner.tuning import PlannerTuning
 from framecast.values import JobKind
+from framecast.values.service_requests import Priority
 
 __all__ = [
     "IMAGE_REQUESTS",
     "MAX_DEFERRED",
     "MIN_REQUESTS_PER_VIDEO",
     "KeyView",
+    "Planned",
     "Requests",
     "admits",
     "peak_with",
@@ -67,9 +69,20 @@ Requests = tuple[float, float]
 
 
 @dataclass(frozen=True)
+class Planned:
+    """Requests a running task is expected to make at a moment, at a budget priority. `job_id` marks
+    the task's next poll (the one its "left" waits for); None marks its later requests."""
+
+    at: float
+    requests: float
+    priority: Priority
+    job_id: int | None = None
+
+
+@dataclass(frozen=True)
 class KeyView:
     """A read-only snapshot of one key, as admission weighs it (monotonic times; what is not given
-    is zero: the play forward, :func:`~framecast.planner.starts.play_starts`, fills only its part)."""
+    is zero: the play forward, :func:`~framecast.planner.play.play`, fills only its part)."""
 
     now: float
     window: float  # the budget's window (seconds)

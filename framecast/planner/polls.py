@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from framecast.clock import Clock
-from framecast.planner.policy import Requests
+from framecast.planner.policy import Planned, Requests
 from framecast.planner.predict import DurationKey, ProgressTrack
 from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
@@ -44,7 +44,7 @@ from framecast.values import Job
 from framecast.values.durations import DurationRow
 from framecast.values.service_requests import Priority
 
-__all__ = ["FIRST", "TOP", "PollPlan", "PolledTask", "first_rung", "ladder_quantile", "poll_at"]
+__all__ = ["FIRST", "TOP", "PollPlan", "PolledTask", "TaskView", "first_rung", "ladder_quantile", "poll_at"]
 
 #: The first rung on a quiet key: the median.
 FIRST = 0.5
@@ -100,6 +100,25 @@ class PolledTask:
         return self.likely_done and not self.learning
 
 
+@dataclass(frozen=True)
+class TaskView:
+    """One running task as the forecast reads it at one moment (:meth:`PollPlan.view`): a copy, so
+    nothing outside the plan reads the task the plan goes on changing."""
+
+    job_id: int
+    key: DurationKey | None
+    started: float  # wall clock
+    seen_at: float  # wall time of the last contact before this planner saw it (PolledTask.seen_at)
+    polls: int
+    first: float  # the ladder's first rung
+    next_at: float  # monotonic time of the next poll as planned (0: not planned yet)
+    goes_first: bool  # its planned poll goes first in the budget (PolledTask.goes_first)
+    aim: float | None  # wall time its progress predicts it done, the plan's margin added (None: no slope)
+    last_at: float | None  # wall time it was last polled
+    progress: float | None  # its estimated progress now (None: none reported)
+    measured: bool  # `progress` is the service's own last report
+
+
 class PollPlan:
     """The running tasks of one key and their planned polls (see the module docstring)."""
 
@@ -137,6 +156,32 @@ class PollPlan:
     def get(self, job_id: int) -> PolledTask | None:
         """The task of the job, if it runs on the service."""
         return self._tasks.get(job_id)
+
+    def view(self, job_id: int, now_wall: float) -> TaskView | None:
+        """The job's task as it stands at wall time `now_wall` (None: it does not run here)."""
+        task = self._tasks.get(job_id)
+        if task is None:
+            return None
+        track = task.track
+        progress = track.progress_at(now_wall)
+        return TaskView(
+            job_id=task.job_id,
+            key=task.key,
+            started=task.started,
+            seen_at=task.seen_at,
+            polls=task.polls,
+            first=task.first,
+            next_at=task.next_at,
+            goes_first=task.goes_first,
+            aim=self.predicted_done(task) if track.predicted_done() is not None else None,
+            last_at=track.last_at,
+            progress=progress,
+            measured=progress is not None and progress == task.seen_progress,
+        )
+
+    def views(self, now_wall: float) -> list[TaskView]:
+        """Every running task as it stands at wall time `now_wall`."""
+        return [view for job_id in list(self._tasks) if (view := self.view(job_id, now_wall)) is not None]
 
     # -- the tasks ------------------------------------------------------------------------------------
     def add(self, job: Job, *, video: bool) -> PolledTask:
@@ -299,24 +344,35 @@ class PollPlan:
         return sum(2.0 for t in self._tasks.values() if t.goes_first and t.next_at <= horizon)
 
     def profile(self, now: float) -> list[Requests]:
+        """The running tasks' expected requests, at monotonic times (:meth:`requests`' without
+        their priorities)."""
+        return [(p.at, p.requests) for p in self.requests(now)]
+
+    def requests(self, now: float) -> list[Planned]:
         """The running tasks' expected requests, at monotonic times: each task's polls as
-        :meth:`plan` spaces them (:func:`poll_at`), then the one expected to see it done and its
-        download (two, at once for a task whose end is not known). Counting a poll every interval
-        instead held a second video back for the whole life of a first whose end was known, where
-        a window holds many intervals."""
+        :meth:`plan` spaces them and prices them (:func:`poll_at`), then the one expected to see it
+        done and its download (two, at once for a task whose end is not known). Counting a poll
+        every interval instead held a second video back for the whole life of a first whose end was
+        known, where a window holds many intervals."""
         to_mono = now - self._clock.time()
-        planned: list[Requests] = []
+        planned: list[Planned] = []
         for task in self._tasks.values():
             at = max(now, task.next_at)  # a poll already due waits for the budget now
             done = None if task.likely_done else self.predicted_done(task)
+            job_id: int | None = task.job_id  # the next poll; the later ones carry no id
             if done is not None:
                 while done + to_mono > at + 1e-9:
-                    planned.append((at, 1.0))
-                    at = poll_at(at, done + to_mono, interval=self.interval, max_interval=self.max_interval)
+                    planned.append(Planned(at, 1.0, Priority.PROGRESS, job_id))
+                    at, job_id = (
+                        poll_at(at, done + to_mono, interval=self.interval, max_interval=self.max_interval),
+                        None,
+                    )
             elif not task.likely_done:
-                planned.append((at, 1.0))
-                at += self.interval
-            planned.append((at, 2.0))  # the poll that sees it done, then the download
+                planned.append(Planned(at, 1.0, Priority.PROGRESS, job_id))
+                at, job_id = at + self.interval, None
+            # The poll that sees it done, then the download (a poll sent to learn the task goes after creates).
+            seen = Priority.PROGRESS if job_id is not None and not task.goes_first else Priority.HIGH
+            planned.append(Planned(at, 2.0, seen, job_id))
         return planned
 
     def new_video_requests(self, now: float) -> list[Requests]:

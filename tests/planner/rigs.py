@@ -18,6 +18,7 @@ from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import RequestBudget
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import SharedPlanState
+from framecast.planner.tuning import PlannerTuning
 from framecast.storage import Store
 from framecast.values import Job, JobKind, JobState
 from tests.fakes.clock import ManualClock
@@ -104,9 +105,10 @@ class Rig:
         *,
         scope: Callable[[int], bool] | None = None,
         shared: SharedPlanState | None = None,
+        tuning: PlannerTuning | None = None,
     ) -> Planner:
         """A planner of the key over the rig's store, budget and queues (`settings`: the rig's);
-        `scope`, `shared` as :meth:`Planner.open` takes them."""
+        `scope`, `shared`, `tuning` as :meth:`Planner.open` takes them."""
         return await Planner.open(
             budget=self.budget,
             clock=self.clock,
@@ -115,6 +117,7 @@ class Rig:
             settings=settings or self.settings,
             scope=scope,
             shared=shared,
+            tuning=tuning,
         )
 
     async def reopen(self, **settings: Any) -> Planner:

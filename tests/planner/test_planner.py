@@ -62,6 +62,18 @@ async def test_nothing_learned_yet_polls_every_interval_at_progress_priority_unt
     assert pacer.next_poll(now, now)[1] == Priority.HIGH
 
 
+async def test_a_planner_opened_with_a_tuning_learns_a_kind_after_that_tunings_scouts(rig: Rig) -> None:
+    # Two scouts: the kind is learned once one task finished (every scout but the slowest), where
+    # the default tuning waits for three.
+    key = DurationKey.for_params(VIDEO)
+    rig.planner = await rig.open_planner(tuning=PlannerTuning(scouts=2))
+    await teach(rig, 90.0, times=1)
+    assert rig.planner.polls.learned(key)
+    rig.planner = await rig.open_planner()
+    await teach(rig, 90.0, times=1)
+    assert not rig.planner.polls.learned(key)
+
+
 async def test_progress_slope_times_the_poll_that_finds_it_done(rig: Rig) -> None:
     job = await rig.job()
     pacer = rig.planner.pacer(job)

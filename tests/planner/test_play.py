@@ -1,4 +1,5 @@
-"""When queued videos start: the video rule, the budget's slots, and the admission policy played forward."""
+"""The key played forward: the video rule, the budget's slots, when queued jobs start and when a
+running task's next poll goes out."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framecast.planner.policy import Requests, video_fits
-from framecast.planner.starts import Slots, play_starts
+from framecast.planner.play import Played, Slots, play
+from framecast.planner.policy import Planned, Requests, video_fits
 from framecast.planner.tuning import PlannerTuning
+from framecast.values.service_requests import Priority
 
 WINDOW = 60.0
 RULE = PlannerTuning(last_creates=4, borrow=1.5, idle=0.5, spread=0.0)
@@ -32,7 +34,7 @@ def no_peak() -> float:
     raise AssertionError("the later windows are looked at only when the next one has room")
 
 
-def test_a_video_starts_only_while_the_next_window_has_room_for_its_create() -> None:
+def test_a_video_startsonly_while_the_next_window_has_room_for_its_create() -> None:
     assert Rule(RULE).fits(due=15, images=0, videos=10, peak=lambda: 0.0)
     assert not Rule(RULE).fits(due=16, images=0, videos=10, peak=no_peak)
     # Each waiting image goes first: two requests of the window each.
@@ -44,7 +46,7 @@ def test_a_video_whose_polls_would_crowd_a_later_window_waits() -> None:
     assert Rule(RULE).fits(due=9, images=0, videos=10, peak=lambda: 16.0)
 
 
-def test_a_video_starts_whatever_the_later_windows_hold_while_the_key_would_idle() -> None:
+def test_a_video_startswhatever_the_later_windows_hold_while_the_key_would_idle() -> None:
     # Half the next window or less planned: a slot left idle is lost, a crowded window only waits.
     assert Rule(RULE).fits(due=8, images=0, videos=10, peak=no_peak)
     assert not Rule(RULE).fits(due=8.5, images=0, videos=10, peak=lambda: 17.0)
@@ -108,19 +110,19 @@ def test_an_unknown_budget_grants_this_processs_even_part_after_the_free_slots()
     assert seen == [0.0, 0.0, 7.5, 15.0, 22.5]
 
 
-def play(
+def played(
     count: int,
     planned: Sequence[Requests],
     slots: Slots,
     cost: Sequence[Requests] = (),
     rule: PlannerTuning = RULE,
     **held: Any,
-) -> list[float]:
-    """The starts of ``count`` videos on a key of 16 a window (``held``: what else holds its slots)."""
-    return play_starts(
+) -> Played:
+    """The key of 16 a window played forward with ``count`` videos queued and polls ``planned``, each
+    likely to see a result (``held``: what else holds its slots)."""
+    return play(
         now=0.0,
-        count=count,
-        planned=planned,
+        planned=[Planned(at, n, Priority.HIGH) for at, n in planned],
         slots=slots,
         tuning=rule,
         window=WINDOW,
@@ -129,13 +131,19 @@ def play(
         expected=lambda at: [(at + t, n) for t, n in cost],
         horizon=3600.0,
         step=WINDOW / 16,
+        videos=count,
         **held,
     )
 
 
-def test_an_idle_key_starts_a_window_of_videos_at_once_and_the_rest_as_the_window_frees() -> None:
+def video_starts(*args: Any, **kwargs: Any) -> list[float]:
+    """When the queued videos start (:func:`played`'s)."""
+    return played(*args, **kwargs).videos
+
+
+def test_an_idle_key_startsa_window_of_videos_at_once_and_the_rest_as_the_window_frees() -> None:
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
-    starts = play(20, [], slots)
+    starts = video_starts(20, [], slots)
     # Not one a pace apart: the budget's free slots all go now, the next ones a window later.
     assert starts == pytest.approx([0.0] * 16 + [60.0] * 4)
 
@@ -145,7 +153,7 @@ def test_a_window_where_completions_come_due_is_spent_on_their_polls() -> None:
     # Twenty polls due in 10 s: no room in the next window for a create until five have gone out
     # (at 10 s); its create waits behind the other polls due (they go first), so it goes out, and
     # the next video starts, when the slots spent at 10 s free again.
-    starts = play(10, [(10.0, 20.0)], slots)
+    starts = video_starts(10, [(10.0, 20.0)], slots)
     assert starts[:2] == pytest.approx([10.0, 70.0])
 
 
@@ -154,9 +162,9 @@ def test_a_lent_create_goes_before_the_polls_that_come_due_while_it_waits() -> N
     # first video starts now and its create (in turn with the polls in the budget) takes a slot
     # before they come due; without the spread it waited for them (10 s, then a window on).
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
-    lent = play(10, [(10.0, 20.0)], slots, rule=LENDING.tuning)
+    lent = video_starts(10, [(10.0, 20.0)], slots, rule=LENDING.tuning)
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
-    held = play(10, [(10.0, 20.0)], slots)
+    held = video_starts(10, [(10.0, 20.0)], slots)
     assert lent[0] == pytest.approx(0.0)
     assert held[0] == pytest.approx(10.0)
     assert lent[1] <= held[1]
@@ -166,16 +174,16 @@ def test_what_the_started_videos_will_ask_holds_back_the_ones_after_them() -> No
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
     # Each video polls 30 s after its create and downloads: two requests of the next window, so
     # eight fit beside their creates (the batch's last four may borrow).
-    starts = play(20, [], slots, cost=[(30.0, 2.0)])
+    starts = video_starts(20, [], slots, cost=[(30.0, 2.0)])
     assert starts[:8] == pytest.approx([0.0] * 8)
     assert all(later > 0.0 for later in starts[8:])
 
 
 def test_the_play_stops_at_its_horizon() -> None:
     slots = Slots(now=0.0, window=WINDOW, allowed=1, free=1, frees=[], spacing=WINDOW)
-    starts = play_starts(
+    starts = play(
         now=0.0,
-        count=10,
+        videos=10,
         planned=[],
         slots=slots,
         tuning=PlannerTuning(last_creates=0, borrow=1.0, idle=0.0, spread=0.0),
@@ -185,7 +193,7 @@ def test_the_play_stops_at_its_horizon() -> None:
         expected=lambda at: [],
         horizon=150.0,
         step=WINDOW,
-    )
+    ).videos
     assert starts == pytest.approx([0.0, 60.0, 120.0])
 
 
@@ -198,16 +206,57 @@ def test_starts_come_in_queue_order_and_never_before_now(
     planned: list[tuple[float, float]], free: int, count: int
 ) -> None:
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=free, frees=[], spacing=WINDOW / 16)
-    starts = play(count, planned, slots, cost=[(90.0, 1.5)])
+    starts = video_starts(count, planned, slots, cost=[(90.0, 1.5)])
     assert starts == sorted(starts) and all(at >= 0.0 for at in starts)
     assert len(starts) <= count
 
 
-def test_the_images_creates_go_out_before_any_video_starts() -> None:
+def test_the_images_waiting_start_before_any_video_each_followed_by_its_download() -> None:
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=0, frees=None, spacing=WINDOW / 16)
-    starts = play(2, [], slots, creates_first=3)
+    result = played(2, [], slots, images=3)
     spacing = WINDOW / 16
-    assert starts == pytest.approx([4 * spacing, 5 * spacing])
+    # An image's create, then its download (it goes before the next image's create, as the budget
+    # serves a download before a create); the first video once every image's create went out (its
+    # own create behind the last download), the second once that create went out.
+    assert result.images == pytest.approx([1 * spacing, 3 * spacing, 5 * spacing])
+    assert result.videos == pytest.approx([6 * spacing, 8 * spacing])
+
+
+def polls_played(*polls: tuple[float, float, Priority], **held: Any) -> Played:
+    """Running tasks 1, 2, ... whose next polls are due at these times, each with its download,
+    played on a key with no slot free now (one every 3.75 s) and nothing queued but ``held``."""
+    return play(
+        now=0.0,
+        planned=[Planned(at, n, priority, job_id) for job_id, (at, n, priority) in enumerate(polls, start=1)],
+        slots=Slots(now=0.0, window=WINDOW, allowed=16, free=0, frees=None, spacing=WINDOW / 16),
+        tuning=RULE,
+        window=WINDOW,
+        allowed=16,
+        weighed=lambda at: [(at, 1.0)],
+        expected=lambda at: [],
+        horizon=3600.0,
+        step=WINDOW / 16,
+        **held,
+    )
+
+
+def test_a_tasks_next_poll_goes_out_behind_the_polls_due_before_it() -> None:
+    # Three polls likely to see a result, each with its download, are due at 0 s, 1 s and 2 s: the
+    # third goes out on the fifth slot.
+    high = Priority.HIGH
+    result = polls_played((0.0, 2.0, high), (1.0, 2.0, high), (2.0, 2.0, high))
+    spacing = WINDOW / 16
+    assert result.polls == pytest.approx({1: spacing, 2: 3 * spacing, 3: 5 * spacing})
+
+
+def test_a_poll_that_only_refreshes_progress_goes_after_the_creates_and_likely_results() -> None:
+    result = polls_played(
+        (0.0, 1.0, Priority.PROGRESS), (1.0, 2.0, Priority.HIGH), images=1, images_first=True
+    )
+    spacing = WINDOW / 16
+    # The image that waited a window first, then the likely result and their downloads.
+    assert result.images == pytest.approx([spacing])
+    assert result.polls == pytest.approx({2: 2 * spacing, 1: 5 * spacing})
 
 
 def held_play(images_sent: Sequence[float]) -> list[float]:
@@ -215,7 +264,7 @@ def held_play(images_sent: Sequence[float]) -> list[float]:
     # batch's last creates do not borrow.
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=16, frees=[], spacing=WINDOW / 16)
     rule = PlannerTuning(last_creates=4, borrow=1.5, idle=0.5, spread=0.0)
-    return play(5, [(55.0, 12.0)], slots, rule=rule, images_sent=images_sent)
+    return video_starts(5, [(55.0, 12.0)], slots, rule=rule, images_sent=images_sent)
 
 
 def test_the_images_sent_within_the_window_hold_a_video_back_as_admission_weighs_them() -> None:
@@ -229,8 +278,9 @@ def test_the_images_sent_within_the_window_hold_a_video_back_as_admission_weighs
 
 def test_the_creates_in_flight_take_the_first_slots_before_a_video_starts() -> None:
     # A video's and an image's creates are waiting for the budget: admission starts no video while
-    # a create is in flight (KeyView.creating), so the first queued video starts on the third slot.
+    # a create is in flight (KeyView.creating), so the first queued video starts on the third slot;
+    # its create goes out after the image's download, and the second video starts after it.
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=0, frees=None, spacing=WINDOW / 16)
-    starts = play(2, [], slots, in_flight=(1, 1))
+    starts = video_starts(2, [], slots, in_flight=(1, 1))
     spacing = WINDOW / 16
-    assert starts == pytest.approx([3 * spacing, 4 * spacing])
+    assert starts == pytest.approx([3 * spacing, 5 * spacing])
