@@ -24,7 +24,7 @@ from typing import Protocol
 from framecast.clock import Clock
 from framecast.jobs.outage import StoreOutage
 from framecast.storage.faults import is_store_outage
-from framecast.values import Job, JobNotFound
+from framecast.values import Job
 
 __all__ = ["LeaseCheck", "LeaseLost", "LeaseStore", "LeaseUnknown", "Leases", "check_held"]
 
@@ -122,10 +122,7 @@ class Leases:
 
     async def _claim(self, job_id: int, until: float, *, take: bool = False) -> bool:
         # Take (`take`) or renew the lease until `until`; on refusal the job is no longer held here.
-        try:
-            ok = await self._store.claim(job_id, self.owner, until)
-        except JobNotFound:
-            ok = False
+        ok = await self._store.claim(job_id, self.owner, until)
         if not ok:
             self.done(job_id)
         elif take or job_id in self._until:  # a renewal does not bring back a job that meanwhile left

@@ -132,7 +132,6 @@ _CLAIM = (
     .values(lease_owner=bindparam("owner"), lease_until=bindparam("until"))
     .returning(jobs.c.id)
 )
-_EXISTS = select(jobs.c.id).where(jobs.c.id == bindparam("id"))
 _KEYS = select(guild_keys).order_by(guild_keys.c.guild_id)
 _SETTINGS = select(guild_settings.c.guild_id, guild_settings.c.data).order_by(guild_settings.c.guild_id)
 _LOG = select(settings_log.c.guild_id, settings_log.c.user_id, settings_log.c.setting, settings_log.c.at)
@@ -409,12 +408,6 @@ class Store:
             raise ValueError("duration count must not be negative")
         await self._db.rows(self._db.upsert(durations, data))
 
-    async def guild_settings(self, guild_id: int) -> GuildSettings:
-        """The server's own settings (``GuildSettings()`` if it never changed any)."""
-        gid = values.discord_id(guild_id)
-        found = await self._db.rows(_SETTINGS.where(guild_settings.c.guild_id == gid))
-        return _settings_from(found[0].data, gid) if found else GuildSettings()
-
     async def all_guild_settings(self) -> dict[int, GuildSettings]:
         """Every server's own settings, by guild id (servers without any are left out)."""
         return {gid: _settings_from(data, gid) for gid, data in await self._db.rows(_SETTINGS)}
@@ -497,16 +490,12 @@ class Store:
     async def claim(self, job_id: int, owner: str, until: float) -> bool:
         """Take or renew the lease of an active job for ``owner`` until ``until`` (clock epoch seconds):
         True if ``owner`` now holds it (it was free, expired at ``clock.time()`` or ``owner``'s), False if
-        another owner's lease runs or the job is finished, :class:`JobNotFound` for an unknown id. Leaves
-        ``updated_at`` and the listeners alone."""
+        another owner's lease runs or there is no such active job. Leaves ``updated_at`` and the
+        listeners alone."""
         owner, until = values.check_owner(owner), values.check("lease time", until, float)
         args = {"job_id": job_id, "owner": owner, "until": until, "now": self._timestamp()}
         # One UPDATE under the write/row lock: take-if-free is atomic across processes.
-        if await self._db.rows(_CLAIM, args):
-            return True
-        if not await self._db.rows(_EXISTS, {"id": job_id}):
-            raise JobNotFound(job_id)
-        return False
+        return bool(await self._db.rows(_CLAIM, args))
 
     async def claimable(self, now: float) -> list[Job]:
         """Active jobs, in id order, whose lease is free or expired at ``now``. Nothing is claimed:
