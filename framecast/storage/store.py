@@ -445,10 +445,10 @@ class Store:
     async def set_guild_key(self, guild_id: int, token: bytes, last4: str, *, by: int) -> None:
         """Store (or replace) the server's key token, status OK, and log an API_KEY change."""
         values.check_token(token)
-        if not isinstance(last4, str) or len(last4) > 4:
+        if len(values.check("last4", last4, str)) > 4:
             raise ValueError("last4 must be at most four characters")
         gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._timestamp()
-        row = {"guild_id": gid, "token": token, "last4": values.check("last4", last4, str)}
+        row = {"guild_id": gid, "token": token, "last4": last4}
         row.update(status=KeyStatus.OK.value, set_by=who, set_at=now)
         await self._write_logged(self._db.upsert(guild_keys, row), gid, who, [Setting.API_KEY.value], now)
 
