@@ -98,12 +98,8 @@ class WebStore:
     async def usage(self, guild_id: int, *, since: float) -> list[UsageRow]:
         """Every job of `guild_id` created since `since` (epoch seconds), at most :data:`MAX_USAGE_ROWS`."""
         rows = await self._db.rows(_USAGE, {"guild_id": guild_id, "since": float(since)})
-        return [
-            UsageRow(
-                JobKind(k), JobState(s), error, int(user), float(at), None if began is None else float(began)
-            )
-            for k, s, error, user, at, began in rows
-        ]
+        # The other columns are read as they are: a SELECT hands back a stored double as a float.
+        return [UsageRow(JobKind(kind), JobState(state), *rest) for kind, state, *rest in rows]
 
 
 def _like(fragment: str) -> str:
