@@ -63,8 +63,7 @@ log = logging.getLogger(__name__)
 
 # Statements built once (SQLAlchemy caches their compiled form); values are bound per call.
 _GET = select(*JOB_COLUMNS).where(jobs.c.id == bindparam("id"))
-_STATE = select(jobs.c.state).where(jobs.c.id == bindparam("id")).with_for_update()
-_DISCORD = select(jobs.c.discord).where(jobs.c.id == bindparam("id")).with_for_update()
+_LOCKED = _GET.with_for_update()
 _ACTIVE = select(*JOB_COLUMNS).where(OPEN).order_by(jobs.c.id)
 # "IS NOT NULL" repeats the partial index's own term, so SQLite uses it even for a NULL parameter.
 _RETRY = select(jobs.c.id).where(jobs.c.retry_of == bindparam("retry_of"), jobs.c.retry_of.is_not(None))
@@ -301,10 +300,9 @@ class Store:
             # Refused: find out why under the lock, and write after all if the job has meanwhile
             # reached a state the move is valid from.
             async with self._db.write() as conn:
-                state = (await conn.execute(_STATE, {"id": job_id})).scalar()
-                if state is None:
+                if (current := (await conn.execute(_LOCKED, {"id": job_id})).first()) is None:
                     raise JobNotFound(job_id)
-                old = JobState(state)
+                old = JobState(current.state)
                 if expected is not None and old not in expected:
                     raise InvalidTransition(old, to, job_id=job_id, expected=expected)
                 check_transition(old, to, job_id=job_id)
@@ -335,13 +333,12 @@ class Store:
         values.dumps(patch)  # fail here, before any I/O, if it is not serialisable
         now = self._timestamp()
         async with self._db.write() as conn:
-            current = (await conn.execute(_DISCORD, {"id": job_id})).scalar()
-            if current is None:
+            if (current := (await conn.execute(_LOCKED, {"id": job_id})).first()) is None:
                 raise JobNotFound(job_id)
-            record = json.loads(current)
-            if unless is not None and record.get(unless) is not None:
-                return job_from_row((await conn.execute(_GET, {"id": job_id})).one()), False
-            merged = values.dumps({**record, **patch})
+            job = job_from_row(current)
+            if unless is not None and job.discord.get(unless) is not None:
+                return job, False
+            merged = values.dumps({**job.discord, **patch})
             changed = (
                 await conn.execute(_UPDATE, {"discord": merged, "updated_at": now, "job_id": job_id})
             ).one()
