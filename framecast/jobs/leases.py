@@ -24,7 +24,7 @@ from typing import Protocol
 from framecast.clock import Clock
 from framecast.jobs.outage import StoreOutage
 from framecast.storage.faults import is_store_outage
-from framecast.values import Job, JobNotFound
+from framecast.values import Job
 
 __all__ = ["LeaseCheck", "LeaseLost", "LeaseStore", "LeaseUnknown", "Leases", "check_held"]
 
@@ -42,18 +42,10 @@ class LeaseStore(Protocol):
 class LeaseLost(Exception):
     """Another process now holds the job (expected, not an error)."""
 
-    def __init__(self, job_id: int) -> None:
-        super().__init__(f"job {job_id}: another process holds its lease now")
-        self.job_id = job_id
-
 
 class LeaseUnknown(Exception):
     """A request's lease check met a store outage: the request is not sent, its budget slot is given
     back at once (other processes may use it), and the runner waits for the store."""
-
-    def __init__(self, job_id: int) -> None:
-        super().__init__(f"job {job_id}: its lease could not be checked (the store does not answer)")
-        self.job_id = job_id
 
 
 class LeaseCheck(Protocol):
@@ -65,7 +57,7 @@ class LeaseCheck(Protocol):
 async def check_held(leases: LeaseCheck | None, job_id: int) -> None:
     """Raise :class:`LeaseLost` unless this process still holds the job (always, without leases)."""
     if leases is not None and not await leases.holds(job_id):
-        raise LeaseLost(job_id)
+        raise LeaseLost(f"job {job_id}: another process holds its lease now")
 
 
 class Leases:
@@ -122,10 +114,7 @@ class Leases:
 
     async def _claim(self, job_id: int, until: float, *, take: bool = False) -> bool:
         # Take (`take`) or renew the lease until `until`; on refusal the job is no longer held here.
-        try:
-            ok = await self._store.claim(job_id, self.owner, until)
-        except JobNotFound:
-            ok = False
+        ok = await self._store.claim(job_id, self.owner, until)
         if not ok:
             self.done(job_id)
         elif take or job_id in self._until:  # a renewal does not bring back a job that meanwhile left

@@ -60,7 +60,9 @@ class PatientJobs:
                 if not is_store_outage(exc):
                     raise
                 self.outage.met(exc)
-                raise LeaseUnknown(job_id) from None
+                raise LeaseUnknown(
+                    f"job {job_id}: its lease could not be checked (the store does not answer)"
+                ) from None
 
         return gate
 

@@ -272,7 +272,6 @@ class Postgres(Database):
         super().__init__(timeouts, redact_dsn(dsn))
         self._dsn = dsn
         self._url = url = make_url(dsn).set(drivername="postgresql+asyncpg")
-        statement_ms = str(max(1, int(timeouts.statement * 1000)))
         self.engine = create_async_engine(
             url,
             pool_size=_POOL_SIZE,
@@ -283,7 +282,7 @@ class Postgres(Database):
                 # The driver's bound covers a silent network; the server's frees its side too.
                 "command_timeout": timeouts.statement,
                 "server_settings": {
-                    "statement_timeout": statement_ms,
+                    "statement_timeout": str(max(1, int(timeouts.statement * 1000))),
                     # A transaction whose client went silent (a partition, a blackholed network) would
                     # keep its row locks for as long as the server sees the connection: the server
                     # ends it after half a statement bound, so another process's statement waiting on

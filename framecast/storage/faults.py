@@ -38,10 +38,10 @@ _SQLITE_OUTAGES = (
 
 
 def _pg_outages() -> tuple[type[BaseException], ...]:
-    # asyncpg's classes for a server that cannot answer now: SQLSTATE classes 08 (connection), 53
-    # (resources), 57 (shutdown, a statement's timeout), 58 (I/O), 40 (serialization, deadlock), a
-    # read-only standby (25006), a connection the client lost. Empty until a PostgreSQL store's
-    # engine imports asyncpg: no error of its exists before, and a process on SQLite never pays for it.
+    # asyncpg's classes for a server that cannot answer now: SQLSTATE classes 08 (connection, lost
+    # ones included), 53 (resources), 57 (shutdown, a statement's timeout), 58 (I/O), 40 (serialization,
+    # deadlock), 25006 (a read-only standby), and the client's InterfaceError. Empty until a PostgreSQL
+    # store imports asyncpg (no error of its can exist before): a process on SQLite never pays for it.
     pg = sys.modules.get("asyncpg.exceptions")
     if pg is None:
         return ()
@@ -53,7 +53,6 @@ def _pg_outages() -> tuple[type[BaseException], ...]:
         pg.TransactionRollbackError,
         pg.ReadOnlySQLTransactionError,
         pg.InterfaceError,
-        pg.ConnectionDoesNotExistError,
     )
 
 

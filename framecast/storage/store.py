@@ -63,8 +63,7 @@ log = logging.getLogger(__name__)
 
 # Statements built once (SQLAlchemy caches their compiled form); values are bound per call.
 _GET = select(*JOB_COLUMNS).where(jobs.c.id == bindparam("id"))
-_STATE = select(jobs.c.state).where(jobs.c.id == bindparam("id")).with_for_update()
-_DISCORD = select(jobs.c.discord).where(jobs.c.id == bindparam("id")).with_for_update()
+_LOCKED = _GET.with_for_update()
 _ACTIVE = select(*JOB_COLUMNS).where(OPEN).order_by(jobs.c.id)
 # "IS NOT NULL" repeats the partial index's own term, so SQLite uses it even for a NULL parameter.
 _RETRY = select(jobs.c.id).where(jobs.c.retry_of == bindparam("retry_of"), jobs.c.retry_of.is_not(None))
@@ -132,7 +131,6 @@ _CLAIM = (
     .values(lease_owner=bindparam("owner"), lease_until=bindparam("until"))
     .returning(jobs.c.id)
 )
-_EXISTS = select(jobs.c.id).where(jobs.c.id == bindparam("id"))
 _KEYS = select(guild_keys).order_by(guild_keys.c.guild_id)
 _SETTINGS = select(guild_settings.c.guild_id, guild_settings.c.data).order_by(guild_settings.c.guild_id)
 _LOG = select(settings_log.c.guild_id, settings_log.c.user_id, settings_log.c.setting, settings_log.c.at)
@@ -302,10 +300,9 @@ class Store:
             # Refused: find out why under the lock, and write after all if the job has meanwhile
             # reached a state the move is valid from.
             async with self._db.write() as conn:
-                state = (await conn.execute(_STATE, {"id": job_id})).scalar()
-                if state is None:
+                if (current := (await conn.execute(_LOCKED, {"id": job_id})).first()) is None:
                     raise JobNotFound(job_id)
-                old = JobState(state)
+                old = JobState(current.state)
                 if expected is not None and old not in expected:
                     raise InvalidTransition(old, to, job_id=job_id, expected=expected)
                 check_transition(old, to, job_id=job_id)
@@ -336,13 +333,12 @@ class Store:
         values.dumps(patch)  # fail here, before any I/O, if it is not serialisable
         now = self._timestamp()
         async with self._db.write() as conn:
-            current = (await conn.execute(_DISCORD, {"id": job_id})).scalar()
-            if current is None:
+            if (current := (await conn.execute(_LOCKED, {"id": job_id})).first()) is None:
                 raise JobNotFound(job_id)
-            record = json.loads(current)
-            if unless is not None and record.get(unless) is not None:
-                return job_from_row((await conn.execute(_GET, {"id": job_id})).one()), False
-            merged = values.dumps({**record, **patch})
+            job = job_from_row(current)
+            if unless is not None and job.discord.get(unless) is not None:
+                return job, False
+            merged = values.dumps({**job.discord, **patch})
             changed = (
                 await conn.execute(_UPDATE, {"discord": merged, "updated_at": now, "job_id": job_id})
             ).one()
@@ -409,12 +405,6 @@ class Store:
             raise ValueError("duration count must not be negative")
         await self._db.rows(self._db.upsert(durations, data))
 
-    async def guild_settings(self, guild_id: int) -> GuildSettings:
-        """The server's own settings (``GuildSettings()`` if it never changed any)."""
-        gid = values.discord_id(guild_id)
-        found = await self._db.rows(_SETTINGS.where(guild_settings.c.guild_id == gid))
-        return _settings_from(found[0].data, gid) if found else GuildSettings()
-
     async def all_guild_settings(self) -> dict[int, GuildSettings]:
         """Every server's own settings, by guild id (servers without any are left out)."""
         return {gid: _settings_from(data, gid) for gid, data in await self._db.rows(_SETTINGS)}
@@ -452,10 +442,10 @@ class Store:
     async def set_guild_key(self, guild_id: int, token: bytes, last4: str, *, by: int) -> None:
         """Store (or replace) the server's key token, status OK, and log an API_KEY change."""
         values.check_token(token)
-        if not isinstance(last4, str) or len(last4) > 4:
+        if len(values.check("last4", last4, str)) > 4:
             raise ValueError("last4 must be at most four characters")
         gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._timestamp()
-        row = {"guild_id": gid, "token": token, "last4": values.check("last4", last4, str)}
+        row = {"guild_id": gid, "token": token, "last4": last4}
         row.update(status=KeyStatus.OK.value, set_by=who, set_at=now)
         await self._write_logged(self._db.upsert(guild_keys, row), gid, who, [Setting.API_KEY.value], now)
 
@@ -497,16 +487,12 @@ class Store:
     async def claim(self, job_id: int, owner: str, until: float) -> bool:
         """Take or renew the lease of an active job for ``owner`` until ``until`` (clock epoch seconds):
         True if ``owner`` now holds it (it was free, expired at ``clock.time()`` or ``owner``'s), False if
-        another owner's lease runs or the job is finished, :class:`JobNotFound` for an unknown id. Leaves
-        ``updated_at`` and the listeners alone."""
+        another owner's lease runs or there is no such active job. Leaves ``updated_at`` and the
+        listeners alone."""
         owner, until = values.check_owner(owner), values.check("lease time", until, float)
         args = {"job_id": job_id, "owner": owner, "until": until, "now": self._timestamp()}
         # One UPDATE under the write/row lock: take-if-free is atomic across processes.
-        if await self._db.rows(_CLAIM, args):
-            return True
-        if not await self._db.rows(_EXISTS, {"id": job_id}):
-            raise JobNotFound(job_id)
-        return False
+        return bool(await self._db.rows(_CLAIM, args))
 
     async def claimable(self, now: float) -> list[Job]:
         """Active jobs, in id order, whose lease is free or expired at ``now``. Nothing is claimed:

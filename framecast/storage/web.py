@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import and_, bindparam, delete, func, insert, literal, or_, select
+from sqlalchemy import bindparam, delete, func, insert, literal, or_, select
 from sqlalchemy.sql.elements import ColumnElement, TextClause
 
 from framecast.storage import values
@@ -74,9 +74,7 @@ class WebStore:
         newest first (keyset paging on the partial index ``jobs_delivered``)."""
         if limit < 1:
             raise ValueError(f"limit must be positive, not {limit}")
-        terms = _gallery_terms(where, values.INT_MAX if before is None else before)
-        stmt = select(*JOB_COLUMNS).where(and_(*terms)).order_by(jobs.c.id.desc()).limit(limit)
-        return tuple(map(job_from_row, await self._db.rows(stmt)))
+        return await self._newest_first(_gallery_terms(where), before, limit)
 
     async def job(self, job_id: int) -> Job | None:
         """The job with this id, or None."""
@@ -88,21 +86,20 @@ class WebStore:
     async def user_jobs(self, user_id: int, *, before: int | None, limit: int) -> tuple[Job, ...]:
         """Up to `limit` of `user_id`'s jobs anywhere (every server, their own queue) older than job
         `before` (None: the newest), newest first (on the ``jobs_user`` index)."""
-        stmt = select(*JOB_COLUMNS).where(jobs.c.user_id == user_id)
-        if before is not None:
-            stmt = stmt.where(jobs.c.id < before)
-        rows = await self._db.rows(stmt.order_by(jobs.c.id.desc()).limit(max(1, limit)))
-        return tuple(map(job_from_row, rows))
+        return await self._newest_first([jobs.c.user_id == user_id], before, max(1, limit))
+
+    async def _newest_first(
+        self, terms: list[ColumnElement[bool] | TextClause], before: int | None, limit: int
+    ) -> tuple[Job, ...]:
+        # Keyset paging, on an index that ends in the id: `limit` jobs older than job `before`.
+        stmt = select(*JOB_COLUMNS).where(*terms, jobs.c.id < (values.INT_MAX if before is None else before))
+        return tuple(map(job_from_row, await self._db.rows(stmt.order_by(jobs.c.id.desc()).limit(limit))))
 
     async def usage(self, guild_id: int, *, since: float) -> list[UsageRow]:
         """Every job of `guild_id` created since `since` (epoch seconds), at most :data:`MAX_USAGE_ROWS`."""
         rows = await self._db.rows(_USAGE, {"guild_id": guild_id, "since": float(since)})
-        return [
-            UsageRow(
-                JobKind(k), JobState(s), error, int(user), float(at), None if began is None else float(began)
-            )
-            for k, s, error, user, at, began in rows
-        ]
+        # The other columns are read as they are: a SELECT hands back a stored double as a float.
+        return [UsageRow(JobKind(kind), JobState(state), *rest) for kind, state, *rest in rows]
 
 
 def _like(fragment: str) -> str:
@@ -110,7 +107,7 @@ def _like(fragment: str) -> str:
     return f"%{escaped.lower()}%"
 
 
-def _gallery_terms(f: GalleryFilter, before: int) -> list[ColumnElement[bool] | TextClause]:
+def _gallery_terms(f: GalleryFilter) -> list[ColumnElement[bool] | TextClause]:
     visible: list[ColumnElement[bool]] = []
     if f.channels:
         visible.append(jobs.c.channel_id.in_(sorted(f.channels)))
@@ -119,7 +116,6 @@ def _gallery_terms(f: GalleryFilter, before: int) -> list[ColumnElement[bool] | 
     terms: list[ColumnElement[bool] | TextClause] = [
         jobs.c.guild_id == f.guild_id,
         DELIVERED,
-        jobs.c.id < before,
         or_(*visible) if visible else literal(False),
     ]
     if f.member is not None:

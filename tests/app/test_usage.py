@@ -69,3 +69,7 @@ async def test_usage_counts_days_by_kind_failures_waits_and_top_members(
     assert usage.failures == (("service_error", 1),)
     assert usage.top_members == ((2, 2), (1, 1))
     assert usage.wait_median == 30.0  # each started 30 s after it was asked
+    # Whole-second times come back as floats from both databases (read as stored, not converted).
+    rows = await store.web.usage(GUILD, since=0.0)
+    types = {(type(r.user_id), type(r.created_at), type(r.started_at)) for r in rows}
+    assert types == {(int, float, float), (int, float, type(None))}

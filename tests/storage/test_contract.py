@@ -379,7 +379,6 @@ async def test_durations_round_trip_replace_and_validate(store: Store) -> None:
 
 
 async def test_guild_settings_round_trip_with_an_audit_log(store: Store, backend: Backend) -> None:
-    assert await store.guild_settings(GUILD) == GuildSettings()
     assert await store.all_guild_settings() == {}
     mine = GuildSettings(
         member_jobs=2, daily_videos=0, channels=(CHANNEL, 7), nsfw_only=True, blocklist=("猫", "bad word")
@@ -390,7 +389,6 @@ async def test_guild_settings_round_trip_with_an_audit_log(store: Store, backend
     await store.save_guild_settings(OTHER_GUILD, theirs, by=USER, changed=[Setting.VIDEO_MODEL])
     mine = mine.replace(queue_cap=9)
     await store.save_guild_settings(GUILD, mine, by=USER, changed=[Setting.QUEUE_CAP])
-    assert await store.guild_settings(GUILD) == mine
     assert await store.all_guild_settings() == {GUILD: mine, OTHER_GUILD: theirs}
     log = await store.settings_log(GUILD)
     # Newest first; rows of one save in reverse order of `changed` (id order, descending).
@@ -463,8 +461,7 @@ async def test_leases_between_two_owners_expire_by_the_clock(backend: Backend) -
     await one.transition(c.id, S.CANCELLED)
     assert await one.claim(c.id, "p1", clock.time() + 30) is False  # finished jobs are not run
     assert [j.id for j in await two.claimable(clock.time())] == []
-    with pytest.raises(JobNotFound):
-        await one.claim(10**12, "p1", clock.time())
+    assert await one.claim(10**12, "p1", clock.time()) is False  # no such job: nothing to run
     with pytest.raises(TypeError):
         await one.claim(a.id, "", clock.time())
     with pytest.raises(ValueError):
@@ -545,7 +542,7 @@ async def test_integers_beyond_64_bits_are_refused_on_both_databases(store: Stor
     with pytest.raises(ValueError, match="64-bit"):
         await store.save_duration(DurationRow("k", 1.0, 0.1, 2**64, 5.0))
     with pytest.raises(ValueError, match="64-bit"):
-        await store.guild_settings(2**64)
+        await store.guild_key(2**64)
     assert await store.get(job.id) == job and await store.load_durations() == []
     edge = await add(store, new_job(guild_id=2**63 - 1, user_id=-(2**63)))
     assert (edge.guild_id, edge.user_id) == (2**63 - 1, -(2**63))

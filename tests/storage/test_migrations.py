@@ -163,12 +163,10 @@ async def check_fixture_through_the_store(store: Store) -> None:
     assert not await store.claim(3, "framecast-shards-0", 1_760_001_000.0)
     assert await store.claim(3, "framecast-shards-1", 1_760_001_000.0)
     # Guild settings, key (decryptable with the fixture's secret), log, durations.
-    assert await store.guild_settings(G1) == GuildSettings(
-        member_jobs=3, queue_cap=10, daily_videos=5, blocklist=("gore", "блок")
-    )
-    assert await store.guild_settings(G2) == GuildSettings(
-        nsfw_only=True, channels=(222_222_222_222_222_222,)
-    )
+    assert await store.all_guild_settings() == {
+        G1: GuildSettings(member_jobs=3, queue_cap=10, daily_videos=5, blocklist=("gore", "блок")),
+        G2: GuildSettings(nsfw_only=True, channels=(222_222_222_222_222_222,)),
+    }
     key = await store.guild_key(G1)
     assert key is not None and (key.last4, key.status, key.set_by) == ("1234", KeyStatus.REJECTED, ADMIN)
     vault = KeyVault(enabled=True, secret=Secret(FIXTURE_KEY))
