@@ -46,7 +46,6 @@ __all__ = [
     "Estimates",
     "Forecast",
     "KeyNow",
-    "QueuePace",
     "expected_seen",
     "first_poll_at",
     "likeliest_close",
@@ -75,21 +74,6 @@ class Estimate:
     remaining: float | None = None
     starts_in: float | None = None
     measured: bool = False
-
-
-@dataclass(frozen=True)
-class QueuePace:
-    """How fast a key's queue moves now, as its planner's admission sees it (for "starts in")."""
-
-    requests_per_task: float  # what a task costs on average, learned (at least a video's minimum)
-    processes: int  # processes spending the key's rate (this one included)
-    ceiling: int | None  # the most tasks at once (None: no fixed number)
-    occupied: int  # jobs occupying the service (running, or being created)
-
-    def per_second(self, budget: Budget) -> float:
-        """Requests a second this process may spend on the key: the key's rate is spent by every
-        process with tasks on it, ours an even part."""
-        return max(1, budget.allowed) / budget.window / self.processes
 
 
 class Estimates(Protocol):
@@ -209,12 +193,21 @@ def likeliest_close(
 @dataclass(frozen=True)
 class KeyNow:
     """What the forecast reads of its key besides the poll plan, as the planner sees it at one
-    moment (``Planner.estimate`` passes it: a read-only snapshot)."""
+    moment (:meth:`Planner.key_now <framecast.planner.planner.Planner.key_now>`: a read-only
+    snapshot): how fast its queue moves, and what holds its slots."""
 
-    pace: QueuePace
-    images_first: bool  # an image waiting has waited a whole window: the images go before the polls
+    requests_per_task: float  # what a task costs on average, learned (at least a video's minimum)
+    processes: int  # processes spending the key's rate (this one included)
+    ceiling: int | None  # the most tasks at once (None: no fixed number)
+    occupied: int  # jobs occupying the service (running, or being created)
+    images_first: bool = False  # an image waiting has waited a whole window: the images go first
     images_sent: Sequence[float] = ()  # when the images' creates sent within the last window went (monotonic)
     in_flight: tuple[int, int] = (0, 0)  # creates handed to the budget, not answered yet: (videos, images)
+
+    def per_second(self, budget: Budget) -> float:
+        """Requests a second this process may spend on the key: the key's rate is spent by every
+        process with tasks on it, ours an even part."""
+        return max(1, budget.allowed) / budget.window / self.processes
 
 
 class Forecast:
@@ -324,16 +317,16 @@ class Forecast:
         sent = self._play(key).polls.get(task.job_id)
         return 0.0 if sent is None else max(0.0, sent - task.next_at)
 
-    def _slots(self, now: float, pace: QueuePace) -> Slots:
+    def _slots(self, now: float, key: KeyNow) -> Slots:
         """When this process's budget grants its next slots (see :class:`~framecast.planner.play.Slots`)."""
         budget = self._budget
         return Slots(
             now=now,
             window=budget.window,
             allowed=max(1, budget.allowed),
-            free=int(budget.available() / pace.processes),
-            frees=budget.frees_at() if pace.processes == 1 else None,
-            spacing=1.0 / pace.per_second(budget),
+            free=int(budget.available() / key.processes),
+            frees=budget.frees_at() if key.processes == 1 else None,
+            spacing=1.0 / key.per_second(budget),
         )
 
     def _next_poll(self, task: TaskView, now: float, late: float) -> float:
@@ -387,18 +380,17 @@ class Forecast:
         when the key played forward starts it (:meth:`_play`); past the play's horizon, at the
         key's pace (behind the images waiting, for a video); behind a ceiling, when a slot frees
         for it."""
-        pace = key.pace
         played = self._play(key)
         starts = played.videos if job.kind is JobKind.VIDEO else played.images
         if ahead < len(starts):
             by_rate = max(0.0, starts[ahead] - self._clock.monotonic())
         else:  # at the key's pace: every job ahead costs what a task costs on average
-            requests = (ahead + 1) * pace.requests_per_task
+            requests = (ahead + 1) * key.requests_per_task
             if job.kind is JobKind.VIDEO:
                 images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
                 requests += IMAGE_REQUESTS * images
-            by_rate = requests / pace.per_second(self._budget)
-        ceiling, occupied = pace.ceiling, pace.occupied
+            by_rate = requests / key.per_second(self._budget)
+        ceiling, occupied = key.ceiling, key.occupied
         if ceiling is None or ahead + 1 <= ceiling - occupied:
             return by_rate
         now = self._clock.time()
@@ -422,8 +414,7 @@ class Forecast:
         """The key played forward (:func:`~framecast.planner.play.play`) from now. Played again when
         the queues changed, when the plan did at most every quarter slot, else every slot."""
         now = self._clock.monotonic()
-        pace = key.pace
-        spacing = 1.0 / pace.per_second(self._budget)
+        spacing = 1.0 / key.per_second(self._budget)
         videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
         images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
         age = now - self._played_at
@@ -434,14 +425,14 @@ class Forecast:
         self._played = play(
             now=now,
             planned=plan.requests(now),
-            slots=self._slots(now, pace),
+            slots=self._slots(now, key),
             tuning=self._tuning,
             window=self._budget.window,
-            allowed=max(1, self._budget.allowed) / pace.processes,
+            allowed=max(1, self._budget.allowed) / key.processes,
             weighed=plan.new_video_requests,
             expected=plan.new_video_cost,
             # Long enough for the queue at twice a task's cost, and a whole task's polls beyond.
-            horizon=2 * (videos + images + 1) * pace.requests_per_task * spacing + 2 * plan.max_interval,
+            horizon=2 * (videos + images + 1) * key.requests_per_task * spacing + 2 * plan.max_interval,
             step=spacing,
             videos=videos,
             images=images,

@@ -37,7 +37,7 @@ from typing import TypeVar
 from framecast.clock import Clock
 from framecast.jobs.job_keys import CreateFailure
 from framecast.jobs.queues import GuildQueues
-from framecast.planner.estimate import Estimate, Forecast, KeyNow, QueuePace
+from framecast.planner.estimate import Estimate, Forecast, KeyNow
 from framecast.planner.policy import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO, KeyView, admits
 from framecast.planner.polls import PolledTask, PollPlan
 from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
@@ -116,7 +116,7 @@ class Planner:
         self._listener: Callable[[], None] | None = None
         # What the last tasks seen done cost in requests (their create, polls and download).
         self._costs: deque[int] = deque(maxlen=self._tuning.memory)
-        # What members are told: read from the poll plan, the queues and this planner's pace.
+        # What members are told: read from the poll plan, the queues and a snapshot (key_now()).
         self._forecast = Forecast(
             self._polls, clock=clock, budget=budget, queues=queues, scope=scope, tuning=self._tuning
         )
@@ -252,8 +252,8 @@ class Planner:
         images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
         if videos + images == 0:
             return 0.0
-        pace = self.pace()
-        per_window = pace.per_second(self._budget) * self._budget.window / pace.requests_per_task
+        key = self.key_now()
+        per_window = key.per_second(self._budget) * self._budget.window / key.requests_per_task
         return (videos + images) / per_window
 
     def _images_spending(self) -> float:
@@ -451,23 +451,19 @@ class Planner:
 
     # -- estimates (what the chat side shows between polls) -----------------------------------------
     def estimate(self, job: Job) -> Estimate:
-        """The job's progress and timing as far as they are known (see :class:`Forecast`), from a
-        snapshot of the key (:class:`KeyNow`)."""
-        key = KeyNow(
-            pace=self.pace(),
-            images_first=self.images_first() > 0,
-            images_sent=self.images_sent(),
-            in_flight=self.creates_in_flight(),
-        )
-        return self._forecast.estimate(job, key)
+        """The job's progress and timing as far as they are known (see :class:`Forecast`)."""
+        return self._forecast.estimate(job, self.key_now())
 
-    def pace(self) -> QueuePace:
-        """How fast this key's queue moves now, for the forecast's starts."""
-        return QueuePace(
+    def key_now(self) -> KeyNow:
+        """The key as the forecast reads it now: how fast its queue moves, what holds its slots."""
+        return KeyNow(
             requests_per_task=max(MIN_REQUESTS_PER_VIDEO, statistics.fmean(self._costs or [0.0])),
             processes=1 + self._others().active,
             ceiling=self.ceiling(),
             occupied=len(self._polls) + len(self._creating | self._deferred),
+            images_first=self.images_first() > 0,
+            images_sent=self.images_sent(),
+            in_flight=self.creates_in_flight(),
         )
 
     def _changed(self) -> None:

@@ -176,7 +176,7 @@ async def test_asking_records_nothing(rig: Rig) -> None:
     running = await rig.fill_with_videos()
     answers = [rig.planner.may_start(running, JobKind.IMAGE) for _ in range(30)]
     assert answers == [True] * 30
-    assert rig.planner.pace().occupied == running
+    assert rig.planner.key_now().occupied == running
 
 
 async def test_an_images_requests_hold_the_window_from_when_its_create_is_sent(rig: Rig) -> None:
@@ -191,16 +191,16 @@ async def test_a_create_in_flight_occupies_the_key_until_its_runner_lets_go(rig:
     job = await rig.job(running=False)
 
     async def paused() -> None:  # e.g. the store paused the job while its create was sent
-        assert rig.planner.pace().occupied == 1
+        assert rig.planner.key_now().occupied == 1
         raise StorePaused
 
     with pytest.raises(StorePaused):
         await create_through(rig.planner.plan(job), paused)
-    assert rig.planner.pace().occupied == 1  # not a create failure: still in flight for all it knows
+    assert rig.planner.key_now().occupied == 1  # not a create failure: still in flight for all it knows
     rig.planner.release(job.id + 1)  # another job: nothing changes
-    assert rig.planner.pace().occupied == 1
+    assert rig.planner.key_now().occupied == 1
     rig.planner.release(job.id)  # paused or failed mid-create (Accounts.unbind tells the planner)
-    assert rig.planner.pace().occupied == 0
+    assert rig.planner.key_now().occupied == 0
 
 
 class StorePaused(Exception):

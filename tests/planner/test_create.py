@@ -91,7 +91,7 @@ class Rig(PlannerRig):
 
     def occupied(self) -> int:
         """What occupies the key: its tasks, creates in flight, creates backing off after an error."""
-        return self.planner.pace().occupied
+        return self.planner.key_now().occupied
 
 
 @pytest.fixture

@@ -211,6 +211,48 @@ def test_starts_come_in_queue_order_and_never_before_now(
     assert len(starts) <= count
 
 
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(-60, 600), st.floats(0.5, 5), st.sampled_from([Priority.HIGH, Priority.PROGRESS])
+        ),
+        max_size=20,
+    ),
+    st.integers(0, 16),
+    st.integers(0, 10),
+    st.integers(0, 10),
+    st.booleans(),
+)
+def test_every_task_is_polled_once_due_and_every_job_starts_in_order_within_the_horizon(
+    polls: list[tuple[float, float, Priority]], free: int, videos: int, images: int, known: bool
+) -> None:
+    horizon = 1800.0
+    slots = Slots(
+        now=0.0, window=WINDOW, allowed=16, free=free, frees=[] if known else None, spacing=WINDOW / 16
+    )
+    result = play(
+        now=0.0,
+        planned=[Planned(at, n, priority, job_id) for job_id, (at, n, priority) in enumerate(polls, start=1)],
+        slots=slots,
+        tuning=RULE,
+        window=WINDOW,
+        allowed=16,
+        weighed=lambda at: [(at, 1.0), (at + 90.0, 2.0)],
+        expected=lambda at: [(at + 90.0, 2.0)],
+        horizon=horizon,
+        step=WINDOW / 16,
+        videos=videos,
+        images=images,
+    )
+    # Each task's next poll: once, not before it is due nor before now, and by the horizon's end.
+    assert set(result.polls) == set(range(1, len(polls) + 1))
+    for job_id, sent in result.polls.items():
+        assert max(0.0, polls[job_id - 1][0]) - 1e-9 <= sent <= horizon
+    for starts, queued in ((result.videos, videos), (result.images, images)):
+        assert starts == sorted(starts) and len(starts) <= queued
+        assert all(0.0 <= at <= horizon for at in starts)
+
+
 def test_the_images_waiting_start_before_any_video_each_followed_by_its_download() -> None:
     slots = Slots(now=0.0, window=WINDOW, allowed=16, free=0, frees=None, spacing=WINDOW / 16)
     result = played(2, [], slots, images=3)
