@@ -250,11 +250,15 @@ class DeleteKeepButton(_JobButton, template=_template(ButtonAction.DELETE_KEEP))
     style = discord.ButtonStyle.secondary
 
     async def clicked(self, interaction: discord.Interaction[Any]) -> None:
-        """The question becomes "kept", without buttons."""
+        """The question becomes "kept", without buttons. The question is always private: a Keep
+        on any other message is forged (a custom id is the clicker's to choose), and editing it
+        would overwrite someone's job message, so it is answered privately instead."""
+        text = t("delete_kept", interaction.locale, id=self.job_id)
+        if interaction.message is None or not interaction.message.flags.ephemeral:
+            await reply_privately(interaction, text)
+            return
         await interaction.response.edit_message(
-            content=t("delete_kept", interaction.locale, id=self.job_id),
-            view=None,
-            allowed_mentions=discord.AllowedMentions.none(),
+            content=text, view=None, allowed_mentions=discord.AllowedMentions.none()
         )
 
 
