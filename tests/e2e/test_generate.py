@@ -347,6 +347,28 @@ async def test_a_forged_keep_on_a_job_message_is_answered_privately_and_changes_
     assert "Generating" in status_of(rmsg) and button_ids(rmsg) == buttons
 
 
+async def test_a_forged_confirm_on_a_job_message_answers_privately_and_leaves_that_message(
+    world: World,
+) -> None:
+    """Confirm answers the private delete question in its place. Alice sends it, for her own
+    delivered image, on bob's job message instead (a forged custom id): her result goes (she may
+    delete it), the answer is private, and bob's message is not overwritten."""
+    done = await world.image("alice's kite")
+    image_id = await world.job_id(done)
+    result = await world.delivered(done)
+    world.service.default_plan = TaskPlan(polls=10**9)
+    running = await world.video("long running", member=world.bob)
+    rmsg = await running.wait_original(lambda m: "Generating" in status_of(m) and bool(button_ids(m)))
+    buttons = button_ids(rmsg)
+    click = await world.discord.click(rmsg, f"framecast:delete-confirm:{image_id}", world.alice, crafted=True)
+    kind, data = await click.wait_response()
+    assert kind == 5 and data is not None and data["flags"] & 64, (kind, data)  # a new private answer
+    answer = await click.wait_original(lambda m: not m.loading)
+    assert answer.ephemeral and answer.content == f"🗑️ The result of job #{image_id} is deleted."
+    assert result.deleted
+    assert "Generating" in status_of(rmsg) and button_ids(rmsg) == buttons
+
+
 async def test_forged_cancel_and_retry_naming_the_clicker_as_owner_are_refused(world: World) -> None:
     """The custom id's requester decides nothing: who may act comes from the stored job. Carol
     sends clicks whose custom ids name HER as the owner of other members' jobs (a modified client

@@ -140,6 +140,28 @@ async def test_forged_pages_beyond_64_bits_show_what_is_there(world: World) -> N
     assert world.bot is not None and "Traceback" not in world.bot.log_text()
 
 
+async def test_a_forged_page_click_on_a_job_message_answers_privately_and_leaves_that_message(
+    world: World,
+) -> None:
+    """Previous and Next edit the private /history answer they are on. Alice sends Next on bob's
+    job message instead (a forged custom id): she gets her page privately, and bob's message is
+    not replaced, for everyone in the channel, by her jobs."""
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    mine = await world.job_id(await world.video("alice's heron"))
+    running = await world.video("bob's owl", member=world.bob)
+    rmsg = await running.wait_original(lambda m: bool(button_ids(m)))
+    forged = f"framecast:history:{world.alice.id}:older:{mine + 1}"
+    click = await world.discord.click(rmsg, forged, world.alice, crafted=True)
+    kind, data = await click.wait_response()
+    assert kind == 5 and data is not None and data["flags"] & EPHEMERAL, (kind, data)
+    page = await page_of(click)
+    assert page.ephemeral and rows(page) == [mine]
+    # Bob's message still shows his job, with its own buttons and no page of alice's.
+    assert not any(c.startswith("framecast:history:") for c in button_ids(rmsg))
+    assert not any(str(e.get("description", "")).startswith("Jobs of") for e in rmsg.embeds)
+    assert button_ids(rmsg) and not rmsg.deleted
+
+
 async def test_a_deleted_result_shows_as_deleted_without_a_link(world: World) -> None:
     done = await world.image("a deleted kite")
     job_id = await world.job_id(done)
