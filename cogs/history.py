@@ -29,7 +29,7 @@ from cogs.i18n.personal import place_key
 from cogs.literal import as_text
 from cogs.places import where
 from cogs.queue import HIDDEN_KEYS
-from cogs.tree import answer_error, reply_privately
+from cogs.tree import acknowledge_in_place, answer_error, reply_privately
 from framecast.app import (
     Actor,
     HistoryPage,
@@ -142,9 +142,10 @@ class HistoryPageButton(
         return cls(int(match["member"]), match["way"], int(match["cursor"]), label=match["way"])
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        """Show the page the button leads to, in place; who may see it is checked again."""
+        """Show the page the button leads to, in place (a click on any other message than a
+        private page: privately, :func:`cogs.tree.acknowledge_in_place`); who may see it is checked again."""
         try:
-            await interaction.response.defer()
+            await acknowledge_in_place(interaction)
             older, newer = (self.cursor, None) if self.way == "older" else (None, self.cursor)
             await _answer(interaction, self.member_id, before=older, after=newer)
         except Exception as error:

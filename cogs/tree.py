@@ -275,6 +275,25 @@ async def answer_privately(
         await interaction.response.send_message(**kwargs)
 
 
+def answers_in_place(interaction: discord.Interaction[Any]) -> bool:
+    """Whether a click may answer by editing the message it is on: only a private one (a /history
+    page, the delete question). Those are always private, so a click on any other message carries
+    a forged custom id (on any member's job message, say), and editing would overwrite that
+    message for everyone."""
+    message = interaction.message
+    return message is not None and message.flags.ephemeral
+
+
+async def acknowledge_in_place(interaction: discord.Interaction[Any]) -> None:
+    """Acknowledge a click whose answer replaces the message it is on (then
+    ``edit_original_response``): in place where :func:`answers_in_place`, else in a new private
+    message."""
+    if answers_in_place(interaction):
+        await interaction.response.defer()
+    else:
+        await interaction.response.defer(ephemeral=True, thinking=True)
+
+
 async def reply_privately(interaction: discord.Interaction[Any], text: str) -> None:
     """Answer the member privately, whatever state the interaction is in."""
     try:

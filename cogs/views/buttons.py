@@ -224,9 +224,10 @@ class DeleteConfirmButton(_JobButton, template=_template(ButtonAction.DELETE_CON
     style = discord.ButtonStyle.danger
 
     async def clicked(self, interaction: discord.Interaction[Any]) -> None:
-        """Acknowledge (removing a message may take longer than Discord waits), delete, then say so."""
+        """Acknowledge (removing a message may take longer than Discord waits), delete, then say so
+        in place of the question (on any other message, privately: :func:`cogs.tree.acknowledge_in_place`)."""
         actor = interactions.actor(interaction)
-        await interaction.response.defer()
+        await tree.acknowledge_in_place(interaction)
         loc = interaction.locale
         try:
             deleted = await _deletions(interaction).delete(actor, self.job_id)
@@ -250,11 +251,14 @@ class DeleteKeepButton(_JobButton, template=_template(ButtonAction.DELETE_KEEP))
     style = discord.ButtonStyle.secondary
 
     async def clicked(self, interaction: discord.Interaction[Any]) -> None:
-        """The question becomes "kept", without buttons."""
+        """The question becomes "kept", without buttons (a Keep on any other message is forged:
+        answered privately, see :func:`cogs.tree.answers_in_place`)."""
+        text = t("delete_kept", interaction.locale, id=self.job_id)
+        if not tree.answers_in_place(interaction):
+            await reply_privately(interaction, text)
+            return
         await interaction.response.edit_message(
-            content=t("delete_kept", interaction.locale, id=self.job_id),
-            view=None,
-            allowed_mentions=discord.AllowedMentions.none(),
+            content=text, view=None, allowed_mentions=discord.AllowedMentions.none()
         )
 
 

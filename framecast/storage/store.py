@@ -345,7 +345,9 @@ class Store:
         return job_from_row(changed), True
 
     async def get(self, job_id: int) -> Job | None:
-        """The job with this id, or None."""
+        """The job with this id, or None (also for an id no column holds)."""
+        if not values.fits(job_id):
+            return None
         found = await self._db.rows(_GET, {"id": job_id})
         return job_from_row(found[0]) if found else None
 
@@ -366,6 +368,12 @@ class Store:
         or, with `after`, just newer than job `after` (the newest page when fewer are left)."""
         if limit < 1:
             raise ValueError(f"limit must be positive, not {limit}")
+        if not values.fits(user_id):
+            return MemberJobs((), has_older=False, has_newer=False, total=0, newer=0)  # no such member
+        # A cursor beyond every id (a forged one) is the newest page, as one past the newest job is.
+        before, after = (
+            None if c is None else max(-values.INT_MAX, min(c, values.INT_MAX)) for c in (before, after)
+        )
         member = {"guild_id": guild_id, "user_id": user_id}
         rows: Sequence[Any] = ()
         if after is not None:

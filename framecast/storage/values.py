@@ -82,6 +82,12 @@ def dumps(value: Mapping[str, Any]) -> str:
     return text
 
 
+def fits(value: int) -> bool:
+    """Whether `value` fits a 64-bit column: an id beyond it (a forged custom id's, say) names
+    nothing stored, and a database would refuse it as a parameter."""
+    return -INT_MAX - 1 <= value <= INT_MAX
+
+
 def check(what: str, value: object, kind: type) -> Any:
     """`value` as a plain `kind` (int, float, str or bool) that both databases store exactly.
 
@@ -94,7 +100,7 @@ def check(what: str, value: object, kind: type) -> Any:
     if isinstance(value, bool) != (kind is bool) or not isinstance(value, accepted):
         raise TypeError(f"{what} must be {kind.__name__}, not {type(value).__name__}")
     plain = kind(value)  # an IntEnum or a StrEnum is stored as its value
-    if kind is int and not -INT_MAX - 1 <= plain <= INT_MAX:
+    if kind is int and not fits(plain):
         raise ValueError(f"{what} is out of the 64-bit range")
     if kind is float and not math.isfinite(plain):
         raise ValueError(f"{what} must be finite")  # SQLite would silently store NaN as NULL

@@ -78,7 +78,7 @@ class WebStore:
 
     async def job(self, job_id: int) -> Job | None:
         """The job with this id, or None."""
-        if not 0 < job_id <= values.INT_MAX:
+        if not values.fits(job_id):
             return None
         found = await self._db.rows(select(*JOB_COLUMNS).where(jobs.c.id == job_id))
         return job_from_row(found[0]) if found else None

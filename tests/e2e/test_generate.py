@@ -9,6 +9,7 @@ import pytest
 
 from framecast.media import probe_video, sniff
 from tests.e2e.harness import World, button_ids, status_of, statuses_seen
+from tests.fakes.discord_api import FakeInteraction
 from tests.fakes.gen_service import IMAGE_MODEL, POLL_PATH, VIDEO_MODEL, ImageShape, ProgressShape, TaskPlan
 
 IdField = Literal["video_id", "task_id"]  # how the fake service names a created task's id
@@ -304,6 +305,68 @@ async def test_a_task_that_never_finishes_times_out(tmp_path) -> None:
         assert button_ids(msg) and button_ids(msg)[0].startswith("framecast:retry:")
     finally:
         await close_world(world)
+
+
+async def answer_to(world: World, click: FakeInteraction) -> tuple[str, bool]:
+    """What a click was answered, and whether privately (a message, or an acknowledgement and then
+    a follow-up)."""
+    kind, data = await click.wait_response()
+    if kind == 4:
+        assert data is not None
+        return data["content"], bool(data["flags"] & 64)
+    await world.discord.wait_for(lambda: bool(click.followups), timeout=10, what="the answer")
+    return click.followups[-1].content, click.followups[-1].ephemeral
+
+
+async def test_forged_clicks_naming_a_job_beyond_64_bits_are_answered_as_no_such_job(world: World) -> None:
+    """A custom id's numbers are the clicker's to choose (a modified client sends any custom id on
+    any message): a job id past what a database column holds names no job. Each button answers as
+    for any job not in the server, privately, and nothing fails in the bot."""
+    world.service.default_plan = TaskPlan(polls=10**9)
+    running = await world.video("long running", member=world.bob)
+    rmsg = await running.wait_original(lambda m: "Generating" in status_of(m) and bool(button_ids(m)))
+    huge = 10**20 - 1  # the most a job button's custom id holds (20 digits), beyond 2**64
+    for action in ("cancel", "retry", "again", "remix", "delete", "delete-confirm"):
+        click = await world.discord.click(rmsg, f"framecast:{action}:{huge}", world.alice, crafted=True)
+        assert await answer_to(world, click) == (f"There is no job #{huge} in this server.", True), action
+    assert "Generating" in status_of(rmsg)
+    assert world.bot is not None and "Traceback" not in world.bot.log_text()
+
+
+async def test_a_forged_keep_on_a_job_message_is_answered_privately_and_changes_nothing(world: World) -> None:
+    """Keep answers the private delete question by editing it. Sent on bob's job message instead (a
+    forged custom id), it would have overwritten that message for everyone with "Kept" and taken
+    its buttons away: it is answered privately, and the message stays as it was."""
+    world.service.default_plan = TaskPlan(polls=10**9)
+    running = await world.video("long running", member=world.bob)
+    rmsg = await running.wait_original(lambda m: "Generating" in status_of(m) and bool(button_ids(m)))
+    job_id = await world.job_id(running)
+    buttons = button_ids(rmsg)
+    click = await world.discord.click(rmsg, f"framecast:delete-keep:{job_id}", world.alice, crafted=True)
+    assert await answer_to(world, click) == (f"Kept: the result of job #{job_id} stays.", True)
+    assert "Generating" in status_of(rmsg) and button_ids(rmsg) == buttons
+
+
+async def test_a_forged_confirm_on_a_job_message_answers_privately_and_leaves_that_message(
+    world: World,
+) -> None:
+    """Confirm answers the private delete question in its place. Alice sends it, for her own
+    delivered image, on bob's job message instead (a forged custom id): her result goes (she may
+    delete it), the answer is private, and bob's message is not overwritten."""
+    done = await world.image("alice's kite")
+    image_id = await world.job_id(done)
+    result = await world.delivered(done)
+    world.service.default_plan = TaskPlan(polls=10**9)
+    running = await world.video("long running", member=world.bob)
+    rmsg = await running.wait_original(lambda m: "Generating" in status_of(m) and bool(button_ids(m)))
+    buttons = button_ids(rmsg)
+    click = await world.discord.click(rmsg, f"framecast:delete-confirm:{image_id}", world.alice, crafted=True)
+    kind, data = await click.wait_response()
+    assert kind == 5 and data is not None and data["flags"] & 64, (kind, data)  # a new private answer
+    answer = await click.wait_original(lambda m: not m.loading)
+    assert answer.ephemeral and answer.content == f"🗑️ The result of job #{image_id} is deleted."
+    assert result.deleted
+    assert "Generating" in status_of(rmsg) and button_ids(rmsg) == buttons
 
 
 async def test_forged_cancel_and_retry_naming_the_clicker_as_owner_are_refused(world: World) -> None:

@@ -111,6 +111,57 @@ async def test_a_manager_looks_at_another_member_others_may_not(world: World) ->
     assert rows(empty) == [] and "No jobs here yet." in empty.embeds[0]["description"]
 
 
+async def test_forged_pages_beyond_64_bits_show_what_is_there(world: World) -> None:
+    """A custom id's numbers are the clicker's to choose (a modified client sends any custom id): a
+    cursor, or a member, past what a database column holds names no job and no one. The newest
+    page answers a cursor; no jobs answer a member; nothing fails in the bot."""
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    mine = await world.job_id(await world.video("alice's heron"))
+    huge = 10**20 - 1  # the most a page button's custom id holds (20 digits), beyond 2**64
+    message = await page_of(await history(world, world.alice))
+    for way in ("older", "newer"):
+        edits = message.edit_count
+
+        def turned(edits: int = edits) -> bool:
+            return message.edit_count > edits
+
+        forged = f"framecast:history:{world.alice.id}:{way}:{huge}"
+        await world.discord.click(message, forged, world.alice, crafted=True)
+        await world.discord.wait_for(turned, timeout=15, what=f"the {way} page")
+        assert rows(message) == [mine]
+    admin = world.admins[0]
+    theirs = await page_of(await history(world, admin, of=world.alice))
+    before = theirs.edit_count
+    await world.discord.click(theirs, f"framecast:history:{huge}:older:{mine}", admin, crafted=True)
+    await world.discord.wait_for(
+        lambda: theirs.edit_count > before, timeout=15, what="the forged member's page"
+    )
+    assert rows(theirs) == [] and "No jobs here yet." in theirs.embeds[0]["description"]
+    assert world.bot is not None and "Traceback" not in world.bot.log_text()
+
+
+async def test_a_forged_page_click_on_a_job_message_answers_privately_and_leaves_that_message(
+    world: World,
+) -> None:
+    """Previous and Next edit the private /history answer they are on. Alice sends Next on bob's
+    job message instead (a forged custom id): she gets her page privately, and bob's message is
+    not replaced, for everyone in the channel, by her jobs."""
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    mine = await world.job_id(await world.video("alice's heron"))
+    running = await world.video("bob's owl", member=world.bob)
+    rmsg = await running.wait_original(lambda m: bool(button_ids(m)))
+    forged = f"framecast:history:{world.alice.id}:older:{mine + 1}"
+    click = await world.discord.click(rmsg, forged, world.alice, crafted=True)
+    kind, data = await click.wait_response()
+    assert kind == 5 and data is not None and data["flags"] & EPHEMERAL, (kind, data)
+    page = await page_of(click)
+    assert page.ephemeral and rows(page) == [mine]
+    # Bob's message still shows his job, with its own buttons and no page of alice's.
+    assert not any(c.startswith("framecast:history:") for c in button_ids(rmsg))
+    assert not any(str(e.get("description", "")).startswith("Jobs of") for e in rmsg.embeds)
+    assert button_ids(rmsg) and not rmsg.deleted
+
+
 async def test_a_deleted_result_shows_as_deleted_without_a_link(world: World) -> None:
     done = await world.image("a deleted kite")
     job_id = await world.job_id(done)

@@ -548,6 +548,20 @@ async def test_integers_beyond_64_bits_are_refused_on_both_databases(store: Stor
     assert (edge.guild_id, edge.user_id) == (2**63 - 1, -(2**63))
 
 
+async def test_an_id_beyond_64_bits_names_no_job_and_no_member_on_both_databases(store: Store) -> None:
+    # Ids a member can send (a forged button's custom id) are read, not written: past what a column
+    # holds they find nothing, as an unknown id does, and a /history cursor past every id is the
+    # newest page, as one past the member's newest job is.
+    job = await add(store)
+    for huge in (2**63, 10**20 - 1, -(2**64)):
+        assert await store.get(huge) is None
+        assert await store.web.job(huge) is None
+        assert (await store.member_jobs(job.guild_id, huge)).total == 0
+        for cursor in ({"before": huge}, {"after": huge}):
+            page = await store.member_jobs(job.guild_id, job.user_id, **cursor)
+            assert [j.id for j in page.jobs] == [job.id], (huge, cursor)
+
+
 async def test_open_store_chooses_postgres_only_with_a_database_url(tmp_path: Path) -> None:
     base = Settings(
         discord_token=Secret("t"),
