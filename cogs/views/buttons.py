@@ -142,7 +142,12 @@ class RetryButton(_JobButton, template=_template(ButtonAction.RETRY)):
         who = interactions.requester(interaction)
         interactions.check_channel(interaction)
         job = await tree.before_acknowledging(
-            members.authorize(interactions.actor(interaction), self.job_id, JobAction.RETRY),
+            members.authorize(
+                interactions.actor(interaction),
+                self.job_id,
+                JobAction.RETRY,
+                interactions.queue_viewer(interaction),
+            ),
             ACK_LOOKUP_TIMEOUT,
         )
         request = members.prepare_retry(who, job)
@@ -163,7 +168,8 @@ class AgainButton(_JobButton, template=_template(ButtonAction.AGAIN)):
         interactions.check_channel(interaction)
         members.check(who)
         await interaction.response.defer(thinking=True)
-        await members.again(who, self.job_id, interactions.job_bookkeeping(interaction))
+        viewer = interactions.queue_viewer(interaction)
+        await members.again(who, viewer, self.job_id, interactions.job_bookkeeping(interaction))
 
 
 class RemixButton(_JobButton, template=_template(ButtonAction.REMIX)):
@@ -177,7 +183,10 @@ class RemixButton(_JobButton, template=_template(ButtonAction.REMIX)):
         members = interactions.members(interaction)
         who = interactions.requester(interaction)
         interactions.check_channel(interaction)
-        prefill = await tree.before_acknowledging(members.remix_prefill(who, self.job_id), ACK_LOOKUP_TIMEOUT)
+        viewer = interactions.queue_viewer(interaction)
+        prefill = await tree.before_acknowledging(
+            members.remix_prefill(who, viewer, self.job_id), ACK_LOOKUP_TIMEOUT
+        )
         await interaction.response.send_modal(remix.remix_form(prefill, interaction.locale))
 
 

@@ -104,6 +104,9 @@ class JobAction(StrEnum):
 _OWNER_ACTIONS = frozenset({JobAction.SHOW, JobAction.CANCEL, JobAction.RETRY, JobAction.DELETE})
 #: Actions on a delivered job only.
 _DELIVERED_ACTIONS = frozenset({JobAction.AGAIN, JobAction.REMIX, JobAction.DELETE})
+#: Actions that put the job's prompt where the actor is (a new job's message, a form): only for a
+#: viewer to whom it shows (:meth:`QueueViewer.hides`), as /queue and /job show it.
+_PROMPT_ACTIONS = frozenset({JobAction.AGAIN, JobAction.REMIX, JobAction.RETRY})
 
 
 class Refusal(StrEnum):
@@ -313,15 +316,21 @@ class Members:
         )
 
     # -- acting on a job ------------------------------------------------------------------------------
-    async def authorize(self, actor: Actor, job_id: int, action: JobAction) -> Job:
+    async def authorize(
+        self, actor: Actor, job_id: int, action: JobAction, viewer: QueueViewer | None = None
+    ) -> Job:
         """The stored job `job_id`, if `actor` may take `action` on it; else :class:`JobRefused`.
 
-        NOT_FOUND: no such job in the actor's server (for Again, Remix and Delete: no delivered one).
-        NOT_ALLOWED: showing, cancelling, retrying or deleting by neither the requester nor a server
-        manager.
+        NOT_FOUND: no such job in the actor's server (for Again, Remix and Delete: no delivered one;
+        for Again, Remix and Retry: none whose prompt shows to `viewer`, the actor where they act,
+        and none without a viewer). NOT_ALLOWED: showing, cancelling, retrying or deleting by
+        neither the requester nor a server manager.
         """
         job = await self._store.get(job_id)
         if job is None or job.guild_id != actor.guild_id:
+            raise JobRefused(Refusal.NOT_FOUND, job_id)
+        if action in _PROMPT_ACTIONS and (viewer is None or viewer.hides(job) is not None):
+            # A job of a channel the actor cannot read (a forged custom id names any) is not there.
             raise JobRefused(Refusal.NOT_FOUND, job_id)
         if action in _DELIVERED_ACTIONS and job.state is not JobState.DELIVERED:
             raise JobRefused(Refusal.NOT_FOUND, job_id)
@@ -376,24 +385,28 @@ class Members:
         log.info("job %s: retry of job %s", started.job.id, old.id)
         return started
 
-    async def again(self, who: Requester, job_id: int, chat: Mapping[str, Any]) -> Started:
+    async def again(
+        self, who: Requester, viewer: QueueViewer, job_id: int, chat: Mapping[str, Any]
+    ) -> Started:
         """A delivered job's prompt and options as a new job of `who`'s, shown as its own message.
 
-        Any member may: the options are checked again under today's rules (blocklist, models, the
-        server's default model when the job had a default), and `who`'s limits and quota apply.
+        Any member to whom its prompt shows (`viewer`: :meth:`authorize`) may: the options are
+        checked again under today's rules (blocklist, models, the server's default model when the
+        job had a default), and `who`'s limits and quota apply.
         """
-        job = await self.authorize(_actor(who), job_id, JobAction.AGAIN)
+        job = await self.authorize(_actor(who), job_id, JobAction.AGAIN, viewer)
         request = self.prepare(who, job.kind, options_of(job))
         return await self.submit(dataclasses.replace(request, from_job=job.id), chat)
 
-    async def remix_prefill(self, who: Requester, job_id: int) -> RemixPrefill:
-        """What the Remix form of delivered job `job_id` shows to `who` (any member).
+    async def remix_prefill(self, who: Requester, viewer: QueueViewer, job_id: int) -> RemixPrefill:
+        """What the Remix form of delivered job `job_id` shows to `who` (any member to whom its
+        prompt shows: `viewer`, :meth:`authorize`).
 
         `who`'s where and whether are checked first, so a member who could not queue the result
         never gets a form. Raises :class:`IntakeError` or :class:`JobRefused` (NOT_FOUND).
         """
         self._intake.precheck(who)
-        job = await self.authorize(_actor(who), job_id, JobAction.REMIX)
+        job = await self.authorize(_actor(who), job_id, JobAction.REMIX, viewer)
         self._intake.precheck(who, job.kind)  # the kind's daily quota, now that it is known
         return RemixPrefill(
             job_id=job.id,

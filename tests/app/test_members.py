@@ -125,6 +125,11 @@ def member(user_id: int, guild_id: int = GUILD, channel_id: int = 100) -> Reques
     return Requester(guild_id=guild_id, channel_id=channel_id, user_id=user_id, locale="en-US")
 
 
+def reading(user_id: int, *channels: int) -> QueueViewer:
+    """`user_id` where they act, reading `channels` (the jobs here are asked in channel 100)."""
+    return QueueViewer(user_id, readable_channels=frozenset(channels or (100,)))
+
+
 async def finished(core: Core[Any], state: JobState, *, user_id: int = ALICE, **params: Any) -> Job:
     """A job of alice's that ended in `state` (written through the store, as the runner would)."""
     request = core.members.prepare(
@@ -226,10 +231,16 @@ async def test_retry_is_the_requesters_job_once_and_a_default_model_is_the_defau
     members = core.members
     failed = await finished(core, JobState.FAILED, model="svc-video-v0.1-gone", model_default=True)
     with pytest.raises(JobRefused) as refused:
-        await members.authorize(Actor(BOB, GUILD), failed.id, JobAction.RETRY)
+        await members.authorize(Actor(BOB, GUILD), failed.id, JobAction.RETRY, reading(BOB))
     assert refused.value.refusal is Refusal.NOT_ALLOWED
+    # A manager who cannot read the job's channel: no such job (its prompt would show where they are).
+    manager = Actor(ADMIN, GUILD, manages_guild=True)
+    for viewer in (None, reading(ADMIN, 200)):
+        with pytest.raises(JobRefused) as refused:
+            await members.authorize(manager, failed.id, JobAction.RETRY, viewer)
+        assert refused.value.refusal is Refusal.NOT_FOUND
     # A manager retries it: the new job is still the requester's, where the manager clicked.
-    job = await members.authorize(Actor(ADMIN, GUILD, manages_guild=True), failed.id, JobAction.RETRY)
+    job = await members.authorize(manager, failed.id, JobAction.RETRY, reading(ADMIN, 100, 200))
     request = members.prepare_retry(member(ADMIN, channel_id=200), job)
     started = await members.retry(request, CHAT)
     new = started.job
@@ -255,7 +266,7 @@ async def test_only_a_failed_job_is_retried(core: Core[Any]) -> None:
 # -- again and remix ------------------------------------------------------------------------------------
 async def test_again_is_any_members_own_job_with_the_same_options(core: Core[Any]) -> None:
     delivered = await finished(core, JobState.DELIVERED)
-    started = await core.members.again(member(BOB), delivered.id, CHAT)
+    started = await core.members.again(member(BOB), reading(BOB), delivered.id, CHAT)
     assert started.job.user_id == BOB and started.job.retry_of is None
     assert options_of(started.job) == options_of(delivered)
     assert started.job.params == delivered.params
@@ -263,13 +274,30 @@ async def test_again_is_any_members_own_job_with_the_same_options(core: Core[Any
     queued = started.job
     for job_id, who in ((queued.id, member(BOB)), (delivered.id, member(BOB, guild_id=OTHER_GUILD))):
         with pytest.raises(JobRefused) as refused:
-            await core.members.again(who, job_id, CHAT)
+            await core.members.again(who, reading(BOB), job_id, CHAT)
         assert refused.value.refusal is Refusal.NOT_FOUND
+
+
+async def test_again_and_remix_of_a_job_from_a_channel_the_member_cannot_read_are_refused(
+    core: Core[Any],
+) -> None:
+    # The prompt would show where bob is (the new job's message, the form): as /queue hides it, it is
+    # no such job; bob's own jobs show from anywhere.
+    delivered = await finished(core, JobState.DELIVERED)
+    with pytest.raises(JobRefused) as refused:
+        await core.members.again(member(BOB, channel_id=200), reading(BOB, 200), delivered.id, CHAT)
+    assert refused.value.refusal is Refusal.NOT_FOUND
+    with pytest.raises(JobRefused) as refused:
+        await core.members.remix_prefill(member(BOB, channel_id=200), reading(BOB, 200), delivered.id)
+    assert refused.value.refusal is Refusal.NOT_FOUND
+    own = await finished(core, JobState.DELIVERED, user_id=BOB)
+    prefill = await core.members.remix_prefill(member(BOB, channel_id=200), reading(BOB, 200), own.id)
+    assert prefill.job_id == own.id
 
 
 async def test_remix_prefills_the_jobs_options_and_queues_the_edited_request(core: Core[Any]) -> None:
     delivered = await finished(core, JobState.DELIVERED)
-    prefill = await core.members.remix_prefill(member(BOB), delivered.id)
+    prefill = await core.members.remix_prefill(member(BOB), reading(BOB), delivered.id)
     assert (prefill.job_id, prefill.kind) == (delivered.id, JobKind.VIDEO)
     assert prefill.options == JobOptions(prompt="a heron", size="vertical", seconds=5, fps=24, model=None)
     assert prefill.default_model == core.models.default("video")

@@ -59,7 +59,7 @@ class RefusingMembers:
         self.refusal = refusal
         self.asked: list[tuple[Actor, int, JobAction]] = []
 
-    async def authorize(self, actor: Actor, job_id: int, action: JobAction) -> None:
+    async def authorize(self, actor: Actor, job_id: int, action: JobAction, viewer: object = None) -> None:
         self.asked.append((actor, job_id, action))
         raise JobRefused(self.refusal, job_id)
 
@@ -69,6 +69,7 @@ def clicked_by(user_id: int, members: Any, *, manages: bool = False) -> Any:
     return SimpleNamespace(
         client=SimpleNamespace(core=SimpleNamespace(members=members)),
         guild_id=5,
+        guild=None,
         channel_id=6,
         channel=None,
         user=SimpleNamespace(id=user_id),

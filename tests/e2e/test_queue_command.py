@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.e2e.commands import FOREVER
-from tests.e2e.harness import StartWorld, World
+from tests.e2e.harness import StartWorld, World, button_ids, status_of
 from tests.fakes.discord_api import VIEW_CHANNEL, FakeChannel, FakeMember, FakeOverwrite
 from tests.fakes.gen_service import TaskPlan
 
@@ -145,3 +145,72 @@ async def test_job_shows_a_manager_what_queue_shows_of_a_channel_they_cannot_rea
     # The requester sees their own job in full, from anywhere.
     seen = await job(where["boss"], general, staff_job)
     assert "staff secret plans" in seen and "framecast-" in seen
+
+
+async def test_again_remix_and_retry_of_a_job_from_a_channel_the_clicker_cannot_read_are_refused(
+    start: StartWorld,
+) -> None:
+    """Again and Remix put a delivered job's prompt where the clicker is (a new job's message for
+    everyone there, a form), Retry a failed one's. A forged custom id can name a job of #staff
+    from #general: to a member who cannot read #staff (a manager included) it is no such job, and
+    its prompt shows nowhere; the staff member who asked still can."""
+    where: dict[str, Any] = {}
+
+    def channels(world: World) -> None:
+        guild, fake = world.guild, world.discord
+        staff = fake.add_role(guild, "staff")
+        where["staff"] = fake.add_channel(
+            guild,
+            "staff",
+            overwrites=[
+                FakeOverwrite.of(guild.everyone, deny=VIEW_CHANNEL),
+                FakeOverwrite.of(staff, allow=VIEW_CHANNEL),
+            ],
+        )
+        where["boss"] = fake.add_member(guild, "boss", roles=[staff])
+
+    world = await start(setup=channels)
+    fake, guild, boss = world.discord, world.guild, where["boss"]
+    world.service.plans = [("doomed staff", TaskPlan(outcome="failed", error="nope"))]
+    secret = await fake.slash(guild, where["staff"], boss, "image", {"prompt": "staff secret plans"})
+    await secret.wait_response()
+    secret_id = await world.job_id(secret)
+    await world.delivered(secret)
+    doomed = await fake.slash(guild, where["staff"], boss, "video", {"prompt": "doomed staff memo"})
+    await doomed.wait_response()
+    doomed_id = await world.job_id(doomed)
+    await doomed.wait_original(lambda m: status_of(m).startswith("❌"))
+
+    mine = await world.image("alice's kite")
+    result = await world.delivered(mine)
+    creates_before = len([r for r in world.service.requests if r.method == "POST"])
+    for action, member in (("again", world.alice), ("remix", world.alice), ("retry", world.admins[0])):
+        job_id = doomed_id if action == "retry" else secret_id
+        click = await fake.click(result, f"framecast:{action}:{job_id}", member, crafted=True)
+        kind, data = await click.wait_response()
+        if kind == 4:
+            assert data is not None
+            text, private = data["content"], bool(data["flags"] & 64)
+        else:
+            followups = click.followups
+            await fake.wait_for(lambda: bool(followups), timeout=10, what="the answer")  # noqa: B023 (awaited here)
+            text, private = followups[-1].content, followups[-1].ephemeral
+        assert (text, private) == (f"There is no job #{job_id} in this server.", True), action
+        assert kind != 9, "a form was opened"  # MODAL: the prompt would be in it
+    assert len([r for r in world.service.requests if r.method == "POST"]) == creates_before
+    shown = [m for m in fake.messages.values() if m.channel_id != where["staff"].id]
+    assert not any("staff secret" in m.content or "staff secret" in str(m.embeds) for m in shown)
+
+    # Boss reads #staff: Again there makes his new job.
+    delivered = await world.delivered(secret)
+    [again_id] = [c for c in button_ids(delivered) if c.startswith("framecast:again:")]
+    again = await fake.click(delivered, again_id, boss)
+    await again.wait_response()
+
+    def made_again() -> bool:
+        return (
+            sum(1 for r in world.service.requests if (r.json or {}).get("prompt") == "staff secret plans")
+            == 2
+        )
+
+    await fake.wait_for(made_again, timeout=15, what="boss's Again")
