@@ -7,8 +7,21 @@ from typing import Any
 
 from tests.e2e.commands import FOREVER
 from tests.e2e.harness import StartWorld, World, button_ids, status_of
-from tests.fakes.discord_api import VIEW_CHANNEL, FakeChannel, FakeMember, FakeOverwrite
+from tests.fakes.discord_api import VIEW_CHANNEL, FakeChannel, FakeMember, FakeOverwrite, FakeRole
 from tests.fakes.gen_service import TaskPlan
+
+
+def staff_channel(world: World, where: dict[str, Any]) -> FakeRole:
+    """A private #staff channel (``where["staff"]``): @everyone may not see it, the staff role
+    (returned) may."""
+    guild, fake = world.guild, world.discord
+    staff = fake.add_role(guild, "staff")
+    overwrites = [
+        FakeOverwrite.of(guild.everyone, deny=VIEW_CHANNEL),
+        FakeOverwrite.of(staff, allow=VIEW_CHANNEL),
+    ]
+    where["staff"] = fake.add_channel(guild, "staff", overwrites=overwrites)
+    return staff
 
 
 async def test_queue_with_many_jobs_from_many_members(start: StartWorld) -> None:
@@ -39,15 +52,7 @@ async def test_queue_shows_other_members_prompts_only_from_channels_they_can_rea
 
     def channels(world: World) -> None:
         guild, fake = world.guild, world.discord
-        staff = fake.add_role(guild, "staff")
-        where["staff"] = fake.add_channel(
-            guild,
-            "staff",
-            overwrites=[
-                FakeOverwrite.of(guild.everyone, deny=VIEW_CHANNEL),
-                FakeOverwrite.of(staff, allow=VIEW_CHANNEL),
-            ],
-        )
+        staff = staff_channel(world, where)
         where["adult"] = fake.add_channel(guild, "adult", nsfw=True)
         where["boss"] = fake.add_member(guild, "boss", roles=[staff])
         where["deputy"] = fake.add_member(guild, "deputy", roles=[staff])
@@ -103,15 +108,7 @@ async def test_job_shows_a_manager_what_queue_shows_of_a_channel_they_cannot_rea
 
     def channels(world: World) -> None:
         guild, fake = world.guild, world.discord
-        staff = fake.add_role(guild, "staff")
-        where["staff"] = fake.add_channel(
-            guild,
-            "staff",
-            overwrites=[
-                FakeOverwrite.of(guild.everyone, deny=VIEW_CHANNEL),
-                FakeOverwrite.of(staff, allow=VIEW_CHANNEL),
-            ],
-        )
+        staff = staff_channel(world, where)
         where["adult"] = fake.add_channel(guild, "adult", nsfw=True)
         where["boss"] = fake.add_member(guild, "boss", roles=[staff])
 
@@ -158,15 +155,7 @@ async def test_again_remix_and_retry_of_a_job_from_a_channel_the_clicker_cannot_
 
     def channels(world: World) -> None:
         guild, fake = world.guild, world.discord
-        staff = fake.add_role(guild, "staff")
-        where["staff"] = fake.add_channel(
-            guild,
-            "staff",
-            overwrites=[
-                FakeOverwrite.of(guild.everyone, deny=VIEW_CHANNEL),
-                FakeOverwrite.of(staff, allow=VIEW_CHANNEL),
-            ],
-        )
+        staff = staff_channel(world, where)
         where["boss"] = fake.add_member(guild, "boss", roles=[staff])
 
     world = await start(setup=channels)
