@@ -7,6 +7,7 @@ job, ``Admins.authorize`` for a server's settings): here an interaction only bec
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, cast
 
 import discord
@@ -100,14 +101,25 @@ def queue_viewer(interaction: discord.Interaction[Any]) -> QueueViewer:
 
     Readability is discord.py's own permission resolution (roles, then channel overwrites) of the
     member in each cached channel and thread; a thread is read through its parent. A channel
-    the cache does not hold is not in the set, so it counts as unreadable. Whether the prompts of
+    the cache does not hold is not in the set, so it counts as unreadable, except the one the
+    interaction comes from. Whether the prompts of
     an age-restricted channel may be shown depends on where /queue is used (``requester().nsfw``).
     """
     where = requester(interaction)
     guild, member = interaction.guild, interaction.user
     if guild is None or not isinstance(member, discord.Member):
-        return QueueViewer(member.id, in_age_restricted=where.nsfw)
-    return member_viewer(guild, member, in_age_restricted=where.nsfw)
+        viewer = QueueViewer(member.id, in_age_restricted=where.nsfw)
+    else:
+        viewer = member_viewer(guild, member, in_age_restricted=where.nsfw)
+    here = interaction.channel_id
+    if here is None or here in viewer.readable_channels:
+        return viewer
+    # Where they act is readable to them, though the cache may not tell (a private thread they were
+    # added to, a thread not cached): a click on a result there is theirs to see.
+    restricted = viewer.age_restricted_channels | ({here} if where.nsfw else set())
+    return dataclasses.replace(
+        viewer, readable_channels=viewer.readable_channels | {here}, age_restricted_channels=restricted
+    )
 
 
 def member_viewer(guild: discord.Guild, member: discord.Member, *, in_age_restricted: bool) -> QueueViewer:

@@ -104,6 +104,14 @@ def test_manage_threads_opens_every_private_thread_of_a_readable_channel(server:
     assert server.staff.id not in seen.readable_channels
 
 
+def test_where_the_member_acts_is_readable_though_the_cache_cannot_tell(server: Server) -> None:
+    # Dave was added to carol's private thread: the cache knows only its owner and Manage Threads,
+    # but he acts in it (a click on a result there), so what was asked there shows to him.
+    seen = server.viewer(server.staffer, server.carols_thread)
+    assert server.carols_thread.id in seen.readable_channels
+    assert server.carols_thread.id not in server.viewer(server.staffer, server.general).readable_channels
+
+
 def test_a_channel_without_read_message_history_is_not_readable(server: Server) -> None:
     assert server.announcements.id not in server.viewer(server.member, server.general).readable_channels
 
