@@ -318,6 +318,17 @@ def button_ids(message: FakeMessage) -> list[str]:
     return list(message.custom_ids())
 
 
+async def answer_to(world: World, click: FakeInteraction) -> tuple[str, bool]:
+    """What a click was answered, and whether privately: a message, or an acknowledgement and then
+    a follow-up."""
+    kind, data = await click.wait_response()
+    if kind == 4:
+        assert data is not None
+        return data["content"], bool(data["flags"] & 64)
+    await world.discord.wait_for(lambda: bool(click.followups), timeout=10, what="the answer")
+    return click.followups[-1].content, click.followups[-1].ephemeral
+
+
 async def make_world(
     tmp: Path,
     *,

@@ -8,8 +8,7 @@ from typing import Literal
 import pytest
 
 from framecast.media import probe_video, sniff
-from tests.e2e.harness import World, button_ids, status_of, statuses_seen
-from tests.fakes.discord_api import FakeInteraction
+from tests.e2e.harness import World, answer_to, button_ids, status_of, statuses_seen
 from tests.fakes.gen_service import IMAGE_MODEL, POLL_PATH, VIDEO_MODEL, ImageShape, ProgressShape, TaskPlan
 
 IdField = Literal["video_id", "task_id"]  # how the fake service names a created task's id
@@ -305,17 +304,6 @@ async def test_a_task_that_never_finishes_times_out(tmp_path) -> None:
         assert button_ids(msg) and button_ids(msg)[0].startswith("framecast:retry:")
     finally:
         await close_world(world)
-
-
-async def answer_to(world: World, click: FakeInteraction) -> tuple[str, bool]:
-    """What a click was answered, and whether privately (a message, or an acknowledgement and then
-    a follow-up)."""
-    kind, data = await click.wait_response()
-    if kind == 4:
-        assert data is not None
-        return data["content"], bool(data["flags"] & 64)
-    await world.discord.wait_for(lambda: bool(click.followups), timeout=10, what="the answer")
-    return click.followups[-1].content, click.followups[-1].ephemeral
 
 
 async def test_forged_clicks_naming_a_job_beyond_64_bits_are_answered_as_no_such_job(world: World) -> None:
