@@ -233,7 +233,7 @@ class Forecast:
         self._scope = scope
         self._tuning = tuning
         # The key as last played forward (monotonic), when, for how many queued videos and images,
-        # and whether the plan changed since (see :meth:`_played`).
+        # and whether the plan changed since (see :meth:`_play`).
         self._played = Played()
         self._played_at = -math.inf
         self._played_for = (0, 0)

@@ -86,9 +86,9 @@ class _Create(enum.Enum):
     SENT = enum.auto()  # an image's in flight: its download follows (its window: ``images_sent``)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Played:
-    """What one play found (times as the play's `now`)."""
+    """What one play found (times as the play's `now`), filled in as it goes."""
 
     #: When each running task's next poll goes out, by job id (past the horizon: the horizon's end).
     polls: dict[int, float] = field(default_factory=dict)

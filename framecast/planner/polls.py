@@ -363,13 +363,12 @@ class PollPlan:
             if done is not None:
                 while done + to_mono > at + 1e-9:
                     planned.append(Planned(at, 1.0, Priority.PROGRESS, job_id))
-                    at, job_id = (
-                        poll_at(at, done + to_mono, interval=self.interval, max_interval=self.max_interval),
-                        None,
-                    )
+                    at = poll_at(at, done + to_mono, interval=self.interval, max_interval=self.max_interval)
+                    job_id = None
             elif not task.likely_done:
                 planned.append(Planned(at, 1.0, Priority.PROGRESS, job_id))
-                at, job_id = at + self.interval, None
+                at += self.interval
+                job_id = None
             # The poll that sees it done, then the download (a poll sent to learn the task goes after creates).
             seen = Priority.PROGRESS if job_id is not None and not task.goes_first else Priority.HIGH
             planned.append(Planned(at, 2.0, seen, job_id))
