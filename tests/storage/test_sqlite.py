@@ -651,7 +651,10 @@ async def test_sigkill_loses_no_acknowledged_write(tmp_path: Path, lines_before_
     try:
         assert proc.stdout is not None
         for _ in range(lines_before_kill):
-            line = await asyncio.wait_for(proc.stdout.readline(), timeout=10)
+            # A guard against a hung child, not a timing assert: the first line waits for the
+            # interpreter and its imports, and every line for an fsync, which on a loaded two-core
+            # machine (the whole suite beside it) took over 10 s once.
+            line = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
             if not line:
                 stderr = await proc.stderr.read() if proc.stderr else b""
                 pytest.fail(f"child exited early: {stderr.decode(errors='replace')}")
