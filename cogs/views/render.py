@@ -226,22 +226,6 @@ def _status(
     return _final_status(job, poll_timeout=poll_timeout), None
 
 
-def status_line(
-    job: Job,
-    *,
-    position: int | None,
-    now: float,
-    poll_timeout: float,
-    estimate: Estimate | None = None,
-    floor: int = 0,
-) -> str:
-    """The one line that says where the job is (see :func:`render_job` for `estimate` and `floor`)."""
-    text, _ = _status(
-        job, position=position, now=now, poll_timeout=poll_timeout, estimate=estimate, floor=floor
-    )
-    return text
-
-
 def _final_status(job: Job, *, poll_timeout: float) -> str:
     """The status of a job past the service: delivering, or finished one way or another."""
     loc = job.locale

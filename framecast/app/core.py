@@ -43,7 +43,7 @@ from framecast.app.settings_book import SettingsBook
 from framecast.app.styles import ServerStyles, StyleBook
 from framecast.clock import Clock, SystemClock
 from framecast.config import Settings
-from framecast.guilds.settings import Ceilings, GuildSettings, Policy
+from framecast.guilds.settings import Ceilings, GuildSettings
 from framecast.jobs.leases import Leases
 from framecast.jobs.outage import StoreOutage
 from framecast.jobs.queues import GuildQueues
@@ -131,19 +131,6 @@ class Core(Generic[R]):
     def guild_settings(self, guild_id: int) -> GuildSettings:
         """The server's own settings (defaults if it set none), from memory."""
         return self.book.settings(guild_id)
-
-    def guild_policy(self, guild_id: int) -> Policy:
-        """The server's effective policy: its settings capped by the operator's ceilings."""
-        return self.book.policy(guild_id)
-
-    async def update_settings(self, guild_id: int, *, by: int, **changes: object) -> GuildSettings:
-        """Validate and persist `changes` to the server's settings (user `by` made them); the new settings.
-
-        The one writer is :meth:`SettingsBook.update` (raises :class:`SettingsError` for a value the
-        server may not have; saves and logs only what really changes, by name, never by value).
-        """
-        new, _ = await self.book.update(guild_id, by=by, **changes)
-        return new
 
     @classmethod
     async def open(

@@ -345,26 +345,17 @@ class RedisBudget:
         return max(0.0, self._push.paused_until - self._clock.monotonic())
 
     def available(self) -> int:
-        """Slots this process could still take without asking Redis (a local upper bound).
-
-        The shared count lives in Redis and costs a round trip; use :meth:`shared_available`.
-        """
+        """Slots this process could still take without asking Redis (a local upper bound: the shared
+        count lives in Redis only, and reading it would cost a round trip)."""
         return max(0, self.allowed - self._in_flight)
 
     def used(self) -> int:
-        """Requests this process has in flight (the shared count is :meth:`shared_available`'s)."""
+        """Requests this process has in flight (the other processes' are counted in Redis only)."""
         return self._in_flight
 
     def frees_at(self) -> None:
         """Not known here: the other processes' requests are counted in Redis only."""
         return None
-
-    async def shared_available(self) -> int:
-        """Slots free in Redis right now for every process (ignoring a pause); raises RedisError."""
-        now_s, now_us = await self._redis.time()
-        now = now_s * 1_000_000 + now_us
-        used = await self._redis.zcount(self.key, f"({now}", "+inf")
-        return max(0, self.allowed - int(used))
 
     def close(self) -> None:
         """Stop the internal tasks (waiters still parked stay parked; slots in flight expire in Redis)."""

@@ -50,11 +50,6 @@ class CreateRefusals:
     def __repr__(self) -> str:
         return f"<CreateRefusals known={self._known} passed={self._passed}>"
 
-    @property
-    def cap_known(self) -> bool:
-        """Whether the key's creates are known to meet a concurrency cap (and no rate refusal since)."""
-        return self._known
-
     def answered(self, status: int | None) -> None:
         """A request that is not a create got `status` (None: no answer)."""
         if status is None:

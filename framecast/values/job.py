@@ -251,11 +251,6 @@ class Job:
         return self.state in TERMINAL
 
     @property
-    def is_active(self) -> bool:
-        """True while the job counts against the member limit (any non-terminal state)."""
-        return self.state in ACTIVE
-
-    @property
     def prompt(self) -> str:
         """The member's prompt (empty string if the params carry none)."""
         value = self.params.get("prompt") if isinstance(self.params, Mapping) else None

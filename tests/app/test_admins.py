@@ -169,7 +169,7 @@ async def test_changes_are_saved_once_logged_by_name_and_survive_a_restart(
         assert again.asked == (Setting.NSFW_ONLY,) and again.saved == ()
         assert len(await core.store.settings_log(GUILD)) == 1
         # The intake reads the same settings (one writer, one cache).
-        assert core.guild_policy(GUILD).settings.nsfw_only
+        assert core.book.policy(GUILD).settings.nsfw_only
     finally:
         await core.close()
     core = await open_core(settings)

@@ -221,15 +221,15 @@ async def test_server_settings_are_validated_saved_logged_and_cached_across_a_re
     settings = settings_for(fake_service, tmp_path)
     core = await opened(settings, Factory())
     try:
-        assert core.guild_policy(WHO.guild_id).member_jobs == settings.member_job_limit
+        assert core.book.policy(WHO.guild_id).member_jobs == settings.member_job_limit
         with pytest.raises(SettingsError):
-            await core.update_settings(WHO.guild_id, by=ADMIN, member_jobs=settings.member_job_limit + 1)
+            await core.book.update(WHO.guild_id, by=ADMIN, member_jobs=settings.member_job_limit + 1)
         # The one writer of settings logs who changed what (framecast/app/settings_book.py).
         with caplog.at_level(logging.INFO, logger="framecast.app.settings_book"):
-            changed = await core.update_settings(WHO.guild_id, by=ADMIN, member_jobs=1, nsfw_only=True)
+            changed, _ = await core.book.update(WHO.guild_id, by=ADMIN, member_jobs=1, nsfw_only=True)
         assert changed.member_jobs == 1 and core.guild_settings(WHO.guild_id) == changed
-        assert core.guild_policy(WHO.guild_id).member_jobs == 1
-        assert core.guild_policy(WHO.guild_id + 1).member_jobs == settings.member_job_limit
+        assert core.book.policy(WHO.guild_id).member_jobs == 1
+        assert core.book.policy(WHO.guild_id + 1).member_jobs == settings.member_job_limit
         assert f"guild {WHO.guild_id}: user {ADMIN} changed member_jobs, nsfw_only" in caplog.text
         log_rows = await core.store.settings_log(WHO.guild_id)
         assert sorted(r.setting for r in log_rows) == [Setting.MEMBER_JOBS, Setting.NSFW_ONLY]
@@ -238,7 +238,7 @@ async def test_server_settings_are_validated_saved_logged_and_cached_across_a_re
             core.intake.precheck(WHO)
         assert refused.value.problem is IntakeProblem.NSFW_ONLY
         # Setting the same value again changes nothing and logs nothing.
-        await core.update_settings(WHO.guild_id, by=ADMIN, member_jobs=1)
+        await core.book.update(WHO.guild_id, by=ADMIN, member_jobs=1)
         assert len(await core.store.settings_log(WHO.guild_id)) == 2
     finally:
         await core.close()

@@ -27,7 +27,6 @@ from cogs.views.render import (
     progress_bar,
     render_job,
     shown_percent,
-    status_line,
     time_ahead,
 )
 from framecast.planner.estimate import Estimate
@@ -82,9 +81,11 @@ def status(
     estimate: Estimate | None = None,
     floor: int = 0,
 ) -> str:
-    return status_line(
+    """The job message's status line."""
+    shown = render_job(
         job, position=position, now=now, poll_timeout=poll_timeout, estimate=estimate, floor=floor
     )
+    return next(f.value or "" for f in shown.embed.fields if f.name == t("field_status", job.locale))
 
 
 def render(

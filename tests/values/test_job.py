@@ -139,10 +139,9 @@ def test_new_job_defaults_and_repr_hides_discord() -> None:
 def test_job_properties() -> None:
     job = make_job()
     assert job.prompt == "a cat"
-    assert job.is_active and not job.is_terminal
+    assert not job.is_terminal
     for state in TERMINAL:
-        done = make_job(state=state)
-        assert done.is_terminal and not done.is_active
+        assert make_job(state=state).is_terminal
     assert make_job(params={"size": "1024x1024"}).prompt == ""
     assert make_job(params={"prompt": None}).prompt == ""
     assert job.task_id is None and job.discord == {} and job.retry_of is None
