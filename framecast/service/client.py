@@ -183,6 +183,11 @@ class GenerationClient:
         """The request budget every call goes through."""
         return self._budget
 
+    def reveals_key(self, text: str) -> bool:
+        """Whether `text` carries this client's API key (raw or percent-encoded): a result link that
+        does must never be shown to anyone."""
+        return self._transport.reveals_key(text)
+
     async def close(self) -> None:
         """Close what this client opened itself (the session for foreign result hosts).
 

@@ -32,6 +32,7 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import unquote, unquote_plus
 
 import aiohttp
 import yarl
@@ -192,6 +193,13 @@ class Transport:
         if len(key) >= 4:
             text = text.replace(key, "***")
         return text
+
+    def reveals_key(self, text: str) -> bool:
+        """Whether `text` (a link, say) carries the API key, as it is or percent-encoded."""
+        key = self._api_key.reveal()
+        if len(key) < 4:
+            return False
+        return any(key in form for form in (text, unquote(text), unquote_plus(text)))
 
     def shown(self, text: str | None, limit: int) -> str | None:
         """Service text (already cleaned, maybe longer than `limit`) without the key, cut to `limit`.
