@@ -330,7 +330,18 @@ class GenerationClient:
         catalog, skipped = parse_model_list(data)
         if skipped:
             log.warning("list models: skipped %d entries without a usable model id", skipped)
-        return catalog
+        # Ids are shown to every member (/models, autocomplete, refusals): never one naming a key.
+        kept = ModelCatalog(
+            *(
+                tuple(model for model in ids if not self._transport.reveals_key(model))
+                for ids in (catalog.video, catalog.image, catalog.text, catalog.other)
+            )
+        )
+        if kept != catalog:
+            log.warning(
+                "list models: left out %d ids that carry an API key", len(catalog.all()) - len(kept.all())
+            )
+        return kept
 
     async def download(
         self,
