@@ -91,9 +91,9 @@ class Jobs(commands.Cog):
         if message is not None:
             lines.append(t("job_message_link", loc, link=message.jump_url))
             files = [t("job_file_link", loc, link=a.url) for a in result_attachments(message, job.id)]
-        if job.state is JobState.DELIVERED and job.result_url and not files and not parked:
+        if job.state is JobState.DELIVERED and details.link and not files and not parked:
             if job.parked or message is None:
-                files.append(t("job_file_link", loc, link=link_text(job.result_url)))
+                files.append(t("job_file_link", loc, link=link_text(details.link)))
         if job.deleted is not None:
             # Deleted from the channel (by its requester or a moderator): /job does not bring it back.
             lines, files = [t("history_state_deleted", loc)], []

@@ -34,7 +34,6 @@ from framecast.app import (
     ImageDefaults,
     JobKind,
     LimitsChange,
-    Setting,
     SettingsChanged,
     VideoDefaults,
 )
@@ -238,7 +237,7 @@ class ServerSettings(
     async def reset(self, interaction: discord.Interaction[Framecast], setting: str) -> None:
         """Drop the server's value of one setting: the operator's default applies again."""
         # The key is not offered (it has /settings key remove); the use case refuses it anyway.
-        outcome = await admins(interaction).reset(actor(interaction), Setting(setting))
+        outcome = await admins(interaction).reset(actor(interaction), setting)
         await self._changed(interaction, outcome)
 
     # -- the server's own key: its form's submit ------------------------------------------------

@@ -156,6 +156,27 @@ def relative_time(epoch: float) -> str:
     return f"<t:{int(epoch)}:R>"
 
 
+#: The longest message content Discord accepts (longer is refused with 50035: no answer at all).
+MESSAGE_CHARS = 2000
+
+
+def echoing(key: str, locale: str | discord.Locale | None, params: dict[str, Any]) -> str:
+    """Message `key` with `params`, each text among them shown literally (:func:`as_text`).
+
+    The texts echo what a member typed (up to Discord's 6,000 characters an option) or what the
+    service listed, and escaping can double their length: when the message would not fit in one
+    Discord message, each text is cut to an equal share of the room left (ending with "…").
+    """
+    texts = [name for name, value in params.items() if isinstance(value, str)]
+    shown = {name: as_text(value) if name in texts else value for name, value in params.items()}
+    message = t(key, locale, **shown)
+    if len(message) <= MESSAGE_CHARS or not texts:
+        return message
+    bare = len(t(key, locale, **{**shown, **dict.fromkeys(texts, "")}))
+    room = max(2, (MESSAGE_CHARS - bare) // len(texts))
+    return t(key, locale, **{**shown, **{name: as_text(params[name], limit=room) for name in texts}})
+
+
 def _intake_message(error: IntakeError, locale: str | discord.Locale | None, personal: bool) -> str:
     params: dict[str, Any] = dict(error.params)
     key = place_key(INTAKE_KEYS[error.problem], personal=personal)
@@ -170,8 +191,7 @@ def _intake_message(error: IntakeError, locale: str | discord.Locale | None, per
         params["channels"] = ", ".join(f"<#{int(c)}>" for c in params.get("channels", ()))
         return t(key, locale, **params)
     # Parameters may echo what a member typed or what the service listed: shown literally.
-    params = {k: as_text(v) if isinstance(v, str) else v for k, v in params.items()}
-    return t(key, locale, **params)
+    return echoing(key, locale, params)
 
 
 def _settings_message(error: SettingsError, locale: str | discord.Locale | None) -> str:
@@ -212,8 +232,7 @@ def error_message(
         return _settings_message(error, locale)
     if isinstance(error, StyleError):
         # A name or template as the admin typed it: shown literally.
-        params = {k: as_text(v) if isinstance(v, str) else v for k, v in error.params.items()}
-        return t(STYLE_KEYS[error.problem], locale, placeholder=STYLE_PLACEHOLDER, **params)
+        return echoing(STYLE_KEYS[error.problem], locale, {"placeholder": STYLE_PLACEHOLDER, **error.params})
     if isinstance(error, JobRefused):
         return t(place_key(REFUSAL_KEYS[error.refusal], personal=personal), locale, id=error.job_id)
     if isinstance(error, AdminRefused):

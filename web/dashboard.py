@@ -31,7 +31,7 @@ from framecast.app import (
     presets,
 )
 from web.charts import day_bars
-from web.requests import check_csrf, render, server_member, server_of
+from web.requests import check_csrf, decimal, render, server_member, server_of
 
 __all__ = ["add_routes"]
 
@@ -112,9 +112,10 @@ def _number(form: dict[str, str], name: str) -> int | None:
     text = str(form.get(name, "")).strip()
     if not text:
         return None
-    if not text.isdigit() or len(text) > 9:
+    number = decimal(text, 9)
+    if number is None:
         raise _Refused("Limits are whole numbers (empty: leave as is).")
-    return int(text)
+    return number
 
 
 async def _limits(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
@@ -174,13 +175,13 @@ async def _channels(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
     if form.get("action") == "clear":
         await cases.admins.clear_channels(by)
         return "channels"
-    channel = form.get("channel", "")
-    if not channel.isdigit() or len(channel) > 20:
+    channel = decimal(form.get("channel"), 20)
+    if channel is None:
         raise _Refused("Pick a channel.")
     if form.get("action") == "remove":
-        await cases.admins.remove_channel(by, int(channel))
+        await cases.admins.remove_channel(by, channel)
     else:
-        await cases.admins.add_channel(by, int(channel))
+        await cases.admins.add_channel(by, channel)
     return "channels"
 
 

@@ -20,6 +20,7 @@ from web.requests import (
     SESSION_COOKIE,
     check_csrf,
     current_user,
+    decimal,
     render,
     require_user,
     server_member,
@@ -139,11 +140,8 @@ async def logout(request: web.Request) -> web.StreamResponse:
 
 # -- the gallery ------------------------------------------------------------------------------------
 def _int_arg(request: web.Request, name: str) -> int | None:
-    value = request.query.get(name, "").strip()
-    if not value.isdigit() or len(value) > 20:
-        return None
-    number = int(value)
-    return number if 0 < number < 2**63 else None
+    number = decimal(request.query.get(name), 20)
+    return number if number is not None and 0 < number < 2**63 else None
 
 
 def gallery_query(request: web.Request) -> GalleryQuery:
@@ -188,11 +186,11 @@ async def media(request: web.Request) -> web.StreamResponse:
     """A result's file: if the gallery shows it to this person, off to Discord's fresh link for it
     (fetched now with the bot token; never a stored one)."""
     guild_id, member = await server_member(request)
-    job_id = request.match_info["job"]
-    if not job_id.isdigit() or len(job_id) > 19:
+    job_id = decimal(request.match_info["job"], 19)
+    if job_id is None:
         raise web.HTTPNotFound()
     cases = server_of(request).cases
-    item = await cases.gallery.item(guild_id, member, int(job_id))
+    item = await cases.gallery.item(guild_id, member, job_id)
     if item is None:
         raise web.HTTPNotFound(text="Not found.")
     try:

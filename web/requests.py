@@ -8,7 +8,6 @@ every request. A form that changes anything carries a CSRF token bound to the se
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,6 +20,7 @@ __all__ = [
     "SESSION_COOKIE",
     "check_csrf",
     "current_user",
+    "decimal",
     "render",
     "require_user",
     "server_member",
@@ -28,6 +28,21 @@ __all__ = [
 ]
 
 SESSION_COOKIE = "fc_session"
+
+
+def decimal(text: object, max_digits: int) -> int | None:
+    """`text` as a whole number written in ASCII digits only (at most `max_digits` of them), else None.
+
+    Every number a page reads from an address or a form (ids, cursors, limits) goes through here:
+    ``str.isdigit`` also says yes to "²", "٣" or "１２", which ``int`` then refuses (an exception the
+    page answered as an outage) or reads as another number than the one shown.
+    """
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    if not (0 < len(text) <= max_digits and text.isascii() and text.isdigit()):
+        return None
+    return int(text)
 
 
 def server_of(request: web.Request) -> WebServer:
@@ -74,25 +89,17 @@ def _next_query(path: str) -> str:
 
 def check_csrf(request: web.Request, form: Any) -> None:
     """Refuse (403) a form whose CSRF token is not the session's."""
-    server = server_of(request)
     token = request.get("session_token")
     sent = form.get("csrf") if form is not None else None
-    if (
-        not token
-        or not isinstance(sent, str)
-        or not hmac.compare_digest(sent, server.signer.token("csrf", token))
-    ):
+    if not token or not server_of(request).signer.is_token("csrf", token, sent):
         raise web.HTTPForbidden(text="This form has expired or did not come from this site. Reload the page.")
 
 
 async def server_member(request: web.Request, *, fresh: bool = False) -> tuple[int, ServerMember]:
     """The server in the path and the logged-in person as the bot sees them there (404: not a member)."""
     user = await require_user(request)
-    try:
-        guild_id = int(request.match_info["guild"])
-    except ValueError:
-        raise web.HTTPNotFound() from None
-    if not 0 < guild_id < 2**63:
+    guild_id = decimal(request.match_info["guild"], 19)
+    if guild_id is None or not 0 < guild_id < 2**63:
         raise web.HTTPNotFound()
     try:
         member = await server_of(request).cases.directory.member(guild_id, user, fresh=fresh)

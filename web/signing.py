@@ -46,7 +46,8 @@ class Signer:
 
     def unsign(self, purpose: str, signed: str | None, *, now: float | None = None) -> Any:
         """The value `signed` carries if it was signed for `purpose` and has not expired; else None."""
-        if not signed or len(signed) > _MAX_SIGNED or signed.count(".") != 1:
+        # Only ASCII can be a signed value (and compare_digest raises on other text).
+        if not signed or len(signed) > _MAX_SIGNED or not signed.isascii() or signed.count(".") != 1:
             return None
         body, mac = signed.split(".")
         if not hmac.compare_digest(mac, self._mac(purpose, body)):
@@ -65,3 +66,12 @@ class Signer:
     def token(self, purpose: str, value: str) -> str:
         """A deterministic MAC of `value` for `purpose` (a CSRF token bound to a session)."""
         return self._mac(purpose, value)
+
+    def is_token(self, purpose: str, value: str, sent: object) -> bool:
+        """Whether `sent` (from a form: anything) is :meth:`token` of `value` for `purpose`.
+
+        Text that is not ASCII is no token (``hmac.compare_digest`` raises on it rather than say no).
+        """
+        return (
+            isinstance(sent, str) and sent.isascii() and hmac.compare_digest(sent, self.token(purpose, value))
+        )

@@ -300,6 +300,11 @@ class Accounts:
         removes it."""
         return self._keys.unreadable(guild_id)
 
+    def reveals_key(self, text: str) -> bool:
+        """Whether `text` (a result link the service gave) carries any key the bot holds: the
+        operator's, a server's, or one retired but still in use. The service may name any of them."""
+        return any(account.client.reveals_key(text) for account in self._all_accounts())
+
     def bind(self, job_id: int, account: KeyAccount) -> None:
         """A runner works on the job with `account` (kept open, even if replaced, until :meth:`unbind`)."""
         if isinstance(account, Account):

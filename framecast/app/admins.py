@@ -453,15 +453,18 @@ class Admins:
         """Remove every blocked term."""
         return await self._change(actor, {Setting.BLOCKLIST.value: ()})
 
-    async def reset(self, actor: Actor, setting: Setting) -> SettingsChanged:
+    async def reset(self, actor: Actor, setting: Setting | str) -> SettingsChanged:
         """Drop the server's value of one setting: the operator's default applies again.
 
-        The key is not reset here (:meth:`remove_key` does that): ``IntakeError(BAD_OPTION)``.
+        `setting` as the command sent it: one that is not resettable (the key: :meth:`remove_key`
+        does that), or no setting at all (a command synced by another version of the bot), is
+        ``IntakeError(BAD_OPTION)``.
         """
         administered(actor)  # who asks comes first: a refused actor learns nothing of the settings
         if setting not in RESETTABLE:
             raise IntakeError(IntakeProblem.BAD_OPTION, option="setting")
-        return await self._change(actor, {setting.value: getattr(_DEFAULTS, setting.value)})
+        name = Setting(setting).value
+        return await self._change(actor, {name: getattr(_DEFAULTS, name)})
 
     # -- the server's own key --------------------------------------------------------------------------
     def key_availability(self, actor: Actor) -> KeyAvailability:

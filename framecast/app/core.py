@@ -274,6 +274,7 @@ class Core(Generic[R]):
                 estimate=accounts.estimate,
                 clock=clock,
                 poll_timeout=s.gen_poll_timeout,
+                reveals_key=accounts.reveals_key,
                 styles=style_book,
             )
             active_jobs = ActiveJobs()

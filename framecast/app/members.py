@@ -39,6 +39,7 @@ from framecast.app.styles import Style, StyleBook, job_style, styled_params
 from framecast.clock import Clock
 from framecast.guilds.settings import Policy
 from framecast.jobs.scheduler import CancelOutcome, Scheduler
+from framecast.jobs.service_params import shareable_link
 from framecast.planner.estimate import Estimate
 from framecast.service.errors import ServiceError
 from framecast.service.model_list import ModelCache
@@ -190,6 +191,8 @@ class JobDetails:
     hidden: PromptHidden | None = None
     #: When and by whom its result was deleted (None: it was not), kept when the rest is hidden.
     deleted: Deletion | None = None
+    #: The service's link to its result as it may be shown (:func:`shareable_link`); None: none.
+    link: str | None = None
 
 
 @dataclass(frozen=True)
@@ -235,8 +238,12 @@ class Members:
         estimate: Callable[[Job], Estimate],
         clock: Clock,
         poll_timeout: float,
+        reveals_key: Callable[[str], bool],
         styles: StyleBook | None = None,
     ) -> None:
+        """`reveals_key`: whether a text carries one of the bot's API keys (``Accounts.reveals_key``):
+        /job never shows a result link that does."""
+        self._reveals_key = reveals_key
         self._intake = intake
         self._store = store
         self._scheduler = scheduler
@@ -438,6 +445,7 @@ class Members:
             poll_timeout=self._poll_timeout,
             hidden=hidden,
             deleted=found.deleted,
+            link=shareable_link(job.result_url, self._reveals_key),
         )
 
     async def show_queue(self, guild_id: int, viewer: QueueViewer) -> QueueView:

@@ -6,6 +6,7 @@ Counted from the store's rows of the period (every job asked for, whatever becam
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 from collections import Counter
 from dataclasses import dataclass
@@ -15,12 +16,16 @@ from framecast.clock import Clock
 from framecast.storage import UsageRow
 from framecast.values import JobKind, JobState
 
-__all__ = ["USAGE_DAYS", "DayCount", "ServerUsage", "Usage"]
+__all__ = ["USAGE_DAYS", "USAGE_TTL", "DayCount", "ServerUsage", "Usage"]
 
 #: The days the dashboard's usage covers.
 USAGE_DAYS = 30
 #: The members listed as asking most.
 TOP_MEMBERS = 10
+#: Seconds a server's usage is reused (the last 30 days do not change much in a minute).
+USAGE_TTL = 60.0
+#: Servers whose usage is kept at most (the oldest is dropped first).
+_MAX_KEPT = 256
 _DAY = 86400.0
 
 
@@ -56,18 +61,46 @@ class ServerUsage:
 
 
 class Usage:
-    """The dashboard's usage use case."""
+    """The dashboard's usage use case.
 
-    def __init__(self, store: UsageSource, clock: Clock, *, days: int = USAGE_DAYS) -> None:
+    Counting a busy server's month reads up to ``MAX_USAGE_ROWS`` rows and walks them on the event
+    loop (about a second at the cap): each server's count is made once at a time (views asking
+    meanwhile wait for it) and reused for :data:`USAGE_TTL` seconds, so reloading the dashboard,
+    or many tabs of it, cannot hold the loop (and every server's interactions) for longer.
+    """
+
+    def __init__(
+        self, store: UsageSource, clock: Clock, *, days: int = USAGE_DAYS, ttl: float = USAGE_TTL
+    ) -> None:
         self._store = store
         self._clock = clock
         self._days = days
+        self._ttl = ttl
+        self._kept: dict[int, tuple[float, ServerUsage]] = {}
+        self._counting: dict[int, asyncio.Future[ServerUsage]] = {}
 
     def __repr__(self) -> str:
         return f"<Usage days={self._days}>"
 
     async def of_server(self, guild_id: int) -> ServerUsage:
-        """`guild_id`'s usage over the last days (today included, by UTC day)."""
+        """`guild_id`'s usage over the last days (today included, by UTC day), at most
+        :data:`USAGE_TTL` seconds old."""
+        kept = self._kept.get(guild_id)
+        if kept is not None and self._clock.monotonic() - kept[0] < self._ttl:
+            return kept[1]
+        counting = self._counting.get(guild_id)
+        if counting is None:
+            counting = asyncio.ensure_future(self._count(guild_id))
+            self._counting[guild_id] = counting
+            counting.add_done_callback(lambda _: self._counting.pop(guild_id, None))
+        # Shielded: a view that goes away (its browser closed) leaves the count to the others.
+        usage = await asyncio.shield(counting)
+        if len(self._kept) >= _MAX_KEPT and guild_id not in self._kept:
+            self._kept.pop(next(iter(self._kept)))
+        self._kept[guild_id] = (self._clock.monotonic(), usage)
+        return usage
+
+    async def _count(self, guild_id: int) -> ServerUsage:
         today = self._clock.time() // _DAY * _DAY
         first = today - (self._days - 1) * _DAY
         rows = await self._store.usage(guild_id, since=first)

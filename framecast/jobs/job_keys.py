@@ -138,6 +138,10 @@ class JobAccounts(Protocol):
         """The guild's stored key cannot be decrypted: its jobs not yet created fail, never on another key."""
         ...
 
+    def reveals_key(self, text: str) -> bool:
+        """Whether `text` (a result link) carries any API key the bot holds (see :func:`shareable_link`)."""
+        ...
+
     def bind(self, job_id: int, account: KeyAccount) -> None:
         """The runner works on the job with `account` (kept open until :meth:`unbind`)."""
         ...

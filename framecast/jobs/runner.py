@@ -57,8 +57,8 @@ from framecast.jobs.service_params import (
     DETAIL_CHARS,
     failure_detail,
     image_params,
+    shareable_link,
     video_params,
-    without_credentials,
 )
 from framecast.ops.metrics import Metrics
 from framecast.safetext import clean_text
@@ -473,9 +473,9 @@ class JobRunner:
             # move to a channel message): the chat side names the next size worth trying.
             log.info("job %s: upload of %d bytes refused as too large", job.id, handed.size)
             limit = await self._reporter.upload_limit(job, refused=handed.size)
-        link = without_credentials(job.result_url) if job.result_url is not None else None
+        link = shareable_link(job.result_url, self._accounts.reveals_key)
         if link is None:
-            raise DownloadError("the result is too large to upload and the service gave no link")
+            raise DownloadError("the result is too large to upload and the service gave no link to share")
         handed = await self._hand_over(job, ResultLink(link, Note.TOO_LARGE))
         if isinstance(handed, Job):
             return handed

@@ -7,6 +7,7 @@ failure text made safe for the member, and a result's link made safe to post.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -15,7 +16,14 @@ from framecast.service import ImageParams, VideoParams
 from framecast.service.errors import ServiceError
 from framecast.values import Job
 
-__all__ = ["DETAIL_CHARS", "failure_detail", "image_params", "video_params", "without_credentials"]
+__all__ = [
+    "DETAIL_CHARS",
+    "failure_detail",
+    "image_params",
+    "shareable_link",
+    "video_params",
+    "without_credentials",
+]
 
 #: Characters of the service's own failure text kept for the member.
 DETAIL_CHARS = 300
@@ -57,3 +65,16 @@ def without_credentials(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def shareable_link(url: str | None, reveals_key: Callable[[str], bool]) -> str | None:
+    """A result's link as anyone may be shown it (posted in a channel, or in /job), or None.
+
+    Credentials (``user:password@``) are dropped. A link that still carries one of the bot's API
+    keys (`reveals_key`: in its path or query, as some services sign their links) is never shown:
+    without the key it would not open, and with it anyone could spend the key.
+    """
+    if not url:
+        return None
+    link = without_credentials(url)
+    return None if reveals_key(link) else link

@@ -183,6 +183,11 @@ class GenerationClient:
         """The request budget every call goes through."""
         return self._budget
 
+    def reveals_key(self, text: str) -> bool:
+        """Whether `text` carries this client's API key (raw or percent-encoded): a result link that
+        does must never be shown to anyone."""
+        return self._transport.reveals_key(text)
+
     async def close(self) -> None:
         """Close what this client opened itself (the session for foreign result hosts).
 
@@ -325,7 +330,18 @@ class GenerationClient:
         catalog, skipped = parse_model_list(data)
         if skipped:
             log.warning("list models: skipped %d entries without a usable model id", skipped)
-        return catalog
+        # Ids are shown to every member (/models, autocomplete, refusals): never one naming a key.
+        kept = ModelCatalog(
+            *(
+                tuple(model for model in ids if not self._transport.reveals_key(model))
+                for ids in (catalog.video, catalog.image, catalog.text, catalog.other)
+            )
+        )
+        if kept != catalog:
+            log.warning(
+                "list models: left out %d ids that carry an API key", len(catalog.all()) - len(kept.all())
+            )
+        return kept
 
     async def download(
         self,

@@ -32,6 +32,7 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import unquote, unquote_plus
 
 import aiohttp
 import yarl
@@ -39,6 +40,7 @@ import yarl
 from framecast.backoff import backoff_delay
 from framecast.clock import Clock
 from framecast.config import Secret
+from framecast.logsetup import mask, masked_secrets
 from framecast.ops.metrics import OPERATOR_KEY, Metrics
 from framecast.safetext import clean_text
 from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge, BodyUndecodable, read_body
@@ -187,11 +189,26 @@ class Transport:
         }
 
     def scrub(self, text: str) -> str:
-        """`text` with the API key (if it is in it) replaced by ``***``."""
+        """`text` with the API key, and every other key the bot holds, replaced by ``***``.
+
+        The service may name any key it was ever sent, in any answer: the operator's in a job run
+        on a server's key, one server's in another's. The others are the keys the logs mask
+        (:func:`~framecast.logsetup.masked_secrets`: every key an account holds).
+        """
         key = self._api_key.reveal()
         if len(key) >= 4:
             text = text.replace(key, "***")
-        return text
+        return mask(text, masked_secrets())
+
+    def reveals_key(self, text: str) -> bool:
+        """Whether `text` (a link, say) carries the API key or another the bot holds (see
+        :meth:`scrub`), as it is or percent-encoded."""
+        key = self._api_key.reveal()
+        held = masked_secrets()
+        return any(
+            (len(key) >= 4 and key in form) or bool(held.spans(form))
+            for form in (text, unquote(text), unquote_plus(text))
+        )
 
     def shown(self, text: str | None, limit: int) -> str | None:
         """Service text (already cleaned, maybe longer than `limit`) without the key, cut to `limit`.

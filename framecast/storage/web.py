@@ -40,7 +40,8 @@ _PURGE = delete(web_sessions).where(web_sessions.c.expires_at <= bindparam("now"
 @dataclass(frozen=True)
 class GalleryFilter:
     """Which delivered jobs of `guild_id` a batch may hold: from `channels`, or `own`'s from any
-    channel; `member`, `kind`: exact; `contains`: substrings the stored parameters all contain, any case."""
+    channel; `member`, `kind`: exact; `contains`: substrings the stored parameters all contain, any
+    case (coarsely: a character that is not ASCII stands for any one character)."""
 
     guild_id: int
     channels: frozenset[int]
@@ -103,8 +104,15 @@ class WebStore:
 
 
 def _like(fragment: str) -> str:
-    escaped = fragment.replace(_ESCAPE, _ESCAPE * 2).replace("%", _ESCAPE + "%").replace("_", _ESCAPE + "_")
-    return f"%{escaped.lower()}%"
+    # The pattern matches `fragment` in any case, on both databases: ASCII letters are lowered (and
+    # matched against lower(params)), and any other character matches any one character. SQLite's
+    # lower() and LIKE fold ASCII only, so "ärger" searched as such never met "Ärger" stored; what
+    # this lets through besides, the gallery's own match (GalleryQuery.matches) drops.
+    pattern = "".join(
+        (_ESCAPE + ch if ch in (_ESCAPE, "%", "_") else ch.lower()) if ch.isascii() else "_"
+        for ch in fragment
+    )
+    return f"%{pattern}%"
 
 
 def _gallery_terms(f: GalleryFilter) -> list[ColumnElement[bool] | TextClause]:

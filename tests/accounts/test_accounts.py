@@ -174,6 +174,17 @@ async def test_a_server_key_carries_its_own_key_and_has_its_own_budget_window(ri
     assert stored is not None and stored.last4 == "abcd" and stored.set_by == ADMIN
 
 
+async def test_a_link_carrying_any_key_held_is_revealing(rig: Rig) -> None:
+    await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
+    cdn = "https://cdn.example.com/v.mp4"
+    assert not rig.accounts.reveals_key(f"{cdn}?sig=abc")
+    # The operator's key or a server's, whichever job the link came with.
+    for key in (rig.fake.api_key, SERVER_KEY):
+        assert rig.accounts.reveals_key(f"{cdn}?key={key}")
+    await rig.accounts.remove_guild_key(GUILD, by=ADMIN)
+    assert not rig.accounts.reveals_key(f"{cdn}?key={SERVER_KEY}")  # no longer held
+
+
 async def test_check_key_asks_the_service_once(rig: Rig) -> None:
     assert await rig.accounts.check_key(SERVER_KEY) is KeyCheck.OK
     assert rig.fake.count(key=SERVER_KEY) == 1

@@ -236,6 +236,11 @@ async def test_reset_brings_back_the_operators_default_but_never_touches_the_key
     with pytest.raises(IntakeError) as refused:
         await core.admins.reset(admin(GUILD), Setting.API_KEY)
     assert refused.value.problem is IntakeProblem.BAD_OPTION
+    # As a command sends it: a name, maybe one no setting has (a command synced by another version).
+    assert (await core.admins.reset(admin(GUILD), "queue_cap")).saved == ()
+    with pytest.raises(IntakeError) as refused:
+        await core.admins.reset(admin(GUILD), "no_such_setting")
+    assert refused.value.problem is IntakeProblem.BAD_OPTION
 
 
 # -- the server's own key ----------------------------------------------------------------------------

@@ -128,6 +128,18 @@ async def test_search_is_literal_text_in_the_prompt_ignoring_case(store: Store) 
     ]
 
 
+async def test_search_and_style_ignore_case_outside_ascii_on_both_databases(store: Store) -> None:
+    # SQLite's lower() and LIKE fold ASCII only: the store's cut must not drop these.
+    await delivered(store, "Ärger im Café", style="Ölbild", style_template="oil {prompt}")
+    await delivered(store, "Кот на луне")
+    await delivered(store, "ΣΟΦΙΑ")
+    gallery, viewer = Gallery(store.web), member({OPEN})
+    for search, found in (("ärger", "Ärger im Café"), ("кот на", "Кот на луне"), ("σοφια", "ΣΟΦΙΑ")):
+        assert prompts(await gallery.page(GUILD, viewer, GalleryQuery(search=search))) == [found], search
+    assert prompts(await gallery.page(GUILD, viewer, GalleryQuery(style="Ölbild"))) == ["Ärger im Café"]
+    assert prompts(await gallery.page(GUILD, viewer, GalleryQuery(search="кот в"))) == []
+
+
 async def test_filters_by_member_kind_and_style(store: Store) -> None:
     await delivered(store, "alice video", user_id=ALICE, kind=JobKind.VIDEO)
     await delivered(store, "bob image")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from framecast.app import Usage
-from framecast.storage import Store
+from framecast.app.usage import USAGE_TTL
+from framecast.storage import Store, UsageRow
 from framecast.values import JobKind, JobState, NewJob
 from tests.fakes.clock import ManualClock
 from tests.pg import fresh_database
@@ -73,3 +75,40 @@ async def test_usage_counts_days_by_kind_failures_waits_and_top_members(
     rows = await store.web.usage(GUILD, since=0.0)
     types = {(type(r.user_id), type(r.created_at), type(r.started_at)) for r in rows}
     assert types == {(int, float, float), (int, float, type(None))}
+
+
+class GatedReads:
+    """The store's usage query, counted, each read held until `open` is set."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.reads = 0
+        self.started = asyncio.Event()
+        self.open = asyncio.Event()
+
+    async def usage(self, guild_id: int, *, since: float) -> list[UsageRow]:
+        self.reads += 1
+        self.started.set()
+        await self.open.wait()
+        return await self._store.web.usage(guild_id, since=since)
+
+
+async def test_a_servers_count_is_made_once_at_a_time_and_reused_a_minute(
+    store: Store, clock: ManualClock
+) -> None:
+    # Each count of a busy server walks up to 200,000 rows on the event loop: a dashboard reloaded
+    # many times at once (or in a loop) must not count again for every view.
+    await job(store, clock, 1, JobKind.IMAGE)
+    reads = GatedReads(store)
+    usage = Usage(reads, clock)
+    views = [asyncio.ensure_future(usage.of_server(GUILD)) for _ in range(5)]
+    await reads.started.wait()  # the views started in order: all have asked by the first read
+    reads.open.set()
+    counted = await asyncio.gather(*views)
+    assert reads.reads == 1 and all(c == counted[0] for c in counted)
+    assert sum(d.images for d in counted[0].days) == 1
+    await job(store, clock, 2, JobKind.IMAGE)
+    assert await usage.of_server(GUILD) == counted[0] and reads.reads == 1  # reused
+    assert sum(d.images for d in (await usage.of_server(OTHER)).days) == 0 and reads.reads == 2
+    await clock.advance(USAGE_TTL)
+    assert sum(d.images for d in (await usage.of_server(GUILD)).days) == 2 and reads.reads == 3

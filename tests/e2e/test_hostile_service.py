@@ -17,6 +17,9 @@ import json
 import zlib
 from typing import Any
 
+from cryptography.fernet import Fernet
+
+from tests.e2e.commands import set_key
 from tests.e2e.harness import (
     StartWorld,
     World,
@@ -28,6 +31,7 @@ from tests.e2e.harness import (
     wait_state,
 )
 from tests.fakes.gen_service import POLL_PATH, TaskPlan
+from tests.fakes.media import make_large_mp4
 
 MiB = 1024 * 1024
 
@@ -215,4 +219,76 @@ async def test_an_unreadable_create_is_not_retried(start: StartWorld) -> None:
     it = await world.video("one create only")
     await fails_with(world, it, "bad_response")
     assert len(service_creates(world, "one create only")) == 1  # a retried create could start a second task
+    no_internal_failure(world)
+
+
+# -- a result link that carries a key ----------------------------------------------------------------
+async def test_a_result_link_carrying_the_key_is_never_posted_nor_shown(start: StartWorld) -> None:
+    world = await start()
+    key = world.env["GEN_API_KEY"]
+    base = world.service.base_url
+    world.service.video_payload = make_large_mp4(1_000_000, seconds=2.0)  # fits no 4 kB limit: linked
+    for n, url in enumerate((f"{base}/files/a.mp4?api_key={key}", f"{base}/files/{key}.mp4")):
+        world.service.result_url = url
+        it = await world.video(f"a clip too large {n}", attachment_size_limit=4_000)
+        row = await fails_with(world, it, "download_failed")
+        assert row["error_detail"] is None
+    # A link whose credentials are the key is posted without them; /job never shows them either,
+    # even once the job's message is gone (a moderator deleted it).
+    world.service.result_url = base.replace("://", f"://user:{key}@") + "/files/c.mp4"
+    it = await world.video("a clip linked", attachment_size_limit=4_000)
+    job_id = await world.job_id(it)
+    msg = await it.wait_original(lambda m: status_of(m).startswith("✅"), timeout=30)
+    assert f"{base}/files/c.mp4" in msg.content
+    await wait_state(world, job_id, "delivered")
+    msg.deleted = True
+    look = await world.discord.slash(world.guild, world.channel, world.alice, "job", {"id": job_id})
+    await look.wait_response()
+    private = await look.wait_original(lambda m: bool(m.embeds))
+    assert f"{base}/files/c.mp4" in private.content
+    assert key not in everything_sent_to_discord(world)
+    no_internal_failure(world)
+
+
+async def test_a_failure_reason_naming_another_key_never_shows_it(start_synced: StartWorld) -> None:
+    server_key = "sk-server-" + "r" * 24 + "qrst"
+
+    def setup(world: World) -> None:
+        world.service.api_keys.add(server_key)
+
+    world = await start_synced(
+        guilds=2, extra_env={"KEY_ENCRYPTION_SECRET": Fernet.generate_key().decode()}, setup=setup
+    )
+    operator_key = world.env["GEN_API_KEY"]
+    assert "…qrst" in (await set_key(world, server_key)).content
+    # The service may name any key it was ever sent: the operator's in a job run on the server's
+    # key, and the server's in another server's job (run on the operator's).
+    for guild, named in ((0, operator_key), (1, server_key)):
+        world.service.plans = [(f"named {guild}", TaskPlan(outcome="failed", error=f"bad key {named} here"))]
+        it = await world.video(f"named {guild}", guild=guild)
+        row = await fails_with(world, it, "task_failed")
+        assert row["error_detail"] == "bad key *** here"
+    sent = everything_sent_to_discord(world)
+    assert operator_key not in sent and server_key not in sent
+    no_internal_failure(world)
+
+
+async def test_a_model_named_like_the_key_is_never_listed(start: StartWorld) -> None:
+    def listing(world: World) -> None:
+        world.service.models.append((world.service.api_key, "video"))
+
+    world = await start(setup=listing)
+    key = world.env["GEN_API_KEY"]
+    models = await world.discord.slash(world.guild, world.channel, world.alice, "models", {})
+    await models.wait_response()
+    choices = await world.discord.autocomplete(
+        world.guild, world.channel, world.alice, "video", {"prompt": "x", "model": ""}, focused="model"
+    )
+    await choices.wait_response()
+    assert choices.choices is not None and [c["value"] for c in choices.choices] == ["svc-video-v2.0"]
+    picked = await world.discord.slash(
+        world.guild, world.channel, world.alice, "video", {"prompt": "x", "model": "unlisted"}
+    )
+    await picked.wait_response()
+    assert key not in everything_sent_to_discord(world)
     no_internal_failure(world)

@@ -50,6 +50,10 @@ class SingleKey:
         """Never: the one key is the operator's."""
         return False
 
+    def reveals_key(self, text: str) -> bool:
+        """Whether `text` carries the one key."""
+        return self.client.reveals_key(text)
+
     def bind(self, job_id: int, account: KeyAccount) -> None:
         """Nothing to keep: the one key lives as long as the runner."""
 

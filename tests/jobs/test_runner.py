@@ -481,6 +481,27 @@ def test_a_posted_link_never_carries_credentials() -> None:
     assert _without_credentials("https://cdn.example.com/v.mp4") == "https://cdn.example.com/v.mp4"
 
 
+def test_a_link_carrying_a_key_is_never_shareable(rig: Rig) -> None:
+    from framecast.jobs.service_params import shareable_link
+
+    key = rig.fake.api_key  # the key the rig's client carries
+    reveals = SingleKey(rig.client).reveals_key
+    assert shareable_link("https://user:pw@cdn.example.com/v.mp4?sig=1", reveals) == (
+        "https://cdn.example.com/v.mp4?sig=1"
+    )
+    assert (
+        shareable_link(f"https://user:{key}@cdn.example.com/v.mp4", reveals)
+        == "https://cdn.example.com/v.mp4"
+    )
+    for carrying in (
+        f"https://cdn.example.com/v.mp4?api_key={key}",
+        f"https://cdn.example.com/{key}/v.mp4",
+        "https://cdn.example.com/v.mp4?k=" + "".join(f"%{b:02x}" for b in key.encode()),
+    ):
+        assert shareable_link(carrying, reveals) is None, carrying
+    assert shareable_link(None, reveals) is None and shareable_link("", reveals) is None
+
+
 # -- metrics ------------------------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ import pytest
 from framecast.backoff import backoff_delay
 from framecast.config import Secret
 from framecast.keys.budget import RequestBudget
+from framecast.logsetup import mask_secrets
 from framecast.service.errors import ServiceError, ServiceUnavailable
 from framecast.service.transport import Answer, Retry, Transport
 
@@ -127,3 +128,22 @@ def test_the_key_is_scrubbed_before_cutting() -> None:
     assert shown is not None and "sk-test" not in shown
     assert "sk-test-key" not in transport.describe(OSError("bad key sk-test-key"))
     assert transport.headers()["Authorization"] == "Bearer sk-test-key"
+
+
+def test_every_key_the_bot_holds_is_scrubbed_and_revealing() -> None:
+    transport = make_transport(RecordingClock())
+    other = "sk-another-servers-key"
+    owner = object()
+    assert not transport.reveals_key(f"https://cdn.example/v.mp4?k={other}")
+    mask_secrets(owner, {other})  # as Accounts publishes the keys its accounts hold
+    try:
+        assert transport.scrub(f"bad keys sk-test-key and {other}") == "bad keys *** and ***"
+        for link in (
+            "https://cdn.example/v.mp4?k=sk-test-key",
+            f"https://cdn.example/{other}/v.mp4",
+            "https://cdn.example/v.mp4?k=" + other.replace("-", "%2D"),
+        ):
+            assert transport.reveals_key(link), link
+        assert not transport.reveals_key("https://cdn.example/v.mp4?sig=sk-test")
+    finally:
+        mask_secrets(owner, ())

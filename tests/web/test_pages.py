@@ -26,3 +26,11 @@ def test_a_login_never_sends_the_browser_off_the_site(target: str | None) -> Non
 
 def test_a_login_sends_the_browser_back_to_the_page_it_came_from() -> None:
     assert _local_path("/g/123?q=cat&before=9") == "/g/123?q=cat&before=9"
+
+
+def test_numbers_from_addresses_and_forms_are_ascii_digits_only() -> None:
+    from web.requests import decimal
+
+    assert decimal("42", 9) == 42 and decimal(" 42 ", 9) == 42
+    for odd in ("²", "٣", "１２", "4²", "-1", "+1", "1_000", "", " ", None, 42, "1" * 10):
+        assert decimal(odd, 9) is None, odd

@@ -1,0 +1,107 @@
+"""The web pages against odd requests, end to end: the real bot.py serving them, the fake Discord's
+login, and a browser without JavaScript sending what a browser (or a person with a URL bar) can.
+
+Whatever arrives, a page answers as for any malformed value (the filter left out, "Not found", the
+form refused in words, not logged in): never "Something is unavailable", which tells people to try
+again and logs a warning each time. And the gallery's search finds prompts in every script members
+write in, whatever their case.
+"""
+
+from __future__ import annotations
+
+from tests.e2e.commands import settings, text_of
+from tests.e2e.harness import StartWorld, World
+from tests.e2e.webpages import Browser, Site, enable_web, prompts_on
+
+#: Characters str.isdigit() calls digits that are not ASCII: int() refuses some ("²"), reads others.
+ODD_DIGITS = ("²", "٣", "１２")
+
+
+def web_warnings(world: World) -> list[str]:
+    """The web server's lines about requests it could not answer."""
+    return [line for line in world.bot.log_text().splitlines() if "web: " in line and "answering" in line]
+
+
+async def test_odd_digits_in_addresses_and_forms_are_malformed_values_never_an_outage(site: Site) -> None:
+    world, guild = site.world, site.world.guild.id
+    alice = site.browser()
+    first = prompts_on(await alice.login(world.alice, then=site.gallery))
+    for odd in ODD_DIGITS:
+        # A filter or a page cursor that is not a number is left out, as a word would be.
+        for query in (f"before={odd}", f"member={odd}"):
+            status, page, _ = await alice.get(f"{site.gallery}?{query}")
+            assert (status, prompts_on(page)) == (200, first), query
+        status, page, _ = await alice.get(f"/me?before={odd}")
+        assert status == 200 and "cat number 29" in page
+        status, _, _ = await alice.get(f"/media/{guild}/{odd}", allow_redirects=False)
+        assert status == 404
+
+    boss = site.browser()
+    page = await boss.login(site.boss, then=f"/d/{guild}")
+    before = text_of(await settings(world, "show"))
+    for odd in ODD_DIGITS:
+        status, page, _ = await boss.post(f"/d/{guild}/limits", {"queue_cap": odd, "csrf": boss.csrf(page)})
+        assert status == 400 and "whole numbers" in page
+        status, page, _ = await boss.post(f"/d/{guild}/channels", {"channel": odd, "csrf": boss.csrf(page)})
+        assert status == 400 and "Pick a channel." in page
+    assert text_of(await settings(world, "show")) == before
+    assert web_warnings(world) == []
+
+
+async def test_non_ascii_cookies_and_csrf_tokens_are_refused_like_forged_ones(site: Site) -> None:
+    world, guild = site.world, site.world.guild.id
+    # A session cookie no signature could make: the front page, not logged in.
+    eve = site.browser()
+    eve.set_cookie("fc_session", "e30.é")
+    status, page, _ = await eve.get("/")
+    assert status == 200 and 'href="/login"' in page
+    status, _, response = await eve.get(site.gallery, allow_redirects=False)
+    assert status == 302 and response.headers["Location"].startswith("/login?next=")
+
+    # A form whose CSRF token has a non-ASCII character: refused like any other forged token.
+    boss = site.browser()
+    page = await boss.login(site.boss, then=f"/d/{guild}")
+    before = text_of(await settings(world, "show"))
+    forged = "é" + boss.csrf(page)[1:]
+    status, page, _ = await boss.post(f"/d/{guild}/limits", {"queue_cap": "3", "csrf": forged})
+    assert status == 403 and "did not come from this site" in page
+    status, _, _ = await boss.post("/logout", {"csrf": forged})
+    assert status == 403
+    assert text_of(await settings(world, "show")) == before
+    assert web_warnings(world) == []
+
+
+PROMPTS = ("Ärger im Café", "Кот на луне", "ΣΟΦΙΑ στο φεγγάρι", "Żółw w deszczu", "a plain cat")
+
+
+async def test_the_gallery_search_ignores_case_in_every_script(start: StartWorld) -> None:
+    base = ""
+
+    def web_on(world: World) -> None:
+        nonlocal base
+        base = enable_web(world)
+
+    world = await start(setup=web_on, extra_env={"MEMBER_JOB_LIMIT": "5"})
+    for prompt in PROMPTS:
+        await world.delivered(await world.image(prompt))
+    browser = Browser(world, base)
+    try:
+        await browser.login(world.alice)
+        for search, found in (
+            ("ärger", "Ärger im Café"),
+            ("ÄRGER IM", "Ärger im Café"),
+            ("кот", "Кот на луне"),
+            ("КОТ НА", "Кот на луне"),
+            ("σοφια", "ΣΟΦΙΑ στο φεγγάρι"),
+            ("ŻÓŁW", "Żółw w deszczu"),
+            ("PLAIN", "a plain cat"),
+        ):
+            status, page, _ = await browser.get(f"/g/{world.guild.id}", params={"q": search})
+            assert (status, prompts_on(page)) == (200, [found]), search
+        # Words that are in no prompt still find nothing, in any script.
+        for search in ("луна", "ärgern", "ΣΟΦΙΕ"):
+            _, page, _ = await browser.get(f"/g/{world.guild.id}", params={"q": search})
+            assert prompts_on(page) == [], search
+    finally:
+        await browser.close()
+    assert web_warnings(world) == []
