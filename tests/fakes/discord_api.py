@@ -1613,10 +1613,12 @@ class FakeDiscord:
         *,
         is_global: bool = False,
         via: bool = True,
+        uploads_only: bool = False,
     ) -> None:
         """Answer the next ``count`` requests whose "METHOD /path" contains ``route_contains``
-        with 429. ``via=False`` drops the ``Via`` header (discord.py then raises instead of retrying)."""
-        self._injections.append([route_contains, count, "429", (retry_after, is_global, via)])
+        with 429. ``via=False`` drops the ``Via`` header (discord.py then raises instead of retrying).
+        ``uploads_only``: only requests that carry files (a delivery, not a progress edit)."""
+        self._injections.append([route_contains, count, "429", (retry_after, is_global, via), uploads_only])
 
     def fail_next(
         self,
@@ -1625,10 +1627,13 @@ class FakeDiscord:
         code: int = 0,
         count: int = 1,
         message: str | None = None,
+        *,
+        uploads_only: bool = False,
     ) -> None:
         """Answer the next ``count`` matching requests with ``status`` / JSON ``code``.
-        Note: discord.py retries 500/502/504/524 itself after 1 s, 3 s, ..."""
-        self._injections.append([route_contains, count, "fail", (status, code, message)])
+        Note: discord.py retries 500/502/504/524 itself after 1 s, 3 s, ...
+        ``uploads_only``: only requests that carry files (a delivery, not a progress edit)."""
+        self._injections.append([route_contains, count, "fail", (status, code, message), uploads_only])
 
     def clear_injections(self) -> None:
         self._injections.clear()
@@ -2486,7 +2491,7 @@ class FakeDiscord:
             record.authorized = request.headers.get("Authorization") == f"Bot {self.bot_token}"
             if auth and not record.authorized:
                 raise ApiError(*UNAUTHORIZED)
-            self._apply_injection(request.method, sub)
+            self._apply_injection(request.method, sub, uploads=bool(uploads))
             if self.validate_requests:
                 self._check_spec(request.method, sub, record)
             call = _Call(
@@ -2540,11 +2545,13 @@ class FakeDiscord:
         if it is not None:
             it.errors.append(record)
 
-    def _apply_injection(self, method: str, path: str) -> None:
+    def _apply_injection(self, method: str, path: str, *, uploads: bool = False) -> None:
         key = f"{method} {path}"
         for inj in self._injections:
-            needle, remaining, kind, args = inj
+            needle, remaining, kind, args, uploads_only = inj
             if remaining <= 0 or needle not in key and needle not in f"{method} /api/v10{path}":
+                continue
+            if uploads_only and not uploads:
                 continue
             inj[1] -= 1
             if kind == "429":
