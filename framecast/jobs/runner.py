@@ -66,6 +66,7 @@ from framecast.service import GenerationClient, TaskStatus
 from framecast.service.errors import (
     AuthError,
     DownloadError,
+    DownloadUnavailable,
     RateLimited,
     RequestRejected,
     ServiceError,
@@ -446,11 +447,23 @@ class JobRunner:
             log.info("job %s was already delivered before a restart", job.id)
             return await self._finish(job)
         await self._reporter.delivery_pending(job)
-        # Held from the download to the end of the upload: at most `results_at_once` results are in
-        # memory however many jobs finish at once. The result's bytes live only in _deliver_held's
-        # frame, so they are gone when the slot is given back.
-        async with self.fitter.held():
-            return await self._deliver_held(job, account)
+        backoff = Backoff(base=self._settings.backoff_base, cap=self._settings.backoff_max)
+        give_up_at = self._clock.time() + self._settings.poll_timeout
+        while True:
+            try:
+                # Held from the download to the end of the upload: at most `results_at_once` results
+                # are in memory however many jobs finish at once. The result's bytes live only in
+                # _deliver_held's frame, so they are gone when the slot is given back.
+                async with self.fitter.held():
+                    return await self._deliver_held(job, account)
+            except DownloadUnavailable as exc:
+                # The host is down for now (the link is not dead): waited out, outside the slot, as
+                # long as a poll would be; one round of the client's retries failed the job.
+                if self._clock.time() > give_up_at:
+                    raise
+                delay = backoff.next()
+                log.info("job %s: result not fetched yet (%s); next try in %.1fs", job.id, exc, delay)
+                await self._clock.sleep(delay)
 
     async def _deliver_held(self, job: Job, account: KeyAccount | None) -> Job:
         await self._jobs.check_lease(job.id)  # after the wait for a slot, before the download
