@@ -7,11 +7,39 @@ was briefly unwilling: it is delivered once Discord takes it, exactly once.
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.e2e.harness import World, job_rows, status_of, wait_state
+from tests.fakes.discord_api import ApiError, FakeDiscord
 from tests.fakes.gen_service import TaskPlan
 
 #: Token age at which a job moves to a channel message at once (TOKEN_MARGIN is 2 s).
 MOVE_SOON = 897.0
+
+
+CALLBACK = "/interactions/{interaction_id}/{token}/callback"
+
+
+def lose_answers(discord: FakeDiscord, method: str, template: str, count: int = 1) -> list[Any]:
+    """Let the fake Discord do the next `count` `method template` requests, then answer each with a
+    502 (a proxy in front of Discord lost the answer): done on Discord, failed for the bot.
+
+    Returns the list of the requests whose answer was lost (their :class:`FakeRequest`)."""
+    lost: list[Any] = []
+    routes = discord._routes  # noqa: SLF001 - a test-side wrapper around one route of the fake
+    for index, (m, pattern, handler, auth, tmpl) in enumerate(routes):
+        if m == method and tmpl == template:
+
+            async def losing(call: Any, _handler: Any = handler) -> Any:
+                answer = await _handler(call)
+                if len(lost) >= count:
+                    return answer
+                lost.append(call.record)
+                raise ApiError(502, 0, "Bad Gateway")
+
+            routes[index] = (m, pattern, losing, auth, tmpl)
+            return lost
+    raise ValueError(f"the fake Discord has no route {method} {template}")
 
 
 def assert_quiet(world: World) -> None:
@@ -71,4 +99,39 @@ async def test_discord_503s_for_a_while_on_a_channel_message_do_not_fail_the_job
     assert status_of(msg).startswith("✅")
     assert len(world.files_for(job_id)) == 1
     assert len([r for r in world.discord.requests if r.status == 503 and r.files]) == 5
+    assert_quiet(world)
+
+
+async def test_a_video_whose_acknowledgement_answer_is_lost_is_still_queued_and_delivered(
+    world: World,
+) -> None:
+    # Discord took the defer ("thinking..."), but its answer never reached the bot: discord.py tries
+    # again and hears 40060 (already acknowledged). The member's command must still be queued and
+    # answered on its message, not left "thinking" for ever.
+    world.service.default_plan = TaskPlan(duration=0.3)
+    lost = lose_answers(world.discord, "POST", CALLBACK)
+    it = await world.discord.slash(world.guild, world.channel, world.alice, "video", {"prompt": "a lost ack"})
+    await it.wait_response(timeout=10)
+    assert len(lost) == 1
+    msg = await world.delivered(it, timeout=30)
+    job_id = await world.job_id(it)
+    assert status_of(msg).startswith("✅")
+    assert len(world.files_for(job_id)) == 1
+    assert_quiet(world)
+
+
+async def test_a_cancel_click_whose_acknowledgement_answer_is_lost_still_cancels(world: World) -> None:
+    # The same on a button (a deferred update, not "thinking…"): the click is acted on.
+    world.service.default_plan = TaskPlan(polls=10**9)
+    it = await world.video("an endless corridor")
+    job_id = await world.job_id(it)
+    await wait_state(world, job_id, "running", timeout=20)
+    msg = await it.wait_original(lambda m: any(c.startswith("framecast:cancel:") for c in m.custom_ids()))
+    [cancel] = [c for c in msg.custom_ids() if c.startswith("framecast:cancel:")]
+    lost = lose_answers(world.discord, "POST", CALLBACK)
+    click = await world.discord.click(msg, cancel, world.alice)
+    await click.wait_response(timeout=10)
+    await it.wait_original(lambda m: status_of(m).startswith("🚫"), timeout=20)
+    assert len(lost) == 1
+    assert job_rows(world)[job_id]["state"] == "cancelled"
     assert_quiet(world)

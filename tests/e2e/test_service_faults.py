@@ -57,3 +57,25 @@ async def test_a_result_host_down_past_one_round_of_retries_is_waited_out(world:
     assert status_of(msg).startswith("✅")
     assert len(world.files_for(job_id)) == 1
     assert_quiet(world)
+
+
+async def test_the_service_down_for_a_while_loses_no_job_and_keeps_the_budget(world: World) -> None:
+    # Every API request (creates and polls) answered 503 for well over one round of the client's
+    # retries, while one job runs and another waits for its create; then the service is back.
+    world.service.default_plan = TaskPlan(duration=1.5)
+    first = await world.video("running when the service went down")
+    first_id = await world.job_id(first)
+    await world.service.wait_for(lambda: len(world.service.tasks) == 1)
+    world.service.fail_next = 40
+    second = await world.video("created while the service is down")
+    second_id = await world.job_id(second)
+    await world.service.wait_for(lambda: world.service.fail_next == 0, timeout=30)
+    for it in (first, second):
+        await world.delivered(it, timeout=40)
+    for job_id in (first_id, second_id):
+        await wait_state(world, job_id, "delivered", timeout=20)
+        assert len(world.files_for(job_id)) == 1
+    assert len(world.service.tasks) == 2  # each job created once
+    # GEN_RATE_LIMIT is 16/1 in the tests: the outage's retries stayed within the key's budget.
+    assert world.service.max_in_window(1.0) <= 16
+    assert_quiet(world)

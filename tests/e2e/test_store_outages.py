@@ -18,7 +18,15 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import StartWorld, World, service_creates, status_of, task_for, wait_log
+from tests.e2e.harness import (
+    StartWorld,
+    World,
+    hold_route,
+    service_creates,
+    status_of,
+    task_for,
+    wait_log,
+)
 from tests.e2e.servers import Relay
 from tests.fakes.gen_service import RecordedRequest, TaskPlan
 
@@ -224,3 +232,25 @@ async def test_a_read_only_results_folder_pauses_an_inline_image_which_is_create
     await delivered_once(world, its)
     await assert_quiet_outage(world)
     assert "EROFS" in world.bot.log_text()
+
+
+async def test_a_postgresql_cut_between_the_upload_and_its_record_delivers_once(
+    pg_relay: tuple[str, Relay], start: StartWorld
+) -> None:
+    # Discord took the file; before the bot hears so, the store goes: the DELIVERED record (and the
+    # chat side's bookkeeping) must wait for it, and the upload must not be made again.
+    dsn, relay = pg_relay
+    world = await start(extra_env={"DATABASE_URL": dsn, **ENV})
+    release, held = hold_route(
+        world.discord, "PATCH", "/webhooks/{app_id}/{token}/messages/{message_id}", lambda c: bool(c.uploads)
+    )
+    prompt = "cut: a lantern on a pier"
+    its = {prompt: await world.video(prompt)}
+    await world.discord.wait_for(lambda: bool(held), timeout=20, what="the upload")
+    await relay.cut()
+    release.set()
+    await outage_met(world, [await world.job_id(its[prompt])])
+    await relay.restore()
+    await delivered_once(world, its)
+    await wait_log(world, f"job {await world.job_id(its[prompt])}: -> delivered", timeout=20)
+    await assert_quiet_outage(world)
