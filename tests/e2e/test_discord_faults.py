@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.e2e.harness import World, job_rows, status_of, wait_state
+from tests.e2e.harness import StartWorld, World, hold_route, job_rows, status_of, wait_log, wait_state
 from tests.fakes.discord_api import ApiError, FakeDiscord
 from tests.fakes.gen_service import TaskPlan
 
@@ -134,4 +134,51 @@ async def test_a_cancel_click_whose_acknowledgement_answer_is_lost_still_cancels
     await it.wait_original(lambda m: status_of(m).startswith("🚫"), timeout=20)
     assert len(lost) == 1
     assert job_rows(world)[job_id]["state"] == "cancelled"
+    assert_quiet(world)
+
+
+async def killed_mid_upload(world: World) -> int:
+    """A video whose upload Discord stored, its bot SIGKILLed before it heard so; the job's id."""
+    release, held = hold_route(
+        world.discord,
+        "PATCH",
+        "/webhooks/{app_id}/{token}/messages/{message_id}",
+        when=lambda call: bool(call.uploads),
+    )
+    it = await world.video("a paper boat in a storm")
+    job_id = await world.job_id(it)
+    await world.discord.wait_for(lambda: held, timeout=15, what="the upload to be stored")
+    await world.bot.kill()
+    release.set()
+    assert job_rows(world)[job_id]["state"] == "delivering"
+    assert len(world.files_for(job_id)) == 1
+    return job_id
+
+
+async def test_a_restart_that_cannot_read_discord_at_first_looks_again_and_uploads_once(
+    start: StartWorld,
+) -> None:
+    # Killed mid-upload; on the restart Discord answers the look at the job's message with 503s
+    # (a round of discord.py's retries on each way in). "Could not look" is not "not there": the
+    # runner looks again, finds the file, and uploads nothing.
+    world = await start()
+    job_id = await killed_mid_upload(world)
+    world.discord.fail_next("GET /api/v10/channels", status=503, count=1)
+    world.discord.fail_next("GET /api/v10/webhooks", status=503, count=5)
+    await world.restart_bot()
+    await wait_log(world, f"job {job_id} was already delivered before a restart", timeout=60)
+    await wait_state(world, job_id, "delivered", timeout=20)
+    assert len(world.files_for(job_id)) == 1
+    assert_quiet(world)
+
+
+async def test_a_restart_whose_look_at_discord_is_cut_off_does_not_fail_the_job(start: StartWorld) -> None:
+    # The same, the look's connection dropped without an answer: the job is not failed for it.
+    world = await start()
+    job_id = await killed_mid_upload(world)
+    world.discord.reset_next("GET /api/v10/channels", count=3)
+    await world.restart_bot()
+    await wait_log(world, f"job {job_id} was already delivered before a restart", timeout=60)
+    await wait_state(world, job_id, "delivered", timeout=20)
+    assert len(world.files_for(job_id)) == 1
     assert_quiet(world)

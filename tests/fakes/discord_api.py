@@ -278,6 +278,10 @@ def _check_modal_values(modal: Mapping[str, Any], values: Mapping[str, str]) -> 
             raise ModalRefused(f"text input {custom_id!r} takes {low}-{high} characters, got {len(value)}")
 
 
+class _Reset(Exception):
+    """An injected connection drop: the request gets no answer at all."""
+
+
 class ApiError(Exception):
     """An error answer of the fake (status, Discord JSON error code, message)."""
 
@@ -1635,6 +1639,11 @@ class FakeDiscord:
         ``uploads_only``: only requests that carry files (a delivery, not a progress edit)."""
         self._injections.append([route_contains, count, "fail", (status, code, message), uploads_only])
 
+    def reset_next(self, route_contains: str, count: int = 1) -> None:
+        """Drop the connection of the next ``count`` matching requests without an answer (Discord
+        unreachable half-way: the bot's HTTP client sees the server disconnect)."""
+        self._injections.append([route_contains, count, "reset", None, False])
+
     def clear_injections(self) -> None:
         self._injections.clear()
 
@@ -2505,6 +2514,12 @@ class FakeDiscord:
                 record=record,
             )
             status, body = await handler(call)
+        except _Reset:
+            record.status = 0
+            if request.transport is not None:
+                request.transport.abort()
+            await self._notify()
+            return web.Response(status=500)
         except ApiError as err:
             status, body = err.status, err.body()
             extra_headers = err.headers
@@ -2580,6 +2595,8 @@ class FakeDiscord:
                         "global": is_global,
                     },
                 )
+            if kind == "reset":
+                raise _Reset()
             status, code, message = args
             raise ApiError(status, code, message or f"{status}: injected failure")
         self._injections[:] = [i for i in self._injections if i[1] > 0]
