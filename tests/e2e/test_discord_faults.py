@@ -182,3 +182,24 @@ async def test_a_restart_whose_look_at_discord_is_cut_off_does_not_fail_the_job(
     await wait_state(world, job_id, "delivered", timeout=20)
     assert len(world.files_for(job_id)) == 1
     assert_quiet(world)
+
+
+async def test_a_gateway_drop_with_a_fresh_identify_mid_job_loses_nothing(world: World) -> None:
+    # The session cannot be resumed (op 9): discord.py identifies afresh while a job runs and
+    # another waits. Jobs live on REST and the store, not on the socket: both are delivered once,
+    # and a command after the reconnect is answered.
+    world.service.default_plan = TaskPlan(duration=1.5)
+    world.discord.allow_resume = False
+    first = await world.video("across a reconnect")
+    second = await world.video("queued across a reconnect", member=world.bob)
+    identified = world.discord.identify_count
+    await world.discord.disconnect(code=4000)
+    await world.discord.wait_ready(timeout=30, after=identified)
+    third = await world.video("after the reconnect", member=world.members[0][2])
+    for it in (first, second, third):
+        job_id = await world.job_id(it)
+        await world.delivered(it, timeout=40)
+        await wait_state(world, job_id, "delivered", timeout=20)
+        assert len(world.files_for(job_id)) == 1
+    assert len(world.service.tasks) == 3
+    assert_quiet(world)

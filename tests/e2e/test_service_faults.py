@@ -79,3 +79,20 @@ async def test_the_service_down_for_a_while_loses_no_job_and_keeps_the_budget(wo
     # GEN_RATE_LIMIT is 16/1 in the tests: the outage's retries stayed within the key's budget.
     assert world.service.max_in_window(1.0) <= 16
     assert_quiet(world)
+
+
+async def test_a_create_whose_answer_is_lost_is_tried_again_and_the_job_delivered_once(world: World) -> None:
+    # The service creates the task but answers after GEN_REQUEST_TIMEOUT (5 s): the bot cannot know
+    # the task exists (the service has no idempotency key nor a list of tasks) and creates again.
+    # The job is not failed, its file is delivered once, and every create went through the budget.
+    world.service.default_plan = TaskPlan(duration=0.3)
+    world.service.delays = [6.0]
+    it = await world.video("a create answered too late")
+    job_id = await world.job_id(it)
+    await world.delivered(it, timeout=40)
+    await wait_state(world, job_id, "delivered", timeout=20)
+    assert len(world.files_for(job_id)) == 1
+    creates = [r for r in world.service.requests if r.path == "/v1/videos"]
+    assert 1 <= len(creates) <= 2
+    assert world.service.max_in_window(1.0) <= 16
+    assert_quiet(world)
