@@ -14,7 +14,7 @@ import math
 import aiohttp
 import discord
 
-__all__ = ["ATTEMPTS", "retry_delay"]
+__all__ = ["ATTEMPTS", "draw_pause", "retry_delay"]
 
 #: Delivery attempts of one result before Discord's trouble is given up on: the waits between them
 #: (1, 2, 4 ... 32 s, then 60 s each) ride out about six minutes of a Discord outage. With five,
@@ -44,6 +44,12 @@ def retry_delay(exc: BaseException, attempt: int) -> float | None:
     if isinstance(exc, aiohttp.ClientError | TimeoutError):
         return _backoff(attempt)
     return None
+
+
+def draw_pause(failures: int) -> float:
+    """Seconds a job's message waits after `failures` failed draws in a row (a deadline to move
+    tries again at once otherwise: a tight loop of requests to a failing Discord)."""
+    return _backoff(failures)
 
 
 def _retry_after_header(exc: discord.HTTPException) -> str | None:

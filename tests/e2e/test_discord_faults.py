@@ -203,3 +203,50 @@ async def test_a_gateway_drop_with_a_fresh_identify_mid_job_loses_nothing(world:
         assert len(world.files_for(job_id)) == 1
     assert len(world.service.tasks) == 3
     assert_quiet(world)
+
+
+async def test_the_token_expiring_while_discord_fails_the_move_still_delivers_once(world: World) -> None:
+    # The job must leave its interaction token (it expires), but Discord fails the new channel
+    # message (503s, which discord.py raises at once with the bot token) for a while: the move is
+    # tried again, and the file lands once on the channel message.
+    world.service.default_plan = TaskPlan(duration=4.0)
+    world.discord.fail_next("POST /api/v10/channels", status=503, count=4)
+    it = await world.video("a long clip as the token dies", age=MOVE_SOON)
+    job_id = await world.job_id(it)
+    msg = await world.delivered(it, timeout=90)
+    await wait_state(world, job_id, "delivered", timeout=20)
+    assert msg.interaction is None  # a channel message, the token being spent
+    assert len(world.files_for(job_id)) == 1
+    assert len([r for r in world.discord.requests if r.status == 503]) == 4
+    assert_quiet(world)
+
+
+async def test_a_move_discord_keeps_failing_is_paced_not_hammered(world: World) -> None:
+    # Past its token's margin the job must move, and Discord fails every new channel message for
+    # a while. The move is tried again with a growing pause, not in a tight loop (hundreds of
+    # requests a second to a failing Discord, and a warning each), and one warning says so.
+    world.service.default_plan = TaskPlan(polls=10**9)
+    world.discord.fail_next("POST /api/v10/channels", status=503, count=10**6)
+    it = await world.video("a clip that cannot move yet", age=MOVE_SOON)
+    job_id = await world.job_id(it)
+    task_id = (await wait_state(world, job_id, "running", timeout=20))["task_id"]
+
+    def failed_moves() -> int:
+        return len([r for r in world.discord.requests if r.method == "POST" and r.status == 503])
+
+    await world.discord.wait_for(lambda: failed_moves() >= 1, timeout=20, what="a failed move")
+    polled = len([r for r in world.service.requests if r.query.get("video_id") == task_id])
+    # Ten more polls of the task (GEN_POLL_INTERVAL is 0.05 s) as the measure of time passing.
+    await world.service.wait_for(
+        lambda: len([r for r in world.service.requests if r.query.get("video_id") == task_id]) >= polled + 10,
+        timeout=30,
+    )
+    assert failed_moves() <= 5, failed_moves()
+    world.discord.clear_injections()
+    await world.wait_message(
+        lambda m: m.interaction is None and bool(m.embeds) and f"#{job_id}" in str(m.embeds[0].get("title")),
+        timeout=90,
+        what="the job's channel message",
+    )
+    assert world.bot.log_text().count("could not update its message") == 1
+    assert_quiet(world)
