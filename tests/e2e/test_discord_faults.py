@@ -250,3 +250,20 @@ async def test_a_move_discord_keeps_failing_is_paced_not_hammered(world: World) 
     )
     assert world.bot.log_text().count("could not update its message") == 1
     assert_quiet(world)
+
+
+async def test_an_hour_long_retry_after_on_the_token_upload_moves_the_job_before_its_token_dies(
+    world: World,
+) -> None:
+    # discord.py sleeps a webhook's 429 for as long as Discord says. With ten seconds left on the
+    # token and an hour to wait, the delivery must not sleep the hour: the wait ends as the token
+    # dies, and the file goes to a channel message instead, once.
+    world.service.default_plan = TaskPlan(duration=0.3)
+    world.discord.rate_limit_next("PATCH /api/v10/webhooks", count=1, retry_after=3600.0, uploads_only=True)
+    it = await world.video("a clip behind an hour-long rate limit", age=890.0)
+    job_id = await world.job_id(it)
+    msg = await world.delivered(it, timeout=60)
+    await wait_state(world, job_id, "delivered", timeout=20)
+    assert msg.interaction is None  # the channel message the job moved to
+    assert len(world.files_for(job_id)) == 1
+    assert_quiet(world)
