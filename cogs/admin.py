@@ -11,6 +11,7 @@ from discord.app_commands import locale_str
 from discord.ext import commands
 
 from cogs.i18n import t
+from cogs.tree import defer
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -30,7 +31,7 @@ class Admin(commands.Cog):
     @app_commands.default_permissions(administrator=True)
     async def sync(self, interaction: discord.Interaction[Framecast]) -> None:
         """Push the command definitions to Discord (a bulk overwrite; Discord caps creates per day)."""
-        await interaction.response.defer(ephemeral=True, thinking=True)
+        await defer(interaction, ephemeral=True, thinking=True)
         if not await self.bot.is_owner(interaction.user):
             await interaction.edit_original_response(content=t("error_owner_only", interaction.locale))
             return

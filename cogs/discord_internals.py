@@ -8,6 +8,7 @@ the new release and delete what a public option now covers.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import discord
 import discord.gateway
@@ -15,6 +16,7 @@ import discord.http
 import yarl
 
 __all__ = [
+    "count_as_deferred",
     "discard_http_session",
     "gateway_url",
     "never_connected",
@@ -93,3 +95,20 @@ def system_channel_id(guild: discord.Guild) -> int | None:
     """
     channel_id = getattr(guild, "_system_channel_id", None)
     return channel_id if isinstance(channel_id, int) else None
+
+
+def count_as_deferred(interaction: discord.Interaction[Any], *, thinking: bool) -> None:
+    """Record on `interaction` the deferral Discord holds though discord.py never heard its answer.
+
+    A defer whose answer is lost (a 502 from a proxy in front of Discord) is sent again by
+    discord.py and refused with 40060, "already acknowledged": Discord has it. discord.py sets
+    ``InteractionResponse._response_type`` only on an answer it heard and has no public setter, so
+    ``is_done()`` (and every reply that asks it) would act as if nothing had been sent.
+    """
+    updates = interaction.type in (discord.InteractionType.component, discord.InteractionType.modal_submit)
+    kind = (
+        discord.InteractionResponseType.deferred_message_update
+        if updates and not thinking
+        else discord.InteractionResponseType.deferred_channel_message
+    )
+    interaction.response._response_type = kind

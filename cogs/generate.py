@@ -15,6 +15,7 @@ from discord.app_commands import Choice, locale_str
 from discord.ext import commands
 
 from cogs import interactions
+from cogs.tree import defer
 from framecast.app import JobKind, JobOptions, Style, presets
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ class Generate(commands.Cog):
         interactions.check_channel(interaction)
         members = self.bot.core.members
         request = members.prepare(who, kind, options)
-        await interaction.response.defer(thinking=True)
+        await defer(interaction, thinking=True)
         await members.submit(request, interactions.job_bookkeeping(interaction))
 
     @video.autocomplete("model")

@@ -29,7 +29,7 @@ from cogs.i18n.personal import place_key
 from cogs.literal import as_text
 from cogs.places import where
 from cogs.queue import HIDDEN_KEYS
-from cogs.tree import acknowledge_in_place, answer_error, reply_privately
+from cogs.tree import acknowledge_in_place, answer_error, defer, reply_privately
 from framecast.app import (
     Actor,
     HistoryPage,
@@ -231,7 +231,7 @@ class History(commands.Cog):
         self, interaction: discord.Interaction[Framecast], member: discord.User | None = None
     ) -> None:
         """Show a member's jobs here (yours by default), privately, newest first."""
-        await interaction.response.defer(ephemeral=True, thinking=True)
+        await defer(interaction, ephemeral=True, thinking=True)
         member_id = member.id if member is not None else interaction.user.id
         await _answer(interaction, member_id, before=None, after=None)
 

@@ -23,7 +23,7 @@ from cogs.literal import link_text
 from cogs.places import where
 from cogs.queue import HIDDEN_KEYS
 from cogs.styles import show_sent_prompt
-from cogs.tree import error_message
+from cogs.tree import defer, error_message
 from cogs.views.buttons import JOB_BUTTONS
 from cogs.views.remix import RemixSubmit, remix_submitted
 from cogs.views.render import render_job
@@ -58,7 +58,7 @@ class Jobs(commands.Cog):
     ) -> None:
         """Show a job privately: its state, settings, and where its result is."""
         actor = interactions.actor(interaction)
-        await interaction.response.defer(ephemeral=True, thinking=True)
+        await defer(interaction, ephemeral=True, thinking=True)
         loc = interaction.locale
         try:
             details = await self.bot.core.members.show_job(

@@ -23,6 +23,7 @@ from cogs.delivery.slot import percent_floor
 from cogs.i18n import t
 from cogs.interactions import queue_viewer
 from cogs.literal import as_text
+from cogs.tree import defer
 from cogs.views.render import shown_percent
 from framecast.app import Job, JobKind, JobState, PromptHidden, QueueRow, QueueView, job_style
 
@@ -131,7 +132,7 @@ class Queue(commands.Cog):
         can read them (see :func:`cogs.interactions.queue_viewer`)."""
         if interaction.guild_id is None:
             raise app_commands.NoPrivateMessage()
-        await interaction.response.defer(ephemeral=True, thinking=True)
+        await defer(interaction, ephemeral=True, thinking=True)
         viewer = queue_viewer(interaction)
         view = await self.bot.core.members.show_queue(interaction.guild_id, viewer)
         embed = render_queue(view, locale=interaction.locale.value)

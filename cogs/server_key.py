@@ -21,7 +21,7 @@ from discord.app_commands import locale_str
 from cogs.i18n import t
 from cogs.interactions import actor, admin, admins
 from cogs.literal import as_text
-from cogs.tree import acknowledge_privately, answer_privately, relative_time
+from cogs.tree import acknowledge_privately, answer_privately, defer, relative_time
 from cogs.views.key_form import key_form
 from framecast.app import KeyAvailability, KeyRemoved, KeySetResult
 
@@ -81,7 +81,7 @@ class KeyGroup(app_commands.Group):
 async def submit_key(interaction: discord.Interaction[Any], key: str) -> None:
     """The form's submit: the core checks the key with one model-list call, then stores it encrypted."""
     who = admin(interaction)  # refused before the acknowledgement, as the commands are
-    await interaction.response.defer(ephemeral=True, thinking=True)
+    await defer(interaction, ephemeral=True, thinking=True)
     outcome = await admins(interaction).set_key(who, key)
     when = relative_time(outcome.retry_at or 0.0)
     shown, limit = as_text(outcome.last4), outcome.checks_per_hour

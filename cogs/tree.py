@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import discord
 from discord import app_commands
 
+from cogs.discord_internals import count_as_deferred
 from cogs.i18n import t
 from cogs.i18n.personal import place_key
 from cogs.literal import as_text
@@ -271,6 +272,28 @@ async def before_acknowledging(lookup: Awaitable[T], seconds: float) -> T:
         raise StoreUnavailable(f"no answer within {seconds:g} s, before the acknowledgement") from None
 
 
+#: Discord's answer to an interaction acknowledged twice: a retry of one whose answer was lost.
+_ALREADY_ACKNOWLEDGED = 40060
+
+
+async def defer(
+    interaction: discord.Interaction[Any], *, ephemeral: bool = False, thinking: bool = False
+) -> None:
+    """``interaction.response.defer``, also when Discord took it and its answer was lost.
+
+    discord.py then sends it again and Discord refuses with 40060 (already acknowledged): the
+    interaction is acknowledged and the command goes on (it stayed "thinking…" for ever, its job
+    never queued, with a traceback in the log).
+    """
+    try:
+        await interaction.response.defer(ephemeral=ephemeral, thinking=thinking)
+    except discord.HTTPException as exc:
+        if exc.code != _ALREADY_ACKNOWLEDGED:
+            raise
+        log.info("interaction %s: the acknowledgement's answer was lost; Discord has it", interaction.id)
+        count_as_deferred(interaction, thinking=thinking)
+
+
 async def acknowledge_privately(interaction: discord.Interaction[Any]) -> None:
     """Acknowledge now ("thinking…", seen only by the member) if nothing answered yet.
 
@@ -278,7 +301,7 @@ async def acknowledge_privately(interaction: discord.Interaction[Any]) -> None:
     than Discord's 3 s, and the answer then comes as the follow-up (:func:`answer_privately`).
     """
     if not interaction.response.is_done():
-        await interaction.response.defer(ephemeral=True, thinking=True)
+        await defer(interaction, ephemeral=True, thinking=True)
 
 
 async def answer_privately(
@@ -308,9 +331,9 @@ async def acknowledge_in_place(interaction: discord.Interaction[Any]) -> None:
     ``edit_original_response``): in place where :func:`answers_in_place`, else in a new private
     message."""
     if answers_in_place(interaction):
-        await interaction.response.defer()
+        await defer(interaction)
     else:
-        await interaction.response.defer(ephemeral=True, thinking=True)
+        await defer(interaction, ephemeral=True, thinking=True)
 
 
 async def reply_privately(interaction: discord.Interaction[Any], text: str) -> None:

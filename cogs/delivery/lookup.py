@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
-
+import aiohttp
 import discord
 
+from cogs.delivery.codes import DiscordCode, describe
 from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.record import DiscordRecord
 from cogs.delivery.target import home
-from framecast.app import Clock, Job, is_result_filename
+from framecast.app import ChatUnreadable, Clock, Job, is_result_filename
 
 __all__ = ["JobMessages", "result_attachments"]
+
+#: Discord not answering a read now (as opposed to answering that the message cannot be read);
+#: a 429 or 5xx that discord.py raised is one too (see _unanswered).
+_UNANSWERED = (discord.RateLimited, aiohttp.ClientError, TimeoutError)
 
 
 class JobMessages:
@@ -35,13 +39,17 @@ class JobMessages:
     def __repr__(self) -> str:
         return "<JobMessages>"
 
-    async def all(self, job: Job, record: DiscordRecord) -> list[discord.Message]:
-        """The job's messages that can still be read, the current one first."""
+    async def all(self, job: Job, record: DiscordRecord, *, strict: bool = False) -> list[discord.Message]:
+        """The job's messages that can still be read, the current one first.
+
+        `strict`: a message Discord could not be asked about now (a 5xx, a rate limit, no
+        connection) raises :class:`ChatUnreadable` instead of counting as unreadable.
+        """
         found = []
         for mid, via_token in ((record.channel_message_id, False), (record.message_id, True)):
             if mid is None:
                 continue
-            message = await self.fetch(job, record, mid, via_token=via_token)
+            message = await self.fetch(job, record, mid, via_token=via_token, strict=strict)
             if message is not None:
                 found.append(message)
         return found
@@ -52,13 +60,16 @@ class JobMessages:
         return messages[0] if messages else None
 
     async def fetch(
-        self, job: Job, record: DiscordRecord, message_id: int, *, via_token: bool
+        self, job: Job, record: DiscordRecord, message_id: int, *, via_token: bool, strict: bool = False
     ) -> discord.Message | None:
         """One message of the job: with the bot token, else through its interaction token while it lives.
 
         A personal job's interaction message is in a place that may not be the bot's (a group DM, a
         server without the bot): only its token reads it. Its channel message is in the requester's DM.
+        `strict`: see :meth:`all` (a message Discord says is gone, 10008, is gone all the same).
         """
+        trouble: list[BaseException] = []
+        gone = False
         channel_id: int | None
         guild_id: int | None
         if via_token:
@@ -70,15 +81,30 @@ class JobMessages:
                 channel = self._client.get_partial_messageable(channel_id, guild_id=guild_id)
                 with self._errors.counted():
                     return await channel.fetch_message(message_id)
-            except discord.HTTPException:
-                pass
+            except _UNANSWERED as exc:
+                trouble.append(exc)
+            except discord.HTTPException as exc:
+                if exc.status == 429 or exc.status >= 500:
+                    trouble.append(exc)
+                gone = gone or exc.code == DiscordCode.UNKNOWN_MESSAGE
         # Until its real expiry: the margin only keeps edits off a token about to die.
         if via_token and record.token_usable(
             self._clock.time(), self._token_margin, spare=-self._token_margin
         ):
-            with contextlib.suppress(discord.HTTPException), self._errors.counted():
-                webhook = discord.Webhook.partial(record.application_id, record.token, client=self._client)
-                return await webhook.fetch_message(message_id)
+            try:
+                with self._errors.counted():
+                    webhook = discord.Webhook.partial(
+                        record.application_id, record.token, client=self._client
+                    )
+                    return await webhook.fetch_message(message_id)
+            except _UNANSWERED as exc:
+                trouble.append(exc)
+            except discord.HTTPException as exc:
+                if exc.status == 429 or exc.status >= 500:
+                    trouble.append(exc)
+                gone = gone or exc.code == DiscordCode.UNKNOWN_MESSAGE
+        if strict and trouble and not gone:
+            raise ChatUnreadable(f"message {message_id}: {describe(trouble[-1])}")
         return None
 
 

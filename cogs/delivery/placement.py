@@ -13,6 +13,7 @@ nothing above it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import logging
@@ -183,7 +184,12 @@ class Placement:
             slot.saved_percent = slot.record.shown_percent
             await self._drawing.save(slot)
         message = await self.edit(
-            target, content=content, embed=rendered.embed, view=rendered.view, files=files
+            target,
+            content=content,
+            embed=rendered.embed,
+            view=rendered.view,
+            files=files,
+            within=self.token_left(slot) if target.via_token else None,
         )
         if target.unknown_original and message is not None:
             # Learn the real id once: it lets a restarted bot look at the message with the bot token.
@@ -197,6 +203,10 @@ class Placement:
                 self._client, slot, target, shown, persist=self._drawing.save, errors=self._errors
             )
 
+    def token_left(self, slot: Slot) -> float:
+        """Seconds an edit through the job's token may take: until just before the token dies."""
+        return max(0.0, slot.record.token_expires_at - self.token_safety() - self._clock.time())
+
     async def edit(
         self,
         target: Target,
@@ -205,8 +215,14 @@ class Placement:
         embed: discord.Embed,
         view: discord.ui.View | None,
         files: list[discord.File] | None = None,
+        within: float | None = None,
     ) -> discord.Message | None:
-        """Edit the job's message (never pinging). Raises what :func:`~cogs.delivery.codes.translate` says."""
+        """Edit the job's message (never pinging). Raises what :func:`~cogs.delivery.codes.translate` says.
+
+        `within`: seconds an edit through the token may take, its 429 waits included (discord.py
+        sleeps a webhook's Retry-After however long it is, an hour or more): past them it raises
+        ``TimeoutError``, a failed attempt, and the job moves to a channel message as its token dies.
+        """
         kwargs: dict[str, Any] = {
             "content": content,
             "embed": embed,
@@ -221,7 +237,8 @@ class Placement:
                     webhook = discord.Webhook.partial(
                         target.application_id, target.token, client=self._client
                     )
-                    return await webhook.edit_message(target.message_id, **kwargs)  # type: ignore[arg-type]
+                    async with asyncio.timeout(within):
+                        return await webhook.edit_message(target.message_id, **kwargs)  # type: ignore[arg-type]
                 channel = self._client.get_partial_messageable(target.channel_id)
                 return await channel.get_partial_message(int(target.message_id)).edit(**kwargs)
         except discord.HTTPException as exc:
@@ -309,11 +326,15 @@ class Placement:
                 )
             elif self.token_usable(slot, spare=-self._timings.token_margin + self.token_safety()):
                 pointer = await self.edit(
-                    Target.interaction(slot.record, job.channel_id), content=None, embed=old.embed, view=None
+                    Target.interaction(slot.record, job.channel_id),
+                    content=None,
+                    embed=old.embed,
+                    view=None,
+                    within=self.token_left(slot),
                 )
                 if pointer is not None and slot.record.message_id is None:
                     # Its id, so Delete can find the pointer once no token reaches it.
                     slot.learn(message_id=pointer.id)
                     await self._drawing.save(slot)
-        except (discord.HTTPException, TokenDead, MessageUnusable, aiohttp.ClientError) as exc:
+        except (discord.HTTPException, TokenDead, MessageUnusable, aiohttp.ClientError, TimeoutError) as exc:
             log.info("job %s: old message not updated after the move: %s", job.id, describe(exc))

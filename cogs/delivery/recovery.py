@@ -23,5 +23,8 @@ def shows_result(message: discord.Message, job: Job) -> bool:
 
 
 async def result_on_messages(messages: JobMessages, job: Job, record: DiscordRecord) -> bool:
-    """Look at every message the job has had (as `record` knows them): is the result on one of them?"""
-    return any(shows_result(message, job) for message in await messages.all(job, record))
+    """Look at every message the job has had (as `record` knows them): is the result on one of them?
+
+    Raises :class:`ChatUnreadable` when Discord could not be asked about one of them now.
+    """
+    return any(shows_result(message, job) for message in await messages.all(job, record, strict=True))

@@ -49,6 +49,8 @@ class Slot:
     delivered_here: bool = False
     #: Failed delivery attempts in a row (for the retry rule, see ``retries``).
     failed_attempts: int = 0
+    #: Failed draws (state changes, moves) in a row: paced by ``retries.draw_pause``, logged once.
+    failed_draws: int = 0
 
     def __post_init__(self) -> None:
         # A slot starts from a stored record: whatever floor it carries is saved already.

@@ -220,11 +220,17 @@ class Workers:
             slot.last_draw = self._clock.monotonic()
             try:
                 await self._owner.redraw(slot)
+                slot.failed_draws = 0
             except discord.RateLimited as exc:
                 slot.wake.set()
                 await asyncio.sleep(min(exc.retry_after, _RATE_LIMIT_PAUSE))
             except DISCORD_TROUBLE as exc:
-                log.warning("job %s: could not update its message: %s", slot.job.id, describe(exc))
+                slot.failed_draws += 1
+                level = logging.WARNING if slot.failed_draws == 1 else logging.DEBUG
+                log.log(level, "job %s: could not update its message: %s", slot.job.id, describe(exc))
+                # Paced (a move past its deadline is due again at once), but a delivery cuts in.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(slot.urgent.wait(), retries.draw_pause(slot.failed_draws))
             except Exception as exc:
                 if not is_store_outage(exc, bare=False):
                     raise

@@ -28,7 +28,7 @@ import discord
 from cogs import interactions, tree
 from cogs.i18n import t
 from cogs.places import where
-from cogs.tree import answer_error, reply_privately
+from cogs.tree import answer_error, defer, reply_privately
 from cogs.views import remix
 from framecast.app import Deletions, JobAction, RemovalFailed, RemovalProblem
 
@@ -126,7 +126,7 @@ class CancelButton(_JobButton, template=_template(ButtonAction.CANCEL)):
         await tree.before_acknowledging(
             members.authorize(actor, self.job_id, JobAction.CANCEL), ACK_LOOKUP_TIMEOUT
         )
-        await interaction.response.defer()
+        await defer(interaction)
         await members.cancel(actor, self.job_id)
 
 
@@ -151,7 +151,7 @@ class RetryButton(_JobButton, template=_template(ButtonAction.RETRY)):
             ACK_LOOKUP_TIMEOUT,
         )
         request = members.prepare_retry(who, job)
-        await interaction.response.defer(thinking=True)
+        await defer(interaction, thinking=True)
         await members.retry(request, interactions.job_bookkeeping(interaction))
 
 
@@ -167,7 +167,7 @@ class AgainButton(_JobButton, template=_template(ButtonAction.AGAIN)):
         who = interactions.requester(interaction)
         interactions.check_channel(interaction)
         members.check(who)
-        await interaction.response.defer(thinking=True)
+        await defer(interaction, thinking=True)
         viewer = interactions.queue_viewer(interaction)
         await members.again(who, viewer, self.job_id, interactions.job_bookkeeping(interaction))
 
@@ -218,7 +218,7 @@ class DeleteButton(_JobButton, template=_template(ButtonAction.DELETE)):
             # A personal result may be where the bot is not (a group DM, a server without it), and
             # its job's token lasts 15 minutes. This click's own token can delete the message it
             # is on (its @original, once answered with a deferred update), for 15 minutes more.
-            await interaction.response.defer()
+            await defer(interaction)
             reporter = cast("Framecast", interaction.client).core.reporter
             await reporter.delete_clicked(self.job_id, interaction, interaction.message.id)
             await interaction.followup.send(text, view=question, ephemeral=True, allowed_mentions=none)

@@ -23,7 +23,7 @@ import discord
 
 from cogs import interactions
 from cogs.i18n import t
-from cogs.tree import answer_error
+from cogs.tree import answer_error, defer
 from framecast.app import FormInput, JobKind, RemixPrefill, presets
 
 __all__ = ["REMIX_FIELDS", "RemixField", "RemixSubmit", "remix_form", "remix_submitted"]
@@ -163,7 +163,7 @@ async def remix_submitted(interaction: discord.Interaction[Any], submit: RemixSu
         who = interactions.requester(interaction)
         interactions.check_channel(interaction)
         request = members.prepare_remix(who, submit.kind, submit.job_id, submit.form)
-        await interaction.response.defer(thinking=True)
+        await defer(interaction, thinking=True)
         await members.submit(request, interactions.job_bookkeeping(interaction))
     except Exception as error:
         await answer_error(interaction, error, what=f"the remix of job {submit.job_id}")

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from framecast.app.admins import AdminNotices
 from framecast.clock import Clock
 from framecast.jobs.chat_side import (
+    ChatUnreadable,
     Delivered,
     DeliveryOutcome,
     Interrupted,
@@ -49,6 +50,7 @@ __all__ = [
     "ChatMetrics",
     "ChatSide",
     "ChatSideFactory",
+    "ChatUnreadable",
     "Delivered",
     "DeliveryOutcome",
     "Estimates",

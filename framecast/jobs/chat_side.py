@@ -13,7 +13,9 @@ The runner owns "delivered exactly once": it hands a finished result to one call
   asks :meth:`JobReporter.upload_limit` for the next size worth trying.
 
 Anything else a delivery raises is a failure the runner records (after looking whether the result
-landed anyway). This module is machinery: :mod:`framecast.app.chat` re-exports it for the edge.
+landed anyway). :meth:`JobReporter.was_delivered` raises :class:`ChatUnreadable` when the chat cannot
+be read now: that is no answer (saying "not there" would have the file uploaded a second time), and
+the runner asks again later. This module is machinery: :mod:`framecast.app.chat` re-exports it for the edge.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from framecast.values.job import Job
 from framecast.values.reasons import Note
 
 __all__ = [
+    "ChatUnreadable",
     "Delivered",
     "DeliveryOutcome",
     "Interrupted",
@@ -36,6 +39,10 @@ __all__ = [
     "is_result_filename",
     "result_filename",
 ]
+
+
+class ChatUnreadable(Exception):
+    """The chat side could not read the job's messages now (its service failing): ask again later."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,10 @@ class JobReporter(Protocol):
         """
 
     async def was_delivered(self, job: Job) -> bool:
-        """Is the job's result already in the chat (an attempt whose answer was lost)? A pure query."""
+        """Is the job's result already in the chat (an attempt whose answer was lost)? A pure query.
+
+        Raises :class:`ChatUnreadable` when the chat cannot tell now.
+        """
 
     async def delivery_pending(self, job: Job) -> None:
         """The runner looked and the result is not in the chat: its delivery follows.

@@ -104,10 +104,14 @@ class StoreOutage:
         """A new retry loop's delays (the one backoff rule)."""
         return Backoff(base=self._base, cap=self._cap)
 
-    async def patiently(self, call: Callable[[], Awaitable[T]], *, who: str = "a call") -> T:
+    async def patiently(
+        self, call: Callable[[], Awaitable[T]], *, who: str = "a call", proof: bool = True
+    ) -> T:
         """`call()` until it answers: an outage is waited out (backoff), any other error raised.
 
-        `who` names the caller in the one DEBUG line that says it waits (``job 12``).
+        `who` names the caller in the one DEBUG line that says it waits (``job 12``). `proof`
+        False: a first try that succeeds may not have reached the store (a lease check answered
+        from memory), so it says nothing of an outage's end (one outage was logged as two).
         """
         backoff: Backoff | None = None
         try:
@@ -127,7 +131,9 @@ class StoreOutage:
                 if backoff is not None:
                     self._wait_changed(-1)
                     backoff = None
-                self.answered()
+                    self.answered()  # it failed before: this answer came from the store
+                elif proof:
+                    self.answered()
                 return answer
         finally:
             if backoff is not None:  # cancelled (a shutdown, a cancel) or raised while waiting

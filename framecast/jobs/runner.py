@@ -37,6 +37,7 @@ from typing import Any
 from framecast.backoff import Backoff
 from framecast.clock import Clock
 from framecast.jobs.chat_side import (
+    ChatUnreadable,
     Delivered,
     Interrupted,
     JobReporter,
@@ -66,6 +67,7 @@ from framecast.service import GenerationClient, TaskStatus
 from framecast.service.errors import (
     AuthError,
     DownloadError,
+    DownloadUnavailable,
     RateLimited,
     RequestRejected,
     ServiceError,
@@ -442,15 +444,23 @@ class JobRunner:
         """Fetch the result, check it, make it fit the destination and deliver it exactly once."""
         if job.result_url is None and not job.result_local:
             raise DownloadError("the service named no result")
-        if await self._reporter.was_delivered(job):
+        if await self._looked(job):
             log.info("job %s was already delivered before a restart", job.id)
             return await self._finish(job)
         await self._reporter.delivery_pending(job)
-        # Held from the download to the end of the upload: at most `results_at_once` results are in
-        # memory however many jobs finish at once. The result's bytes live only in _deliver_held's
-        # frame, so they are gone when the slot is given back.
-        async with self.fitter.held():
-            return await self._deliver_held(job, account)
+        backoff = Backoff(base=self._settings.backoff_base, cap=self._settings.backoff_max)
+        give_up_at = self._clock.time() + self._settings.poll_timeout
+        while True:
+            try:
+                # Held from the download to the end of the upload: at most `results_at_once` results in
+                # memory at once; the bytes live only in _deliver_held's frame, gone with the slot.
+                async with self.fitter.held():
+                    return await self._deliver_held(job, account)
+            except DownloadUnavailable as exc:  # the host is down for now: waited out, outside the slot
+                if self._clock.time() > give_up_at:
+                    raise
+                log.info("job %s: result not fetched yet (%s); trying again", job.id, exc)
+                await self._clock.sleep(backoff.next())
 
     async def _deliver_held(self, job: Job, account: KeyAccount | None) -> Job:
         await self._jobs.check_lease(job.id)  # after the wait for a slot, before the download
@@ -505,7 +515,7 @@ class JobRunner:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if finished is None and await self._reporter.was_delivered(job):
+            if finished is None and await self._looked(job):
                 log.warning(
                     "job %s: delivery reported %s but the result is on its message",
                     job.id,
@@ -526,18 +536,21 @@ class JobRunner:
             if not isinstance(outcome, Interrupted):
                 return outcome
             await self._clock.sleep(outcome.retry_after)
-            try:
-                landed = await self._reporter.was_delivered(job)
-            except Exception as exc:
-                log.info(
-                    "job %s: could not look for the interrupted delivery (%s); trying again",
-                    job.id,
-                    type(exc).__name__,
-                )
-                landed = False
-            if landed:
+            if await self._looked(job):
                 log.info("job %s: the failed attempt had reached the chat after all", job.id)
                 return Delivered()
+
+    async def _looked(self, job: Job) -> bool:
+        """Whether the result is on the job's messages, asked until the chat side can tell: a chat
+        that cannot be read now is no "not there" (delivering then would upload the file twice)."""
+        backoff = Backoff(base=self._settings.backoff_base, cap=self._settings.backoff_max)
+        while True:
+            await self._jobs.check_lease(job.id)
+            try:
+                return await self._reporter.was_delivered(job)
+            except ChatUnreadable as exc:
+                log.warning("job %s: cannot look for its result now (%s); looking again", job.id, exc)
+                await self._clock.sleep(backoff.next())
 
     async def _finish(self, job: Job, *, parked: bool = False) -> Job:
         job = await self._jobs.transition(job.id, JobState.DELIVERED, expect=JobState.DELIVERING)

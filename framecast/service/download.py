@@ -20,7 +20,13 @@ from aiohttp.abc import AbstractResolver
 
 from framecast.safetext import clean_text
 from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge
-from framecast.service.errors import AuthError, DownloadError, DownloadTooLarge, UnsafeResultURL
+from framecast.service.errors import (
+    AuthError,
+    DownloadError,
+    DownloadTooLarge,
+    DownloadUnavailable,
+    UnsafeResultURL,
+)
 from framecast.service.netguard import (
     REASON_BAD_URL,
     REASON_INTERNAL,
@@ -168,7 +174,7 @@ class ResultFetcher:
         problem = f"HTTP {status}" if status is not None else answer.problem
 
         def give_up(attempts: int) -> DownloadError:
-            return DownloadError(
+            return DownloadUnavailable(
                 f"the result could not be downloaded after {attempts} attempts ({problem})", status=status
             )
 

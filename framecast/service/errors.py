@@ -17,6 +17,7 @@ __all__ = [
     "BadResponse",
     "DownloadError",
     "DownloadTooLarge",
+    "DownloadUnavailable",
     "MediaTooLarge",
     "ModelGone",
     "NotMedia",
@@ -239,6 +240,11 @@ class DownloadError(ServiceError):
 
     code: ClassVar[ErrorCode] = ErrorCode.DOWNLOAD_FAILED
     default_message: ClassVar[str] = "the result could not be downloaded"
+
+
+class DownloadUnavailable(DownloadError):
+    """The result's host did not answer usably after every retry (5xx, 429, 408, a connection lost
+    or broken off): the link may still work later, unlike an expired or refused one."""
 
 
 class DownloadTooLarge(DownloadError):

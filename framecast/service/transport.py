@@ -297,6 +297,11 @@ class Transport:
             except aiohttp.ClientError as exc:
                 answer.problem = f"connection problem ({self.describe(exc)})"
                 answer.failure = exc
+            if answer.problem and answer.status is not None and 200 <= answer.status < 300:
+                # A success whose body broke off (a connection reset half-way) is no answer at
+                # all: retried as a lost one, never judged by its status line (a download of half
+                # a file was refused as "HTTP 200" and failed its job).
+                answer.status = None
             if budgeted and kind not in _CREATES:
                 self.refusals.answered(answer.status)
             if answer.status == 429 and budgeted:

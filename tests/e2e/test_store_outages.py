@@ -18,7 +18,15 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import StartWorld, World, service_creates, status_of, task_for, wait_log
+from tests.e2e.harness import (
+    StartWorld,
+    World,
+    hold_route,
+    service_creates,
+    status_of,
+    task_for,
+    wait_log,
+)
 from tests.e2e.servers import Relay
 from tests.fakes.gen_service import RecordedRequest, TaskPlan
 
@@ -224,3 +232,49 @@ async def test_a_read_only_results_folder_pauses_an_inline_image_which_is_create
     await delivered_once(world, its)
     await assert_quiet_outage(world)
     assert "EROFS" in world.bot.log_text()
+
+
+async def test_a_postgresql_cut_between_the_upload_and_its_record_delivers_once(
+    pg_relay: tuple[str, Relay], start: StartWorld
+) -> None:
+    # Discord took the file; before the bot hears so, the store goes: the DELIVERED record (and the
+    # chat side's bookkeeping) must wait for it, and the upload must not be made again.
+    dsn, relay = pg_relay
+    world = await start(extra_env={"DATABASE_URL": dsn, **ENV})
+    release, held = hold_route(
+        world.discord, "PATCH", "/webhooks/{app_id}/{token}/messages/{message_id}", lambda c: bool(c.uploads)
+    )
+    prompt = "cut: a lantern on a pier"
+    its = {prompt: await world.video(prompt)}
+    await world.discord.wait_for(lambda: bool(held), timeout=20, what="the upload")
+    await relay.cut()
+    release.set()
+    await outage_met(world, [await world.job_id(its[prompt])])
+    await relay.restore()
+    await delivered_once(world, its)
+    await wait_log(world, f"job {await world.job_id(its[prompt])}: -> delivered", timeout=20)
+    await assert_quiet_outage(world)
+
+
+async def test_a_postgresql_cut_while_discord_rate_limits_the_upload_delivers_once(
+    pg_relay: tuple[str, Relay], start: StartWorld
+) -> None:
+    # Two dependencies at once: the store goes as the result is ready, and Discord answers the
+    # upload with 429s past discord.py's own retries. Neither fails the job; the file lands once.
+    dsn, relay = pg_relay
+    world = await start(extra_env={"DATABASE_URL": dsn, **ENV})
+    world.discord.rate_limit_next("PATCH /api/v10/webhooks", count=7, retry_after=0.05, uploads_only=True)
+    prompt = "held: a heron at dawn"
+    world.service.plans.append(("held:", TaskPlan(polls=FOREVER)))
+    its = {prompt: await world.video(prompt)}
+    await world.service.wait_for(lambda: bool(service_creates(world, prompt)), timeout=10)
+    finish(world, prompt)
+    await world.discord.wait_for(
+        lambda: any(r.status == 429 and r.files for r in world.discord.requests), timeout=20, what="a 429"
+    )
+    await relay.cut()
+    await outage_met(world, [await world.job_id(its[prompt])], timeout=30)
+    await relay.restore()
+    await delivered_once(world, its)
+    await wait_log(world, f"job {await world.job_id(its[prompt])}: -> delivered", timeout=30)
+    await assert_quiet_outage(world)

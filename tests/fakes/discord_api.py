@@ -278,6 +278,10 @@ def _check_modal_values(modal: Mapping[str, Any], values: Mapping[str, str]) -> 
             raise ModalRefused(f"text input {custom_id!r} takes {low}-{high} characters, got {len(value)}")
 
 
+class _Reset(Exception):
+    """An injected connection drop: the request gets no answer at all."""
+
+
 class ApiError(Exception):
     """An error answer of the fake (status, Discord JSON error code, message)."""
 
@@ -1613,10 +1617,12 @@ class FakeDiscord:
         *,
         is_global: bool = False,
         via: bool = True,
+        uploads_only: bool = False,
     ) -> None:
         """Answer the next ``count`` requests whose "METHOD /path" contains ``route_contains``
-        with 429. ``via=False`` drops the ``Via`` header (discord.py then raises instead of retrying)."""
-        self._injections.append([route_contains, count, "429", (retry_after, is_global, via)])
+        with 429. ``via=False`` drops the ``Via`` header (discord.py then raises instead of retrying).
+        ``uploads_only``: only requests that carry files (a delivery, not a progress edit)."""
+        self._injections.append([route_contains, count, "429", (retry_after, is_global, via), uploads_only])
 
     def fail_next(
         self,
@@ -1625,10 +1631,18 @@ class FakeDiscord:
         code: int = 0,
         count: int = 1,
         message: str | None = None,
+        *,
+        uploads_only: bool = False,
     ) -> None:
         """Answer the next ``count`` matching requests with ``status`` / JSON ``code``.
-        Note: discord.py retries 500/502/504/524 itself after 1 s, 3 s, ..."""
-        self._injections.append([route_contains, count, "fail", (status, code, message)])
+        Note: discord.py retries 500/502/504/524 itself after 1 s, 3 s, ...
+        ``uploads_only``: only requests that carry files (a delivery, not a progress edit)."""
+        self._injections.append([route_contains, count, "fail", (status, code, message), uploads_only])
+
+    def reset_next(self, route_contains: str, count: int = 1) -> None:
+        """Drop the connection of the next ``count`` matching requests without an answer (Discord
+        unreachable half-way: the bot's HTTP client sees the server disconnect)."""
+        self._injections.append([route_contains, count, "reset", None, False])
 
     def clear_injections(self) -> None:
         self._injections.clear()
@@ -2486,7 +2500,7 @@ class FakeDiscord:
             record.authorized = request.headers.get("Authorization") == f"Bot {self.bot_token}"
             if auth and not record.authorized:
                 raise ApiError(*UNAUTHORIZED)
-            self._apply_injection(request.method, sub)
+            self._apply_injection(request.method, sub, uploads=bool(uploads))
             if self.validate_requests:
                 self._check_spec(request.method, sub, record)
             call = _Call(
@@ -2500,6 +2514,12 @@ class FakeDiscord:
                 record=record,
             )
             status, body = await handler(call)
+        except _Reset:
+            record.status = 0
+            if request.transport is not None:
+                request.transport.abort()
+            await self._notify()
+            return web.Response(status=500)
         except ApiError as err:
             status, body = err.status, err.body()
             extra_headers = err.headers
@@ -2540,11 +2560,13 @@ class FakeDiscord:
         if it is not None:
             it.errors.append(record)
 
-    def _apply_injection(self, method: str, path: str) -> None:
+    def _apply_injection(self, method: str, path: str, *, uploads: bool = False) -> None:
         key = f"{method} {path}"
         for inj in self._injections:
-            needle, remaining, kind, args = inj
+            needle, remaining, kind, args, uploads_only = inj
             if remaining <= 0 or needle not in key and needle not in f"{method} /api/v10{path}":
+                continue
+            if uploads_only and not uploads:
                 continue
             inj[1] -= 1
             if kind == "429":
@@ -2573,6 +2595,8 @@ class FakeDiscord:
                         "global": is_global,
                     },
                 )
+            if kind == "reset":
+                raise _Reset()
             status, code, message = args
             raise ApiError(status, code, message or f"{status}: injected failure")
         self._injections[:] = [i for i in self._injections if i[1] > 0]

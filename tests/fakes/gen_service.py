@@ -242,6 +242,8 @@ class FakeService:
       (default: real small MP4/PNG). ``file_status``: answer file requests with this status
       instead (404/410: expired link). ``file_chunked``: stream without Content-Length.
       ``file_stall``: seconds to stall after the first chunk (slow download).
+      ``file_resets``: the next K file requests break off after their first chunk (the connection
+      reset mid-download: a Content-Length is promised, half the bytes come, the socket closes).
     * ``result_base_url``: the base of result URLs (default: this fake; see ``alt_base_url`` for
       the same server under another host name, i.e. a "foreign" CDN origin).
     * ``result_url``: a result URL given verbatim (any scheme, host or path: ``file:///etc/passwd``,
@@ -299,6 +301,7 @@ class FakeService:
         self.file_status: int | None = None
         self.file_chunked = False
         self.file_stall = 0.0
+        self.file_resets = 0
         self.result_base_url: str | None = None
         self.result_url: str | None = None
         self.file_redirect: str | None = None
@@ -746,6 +749,9 @@ class FakeService:
             return web.Response(
                 body=payload, content_type=mime, headers={"Content-Encoding": self.file_encoding}
             )
+        if self.file_resets > 0:
+            self.file_resets -= 1
+            return await _broken_off(request, payload, mime)
         if not self.file_chunked and self.file_stall <= 0:
             return web.Response(body=payload, content_type=mime)
         response = web.StreamResponse(headers={"Content-Type": mime})
@@ -761,6 +767,18 @@ class FakeService:
                 await asyncio.sleep(self.file_stall)
         await response.write_eof()
         return response
+
+
+async def _broken_off(request: web.Request, payload: bytes, mime: str) -> web.StreamResponse:
+    """A download whose connection is reset half-way: the full length promised, half of it sent."""
+    response = web.StreamResponse(headers={"Content-Type": mime})
+    response.content_length = len(payload)
+    await response.prepare(request)
+    await response.write(payload[: max(1, len(payload) // 2)])
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+    return response
 
 
 def _bearer(request: web.Request) -> str | None:

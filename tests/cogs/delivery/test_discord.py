@@ -334,9 +334,20 @@ async def test_retry_decisions_on_real_refusals(rig: Rig) -> None:
     posted = await rig.client.get_partial_messageable(rig.channel.id).send("a job message")
     channel = Target(False, posted.id, rig.channel.id)
     unavailable = await refusal(rig, placement, channel, 503, 0)
-    assert [retry_delay(unavailable, n) for n in range(1, ATTEMPTS + 1)] == [1.0, 2.0, 4.0, 8.0, None]
+    waits = [retry_delay(unavailable, n) for n in range(1, ATTEMPTS + 1)]
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0] + [60.0] * (ATTEMPTS - 7) + [None]
     assert retry_delay(await refusal(rig, placement, channel, 403, 50013), 1) is None
     assert retry_delay(discord.RateLimited(7.5), 1) == 7.5
+    # An odd wait is not slept as said: hours are capped, nonsense falls back to the backoff.
+    assert retry_delay(discord.RateLimited(86_400.0), 1) == 300.0
+    assert retry_delay(discord.RateLimited(float("nan")), 3) == 4.0
+    assert retry_delay(discord.RateLimited(-5.0), 2) == 2.0
+    # A 429 discord.py raises (no Via header): Discord's Retry-After, not a failure.
+    rig.fake.rate_limit_next("PATCH /api/v10/channels", retry_after=2.5, via=False)
+    with pytest.raises(discord.HTTPException) as limited:
+        await placement.edit(channel, content="x", embed=discord.Embed(title="x"), view=None)
+    assert limited.value.status == 429
+    assert retry_delay(limited.value, 1) == 3.0
     assert retry_delay(aiohttp.ServerDisconnectedError(), 2) == 2.0
     assert retry_delay(TimeoutError(), 1) == 1.0
     assert retry_delay(TooLarge("40005"), 1) is None
