@@ -1591,6 +1591,13 @@ class FakeDiscord:
             )
         await self._notify()
 
+    async def delete_message(self, msg: FakeMessage) -> None:
+        """A moderator deletes `msg` (any message, the bot's too) and the bot is told
+        (MESSAGE_DELETE); from then on every edit of it answers 404 Unknown Message (10008), through
+        an interaction token as through the channel."""
+        await self._delete_message(msg, via="moderator")
+        await self._notify()
+
     async def update_guild(
         self, guild: FakeGuild, *, premium_tier: int | None = None, name: str | None = None
     ) -> None:
