@@ -37,10 +37,13 @@ from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import ShuttingDown
 from framecast.storage import Store
 from framecast.values import InvalidTransition, Job, JobKind, JobState
+from framecast.values.reasons import ErrorCode
 
 log = logging.getLogger(__name__)
 
 _NOT_HELD = object()
+#: The states a cancel (or an abandon) ends: not yet delivering.
+_STOPPABLE = frozenset({JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING})
 _UNKNOWN = object()
 #: Each key's answer per kind in one dispatch round, and that key's admission (asked again later).
 _Answers = dict[tuple[Hashable, JobKind], tuple[bool, "Admission"]]
@@ -305,17 +308,24 @@ class Scheduler:
 
     async def cancel(self, job_id: int) -> tuple[CancelOutcome, Job | None]:
         """Cancel a queued or running job. Delivering or finished jobs cannot be cancelled."""
+        return await self._stop(job_id, JobState.CANCELLED)
+
+    async def abandon(self, job_id: int, code: ErrorCode) -> tuple[CancelOutcome, Job | None]:
+        """Fail a queued or running job with `code`, as :meth:`cancel` ends it (out of its queue, its
+        service task no longer polled): nothing of it could ever be shown (its channel is gone).
+
+        A job being delivered is left to its delivery: its result exists, and its outcome stands.
+        """
+        return await self._stop(job_id, JobState.FAILED, error_code=code)
+
+    async def _stop(self, job_id: int, state: JobState, **fields: object) -> tuple[CancelOutcome, Job | None]:
         job = await self._store.get(job_id)
         if job is None:
             return CancelOutcome.UNKNOWN, None
-        if job.state not in (JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING):
+        if job.state not in _STOPPABLE:
             return CancelOutcome.TOO_LATE, job
         try:
-            job = await self._store.transition(
-                job_id,
-                JobState.CANCELLED,
-                expect=(JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING),
-            )
+            job = await self._store.transition(job_id, state, expect=_STOPPABLE, **fields)
         except InvalidTransition:
             return CancelOutcome.TOO_LATE, await self._store.get(job_id)
         self._remove_queued(job_id)

@@ -3,9 +3,16 @@ the jobs still end (delivered where they can be, else failed), and the rest of t
 
 from __future__ import annotations
 
-from tests.e2e.commands import FOREVER
-from tests.e2e.harness import StartWorld, task_for, wait_state
+import functools
+
+from tests.e2e.commands import FOREVER, answer, text_of
+from tests.e2e.harness import StartWorld, World, service_creates, task_for, wait_state
 from tests.fakes.gen_service import TaskPlan
+
+
+def pinged(world: World, user_id: int) -> bool:
+    """Whether a message in the world's channel pinged `user_id`."""
+    return any(user_id in m.pinged_user_ids for m in world.discord.messages_in(world.channel))
 
 
 async def test_job_messages_a_moderator_deletes_are_posted_afresh_and_get_their_results(
@@ -30,10 +37,61 @@ async def test_job_messages_a_moderator_deletes_are_posted_afresh_and_get_their_
         assert len(world.files_for(job_id)) == 1
         await wait_state(world, job_id, "delivered")
         await world.discord.wait_for(
-            lambda member=member: any(
-                member.id in m.pinged_user_ids for m in world.discord.messages_in(world.channel)
-            ),
-            timeout=10,
-            what="the requester's ping",
+            functools.partial(pinged, world, member.id), timeout=10, what="the requester's ping"
         )
     assert "unexpected error" not in world.bot.log_text()
+
+
+async def test_jobs_of_a_deleted_channel_end_with_the_reason_and_the_queue_goes_on(start: StartWorld) -> None:
+    """An admin deletes #art while Alice's job runs there and Bob's waits there, Carol's behind them
+    in #general: Alice's and Bob's jobs fail at once, saying why (Bob's never reaches the service),
+    their messages are not tried again and again, and Carol's job is delivered."""
+    world = await start(
+        setup=lambda w: w.discord.add_channel(w.guild, "art"), extra_env={"GEN_MAX_RUNNING": "1"}
+    )
+    [art] = [c for c in world.guild.channels if c.name == "art"]
+    carol = world.members[0][2]
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    running = await world.discord.slash(world.guild, art, world.alice, "video", {"prompt": "art, running"})
+    first = await world.job_id(running)
+    await wait_state(world, first, "running")
+    queued = await world.discord.slash(world.guild, art, world.bob, "video", {"prompt": "art, waiting"})
+    second = await world.job_id(queued)
+    world.service.plans = [("general", TaskPlan(polls=0))]
+    behind = await world.video("general, behind them", member=carol)
+    refused_before = len(world.discord.rejected())
+    await world.discord.delete_channel(art)
+    for job_id in (first, second):
+        row = await wait_state(world, job_id, "failed")
+        assert row["error_code"] == "channel_gone"
+    await world.delivered(behind)
+    assert service_creates(world, "art, waiting") == []
+    # Each ended job's message was tried once more at most (its answer, then a fresh one), not
+    # at every redraw while it waited.
+    assert len(world.discord.rejected()) - refused_before <= 4
+    look = await world.discord.slash(world.guild, world.channel, world.alice, "job", {"id": first})
+    shown = await answer(look)
+    assert "its channel was deleted, or Framecast was removed from the server" in text_of(shown)
+
+
+async def test_a_server_that_removes_the_bot_loses_its_queue_and_the_other_server_goes_on(
+    start: StartWorld,
+) -> None:
+    """Two servers on the operator's key: the second removes the bot while its jobs run and wait.
+    Its jobs end at once (the waiting one never reaches the service), and the first server's jobs,
+    queued behind them, are delivered."""
+    world = await start(guilds=2, extra_env={"GEN_MAX_RUNNING": "1"})
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    world.service.plans = [("staying", TaskPlan(polls=0))]
+    running = await world.video("leaving, running", guild=1)
+    first = await world.job_id(running)
+    await wait_state(world, first, "running")
+    queued = await world.video("leaving, waiting", guild=1, member=world.members[1][1])
+    staying = await world.video("staying", guild=0)
+    second = await world.job_id(queued)
+    await world.discord.remove_guild(world.guilds[1])
+    for job_id in (first, second):
+        row = await wait_state(world, job_id, "failed")
+        assert row["error_code"] == "channel_gone"
+    await world.delivered(staying)
+    assert service_creates(world, "leaving, waiting") == []
