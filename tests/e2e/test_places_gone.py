@@ -95,3 +95,21 @@ async def test_a_server_that_removes_the_bot_loses_its_queue_and_the_other_serve
         assert row["error_code"] == "channel_gone"
     await world.delivered(staying)
     assert service_creates(world, "leaving, waiting") == []
+
+
+async def test_the_jobs_of_a_deleted_thread_end_and_its_channels_go_on(start: StartWorld) -> None:
+    """Alice asks in a thread of #general, Bob in #general itself; the thread is deleted: Alice's
+    job ends, saying why, and Bob's is delivered."""
+    world = await start(setup=lambda w: w.discord.add_thread(w.channel, "ideas"))
+    [thread] = world.guild.threads
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    world.service.plans = [("in the channel", TaskPlan(polls=0))]
+    in_thread = await world.discord.slash(
+        world.guild, thread, world.alice, "video", {"prompt": "in the thread"}
+    )
+    job_id = await world.job_id(in_thread)
+    await wait_state(world, job_id, "running")
+    await world.discord.delete_channel(thread)
+    row = await wait_state(world, job_id, "failed")
+    assert row["error_code"] == "channel_gone"
+    await world.delivered(await world.video("in the channel", member=world.bob))
