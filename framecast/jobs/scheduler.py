@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import heapq
 import itertools
 import logging
@@ -487,6 +488,17 @@ class Scheduler:
         self._queues.started(job_id)
         task = asyncio.create_task(self._run_job(job), name=f"framecast-job-{job_id}")
         self._tasks[job_id] = task
+        task.add_done_callback(functools.partial(self._never_ran, job_id))
+
+    def _never_ran(self, job_id: int, task: asyncio.Task[None]) -> None:
+        """A task cancelled before its first step never runs its ``finally``: let go of its job here.
+
+        That happens when a cancel's answer from the store comes in the loop turn in which the
+        dispatcher started that very job (a slot had just been freed): its slot stayed taken for
+        ever, the key ran one job fewer, and at one slot its queue stalled.
+        """
+        if self._tasks.get(job_id) is task:  # else its own ``finally`` (or a newer task) has it
+            self._ended(job_id)
 
     def _release(self, job_id: int) -> None:
         key = self._let_go(job_id)
@@ -526,8 +538,12 @@ class Scheduler:
         except Exception:
             log.exception("job %s: runner crashed", job_id)
         finally:
-            self._tasks.pop(job_id, None)
-            self._queues.finished(job_id)
-            self._release(job_id)
-            if self._leases is not None:
-                self._leases.done(job_id)  # no task runs it here any more: its lease is not renewed
+            self._ended(job_id)
+
+    def _ended(self, job_id: int) -> None:
+        """The job's task is over: out of the running, its slot and its lease let go."""
+        self._tasks.pop(job_id, None)
+        self._queues.finished(job_id)
+        self._release(job_id)
+        if self._leases is not None:
+            self._leases.done(job_id)  # no task runs it here any more: its lease is not renewed
