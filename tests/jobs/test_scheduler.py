@@ -24,6 +24,7 @@ from framecast.jobs.runner import ShuttingDown
 from framecast.jobs.scheduler import AccountAdmission, Admission, CancelOutcome, FixedAdmission, Scheduler
 from framecast.storage import Store
 from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values.reasons import ErrorCode
 
 S = JobState
 GUILD_A, GUILD_B, GUILD_C = 1001, 1002, 1003
@@ -501,6 +502,33 @@ async def test_cancel_a_submitting_job(h: Harness) -> None:
     outcome, cancelled = await scheduler.cancel(job.id)
     assert outcome is CancelOutcome.CANCELLED
     assert cancelled is not None and cancelled.state is S.CANCELLED
+
+
+async def test_abandon_fails_running_and_queued_jobs_with_the_code_and_spares_a_delivery(h: Harness) -> None:
+    """What ends the jobs of a deleted channel: like a cancel (out of the queue, the task stopped,
+    its slot to the next job), but failed with the code; a job being delivered keeps its course."""
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    delivering = await h.running_job()
+    h.runner.release(delivering.id)
+    await h.wait_state(delivering.id, S.DELIVERING)
+    running = await h.running_job()
+    queued, behind = await h.add_many([GUILD_A, GUILD_B])
+    scheduler.submit(queued)
+    scheduler.submit(behind)
+
+    for job in (queued, running):
+        outcome, ended = await scheduler.abandon(job.id, ErrorCode.CHANNEL_GONE)
+        assert outcome is CancelOutcome.CANCELLED
+        assert ended is not None and ended.state is S.FAILED and ended.error_code == "channel_gone"
+    assert scheduler.position(queued.id) is None
+    await h.runner.wait_for(lambda: running.id in h.runner.cancelled)
+    await h.runner.wait_started(3)  # the running job's slot went to the one behind, not to `queued`
+    assert h.runner.started == [delivering.id, running.id, behind.id]
+
+    outcome, job = await scheduler.abandon(delivering.id, ErrorCode.CHANNEL_GONE)
+    assert outcome is CancelOutcome.TOO_LATE and job is not None and job.state is S.DELIVERING
+    assert h.runner.is_running(delivering.id)
 
 
 async def test_cancel_is_too_late_while_delivering_or_after_the_end(h: Harness) -> None:
