@@ -526,8 +526,8 @@ async def test_abandon_fails_running_and_queued_jobs_with_the_code_and_spares_a_
     await h.runner.wait_started(3)  # the running job's slot went to the one behind, not to `queued`
     assert h.runner.started == [delivering.id, running.id, behind.id]
 
-    outcome, job = await scheduler.abandon(delivering.id, ErrorCode.CHANNEL_GONE)
-    assert outcome is CancelOutcome.TOO_LATE and job is not None and job.state is S.DELIVERING
+    outcome, kept = await scheduler.abandon(delivering.id, ErrorCode.CHANNEL_GONE)
+    assert outcome is CancelOutcome.TOO_LATE and kept is not None and kept.state is S.DELIVERING
     assert h.runner.is_running(delivering.id)
 
 
