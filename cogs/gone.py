@@ -4,7 +4,9 @@ this cog only tells it what Discord said is gone.
 
 discord.py reports a deleted channel's cached threads as deleted too (``raw_thread_delete``), and
 a guild's removal only when it was not merely an outage (``guild_remove``, not
-``guild_unavailable``).
+``guild_unavailable``). A server that removed the bot while it was away is found on connecting
+(``on_ready``: not in the cache). A channel deleted meanwhile is not: a thread the bot cannot see is
+missing from the cache too, and its jobs must not end for that.
 """
 
 from __future__ import annotations
@@ -41,6 +43,24 @@ class PlacesGone(commands.Cog):
     async def on_guild_remove(self, guild: discord.Guild) -> None:
         """The bot left the server (kicked, or the server was deleted): its queue ends."""
         await self.bot.core.gone.server_left(guild.id)
+
+    @commands.Cog.listener()
+    async def on_ready(self) -> None:
+        """Servers that removed the bot while it was away (Discord's READY lists every server it is
+        in, those in an outage too): their queues end as well. Only this process's shards' servers
+        are judged; the others are not in its cache."""
+        gone = self.bot.core.gone
+        for guild_id in await gone.servers_with_jobs():
+            if self._on_my_shards(guild_id) and self.bot.get_guild(guild_id) is None:
+                await gone.server_left(guild_id)
+
+    def _on_my_shards(self, guild_id: int) -> bool:
+        count = self.bot.shard_count
+        if count is None:
+            return True
+        # The shards this process runs (AutoShardedBot's ``shard_ids``; None: all of them).
+        ids: list[int] | None = getattr(self.bot, "shard_ids", None)
+        return ids is None or (guild_id >> 22) % count in ids
 
 
 async def setup(bot: Framecast) -> None:

@@ -10,7 +10,8 @@ they end at once, failed with :attr:`ErrorCode.CHANNEL_GONE` (their requester re
 already being delivered keeps its outcome (its result exists; the delivery says how it went).
 
 The chat side tells the core what is gone (:meth:`GonePlaces.channels_gone`,
-:meth:`GonePlaces.server_left`); which jobs end, and how, is decided here.
+:meth:`GonePlaces.server_left`, also for a server it finds gone on connecting:
+:meth:`GonePlaces.servers_with_jobs`); which jobs end, and how, is decided here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 
+from framecast.app.intake import is_personal_queue
 from framecast.app.members import ShowsJobs
 from framecast.jobs.scheduler import CancelOutcome, Scheduler
 from framecast.storage import Store
@@ -47,6 +49,15 @@ class GonePlaces:
         """
         gone = frozenset(channel_ids)
         return await self._end(guild_id, lambda job: job.channel_id in gone)
+
+    async def servers_with_jobs(self) -> set[int]:
+        """The servers (never a person's own queue) that have unfinished jobs: for the chat side to
+        say which of them the bot left while it was away (no event told it then)."""
+        return {
+            job.guild_id
+            for job in await self._store.active()
+            if not is_personal_queue(job.guild_id, job.user_id)
+        }
 
     async def server_left(self, guild_id: int) -> list[Job]:
         """The bot is no longer in server `guild_id`: end every unfinished job of its queue."""

@@ -113,3 +113,28 @@ async def test_the_jobs_of_a_deleted_thread_end_and_its_channels_go_on(start: St
     row = await wait_state(world, job_id, "failed")
     assert row["error_code"] == "channel_gone"
     await world.delivered(await world.video("in the channel", member=world.bob))
+
+
+async def test_a_server_that_removed_the_bot_while_it_was_down_loses_its_queue_on_restart(
+    start: StartWorld,
+) -> None:
+    """The bot is stopped with jobs of two servers running and waiting; the second server removes
+    it meanwhile (no event reaches it). On restart that server's jobs end, saying why, and the
+    first server's jobs are delivered."""
+    world = await start(guilds=2, extra_env={"GEN_MAX_RUNNING": "1"})
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    running = await world.video("away, running", guild=1)
+    first = await world.job_id(running)
+    await wait_state(world, first, "running")
+    queued = await world.video("away, waiting", guild=1, member=world.members[1][1])
+    staying = await world.video("home, waiting", guild=0)
+    second = await world.job_id(queued)
+    assert await world.bot.terminate() == 0
+    await world.discord.remove_guild(world.guilds[1])
+    world.service.plans = [("home", TaskPlan(polls=0))]
+    await world.restart_bot()
+    for job_id in (first, second):
+        row = await wait_state(world, job_id, "failed")
+        assert row["error_code"] == "channel_gone"
+    await world.delivered(staying)
+    assert service_creates(world, "away, waiting") == []
