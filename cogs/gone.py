@@ -4,9 +4,9 @@ this cog only tells it what Discord said is gone.
 
 discord.py reports a deleted channel's cached threads as deleted too (``raw_thread_delete``), and
 a guild's removal only when it was not merely an outage (``guild_remove``, not
-``guild_unavailable``). A server that removed the bot while it was away is found on connecting
-(``on_ready``: not in the cache). A channel deleted meanwhile is not: a thread the bot cannot see is
-missing from the cache too, and its jobs must not end for that.
+``guild_unavailable``). What went while the bot was away is found on connecting (``on_ready``): a
+server missing from the cache, and a channel missing from it that Discord says is unknown (a thread
+the bot cannot see is missing from the cache too, and its jobs must not end for that).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import discord
 from discord.ext import commands
+
+from cogs.delivery.codes import DISCORD_TROUBLE, describe
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -46,13 +48,37 @@ class PlacesGone(commands.Cog):
 
     @commands.Cog.listener()
     async def on_ready(self) -> None:
-        """Servers that removed the bot while it was away (Discord's READY lists every server it is
-        in, those in an outage too): their queues end as well. Only this process's shards' servers
-        are judged; the others are not in its cache."""
+        """What went while the bot was away ends too: a server that removed it (Discord's READY
+        lists every server it is in, those in an outage too), and a channel or thread Discord says
+        is unknown. Only this process's shards' servers are judged; the others are not in its cache."""
         gone = self.bot.core.gone
-        for guild_id in await gone.servers_with_jobs():
-            if self._on_my_shards(guild_id) and self.bot.get_guild(guild_id) is None:
+        for guild_id, channel_ids in (await gone.places_with_jobs()).items():
+            if not self._on_my_shards(guild_id):
+                continue
+            guild = self.bot.get_guild(guild_id)
+            if guild is None:
                 await gone.server_left(guild_id)
+                continue
+            if guild.unavailable:
+                continue  # an outage of Discord's: its channels are not known now
+            deleted = [
+                channel_id
+                for channel_id in channel_ids
+                if guild.get_channel_or_thread(channel_id) is None and await self._deleted(channel_id)
+            ]
+            if deleted:
+                await gone.channels_gone(guild_id, deleted)
+
+    async def _deleted(self, channel_id: int) -> bool:
+        """Whether Discord says the channel is no more (404 Unknown Channel). A channel missing from
+        the cache may be a thread the bot cannot see (403), or archived: those stay."""
+        try:
+            await self.bot.fetch_channel(channel_id)
+        except discord.NotFound:
+            return True
+        except DISCORD_TROUBLE as exc:
+            log.info("channel %s: could not look whether it still exists (%s)", channel_id, describe(exc))
+        return False
 
     def _on_my_shards(self, guild_id: int) -> bool:
         count = self.bot.shard_count

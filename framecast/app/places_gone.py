@@ -11,7 +11,7 @@ already being delivered keeps its outcome (its result exists; the delivery says 
 
 The chat side tells the core what is gone (:meth:`GonePlaces.channels_gone`,
 :meth:`GonePlaces.server_left`, also for a server it finds gone on connecting:
-:meth:`GonePlaces.servers_with_jobs`); which jobs end, and how, is decided here.
+:meth:`GonePlaces.places_with_jobs`); which jobs end, and how, is decided here.
 """
 
 from __future__ import annotations
@@ -50,14 +50,15 @@ class GonePlaces:
         gone = frozenset(channel_ids)
         return await self._end(guild_id, lambda job: job.channel_id in gone)
 
-    async def servers_with_jobs(self) -> set[int]:
-        """The servers (never a person's own queue) that have unfinished jobs: for the chat side to
-        say which of them the bot left while it was away (no event told it then)."""
-        return {
-            job.guild_id
-            for job in await self._store.active()
-            if not is_personal_queue(job.guild_id, job.user_id)
-        }
+    async def places_with_jobs(self) -> dict[int, set[int]]:
+        """The servers (never a person's own queue) with unfinished jobs, each with the channels they
+        are in: for the chat side to say which of them went while the bot was away (no event told
+        it then)."""
+        places: dict[int, set[int]] = {}
+        for job in await self._store.active():
+            if not is_personal_queue(job.guild_id, job.user_id):
+                places.setdefault(job.guild_id, set()).add(job.channel_id)
+        return places
 
     async def server_left(self, guild_id: int) -> list[Job]:
         """The bot is no longer in server `guild_id`: end every unfinished job of its queue."""

@@ -59,19 +59,19 @@ async def test_jobs_of_a_deleted_channel_end_with_the_reason_and_the_queue_goes_
     second = await world.job_id(queued)
     world.service.plans = [("general", TaskPlan(polls=0))]
     behind = await world.video("general, behind them", member=carol)
-    refused_before = len(world.discord.rejected())
     await world.discord.delete_channel(art)
     for job_id in (first, second):
         row = await wait_state(world, job_id, "failed")
         assert row["error_code"] == "channel_gone"
+    refused_at_end = len(world.discord.rejected())
     await world.delivered(behind)
     assert service_creates(world, "art, waiting") == []
-    # Each ended job's message was tried once more at most (its answer, then a fresh one), not
-    # at every redraw while it waited.
-    assert len(world.discord.rejected()) - refused_before <= 4
     look = await world.discord.slash(world.guild, world.channel, world.alice, "job", {"id": first})
     shown = await answer(look)
     assert "its channel was deleted, or Framecast was removed from the server" in text_of(shown)
+    # Once ended, each job's message was tried once more at most (its answer, then a fresh one),
+    # not at every redraw while Carol's job ran.
+    assert len(world.discord.rejected()) - refused_at_end <= 4
 
 
 async def test_a_server_that_removes_the_bot_loses_its_queue_and_the_other_server_goes_on(
@@ -138,3 +138,29 @@ async def test_a_server_that_removed_the_bot_while_it_was_down_loses_its_queue_o
         assert row["error_code"] == "channel_gone"
     await world.delivered(staying)
     assert service_creates(world, "away, waiting") == []
+
+
+async def test_jobs_of_a_channel_deleted_while_the_bot_was_down_end_on_restart(start: StartWorld) -> None:
+    """The bot is stopped with Alice's job running in #art and Bob's waiting there, Carol's in
+    #general; #art is deleted meanwhile. On restart Alice's and Bob's jobs end, saying why, and
+    Carol's is delivered."""
+    world = await start(
+        setup=lambda w: w.discord.add_channel(w.guild, "art"), extra_env={"GEN_MAX_RUNNING": "1"}
+    )
+    [art] = [c for c in world.guild.channels if c.name == "art"]
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    running = await world.discord.slash(world.guild, art, world.alice, "video", {"prompt": "art, running"})
+    first = await world.job_id(running)
+    await wait_state(world, first, "running")
+    queued = await world.discord.slash(world.guild, art, world.bob, "video", {"prompt": "art, waiting"})
+    second = await world.job_id(queued)
+    behind = await world.video("general, behind them", member=world.members[0][2])
+    assert await world.bot.terminate() == 0
+    await world.discord.delete_channel(art)
+    world.service.plans = [("general", TaskPlan(polls=0))]
+    await world.restart_bot()
+    for job_id in (first, second):
+        row = await wait_state(world, job_id, "failed")
+        assert row["error_code"] == "channel_gone"
+    await world.delivered(behind)
+    assert service_creates(world, "art, waiting") == []
