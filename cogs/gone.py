@@ -12,12 +12,14 @@ the bot cannot see is missing from the cache too, and its jobs must not end for 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 import discord
 from discord.ext import commands
 
 from cogs.delivery.codes import DISCORD_TROUBLE, describe
+from framecast.app import StoreUnavailable, is_store_outage
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -34,23 +36,28 @@ class PlacesGone(commands.Cog):
     @commands.Cog.listener()
     async def on_guild_channel_delete(self, channel: discord.abc.GuildChannel) -> None:
         """A channel was deleted: its jobs end."""
-        await self.bot.core.gone.channels_gone(channel.guild.id, (channel.id,))
+        await _unless_the_store_is_out(self.bot.core.gone.channels_gone(channel.guild.id, (channel.id,)))
 
     @commands.Cog.listener()
     async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
         """A thread was deleted (also one of a deleted channel): its jobs end."""
-        await self.bot.core.gone.channels_gone(payload.guild_id, (payload.thread_id,))
+        await _unless_the_store_is_out(
+            self.bot.core.gone.channels_gone(payload.guild_id, (payload.thread_id,))
+        )
 
     @commands.Cog.listener()
     async def on_guild_remove(self, guild: discord.Guild) -> None:
         """The bot left the server (kicked, or the server was deleted): its queue ends."""
-        await self.bot.core.gone.server_left(guild.id)
+        await _unless_the_store_is_out(self.bot.core.gone.server_left(guild.id))
 
     @commands.Cog.listener()
     async def on_ready(self) -> None:
         """What went while the bot was away ends too: a server that removed it (Discord's READY
         lists every server it is in, those in an outage too), and a channel or thread Discord says
         is unknown. Only this process's shards' servers are judged; the others are not in its cache."""
+        await _unless_the_store_is_out(self._ended_while_away())
+
+    async def _ended_while_away(self) -> None:
         gone = self.bot.core.gone
         for guild_id, channel_ids in (await gone.places_with_jobs()).items():
             if not self._on_my_shards(guild_id):
@@ -87,6 +94,17 @@ class PlacesGone(commands.Cog):
         # The shards this process runs (AutoShardedBot's ``shard_ids``; None: all of them).
         ids: list[int] | None = getattr(self.bot, "shard_ids", None)
         return ids is None or (guild_id >> 22) % count in ids
+
+
+async def _unless_the_store_is_out(telling: Awaitable[object]) -> None:
+    """Tell the core; while the store is out (the core logs that once) the news is dropped: those
+    jobs end at the next connection (``on_ready``), or fail when their delivery finds nowhere to go."""
+    try:
+        await telling
+    except Exception as exc:
+        if not (isinstance(exc, StoreUnavailable) or is_store_outage(exc, bare=False)):
+            raise
+        log.info("a channel or server is gone, but the store is out: its jobs go on for now")
 
 
 async def setup(bot: Framecast) -> None:
