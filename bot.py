@@ -75,6 +75,7 @@ EXTENSIONS = (
     "cogs.queue",
     "cogs.info",
     "cogs.history",
+    "cogs.gone",
 )
 # Never let a stalled Discord rate limit block a worker for long: raise instead and retry later.
 MAX_RATELIMIT_TIMEOUT = 30.0

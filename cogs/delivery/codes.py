@@ -48,7 +48,8 @@ class TooLarge(Exception):
 
 
 class MessageUnusable(Exception):
-    """Discord refuses edits of the channel message (too old) or it is gone: post a fresh one."""
+    """Discord refuses edits of the channel message (too old) or the job's message is gone: post a
+    fresh one."""
 
 
 class NowhereToPost(Exception):
@@ -59,14 +60,17 @@ def translate(exc: discord.HTTPException, *, via_token: bool) -> Exception:
     """The exception an edit of the job's message raises for Discord's refusal `exc`.
 
     :class:`TooLarge` for a 413, :class:`TokenDead` when the token is dead,
-    :class:`MessageUnusable` when a channel message cannot be edited any more; `exc` itself otherwise.
+    :class:`MessageUnusable` when the message is gone (a moderator deleted it, through the token or
+    not) or a channel message cannot be edited any more; `exc` itself otherwise.
     """
     if exc.status == 413 or exc.code == DiscordCode.REQUEST_TOO_LARGE:
         return TooLarge(str(exc.code))
     dead = (DiscordCode.INVALID_WEBHOOK_TOKEN, DiscordCode.UNKNOWN_WEBHOOK)
     if via_token and (exc.code in dead or exc.status == 401):
         return TokenDead()
-    if not via_token and exc.code in (DiscordCode.MESSAGE_TOO_OLD, DiscordCode.UNKNOWN_MESSAGE):
+    # A live token whose message was deleted answers 10008 like a channel message does: the job
+    # goes on in a fresh message (without this, its result was dropped as an internal failure).
+    if exc.code == DiscordCode.UNKNOWN_MESSAGE or (not via_token and exc.code == DiscordCode.MESSAGE_TOO_OLD):
         return MessageUnusable()
     return exc
 

@@ -3,8 +3,8 @@
 A job's message starts as the interaction's answer, edited through the interaction token (valid 15
 minutes, stored with the job). It moves to a normal channel message sent with the bot token
 `token_margin` seconds before the token expires, when Discord says the token is dead (50027/10015),
-and again when the channel message gets too old to edit (30046) or is gone (10008). The old message
-is pointed at the new one.
+and again when the channel message gets too old to edit (30046) or the job's message, either one,
+is gone (10008: a moderator deleted it while the job ran). The old message is pointed at the new one.
 
 :class:`Placement` is what a job's worker (:mod:`.worker`) drives: it draws through
 :class:`~cogs.delivery.drawing.Drawing`, mentions the requester through :mod:`.ping`, and calls
@@ -134,8 +134,8 @@ class Placement:
                 slot.learn(token_dead=True)
                 await self._drawing.save(slot)
             except MessageUnusable:
-                # Discord refuses edits of this message (30046) or it is gone (10008): a fresh one,
-                # and no further attempt on the old one.
+                # Discord refuses edits of this message (30046) or it is gone (10008, also the
+                # interaction's own answer): a fresh one, and no further attempt on the old one.
                 await self.move(slot, reason="refused", point_old=False)
         raise RuntimeError(f"job {slot.job.id}: no message could be updated")
 

@@ -83,6 +83,7 @@ REASON_KEYS: dict[ErrorCode, str] = {
     ErrorCode.KEY_REMOVED: "reason_key_removed",
     ErrorCode.GUILD_KEY_UNREADABLE: "reason_guild_key_unreadable",
     ErrorCode.MODEL_GONE: "reason_model_gone",
+    ErrorCode.CHANNEL_GONE: "reason_channel_gone",
 }
 #: Failures that quote the service's own words, when the service gave none.
 REASON_KEYS_WITHOUT_DETAIL: dict[ErrorCode, str] = {

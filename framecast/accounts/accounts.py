@@ -94,6 +94,10 @@ class Accounts:
         self._key_listeners: list[Callable[[Hashable], None]] = []
         self._rejected_listeners: list[Callable[[int], Awaitable[None]]] = []
         self._closing: set[asyncio.Task[None]] = set()
+        # Setting, removing and loading a server's key: one at a time, so the account its jobs use
+        # is the key the store keeps (a removal between a key's write and its account's opening
+        # left the jobs on a key the store no longer had). Key changes are rare: one lock for all.
+        self._key_changes = asyncio.Lock()
         # Budgets of keys no account uses: one checked before it is set, or one just removed.
         self._idle_budgets: KeptBudgets[Secret] = KeptBudgets(clock)
         # One Redis connection pool for every key's shared budget (REDIS_URL); None: budgets in memory.
@@ -179,9 +183,12 @@ class Accounts:
         """
         if guild_id in self._guild:
             return
-        opened = await self._keys.open_one(guild_id)
-        if opened is not None:
-            await self._load(opened)
+        async with self._key_changes:
+            if guild_id in self._guild:
+                return
+            opened = await self._keys.open_one(guild_id)
+            if opened is not None:
+                await self._load(opened)
             self._mask_keys_in_use()
 
     async def _open_account(self, owner: int | None, key: Secret, shown: str) -> Account:
@@ -405,24 +412,26 @@ class Accounts:
         if guild_id == by:
             # A person's own queue (its id is theirs) always uses the operator's key.
             raise ValueError("a personal queue has no server key")
-        saved = await self._keys.save(guild_id, key, by=by)
-        account = await self._open_account(guild_id, saved.key, saved.last4)
-        old = self._guild.get(guild_id)
-        self._guild[guild_id] = account
-        self._queues.regroup(guild_id)
-        self._keys.forget_unreadable(guild_id)
-        await self._retire(old)
+        async with self._key_changes:
+            saved = await self._keys.save(guild_id, key, by=by)
+            account = await self._open_account(guild_id, saved.key, saved.last4)
+            old = self._guild.get(guild_id)
+            self._guild[guild_id] = account
+            self._queues.regroup(guild_id)
+            self._keys.forget_unreadable(guild_id)
+            await self._retire(old)
         self._mask_keys_in_use()
         log.info("guild %s: user %s set the server's own API key", guild_id, by)
         self._admission_changed()
 
     async def remove_guild_key(self, guild_id: int, *, by: int) -> bool:
         """Back to the operator's key for the guild's new jobs; False if it had no key."""
-        removed = await self._keys.remove(guild_id, by=by)
-        old = self._guild.pop(guild_id, None)
-        self._queues.regroup(guild_id)
-        unreadable = self._keys.forget_unreadable(guild_id)
-        await self._retire(old)
+        async with self._key_changes:
+            removed = await self._keys.remove(guild_id, by=by)
+            old = self._guild.pop(guild_id, None)
+            self._queues.regroup(guild_id)
+            unreadable = self._keys.forget_unreadable(guild_id)
+            await self._retire(old)
         self._mask_keys_in_use()
         if removed or old is not None or unreadable:
             log.info("guild %s: user %s removed the server's own API key", guild_id, by)

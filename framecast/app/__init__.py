@@ -8,6 +8,7 @@ This package is the Discord edge's only door into the core: ``cogs/`` imports fr
 * :mod:`framecast.app.members`: request, cancel, retry, again, remix, show a job, the queue, models;
 * :mod:`framecast.app.deletion`: delete a delivered result; :mod:`framecast.app.history`: /history;
 * :mod:`framecast.app.parked`: hand a result that could be posted nowhere to its requester (/job);
+* :mod:`framecast.app.places_gone`: end the jobs of a deleted channel, or of a server the bot left;
 * :mod:`framecast.app.actors`: who acts (:class:`Actor`), and who may administer a server;
 * :mod:`framecast.app.admins`: show and change settings, set and remove a server's key;
 * :mod:`framecast.app.styles`: a server's named prompt styles (/settings styles, ``style:``);
@@ -28,6 +29,7 @@ from framecast.app import (
     members,
     my_jobs,
     parked,
+    places_gone,
     styles,
     usage,
     values,
@@ -43,6 +45,7 @@ from framecast.app.history import *  # noqa: F403
 from framecast.app.members import *  # noqa: F403
 from framecast.app.my_jobs import *  # noqa: F403
 from framecast.app.parked import *  # noqa: F403
+from framecast.app.places_gone import *  # noqa: F403
 from framecast.app.styles import *  # noqa: F403
 from framecast.app.usage import *  # noqa: F403
 from framecast.app.values import *  # noqa: F403
@@ -58,6 +61,7 @@ __all__ = [
     *deletion.__all__,
     *history.__all__,
     *parked.__all__,
+    *places_gone.__all__,
     *styles.__all__,
     *gallery.__all__,
     *usage.__all__,

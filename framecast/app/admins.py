@@ -26,6 +26,7 @@ Which model a default may name is decided by :mod:`framecast.app.model_choice` o
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -373,12 +374,23 @@ class Admins:
     # -- changes ---------------------------------------------------------------------------------------
     async def _change(self, actor: Actor, changes: dict[str, object]) -> SettingsChanged:
         """The one path of every change: through the settings' one writer, then the view of now."""
+        return await self._amend(actor, lambda _current: changes)
+
+    async def _amend(
+        self, actor: Actor, edit: Callable[[GuildSettings], dict[str, object]]
+    ) -> SettingsChanged:
+        """:meth:`_change` with the changes `edit` makes of the settings as the writer has them
+        (a list edited by two admins at once keeps both edits)."""
         guild_id, by = administered(actor), actor.user_id
-        saved: tuple[Setting, ...] = ()
-        if changes:
-            _, saved = await self._book.update(guild_id, by=by, **changes)
+        asked: dict[str, object] = {}
+
+        def recorded(current: GuildSettings) -> dict[str, object]:
+            asked.update(edit(current))
+            return asked
+
+        _, saved = await self._book.amend(guild_id, by=by, edit=recorded)
         key = await self._key_view(guild_id)
-        return SettingsChanged(tuple(Setting(name) for name in changes), saved, self._view(guild_id, key))
+        return SettingsChanged(tuple(Setting(name) for name in asked), saved, self._view(guild_id, key))
 
     async def change_limits(self, actor: Actor, change: LimitsChange) -> SettingsChanged:
         """Change the member and queue limits (each capped by the operator's ceiling)."""
@@ -415,16 +427,18 @@ class Admins:
     async def add_channel(self, actor: Actor, channel_id: int) -> SettingsChanged:
         """Allow generation in a channel (the first one limits generation to the list; a thread in an
         allowed channel is allowed, the intake treats a thread as its parent)."""
-        current = self._book.settings(administered(actor)).channels
-        if channel_id in current:
-            return await self._change(actor, {})
-        return await self._change(actor, {Setting.CHANNELS.value: (*current, channel_id)})
+
+        def added(settings: GuildSettings) -> dict[str, object]:
+            current = settings.channels
+            return {} if channel_id in current else {Setting.CHANNELS.value: (*current, channel_id)}
+
+        return await self._amend(actor, added)
 
     async def remove_channel(self, actor: Actor, channel_id: int) -> SettingsChanged:
         """Stop allowing a channel (an empty list allows every channel)."""
-        current = self._book.settings(administered(actor)).channels
-        return await self._change(
-            actor, {Setting.CHANNELS.value: tuple(c for c in current if c != channel_id)}
+        return await self._amend(
+            actor,
+            lambda settings: {Setting.CHANNELS.value: tuple(c for c in settings.channels if c != channel_id)},
         )
 
     async def clear_channels(self, actor: Actor) -> SettingsChanged:
@@ -437,17 +451,28 @@ class Admins:
 
     async def block_terms(self, actor: Actor, terms: str) -> SettingsChanged:
         """Add comma-separated terms to the blocklist (terms already there, in any case, are skipped)."""
-        current = self._book.settings(administered(actor)).blocklist
-        known = {term.casefold() for term in current}
-        added = [term for term in dict.fromkeys(split_terms(terms)) if term.casefold() not in known]
-        return await self._change(actor, {Setting.BLOCKLIST.value: (*current, *added)} if added else {})
+        administered(actor)  # who asks comes first: a refused actor learns nothing of the terms
+        wanted = list(dict.fromkeys(split_terms(terms)))
+
+        def blocked(settings: GuildSettings) -> dict[str, object]:
+            current = settings.blocklist
+            known = {term.casefold() for term in current}
+            added = [term for term in wanted if term.casefold() not in known]
+            return {Setting.BLOCKLIST.value: (*current, *added)} if added else {}
+
+        return await self._amend(actor, blocked)
 
     async def unblock_terms(self, actor: Actor, terms: str) -> SettingsChanged:
         """Remove comma-separated terms (any case) from the blocklist."""
-        current = self._book.settings(administered(actor)).blocklist
+        administered(actor)  # who asks comes first: a refused actor learns nothing of the terms
         gone = {term.casefold() for term in split_terms(terms)}
-        kept = tuple(term for term in current if term.casefold() not in gone)
-        return await self._change(actor, {Setting.BLOCKLIST.value: kept} if kept != current else {})
+
+        def unblocked(settings: GuildSettings) -> dict[str, object]:
+            current = settings.blocklist
+            kept = tuple(term for term in current if term.casefold() not in gone)
+            return {Setting.BLOCKLIST.value: kept} if kept != current else {}
+
+        return await self._amend(actor, unblocked)
 
     async def clear_blocklist(self, actor: Actor) -> SettingsChanged:
         """Remove every blocked term."""

@@ -39,6 +39,7 @@ from framecast.app.intake import Intake, Limits
 from framecast.app.members import Members
 from framecast.app.model_renames import ModelRenames
 from framecast.app.parked import ParkedResults
+from framecast.app.places_gone import GonePlaces
 from framecast.app.settings_book import SettingsBook
 from framecast.app.styles import ServerStyles, StyleBook
 from framecast.clock import Clock, SystemClock
@@ -104,6 +105,8 @@ class Core(Generic[R]):
     styles: ServerStyles
     #: A result that could be posted nowhere, handed to its requester through /job (user installs).
     parked: ParkedResults
+    #: The unfinished jobs of a deleted channel, or of a server the bot left, ended.
+    gone: GonePlaces
     #: Unfinished jobs by state and kind, kept from the store's change events (read by /metrics).
     active_jobs: ActiveJobs = field(default_factory=ActiveJobs, repr=False)
     #: The unfinished jobs found in the store at start-up (they continue).
@@ -305,6 +308,7 @@ class Core(Generic[R]):
                 deletions=Deletions(members=members, jobs=store, remover=chat, clock=clock),
                 history=MemberHistory(store),
                 parked=ParkedResults(jobs=store, loader=runner.fitter, keys=accounts),
+                gone=GonePlaces(store=store, scheduler=scheduler, shows=chat),
             )
             undo.push_async_callback(core.stop)
             await core._start()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import heapq
 import itertools
 import logging
@@ -37,10 +38,13 @@ from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import ShuttingDown
 from framecast.storage import Store
 from framecast.values import InvalidTransition, Job, JobKind, JobState
+from framecast.values.reasons import ErrorCode
 
 log = logging.getLogger(__name__)
 
 _NOT_HELD = object()
+#: The states a cancel (or an abandon) ends: not yet delivering.
+_STOPPABLE = frozenset({JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING})
 _UNKNOWN = object()
 #: Each key's answer per kind in one dispatch round, and that key's admission (asked again later).
 _Answers = dict[tuple[Hashable, JobKind], tuple[bool, "Admission"]]
@@ -305,17 +309,24 @@ class Scheduler:
 
     async def cancel(self, job_id: int) -> tuple[CancelOutcome, Job | None]:
         """Cancel a queued or running job. Delivering or finished jobs cannot be cancelled."""
+        return await self._stop(job_id, JobState.CANCELLED)
+
+    async def abandon(self, job_id: int, code: ErrorCode) -> tuple[CancelOutcome, Job | None]:
+        """Fail a queued or running job with `code`, as :meth:`cancel` ends it (out of its queue, its
+        service task no longer polled): nothing of it could ever be shown (its channel is gone).
+
+        A job being delivered is left to its delivery: its result exists, and its outcome stands.
+        """
+        return await self._stop(job_id, JobState.FAILED, error_code=code)
+
+    async def _stop(self, job_id: int, state: JobState, **fields: object) -> tuple[CancelOutcome, Job | None]:
         job = await self._store.get(job_id)
         if job is None:
             return CancelOutcome.UNKNOWN, None
-        if job.state not in (JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING):
+        if job.state not in _STOPPABLE:
             return CancelOutcome.TOO_LATE, job
         try:
-            job = await self._store.transition(
-                job_id,
-                JobState.CANCELLED,
-                expect=(JobState.QUEUED, JobState.SUBMITTING, JobState.RUNNING),
-            )
+            job = await self._store.transition(job_id, state, expect=_STOPPABLE, **fields)
         except InvalidTransition:
             return CancelOutcome.TOO_LATE, await self._store.get(job_id)
         self._remove_queued(job_id)
@@ -477,6 +488,17 @@ class Scheduler:
         self._queues.started(job_id)
         task = asyncio.create_task(self._run_job(job), name=f"framecast-job-{job_id}")
         self._tasks[job_id] = task
+        task.add_done_callback(functools.partial(self._never_ran, job_id))
+
+    def _never_ran(self, job_id: int, task: asyncio.Task[None]) -> None:
+        """A task cancelled before its first step never runs its ``finally``: let go of its job here.
+
+        That happens when a cancel's answer from the store comes in the loop turn in which the
+        dispatcher started that very job (a slot had just been freed): its slot stayed taken for
+        ever, the key ran one job fewer, and at one slot its queue stalled.
+        """
+        if self._tasks.get(job_id) is task:  # else its own ``finally`` (or a newer task) has it
+            self._ended(job_id)
 
     def _release(self, job_id: int) -> None:
         key = self._let_go(job_id)
@@ -516,8 +538,12 @@ class Scheduler:
         except Exception:
             log.exception("job %s: runner crashed", job_id)
         finally:
-            self._tasks.pop(job_id, None)
-            self._queues.finished(job_id)
-            self._release(job_id)
-            if self._leases is not None:
-                self._leases.done(job_id)  # no task runs it here any more: its lease is not renewed
+            self._ended(job_id)
+
+    def _ended(self, job_id: int) -> None:
+        """The job's task is over: out of the running, its slot and its lease let go."""
+        self._tasks.pop(job_id, None)
+        self._queues.finished(job_id)
+        self._release(job_id)
+        if self._leases is not None:
+            self._leases.done(job_id)  # no task runs it here any more: its lease is not renewed

@@ -33,6 +33,7 @@ class ErrorCode(StrEnum):
     KEY_REMOVED = "key_removed"  # the server key that created the task was removed before it finished
     GUILD_KEY_UNREADABLE = "guild_key_unreadable"  # the server's stored key cannot be decrypted here
     MODEL_GONE = "model_gone"  # the member's model is no longer offered (detail: the models offered now)
+    CHANNEL_GONE = "channel_gone"  # its channel or thread was deleted, or the bot left the server
 
     @classmethod
     def parse(cls, value: str | None) -> ErrorCode:

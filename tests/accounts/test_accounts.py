@@ -347,6 +347,30 @@ async def test_a_removed_key_keeps_serving_its_running_jobs_and_is_gone_after_a_
     assert rig.fake.count(path="/svcapi") == 0
 
 
+async def test_a_key_removed_while_it_is_being_set_is_gone_for_the_jobs_too(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One admin sets the server's key while another removes it: whichever lands last, the jobs use
+    what the store keeps (the removal came between the key's write and its account's opening, and
+    the server's jobs went on with a key the store no longer had, until a restart)."""
+    opening, go_on = asyncio.Event(), asyncio.Event()
+    load = rig.store.load_durations
+
+    async def held() -> Any:
+        opening.set()  # the key is written; its account's planner reads what it learned
+        await go_on.wait()
+        return await load()
+
+    monkeypatch.setattr(rig.store, "load_durations", held)
+    setting = asyncio.ensure_future(rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN))
+    await asyncio.wait_for(opening.wait(), 5)
+    removing = asyncio.ensure_future(rig.accounts.remove_guild_key(GUILD, by=ADMIN))
+    go_on.set()  # the removal's first step comes before the setting goes on
+    await asyncio.wait_for(asyncio.gather(setting, removing), 5)
+    stored = await rig.store.guild_key(GUILD)
+    assert (stored is None) == (rig.accounts.for_guild(GUILD) is rig.accounts.operator)
+
+
 async def test_a_key_the_vault_cannot_read_is_not_replaced_by_the_operators(rig: Rig) -> None:
     await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
     accounts = await rig.reopen(secret=Fernet.generate_key().decode())  # the operator changed the secret

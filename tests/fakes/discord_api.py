@@ -1595,6 +1595,47 @@ class FakeDiscord:
             )
         await self._notify()
 
+    async def delete_message(self, msg: FakeMessage) -> None:
+        """A moderator deletes `msg` (any message, the bot's too) and the bot is told
+        (MESSAGE_DELETE); from then on every edit of it answers 404 Unknown Message (10008), through
+        an interaction token as through the channel."""
+        await self._delete_message(msg, via="moderator")
+        await self._notify()
+
+    async def delete_channel(self, channel: FakeChannel) -> None:
+        """An admin deletes a channel or a thread (a channel's threads go with it), and the bot is told
+        (CHANNEL_DELETE, THREAD_DELETE). Its messages go too, without a MESSAGE_DELETE each (as on
+        Discord); from then on every request naming it answers 404 Unknown Channel (10003), and an
+        edit of an interaction's answer there 404 Unknown Message (10008)."""
+        guild = channel.guild
+        assert guild is not None, "a guild's channel or thread"
+        gone = [channel, *(t for t in guild.threads if t.parent is channel)]
+        for place in gone:
+            self.channels.pop(place.id, None)
+            for msg in self.messages.values():
+                if msg.channel_id == place.id:
+                    msg.deleted = True
+        guild.channels = [c for c in guild.channels if c not in gone]
+        guild.threads = [t for t in guild.threads if t not in gone]
+        for place in reversed(gone):
+            event = "THREAD_DELETE" if place.parent is not None else "CHANNEL_DELETE"
+            await self._dispatch_guild_event(guild.id, event, place.to_payload(), INTENT_GUILDS)
+        await self._notify()
+
+    async def remove_guild(self, guild: FakeGuild) -> None:
+        """The bot is removed from `guild` (kicked), and told (GUILD_DELETE without ``unavailable``).
+        Its channels stay on Discord, where the bot may not go any more (403 Missing Access, 50001);
+        the guild itself answers 404 Unknown Guild (10004)."""
+        sessions = self._sessions_for_guild(guild.id)
+        self.guilds.remove(guild)
+        self._guilds_by_id.pop(guild.id, None)
+        for place in [*guild.channels, *guild.threads]:
+            self.channels.pop(place.id, None)
+            self._elsewhere[place.id] = place
+        for session in sessions:
+            await self._dispatch(session, "GUILD_DELETE", {"id": str(guild.id)})
+        await self._notify()
+
     async def update_guild(
         self, guild: FakeGuild, *, premium_tier: int | None = None, name: str | None = None
     ) -> None:

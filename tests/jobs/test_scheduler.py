@@ -24,6 +24,7 @@ from framecast.jobs.runner import ShuttingDown
 from framecast.jobs.scheduler import AccountAdmission, Admission, CancelOutcome, FixedAdmission, Scheduler
 from framecast.storage import Store
 from framecast.values import Job, JobKind, JobState, NewJob
+from framecast.values.reasons import ErrorCode
 
 S = JobState
 GUILD_A, GUILD_B, GUILD_C = 1001, 1002, 1003
@@ -68,6 +69,8 @@ class StandInRunner:
         self.concurrent_holders_seen: list[int] = []  # slot holders (per the runner) at each start
         self._holding: set[int] = set()
         self._commands: dict[int, asyncio.Queue[str]] = {}
+        #: Called right after a job released its service slot, in the same step (no await between).
+        self.after_release: Callable[[], None] | None = None
 
     # -- the interface the scheduler uses -----------------------------------------------------------
     async def run(self, job: Job, *, release_service_slot: Callable[[], None]) -> None:
@@ -87,6 +90,8 @@ class StandInRunner:
                     await self.store.transition(job.id, S.DELIVERING, expect=S.RUNNING)
                     self._holding.discard(job.id)
                     release_service_slot()
+                    if self.after_release is not None:
+                        self.after_release()
                 elif command == "finish":
                     current = await self.store.get(job.id)
                     assert current is not None
@@ -453,6 +458,42 @@ async def test_cancel_a_running_job_cancels_its_task_and_frees_the_slot(h: Harne
     assert not h.runner.is_running(job.id)
 
 
+async def test_a_cancel_answered_as_the_dispatcher_starts_that_job_frees_its_slot(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first queued job is cancelled, and the store's answer to the cancel comes in the very
+    loop turn the dispatcher starts that job (a running job's slot was just freed): the job's task
+    is cancelled before it ever ran. Its slot is freed all the same: the key runs as many jobs as
+    before and the job behind starts (the slot stayed taken for ever, and at one slot the queue
+    stalled)."""
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    blocker = await h.running_job()
+    first, behind = await h.add_many([GUILD_A] * 2)
+    scheduler.submit(first)
+    scheduler.submit(behind)
+    answered = asyncio.Event()
+    transition = h.store.transition
+
+    async def held(job_id: int, to: JobState, **kwargs: Any) -> Job:
+        job = await transition(job_id, to, **kwargs)
+        if to is S.CANCELLED:
+            await answered.wait()  # written; its answer reaches the scheduler when the test says
+        return job
+
+    monkeypatch.setattr(h.store, "transition", held)
+    cancel = asyncio.ensure_future(scheduler.cancel(first.id))
+    await h.wait_state(first.id, S.CANCELLED)
+    # The blocker's slot is freed, and in the same step the cancel's answer comes: the dispatcher,
+    # woken first, starts `first`, and the cancel then stops its task before its first step.
+    h.runner.after_release = answered.set
+    h.runner.release(blocker.id)
+    assert (await asyncio.wait_for(cancel, WAIT))[0] is CancelOutcome.CANCELLED
+    await h.runner.finish_and_wait(blocker.id)
+    await h.runner.wait_started(2)
+    assert h.runner.started == [blocker.id, behind.id]
+
+
 async def test_cancel_a_submitting_job(h: Harness) -> None:
     scheduler = h.make(max_running=1)
     await scheduler.start()
@@ -461,6 +502,33 @@ async def test_cancel_a_submitting_job(h: Harness) -> None:
     outcome, cancelled = await scheduler.cancel(job.id)
     assert outcome is CancelOutcome.CANCELLED
     assert cancelled is not None and cancelled.state is S.CANCELLED
+
+
+async def test_abandon_fails_running_and_queued_jobs_with_the_code_and_spares_a_delivery(h: Harness) -> None:
+    """What ends the jobs of a deleted channel: like a cancel (out of the queue, the task stopped,
+    its slot to the next job), but failed with the code; a job being delivered keeps its course."""
+    scheduler = h.make(max_running=1)
+    await scheduler.start()
+    delivering = await h.running_job()
+    h.runner.release(delivering.id)
+    await h.wait_state(delivering.id, S.DELIVERING)
+    running = await h.running_job()
+    queued, behind = await h.add_many([GUILD_A, GUILD_B])
+    scheduler.submit(queued)
+    scheduler.submit(behind)
+
+    for job in (queued, running):
+        outcome, ended = await scheduler.abandon(job.id, ErrorCode.CHANNEL_GONE)
+        assert outcome is CancelOutcome.CANCELLED
+        assert ended is not None and ended.state is S.FAILED and ended.error_code == "channel_gone"
+    assert scheduler.position(queued.id) is None
+    await h.runner.wait_for(lambda: running.id in h.runner.cancelled)
+    await h.runner.wait_started(3)  # the running job's slot went to the one behind, not to `queued`
+    assert h.runner.started == [delivering.id, running.id, behind.id]
+
+    outcome, kept = await scheduler.abandon(delivering.id, ErrorCode.CHANNEL_GONE)
+    assert outcome is CancelOutcome.TOO_LATE and kept is not None and kept.state is S.DELIVERING
+    assert h.runner.is_running(delivering.id)
 
 
 async def test_cancel_is_too_late_while_delivering_or_after_the_end(h: Harness) -> None:

@@ -1,0 +1,166 @@
+"""A job's message or channel gone while jobs are queued and running, end to end against the fakes:
+the jobs still end (delivered where they can be, else failed), and the rest of the queue goes on."""
+
+from __future__ import annotations
+
+import functools
+
+from tests.e2e.commands import FOREVER, answer, text_of
+from tests.e2e.harness import StartWorld, World, service_creates, task_for, wait_state
+from tests.fakes.gen_service import TaskPlan
+
+
+def pinged(world: World, user_id: int) -> bool:
+    """Whether a message in the world's channel pinged `user_id`."""
+    return any(user_id in m.pinged_user_ids for m in world.discord.messages_in(world.channel))
+
+
+async def test_job_messages_a_moderator_deletes_are_posted_afresh_and_get_their_results(
+    start: StartWorld,
+) -> None:
+    """A moderator deletes the messages of a running and a queued job (the interactions' answers,
+    their tokens still live): each result comes once, on a fresh channel message, with its ping."""
+    world = await start(extra_env={"GEN_MAX_RUNNING": "1"})
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    running = await world.video("a slow tide", member=world.alice)
+    queued = await world.video("a quick gull", member=world.bob)
+    first, second = await world.job_id(running), await world.job_id(queued)
+    await wait_state(world, first, "running")
+    for it in (running, queued):
+        assert it.original is not None
+        await world.discord.delete_message(it.original)
+    world.service.default_plan = TaskPlan(polls=0)
+    task_for(world, "a slow tide").plan = TaskPlan(polls=0)
+    for it, job_id, member in ((running, first, world.alice), (queued, second, world.bob)):
+        message = await world.delivered(it)
+        assert message.interaction is None and message.channel_id == world.channel.id
+        assert len(world.files_for(job_id)) == 1
+        await wait_state(world, job_id, "delivered")
+        await world.discord.wait_for(
+            functools.partial(pinged, world, member.id), timeout=10, what="the requester's ping"
+        )
+    assert "unexpected error" not in world.bot.log_text()
+
+
+async def test_jobs_of_a_deleted_channel_end_with_the_reason_and_the_queue_goes_on(start: StartWorld) -> None:
+    """An admin deletes #art while Alice's job runs there and Bob's waits there, Carol's behind them
+    in #general: Alice's and Bob's jobs fail at once, saying why (Bob's never reaches the service),
+    their messages are not tried again and again, and Carol's job is delivered."""
+    world = await start(
+        setup=lambda w: w.discord.add_channel(w.guild, "art"), extra_env={"GEN_MAX_RUNNING": "1"}
+    )
+    [art] = [c for c in world.guild.channels if c.name == "art"]
+    carol = world.members[0][2]
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    running = await world.discord.slash(world.guild, art, world.alice, "video", {"prompt": "art, running"})
+    first = await world.job_id(running)
+    await wait_state(world, first, "running")
+    queued = await world.discord.slash(world.guild, art, world.bob, "video", {"prompt": "art, waiting"})
+    second = await world.job_id(queued)
+    world.service.plans = [("general", TaskPlan(polls=0))]
+    behind = await world.video("general, behind them", member=carol)
+    await world.discord.delete_channel(art)
+    for job_id in (first, second):
+        row = await wait_state(world, job_id, "failed")
+        assert row["error_code"] == "channel_gone"
+    refused_at_end = len(world.discord.rejected())
+    await world.delivered(behind)
+    assert service_creates(world, "art, waiting") == []
+    look = await world.discord.slash(world.guild, world.channel, world.alice, "job", {"id": first})
+    shown = await answer(look)
+    assert "its channel was deleted, or Framecast was removed from the server" in text_of(shown)
+    # Once ended, each job's message was tried twice more at most (a redraw in flight as it ended,
+    # then its last; each its answer, then a fresh one), not at every redraw while Carol's job ran.
+    assert len(world.discord.rejected()) - refused_at_end <= 8
+
+
+async def test_a_server_that_removes_the_bot_loses_its_queue_and_the_other_server_goes_on(
+    start: StartWorld,
+) -> None:
+    """Two servers on the operator's key: the second removes the bot while its jobs run and wait.
+    Its jobs end at once (the waiting one never reaches the service), and the first server's jobs,
+    queued behind them, are delivered."""
+    world = await start(guilds=2, extra_env={"GEN_MAX_RUNNING": "1"})
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    world.service.plans = [("staying", TaskPlan(polls=0))]
+    running = await world.video("leaving, running", guild=1)
+    first = await world.job_id(running)
+    await wait_state(world, first, "running")
+    queued = await world.video("leaving, waiting", guild=1, member=world.members[1][1])
+    staying = await world.video("staying", guild=0)
+    second = await world.job_id(queued)
+    await world.discord.remove_guild(world.guilds[1])
+    for job_id in (first, second):
+        row = await wait_state(world, job_id, "failed")
+        assert row["error_code"] == "channel_gone"
+    await world.delivered(staying)
+    assert service_creates(world, "leaving, waiting") == []
+
+
+async def test_the_jobs_of_a_deleted_thread_end_and_its_channels_go_on(start: StartWorld) -> None:
+    """Alice asks in a thread of #general, Bob in #general itself; the thread is deleted: Alice's
+    job ends, saying why, and Bob's is delivered."""
+    world = await start(setup=lambda w: w.discord.add_thread(w.channel, "ideas"))
+    [thread] = world.guild.threads
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    world.service.plans = [("in the channel", TaskPlan(polls=0))]
+    in_thread = await world.discord.slash(
+        world.guild, thread, world.alice, "video", {"prompt": "in the thread"}
+    )
+    job_id = await world.job_id(in_thread)
+    await wait_state(world, job_id, "running")
+    await world.discord.delete_channel(thread)
+    row = await wait_state(world, job_id, "failed")
+    assert row["error_code"] == "channel_gone"
+    await world.delivered(await world.video("in the channel", member=world.bob))
+
+
+async def test_a_server_that_removed_the_bot_while_it_was_down_loses_its_queue_on_restart(
+    start: StartWorld,
+) -> None:
+    """The bot is stopped with jobs of two servers running and waiting; the second server removes
+    it meanwhile (no event reaches it). On restart that server's jobs end, saying why, and the
+    first server's jobs are delivered."""
+    world = await start(guilds=2, extra_env={"GEN_MAX_RUNNING": "1"})
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    running = await world.video("away, running", guild=1)
+    first = await world.job_id(running)
+    await wait_state(world, first, "running")
+    queued = await world.video("away, waiting", guild=1, member=world.members[1][1])
+    staying = await world.video("home, waiting", guild=0)
+    second = await world.job_id(queued)
+    assert await world.bot.terminate() == 0
+    await world.discord.remove_guild(world.guilds[1])
+    world.service.plans = [("home", TaskPlan(polls=0))]
+    await world.restart_bot()
+    for job_id in (first, second):
+        row = await wait_state(world, job_id, "failed")
+        assert row["error_code"] == "channel_gone"
+    await world.delivered(staying)
+    assert service_creates(world, "away, waiting") == []
+
+
+async def test_jobs_of_a_channel_deleted_while_the_bot_was_down_end_on_restart(start: StartWorld) -> None:
+    """The bot is stopped with Alice's job running in #art and Bob's waiting there, Carol's in
+    #general; #art is deleted meanwhile. On restart Alice's and Bob's jobs end, saying why, and
+    Carol's is delivered."""
+    world = await start(
+        setup=lambda w: w.discord.add_channel(w.guild, "art"), extra_env={"GEN_MAX_RUNNING": "1"}
+    )
+    [art] = [c for c in world.guild.channels if c.name == "art"]
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    running = await world.discord.slash(world.guild, art, world.alice, "video", {"prompt": "art, running"})
+    first = await world.job_id(running)
+    await wait_state(world, first, "running")
+    queued = await world.discord.slash(world.guild, art, world.bob, "video", {"prompt": "art, waiting"})
+    second = await world.job_id(queued)
+    behind = await world.video("general, behind them", member=world.members[0][2])
+    assert await world.bot.terminate() == 0
+    await world.discord.delete_channel(art)
+    world.service.plans = [("general", TaskPlan(polls=0))]
+    await world.restart_bot()
+    for job_id in (first, second):
+        row = await wait_state(world, job_id, "failed")
+        assert row["error_code"] == "channel_gone"
+    await world.delivered(behind)
+    assert service_creates(world, "art, waiting") == []
