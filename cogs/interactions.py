@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import discord
 
+from cogs.error_text import MissingChannelPermissions, RefusedInCheck, ServerOnly, ServerRulesApply
 from cogs.places import Where, where
-from cogs.tree import MissingChannelPermissions, RefusedInCheck, ServerOnly, ServerRulesApply
 from framecast.app import Actor, AdminRefused, Admins, Members, QueueViewer, Requester
 
 if TYPE_CHECKING:

@@ -18,12 +18,13 @@ from discord.ext import commands
 
 from cogs import interactions
 from cogs.delivery import result_attachments
+from cogs.error_text import error_message
 from cogs.i18n import t
 from cogs.literal import link_text
 from cogs.places import where
 from cogs.queue import HIDDEN_KEYS
 from cogs.styles import show_sent_prompt
-from cogs.tree import defer, error_message
+from cogs.tree import defer
 from cogs.views.buttons import JOB_BUTTONS
 from cogs.views.remix import RemixSubmit, remix_submitted
 from cogs.views.render import render_job

@@ -18,10 +18,11 @@ import discord
 from discord import app_commands
 from discord.app_commands import locale_str
 
+from cogs.error_text import relative_time
 from cogs.i18n import t
 from cogs.interactions import actor, admin, admins
 from cogs.literal import as_text
-from cogs.tree import acknowledge_privately, answer_privately, defer, relative_time
+from cogs.tree import acknowledge_privately, answer_privately, defer
 from cogs.views.key_form import key_form
 from framecast.app import KeyAvailability, KeyRemoved, KeySetResult
 

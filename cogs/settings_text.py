@@ -10,9 +10,9 @@ from __future__ import annotations
 import discord
 from discord.app_commands import Choice, locale_str
 
+from cogs.error_text import SETTING_NAME_KEYS, relative_time
 from cogs.i18n import command_name, shipped, t
 from cogs.literal import as_text
-from cogs.tree import SETTING_NAME_KEYS, relative_time
 from framecast.app import (
     LIMIT_SETTINGS,
     RESETTABLE,

@@ -25,6 +25,7 @@ from discord.app_commands import (
 )
 from discord.ext import commands
 
+from cogs.error_text import error_message
 from cogs.i18n import (
     LOCALES_DIR,
     SOURCE,
@@ -38,7 +39,6 @@ from cogs.i18n import (
     t,
 )
 from cogs.i18n.personal import PERSONAL_KEYS, place_key
-from cogs.tree import error_message
 from framecast.app import IntakeError, IntakeProblem, JobRefused, Refusal
 
 try:  # the exact Discord rule needs \p{sc=Deva}; the `regex` module may not be installed

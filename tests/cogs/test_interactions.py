@@ -9,10 +9,10 @@ import discord
 import pytest
 from discord import app_commands
 
+from cogs.error_text import ServerRulesApply, error_message
 from cogs.i18n import t
 from cogs.interactions import actor, admin, requester
 from cogs.places import Where, where
-from cogs.tree import ServerRulesApply, error_message
 from framecast.app import Actor, Admins
 
 DORA, GUILD = 1_200_000_000_000_000_001, 900_000_000_000_000_001
