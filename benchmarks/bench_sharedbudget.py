@@ -68,7 +68,9 @@ async def case(
         else:
             b.close()
     cleanup = aioredis.Redis()
-    await cleanup.delete(f"{KEY_PREFIX}{key_id}", f"{KEY_PREFIX}{key_id}:pause")
+    await cleanup.delete(
+        f"{KEY_PREFIX}{key_id}", f"{KEY_PREFIX}{key_id}:pause", f"{KEY_PREFIX}{key_id}:epoch"
+    )
     await cleanup.aclose()
     ceiling = limit / window
     kind = f"redis x{n}" if shared else "in-process"

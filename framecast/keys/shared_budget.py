@@ -21,6 +21,14 @@ only paces the waiting. A 429 pause is shared too: ``framecast:budget:<key_id>:p
 expiry that the grant script honours. Priorities stay local: each process keeps its own heap of
 waiters and asks Redis only for a slot for its head waiter.
 
+**Redis losing its data** (a restart without persistence, a flush, a failover to an empty replica)
+would empty the window while the key's last requests still count at the service. The grant script
+keeps an epoch, ``framecast:budget:<key_id>:epoch`` (a token and the moment it was made), which
+each process remembers; a process that finds it gone or changed knows the window was lost since it
+last looked, and every grant pauses until a window after the new epoch was made (what the lost
+window held is unknown; anything older than a window no longer counts). A process that never saw
+an epoch (a fresh start) starts one without a pause.
+
 Without Redis nothing is granted (fail closed: waiting is better than a storm of 429s); the budget
 retries with backoff and logs the outage once.
 """
@@ -54,28 +62,48 @@ log = logging.getLogger(__name__)
 
 KEY_PREFIX = "framecast:budget:"
 _RELEASE_WAIT = 1.0  # real seconds a caller waits for its release to reach Redis
+#: How long a key's epoch outlives its last grant: long enough that no running process sees it
+#: expire (which would read as a loss: a needless pause of a window).
+_EPOCH_TTL_MS = 30 * 24 * 3600 * 1000
 
-# KEYS[1] window set, KEYS[2] pause key; ARGV limit, window_us, lease_us, member.
-# Returns {status, microseconds}: GRANTED (0), FULL (wait until a slot may free), PAUSED (pause left).
+# KEYS[1] window set, KEYS[2] pause key, KEYS[3] epoch key; ARGV limit, window_us, lease_us, member,
+# the epoch this process knows ('' for none yet), a token for a new epoch, the epoch's expiry (ms).
+# Returns {status, microseconds, epoch}: GRANTED (0), FULL (wait until a slot may free), PAUSED
+# (pause left).
 _GRANT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local pause = redis.call('PTTL', KEYS[2])
-if pause > 0 then return {2, pause * 1000} end
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 local lease = tonumber(ARGV[3])
+local epoch = redis.call('GET', KEYS[3])
+if not epoch then
+  epoch = ARGV[6] .. ':' .. t[1] .. ':' .. t[2]
+  redis.call('SET', KEYS[3], epoch, 'PX', ARGV[7])
+else
+  redis.call('PEXPIRE', KEYS[3], ARGV[7])
+end
+if ARGV[5] ~= '' and ARGV[5] ~= epoch then
+  -- The window was lost since this process last looked: nothing is granted until a window after
+  -- the new epoch began (the lost requests ended before it).
+  local s, us = string.match(epoch, ':(%d+):(%d+)$')
+  local began = s and tonumber(s) * 1000000 + tonumber(us) or now
+  local left = math.ceil((began + window - now) / 1000)
+  if left > redis.call('PTTL', KEYS[2]) then redis.call('SET', KEYS[2], '1', 'PX', left) end
+end
+local pause = redis.call('PTTL', KEYS[2])
+if pause > 0 then return {2, pause * 1000, epoch} end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) < limit then
   redis.call('ZADD', KEYS[1], now + lease + window, ARGV[4])
   local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
   redis.call('PEXPIRE', KEYS[1], math.ceil((tonumber(last[2]) - now) / 1000) + 1)
-  return {0, 0}
+  return {0, 0, epoch}
 end
 local first = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
 -- Only members still in flight score beyond now + window; any of them ending now frees at now + window.
 if first > now + window then first = now + window end
-return {1, math.max(1, math.ceil(first - now))}
+return {1, math.max(1, math.ceil(first - now)), epoch}
 """
 
 # KEYS[1] window set; ARGV window_us, member. The request ended: it counts for one window from now.
@@ -233,6 +261,7 @@ class RedisBudget:
         self.key_id = key_id
         self.key = f"{KEY_PREFIX}{key_id}"
         self.pause_key = f"{self.key}:pause"
+        self.epoch_key = f"{self.key}:epoch"
         self._clock = clock
         self._scale = float(getattr(clock, "scale", 1.0))  # clock seconds per real second
         self._rng = rng or random.Random()
@@ -244,6 +273,7 @@ class RedisBudget:
         self._pause = redis.register_script(_PAUSE)
         self._retry = Backoff(base=retry_base, cap=retry_max, rng=self._rng)
         self._origin = uuid.uuid4().hex[:12]  # members are unique across processes
+        self._epoch = ""  # the key's epoch as this process last saw it (see the module docstring)
         self._members = itertools.count()
         self._in_flight = 0
         self._held: set[str] = set()  # members granted here and not yet ended
@@ -442,9 +472,12 @@ class RedisBudget:
             member = f"{self._origin}:{next(self._members)}"
             try:
                 self._round_trips += 1
-                status, micros = await self._grant(
-                    keys=[self.key, self.pause_key],
-                    args=[self.allowed, self._us(self.window), self._us(self.lease), member],
+                status, micros, epoch = await self._grant(
+                    keys=[self.key, self.pause_key, self.epoch_key],
+                    args=[
+                        *(self.allowed, self._us(self.window), self._us(self.lease), member),
+                        *(self._epoch, self._origin, _EPOCH_TTL_MS),
+                    ],
                 )
             except redis_error() as exc:
                 # The script may have run before the answer was lost: never leave a slot nobody uses.
@@ -452,6 +485,7 @@ class RedisBudget:
                 await self._nap(self._outage_delay(exc))
                 continue
             self._back_online()
+            self._epoch_seen(epoch.decode() if isinstance(epoch, bytes) else str(epoch))
             wait = int(micros) / 1_000_000 * self._scale
             if status == _Answer.GRANTED:
                 head = self._head()
@@ -469,6 +503,11 @@ class RedisBudget:
                 self._push.paused_until = max(self._push.paused_until, self._clock.monotonic() + wait)
             else:
                 await self._nap(wait)
+
+    def _epoch_seen(self, epoch: str) -> None:
+        if self._epoch and epoch != self._epoch:
+            log.warning("Redis lost the shared request budget's window; no grants for one window")
+        self._epoch = epoch
 
     async def _nap(self, seconds: float | None) -> None:
         """Sleep `seconds` of the clock (None: indefinitely) or until poked."""

@@ -95,7 +95,7 @@ async def server_key(fake_service: FakeService) -> AsyncIterator[str]:
         client = aioredis.Redis(host=REDIS_HOST, port=REDIS_PORT)
         try:
             kid = budget_key_id(key, TEST_REDIS_KEY_SECRET)
-            await client.delete(f"{KEY_PREFIX}{kid}", f"{KEY_PREFIX}{kid}:pause")
+            await client.delete(f"{KEY_PREFIX}{kid}", f"{KEY_PREFIX}{kid}:pause", f"{KEY_PREFIX}{kid}:epoch")
         finally:
             await client.aclose()
 

@@ -71,7 +71,7 @@ async def key_id() -> AsyncIterator[str]:
     kid = f"test-{uuid.uuid4().hex[:12]}"
     yield kid
     client = aioredis.Redis(host=REDIS_HOST, port=REDIS_PORT)
-    await client.delete(f"{KEY_PREFIX}{kid}", f"{KEY_PREFIX}{kid}:pause")
+    await client.delete(f"{KEY_PREFIX}{kid}", f"{KEY_PREFIX}{kid}:pause", f"{KEY_PREFIX}{kid}:epoch")
     await client.aclose()
 
 
@@ -179,7 +179,7 @@ async def test_generation_clients_on_one_key_stay_under_the_service_limit(fake_s
         for b in budgets:
             await b.aclose()
         cleanup = aioredis.Redis(host=REDIS_HOST, port=REDIS_PORT)
-        await cleanup.delete(f"{KEY_PREFIX}{kid}", f"{KEY_PREFIX}{kid}:pause")
+        await cleanup.delete(f"{KEY_PREFIX}{kid}", f"{KEY_PREFIX}{kid}:pause", f"{KEY_PREFIX}{kid}:epoch")
         await cleanup.aclose()
 
 
@@ -482,3 +482,44 @@ async def test_open_budget_picks_redis_only_with_a_client(key_id: str) -> None:
         shared.close()
     finally:
         await client.aclose()
+
+
+async def test_a_window_redis_lost_pauses_every_process_for_one_window(key_id: str) -> None:
+    """Redis losing its data (a restart without persistence, a flush) empties the window while the
+    key's last requests still count at the service: the process that used it finds its epoch gone,
+    and nothing is granted to it or to the others until a window has passed."""
+    window = 1.0
+    async with budgets(2, 2, window, key_id) as (a, b):
+        for _ in range(2):
+            async with a.slot():
+                pass
+        probe = aioredis.Redis(host=REDIS_HOST, port=REDIS_PORT)
+        await probe.delete(a.key, a.epoch_key)  # what a Redis restarted without its data holds
+        lost = time.monotonic()
+        async with a.slot():
+            waited = time.monotonic() - lost
+        # A lower bound only: a loaded machine can make the wait longer, never shorter. Without the
+        # epoch the emptied window granted at once (a third request within the window).
+        assert waited >= 0.9 * window, waited
+        assert await probe.exists(a.epoch_key)
+        await probe.delete(a.key)  # b's grant below waits for the pause, not for a's requests
+        await probe.set(a.pause_key, "1", px=int(window * 1000))
+        asked = time.monotonic()
+        async with b.slot():
+            assert time.monotonic() - asked >= 0.9 * window  # the pause is every process's
+        await probe.aclose()
+
+
+async def test_a_fresh_key_is_granted_at_once_and_its_epoch_kept(key_id: str) -> None:
+    """A process that never saw the key's epoch (the first start, or the first on an empty Redis)
+    starts one without a pause; the next processes adopt it and nothing pauses either."""
+    async with budgets(2, 5, 10.0, key_id) as (a, b):
+        async with a.slot():
+            pass
+        async with b.slot():
+            pass
+        probe = aioredis.Redis(host=REDIS_HOST, port=REDIS_PORT)
+        assert await probe.pttl(a.pause_key) == -2  # no pause was ever written
+        assert 0 < await probe.pttl(a.epoch_key)
+        await probe.aclose()
+        assert a.granted_total == b.granted_total == 1
