@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import discord
 from discord.ext import commands
 
-from cogs.delivery.codes import DISCORD_TROUBLE, describe
+from cogs.delivery.codes import DISCORD_TROUBLE, DiscordCode, describe
 from framecast.app import StoreUnavailable, is_store_outage
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ class PlacesGone(commands.Cog):
                 continue
             guild = self.bot.get_guild(guild_id)
             if guild is None:
-                await gone.server_left(guild_id)
+                if await self._left(guild_id):
+                    await gone.server_left(guild_id)
                 continue
             if guild.unavailable:
                 continue  # an outage of Discord's: its channels are not known now
@@ -76,13 +77,26 @@ class PlacesGone(commands.Cog):
             if deleted:
                 await gone.channels_gone(guild_id, deleted)
 
+    async def _left(self, guild_id: int) -> bool:
+        """Whether Discord confirms the bot is no longer in the server (404 Unknown Guild, or 403
+        Missing Access). Missing from the cache alone is not enough: the queue of a server the
+        cache has not caught up with must not end for that (any other answer keeps it)."""
+        try:
+            await self.bot.fetch_guild(guild_id)
+        except discord.HTTPException as exc:
+            return exc.code in (DiscordCode.UNKNOWN_GUILD, DiscordCode.MISSING_ACCESS)
+        except DISCORD_TROUBLE as exc:
+            log.info("server %s: could not look whether the bot is still in it (%s)", guild_id, describe(exc))
+        return False
+
     async def _deleted(self, channel_id: int) -> bool:
         """Whether Discord says the channel is no more (404 Unknown Channel). A channel missing from
-        the cache may be a thread the bot cannot see (403), or archived: those stay."""
+        the cache may be a thread the bot cannot see (403), or archived: those stay, as does any
+        other answer."""
         try:
             await self.bot.fetch_channel(channel_id)
-        except discord.NotFound:
-            return True
+        except discord.NotFound as exc:
+            return exc.code == DiscordCode.UNKNOWN_CHANNEL
         except DISCORD_TROUBLE as exc:
             log.info("channel %s: could not look whether it still exists (%s)", channel_id, describe(exc))
         return False

@@ -30,6 +30,7 @@ class DiscordCode(IntEnum):
     """The JSON error codes of Discord's answers that the delivery code acts on."""
 
     UNKNOWN_CHANNEL = 10003  # no such channel, as far as the bot may know
+    UNKNOWN_GUILD = 10004  # no such server, as far as the bot may know
     UNKNOWN_MESSAGE = 10008  # the message is gone (deleted)
     UNKNOWN_WEBHOOK = 10015  # the interaction token is unknown (expired long ago)
     MESSAGE_TOO_OLD = 30046  # no more edits of a message older than an hour
