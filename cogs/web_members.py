@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -17,7 +19,7 @@ import discord
 from cogs.delivery.record import DiscordRecord
 from cogs.history import jump_url
 from cogs.interactions import member_viewer
-from framecast.app import Actor, DirectoryUnavailable, HistoryRow, Job, ServerMember
+from framecast.app import Actor, DirectoryBusy, DirectoryUnavailable, HistoryRow, Job, ServerMember
 
 if TYPE_CHECKING:
     from bot import Framecast
@@ -31,15 +33,24 @@ MEMBER_TTL = 15.0
 MEDIA_TTL = 600.0
 #: Members remembered at most (the oldest is dropped first).
 _MAX_REMEMBERED = 4096
+#: Discord look-ups one person's page views may cause, per that many seconds: a person reloading
+#: the dashboard (asked afresh each time) or walking every server's gallery in a loop would spend
+#: the bot's own Discord rate limit, which its deliveries need. No one browses faster; past it the
+#: page says to try again in a moment.
+LOOKUPS_PER_PERSON, LOOKUP_WINDOW = 30, 10.0
 
 
 class DiscordDirectory:
     """The web pages' :class:`~framecast.app.ServerDirectory`, over the bot's cache and REST."""
 
-    def __init__(self, bot: Framecast, *, ttl: float = MEMBER_TTL) -> None:
+    def __init__(
+        self, bot: Framecast, *, ttl: float = MEMBER_TTL, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._bot = bot
         self._ttl = ttl
+        self._clock = clock
         self._seen: dict[tuple[int, int], tuple[float, ServerMember | None]] = {}
+        self._asked: dict[int, deque[float]] = {}  # each person's recent look-ups (see LOOKUPS_PER_PERSON)
         self._unavailable = False
         self._media: dict[int, tuple[float, str | None]] = {}
 
@@ -52,9 +63,11 @@ class DiscordDirectory:
         guild = self._bot.get_guild(guild_id)
         if guild is None:
             return None
-        key, now = (guild_id, user_id), time.monotonic()
+        key, now = (guild_id, user_id), self._clock()
         if not fresh and (seen := self._seen.get(key)) is not None and now - seen[0] < self._ttl:
             return seen[1]
+        if not self._may_ask(user_id, now):
+            raise DirectoryBusy()
         try:
             member = await guild.fetch_member(user_id)
         except discord.NotFound:
@@ -77,6 +90,19 @@ class DiscordDirectory:
             self._seen.pop(next(iter(self._seen)))
         self._seen[key] = (now, found)
         return found
+
+    def _may_ask(self, user_id: int, now: float) -> bool:
+        """Whether one more look-up for this person stays within LOOKUPS_PER_PERSON (counted if so)."""
+        asked = self._asked.pop(user_id, None) or deque()
+        while asked and asked[0] <= now - LOOKUP_WINDOW:
+            asked.popleft()
+        if len(self._asked) >= _MAX_REMEMBERED:
+            self._asked.pop(next(iter(self._asked)))  # the person not seen for longest
+        self._asked[user_id] = asked  # re-inserted: the dict's order is who was seen last
+        if len(asked) >= LOOKUPS_PER_PERSON:
+            return False
+        asked.append(now)
+        return True
 
     def message_link(self, job: Job) -> str | None:
         """The link to `job`'s result message in Discord, as /history gives it."""

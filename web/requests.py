@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from framecast.app import DirectoryUnavailable, ServerMember
+from framecast.app import DirectoryBusy, DirectoryUnavailable, ServerMember
 from web.server import SERVER_KEY, WebServer
 
 __all__ = [
@@ -103,6 +103,10 @@ async def server_member(request: web.Request, *, fresh: bool = False) -> tuple[i
         raise web.HTTPNotFound()
     try:
         member = await server_of(request).cases.directory.member(guild_id, user, fresh=fresh)
+    except DirectoryBusy:
+        raise web.HTTPTooManyRequests(
+            text="Too many pages in a few seconds; try again in a moment."
+        ) from None
     except DirectoryUnavailable:
         raise web.HTTPServiceUnavailable(
             text="Discord cannot be reached just now; try again in a moment."

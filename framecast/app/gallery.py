@@ -25,6 +25,7 @@ __all__ = [
     "GalleryItem",
     "GalleryPage",
     "GalleryQuery",
+    "DirectoryBusy",
     "DirectoryUnavailable",
     "ServerDirectory",
     "ServerMember",
@@ -53,6 +54,10 @@ class ServerMember:
 
 class DirectoryUnavailable(Exception):
     """The chat side could not say who a person is just now (its API is unreachable): try later."""
+
+
+class DirectoryBusy(DirectoryUnavailable):
+    """This person's page views asked the chat side more often than it allows: try in a moment."""
 
 
 class ServerDirectory(Protocol):

@@ -105,3 +105,23 @@ async def test_the_gallery_search_ignores_case_in_every_script(start: StartWorld
     finally:
         await browser.close()
     assert web_warnings(world) == []
+
+
+async def test_a_person_reloading_the_dashboard_cannot_spend_the_bots_discord_rate_limit(site: Site) -> None:
+    """The dashboard asks Discord who the person is on every view (Manage Server may have been taken
+    away): a person reloading it in a loop is told to slow down past LOOKUPS_PER_PERSON in a few
+    seconds, and Discord is not asked for them meanwhile; another person's pages still answer."""
+    world, guild = site.world, site.world.guild.id
+    boss = site.browser()
+    await boss.login(site.boss, then=f"/d/{guild}")
+    member_path = f"/guilds/{guild}/members/{site.boss.id}"
+    statuses = [(await boss.get(f"/d/{guild}"))[0] for _ in range(40)]
+    assert statuses.count(200) >= 1 and statuses[-1] == 429
+    _, page, _ = await boss.get(f"/d/{guild}")
+    assert "try again in a moment" in page
+    # Without the bound, every view asked Discord (41 look-ups here).
+    assert len(world.discord.requests_to("GET", member_path)) <= 30
+    alice = site.browser()
+    status, _, _ = await alice.get("/")
+    assert status == 200
+    assert prompts_on(await alice.login(world.alice, then=site.gallery))
