@@ -105,6 +105,10 @@ class JobAction(StrEnum):
 _OWNER_ACTIONS = frozenset({JobAction.SHOW, JobAction.CANCEL, JobAction.RETRY, JobAction.DELETE})
 #: Actions on a delivered job only.
 _DELIVERED_ACTIONS = frozenset({JobAction.AGAIN, JobAction.REMIX, JobAction.DELETE})
+#: Of those, the ones that only read the job's prompt: also while its result is being posted (the
+#: file shows a moment before DELIVERED is stored, longer while the store is slow, and a click may
+#: come in between). Delete waits for DELIVERED: a delivery still going on would post the file again.
+_READ_WHILE_POSTING = frozenset({JobAction.AGAIN, JobAction.REMIX})
 #: Actions that put the job's prompt where the actor is (a new job's message, a form): only for a
 #: viewer to whom it shows (:meth:`QueueViewer.hides`), as /queue and /job show it.
 _PROMPT_ACTIONS = frozenset({JobAction.AGAIN, JobAction.REMIX, JobAction.RETRY})
@@ -339,7 +343,8 @@ class Members:
         if action in _PROMPT_ACTIONS and (viewer is None or viewer.hides(job) is not None):
             # A job of a channel the actor cannot read (a forged custom id names any) is not there.
             raise JobRefused(Refusal.NOT_FOUND, job_id)
-        if action in _DELIVERED_ACTIONS and job.state is not JobState.DELIVERED:
+        posting = action in _READ_WHILE_POSTING and job.state is JobState.DELIVERING
+        if action in _DELIVERED_ACTIONS and job.state is not JobState.DELIVERED and not posting:
             raise JobRefused(Refusal.NOT_FOUND, job_id)
         if action in _OWNER_ACTIONS and not actor.may_manage(job):
             raise JobRefused(Refusal.NOT_ALLOWED, job_id)

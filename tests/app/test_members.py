@@ -146,6 +146,7 @@ async def finished(core: Core[Any], state: JobState, *, user_id: int = ALICE, **
     job = await core.store.add(new, member_limit=None, guild_cap=None)
     path = {
         JobState.FAILED: [JobState.FAILED],
+        JobState.DELIVERING: [JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING],
         JobState.DELIVERED: [JobState.SUBMITTING, JobState.RUNNING, JobState.DELIVERING, JobState.DELIVERED],
     }[state]
     for step in path:
@@ -276,6 +277,19 @@ async def test_again_is_any_members_own_job_with_the_same_options(core: Core[Any
         with pytest.raises(JobRefused) as refused:
             await core.members.again(who, reading(BOB), job_id, CHAT)
         assert refused.value.refusal is Refusal.NOT_FOUND
+
+
+async def test_again_and_remix_work_while_the_result_is_being_posted_delete_waits(core: Core[Any]) -> None:
+    # The file shows a moment before DELIVERED is stored: a click in between finds the job
+    # DELIVERING. Again and Remix only read its prompt; Delete would race the delivery itself.
+    posting = await finished(core, JobState.DELIVERING)
+    started = await core.members.again(member(BOB), reading(BOB), posting.id, CHAT)
+    assert started.job.params == posting.params
+    prefill = await core.members.remix_prefill(member(BOB), reading(BOB), posting.id)
+    assert prefill.job_id == posting.id
+    with pytest.raises(JobRefused) as refused:
+        await core.members.authorize(Actor(ALICE, GUILD), posting.id, JobAction.DELETE)
+    assert refused.value.refusal is Refusal.NOT_FOUND
 
 
 async def test_again_and_remix_of_a_job_from_a_channel_the_member_cannot_read_are_refused(

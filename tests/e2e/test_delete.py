@@ -6,18 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.e2e.harness import World, button_ids, job_rows
+from tests.e2e.harness import World, button_ids, job_rows, wait_state
 from tests.fakes.discord_api import FakeInteraction, FakeMessage
 
 EPHEMERAL = 64
 
 
 async def delivered_image(world: World, prompt: str, member: Any = None) -> tuple[int, FakeMessage, Any]:
-    """/image by `member` (alice), delivered; (job id, its message, the interaction)."""
+    """/image by `member` (alice), delivered and recorded so; (job id, its message, the interaction).
+
+    The file shows a moment before DELIVERED is stored, and Delete waits for it (a delivery still
+    going on would post the file again): the tests click once it is stored."""
     it = await world.image(prompt, member=member)
     job_id = await world.job_id(it)
     message = await world.delivered(it)
     await world.discord.wait_for(lambda: len(button_ids(message)) == 3, timeout=5, what="the buttons")
+    await wait_state(world, job_id, "delivered")
     return job_id, message, it
 
 

@@ -26,6 +26,7 @@ async def personal_image(world: World, channel: Any, user: Any, prompt: str) -> 
     job_id = await world.job_id(it)
     message = await world.delivered(it)
     await world.discord.wait_for(lambda: len(button_ids(message)) == 3, timeout=5, what="the buttons")
+    await wait_state(world, job_id, "delivered")  # Delete waits for it (tests/e2e/test_delete.py)
     return job_id, message, it
 
 
