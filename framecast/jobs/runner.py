@@ -526,10 +526,8 @@ class JobRunner:
         return finished
 
     async def _send_patiently(self, job: Job, result: ResultToDeliver) -> Delivered | UploadTooLarge:
-        """Deliver `result` until it lands, as long as the chat side says another attempt may help.
-
-        Before each new attempt the chat is looked at: an interrupted attempt may have landed.
-        """
+        """Deliver `result` until it lands, as long as the chat side says another attempt may help;
+        before each new attempt the chat is looked at (an interrupted attempt may have landed)."""
         while True:
             await self._jobs.check_lease(job.id)  # each attempt, however long the last one waited
             outcome = await self._reporter.deliver(job, result)
@@ -548,8 +546,9 @@ class JobRunner:
             await self._jobs.check_lease(job.id)
             try:
                 return await self._reporter.was_delivered(job)
-            except ChatUnreadable as exc:
-                log.warning("job %s: cannot look for its result now (%s); looking again", job.id, exc)
+            except ChatUnreadable as exc:  # one WARNING per job and outage, the tries after it DEBUG
+                say = log.warning if backoff.attempt == 0 else log.debug
+                say("job %s: cannot look for its result now (%s); looking again", job.id, exc)
                 await self._clock.sleep(backoff.next())
 
     async def _finish(self, job: Job, *, parked: bool = False) -> Job:
