@@ -1,7 +1,10 @@
 # Framecast bot image: non-root user, database on a volume, health check on the ops port.
 #
-# Order matters for rebuilds: everything that rarely changes (user, dependencies, image settings) comes
-# first; the code is one COPY at the very end, so a code change rebuilds a single layer.
+# Order matters for rebuilds: everything that rarely changes (user, image settings, dependencies) comes
+# first; the code is one COPY at the very end, so a code change rebuilds a single layer. The settings
+# that only describe the image (VOLUME ... CMD) come before the dependencies: a builder that copies the
+# whole file system for each step (Docker's legacy builder on vfs storage) then copies the small base
+# for them, not the base plus every installed package.
 FROM python:3.11-slim
 
 # HTTP_PORT: the ops server (/healthz, /readyz, /metrics); the HEALTHCHECK below depends on it.
@@ -20,12 +23,6 @@ RUN useradd --create-home --uid 10001 framecast \
     && mkdir -p /data && chown framecast:framecast /data && chmod 700 /data
 
 WORKDIR /app
-# PyAV's wheel carries its own FFmpeg: no system packages are needed. pip uses whatever index the build
-# environment configures (no extra index), and installs the lock: every package at its pinned version,
-# each file checked against its hash, so two builds a week apart install the same bytes.
-COPY requirements.lock ./
-RUN pip install --no-cache-dir --require-hashes -r requirements.lock
-
 VOLUME ["/data"]
 EXPOSE 8080
 
@@ -39,8 +36,14 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
 # stop_grace_period give 30 s): SHUTDOWN_TIMEOUT=8 keeps the clean shutdown inside even the default.
 # Exec-form CMD: python is PID 1 and receives the signal itself (no shell in between).
 STOPSIGNAL SIGTERM
-USER framecast
 CMD ["python", "bot.py"]
 
+# PyAV's wheel carries its own FFmpeg: no system packages are needed. pip uses whatever index the build
+# environment configures (no extra index), and installs the lock: every package at its pinned version,
+# each file checked against its hash, so two builds a week apart install the same bytes.
+COPY requirements.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock
+
+USER framecast
 # .dockerignore lets in only bot.py, framecast/, cogs/ and web/ (and requirements.lock, copied above).
 COPY . ./

@@ -15,6 +15,9 @@ What is changed in the README's lines, and why (:func:`adapt`):
   warning): the container's port *is* the host's. ``-e HTTP_HOST=127.0.0.1`` then keeps the port on
   the host's loopback, as the README's ``-p 127.0.0.1:8080:8080`` does; and ``-e HTTP_PORT=<free>``
   is added only when the host's 8080 is taken.
+* ``--health-interval``: the image's own probe, asked every second instead of every 30 s, so that
+  the test learns "healthy" as soon as the bot is, not half a minute later (the image's start period
+  still forgives the probes before that).
 * Names: the image, the container and the volume get a unique suffix, so the test never touches an
   operator's own ``framecast`` container, and test runs sharing a daemon do not collide.
 
@@ -36,6 +39,7 @@ import shutil
 import socket
 import subprocess
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +50,12 @@ from tests.e2e.harness import REPO, World, close_world, make_world
 
 # The first build installs every locked requirement inside the image (PyAV, cryptography...): minutes.
 BUILD_TIMEOUT = 1500.0
-# From `docker run` to a READY gateway session and a healthy container: the image's HEALTHCHECK runs
-# every 30 s, the first probe 30 s after the start.
+# From `docker run` to a READY gateway session and a healthy container (a start on a busy machine).
 START_TIMEOUT = 150.0
+#: How often Docker runs the image's HEALTHCHECK in the test (the image says 30 s).
+HEALTH_INTERVAL = "1s"
+# Removing the container, its volume and the image: each a full copy of the image's files on vfs.
+CLEANUP_TIMEOUT = 300.0
 #: Variables the image sets that an env file made from .env.example must leave alone.
 IMAGE_OWNS = ("DATABASE_PATH", "HTTP_PORT", "HTTP_HOST", "SHUTDOWN_TIMEOUT")
 # The image build takes minutes: under pytest-xdist this module starts first (tests/conftest.py).
@@ -107,6 +114,26 @@ async def docker(*args: str, timeout: float = 60.0, check: bool = True) -> tuple
     if check and code != 0:
         raise AssertionError(f"`docker {' '.join(args[:2])}` exited with {code}:\n{text[-4000:]}")
     return code, text
+
+
+async def remove_leftovers(name: str, image: str) -> None:
+    """Remove the test's container, volume and image; a removal that fails or hangs only warns.
+
+    Cleaning up is not what the test proves: on the vfs storage of ``docker-local`` a removal deletes
+    a full copy of the image's files, which a machine busy with the other workers can take minutes
+    to do, and a pass must not turn into a failure over it. Each removal is still waited for (within
+    CLEANUP_TIMEOUT), so a run does not leave images to fill the disk.
+    """
+    for args in (("rm", "-f", "-v", name), ("volume", "rm", f"{name}-data"), ("rmi", image)):
+        try:
+            code, out = await docker(*args, check=False, timeout=CLEANUP_TIMEOUT)
+        except AssertionError as exc:  # docker() says which command ran out of time
+            warnings.warn(f"container test cleanup: {exc}", stacklevel=1)
+            continue
+        if code != 0 and "No such" not in out:
+            warnings.warn(
+                f"container test cleanup: `docker {' '.join(args)}` exited {code}: {out[-300:]}", stacklevel=1
+            )
 
 
 async def inspect(name: str) -> dict[str, Any]:
@@ -174,7 +201,14 @@ def adapt(command: str, *, suffix: str, http_port: int) -> list[str]:
         assert words[2:] == ["-t", "framecast", "."], command
         return ["docker", "build", "--network=host", "-t", f"framecast-{suffix}", "."]
     if verb == "run":
-        out = ["docker", "run", "--network=host", "-e", "HTTP_HOST=127.0.0.1"]
+        out = [
+            "docker",
+            "run",
+            "--network=host",
+            "-e",
+            "HTTP_HOST=127.0.0.1",
+            f"--health-interval={HEALTH_INTERVAL}",
+        ]
         if http_port != 8080:
             out += ["-e", f"HTTP_PORT={http_port}"]
         rest = words[2:]
@@ -339,7 +373,5 @@ async def test_the_readmes_docker_lines_run_healthy_and_stop_cleanly(
         for secret in (fill["DISCORD_TOKEN"], fill["GEN_API_KEY"]):
             assert secret not in logs, "a secret reached the container's log"
     finally:
-        await docker("rm", "-f", "-v", name, check=False, timeout=60)
-        await docker("volume", "rm", f"{name}-data", check=False, timeout=60)
-        await docker("rmi", image, check=False, timeout=120)
+        await remove_leftovers(name, image)
         await close_world(world)

@@ -554,11 +554,16 @@ StartWorld = Callable[..., Awaitable[World]]
 
 @pytest.fixture
 async def start(tmp_path: Path) -> AsyncIterator[StartWorld]:
-    """`await start(setup=..., extra_env=...)`: `setup(world)` runs before the bot starts."""
+    """`await start(setup=..., extra_env=...)`: `setup(world)` runs before the bot starts.
+
+    The first world lives in ``tmp_path``; each later one in a folder of its own (``w1``, ...): two
+    bots running at once on one database file would take each other's jobs."""
     worlds: list[World] = []
 
     async def factory(setup: Callable[[World], None] | None = None, **kwargs: Any) -> World:
-        world = await make_world(tmp_path, **kwargs)
+        folder = tmp_path / f"w{len(worlds)}" if worlds else tmp_path
+        folder.mkdir(exist_ok=True)
+        world = await make_world(folder, **kwargs)
         worlds.append(world)
         if setup is not None:
             setup(world)
