@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
+
 import aiohttp
 import discord
 
@@ -76,27 +79,20 @@ class JobMessages:
             channel_id, guild_id = (None, None) if record.personal else (job.channel_id, job.guild_id)
         else:
             channel_id, guild_id = home(job, record)
+        ways: list[Callable[[], Awaitable[discord.Message]]] = []
         if channel_id is not None:
-            try:
-                channel = self._client.get_partial_messageable(channel_id, guild_id=guild_id)
-                with self._errors.counted():
-                    return await channel.fetch_message(message_id)
-            except _UNANSWERED as exc:
-                trouble.append(exc)
-            except discord.HTTPException as exc:
-                if exc.status == 429 or exc.status >= 500:
-                    trouble.append(exc)
-                gone = gone or exc.code == DiscordCode.UNKNOWN_MESSAGE
+            channel = self._client.get_partial_messageable(channel_id, guild_id=guild_id)
+            ways.append(functools.partial(channel.fetch_message, message_id))
         # Until its real expiry: the margin only keeps edits off a token about to die.
         if via_token and record.token_usable(
             self._clock.time(), self._token_margin, spare=-self._token_margin
         ):
+            webhook = discord.Webhook.partial(record.application_id, record.token, client=self._client)
+            ways.append(functools.partial(webhook.fetch_message, message_id))
+        for way in ways:
             try:
                 with self._errors.counted():
-                    webhook = discord.Webhook.partial(
-                        record.application_id, record.token, client=self._client
-                    )
-                    return await webhook.fetch_message(message_id)
+                    return await way()
             except _UNANSWERED as exc:
                 trouble.append(exc)
             except discord.HTTPException as exc:

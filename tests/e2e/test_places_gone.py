@@ -15,6 +15,24 @@ def pinged(world: World, user_id: int) -> bool:
     return any(user_id in m.pinged_user_ids for m in world.discord.messages_in(world.channel))
 
 
+async def end_as_channel_gone(world: World, *job_ids: int) -> None:
+    """Each job fails with the reason ``channel_gone``."""
+    for job_id in job_ids:
+        row = await wait_state(world, job_id, "failed")
+        assert row["error_code"] == "channel_gone"
+
+
+async def one_running_one_waiting_in_art(world: World) -> tuple[int, int]:
+    """Alice's job running in #art (it never ends by itself) and Bob's waiting behind it there."""
+    [art] = [c for c in world.guild.channels if c.name == "art"]
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    running = await world.discord.slash(world.guild, art, world.alice, "video", {"prompt": "art, running"})
+    first = await world.job_id(running)
+    await wait_state(world, first, "running")
+    queued = await world.discord.slash(world.guild, art, world.bob, "video", {"prompt": "art, waiting"})
+    return first, await world.job_id(queued)
+
+
 async def test_job_messages_a_moderator_deletes_are_posted_afresh_and_get_their_results(
     start: StartWorld,
 ) -> None:
@@ -51,18 +69,11 @@ async def test_jobs_of_a_deleted_channel_end_with_the_reason_and_the_queue_goes_
     )
     [art] = [c for c in world.guild.channels if c.name == "art"]
     carol = world.members[0][2]
-    world.service.default_plan = TaskPlan(polls=FOREVER)
-    running = await world.discord.slash(world.guild, art, world.alice, "video", {"prompt": "art, running"})
-    first = await world.job_id(running)
-    await wait_state(world, first, "running")
-    queued = await world.discord.slash(world.guild, art, world.bob, "video", {"prompt": "art, waiting"})
-    second = await world.job_id(queued)
+    first, second = await one_running_one_waiting_in_art(world)
     world.service.plans = [("general", TaskPlan(polls=0))]
     behind = await world.video("general, behind them", member=carol)
     await world.discord.delete_channel(art)
-    for job_id in (first, second):
-        row = await wait_state(world, job_id, "failed")
-        assert row["error_code"] == "channel_gone"
+    await end_as_channel_gone(world, first, second)
     refused_at_end = len(world.discord.rejected())
     await world.delivered(behind)
     assert service_creates(world, "art, waiting") == []
@@ -90,9 +101,7 @@ async def test_a_server_that_removes_the_bot_loses_its_queue_and_the_other_serve
     staying = await world.video("staying", guild=0)
     second = await world.job_id(queued)
     await world.discord.remove_guild(world.guilds[1])
-    for job_id in (first, second):
-        row = await wait_state(world, job_id, "failed")
-        assert row["error_code"] == "channel_gone"
+    await end_as_channel_gone(world, first, second)
     await world.delivered(staying)
     assert service_creates(world, "leaving, waiting") == []
 
@@ -110,8 +119,7 @@ async def test_the_jobs_of_a_deleted_thread_end_and_its_channels_go_on(start: St
     job_id = await world.job_id(in_thread)
     await wait_state(world, job_id, "running")
     await world.discord.delete_channel(thread)
-    row = await wait_state(world, job_id, "failed")
-    assert row["error_code"] == "channel_gone"
+    await end_as_channel_gone(world, job_id)
     await world.delivered(await world.video("in the channel", member=world.bob))
 
 
@@ -133,9 +141,7 @@ async def test_a_server_that_removed_the_bot_while_it_was_down_loses_its_queue_o
     await world.discord.remove_guild(world.guilds[1])
     world.service.plans = [("home", TaskPlan(polls=0))]
     await world.restart_bot()
-    for job_id in (first, second):
-        row = await wait_state(world, job_id, "failed")
-        assert row["error_code"] == "channel_gone"
+    await end_as_channel_gone(world, first, second)
     await world.delivered(staying)
     assert service_creates(world, "away, waiting") == []
 
@@ -148,19 +154,12 @@ async def test_jobs_of_a_channel_deleted_while_the_bot_was_down_end_on_restart(s
         setup=lambda w: w.discord.add_channel(w.guild, "art"), extra_env={"GEN_MAX_RUNNING": "1"}
     )
     [art] = [c for c in world.guild.channels if c.name == "art"]
-    world.service.default_plan = TaskPlan(polls=FOREVER)
-    running = await world.discord.slash(world.guild, art, world.alice, "video", {"prompt": "art, running"})
-    first = await world.job_id(running)
-    await wait_state(world, first, "running")
-    queued = await world.discord.slash(world.guild, art, world.bob, "video", {"prompt": "art, waiting"})
-    second = await world.job_id(queued)
+    first, second = await one_running_one_waiting_in_art(world)
     behind = await world.video("general, behind them", member=world.members[0][2])
     assert await world.bot.terminate() == 0
     await world.discord.delete_channel(art)
     world.service.plans = [("general", TaskPlan(polls=0))]
     await world.restart_bot()
-    for job_id in (first, second):
-        row = await wait_state(world, job_id, "failed")
-        assert row["error_code"] == "channel_gone"
+    await end_as_channel_gone(world, first, second)
     await world.delivered(behind)
     assert service_creates(world, "art, waiting") == []
