@@ -8,7 +8,15 @@ import re
 import time
 from typing import Any
 
-from tests.e2e.harness import StartWorld, World, button_ids, job_rows, service_creates, wait_log
+from tests.e2e.harness import (
+    StartWorld,
+    World,
+    button_ids,
+    job_rows,
+    service_creates,
+    wait_log,
+    wait_recorded,
+)
 from tests.fakes.discord_api import FakeInteraction, FakeMessage
 from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL, TaskPlan
 
@@ -34,6 +42,8 @@ async def delivered_video(world: World, prompt: str, **opts: Any) -> tuple[int, 
     message = await world.delivered(it)
     # The file and the buttons come in one edit, but wait for the buttons explicitly anyway.
     await world.discord.wait_for(lambda: len(button_ids(message)) == 3, timeout=5, what="again/remix/delete")
+    # And for the bot's own view of alice's jobs: until then a limit of one still counts this job.
+    await wait_recorded(world, job_id, "delivered")
     return job_id, message
 
 

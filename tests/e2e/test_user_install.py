@@ -189,7 +189,7 @@ async def test_each_person_has_the_operators_member_limit_and_quota(start_synced
     await wait_recorded(world, first_id, "delivered")
     world.service.default_plan = TaskPlan(polls=0)
     third = await personal(world, world.discord.dm_channel(dora), dora, "video", prompt="third")
-    await wait_state(world, await world.job_id(third), "delivered")
+    await wait_recorded(world, await world.job_id(third), "delivered")
     # Two videos today: the operator's daily quota of 2 is spent.
     fourth = await personal(world, world.discord.dm_channel(dora), dora, "video", prompt="fourth")
     text = await refusal_text(fourth)
