@@ -1,6 +1,6 @@
 """What each pytest-xdist worker owns alone: its ports and its Redis database.
 
-The suite runs in parallel (``-n 6`` in pyproject.toml). Two workers must never pick the same port
+The suite runs in parallel (``-n 4`` in pyproject.toml). Two workers must never pick the same port
 or flush each other's Redis database:
 
 * :func:`free_port` hands out ports from a block of its own per worker, below the kernel's ephemeral

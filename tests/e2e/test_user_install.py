@@ -25,6 +25,7 @@ from tests.e2e.harness import (
     service_creates,
     status_of,
     task_for,
+    wait_log,
     wait_recorded,
     wait_state,
 )
@@ -67,15 +68,15 @@ async def job_answer(world: World, channel: Any, user: Any, job_id: int) -> Fake
 
 
 async def handed_over(world: World, job_id: int, timeout: float = 5.0) -> None:
-    """Wait until the job is recorded as no longer parked (just after its /job answer is shown)."""
+    """Wait until the job is recorded as no longer parked (just after its /job answer is shown), and
+    the bot has said so in its log: it deletes its saved copy between the two."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while True:
-        if job_rows(world)[job_id]["discord"].get("parked") is False:
-            return
+    while job_rows(world)[job_id]["discord"].get("parked") is not False:
         if loop.time() > deadline:
             raise TimeoutError(f"job {job_id} is still parked after {timeout:g} s")
         await asyncio.sleep(0.02)
+    await wait_log(world, f"job {job_id}: its parked result was handed to its requester", timeout)
 
 
 def file_downloads(world: World) -> list[Any]:
