@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.forks import ForkedProcess, fork_bot
 from tests.fakes.discord_api import FakeDiscord, FakeInteraction, FakeMessage
 from tests.fakes.gen_service import POLL_PATH, FakeService
 
@@ -54,16 +55,24 @@ SCALED_ENV = {
 
 
 class BotProcess:
-    """``python bot.py`` with the given environment; output goes to a log file."""
+    """``python bot.py`` with the given environment; output goes to a log file.
+
+    Started as a fork of this worker's zygote where it can be (``tests/e2e/forks.py``: the same
+    bot.py, a second less of imports), else as a plain subprocess.
+    """
 
     def __init__(self, env: dict[str, str], log_path: Path) -> None:
         self.env = env
         self.log_path = log_path
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: asyncio.subprocess.Process | ForkedProcess | None = None
         self._log_file: Any = None
 
     async def start(self, *args: str) -> None:
         """Start the bot (appending to the same log across restarts)."""
+        _STARTED.add(self)
+        self.proc = await asyncio.to_thread(fork_bot, REPO / "bot.py", args, REPO, self.env, self.log_path)
+        if self.proc is not None:
+            return
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115, ASYNC230 - tiny, closed in wait()
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -75,7 +84,6 @@ class BotProcess:
             stdout=self._log_file,
             stderr=asyncio.subprocess.STDOUT,
         )
-        _STARTED.add(self)
 
     async def kill(self) -> None:
         """SIGKILL: no chance to clean up (a crash)."""
