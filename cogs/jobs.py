@@ -84,8 +84,8 @@ class Jobs(commands.Cog):
                 allowed_mentions=discord.AllowedMentions.none(),
             )
             return
-        # A personal job's result that Discord let the bot post nowhere (token spent, DMs refused):
-        # its requester gets the file itself, on this answer of their own.
+        # A result that Discord let the bot post nowhere (a personal job's token spent and DMs
+        # refused, or its channel gone as it came): its requester gets the file, on this answer.
         lines, parked = await self._parked(interaction, actor, job) if job.parked else ([], None)
         files = []
         message = await self.bot.core.reporter.job_message(job)

@@ -18,6 +18,7 @@ __all__ = [
     "NowhereToPost",
     "TokenDead",
     "TooLarge",
+    "channel_closed",
     "describe",
     "translate",
 ]
@@ -35,6 +36,7 @@ class DiscordCode(IntEnum):
     UNKNOWN_WEBHOOK = 10015  # the interaction token is unknown (expired long ago)
     MESSAGE_TOO_OLD = 30046  # no more edits of a message older than an hour
     MISSING_ACCESS = 50001  # the bot is not in that channel (a group DM, a server without it)
+    MISSING_PERMISSIONS = 50013  # the bot may see the channel but not post there
     CANNOT_MESSAGE_USER = 50007  # the person does not accept DMs from the bot
     REQUEST_TOO_LARGE = 40005  # the upload is over the destination's limit (HTTP 413)
     INVALID_WEBHOOK_TOKEN = 50027  # the interaction token expired
@@ -54,7 +56,15 @@ class MessageUnusable(Exception):
 
 
 class NowhereToPost(Exception):
-    """A personal job's token is spent and Discord refuses the bot a DM with its requester (50007)."""
+    """The job's message cannot be moved anywhere: a personal job's token is spent and Discord
+    refuses the bot a DM with its requester (50007), or the job's channel takes no message from the
+    bot any more (:func:`channel_closed`). Its result waits for its requester in ``/job``."""
+
+
+def channel_closed(exc: discord.HTTPException) -> bool:
+    """Whether Discord refused a new message because the channel takes none from the bot: it was
+    deleted (10003, or its server: 10004), or the bot may no longer see or post there (403)."""
+    return exc.status == 403 or exc.code in (DiscordCode.UNKNOWN_CHANNEL, DiscordCode.UNKNOWN_GUILD)
 
 
 def translate(exc: discord.HTTPException, *, via_token: bool) -> Exception:
@@ -62,7 +72,8 @@ def translate(exc: discord.HTTPException, *, via_token: bool) -> Exception:
 
     :class:`TooLarge` for a 413, :class:`TokenDead` when the token is dead,
     :class:`MessageUnusable` when the message is gone (a moderator deleted it, through the token or
-    not) or a channel message cannot be edited any more; `exc` itself otherwise.
+    not) or a channel message cannot be edited any more, :class:`NowhereToPost` when a channel
+    message's channel is gone or hidden from the bot; `exc` itself otherwise.
     """
     if exc.status == 413 or exc.code == DiscordCode.REQUEST_TOO_LARGE:
         return TooLarge(str(exc.code))
@@ -73,6 +84,10 @@ def translate(exc: discord.HTTPException, *, via_token: bool) -> Exception:
     # goes on in a fresh message (without this, its result was dropped as an internal failure).
     if exc.code == DiscordCode.UNKNOWN_MESSAGE or (not via_token and exc.code == DiscordCode.MESSAGE_TOO_OLD):
         return MessageUnusable()
+    # The channel message's channel is gone, or out of the bot's sight: no fresh message could go there.
+    gone = (DiscordCode.UNKNOWN_CHANNEL, DiscordCode.UNKNOWN_GUILD, DiscordCode.MISSING_ACCESS)
+    if not via_token and exc.code in gone:
+        return NowhereToPost()
     return exc
 
 

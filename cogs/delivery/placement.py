@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 import aiohttp
 import discord
 
-from cogs.delivery.codes import MessageUnusable, NowhereToPost, TokenDead, describe, translate
+from cogs.delivery.codes import MessageUnusable, NowhereToPost, TokenDead, channel_closed, describe, translate
 from cogs.delivery.drawing import Drawing
 from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.notes import note_text
@@ -69,9 +69,10 @@ class Placement:
     async def deliver(self, slot: Slot, delivery: Delivery) -> Delivered:
         """Put the result on the job's message in one edit (raises when it could not).
 
-        A personal job whose token is spent and whose requester refuses the bot's DMs has nowhere to
-        post: its record says so (``parked``), the answer too (the runner keeps its saved result),
-        and ``/job`` hands the file to its requester.
+        A personal job whose token is spent and whose requester refuses the bot's DMs, or a job
+        whose channel was deleted or closed to the bot as its result came, has nowhere to post: its
+        record says so (``parked``), the answer too (the runner keeps its saved result), and ``/job``
+        hands the file to its requester.
         """
         try:
             await self.show(slot, lambda target: self.draw(slot, target, delivery))
@@ -267,10 +268,15 @@ class Placement:
                 message = await channel.send(
                     embed=rendered.embed, view=view, allowed_mentions=discord.AllowedMentions.none()
                 )
-        except discord.Forbidden as exc:
-            if slot.record.personal:
+        except discord.HTTPException as exc:
+            if slot.record.personal and isinstance(exc, discord.Forbidden):
                 await self._dm_refused(slot, exc)
-            raise
+            if not channel_closed(exc):
+                raise
+            # Deleted as the job delivered (a job still waiting there ended with it), or closed to
+            # the bot: its result waits for its requester in /job instead of failing the job.
+            log.info("job %s: its channel takes no message from the bot (%s)", job.id, describe(exc))
+            raise NowhereToPost() from None
         # The old channel message stays, pointing here: remembered, so Delete removes it too.
         pointers = slot.record.pointers + ((old_channel_mid,) if old_channel_mid else ())
         slot.learn(channel_message_id=message.id, pointers=pointers)

@@ -7,7 +7,8 @@ key's budget, and every redraw of their messages was a refused request to Discor
 edit interval, for as long as they waited), until the delivery failed as an internal error. So
 they end at once, failed with :attr:`ErrorCode.CHANNEL_GONE` (their requester reads why in /job,
 /history and /me), through the scheduler like a cancel, and the rest of the queue goes on. A job
-already being delivered keeps its outcome (its result exists; the delivery says how it went).
+already being delivered keeps its outcome: its result exists, and waits for its requester in /job
+(``framecast.app.parked``) when there is nowhere left to post it.
 
 The chat side tells the core what is gone (:meth:`GonePlaces.channels_gone`,
 :meth:`GonePlaces.server_left`, also for a server it finds gone on connecting:

@@ -7,7 +7,7 @@ import functools
 
 from tests.e2e.commands import FOREVER, answer, text_of
 from tests.e2e.harness import StartWorld, World, service_creates, task_for, wait_state
-from tests.fakes.gen_service import TaskPlan
+from tests.fakes.gen_service import RecordedRequest, TaskPlan
 
 
 def pinged(world: World, user_id: int) -> bool:
@@ -163,3 +163,28 @@ async def test_jobs_of_a_channel_deleted_while_the_bot_was_down_end_on_restart(s
     await end_as_channel_gone(world, first, second)
     await world.delivered(behind)
     assert service_creates(world, "art, waiting") == []
+
+
+async def test_a_result_whose_channel_goes_while_it_downloads_waits_for_its_requester_in_job(
+    start: StartWorld,
+) -> None:
+    """#art is deleted while Alice's finished video downloads (the job is delivering, so it keeps
+    its outcome): nowhere to post it, the file waits for Alice, who gets it with /job in #general."""
+    world = await start(setup=lambda w: w.discord.add_channel(w.guild, "art"))
+    [art] = [c for c in world.guild.channels if c.name == "art"]
+    world.service.default_plan = TaskPlan(polls=0)
+
+    async def delete_art(record: RecordedRequest) -> None:
+        if record.path.startswith("/files/"):
+            world.service.before_answer = None
+            await world.discord.delete_channel(art)
+
+    world.service.before_answer = delete_art
+    asked = await world.discord.slash(world.guild, art, world.alice, "video", {"prompt": "art, finishing"})
+    job_id = await world.job_id(asked)
+    await wait_state(world, job_id, "delivered")
+    assert "unexpected error" not in world.bot.log_text()
+    look = await world.discord.slash(world.guild, world.channel, world.alice, "job", {"id": job_id})
+    shown = await answer(look)
+    assert [a.filename for a in shown.attachments] == [f"framecast-{job_id}.mp4"]
+    assert "its channel is gone" in text_of(shown)

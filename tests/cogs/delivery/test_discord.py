@@ -24,7 +24,7 @@ import pytest
 import yarl
 
 from cogs.delivery import DeliveryTimings, DiscordReporter, record_for, result_attachments
-from cogs.delivery.codes import MessageUnusable, TokenDead, TooLarge
+from cogs.delivery.codes import MessageUnusable, NowhereToPost, TokenDead, TooLarge
 from cogs.delivery.drawing import Drawing
 from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.limits import UPLOAD_SLACK, limit_below
@@ -316,6 +316,10 @@ async def test_discord_error_codes_map_to_what_the_delivery_does_next(rig: Rig) 
     assert type(await refusal(rig, placement, channel, 404, 10015)) is discord.NotFound
     forbidden = await refusal(rig, placement, channel, 403, 50013)
     assert isinstance(forbidden, discord.Forbidden)
+    # A channel message whose channel was deleted, or hidden from the bot: no message can go there.
+    assert isinstance(await refusal(rig, placement, channel, 404, 10003), NowhereToPost)
+    assert isinstance(await refusal(rig, placement, channel, 403, 50001), NowhereToPost)
+    assert type(await refusal(rig, placement, token, 404, 10003)) is discord.NotFound
 
     rig.guild.upload_limit = 2000  # a real 413 from the fake's size check
     with pytest.raises(TooLarge):
