@@ -72,7 +72,7 @@ class FixedDirectory:
     def message_link(self, job: Job) -> str | None:
         return f"https://discord.com/channels/{job.guild_id}/{job.channel_id}/{job.id}"
 
-    async def media_url(self, job: Job) -> str | None:
+    async def media_url(self, job: Job, asker: int) -> str | None:
         return None  # the gallery page never asks: a file is fetched when a viewer plays or opens it
 
 

@@ -108,24 +108,27 @@ class DiscordDirectory:
         """The link to `job`'s result message in Discord, as /history gives it."""
         return jump_url(HistoryRow(job))
 
-    async def media_url(self, job: Job) -> str | None:
+    async def media_url(self, job: Job, asker: int) -> str | None:
         """The result's attachment as Discord serves it now: the message fetched with the bot token
-        (its attachment links are signed and expire, so none is ever stored), kept a few minutes."""
+        (its attachment links are signed and expire, so none is ever stored), kept a few minutes,
+        also when it is gone. A look-up counts towards `asker`'s LOOKUPS_PER_PERSON."""
         record = DiscordRecord.from_dict(job.discord)
         message_id = record.channel_message_id or record.message_id
         if message_id is None:
             return None
-        now = time.monotonic()
+        now = self._clock()
         if (known := self._media.get(job.id)) is not None and now - known[0] < MEDIA_TTL:
             return known[1]
+        if not self._may_ask(asker, now):
+            raise DirectoryBusy()
         try:
             message = await self._bot.get_partial_messageable(job.channel_id).fetch_message(message_id)
         except (discord.NotFound, discord.Forbidden):
-            return None
+            message = None
         except (discord.HTTPException, discord.RateLimited, aiohttp.ClientError, TimeoutError) as exc:
             log.warning("web: Discord did not answer a result lookup (%s)", type(exc).__name__)
             raise DirectoryUnavailable() from None
-        url = message.attachments[0].url if message.attachments else None
+        url = message.attachments[0].url if message is not None and message.attachments else None
         if len(self._media) >= _MAX_REMEMBERED:
             self._media.pop(next(iter(self._media)))
         self._media[job.id] = (now, url)

@@ -13,7 +13,7 @@ import time
 
 from aiohttp import web
 
-from framecast.app import DirectoryUnavailable, GalleryQuery, JobKind
+from framecast.app import DirectoryBusy, DirectoryUnavailable, GalleryQuery, JobKind
 from web import dashboard
 from web.oauth import LoginFailed, pkce_pair
 from web.requests import (
@@ -194,7 +194,11 @@ async def media(request: web.Request) -> web.StreamResponse:
     if item is None:
         raise web.HTTPNotFound(text="Not found.")
     try:
-        url = await cases.directory.media_url(item.job)
+        url = await cases.directory.media_url(item.job, member.actor.user_id)
+    except DirectoryBusy:
+        raise web.HTTPTooManyRequests(
+            text="Too many files in a few seconds; try again in a moment."
+        ) from None
     except DirectoryUnavailable:
         raise web.HTTPServiceUnavailable(
             text="Discord cannot be reached just now; try again in a moment."

@@ -73,9 +73,11 @@ class ServerDirectory(Protocol):
         """A link to `job`'s result message in the chat app (None: not known)."""
         ...
 
-    async def media_url(self, job: Job) -> str | None:
+    async def media_url(self, job: Job, asker: int) -> str | None:
         """The result's file as the chat app serves it now (a signed link, fetched fresh: never
-        stored), or None when the message or its file is gone."""
+        stored), or None when the message or its file is gone. Raises :class:`DirectoryBusy` when
+        `asker` (a user id) made the chat side look things up too often, :class:`DirectoryUnavailable`
+        when it cannot tell."""
         ...
 
 

@@ -125,3 +125,31 @@ async def test_a_person_reloading_the_dashboard_cannot_spend_the_bots_discord_ra
     status, _, _ = await alice.get("/")
     assert status == 200
     assert prompts_on(await alice.login(world.alice, then=site.gallery))
+
+
+async def test_a_person_opening_file_after_file_cannot_spend_the_bots_discord_rate_limit(site: Site) -> None:
+    """Each result's file is looked up in Discord when it is opened (its link is signed and expires):
+    a person opening file after file (here results whose messages Discord no longer has) is told to
+    slow down past LOOKUPS_PER_PERSON, a file already looked up answers from memory, and another
+    person's files still answer."""
+    world, guild = site.world, site.world.guild.id
+    alice = site.browser()
+    await alice.login(world.alice, then=site.gallery)
+    seeded = [*site.cats, site.hostile]
+    statuses = [(await alice.get(f"/media/{guild}/{s.id}", allow_redirects=False))[0] for s in seeded]
+    assert statuses[-1] == 429 and set(statuses) == {404, 429}
+    _, page, _ = await alice.get(f"/media/{guild}/{seeded[-1].id}", allow_redirects=False)
+    assert "try again in a moment" in page
+    # Without the bound, every file opened asked Discord (31 look-ups here); the member's own
+    # look-ups (the login, the gallery) count too.
+    looked_up = len(world.discord.requests_to("GET", "/messages/"))
+    assert looked_up < 30
+    # A file already looked up (its message gone from Discord) is not asked again.
+    assert (await alice.get(f"/media/{guild}/{seeded[0].id}", allow_redirects=False))[0] == 404
+    assert len(world.discord.requests_to("GET", "/messages/")) == looked_up
+    bob = site.browser()
+    await bob.login(world.bob, then=site.gallery)
+    status, _, _ = await bob.get(f"/media/{guild}/{seeded[-1].id}", allow_redirects=False)
+    assert status == 404  # looked up for bob (the message is gone), not refused
+    assert len(world.discord.requests_to("GET", "/messages/")) == looked_up + 1
+    assert web_warnings(world) == []
