@@ -10,16 +10,19 @@ import discord
 from cogs.delivery.lookup import JobMessages, result_attachments
 from cogs.delivery.record import DiscordRecord
 from cogs.literal import link_text
-from framecast.app import Job
+from framecast.app import Job, without_credentials
 
 __all__ = ["result_on_messages", "shows_result"]
 
 
 def shows_result(message: discord.Message, job: Job) -> bool:
-    """Whether `message` carries the job's result: its file, or the service's link to it."""
+    """Whether `message` carries the job's result: its file, or the service's link to it (as it is
+    posted: without the ``user:password@`` it may have come with)."""
     if result_attachments(message, job.id):
         return True
-    return bool(job.result_url) and link_text(job.result_url or "") in (message.content or "")
+    return bool(job.result_url) and link_text(without_credentials(job.result_url or "")) in (
+        message.content or ""
+    )
 
 
 async def result_on_messages(messages: JobMessages, job: Job, record: DiscordRecord) -> bool:

@@ -37,6 +37,7 @@ from framecast.jobs.chat_side import (
     result_filename,
 )
 from framecast.jobs.queues import QueuePositions
+from framecast.jobs.service_params import without_credentials
 from framecast.planner.estimate import Estimates
 from framecast.storage.faults import is_store_outage
 from framecast.values.job import Job
@@ -67,6 +68,7 @@ __all__ = [
     "is_result_filename",
     "is_store_outage",
     "result_filename",
+    "without_credentials",
 ]
 
 

@@ -247,6 +247,36 @@ async def test_sigterm_mid_poll_exits_cleanly_and_the_jobs_resume(start: StartWo
     assert bot_posts(world) == []
 
 
+async def test_sigkill_after_a_link_without_its_credentials_was_posted_posts_it_once(
+    start: StartWorld,
+) -> None:
+    """A result too large to upload goes out as the service's link, posted without the
+    ``user:password@`` it came with; the bot dies before it hears that Discord took the edit. The
+    restarted bot finds that link on the message and records the delivery: nothing is sent again."""
+    world = await start()
+    base = world.service.base_url
+    world.service.video_payload = make_large_mp4(1_000_000, seconds=2.0)  # fits no 4 kB limit: linked
+    world.service.result_url = base.replace("://", "://user:pass@") + "/files/linked.mp4"
+    linked = f"{base}/files/linked.mp4"
+
+    def posts_link(call: Any) -> bool:
+        return linked in str((call.body or {}).get("content"))
+
+    release, held = hold_route(world.discord, "PATCH", WEBHOOK_EDIT, when=posts_link)
+    it = await world.video("a clip too large to upload", attachment_size_limit=4_000)
+    job_id = await world.job_id(it)
+    await world.discord.wait_for(lambda: held, timeout=15, what="the link's edit to be stored")
+    await world.bot.kill()
+    release.set()
+    assert job_rows(world)[job_id]["state"] == "delivering"
+
+    await world.restart_bot()
+    await wait_log(world, f"job {job_id} was already delivered before a restart")
+    assert job_rows(world)[job_id]["state"] == "delivered"
+    edits = world.discord.requests_to("PATCH", "/messages/")
+    assert [e for e in edits if linked in str((e.body or {}).get("content"))] == [held[0]]
+
+
 async def test_sigterm_during_an_upload_lets_it_finish_and_records_it(start: StartWorld) -> None:
     world = await start()
     prompt = "a kite above the dunes"
