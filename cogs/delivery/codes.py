@@ -37,6 +37,7 @@ class DiscordCode(IntEnum):
     MESSAGE_TOO_OLD = 30046  # no more edits of a message older than an hour
     MISSING_ACCESS = 50001  # the bot is not in that channel (a group DM, a server without it)
     MISSING_PERMISSIONS = 50013  # the bot may see the channel but not post there
+    THREAD_ARCHIVED = 50083  # a closed thread: its messages cannot be edited; a new one reopens it
     CANNOT_MESSAGE_USER = 50007  # the person does not accept DMs from the bot
     REQUEST_TOO_LARGE = 40005  # the upload is over the destination's limit (HTTP 413)
     INVALID_WEBHOOK_TOKEN = 50027  # the interaction token expired
@@ -63,8 +64,10 @@ class NowhereToPost(Exception):
 
 def channel_closed(exc: discord.HTTPException) -> bool:
     """Whether Discord refused a new message because the channel takes none from the bot: it was
-    deleted (10003, or its server: 10004), or the bot may no longer see or post there (403)."""
-    return exc.status == 403 or exc.code in (DiscordCode.UNKNOWN_CHANNEL, DiscordCode.UNKNOWN_GUILD)
+    deleted (10003, or its server: 10004), the bot may no longer see or post there (403), or it is
+    a thread closed and locked by a moderator (50083)."""
+    closed = (DiscordCode.UNKNOWN_CHANNEL, DiscordCode.UNKNOWN_GUILD, DiscordCode.THREAD_ARCHIVED)
+    return exc.status == 403 or exc.code in closed
 
 
 def translate(exc: discord.HTTPException, *, via_token: bool) -> Exception:
@@ -72,7 +75,8 @@ def translate(exc: discord.HTTPException, *, via_token: bool) -> Exception:
 
     :class:`TooLarge` for a 413, :class:`TokenDead` when the token is dead,
     :class:`MessageUnusable` when the message is gone (a moderator deleted it, through the token or
-    not) or a channel message cannot be edited any more, :class:`NowhereToPost` when a channel
+    not), its thread was closed, or a channel message cannot be edited any more,
+    :class:`NowhereToPost` when a channel
     message's channel is gone or hidden from the bot; `exc` itself otherwise.
     """
     if exc.status == 413 or exc.code == DiscordCode.REQUEST_TOO_LARGE:
@@ -83,6 +87,10 @@ def translate(exc: discord.HTTPException, *, via_token: bool) -> Exception:
     # A live token whose message was deleted answers 10008 like a channel message does: the job
     # goes on in a fresh message (without this, its result was dropped as an internal failure).
     if exc.code == DiscordCode.UNKNOWN_MESSAGE or (not via_token and exc.code == DiscordCode.MESSAGE_TOO_OLD):
+        return MessageUnusable()
+    if exc.code == DiscordCode.THREAD_ARCHIVED:
+        # A moderator (or inactivity) closed the job's thread: a fresh message reopens it, as a
+        # member's would; the job goes on there.
         return MessageUnusable()
     # The channel message's channel is gone, or out of the bot's sight: no fresh message could go there.
     gone = (DiscordCode.UNKNOWN_CHANNEL, DiscordCode.UNKNOWN_GUILD, DiscordCode.MISSING_ACCESS)

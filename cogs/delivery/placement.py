@@ -4,7 +4,9 @@ A job's message starts as the interaction's answer, edited through the interacti
 minutes, stored with the job). It moves to a normal channel message sent with the bot token
 `token_margin` seconds before the token expires, when Discord says the token is dead (50027/10015),
 and again when the channel message gets too old to edit (30046) or the job's message, either one,
-is gone (10008: a moderator deleted it while the job ran). The old message is pointed at the new one.
+is gone (10008: a moderator deleted it while the job ran), or its thread was closed (50083: a fresh
+message reopens it). The old message is pointed at the new one. Where no message can go any more (the
+channel deleted or hidden from the bot, a thread closed and locked), the result waits in ``/job``.
 
 :class:`Placement` is what a job's worker (:mod:`.worker`) drives: it draws through
 :class:`~cogs.delivery.drawing.Drawing`, mentions the requester through :mod:`.ping`, and calls

@@ -7,6 +7,7 @@ import functools
 
 from tests.e2e.commands import FOREVER, answer, text_of
 from tests.e2e.harness import StartWorld, World, service_creates, task_for, wait_state
+from tests.fakes.discord_api import MANAGE_THREADS
 from tests.fakes.gen_service import RecordedRequest, TaskPlan
 
 
@@ -188,3 +189,35 @@ async def test_a_result_whose_channel_goes_while_it_downloads_waits_for_its_requ
     shown = await answer(look)
     assert [a.filename for a in shown.attachments] == [f"framecast-{job_id}.mp4"]
     assert "its channel is gone" in text_of(shown)
+
+
+async def test_a_thread_a_moderator_closes_while_jobs_run_there_gets_their_results(start: StartWorld) -> None:
+    """Alice's job runs in a thread that a moderator closes (archives): its message cannot be edited
+    any more, so the result comes on a fresh message there, which reopens the thread, as a member's
+    message would. In a thread also locked, a bot without Manage Threads may not post: the file
+    waits for Alice in /job."""
+    world = await start(setup=lambda w: w.discord.add_thread(w.channel, "ideas"))
+    [thread] = world.guild.threads
+    for locked in (False, True):
+        world.service.default_plan = TaskPlan(polls=FOREVER)
+        prompt = f"in a thread closed, locked={locked}"
+        asked = await world.discord.slash(world.guild, thread, world.alice, "video", {"prompt": prompt})
+        job_id = await world.job_id(asked)
+        await wait_state(world, job_id, "running")
+        if locked:
+            thread.bot_permissions &= ~MANAGE_THREADS  # as most bots: it may not reopen a locked thread
+        await world.discord.archive_thread(thread, locked=locked)
+        task_for(world, prompt).plan = TaskPlan(polls=0)
+        await wait_state(world, job_id, "delivered")
+        files = world.files_for(job_id)
+        if locked:
+            assert files == [] and thread.archived
+            look = await world.discord.slash(world.guild, world.channel, world.alice, "job", {"id": job_id})
+            shown = await answer(look)
+            assert [a.filename for a in shown.attachments] == [f"framecast-{job_id}.mp4"]
+        else:
+            assert len(files) == 1 and not thread.archived
+            [message] = [m for m in world.discord.messages_in(thread) if m.attachments]
+            assert message.interaction is None  # a fresh message, sent with the bot's token
+            thread.archived = thread.locked = False
+    assert "unexpected error" not in world.bot.log_text()

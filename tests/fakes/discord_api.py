@@ -498,6 +498,9 @@ class FakeChannel:
     parent: FakeChannel | None = None
     owner_id: int | None = None
     thread_members: set[int] = field(default_factory=set)
+    #: A thread closed by a moderator (or by inactivity), and `locked` too: see ``fake.archive_thread``.
+    archived: bool = False
+    locked: bool = False
     _bot_user_id: int = 0
 
     @property
@@ -582,10 +585,10 @@ class FakeChannel:
                 "member_count": len(self.thread_members) + 1,
                 "total_message_sent": 0,
                 "thread_metadata": {
-                    "archived": False,
+                    "archived": self.archived,
                     "archive_timestamp": _iso(snowflake_time(self.id)),
                     "auto_archive_duration": 1440,
-                    "locked": False,
+                    "locked": self.locked,
                     **({"invitable": True} if self.type == 12 else {}),
                 },
             }
@@ -1620,6 +1623,19 @@ class FakeDiscord:
         for place in reversed(gone):
             event = "THREAD_DELETE" if place.parent is not None else "CHANNEL_DELETE"
             await self._dispatch_guild_event(guild.id, event, place.to_payload(), INTENT_GUILDS)
+        await self._notify()
+
+    async def archive_thread(self, thread: FakeChannel, *, locked: bool = False) -> None:
+        """A moderator closes a thread (`locked`: and locks it), and the bot is told (THREAD_UPDATE).
+        As on Discord, no message in it can be edited any more (400 Thread is archived, 50083), and a
+        new message reopens it, unless it is locked (then 50083 too: the bot has no Manage Threads)."""
+        assert thread.guild is not None and thread.parent is not None, "a guild's thread"
+        thread.archived, thread.locked = True, locked
+        await self._thread_changed(thread)
+
+    async def _thread_changed(self, thread: FakeChannel) -> None:
+        assert thread.guild is not None
+        await self._dispatch_guild_event(thread.guild.id, "THREAD_UPDATE", thread.to_payload(), INTENT_GUILDS)
         await self._notify()
 
     async def remove_guild(self, guild: FakeGuild) -> None:
@@ -2853,6 +2869,8 @@ class FakeDiscord:
             raise ApiError(403, 50013, "Missing Permissions")
         if call.uploads and not perms & ATTACH_FILES:
             raise ApiError(403, 50013, "Missing Permissions")
+        if channel.archived and channel.locked and not perms & MANAGE_THREADS:
+            raise ApiError(400, 50083, "Thread is archived")
 
     def _channel_upload_limit(self, channel: FakeChannel) -> int:
         return channel.guild.upload_limit if channel.guild else 10 * MiB
@@ -2861,6 +2879,9 @@ class FakeDiscord:
         channel = self._channel(call)
         self._check_upload_sizes(call.uploads, self._channel_upload_limit(channel))
         self._check_send(channel, call)
+        if channel.archived:  # a message reopens a closed thread
+            channel.archived = channel.locked = False
+            await self._thread_changed(channel)
         body = call.body or {}
         msg = FakeMessage(
             id=snowflake_at(time.time()),
@@ -2880,6 +2901,7 @@ class FakeDiscord:
         msg = self._channel_message(call, channel)
         if msg.author.id != self.bot_user.id:
             raise ApiError(403, 50005, "Cannot edit a message authored by another user")
+        self._check_open(channel)
         self._check_upload_sizes(call.uploads, self._channel_upload_limit(channel))
         if call.uploads and channel.guild is not None and not channel.bot_permissions & ATTACH_FILES:
             raise ApiError(403, 50013, "Missing Permissions")
@@ -3037,9 +3059,15 @@ class FakeDiscord:
         it = self._interaction_for_token(call)
         return 200, self._webhook_message(it, call.params["message_id"]).to_payload()
 
+    def _check_open(self, channel: FakeChannel | None) -> None:
+        """A closed (archived) thread's messages cannot be edited (400 Thread is archived, 50083)."""
+        if channel is not None and channel.archived:
+            raise ApiError(400, 50083, "Thread is archived")
+
     async def _r_webhook_edit(self, call: _Call) -> tuple[int, Any]:
         it = self._interaction_for_token(call)
         msg = self._webhook_message(it, call.params["message_id"])
+        self._check_open(self.channels.get(msg.channel_id))
         self._check_upload_sizes(call.uploads, it.attachment_size_limit)
         self._check_edit_age(msg)
         self._apply_payload(msg, call.body or {}, call.uploads, creating=False, via="webhook")

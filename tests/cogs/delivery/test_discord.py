@@ -320,6 +320,9 @@ async def test_discord_error_codes_map_to_what_the_delivery_does_next(rig: Rig) 
     assert isinstance(await refusal(rig, placement, channel, 404, 10003), NowhereToPost)
     assert isinstance(await refusal(rig, placement, channel, 403, 50001), NowhereToPost)
     assert type(await refusal(rig, placement, token, 404, 10003)) is discord.NotFound
+    # A closed thread's messages cannot be edited, through the token or not: a fresh one reopens it.
+    assert isinstance(await refusal(rig, placement, channel, 400, 50083), MessageUnusable)
+    assert isinstance(await refusal(rig, placement, token, 400, 50083), MessageUnusable)
 
     rig.guild.upload_limit = 2000  # a real 413 from the fake's size check
     with pytest.raises(TooLarge):
