@@ -22,6 +22,7 @@ awaits them. Run as a script, this module is the zygote (standard library only).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import json
@@ -138,6 +139,17 @@ class Zygote:
         self.alive = True
         self._reader = threading.Thread(target=self._read, args=(self._proc.stdout,), daemon=True)
         self._reader.start()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Let the zygote go (it exits when its stdin closes) and wait for it: none outlives pytest."""
+        with contextlib.suppress(OSError):
+            self._stdin.close()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
 
     def fork(
         self, script: Path, args: tuple[str, ...], cwd: Path, env: dict[str, str], log: Path
