@@ -85,7 +85,8 @@ class Jobs(commands.Cog):
             )
             return
         # A result that Discord let the bot post nowhere (a personal job's token spent and DMs
-        # refused, or its channel gone as it came): its requester gets the file, on this answer.
+        # refused, its channel gone as it came, or its file refused there): its requester gets the
+        # file, on this answer (an interaction's own: no channel permission needed).
         lines, parked = await self._parked(interaction, actor, job) if job.parked else ([], None)
         files = []
         message = await self.bot.core.reporter.job_message(job)

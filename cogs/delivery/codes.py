@@ -13,6 +13,7 @@ import discord
 
 __all__ = [
     "DISCORD_TROUBLE",
+    "CannotAttach",
     "DiscordCode",
     "MessageUnusable",
     "NowhereToPost",
@@ -54,6 +55,11 @@ class TooLarge(Exception):
 class MessageUnusable(Exception):
     """Discord refuses edits of the channel message (too old) or the job's message is gone: post a
     fresh one."""
+
+
+class CannotAttach(Exception):
+    """Discord refused the file on a channel message for the bot's permissions (403: Attach Files
+    taken away while the job ran); the message itself may still be edited."""
 
 
 class NowhereToPost(Exception):

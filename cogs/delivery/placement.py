@@ -25,7 +25,15 @@ from typing import Any, NoReturn
 import aiohttp
 import discord
 
-from cogs.delivery.codes import MessageUnusable, NowhereToPost, TokenDead, channel_closed, describe, translate
+from cogs.delivery.codes import (
+    CannotAttach,
+    MessageUnusable,
+    NowhereToPost,
+    TokenDead,
+    channel_closed,
+    describe,
+    translate,
+)
 from cogs.delivery.drawing import Drawing
 from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.notes import note_text
@@ -35,7 +43,7 @@ from cogs.delivery.target import Target, home
 from cogs.delivery.timings import DeliveryTimings
 from cogs.i18n import t
 from cogs.literal import link_text
-from framecast.app import Clock, Delivered, Job, JobState, ResultFile
+from framecast.app import Clock, Delivered, Job, JobState, Note, ResultFile
 
 __all__ = ["Placement", "Target"]
 
@@ -82,6 +90,18 @@ class Placement:
             slot.learn(parked=True)
             await self._drawing.save(slot)
             log.info("job %s: no place to post the result; it waits for its requester in /job", slot.job.id)
+            return Delivered(parked=True)
+        except CannotAttach:
+            # Attach Files was taken away while the job ran: the message shows the job finished,
+            # saying where its file waits (/job answers through its own interaction, which needs
+            # no channel permission), and pings its requester.
+            slot.learn(parked=True)
+            await self._drawing.save(slot)
+            log.info(
+                "job %s: the bot may not attach files in its channel; the file waits in /job", slot.job.id
+            )
+            with contextlib.suppress(NowhereToPost):
+                await self.show(slot, lambda target: self.draw(slot, target, delivery, file_refused=True))
             return Delivered(parked=True)
         return Delivered()
 
@@ -161,8 +181,11 @@ class Placement:
         assert channel is not None
         return channel
 
-    async def draw(self, slot: Slot, target: Target, delivery: Delivery | None) -> None:
-        """Edit `target` to show the job (with the delivery's file or link, in the same edit)."""
+    async def draw(
+        self, slot: Slot, target: Target, delivery: Delivery | None, *, file_refused: bool = False
+    ) -> None:
+        """Edit `target` to show the job (with the delivery's file or link, in the same edit;
+        `file_refused`: finished, without its file, which waits for its requester in /job)."""
         job = slot.job
         extra: tuple[str, ...] = ()
         files: list[discord.File] | None = None
@@ -172,7 +195,9 @@ class Placement:
             # Show the finished look together with the file, in one edit.
             shown = with_state(job, JobState.DELIVERED)
             result = delivery.result
-            if isinstance(result, ResultFile):
+            if file_refused:
+                extra = (note_text(Note.WAITS_IN_JOB, job),)
+            elif isinstance(result, ResultFile):
                 if result.notice is not None:
                     extra = (note_text(result.notice, job, url=""),)
                 files = [discord.File(io.BytesIO(result.data), filename=result.filename)]
@@ -246,6 +271,8 @@ class Placement:
                 return await channel.get_partial_message(int(target.message_id)).edit(**kwargs)
         except discord.HTTPException as exc:
             translated = translate(exc, via_token=target.via_token)
+            if translated is exc and files and not target.via_token and exc.status == 403:
+                raise CannotAttach() from None
             if translated is exc:
                 raise
             raise translated from None

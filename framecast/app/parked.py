@@ -2,7 +2,7 @@
 
 With user installs, a person's job whose interaction token is spent, and whose requester does not
 accept DMs from the bot, has nowhere to be posted, nor has a job whose channel was deleted (or hidden
-from the bot) while its result was being delivered: the chat side answers its delivery
+from the bot, or refused its file) while its result was being delivered: the chat side answers its delivery
 ``Delivered(parked=True)`` and marks the job in its chat record (:data:`~framecast.jobs.PARKED`,
 read as :attr:`Job.parked`), and the runner keeps a result it saved itself (an inline image) instead
 of forgetting it. This use case owns what happens next:

@@ -50,3 +50,4 @@ class Note(StrEnum):
     RESUMED = "resumed"  # the bot restarted and the job continues
     REENCODED = "reencoded"  # the file was re-encoded to fit the upload limit
     TOO_LARGE = "too_large"  # no file fits: the service's link is posted instead
+    WAITS_IN_JOB = "waits_in_job"  # the chat refused the file where the message is: /job hands it over

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from framecast.media import probe_video, sniff
+from tests.e2e.commands import answer
 from tests.e2e.harness import (
     StartWorld,
     World,
@@ -244,6 +245,41 @@ async def test_missing_channel_permissions_are_refused_at_once(
     assert job_rows(world) == {}
     assert [m for m in world.discord.messages_in(channel) if not m.ephemeral] == []
     assert bot_posts(world, channel) == []
+
+
+async def test_attach_files_taken_away_while_a_job_runs_leaves_its_file_waiting_in_job(world: World) -> None:
+    """An admin takes Attach Files from the bot after Alice's job moved to a channel message (its
+    token spent): the upload is refused, so the message shows the job finished, saying where the
+    file waits, Alice is pinged, and /job (an interaction: no channel permission) hands her the file."""
+    world.service.default_plan = TaskPlan(duration=2.0)
+    it = await world.video("attach taken away", age=MOVE_SOON)
+    job_id = await world.job_id(it)
+    moved = await world.wait_message(
+        lambda m: (
+            not m.ephemeral
+            and m.interaction is None
+            and bool(m.embeds)
+            and f"#{job_id}" in (m.embeds[0].get("title") or "")
+        ),
+        what="moved to a channel message",
+    )
+    await world.discord.set_bot_permissions(world.channel, TEXT_PERMISSIONS & ~ATTACH_FILES)
+    await wait_state(world, job_id, "delivered")
+    finished = await world.discord.wait_for(
+        lambda: f"/job id:{job_id}" in footer_of(moved) and status_of(moved).startswith("✅"),
+        timeout=10,
+        what="the message saying where the file waits",
+    )
+    assert finished and world.files_for(job_id) == []
+    await world.discord.wait_for(
+        lambda: any(world.alice.id in m.pinged_user_ids for m in world.discord.messages_in(world.channel)),
+        timeout=10,
+        what="Alice's ping",
+    )
+    look = await world.discord.slash(world.guild, world.channel, world.alice, "job", {"id": job_id})
+    shown = await answer(look)
+    assert [a.filename for a in shown.attachments] == [f"framecast-{job_id}.mp4"]
+    assert "unexpected error" not in world.bot.log_text()
 
 
 async def test_discord_5xx_during_delivery_is_retried_and_delivers_once(world: World) -> None:

@@ -25,6 +25,7 @@ from tests.e2e.harness import (
     status_of,
     task_for,
     wait_log,
+    wait_state,
 )
 from tests.fakes.gen_service import TaskPlan
 from tests.fakes.media import make_large_mp4
@@ -272,7 +273,7 @@ async def test_sigkill_after_a_link_without_its_credentials_was_posted_posts_it_
 
     await world.restart_bot()
     await wait_log(world, f"job {job_id} was already delivered before a restart")
-    assert job_rows(world)[job_id]["state"] == "delivered"
+    await wait_state(world, job_id, "delivered")  # recorded a moment after the log line
     edits = world.discord.requests_to("PATCH", "/messages/")
     assert [e for e in edits if linked in str((e.body or {}).get("content"))] == [held[0]]
 
