@@ -7,6 +7,8 @@ boost tier for channel messages; the fake refuses anything larger with 413 (code
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from framecast.media import probe_video, sniff
@@ -247,12 +249,11 @@ async def test_missing_channel_permissions_are_refused_at_once(
     assert bot_posts(world, channel) == []
 
 
-async def test_attach_files_taken_away_while_a_job_runs_leaves_its_file_waiting_in_job(world: World) -> None:
-    """An admin takes Attach Files from the bot after Alice's job moved to a channel message (its
-    token spent): the upload is refused, so the message shows the job finished, saying where the
-    file waits, Alice is pinged, and /job (an interaction: no channel permission) hands her the file."""
+async def moved_to_a_channel_message(world: World, prompt: str) -> tuple[Any, int, Any]:
+    """A video job old enough to move to a channel message (bot token) about a second after it is
+    asked, with a 2 s task: its interaction, its id and that message, once it is there."""
     world.service.default_plan = TaskPlan(duration=2.0)
-    it = await world.video("attach taken away", age=MOVE_SOON)
+    it = await world.video(prompt, age=MOVE_SOON)
     job_id = await world.job_id(it)
     moved = await world.wait_message(
         lambda m: (
@@ -263,6 +264,14 @@ async def test_attach_files_taken_away_while_a_job_runs_leaves_its_file_waiting_
         ),
         what="moved to a channel message",
     )
+    return it, job_id, moved
+
+
+async def test_attach_files_taken_away_while_a_job_runs_leaves_its_file_waiting_in_job(world: World) -> None:
+    """An admin takes Attach Files from the bot after Alice's job moved to a channel message (its
+    token spent): the upload is refused, so the message shows the job finished, saying where the
+    file waits, Alice is pinged, and /job (an interaction: no channel permission) hands her the file."""
+    it, job_id, moved = await moved_to_a_channel_message(world, "attach taken away")
     await world.discord.set_bot_permissions(world.channel, TEXT_PERMISSIONS & ~ATTACH_FILES)
     await wait_state(world, job_id, "delivered")
     finished = await world.discord.wait_for(
@@ -285,18 +294,7 @@ async def test_attach_files_taken_away_while_a_job_runs_leaves_its_file_waiting_
 async def test_discord_5xx_during_delivery_is_retried_and_delivers_once(world: World) -> None:
     # A job old enough to have moved to a channel message (bot token): there discord.py raises a 503
     # at once (webhook edits it retries itself), so the reporter's own retry is what saves the file.
-    world.service.default_plan = TaskPlan(duration=2.0)
-    it = await world.video("through a flaky Discord", age=MOVE_SOON)
-    job_id = await world.job_id(it)
-    await world.wait_message(
-        lambda m: (
-            not m.ephemeral
-            and m.interaction is None
-            and bool(m.embeds)
-            and f"#{job_id}" in (m.embeds[0].get("title") or "")
-        ),
-        what="moved to a channel message",
-    )
+    it, job_id, _ = await moved_to_a_channel_message(world, "through a flaky Discord")
     # As soon as the bot fetches the result, Discord fails its next channel edits with 503.
     await world.service.wait_for(lambda: any(r.path.startswith("/files/") for r in world.service.requests))
     world.discord.fail_next("PATCH /api/v10/channels", status=503, count=2)
