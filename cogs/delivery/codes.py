@@ -37,7 +37,6 @@ class DiscordCode(IntEnum):
     UNKNOWN_WEBHOOK = 10015  # the interaction token is unknown (expired long ago)
     MESSAGE_TOO_OLD = 30046  # no more edits of a message older than an hour
     MISSING_ACCESS = 50001  # the bot is not in that channel (a group DM, a server without it)
-    MISSING_PERMISSIONS = 50013  # the bot may see the channel but not post there
     THREAD_ARCHIVED = 50083  # a closed thread: its messages cannot be edited; a new one reopens it
     CANNOT_MESSAGE_USER = 50007  # the person does not accept DMs from the bot
     REQUEST_TOO_LARGE = 40005  # the upload is over the destination's limit (HTTP 413)
@@ -82,8 +81,8 @@ def translate(exc: discord.HTTPException, *, via_token: bool) -> Exception:
     :class:`TooLarge` for a 413, :class:`TokenDead` when the token is dead,
     :class:`MessageUnusable` when the message is gone (a moderator deleted it, through the token or
     not), its thread was closed, or a channel message cannot be edited any more,
-    :class:`NowhereToPost` when a channel
-    message's channel is gone or hidden from the bot; `exc` itself otherwise.
+    :class:`NowhereToPost` when a channel message's channel is gone or hidden from the bot; `exc`
+    itself otherwise.
     """
     if exc.status == 413 or exc.code == DiscordCode.REQUEST_TOO_LARGE:
         return TooLarge(str(exc.code))
