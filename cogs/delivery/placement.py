@@ -87,23 +87,23 @@ class Placement:
         try:
             await self.show(slot, lambda target: self.draw(slot, target, delivery))
         except NowhereToPost:
-            slot.learn(parked=True)
-            await self._drawing.save(slot)
-            log.info("job %s: no place to post the result; it waits for its requester in /job", slot.job.id)
-            return Delivered(parked=True)
+            return await self._park(slot, "no place to post the result")
         except CannotAttach:
             # Attach Files was taken away while the job ran: the message shows the job finished,
             # saying where its file waits (/job answers through its own interaction, which needs
             # no channel permission), and pings its requester.
-            slot.learn(parked=True)
-            await self._drawing.save(slot)
-            log.info(
-                "job %s: the bot may not attach files in its channel; the file waits in /job", slot.job.id
-            )
+            parked = await self._park(slot, "the bot may not attach files in its channel")
             with contextlib.suppress(NowhereToPost):
                 await self.show(slot, lambda target: self.draw(slot, target, delivery, file_refused=True))
-            return Delivered(parked=True)
+            return parked
         return Delivered()
+
+    async def _park(self, slot: Slot, why: str) -> Delivered:
+        """Record that the job's result waits for its requester in /job (``parked``)."""
+        slot.learn(parked=True)
+        await self._drawing.save(slot)
+        log.info("job %s: %s; it waits for its requester in /job", slot.job.id, why)
+        return Delivered(parked=True)
 
     async def redraw(self, slot: Slot) -> None:
         """Draw the job's current state where its message lives now (a no-op when it shows it)."""
