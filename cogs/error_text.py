@@ -227,7 +227,8 @@ def error_message(
     if isinstance(error, AdminRefused):
         return t(ADMIN_REFUSAL_KEYS[error.refusal], locale)
     if isinstance(error, MissingChannelPermissions):
-        names = ", ".join(p.replace("_", " ").title() for p in error.perms)
+        # As Discord's settings name them ("Send Messages in Threads": its small words stay small).
+        names = ", ".join(p.replace("_", " ").title().replace(" In ", " in ") for p in error.perms)
         return t("error_missing_permissions", locale, perms=names)
     if isinstance(error, ServerOnly):
         return t("userinstall_server_only", locale)

@@ -30,6 +30,12 @@ REQUIRED_PERMISSIONS = (
 )
 
 
+#: In a thread, Send Messages in Threads stands for Send Messages (which does not cover threads).
+THREAD_PERMISSIONS = tuple(
+    "send_messages_in_threads" if p == "send_messages" else p for p in REQUIRED_PERMISSIONS
+)
+
+
 #: What the bot's messages need where only the interaction can post (DMs, group DMs, servers without
 #: the bot): Discord grants these to user-installed apps there; the rest is not the bot's to have.
 PERSONAL_PERMISSIONS = ("embed_links", "attach_files")
@@ -194,7 +200,13 @@ def admin(interaction: discord.Interaction[Any]) -> Actor:
 def check_channel(interaction: discord.Interaction[Any]) -> None:
     """Refuse now, not at delivery time, when the bot cannot post or attach files here."""
     perms = interaction.app_permissions
-    needed = PERSONAL_PERMISSIONS if where(interaction).personal else REQUIRED_PERMISSIONS
+    needed: tuple[str, ...]
+    if where(interaction).personal:
+        needed = PERSONAL_PERMISSIONS
+    elif isinstance(interaction.channel, discord.Thread):
+        needed = THREAD_PERMISSIONS
+    else:
+        needed = REQUIRED_PERMISSIONS
     missing = [name for name in needed if not getattr(perms, name)]
     if missing:
         raise MissingChannelPermissions(missing)

@@ -27,6 +27,7 @@ from tests.fakes.discord_api import (
     ADMINISTRATOR,
     ATTACH_FILES,
     SEND_MESSAGES,
+    SEND_MESSAGES_IN_THREADS,
     TEXT_PERMISSIONS,
     CommandHidden,
     FakeChannel,
@@ -530,6 +531,14 @@ async def test_channel_messages_limits_and_rate_limits(
         world.channel.bot_permissions = TEXT_PERMISSIONS & ~SEND_MESSAGES
         with pytest.raises(discord.Forbidden) as err:
             await messageable.send("hello")
+        assert err.value.code == 50013
+        # in a thread, Send Messages in Threads is what counts, not Send Messages
+        thread = fake.add_thread(world.channel, "ideas")
+        in_thread = bot.get_partial_messageable(thread.id)
+        assert (await in_thread.send("in a thread")).content == "in a thread"
+        thread.bot_permissions = TEXT_PERMISSIONS & ~SEND_MESSAGES_IN_THREADS
+        with pytest.raises(discord.Forbidden) as err:
+            await in_thread.send("not in this one")
         assert err.value.code == 50013
         assert not fake.unknown_routes and not fake.fake_errors
 

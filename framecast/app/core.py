@@ -317,6 +317,7 @@ class Core(Generic[R]):
 
     async def _start(self) -> None:
         self.models.start()
+        await self.runner.fitter.sweep(self.store.get)
         self.restored = await self.scheduler.start()
         for job in self.restored:
             await self._resumed(job)

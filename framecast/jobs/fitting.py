@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -81,6 +81,11 @@ class ResultFitter:
     def forget(self, job_id: int) -> None:
         """The job's saved result is no longer needed (delivered, failed, or handed to its requester)."""
         self._results.forget(job_id)
+
+    async def sweep(self, lookup: Callable[[int], Awaitable[Job | None]]) -> None:
+        """At start-up: delete the saved results nobody needs any more (:meth:`LocalResults.sweep`)."""
+        if swept := await self._results.sweep(lookup):
+            log.info("deleted the saved results of %d finished jobs (left by a stop before their end)", swept)
 
     async def load(self, job: Job, client: GenerationClient | None, *, gate: Gate | None = None) -> bytes:
         """The result's bytes: the file the bot saved itself, or a download of the service's link.

@@ -14,11 +14,12 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from framecast import media
+from framecast.values.job import TERMINAL, Job
 
 __all__ = ["LocalResults", "fit_media", "start_daemon_thread"]
 
@@ -60,6 +61,30 @@ class LocalResults:
         for path in self.directory.glob(f"job-{job_id}.*"):
             with contextlib.suppress(OSError):
                 path.unlink()
+
+    async def sweep(self, lookup: Callable[[int], Awaitable[Job | None]]) -> int:
+        """Delete the files of jobs that need them no more; how many jobs had some.
+
+        A crash between a job's end and :meth:`forget` (or a cancel while its create answered with
+        the image) leaves its file here for ever: at start-up, every file whose job `lookup` finds
+        finished and not parked for its requester, or does not find, goes. Files of unfinished jobs
+        stay (another process on the same store may be about to deliver one).
+        """
+        held: dict[int, list[Path]] = {}
+        for path in self.directory.glob("job-*.*") if self.directory.is_dir() else ():
+            number = path.name.removeprefix("job-").split(".", 1)[0]
+            if number.isdigit():
+                held.setdefault(int(number), []).append(path)
+        swept = 0
+        for job_id, paths in held.items():
+            job = await lookup(job_id)
+            if job is not None and (job.state not in TERMINAL or job.parked):
+                continue
+            swept += 1
+            for path in paths:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        return swept
 
 
 def start_daemon_thread(fn: Callable[..., _T], /, *args: Any) -> asyncio.Future[_T]:

@@ -205,3 +205,26 @@ async def test_it_is_fitted_to_the_asking_interactions_limit(core: Core[QuietCha
     tiny = await core.parked.fetch(Actor(ALICE, ALICE), job.id, limit=64)
     assert tiny == ParkedUnavailable(job.id, ParkedProblem.TOO_LARGE)
     assert saved(core).find(job.id) is not None
+
+
+async def test_a_restart_deletes_the_saved_copies_nobody_waits_for_and_keeps_the_parked_one(
+    core: Core[QuietChat],
+) -> None:
+    """A stop between a job's end and the deletion of its saved image leaves the file behind for
+    ever: the next start deletes it (a half-written copy and a file of no job too), and keeps the
+    parked result, still waiting for its requester."""
+    picture = make_png(64, 64)
+    parked = await delivered_job(core, JobKind.IMAGE, image=picture)
+    posted = await delivered_job(core, JobKind.IMAGE, image=picture, parked=False)  # never forgotten
+    results = saved(core)
+    (results.directory / f"job-{posted.id}.png.tmp").write_bytes(picture[:10])
+    results.save(999_999, picture)
+    await core.close()
+
+    again = await asyncio.wait_for(Core.open(core.settings, reporter=quiet_chat), WAIT)
+    try:
+        assert sorted(p.name for p in results.directory.iterdir()) == [f"job-{parked.id}.png"]
+        got = await again.parked.fetch(Actor(ALICE, ALICE), parked.id, limit=10 * MiB)
+        assert isinstance(got, ParkedFile) and got.data == picture
+    finally:
+        await again.close()

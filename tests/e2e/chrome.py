@@ -95,13 +95,27 @@ class Chrome:
 
     def _navigating(self, act: Callable[[], object]) -> None:
         # Wait until the page `act` leads to has replaced this one (the old root goes stale).
+        from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
         from selenium.webdriver.common.by import By
-        from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.ui import WebDriverWait
 
         old = self.driver.find_element(By.TAG_NAME, "html")
+
+        def replaced(_driver: object) -> bool:
+            try:
+                old.is_enabled()
+            except StaleElementReferenceException:
+                return True
+            except WebDriverException as exc:
+                # Asked while the old document is being torn down, Chromium answers that the node
+                # "does not belong to the document" instead of calling it stale: it is gone all the same.
+                if "does not belong to the document" in (exc.msg or ""):
+                    return True
+                raise
+            return False
+
         act()
-        WebDriverWait(self.driver, 20).until(expected_conditions.staleness_of(old))
+        WebDriverWait(self.driver, 20).until(replaced)
 
     async def click(self, css: str) -> None:
         """Click the first element matching `css` and wait for the page it leads to."""

@@ -24,7 +24,7 @@ from tests.e2e.harness import (
     status_of,
     wait_state,
 )
-from tests.fakes.discord_api import ATTACH_FILES, SEND_MESSAGES, TEXT_PERMISSIONS
+from tests.fakes.discord_api import ATTACH_FILES, SEND_MESSAGES, SEND_MESSAGES_IN_THREADS, TEXT_PERMISSIONS
 from tests.fakes.gen_service import TaskPlan
 from tests.fakes.media import make_large_mp4, make_large_png
 
@@ -247,6 +247,37 @@ async def test_missing_channel_permissions_are_refused_at_once(
     assert job_rows(world) == {}
     assert [m for m in world.discord.messages_in(channel) if not m.ephemeral] == []
     assert bot_posts(world, channel) == []
+
+
+async def test_in_a_thread_the_bot_needs_send_messages_in_threads_not_send_messages(
+    start: StartWorld,
+) -> None:
+    """Discord lets the bot post in a thread with Send Messages in Threads, and Send Messages does not
+    cover threads: a thread without the first is refused at once, naming it (not parked once the
+    token is spent); one with it and without Send Messages gets its file on a fresh message."""
+
+    def threads(w: World) -> None:
+        for name in ("no threads", "threads only"):
+            w.discord.add_thread(w.channel, name)
+
+    world = await start(setup=threads)
+    refused, allowed = world.guild.threads
+    refused.bot_permissions = TEXT_PERMISSIONS & ~SEND_MESSAGES_IN_THREADS
+    allowed.bot_permissions = TEXT_PERMISSIONS & ~SEND_MESSAGES
+    it = await world.discord.slash(world.guild, refused, world.alice, "video", {"prompt": "a quiet thread"})
+    kind, data = await it.wait_response()
+    assert kind == 4 and data is not None and data["flags"] & 64
+    assert "Send Messages in Threads" in data["content"]
+    assert job_rows(world) == {}
+
+    world.service.default_plan = TaskPlan(duration=2.0)
+    it = await world.discord.slash(
+        world.guild, allowed, world.alice, "video", {"prompt": "a busy thread"}, age=MOVE_SOON
+    )
+    job_id = await world.job_id(it)
+    delivered = await world.delivered(it)
+    assert delivered.channel_id == allowed.id and delivered.interaction is None  # the bot's own post
+    await wait_state(world, job_id, "delivered")
 
 
 async def moved_to_a_channel_message(world: World, prompt: str) -> tuple[Any, int, Any]:

@@ -2865,7 +2865,8 @@ class FakeDiscord:
                 raise ApiError(403, 50007, "Cannot send messages to this user")
             return
         perms = channel.bot_permissions
-        if not perms & SEND_MESSAGES:
+        # Send Messages does not cover threads: Send Messages in Threads does (Discord's permissions).
+        if not perms & (SEND_MESSAGES if channel.parent is None else SEND_MESSAGES_IN_THREADS):
             raise ApiError(403, 50013, "Missing Permissions")
         if call.uploads and not perms & ATTACH_FILES:
             raise ApiError(403, 50013, "Missing Permissions")
