@@ -17,6 +17,7 @@ __all__ = [
     "DiscordCode",
     "MessageUnusable",
     "NowhereToPost",
+    "ThreadClosed",
     "TokenDead",
     "TooLarge",
     "channel_closed",
@@ -54,6 +55,11 @@ class TooLarge(Exception):
 class MessageUnusable(Exception):
     """Discord refuses edits of the channel message (too old) or the job's message is gone: post a
     fresh one."""
+
+
+class ThreadClosed(MessageUnusable):
+    """The job's thread was closed (archived) by a moderator or by inactivity: its messages cannot be
+    edited until it reopens, and a fresh message would reopen it."""
 
 
 class CannotAttach(Exception):
@@ -95,8 +101,8 @@ def translate(exc: discord.HTTPException, *, via_token: bool) -> Exception:
         return MessageUnusable()
     if exc.code == DiscordCode.THREAD_ARCHIVED:
         # A moderator (or inactivity) closed the job's thread: a fresh message reopens it, as a
-        # member's would; the job goes on there.
-        return MessageUnusable()
+        # member's would; the job's end goes on there (its progress waits: Placement.redraw).
+        return ThreadClosed()
     # The channel message's channel is gone, or out of the bot's sight: no fresh message could go there.
     gone = (DiscordCode.UNKNOWN_CHANNEL, DiscordCode.UNKNOWN_GUILD, DiscordCode.MISSING_ACCESS)
     if not via_token and exc.code in gone:

@@ -29,6 +29,7 @@ from cogs.delivery.codes import (
     CannotAttach,
     MessageUnusable,
     NowhereToPost,
+    ThreadClosed,
     TokenDead,
     channel_closed,
     describe,
@@ -106,10 +107,17 @@ class Placement:
         return Delivered(parked=True)
 
     async def redraw(self, slot: Slot) -> None:
-        """Draw the job's current state where its message lives now (a no-op when it shows it)."""
+        """Draw the job's current state where its message lives now (a no-op when it shows it).
+
+        In a thread a moderator closed, only the job's end is drawn (on a fresh message, which
+        reopens the thread as a member's would): its progress and place in the queue are not news
+        enough to reopen it, nor worth a refused edit each.
+        """
+        if slot.thread_closed and not slot.job.is_terminal:
+            return
         with contextlib.suppress(NowhereToPost):
             # A personal job nobody can be shown: its result still waits in /job when it comes.
-            await self.show(slot, lambda target: self.draw(slot, target, None))
+            await self.show(slot, lambda target: self.draw(slot, target, None), reopen=slot.job.is_terminal)
 
     async def landed(self, slot: Slot) -> None:
         """The result was found on the message: mention the requester if a crash cut the ping off."""
@@ -146,8 +154,11 @@ class Placement:
         return min(2.0, self._timings.token_margin / 2)
 
     # -- acting -------------------------------------------------------------------------------------
-    async def show(self, slot: Slot, send: Callable[[Target], Awaitable[None]]) -> None:
-        """Call `send` with the job's message, moving it first when the current one cannot be used."""
+    async def show(
+        self, slot: Slot, send: Callable[[Target], Awaitable[None]], *, reopen: bool = True
+    ) -> None:
+        """Call `send` with the job's message, moving it first when the current one cannot be used
+        (`reopen`: also out of a closed thread, which the fresh message reopens; else it waits)."""
         for _ in range(_PLACES_TRIED):
             target = await self.target(slot)
             try:
@@ -156,6 +167,13 @@ class Placement:
             except TokenDead:
                 slot.learn(token_dead=True)
                 await self._drawing.save(slot)
+            except ThreadClosed:
+                if not reopen:
+                    slot.thread_closed = True
+                    log.info("job %s: its thread was closed; its end will reopen it", slot.job.id)
+                    return
+                slot.thread_closed = False
+                await self.move(slot, reason="refused", point_old=False)
             except MessageUnusable:
                 # Discord refuses edits of this message (30046) or it is gone (10008, also the
                 # interaction's own answer): a fresh one, and no further attempt on the old one.

@@ -220,3 +220,36 @@ async def test_a_thread_a_moderator_closes_while_jobs_run_there_gets_their_resul
             [message] = [m for m in world.discord.messages_in(thread) if m.attachments]
             assert message.interaction is None  # a fresh message, sent with the bot's token
     assert "unexpected error" not in world.bot.log_text()
+
+
+async def test_progress_in_a_thread_a_moderator_closed_does_not_reopen_it_its_result_does(
+    start: StartWorld,
+) -> None:
+    """Alice's job runs in a thread; a moderator closes it. The next progress edit is refused, and
+    the bot stops drawing progress there: it does not post a fresh message that would reopen the
+    thread for a percentage. Its result does (as a member's message would)."""
+    world = await start(setup=lambda w: w.discord.add_thread(w.channel, "ideas"))
+    [thread] = world.guild.threads
+    world.service.default_plan = TaskPlan(polls=FOREVER)  # progress 0 % until told otherwise
+    prompt = "progress in a closed thread"
+    asked = await world.discord.slash(world.guild, thread, world.alice, "video", {"prompt": prompt})
+    job_id = await world.job_id(asked)
+    await wait_state(world, job_id, "running")
+    await world.discord.archive_thread(thread)
+    task = task_for(world, prompt)
+    polled = task.polls
+    task.plan = TaskPlan(polls=polled + 6)  # each of the next six polls reports more progress
+
+    def refused_edits() -> int:
+        return sum(r.code == 50083 for r in world.discord.requests if r.method == "PATCH")
+
+    await world.discord.wait_for(lambda: refused_edits() >= 1, what="a progress edit refused")
+    await world.discord.wait_for(lambda: task.polls >= polled + 4, what="progress past the refusal")
+    assert thread.archived and refused_edits() == 1  # no fresh message, and no edit tried again
+    assert world.discord.messages_in(thread) == [asked.original]
+
+    await wait_state(world, job_id, "delivered")
+    assert not thread.archived
+    [message] = [m for m in world.discord.messages_in(thread) if m.attachments]
+    assert message.interaction is None and len(world.files_for(job_id)) == 1
+    assert "unexpected error" not in world.bot.log_text()

@@ -24,7 +24,7 @@ import pytest
 import yarl
 
 from cogs.delivery import DeliveryTimings, DiscordReporter, record_for, result_attachments
-from cogs.delivery.codes import MessageUnusable, NowhereToPost, TokenDead, TooLarge
+from cogs.delivery.codes import MessageUnusable, NowhereToPost, ThreadClosed, TokenDead, TooLarge
 from cogs.delivery.drawing import Drawing
 from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.limits import UPLOAD_SLACK, limit_below
@@ -320,9 +320,10 @@ async def test_discord_error_codes_map_to_what_the_delivery_does_next(rig: Rig) 
     assert isinstance(await refusal(rig, placement, channel, 404, 10003), NowhereToPost)
     assert isinstance(await refusal(rig, placement, channel, 403, 50001), NowhereToPost)
     assert type(await refusal(rig, placement, token, 404, 10003)) is discord.NotFound
-    # A closed thread's messages cannot be edited, through the token or not: a fresh one reopens it.
-    assert isinstance(await refusal(rig, placement, channel, 400, 50083), MessageUnusable)
-    assert isinstance(await refusal(rig, placement, token, 400, 50083), MessageUnusable)
+    # A closed thread's messages cannot be edited, through the token or not: a fresh one would
+    # reopen it (its end does; its progress waits).
+    assert isinstance(await refusal(rig, placement, channel, 400, 50083), ThreadClosed)
+    assert isinstance(await refusal(rig, placement, token, 400, 50083), ThreadClosed)
 
     rig.guild.upload_limit = 2000  # a real 413 from the fake's size check
     with pytest.raises(TooLarge):
