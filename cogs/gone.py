@@ -1,6 +1,6 @@
 """Places that go away under queued and running jobs: a deleted channel or thread, a server that
 removed the bot (or was deleted). The core ends their unfinished jobs (framecast/app/places_gone.py);
-this cog only tells it what Discord said is gone.
+this cog only tells it what Discord said is gone, and the chat side which closed thread is open again.
 
 discord.py reports a deleted channel's cached threads as deleted too (``raw_thread_delete``), and
 a guild's removal only when it was not merely an outage (``guild_remove``, not
@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 
 class PlacesGone(commands.Cog):
-    """Tells the core which channels, threads and servers are gone."""
+    """Tells the core which channels, threads and servers are gone (and the chat side which threads
+    opened again)."""
 
     def __init__(self, bot: Framecast) -> None:
         self.bot = bot
@@ -44,6 +45,18 @@ class PlacesGone(commands.Cog):
         await _unless_the_store_is_out(
             self.bot.core.gone.channels_gone(payload.guild_id, (payload.thread_id,))
         )
+
+    @commands.Cog.listener()
+    async def on_thread_join(self, thread: discord.Thread) -> None:
+        """A thread came into the bot's cache: new, or a closed one opened again (discord.py drops
+        closed threads from its cache). Its jobs' progress shows there again."""
+        self.bot.core.reporter.thread_opened(thread.id)
+
+    @commands.Cog.listener()
+    async def on_thread_update(self, before: discord.Thread, after: discord.Thread) -> None:
+        """A thread still in the cache changed; open, its jobs' progress shows there."""
+        if not after.archived:
+            self.bot.core.reporter.thread_opened(after.id)
 
     @commands.Cog.listener()
     async def on_guild_remove(self, guild: discord.Guild) -> None:

@@ -132,6 +132,8 @@ class Placement:
         record = slot.record
         if slot.job.is_terminal or record.channel_message_id or not record.token or record.dm_refused:
             return None
+        if slot.thread_closed:
+            return None  # nothing is drawn in a closed thread before the job's end: it moves then
         return max(0.0, record.token_expires_at - self._timings.token_margin - self._clock.time())
 
     # -- decisions ----------------------------------------------------------------------------------

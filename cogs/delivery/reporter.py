@@ -201,6 +201,14 @@ class DiscordReporter:
             if slot is not None:
                 slot.wake.set()
 
+    def thread_opened(self, thread_id: int) -> None:
+        """A closed thread is open again (a member posted there, or a moderator reopened it): its
+        jobs' progress is drawn there again (see ``Placement.redraw``)."""
+        for slot in self._workers.in_channel(thread_id):
+            if slot.thread_closed:
+                slot.thread_closed = False
+                slot.wake.set()
+
     async def close(self, timeout: float = 5.0) -> None:
         """Stop every job's worker (their state is in the database; nothing is lost)."""
         await self._workers.close(timeout)

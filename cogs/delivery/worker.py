@@ -90,6 +90,10 @@ class Workers:
         """The job's slot, if it has one."""
         return self._slots.get(job_id)
 
+    def in_channel(self, channel_id: int) -> list[Slot]:
+        """The slots of the jobs asked for in channel (or thread) `channel_id`."""
+        return [slot for slot in self._slots.values() if slot.job.channel_id == channel_id]
+
     def slot(self, job: Job) -> Slot:
         """The job's slot, created (with its task) if needed; a task that ended is started again."""
         slot = self._slots.get(job.id)

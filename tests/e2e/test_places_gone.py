@@ -16,6 +16,15 @@ def pinged(world: World, user_id: int) -> bool:
     return any(user_id in m.pinged_user_ids for m in world.discord.messages_in(world.channel))
 
 
+#: A token age that leaves the job's interaction token about three seconds (TOKEN_MARGIN is 2 s).
+TOKEN_GONE_SOON = 895.0
+
+
+def refused_edits(world: World) -> int:
+    """Edits Discord refused because their thread is closed (50083)."""
+    return sum(r.code == 50083 for r in world.discord.requests if r.method == "PATCH")
+
+
 async def end_as_channel_gone(world: World, *job_ids: int) -> None:
     """Each job fails with the reason ``channel_gone``."""
     for job_id in job_ids:
@@ -240,16 +249,49 @@ async def test_progress_in_a_thread_a_moderator_closed_does_not_reopen_it_its_re
     polled = task.polls
     task.plan = TaskPlan(polls=polled + 6)  # each of the next six polls reports more progress
 
-    def refused_edits() -> int:
-        return sum(r.code == 50083 for r in world.discord.requests if r.method == "PATCH")
-
-    await world.discord.wait_for(lambda: refused_edits() >= 1, what="a progress edit refused")
+    await world.discord.wait_for(lambda: refused_edits(world) >= 1, what="a progress edit refused")
     await world.discord.wait_for(lambda: task.polls >= polled + 4, what="progress past the refusal")
-    assert thread.archived and refused_edits() == 1  # no fresh message, and no edit tried again
+    assert thread.archived and refused_edits(world) == 1  # no fresh message, and no edit tried again
     assert world.discord.messages_in(thread) == [asked.original]
 
     await wait_state(world, job_id, "delivered")
     assert not thread.archived
     [message] = [m for m in world.discord.messages_in(thread) if m.attachments]
     assert message.interaction is None and len(world.files_for(job_id)) == 1
+    assert "unexpected error" not in world.bot.log_text()
+
+
+async def test_a_closed_thread_opened_again_shows_its_jobs_progress_again(start: StartWorld) -> None:
+    """A moderator closes the thread of Alice's job, and its progress stops there; a member opens it
+    again (a message), and the progress shows again, on a fresh message once the job's interaction
+    token ran out meanwhile (about three seconds after the command); the result follows."""
+    world = await start(setup=lambda w: w.discord.add_thread(w.channel, "ideas"))
+    [thread] = world.guild.threads
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    prompt = "a thread closed, then open again"
+    asked = await world.discord.slash(
+        world.guild, thread, world.alice, "video", {"prompt": prompt}, age=TOKEN_GONE_SOON
+    )
+    job_id = await world.job_id(asked)
+    await wait_state(world, job_id, "running")
+    await world.discord.archive_thread(thread)
+    task = task_for(world, prompt)
+    polled = task.polls
+    task.plan = TaskPlan(polls=polled + 12)
+    await world.discord.wait_for(lambda: refused_edits(world) >= 1, what="a progress edit refused")
+    await world.discord.wait_for(lambda: task.polls >= polled + 3, what="progress past the refusal")
+    task.plan = TaskPlan(polls=FOREVER)  # it runs until told, having shown progress nobody saw yet
+    assert thread.archived and refused_edits(world) == 1
+
+    seen = len(world.discord.requests)
+    await world.discord.reopen_thread(thread)
+
+    def drawn_again() -> bool:
+        return any(r.method in ("PATCH", "POST") and r.status == 200 for r in world.discord.requests[seen:])
+
+    await world.discord.wait_for(drawn_again, what="progress drawn again")
+    task.plan = TaskPlan(polls=0)
+    await wait_state(world, job_id, "delivered")
+    [message] = [m for m in world.discord.messages_in(thread) if m.attachments]
+    assert len(world.files_for(job_id)) == 1 and refused_edits(world) == 1
     assert "unexpected error" not in world.bot.log_text()

@@ -1633,6 +1633,13 @@ class FakeDiscord:
         thread.archived, thread.locked = True, locked
         await self._thread_changed(thread)
 
+    async def reopen_thread(self, thread: FakeChannel) -> None:
+        """A member posts in a closed thread (or a moderator opens it again): it is open, unlocked,
+        and the bot is told (THREAD_UPDATE)."""
+        assert thread.guild is not None and thread.parent is not None, "a guild's thread"
+        thread.archived = thread.locked = False
+        await self._thread_changed(thread)
+
     async def _thread_changed(self, thread: FakeChannel) -> None:
         assert thread.guild is not None
         await self._dispatch_guild_event(thread.guild.id, "THREAD_UPDATE", thread.to_payload(), INTENT_GUILDS)
