@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import io
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
@@ -109,15 +110,19 @@ class Placement:
     async def redraw(self, slot: Slot) -> None:
         """Draw the job's current state where its message lives now (a no-op when it shows it).
 
-        In a thread a moderator closed, only the job's end is drawn (on a fresh message, which
-        reopens the thread as a member's would): its progress and place in the queue are not news
-        enough to reopen it, nor worth a refused edit each.
+        In a thread a moderator closed, only the job's first look here (the member's own command,
+        or the job back after a restart) and its end are drawn, on a fresh message, which reopens
+        the thread as a member's would: its progress and place in the queue are not news enough to
+        reopen it, nor worth a refused edit each.
         """
         if slot.thread_closed and not slot.job.is_terminal:
             return
+        first = slot.last_edit == -math.inf
         with contextlib.suppress(NowhereToPost):
             # A personal job nobody can be shown: its result still waits in /job when it comes.
-            await self.show(slot, lambda target: self.draw(slot, target, None), reopen=slot.job.is_terminal)
+            await self.show(
+                slot, lambda target: self.draw(slot, target, None), reopen=first or slot.job.is_terminal
+            )
 
     async def landed(self, slot: Slot) -> None:
         """The result was found on the message: mention the requester if a crash cut the ping off."""

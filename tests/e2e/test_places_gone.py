@@ -4,6 +4,7 @@ the jobs still end (delivered where they can be, else failed), and the rest of t
 from __future__ import annotations
 
 import functools
+import re
 
 from tests.e2e.commands import FOREVER, answer, text_of
 from tests.e2e.harness import StartWorld, World, service_creates, task_for, wait_state
@@ -295,3 +296,25 @@ async def test_a_closed_thread_opened_again_shows_its_jobs_progress_again(start:
     [message] = [m for m in world.discord.messages_in(thread) if m.attachments]
     assert len(world.files_for(job_id)) == 1 and refused_edits(world) == 1
     assert "unexpected error" not in world.bot.log_text()
+
+
+async def test_a_job_asked_in_a_closed_thread_is_shown_there_at_once(start: StartWorld) -> None:
+    """Bob asks in a thread a moderator closed: his job's first look is his own command's answer, so
+    it is posted (on a fresh message, since the closed thread refuses the edit of the first one,
+    reopening it as his message would), not held back like progress."""
+    world = await start(setup=lambda w: w.discord.add_thread(w.channel, "ideas"))
+    [thread] = world.guild.threads
+    await world.discord.archive_thread(thread)
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    prompt = "asked while closed"
+    await world.discord.slash(world.guild, thread, world.bob, "video", {"prompt": prompt})
+    shown = await world.wait_message(
+        lambda m: m.channel_id == thread.id and bool(m.embeds) and m.embeds[0].get("description") == prompt,
+        what="the job shown in the thread",
+    )
+    assert not thread.archived
+    job_id = int(re.findall(r"#(\d+)", shown.embeds[0]["title"])[0])
+    await wait_state(world, job_id, "running")
+    task_for(world, prompt).plan = TaskPlan(polls=0)
+    await wait_state(world, job_id, "delivered")
+    assert len(world.files_for(job_id)) == 1
