@@ -110,19 +110,19 @@ class Placement:
     async def redraw(self, slot: Slot) -> None:
         """Draw the job's current state where its message lives now (a no-op when it shows it).
 
-        In a thread a moderator closed, only the job's first look here (the member's own command,
-        or the job back after a restart) and its end are drawn, on a fresh message, which reopens
-        the thread as a member's would: its progress and place in the queue are not news enough to
-        reopen it, nor worth a refused edit each.
+        In a closed thread only the job's first look (its member's command, or after a restart) and
+        its end are drawn, on a fresh message that reopens the thread as a member's would: progress
+        is not worth reopening it. Where the message can go nowhere (channel deleted or closed to
+        the bot, DMs refused), nothing is drawn before the end, whose result then waits in /job
+        (tried again at once past a token's deadline, that was a tight loop of refusals).
         """
-        if slot.thread_closed and not slot.job.is_terminal:
+        if slot.place_closed and not slot.job.is_terminal:
             return
-        first = slot.last_edit == -math.inf
-        with contextlib.suppress(NowhereToPost):
-            # A personal job nobody can be shown: its result still waits in /job when it comes.
-            await self.show(
-                slot, lambda target: self.draw(slot, target, None), reopen=first or slot.job.is_terminal
-            )
+        reopen = slot.last_edit == -math.inf or slot.job.is_terminal
+        try:
+            await self.show(slot, lambda target: self.draw(slot, target, None), reopen=reopen)
+        except NowhereToPost:
+            slot.place_closed = True
 
     async def landed(self, slot: Slot) -> None:
         """The result was found on the message: mention the requester if a crash cut the ping off."""
@@ -137,8 +137,8 @@ class Placement:
         record = slot.record
         if slot.job.is_terminal or record.channel_message_id or not record.token or record.dm_refused:
             return None
-        if slot.thread_closed:
-            return None  # nothing is drawn in a closed thread before the job's end: it moves then
+        if slot.place_closed:
+            return None  # nothing is drawn in a closed place before the job's end: it moves then
         return max(0.0, record.token_expires_at - self._timings.token_margin - self._clock.time())
 
     # -- decisions ----------------------------------------------------------------------------------
@@ -176,10 +176,10 @@ class Placement:
                 await self._drawing.save(slot)
             except ThreadClosed:
                 if not reopen:
-                    slot.thread_closed = True
+                    slot.place_closed = True
                     log.info("job %s: its thread was closed; its end will reopen it", slot.job.id)
                     return
-                slot.thread_closed = False
+                slot.place_closed = False
                 await self.move(slot, reason="refused", point_old=False)
             except MessageUnusable:
                 # Discord refuses edits of this message (30046) or it is gone (10008, also the

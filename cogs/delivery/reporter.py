@@ -205,8 +205,8 @@ class DiscordReporter:
         """A closed thread is open again (a member posted there, or a moderator reopened it): its
         jobs' progress is drawn there again (see ``Placement.redraw``)."""
         for slot in self._workers.in_channel(thread_id):
-            if slot.thread_closed:
-                slot.thread_closed = False
+            if slot.place_closed:
+                slot.place_closed = False
                 slot.wake.set()
 
     async def close(self, timeout: float = 5.0) -> None:

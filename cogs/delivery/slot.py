@@ -51,9 +51,11 @@ class Slot:
     failed_attempts: int = 0
     #: Failed draws (state changes, moves) in a row: paced by ``retries.draw_pause``, logged once.
     failed_draws: int = 0
-    #: An edit was refused because a moderator closed the job's thread: nothing but the job's end is
-    #: drawn (``Placement.redraw``); in memory only (after a restart, one refused edit says it again).
-    thread_closed: bool = False
+    #: The job's place refuses the bot for now: a moderator closed its thread (an edit refused), or
+    #: its channel takes no new message from the bot (deleted, hidden or closed to it). Nothing but
+    #: the job's end is drawn (``Placement.redraw``); in memory only (after a restart, one refused
+    #: request says it again).
+    place_closed: bool = False
 
     def __post_init__(self) -> None:
         # A slot starts from a stored record: whatever floor it carries is saved already.

@@ -8,7 +8,7 @@ import re
 
 from tests.e2e.commands import FOREVER, answer, text_of
 from tests.e2e.harness import StartWorld, World, service_creates, task_for, wait_state
-from tests.fakes.discord_api import MANAGE_THREADS
+from tests.fakes.discord_api import MANAGE_THREADS, SEND_MESSAGES, TEXT_PERMISSIONS
 from tests.fakes.gen_service import RecordedRequest, TaskPlan
 
 
@@ -318,3 +318,36 @@ async def test_a_job_asked_in_a_closed_thread_is_shown_there_at_once(start: Star
     task_for(world, prompt).plan = TaskPlan(polls=0)
     await wait_state(world, job_id, "delivered")
     assert len(world.files_for(job_id)) == 1
+
+
+async def test_a_channel_closed_to_the_bot_under_a_running_job_is_not_asked_again_and_again(
+    start: StartWorld,
+) -> None:
+    """An admin takes Send Messages from the bot in the channel of Alice's running job, and the
+    job's interaction token runs out: it cannot move to a channel message. The bot tries once and
+    then draws nothing more there (each redraw tried again at once: hundreds of refused requests a
+    second, which Discord counts against the bot); the result tries once more, then waits for
+    Alice in /job."""
+    world = await start()
+    world.service.default_plan = TaskPlan(polls=FOREVER)
+    prompt = "a channel closing"
+    asked = await world.discord.slash(
+        world.guild, world.channel, world.alice, "video", {"prompt": prompt}, age=TOKEN_GONE_SOON
+    )
+    job_id = await world.job_id(asked)
+    world.channel.bot_permissions = TEXT_PERMISSIONS & ~SEND_MESSAGES
+    await wait_state(world, job_id, "running")
+    task = task_for(world, prompt)
+    polled = task.polls
+
+    def refused_posts() -> int:
+        posts = world.discord.requests_to("POST", f"/channels/{world.channel.id}/messages")
+        return sum(r.status == 403 for r in posts)
+
+    await world.discord.wait_for(lambda: refused_posts() >= 1, what="the move refused")
+    task.plan = TaskPlan(polls=task.polls + 6)  # progress at each of the next polls, then done
+    await wait_state(world, job_id, "delivered")
+    assert task.polls > polled + 6 and refused_posts() == 2  # the move, then the result's own try
+    look = await world.discord.slash(world.guild, world.channel, world.alice, "job", {"id": job_id})
+    shown = await answer(look)
+    assert [a.filename for a in shown.attachments] == [f"framecast-{job_id}.mp4"]
