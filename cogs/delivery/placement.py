@@ -135,10 +135,10 @@ class Placement:
     def until_move(self, slot: Slot) -> float | None:
         """Seconds until the job must leave its interaction token (None when it already has)."""
         record = slot.record
-        if slot.job.is_terminal or record.channel_message_id or not record.token or record.dm_refused:
+        if slot.job.is_terminal or slot.place_closed or record.channel_message_id:
+            return None  # (a closed place draws nothing before the job's end, which moves it then)
+        if not record.token or record.dm_refused:
             return None
-        if slot.place_closed:
-            return None  # nothing is drawn in a closed place before the job's end: it moves then
         return max(0.0, record.token_expires_at - self._timings.token_margin - self._clock.time())
 
     # -- decisions ----------------------------------------------------------------------------------

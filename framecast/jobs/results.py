@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from framecast import media
-from framecast.values.job import TERMINAL, Job
+from framecast.values.job import Job
 
 __all__ = ["LocalResults", "fit_media", "start_daemon_thread"]
 
@@ -70,20 +70,14 @@ class LocalResults:
         finished and not parked for its requester, or does not find, goes. Files of unfinished jobs
         stay (another process on the same store may be about to deliver one).
         """
-        held: dict[int, list[Path]] = {}
-        for path in self.directory.glob("job-*.*") if self.directory.is_dir() else ():
-            number = path.name.removeprefix("job-").split(".", 1)[0]
-            if number.isdigit():
-                held.setdefault(int(number), []).append(path)
+        names = (p.name for p in self.directory.glob("job-*.*")) if self.directory.is_dir() else ()
+        held = {int(n) for name in names if (n := name.removeprefix("job-").split(".", 1)[0]).isdigit()}
         swept = 0
-        for job_id, paths in held.items():
+        for job_id in sorted(held):
             job = await lookup(job_id)
-            if job is not None and (job.state not in TERMINAL or job.parked):
-                continue
-            swept += 1
-            for path in paths:
-                with contextlib.suppress(OSError):
-                    path.unlink()
+            if job is None or (job.is_terminal and not job.parked):
+                self.forget(job_id)  # its .tmp too
+                swept += 1
         return swept
 
 
