@@ -15,13 +15,16 @@ import gc
 import random
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from framecast.clock import ScaledClock, SystemClock  # noqa: E402
+from framecast.config import Secret  # noqa: E402
 from framecast.keys.budget import RequestBudget  # noqa: E402
+from framecast.keys.spent import SpentRequests  # noqa: E402
 from framecast.values.service_requests import Priority  # noqa: E402
 
 Row = tuple[str, int, float, str]
@@ -36,6 +39,21 @@ async def sequential(n: int) -> Row:
             pass
     dt = time.perf_counter() - t0
     return ("sequential, limit not binding", n, dt, f"{dt / n * 1e6:.2f} us/acquisition")
+
+
+async def sequential_recorded(n: int) -> Row:
+    """As :func:`sequential`, with every grant and end recorded on disk (framecast.keys.spent)."""
+    with tempfile.TemporaryDirectory() as folder:
+        clock = SystemClock()
+        spent = SpentRequests.open(Path(folder) / "spent", window=60.0, clock=clock)
+        budget = RequestBudget(10**9, 60.0, clock=clock, spent=spent.on_key(Secret("sk-bench")))
+        t0 = time.perf_counter()
+        for _ in range(n):
+            async with budget.slot():
+                pass
+        dt = time.perf_counter() - t0
+        spent.close()
+    return ("sequential, each request recorded on disk", n, dt, f"{dt / n * 1e6:.2f} us/acquisition")
 
 
 async def concurrent(n: int) -> Row:
@@ -190,6 +208,7 @@ async def main(quick: bool) -> None:
     notes: list[str] = []
     gc.collect()
     rows.append(await sequential(10_000 * k))
+    rows.append(await sequential_recorded(10_000 * k))
     rows.append(await baseline_tasks(1_000 * k))
     rows.append(await concurrent(1_000 * k))
     rows.append(await parked(1_000 * k))

@@ -40,6 +40,7 @@ from framecast.keys.budget import KeptBudgets
 from framecast.keys.redis_names import check_secret, redis_error
 from framecast.keys.server_keys import OpenedKey, ServerKeys
 from framecast.keys.shared_budget import budget_key_id, connect, open_budget
+from framecast.keys.spent import SpentRequests
 from framecast.keys.vault import KeyVault, KeyVaultState
 from framecast.logsetup import mask_secrets
 from framecast.ops.metrics import UNCHECKED_KEY, Metrics, key_label
@@ -47,6 +48,7 @@ from framecast.planner.estimate import Estimate
 from framecast.planner.planner import Planner, PlannerSettings
 from framecast.planner.shared import SharedPlanState
 from framecast.service import GenerationClient
+from framecast.service.budget import Budget
 from framecast.service.errors import AuthError, ServiceError
 from framecast.storage import Store
 from framecast.values import Job, JobState
@@ -75,6 +77,7 @@ class Accounts:
         vault: KeyVault,
         planner_settings: PlannerSettings,
         metrics: Metrics | None = None,
+        spent: SpentRequests | None = None,
     ) -> None:
         """Use :meth:`open`: the operator's account must be opened before anything else."""
         self._settings = settings
@@ -100,8 +103,10 @@ class Accounts:
         self._key_changes = asyncio.Lock()
         # Budgets of keys no account uses: one checked before it is set, or one just removed.
         self._idle_budgets: KeptBudgets[Secret] = KeptBudgets(clock)
-        # One Redis connection pool for every key's shared budget (REDIS_URL); None: budgets in memory.
+        # One Redis connection pool for every key's shared budget (REDIS_URL); None: budgets in memory,
+        # recorded in `spent` (owned here from now on).
         self._redis = connect(settings.redis_url) if settings.redis_url is not None else None
+        self._spent = spent if self._redis is None else None
 
     async def redis_answers(self) -> bool:
         """Whether the Redis of the shared budgets answers a PING now (a readiness check; True without
@@ -128,11 +133,13 @@ class Accounts:
         vault: KeyVault,
         planner_settings: PlannerSettings,
         metrics: Metrics | None = None,
+        spent: SpentRequests | None = None,
     ) -> Accounts:
         """The operator's account plus one per server key in the store (when the vault can read them).
 
         With `metrics`, every request of every key is counted there, and each key's budget and
-        planner are shown under its label.
+        planner are shown under its label. `spent`: where the budgets in memory record what they
+        spend, so that a restart starts each key from what it spent (closed by :meth:`close`).
         """
         self = cls(
             settings=settings,
@@ -143,6 +150,7 @@ class Accounts:
             vault=vault,
             planner_settings=planner_settings,
             metrics=metrics,
+            spent=spent,
         )
         try:
             if self._redis is not None and settings.redis_key_secret is not None:
@@ -200,11 +208,15 @@ class Accounts:
         parts.users += 1
         return Account(owner=owner, last4=shown, parts=parts)
 
+    def _open_budget(self, key: Secret) -> Budget:
+        spent = self._spent.on_key(key) if self._spent is not None else None
+        return open_budget(self._settings, key, clock=self._clock, redis=self._redis, spent=spent)
+
     async def _open_parts(self, key: Secret, label: str) -> KeyParts:
         s = self._settings
         # Shared through Redis when REDIS_URL is set: every process on this key counts in one window.
         # A budget this key had a moment ago (its check, or its previous account) still counts.
-        budget = self._idle_budgets.take(key) or open_budget(s, key, clock=self._clock, redis=self._redis)
+        budget = self._idle_budgets.take(key) or self._open_budget(key)
         client = GenerationClient.from_settings(
             self._session,
             s.replace(gen_api_key=key),
@@ -385,9 +397,7 @@ class Accounts:
         if in_use is not None:
             return await _ask(in_use.client)
         s = self._settings
-        budget = self._idle_budgets.get(
-            secret, lambda: open_budget(s, secret, clock=self._clock, redis=self._redis)
-        )
+        budget = self._idle_budgets.get(secret, lambda: self._open_budget(secret))
         # Its requests count like any other, under the one label of unchecked keys (a key the
         # service refuses must leave no series of its own); its budget is not shown.
         client = GenerationClient.from_settings(
@@ -493,6 +503,8 @@ class Accounts:
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
         self._idle_budgets.close()
+        if self._spent is not None:
+            self._spent.close()
         mask_secrets(self, ())
         if self._redis is not None:
             redis, self._redis = self._redis, None

@@ -22,6 +22,7 @@ jobs keep their persisted state), :meth:`Core.close` releases the store and the 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
@@ -50,6 +51,7 @@ from framecast.jobs.outage import StoreOutage
 from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import JobRunner, RunnerSettings
 from framecast.jobs.scheduler import Scheduler
+from framecast.keys.spent import SpentRequests
 from framecast.keys.vault import KeyVault
 from framecast.ops.metrics import ActiveJobs, Metrics
 from framecast.planner.planner import PlannerSettings
@@ -171,7 +173,13 @@ class Core(Generic[R]):
             queues = GuildQueues()
             # First: every part below records into it (the accounts each key's requests and budget).
             metrics = metrics or Metrics()
-            # One budget, client and planner per API key: the operator's and each server's own.
+            # One budget, client and planner per API key: the operator's and each server's own. Without
+            # Redis each budget lives here, and is recorded beside the database for the next start.
+            spent = None
+            if s.redis_url is None:
+                path = s.database_path.parent / f"{owner}.spent-requests"
+                window = s.gen_rate_limit.window
+                spent = await asyncio.to_thread(SpentRequests.open, path, window=window, clock=clock)
             accounts = await Accounts.open(
                 settings=s,
                 session=session,
@@ -181,6 +189,7 @@ class Core(Generic[R]):
                 vault=vault,
                 planner_settings=_planner_settings(s),
                 metrics=metrics,
+                spent=spent,
             )
             undo.push_async_callback(accounts.close)
             models = ModelCache(

@@ -29,14 +29,14 @@ import random
 from collections import deque
 from collections.abc import Callable, Hashable
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from framecast.backoff import backoff_delay
 from framecast.clock import Clock
 from framecast.service.budget import Budget
 from framecast.values.service_requests import Priority
 
-__all__ = ["KeptBudgets", "Pushback", "RequestBudget"]
+__all__ = ["KeptBudgets", "Pushback", "RequestBudget", "SpendRecord"]
 
 log = logging.getLogger(__name__)
 
@@ -114,19 +114,32 @@ class _Waiter:
         return (self.priority, self.seq) < (other.priority, other.seq)
 
 
+class SpendRecord(Protocol):
+    """Where a budget records its grants and ends (:class:`framecast.keys.spent.SpentOnKey`)."""
+
+    def still_counting(self) -> list[float]: ...
+
+    def granted(self) -> int: ...
+
+    def ended(self, seq: int) -> None: ...
+
+
 class _Slot:
     """The async context manager returned by :meth:`RequestBudget.slot`."""
 
-    __slots__ = ("_budget", "_priority", "_held")
+    __slots__ = ("_budget", "_priority", "_held", "_seq")
 
     def __init__(self, budget: RequestBudget, priority: int) -> None:
         self._budget = budget
         self._priority = priority
         self._held = False
+        self._seq = 0
 
     async def __aenter__(self) -> None:
         await self._budget._acquire(self._priority)
         self._held = True
+        if (spent := self._budget._spent) is not None:
+            self._seq = spent.granted()
 
     async def __aexit__(
         self,
@@ -139,6 +152,8 @@ class _Slot:
             # The request may have reached the server even if it failed or was cancelled half-way,
             # so its end always counts.
             self._budget._release()
+            if (spent := self._budget._spent) is not None:
+                spent.ended(self._seq)
 
 
 class RequestBudget:
@@ -157,7 +172,10 @@ class RequestBudget:
         backoff_base: float = 2.0,
         backoff_max: float = 120.0,
         rng: random.Random | None = None,
+        spent: SpendRecord | None = None,
     ) -> None:
+        """`spent`: where the key's grants and ends are recorded, and the requests still counting in
+        its window that the process before this one sent (:mod:`framecast.keys.spent`)."""
         if limit < 1:
             raise ValueError("limit must be >= 1")
         if not window > 0:
@@ -171,7 +189,11 @@ class RequestBudget:
         self._clock = clock
         self._rng = rng or random.Random()
         self._in_flight = 0
-        self._ends: deque[float] = deque()  # end times of finished requests still inside the window
+        # End times of finished requests still inside the window (monotonic): from the start, those the
+        # process before this one sent (a restart must not hand the key a fresh window).
+        since = clock.monotonic() - clock.time()
+        self._ends: deque[float] = deque(end + since for end in (spent.still_counting() if spent else ()))
+        self._spent = spent
         self._waiters: list[_Waiter] = []  # heap; cancelled entries are dropped lazily
         self._live_waiters = 0
         self._seq = itertools.count()

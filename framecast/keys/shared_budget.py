@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from framecast.backoff import Backoff
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
-from framecast.keys.budget import Pushback, RequestBudget
+from framecast.keys.budget import Pushback, RequestBudget, SpendRecord
 from framecast.keys.redis_names import budget_key_id, redis_error
 from framecast.values.service_requests import Priority
 
@@ -164,16 +164,16 @@ def connect(url: Secret | str) -> aioredis.Redis:
 
 
 def open_budget(
-    settings: Settings, api_key: Secret, *, clock: Clock, redis: aioredis.Redis | None
+    settings: Settings, key: Secret, *, clock: Clock, redis: aioredis.Redis | None, spent: SpendRecord | None
 ) -> RequestBudget | RedisBudget:
-    """The budget of `api_key`: shared through `redis` when there is one, else this process's own."""
+    """The budget of `key`: shared through `redis` when there is one, else this process's (`spent`)."""
     limit, window = settings.gen_rate_limit.requests, settings.gen_rate_limit.window
     base, cap = settings.gen_backoff_base, settings.gen_backoff_max
     if redis is None:
-        return RequestBudget(limit, window, clock=clock, backoff_base=base, backoff_max=cap)
+        return RequestBudget(limit, window, clock=clock, backoff_base=base, backoff_max=cap, spent=spent)
     if settings.redis_key_secret is None:
         raise ValueError("REDIS_KEY_SECRET is needed with REDIS_URL")
-    key_id = budget_key_id(api_key, settings.redis_key_secret)
+    key_id = budget_key_id(key, settings.redis_key_secret)
     return RedisBudget(
         limit, window, clock=clock, redis=redis, key_id=key_id, backoff_base=base, backoff_max=cap
     )

@@ -248,6 +248,33 @@ async def test_sigterm_mid_poll_exits_cleanly_and_the_jobs_resume(start: StartWo
     assert bot_posts(world) == []
 
 
+@pytest.mark.parametrize("stop", ["kill", "terminate"])
+async def test_a_restart_starts_the_key_with_what_it_spent_so_its_window_never_overflows(
+    start: StartWorld, stop: str
+) -> None:
+    # A window of 4 s: longer than a restart takes, so a new process that forgot what the one before
+    # it spent sent its burst (a poll of each running task, the queued creates) on top of it.
+    window = 4.0
+    world = await start(
+        guilds=3,
+        extra_env={"GEN_RATE_LIMIT": f"16/{window:g}", "GEN_MAX_RUNNING": "20", "GEN_POLL_INTERVAL": "0.2"},
+    )
+    world.service.rate_limit = (16, window)
+    world.service.default_plan = TaskPlan(duration=3.0, polls=0)
+    its = [
+        await world.video(f"g{g} m{m}", guild=g, member=world.members[g][m])
+        for g in range(3)
+        for m in range(3)
+    ]
+    await world.service.wait_for(lambda: len(world.service.requests) >= 16)
+    await getattr(world.bot, stop)()
+    await world.start_bot()
+    for it in its:
+        await world.delivered(it, timeout=60)
+    assert world.service.count(status=429) == 0
+    assert world.service.max_in_window(window) <= 16
+
+
 async def test_sigkill_after_a_link_without_its_credentials_was_posted_posts_it_once(
     start: StartWorld,
 ) -> None:

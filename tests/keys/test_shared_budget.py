@@ -468,11 +468,11 @@ async def test_open_budget_picks_redis_only_with_a_client(key_id: str) -> None:
         }
     )
     assert settings.redis_url is not None
-    local = open_budget(settings, settings.gen_api_key, clock=SystemClock(), redis=None)
+    local = open_budget(settings, settings.gen_api_key, clock=SystemClock(), redis=None, spent=None)
     assert isinstance(local, RequestBudget) and (local.limit, local.window) == (7, 3.0)
     client = connect(settings.redis_url)
     try:
-        shared = open_budget(settings, settings.gen_api_key, clock=SystemClock(), redis=client)
+        shared = open_budget(settings, settings.gen_api_key, clock=SystemClock(), redis=client, spent=None)
         assert isinstance(shared, RedisBudget) and (shared.limit, shared.window) == (7, 3.0)
         assert shared.key_id == budget_key_id(settings.gen_api_key, TEST_REDIS_KEY_SECRET)
         shared.key = f"{KEY_PREFIX}{key_id}"  # keep the test's own key in Redis

@@ -1,0 +1,159 @@
+"""What each key spent, kept on disk: a restarted process starts each key's budget from it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from framecast.config import Secret
+from framecast.keys import spent as spent_module
+from framecast.keys.budget import RequestBudget
+from framecast.keys.spent import SpentRequests
+from tests.fakes.clock import ManualClock
+
+KEY, OTHER = Secret("sk-live-the-operators-key"), Secret("sk-live-a-servers-own-key")
+WINDOW = 60.0
+
+
+def journal(path: Path, clock: ManualClock) -> SpentRequests:
+    return SpentRequests.open(path, window=WINDOW, clock=clock)
+
+
+async def spend(budget: RequestBudget, n: int) -> None:
+    for _ in range(n):
+        async with budget.slot():
+            pass
+
+
+def budget_on(record: SpentRequests, key: Secret, clock: ManualClock, limit: int = 16) -> RequestBudget:
+    return RequestBudget(limit, WINDOW, clock=clock, spent=record.on_key(key))
+
+
+async def test_a_restarted_process_starts_the_key_with_what_the_one_before_spent(tmp_path: Path) -> None:
+    clock, path = ManualClock(), tmp_path / "data" / "framecast.spent-requests"
+    before = journal(path, clock)
+    await spend(budget_on(before, KEY, clock), 10)  # the process dies here: nothing closed
+    await clock.advance(5.0)
+    after = journal(path, clock)
+    budget = budget_on(after, KEY, clock)
+    assert budget.used() == 10 and budget.available() == 6
+    assert budget_on(after, OTHER, clock).used() == 0  # another key spent nothing
+    await clock.advance(WINDOW - 5.0)  # a window after those requests ended, the key is free again
+    assert budget.used() == 0
+
+
+async def test_a_request_cut_off_by_a_crash_counts_from_the_restart(tmp_path: Path) -> None:
+    clock, path = ManualClock(), tmp_path / "spent"
+    before = budget_on(journal(path, clock), KEY, clock)
+    in_flight = asyncio.Event()
+
+    async def hold() -> None:
+        async with before.slot():
+            in_flight.set()
+            await asyncio.Event().wait()  # the crash comes first
+
+    task = asyncio.create_task(hold())
+    await in_flight.wait()
+    await clock.advance(30.0)  # it may have reached the service just before the process died
+    after = budget_on(journal(path, clock), KEY, clock)
+    await clock.advance(WINDOW - 1.0)
+    assert after.used() == 1
+    await clock.advance(1.0)
+    assert after.used() == 0
+    task.cancel()
+
+
+async def test_a_full_window_carried_over_holds_the_next_request_until_it_frees(tmp_path: Path) -> None:
+    clock, path = ManualClock(), tmp_path / "spent"
+    await spend(budget_on(journal(path, clock), KEY, clock, limit=3), 3)
+    await clock.advance(2.0)
+    budget = budget_on(journal(path, clock), KEY, clock, limit=3)
+    sent = asyncio.create_task(spend(budget, 1))
+    await clock.advance(WINDOW - 2.0 - 0.1)
+    assert not sent.done()
+    await clock.advance(0.1)
+    await asyncio.wait_for(sent, 1)
+
+
+async def test_the_file_names_no_key_and_only_its_owner_reads_it(tmp_path: Path) -> None:
+    clock, path = ManualClock(), tmp_path / "spent"
+    record = journal(path, clock)
+    await spend(budget_on(record, KEY, clock), 2)
+    record.close()
+    text = path.read_text()
+    assert KEY.reveal() not in text and "the-operators-key" not in text
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+async def test_the_file_keeps_only_what_still_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spent_module, "REWRITE_AFTER", 50)
+    clock, path = ManualClock(), tmp_path / "spent"
+    record = journal(path, clock)
+    budget = budget_on(record, KEY, clock, limit=1000)
+    for _ in range(40):
+        await spend(budget, 10)
+        await clock.advance(WINDOW / 4)
+    # 800 lines were written; what is left is about the last window's requests and the header.
+    assert len(path.read_text().splitlines()) < 110
+    await clock.advance(WINDOW)
+    assert budget_on(journal(path, clock), KEY, clock).used() == 0
+    assert len(path.read_text().splitlines()) == 1  # the header alone
+
+
+async def test_a_start_rewrites_the_file_with_only_the_last_window(tmp_path: Path) -> None:
+    clock, path = ManualClock(), tmp_path / "spent"
+    await spend(budget_on(journal(path, clock), KEY, clock), 5)
+    await clock.advance(WINDOW + 1)
+    await spend(budget_on(journal(path, clock), KEY, clock), 2)
+    journal(path, clock).close()
+    lines = path.read_text().splitlines()
+    assert len(lines) == 3 and all(line.startswith("d ") for line in lines[1:])
+
+
+async def test_unreadable_lines_are_skipped_and_a_foreign_file_is_replaced(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock, path = ManualClock(), tmp_path / "spent"
+    record = journal(path, clock)
+    await spend(budget_on(record, KEY, clock), 3)
+    record.close()
+    with path.open("a") as f:
+        f.write("g nonsense\ne x y nan\nd abc inf-ish\n\x00\xff garbage\n")
+    assert budget_on(journal(path, clock), KEY, clock).used() == 3
+    path.write_text("not ours at all\n")
+    with caplog.at_level(logging.WARNING):
+        assert budget_on(journal(path, clock), KEY, clock).used() == 0
+    assert "not a record of spent requests" in caplog.text
+
+
+async def test_a_file_that_cannot_be_opened_is_one_warning_and_the_budget_works_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock, path = ManualClock(), tmp_path / "spent"
+    path.mkdir()  # in the way, for root too (a read-only folder is not)
+    with caplog.at_level(logging.WARNING):
+        record = journal(path, clock)
+        budget = budget_on(record, KEY, clock)
+        await spend(budget, 3)
+    assert caplog.text.count("cannot record spent requests") == 1
+    assert budget.used() == 3
+
+
+async def test_a_full_disk_is_one_warning_and_the_budget_works_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = ManualClock()
+    record = journal(tmp_path / "spent", clock)
+    budget = budget_on(record, KEY, clock)
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, record._fd)  # type: ignore[arg-type]  # every write now fails with ENOSPC
+    os.close(full)
+    with caplog.at_level(logging.WARNING):
+        await spend(budget, 5)
+    assert caplog.text.count("cannot record spent requests") == 1
+    assert budget.used() == 5
