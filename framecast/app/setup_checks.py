@@ -59,9 +59,23 @@ async def check_setup(settings: Settings, *, clock: Clock) -> CheckedSetup:
     Never a password in a problem: URLs are shown by host and port only.
     """
     store, redis = await asyncio.gather(_open_store(settings, clock), _reach_redis(settings))
+    _warn_of_shards_without_redis(settings)
     checked = CheckedSetup(store=store if isinstance(store, Store) else None)
     checked.problems.extend(p for p in (store, redis) if isinstance(p, SetupProblem))
     return checked
+
+
+def _warn_of_shards_without_redis(settings: Settings) -> None:
+    # Not a refusal: the other shards' processes may each run on a key of their own.
+    count, ids = settings.shard_count, settings.shard_ids
+    if settings.redis_url is None and count is not None and ids is not None and set(ids) != set(range(count)):
+        log.warning(
+            "SHARD_IDS names %d of SHARD_COUNT=%d shards and REDIS_URL is not set: a process running the"
+            " others on the same API key spends the key's whole budget beside this one, and the service"
+            " answers 429; set REDIS_URL and REDIS_KEY_SECRET in every process",
+            len(set(ids)),
+            count,
+        )
 
 
 async def _open_store(settings: Settings, clock: Clock) -> Store | SetupProblem:
