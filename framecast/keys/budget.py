@@ -123,6 +123,10 @@ class SpendRecord(Protocol):
 
     def ended(self, seq: int) -> None: ...
 
+    def paused_until(self) -> float | None: ...
+
+    def paused(self, until: float) -> None: ...
+
 
 class _Slot:
     """The async context manager returned by :meth:`RequestBudget.slot`."""
@@ -198,6 +202,9 @@ class RequestBudget:
         self._live_waiters = 0
         self._seq = itertools.count()
         self._push = Pushback(self.limit, backoff_base=backoff_base, backoff_max=backoff_max, rng=self._rng)
+        if spent is not None and (paused := spent.paused_until()) is not None:
+            # The service's Retry-After outlives a restart too (never longer than a pause can be).
+            self._push.paused_until = min(paused, clock.time() + self.backoff_max * 1.1) + since
         self._timer: asyncio.Task[None] | None = None
         self._timer_deadline = float("inf")
         self._granted_total = 0
@@ -224,6 +231,8 @@ class RequestBudget:
         delay, new = self._push.penalize(self._clock.monotonic(), retry_after)
         if new:
             log.info("request budget paused for %.2fs after a 429 (streak %d)", delay, self._push.streak)
+            if self._spent is not None:
+                self._spent.paused(self._clock.time() + delay)
             self._dispatch()
         return delay
 

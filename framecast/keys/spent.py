@@ -7,7 +7,8 @@ restart's burst (each running task polled again, the queued creates) went over t
 was answered 429. :class:`SpentRequests` appends one line when a budget grants a slot and one when
 the request ends; the next process on the same data directory reads them back, and each key's budget
 starts with the requests still inside its window as spent (a request granted and never ended, cut off
-by the crash, counts as ending when the new process starts).
+by the crash, counts as ending when the new process starts). A pause the service asked for (a 429's
+``Retry-After``, or the backoff after one) is kept the same way: the next process waits it out too.
 
 * **Not with Redis** (``REDIS_URL``): there the key's window lives in Redis, which outlives the
   processes, and no record is kept.
@@ -59,6 +60,7 @@ class SpentRequests:
         # Each key's requests that ended (epoch seconds), and those granted and not ended yet.
         self._ended: defaultdict[str, list[float]] = defaultdict(list)
         self._open: dict[tuple[str, int], float] = {}
+        self._paused: dict[str, float] = {}  # each key's 429 pause: no grant before (epoch seconds)
         self._seq = 0
         self._lines = 0  # appended since the last rewrite
         self._failing = False
@@ -106,6 +108,14 @@ class SpentRequests:
         self._ended[name].append(now := self._clock.time())
         self._append(f"e {name} {seq} {now!r}\n")
 
+    def _paused_until(self, name: str) -> float | None:
+        until = self._paused.get(name)
+        return until if until is not None and until > self._clock.time() else None
+
+    def _pause(self, name: str, until: float) -> None:
+        self._paused[name] = until
+        self._append(f"p {name} {until!r}\n")
+
     # -- the file ----------------------------------------------------------------------------------
     def _load(self) -> None:
         try:
@@ -124,6 +134,8 @@ class SpentRequests:
             match line.split():
                 case ["d", name, at] if _number(at):
                     self._ended[name].append(min(float(at), now))
+                case ["p", name, until] if _number(until):
+                    self._paused[name] = float(until)
                 case ["g", name, seq, at] if _number(at):
                     granted[name, seq] = float(at)
                 case ["e", name, seq, at] if _number(at) and granted.pop((name, seq), None) is not None:
@@ -139,6 +151,11 @@ class SpentRequests:
             if not self._ended[name]:
                 del self._ended[name]
         lines += [f"g {name} {seq} {at!r}\n" for (name, seq), at in self._open.items()]
+        for name in list(self._paused):
+            if (until := self._paused_until(name)) is None:
+                del self._paused[name]
+            else:
+                lines.append(f"p {name} {until!r}\n")
         self.close()
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         aside = self.path.with_name(self.path.name + ".new")
@@ -205,3 +222,11 @@ class SpentOnKey:
     def ended(self, seq: int) -> None:
         """Record the end of the request granted as `seq`."""
         self._spent._ended_now(self._name, seq)
+
+    def paused_until(self) -> float | None:
+        """When the key's last 429 pause ends (epoch seconds), if it has not ended yet."""
+        return self._spent._paused_until(self._name)
+
+    def paused(self, until: float) -> None:
+        """Record a 429 pause of the key's grants until `until` (epoch seconds)."""
+        self._spent._pause(self._name, until)

@@ -27,7 +27,7 @@ from tests.e2e.harness import (
     wait_log,
     wait_state,
 )
-from tests.fakes.gen_service import TaskPlan
+from tests.fakes.gen_service import POLL_PATH, TaskPlan
 from tests.fakes.media import make_large_mp4
 
 MiB = 1024 * 1024
@@ -273,6 +273,26 @@ async def test_a_restart_starts_the_key_with_what_it_spent_so_its_window_never_o
         await world.delivered(it, timeout=60)
     assert world.service.count(status=429) == 0
     assert world.service.max_in_window(window) <= 16
+
+
+async def test_a_pause_the_service_asked_for_is_waited_out_by_the_restarted_bot_too(
+    start: StartWorld,
+) -> None:
+    world = await start(extra_env={"GEN_BACKOFF_MAX": "30"})
+    retry_after = 4.0
+    # A poll refused for the key's rate (a create's 429 may be the key's tasks at once, which pauses nothing).
+    world.service.path_scripted[POLL_PATH] = [
+        (429, {"error": "slow down"}, {"Retry-After": f"{retry_after:g}"})
+    ]
+    it = await world.video("after a pause")
+    await world.service.wait_for(lambda: world.service.count(status=429) == 1)
+    refused = next(r.received for r in world.service.requests if r.status == 429)
+    await wait_log(world, "request budget paused")
+    await world.bot.kill()
+    await world.start_bot()
+    await world.delivered(it, timeout=30)
+    after = [r.received for r in world.service.requests if r.received > refused]
+    assert min(after) >= refused + retry_after
 
 
 async def test_sigkill_after_a_link_without_its_credentials_was_posted_posts_it_once(

@@ -157,3 +157,25 @@ async def test_a_full_disk_is_one_warning_and_the_budget_works_on(
         await spend(budget, 5)
     assert caplog.text.count("cannot record spent requests") == 1
     assert budget.used() == 5
+
+
+async def test_a_pause_the_service_asked_for_outlives_a_restart(tmp_path: Path) -> None:
+    clock, path = ManualClock(), tmp_path / "spent"
+    before = RequestBudget(16, WINDOW, clock=clock, backoff_max=120.0, spent=journal(path, clock).on_key(KEY))
+    paused = before.penalize(retry_after=30.0)  # a 429: Retry-After 30 s (and a little jitter)
+    await clock.advance(10.0)
+    after = RequestBudget(16, WINDOW, clock=clock, backoff_max=120.0, spent=journal(path, clock).on_key(KEY))
+    assert after.paused_for() == pytest.approx(paused - 10.0)
+    sent = asyncio.create_task(spend(after, 1))
+    await clock.advance(paused - 10.0 - 0.1)
+    assert not sent.done()
+    await clock.advance(0.2)  # (epoch seconds carry the end a few nanoseconds off)
+    await asyncio.wait_for(sent, 1)
+    assert budget_on(journal(path, clock), OTHER, clock).paused_for() == 0  # the other key was not paused
+
+
+async def test_a_recorded_pause_is_never_longer_than_a_pause_can_be(tmp_path: Path) -> None:
+    clock, path = ManualClock(), tmp_path / "spent"
+    journal(path, clock).on_key(KEY).paused(clock.time() + 10**9)  # a clock set back, a damaged file
+    budget = RequestBudget(16, WINDOW, clock=clock, backoff_max=120.0, spent=journal(path, clock).on_key(KEY))
+    assert budget.paused_for() <= 120.0 * 1.1
