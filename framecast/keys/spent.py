@@ -29,6 +29,7 @@ import hashlib
 import hmac
 import logging
 import os
+import re
 import secrets
 from collections import defaultdict
 from pathlib import Path
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 #: the live records (at most each key's limit), so this keeps the file small and rewrites rare.
 REWRITE_AFTER = 4096
 _MAGIC = "framecast-spent-requests 1"
+_NAME = re.compile("[0-9a-f]{32}")  # a key's name, and the salt
 
 
 class SpentRequests:
@@ -127,16 +129,18 @@ class SpentRequests:
             if text:
                 log.warning("%s is not a record of spent requests; starting a new one", self.path)
             return
-        self._salt = lines[0].split()[-1]
+        salt = lines[0].split()[-1]
+        self._salt = salt if _NAME.fullmatch(salt) else self._salt
         now = self._clock.time()
         granted: dict[tuple[str, str], float] = {}
         for line in lines[1:]:
+            # Only lines as this module writes them (a damaged one must not stop the start).
             match line.split():
-                case ["d", name, at] if _number(at):
+                case ["d", name, at] if _NAME.fullmatch(name) and _number(at):
                     self._ended[name].append(min(float(at), now))
-                case ["p", name, until] if _number(until):
+                case ["p", name, until] if _NAME.fullmatch(name) and _number(until):
                     self._paused[name] = float(until)
-                case ["g", name, seq, at] if _number(at):
+                case ["g", name, seq, at] if _NAME.fullmatch(name) and _number(at):
                     granted[name, seq] = float(at)
                 case ["e", name, seq, at] if _number(at) and granted.pop((name, seq), None) is not None:
                     self._ended[name].append(min(float(at), now))

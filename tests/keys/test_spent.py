@@ -124,6 +124,7 @@ async def test_unreadable_lines_are_skipped_and_a_foreign_file_is_replaced(
     record.close()
     with path.open("a") as f:
         f.write("g nonsense\ne x y nan\nd abc inf-ish\n\x00\xff garbage\n")
+        f.write(f"d \xff {clock.time()}\np \u00e9t\u00e9 {clock.time() + 5}\n")  # not names it writes
     assert budget_on(journal(path, clock), KEY, clock).used() == 3
     path.write_text("not ours at all\n")
     with caplog.at_level(logging.WARNING):
