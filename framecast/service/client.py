@@ -13,7 +13,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
@@ -32,6 +32,7 @@ from framecast.service.errors import (
     ServiceUnavailable,
     TaskFailed,
     TaskTimedOut,
+    UnreadableAnswer,
     refused_model,
 )
 from framecast.service.parsing import (
@@ -77,7 +78,8 @@ class GenerationClient:
     Every answer is read with a cap counted after decompression: `json_max_bytes` for JSON
     answers, `image_json_max_bytes` for image creates (they may carry the image as base64).
     `max_redirects` bounds the redirects of one result download; `malformed_polls` is how many
-    unreadable poll answers in a row end a wait. `resolver` is the DNS resolver behind the guard
+    unreadable poll answers in a row end a wait, and how many unreadable answers end a create.
+    `resolver` is the DNS resolver behind the guard
     for foreign hosts (default: the system's).
 
     Every request is counted in `metrics` (None: not recorded) by what it was for and its status;
@@ -204,9 +206,9 @@ class GenerationClient:
         `gate` is awaited after each attempt's budget grant, right before the request (its
         exceptions propagate: the runner's lease check).
 
-        An unreadable or unusable answer raises :class:`BadResponse` and is not retried: a second
-        create could start a second task. A refusal naming an unknown model raises
-        :class:`~framecast.service.errors.UnknownModel`.
+        An unreadable answer is sent again (:meth:`_create`); one of a shape it cannot use raises
+        :class:`BadResponse` (again, it would likely start a second task for nothing). A refusal
+        naming an unknown model raises :class:`~framecast.service.errors.UnknownModel`.
         """
         body = {
             "model": params.model,
@@ -217,14 +219,17 @@ class GenerationClient:
             "frame_rate": params.frame_rate,
         }
         try:
-            data = await self._transport.request_json(
-                "POST",
-                "/v1/videos",
-                json_body=body,
-                priority=priority,
-                what="create video",
-                kind=RequestKind.CREATE_VIDEO,
-                gate=gate,
+            data = await self._create(
+                "create video",
+                lambda: self._transport.request_json(
+                    "POST",
+                    "/v1/videos",
+                    json_body=body,
+                    priority=priority,
+                    what="create video",
+                    kind=RequestKind.CREATE_VIDEO,
+                    gate=gate,
+                ),
             )
         except RequestRejected as exc:
             raise refused_model(exc, params.model) from None
@@ -299,21 +304,25 @@ class GenerationClient:
 
         The response shape is not specified; see :func:`parse_image_answer`. The answer may be up
         to ``image_json_max_bytes`` (an inline base64 image). Raises :class:`TaskFailed` when the
-        service says the image failed, :class:`BadResponse` (not retried) for anything unusable,
+        service says the image failed, :class:`BadResponse` for an answer it cannot use (an
+        unreadable one is sent again first, as for :meth:`create_video`),
         :class:`~framecast.service.errors.UnknownModel` for a refusal naming an unknown model.
         `gate`: as for :meth:`create_video`.
         """
         body = {"model": params.model, "prompt": params.prompt, "size": params.size}
         try:
-            data = await self._transport.request_json(
-                "POST",
-                "/v1/images/generations",
-                json_body=body,
-                priority=priority,
-                what="create image",
-                kind=RequestKind.CREATE_IMAGE,
-                max_bytes=self._image_json_max_bytes,
-                gate=gate,
+            data = await self._create(
+                "create image",
+                lambda: self._transport.request_json(
+                    "POST",
+                    "/v1/images/generations",
+                    json_body=body,
+                    priority=priority,
+                    what="create image",
+                    kind=RequestKind.CREATE_IMAGE,
+                    max_bytes=self._image_json_max_bytes,
+                    gate=gate,
+                ),
             )
         except RequestRejected as exc:
             raise refused_model(exc, params.model) from None
@@ -321,6 +330,30 @@ class GenerationClient:
             return parse_image_answer(data, base_url=self._base_url)
         except TaskFailed as exc:
             raise TaskFailed(self._transport.shown(exc.reason, _REASON_MAX)) from None
+
+    async def _create(self, what: str, send: Callable[[], Awaitable[Any]]) -> Any:
+        """`send`'s answer, sent again after an unreadable one (cut off, not JSON, over its cap), up to
+        ``malformed_polls`` unreadable answers in a row, as for a poll. Such an answer may have
+        started a task the bot cannot name, and so may a create whose answer was lost on the way
+        (retried by the transport): the service may run an extra task, the member gets the file."""
+        for unreadable in range(1, self._malformed_polls + 1):
+            try:
+                return await send()
+            except UnreadableAnswer as exc:
+                if unreadable == self._malformed_polls:
+                    raise BadResponse(
+                        f"{what}: the service's answers were unreadable {unreadable} times in a row"
+                        f" (last: {exc.message})",
+                        status=exc.status,
+                    ) from None
+                log.warning(
+                    "%s: unreadable answer %d of %d in a row (%s); sending it again",
+                    what,
+                    unreadable,
+                    self._malformed_polls,
+                    exc.message,
+                )
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     async def list_models(self, *, priority: Priority | int = Priority.LOW) -> ModelCatalog:
         """List the service's models (``GET /v1/models``), grouped into video, image and text."""

@@ -29,6 +29,7 @@ __all__ = [
     "TaskTimedOut",
     "TooManyTasks",
     "UnknownModel",
+    "UnreadableAnswer",
     "UnsafeResultURL",
     "refused_model",
     "says_too_many_tasks",
@@ -202,6 +203,11 @@ class BadResponse(ServiceError):
 
     code: ClassVar[ErrorCode] = ErrorCode.BAD_RESPONSE
     default_message: ClassVar[str] = "the generation service sent a response of an unexpected shape"
+
+
+class UnreadableAnswer(BadResponse):
+    """An answer that could not be read at all (not JSON, cut off, its compression broken, over its
+    size or cost cap): unlike a shape the client cannot use, the next answer may well be fine."""
 
 
 class TaskFailed(ServiceError):

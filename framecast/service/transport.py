@@ -53,6 +53,7 @@ from framecast.service.errors import (
     ServiceError,
     ServiceUnavailable,
     TooManyTasks,
+    UnreadableAnswer,
 )
 from framecast.service.fields import parse_retry_after
 from framecast.service.jsonread import JSON_MAX_DEPTH, load_json
@@ -366,8 +367,9 @@ class Transport:
 
         429s, 5xx, 408, timeouts and connection errors are retried. An answer that cannot be read
         (larger than `max_bytes` after decompression, not UTF-8 JSON, too deep...) raises
-        :class:`BadResponse` at once: retrying it blindly would spend the budget, and for a create
-        could start a second task. `gate`: see :meth:`exchange` (before every attempt's request).
+        :class:`UnreadableAnswer` at once: the caller decides whether asking again is worth its
+        budget (a poll asks next interval, a create is sent again a few times: each may have started
+        a task). `gate`: see :meth:`exchange` (before every attempt's request).
         401/403 raise :class:`AuthError`, other 4xx
         :class:`RequestRejected` (with the service's message, scrubbed).
         """
@@ -413,7 +415,7 @@ class Transport:
                     return load_json(answer.body)
                 except BadResponse as exc:
                     unreadable = exc.message
-            raise BadResponse(f"{what}: {unreadable} (HTTP {status})", status=status)
+            raise UnreadableAnswer(f"{what}: {unreadable} (HTTP {status})", status=status)
         if 300 <= status < 400:
             raise BadResponse(f"{what}: the service answered with a redirect (HTTP {status})", status=status)
         if status in (401, 403):

@@ -50,6 +50,7 @@ from framecast.service.errors import (
     ServiceUnavailable,
     TaskFailed,
     TaskTimedOut,
+    UnreadableAnswer,
     UnsafeResultURL,
 )
 from framecast.values.service_requests import Priority
@@ -474,21 +475,45 @@ async def test_503_retry_after_honoured(fake_service: FakeService, session: aioh
     assert gaps(fake_service)[0] >= 0.3
 
 
-async def test_malformed_json_is_a_bad_response_not_retried(
+async def test_malformed_json_is_not_retried_by_the_transport(
     fake_service: FakeService, session: aiohttp.ClientSession
 ) -> None:
-    # Retrying at once would spend the budget on a service that answers nonsense, and a retried
-    # create may start a second task.
+    # Retrying at once would spend the budget on a service that answers nonsense.
     client = make_client(fake_service, session, retry_max=3)
     fake_service.malformed_next = 1
-    with pytest.raises(BadResponse, match="list models: the answer is not valid JSON"):
+    with pytest.raises(UnreadableAnswer, match="list models: the answer is not valid JSON"):
         await client.list_models()
     assert fake_service.count() == 1
+    assert await client.list_models()  # the next answer is fine again
+
+
+async def test_a_create_answered_unreadably_is_sent_again_up_to_the_malformed_limit(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    # Like a create whose answer was lost on the way: the service may run an extra task, and the
+    # member gets the file instead of a failed job.
+    client = make_client(fake_service, session, retry_max=3, malformed_polls=3)
+    fake_service.malformed_next = 2
+    assert await client.create_video(VIDEO)
+    assert fake_service.count(path="/v1/videos") == 3
+    fake_service.malformed_next = 3  # a service that keeps answering nonsense: given up, clearly
+    with pytest.raises(
+        BadResponse, match="create video: the service's answers were unreadable 3 times in a row"
+    ):
+        await client.create_video(VIDEO)
+    assert fake_service.count(path="/v1/videos") == 6
     fake_service.malformed_next = 1
-    with pytest.raises(BadResponse, match="create video"):
+    assert await client.create_image(IMAGE)
+
+
+async def test_a_create_answer_of_an_unusable_shape_is_not_sent_again(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    client = make_client(fake_service, session, retry_max=3)
+    fake_service.scripted.append((200, {"status": "queued"}, None))  # JSON, but no task id
+    with pytest.raises(BadResponse, match="no usable video_id or task_id"):
         await client.create_video(VIDEO)
     assert fake_service.count(path="/v1/videos") == 1
-    assert await client.list_models()  # the next answer is fine again
 
 
 async def test_request_timeout(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
@@ -834,7 +859,7 @@ async def test_key_never_leaks(
         RateLimited,
         DownloadError,
         AuthError,
-        BadResponse,
+        UnreadableAnswer,
         TaskFailed,
     }
     for exc in caught:
