@@ -199,7 +199,8 @@ class ServiceUnavailable(ServiceError):
 
 
 class BadResponse(ServiceError):
-    """Valid JSON of a shape the client cannot use (a missing id, an unknown status...)."""
+    """An answer the client cannot use: valid JSON of a shape it cannot use (a missing id, an unknown
+    status...), or no readable answer at all (:class:`UnreadableAnswer`)."""
 
     code: ClassVar[ErrorCode] = ErrorCode.BAD_RESPONSE
     default_message: ClassVar[str] = "the generation service sent a response of an unexpected shape"
