@@ -220,16 +220,12 @@ class GenerationClient:
         }
         try:
             data = await self._create(
-                "create video",
-                lambda: self._transport.request_json(
-                    "POST",
-                    "/v1/videos",
-                    json_body=body,
-                    priority=priority,
-                    what="create video",
-                    kind=RequestKind.CREATE_VIDEO,
-                    gate=gate,
-                ),
+                "/v1/videos",
+                body,
+                what="create video",
+                kind=RequestKind.CREATE_VIDEO,
+                priority=priority,
+                gate=gate,
             )
         except RequestRejected as exc:
             raise refused_model(exc, params.model) from None
@@ -312,17 +308,13 @@ class GenerationClient:
         body = {"model": params.model, "prompt": params.prompt, "size": params.size}
         try:
             data = await self._create(
-                "create image",
-                lambda: self._transport.request_json(
-                    "POST",
-                    "/v1/images/generations",
-                    json_body=body,
-                    priority=priority,
-                    what="create image",
-                    kind=RequestKind.CREATE_IMAGE,
-                    max_bytes=self._image_json_max_bytes,
-                    gate=gate,
-                ),
+                "/v1/images/generations",
+                body,
+                what="create image",
+                kind=RequestKind.CREATE_IMAGE,
+                priority=priority,
+                gate=gate,
+                max_bytes=self._image_json_max_bytes,
             )
         except RequestRejected as exc:
             raise refused_model(exc, params.model) from None
@@ -331,14 +323,34 @@ class GenerationClient:
         except TaskFailed as exc:
             raise TaskFailed(self._transport.shown(exc.reason, _REASON_MAX)) from None
 
-    async def _create(self, what: str, send: Callable[[], Awaitable[Any]]) -> Any:
-        """`send`'s answer, sent again after an unreadable one (cut off, not JSON, over its cap), up to
-        ``malformed_polls`` unreadable answers in a row, as for a poll. Such an answer may have
-        started a task the bot cannot name, and so may a create whose answer was lost on the way
-        (retried by the transport): the service may run an extra task, the member gets the file."""
+    async def _create(
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        what: str,
+        kind: RequestKind,
+        priority: Priority | int,
+        gate: Gate | None,
+        max_bytes: int | None = None,
+    ) -> Any:
+        """The JSON answer to a create POSTed to `path`, sent again after an unreadable one (cut off,
+        not JSON, over its cap), up to ``malformed_polls`` unreadable answers in a row, as for a poll.
+        Such an answer may have started a task the bot cannot name, and so may a create whose answer
+        was lost on the way (retried by the transport): the service may run an extra task, the
+        member gets the file."""
         for unreadable in range(1, self._malformed_polls + 1):
             try:
-                return await send()
+                return await self._transport.request_json(
+                    "POST",
+                    path,
+                    json_body=body,
+                    priority=priority,
+                    what=what,
+                    kind=kind,
+                    max_bytes=max_bytes,
+                    gate=gate,
+                )
             except UnreadableAnswer as exc:
                 if unreadable == self._malformed_polls:
                     raise BadResponse(
