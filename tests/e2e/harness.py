@@ -391,8 +391,13 @@ async def close_world(world: World) -> None:
         await world.discord.stop()
     if world.process is not None:
         log = world.process.log_text()
+        # The record of spent requests (beside the database) names keys by an HMAC only.
+        spent = b"".join(
+            p.read_bytes() for p in Path(world.env["DATABASE_PATH"]).parent.glob("*.spent-requests")
+        )
         for secret in (world.env["DISCORD_TOKEN"], world.env["GEN_API_KEY"]):
             assert secret not in log, "a secret reached the bot's log"
+            assert secret.encode() not in spent, "a secret reached the record of spent requests"
         for it in world.discord.interactions:
             token = getattr(it, "token", "")
             assert not token or token not in log, "an interaction token reached the bot's log"

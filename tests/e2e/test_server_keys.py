@@ -9,6 +9,8 @@ Restarted without the secret that encrypted a stored key, that server is refused
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +51,13 @@ async def test_a_key_typed_with_spaces_is_stored_trimmed_and_remove_spares_a_run
     assert service_creates(world, "after removal")[0].key == world.service.api_key
     assert SERVER_KEY not in world.bot.log_text()
     db = Path(world.env["DATABASE_PATH"])
-    for path in (db, db.with_name(db.name + "-wal")):
+    for path in (db, db.with_name(db.name + "-wal"), db.with_name("framecast.spent-requests")):
         if path.exists():
             assert SERVER_KEY.encode() not in path.read_bytes()
+    # The server key's requests were recorded for the next start, under its HMAC (salt: the header's).
+    spent = db.with_name("framecast.spent-requests").read_text().splitlines()
+    name = hmac.new(spent[0].split()[-1].encode(), SERVER_KEY.encode(), hashlib.sha256).hexdigest()[:32]
+    assert any(line.split()[1] == name for line in spent[1:])
 
 
 async def test_two_servers_with_the_same_key_share_its_budget(start_synced: StartWorld) -> None:
