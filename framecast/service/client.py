@@ -79,8 +79,7 @@ class GenerationClient:
     answers, `image_json_max_bytes` for image creates (they may carry the image as base64).
     `max_redirects` bounds the redirects of one result download; `malformed_polls` is how many
     unreadable poll answers in a row end a wait, and how many unreadable answers end a create.
-    `resolver` is the DNS resolver behind the guard
-    for foreign hosts (default: the system's).
+    `resolver` is the DNS resolver behind the guard for foreign hosts (default: the system's).
 
     Every request is counted in `metrics` (None: not recorded) by what it was for and its status;
     `key_label` names the key there (:func:`~framecast.ops.metrics.key_label`, never the key).
