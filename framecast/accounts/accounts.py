@@ -504,7 +504,7 @@ class Accounts:
             await asyncio.gather(*self._closing, return_exceptions=True)
         self._idle_budgets.close()
         if self._spent is not None:
-            self._spent.close()
+            await self._spent.close()
         mask_secrets(self, ())
         if self._redis is not None:
             redis, self._redis = self._redis, None

@@ -180,6 +180,8 @@ class Core(Generic[R]):
                 path = s.database_path.parent / f"{owner}.spent-requests"
                 window = s.gen_rate_limit.window
                 spent = await asyncio.to_thread(SpentRequests.open, path, window=window, clock=clock)
+                # The accounts close it first; this closes it when they never opened (twice is nothing).
+                undo.push_async_callback(spent.close)
             accounts = await Accounts.open(
                 settings=s,
                 session=session,

@@ -12,8 +12,11 @@ by the crash, counts as ending when the new process starts). A pause the service
 
 * **Not with Redis** (``REDIS_URL``): there the key's window lives in Redis, which outlives the
   processes, and no record is kept.
-* **Cheap**: one ``write`` of some 40 bytes per grant and per end, without ``fsync``: a process's
-  writes outlive its crash (they are the kernel's then); a machine's crash outlives the window.
+* **Cheap, and off the event loop**: one line of some 40 bytes per grant and per end, handed to a
+  thread that writes it without ``fsync``: a process's writes outlive its crash (they are the
+  kernel's then; a crash loses only the lines still queued, microseconds' worth), and a machine's
+  crash outlives the window. A disk that stalls stalls that thread, never the loop: lines wait in a
+  bounded queue, and past :data:`QUEUED_MAX` are dropped with a warning.
 * **Bounded**: the file is rewritten with only what still counts at start-up and whenever it has
   grown by :data:`REWRITE_AFTER` lines more than that.
 * **No key in it**: a key is named by an HMAC under a random salt kept in the file's first line; the
@@ -24,26 +27,36 @@ by the crash, counts as ending when the new process starts). A pause the service
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import hmac
 import logging
 import os
+import queue
 import re
 import secrets
+import threading
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from framecast.clock import Clock
 from framecast.config import Secret
 
-__all__ = ["REWRITE_AFTER", "SpentRequests", "SpentOnKey"]
+__all__ = ["CLOSE_PATIENCE", "QUEUED_MAX", "REWRITE_AFTER", "SpentRequests", "SpentOnKey"]
 
 log = logging.getLogger(__name__)
 
 #: Lines appended past what still counts before the file is rewritten: a rewrite costs one pass over
 #: the live records (at most each key's limit), so this keeps the file small and rewrites rare.
 REWRITE_AFTER = 4096
+#: Lines waiting for a slow disk before new ones are dropped (with a warning): some 600 KB of memory
+#: against a disk that stalls for longer than four windows of a busy key's requests.
+QUEUED_MAX = 16384
+#: Seconds :meth:`SpentRequests.close` waits for the disk to take what is queued before the process
+#: goes on without it.
+CLOSE_PATIENCE = 5.0
 _MAGIC = "framecast-spent-requests 1"
 _NAME = re.compile("[0-9a-f]{32}")  # a key's name, and the salt
 
@@ -58,26 +71,35 @@ class SpentRequests:
         self._window = window
         self._clock = clock
         self._salt = secrets.token_hex(16)
-        self._fd: int | None = None
         # Each key's requests that ended (epoch seconds), and those granted and not ended yet.
         self._ended: defaultdict[str, list[float]] = defaultdict(list)
         self._open: dict[tuple[str, int], float] = {}
         self._paused: dict[str, float] = {}  # each key's 429 pause: no grant before (epoch seconds)
         self._seq = 0
         self._lines = 0  # appended since the last rewrite
-        self._failing = False
+        self._behind = False  # lines were dropped: the writer could not keep up
+        # The file is written by a thread of its own, in order, from this queue: a disk that stalls
+        # (a hung network mount) must not stall the event loop, which only ever puts lines here.
+        self._queue: queue.Queue[bytes | _Rewrite | None] = queue.Queue(maxsize=QUEUED_MAX)
+        self._writer = threading.Thread(target=self._write_all, name="framecast-spent-requests", daemon=True)
+        self._closed = False
+        self._fd: int | None = None  # the writer thread's alone once it runs
+        self._failing = False  # ditto
 
     @classmethod
     def open(cls, path: Path, *, window: float, clock: Clock) -> SpentRequests:
         """Read what the process before this one left at `path`, rewrite it with only what still
         counts, and keep appending there. A file that cannot be used is logged, and the record is kept
-        in memory only (each key's budget then starts afresh after a restart, as without it)."""
+        in memory only (each key's budget then starts afresh after a restart, as without it).
+
+        Blocking (it reads and writes the file): call it off the event loop."""
         self = cls(path, window=window, clock=clock)
         try:
             self._load()
-            self._rewrite()
+            self._replace(self._snapshot())
         except OSError as exc:
             self._fail(exc)
+        self._writer.start()
         return self
 
     def on_key(self, key: Secret) -> SpentOnKey:
@@ -85,11 +107,22 @@ class SpentRequests:
         name = hmac.new(self._salt.encode(), key.reveal().encode(), hashlib.sha256).hexdigest()[:32]
         return SpentOnKey(self, name)
 
-    def close(self) -> None:
-        """Stop writing (what was written stays for the next process)."""
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            os.close(fd)
+    async def flush(self) -> None:
+        """Wait until every line recorded so far is written (the kernel's: it outlives a crash)."""
+        await asyncio.to_thread(self._queue.join)
+
+    async def close(self, patience: float = CLOSE_PATIENCE) -> None:
+        """Write what is queued and stop writing (what was written stays for the next process).
+
+        A disk that does not take the lines within `patience` seconds is left to its thread, with a
+        warning: the process's exit does not wait for it."""
+        if self._closed:
+            return
+        self._closed = True
+        self._put(None)
+        await asyncio.to_thread(self._writer.join, patience)
+        if self._writer.is_alive():
+            log.warning("the record of spent requests in %s was not written in time at close", self.path)
 
     # -- what SpentOnKey calls ---------------------------------------------------------------------
     def _still_counting(self, name: str) -> list[float]:
@@ -118,7 +151,7 @@ class SpentRequests:
         self._paused[name] = until
         self._append(f"p {name} {until!r}\n")
 
-    # -- the file ----------------------------------------------------------------------------------
+    # -- what the file should say -----------------------------------------------------------
     def _load(self) -> None:
         try:
             text = self.path.read_text(encoding="ascii", errors="replace")
@@ -147,8 +180,8 @@ class SpentRequests:
         for name, _ in granted:  # cut off by the end of the process before: it may have reached the service
             self._ended[name].append(now)
 
-    def _rewrite(self) -> None:
-        # What still counts, written aside and moved over the old file (a crash keeps one or the other).
+    def _snapshot(self) -> _Rewrite:
+        # What still counts: the file's whole new text.
         lines = [f"{_MAGIC} {self._salt}\n"]
         for name in list(self._ended):
             lines += [f"d {name} {end!r}\n" for end in self._still_counting(name)]
@@ -160,32 +193,92 @@ class SpentRequests:
                 del self._paused[name]
             else:
                 lines.append(f"p {name} {until!r}\n")
-        self.close()
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        aside = self.path.with_name(self.path.name + ".new")
-        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, "".join(lines).encode("ascii"))
-        finally:
-            os.close(fd)
-        os.replace(aside, self.path)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         self._lines = 0
+        return _Rewrite("".join(lines).encode("ascii"))
 
     def _append(self, line: str) -> None:
-        if self._fd is None:
+        if self._closed:
             return
+        self._lines += 1
+        self._put(self._snapshot() if self._lines > REWRITE_AFTER else line.encode("ascii"))
+
+    def _put(self, item: bytes | _Rewrite | None) -> None:
         try:
-            os.write(self._fd, line.encode("ascii"))
-            self._lines += 1
-            if self._lines > REWRITE_AFTER:
-                self._rewrite()
+            self._queue.put_nowait(item)
+        except queue.Full:
+            if not self._behind:
+                self._behind = True
+                log.warning(
+                    "the disk under %s does not keep up: spent requests go unrecorded until it does",
+                    self.path,
+                )
+            return
+        if self._behind and self._queue.qsize() < QUEUED_MAX // 2:
+            self._behind = False
+            log.info("spent requests are recorded again in %s", self.path)
+
+    # -- the writer thread -------------------------------------------------------------------------
+    def _write_all(self) -> None:
+        # What was queued meanwhile goes out at once: the thread wakes once per burst, not once per
+        # line (each wake-up takes the interpreter's lock from the event loop), and of several
+        # rewrites only the last is written (it holds all that the ones before it and their lines say).
+        while True:
+            items = [self._queue.get()]
+            with contextlib.suppress(queue.Empty):
+                while items[-1] is not None:
+                    items.append(self._queue.get_nowait())
+            stop = items[-1] is None
+            try:
+                body = [item for item in items if item is not None]
+                rewrites = [i for i, item in enumerate(body) if isinstance(item, _Rewrite)]
+                if rewrites:
+                    self._write(body[rewrites[-1]])
+                    body = body[rewrites[-1] + 1 :]
+                if lines := b"".join(item for item in body if isinstance(item, bytes)):
+                    self._write(lines)
+            except Exception:  # a bug here must not end the thread: close() and flush() wait on it
+                log.exception("recording spent requests failed")
+            finally:
+                if stop:
+                    with contextlib.suppress(OSError):
+                        self._close_file()
+                for _ in items:
+                    self._queue.task_done()
+            if stop:
+                return
+
+    def _write(self, item: bytes | _Rewrite) -> None:
+        try:
+            if isinstance(item, _Rewrite):
+                self._replace(item)
+            elif self._fd is not None:
+                _write_fully(self._fd, item)
+            else:
+                return
         except OSError as exc:
             self._fail(exc)
             return
         if self._failing:
             self._failing = False
             log.info("spent requests are recorded again in %s", self.path)
+
+    def _replace(self, text: _Rewrite) -> None:
+        # Written aside and moved over the old file (a crash keeps one or the other).
+        self._close_file()
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        aside = self.path.with_name(self.path.name + ".new")
+        fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            _write_fully(fd, text.text)
+        finally:
+            os.close(fd)
+        os.replace(aside, self.path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+
+    def _close_file(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
     def _fail(self, exc: OSError) -> None:
         if not self._failing:
@@ -199,6 +292,20 @@ class SpentRequests:
         if self._fd is None:
             with contextlib.suppress(OSError):
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+
+@dataclass(frozen=True, slots=True)
+class _Rewrite:
+    """The file's whole new text (for the writer thread: a line is plain bytes)."""
+
+    text: bytes
+
+
+def _write_fully(fd: int, data: bytes) -> None:
+    # A regular file takes it all at once, but for a signal or a disk filling up mid-write.
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _number(text: str) -> bool:

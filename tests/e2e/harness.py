@@ -478,6 +478,23 @@ async def wait_log(world: World, text: str, timeout: float = 10.0, *, start: int
         await asyncio.sleep(0.02)
 
 
+async def wait_spent(world: World, kind: str, count: int, timeout: float = 10.0) -> None:
+    """Wait until the bot's record of spent requests holds `count` lines of `kind` ("g" a grant, "e"
+    an end, "p" a pause): written, so a kill from then on leaves them to the next process."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    path = Path(world.env["DATABASE_PATH"]).parent / "framecast.spent-requests"
+    while True:
+        with contextlib.suppress(FileNotFoundError):
+            if sum(line.startswith(kind + " ") for line in path.read_text().splitlines()) >= count:
+                return
+        if loop.time() > deadline:
+            raise TimeoutError(
+                f"the record of spent requests did not show {count} {kind!r} within {timeout:g} s"
+            )
+        await asyncio.sleep(0.02)
+
+
 def service_creates(world: World, prompt: str | None = None) -> list[Any]:
     """Create requests (video and image) the fake service received, optionally for one prompt."""
     return [

@@ -25,6 +25,7 @@ from tests.e2e.harness import (
     status_of,
     task_for,
     wait_log,
+    wait_spent,
     wait_state,
 )
 from tests.fakes.gen_service import POLL_PATH, TaskPlan
@@ -267,6 +268,7 @@ async def test_a_restart_starts_the_key_with_what_it_spent_so_its_window_never_o
         for m in range(3)
     ]
     await world.service.wait_for(lambda: len(world.service.requests) >= 16)
+    await wait_spent(world, "g", 16)  # (the bot's writer thread takes microseconds; a kill may beat it)
     await getattr(world.bot, stop)()
     await world.start_bot()
     for it in its:
@@ -287,7 +289,7 @@ async def test_a_pause_the_service_asked_for_is_waited_out_by_the_restarted_bot_
     it = await world.video("after a pause")
     await world.service.wait_for(lambda: world.service.count(status=429) == 1)
     refused = next(r.received for r in world.service.requests if r.status == 429)
-    await wait_log(world, "request budget paused")
+    await wait_spent(world, "p", 1)
     await world.bot.kill()
     await world.start_bot()
     await world.delivered(it, timeout=30)
