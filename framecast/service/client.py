@@ -338,7 +338,8 @@ class GenerationClient:
         Such an answer may have started a task the bot cannot name, and so may a create whose answer
         was lost on the way (retried by the transport): the service may run an extra task, the
         member gets the file."""
-        for unreadable in range(1, self._malformed_polls + 1):
+        streak = _Unreadable(what, self._malformed_polls, then="sending it again")
+        while True:
             try:
                 return await self._transport.request_json(
                     "POST",
@@ -351,20 +352,7 @@ class GenerationClient:
                     gate=gate,
                 )
             except UnreadableAnswer as exc:
-                if unreadable == self._malformed_polls:
-                    raise BadResponse(
-                        f"{what}: the service's answers were unreadable {unreadable} times in a row"
-                        f" (last: {exc.message})",
-                        status=exc.status,
-                    ) from None
-                log.warning(
-                    "%s: unreadable answer %d of %d in a row (%s); sending it again",
-                    what,
-                    unreadable,
-                    self._malformed_polls,
-                    exc.message,
-                )
-        raise AssertionError("unreachable")  # the loop returns or raises
+                streak.seen(exc)
 
     async def list_models(self, *, priority: Priority | int = Priority.LOW) -> ModelCatalog:
         """List the service's models (``GET /v1/models``), grouped into video, image and text."""
@@ -469,7 +457,7 @@ class GenerationClient:
             pacer = FixedPacer(interval, first=start + max(0.0, interval - elapsed))
         last_poll: float | None = None
         last_problem: ServiceError | None = None
-        unreadable = 0  # unreadable answers in a row
+        streak = _Unreadable(f"task {task_id}", self._malformed_polls, then="will poll again")
         while True:
             when, priority = pacer.next_poll(self._clock.monotonic(), last_poll)
             delay = min(when, deadline) - self._clock.monotonic()
@@ -487,20 +475,8 @@ class GenerationClient:
             except BadResponse as exc:
                 # One garbled answer says little about the task: ask again next interval, and
                 # give up only when the service keeps answering nonsense.
-                unreadable += 1
                 last_problem = exc
-                if unreadable >= self._malformed_polls:
-                    raise BadResponse(
-                        f"the service's answers about task {task_id} were unreadable {unreadable} times "
-                        f"in a row (last: {exc.message})"
-                    ) from None
-                log.warning(
-                    "task %s: unreadable answer %d of %d in a row (%s); will poll again",
-                    task_id,
-                    unreadable,
-                    self._malformed_polls,
-                    exc.message,
-                )
+                streak.seen(exc)
             except (ServiceUnavailable, RateLimited) as exc:
                 # A long task must not fail because one poll met a bad minute: keep going until
                 # the deadline.
@@ -512,7 +488,7 @@ class GenerationClient:
             pacer.observed(status)
             if status is not None:
                 last_problem = None
-                unreadable = 0
+                streak.count = 0
                 if status.state == "completed":
                     return status
                 if status.state == "failed":
@@ -543,3 +519,31 @@ class FixedPacer:
 
     def observed(self, status: TaskStatus | None) -> None:
         """A fixed pace learns nothing."""
+
+
+class _Unreadable:
+    """Unreadable answers in a row about one thing (a create, a task): the rule creates and polls
+    share. Each is a warning and another try, until the `limit`-th, which fails with a
+    :class:`BadResponse` saying so."""
+
+    def __init__(self, what: str, limit: int, *, then: str) -> None:
+        self.what, self.limit, self.then = what, limit, then
+        self.count = 0
+
+    def seen(self, exc: BadResponse) -> None:
+        """Count `exc`; raise when it is the last one allowed."""
+        self.count += 1
+        if self.count >= self.limit:
+            raise BadResponse(
+                f"{self.what}: the service's answers were unreadable {self.count} times in a row"
+                f" (last: {exc.message})",
+                status=exc.status,
+            ) from None
+        log.warning(
+            "%s: unreadable answer %d of %d in a row (%s); %s",
+            self.what,
+            self.count,
+            self.limit,
+            exc.message,
+            self.then,
+        )
