@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -73,6 +74,7 @@ class Database:
         self._idle = asyncio.Event()
         self._idle.set()
         self._down_since: float | None = None  # monotonic time the current outage began
+        self._up_since = -math.inf  # monotonic time the last outage ended
 
     @asynccontextmanager
     async def _track(self) -> AsyncIterator[None]:
@@ -81,14 +83,17 @@ class Database:
             raise StoreClosed("job store is closed")
         self._busy += 1
         self._idle.clear()
+        began = time.monotonic()
         try:
             yield
         except Exception as exc:
             if not is_store_outage(exc):
                 raise  # the store's own answers (not found, limits) and bugs
             why = describe_outage(exc)
-            if self._down_since is None:  # logged once as it starts, never a traceback per call
-                self._down_since = time.monotonic()
+            # Logged once as it starts, never a traceback per call. A call begun before the store
+            # answered again belongs to the outage that ended: it opens no second one.
+            if self._down_since is None and began >= self._up_since:
+                self._down_since = began  # unanswered since this call was sent, at the latest
                 _outage_log.warning(
                     "job store unavailable (%s): %s; what needs it waits or is refused until it answers",
                     self.target,
@@ -97,7 +102,8 @@ class Database:
             raise StoreUnavailable(f"job store unavailable: {why}") from exc
         else:
             if self._down_since is not None:
-                took, self._down_since = time.monotonic() - self._down_since, None
+                self._up_since = time.monotonic()
+                took, self._down_since = self._up_since - self._down_since, None
                 _outage_log.info("job store answers again (%s), after %.1f s", self.target, took)
         finally:
             self._busy -= 1

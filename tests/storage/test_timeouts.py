@@ -156,3 +156,48 @@ async def test_a_migration_waits_for_another_process_s_migration_past_the_statem
             assert await store.ping()
     finally:
         await other.close()
+
+
+async def test_a_call_begun_before_the_store_answered_again_opens_no_second_outage(
+    pg_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="framecast.storage")
+    patient = StoreTimeouts(connect=2.0, statement=30.0, pool=2.0, call=30.0)
+    admin = await asyncpg.connect(pg_dsn)
+
+    async def waiting_for_the_lock(but: int = 0) -> int:
+        # The backend of an add that waits for the guild's lock (not `but`).
+        while not (  # noqa: ASYNC110 - the server's view is polled: it sends no event
+            pid := await admin.fetchval(
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND datname = current_database() AND pid <> $1",
+                but,
+            )
+        ):
+            await asyncio.sleep(0.02)
+        return int(pid)
+
+    try:
+        async with await Store.open(pg_dsn, timeouts=patient) as store:
+            job = await store.add(new_job(), member_limit=None, guild_cap=None)
+            # Two adds wait for the guild's lock, which another session holds; then the server ends
+            # the first one's session (the outage), and the store answers the next call (its end).
+            await admin.execute("SELECT pg_advisory_lock($1)", GUILD)
+            first = asyncio.create_task(store.add(new_job(), member_limit=None, guild_cap=None))
+            first_pid = await waiting_for_the_lock()
+            second = asyncio.create_task(store.add(new_job(), member_limit=None, guild_cap=None))
+            second_pid = await waiting_for_the_lock(but=first_pid)
+            await admin.execute("SELECT pg_terminate_backend($1)", first_pid)
+            with pytest.raises(StoreUnavailable):
+                await first
+            assert (await store.get(job.id)) is not None
+            # The second add, begun during the outage, fails after its end: the same outage.
+            await admin.execute("SELECT pg_terminate_backend($1)", second_pid)
+            with pytest.raises(StoreUnavailable):
+                await second
+            assert (await store.get(job.id)) is not None
+    finally:
+        await admin.close()
+    said = [r.getMessage() for r in caplog.records if r.name == "framecast.storage"]
+    assert sum("job store unavailable" in m for m in said) == 1, said
+    assert sum("job store answers again" in m for m in said) == 1, said
