@@ -37,9 +37,9 @@ from framecast.jobs.queues import GuildQueues
 from framecast.jobs.runner import KeyAccount
 from framecast.jobs.scheduler import Admission
 from framecast.keys.budget import KeptBudgets
-from framecast.keys.redis_names import check_secret, redis_error
+from framecast.keys.redis_names import check_secret, connect, redis_error
 from framecast.keys.server_keys import OpenedKey, ServerKeys
-from framecast.keys.shared_budget import budget_key_id, connect, open_budget
+from framecast.keys.shared_budget import budget_key_id, open_budget
 from framecast.keys.spent import SpentRequests
 from framecast.keys.vault import KeyVault, KeyVaultState
 from framecast.logsetup import mask_secrets

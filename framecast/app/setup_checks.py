@@ -16,8 +16,7 @@ from urllib.parse import urlsplit
 
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
-from framecast.keys.redis_names import SecretMismatch, check_secret
-from framecast.keys.shared_budget import connect
+from framecast.keys.redis_names import SecretMismatch, check_secret, connect
 from framecast.storage import Store, StoreError, open_store
 
 __all__ = ["CheckedSetup", "SetupProblem", "check_setup"]

@@ -1,4 +1,5 @@
-"""How the processes on one Redis name each key's shared state there without revealing the key.
+"""How the processes reach one Redis (:func:`connect`), and name each key's shared state there
+without revealing the key.
 
 A key's budget (:mod:`framecast.keys.shared_budget`) and plan (:mod:`framecast.planner.shared`) are
 named by :func:`budget_key_id`: an HMAC of the key under ``REDIS_KEY_SECRET``, a secret every process
@@ -20,9 +21,33 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
     from redis.exceptions import RedisError
 
-__all__ = ["SECRET_MARK", "SECRET_MARK_TTL", "SecretMismatch", "budget_key_id", "check_secret", "redis_error"]
+__all__ = [
+    "SECRET_MARK",
+    "SECRET_MARK_TTL",
+    "SecretMismatch",
+    "budget_key_id",
+    "check_secret",
+    "connect",
+    "redis_error",
+]
 
 log = logging.getLogger(__name__)
+
+
+def connect(url: Secret | str) -> aioredis.Redis:
+    """A Redis client for budgets (``REDIS_URL``); redis-py's own retries off, the budget retries itself.
+
+    Connecting is lazy: nothing is sent before the first grant. Close it with ``await client.aclose()``.
+    """
+    # Imported here: only a process given REDIS_URL pays for redis-py (see redis_error).
+    import redis.asyncio as aioredis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    raw = url.reveal() if isinstance(url, Secret) else url
+    return aioredis.Redis.from_url(
+        raw, socket_timeout=5.0, socket_connect_timeout=5.0, retry=Retry(NoBackoff(), 0)
+    )
 
 
 def budget_key_id(api_key: Secret | str, secret: Secret | str) -> str:

@@ -50,13 +50,13 @@ from framecast.backoff import Backoff
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
 from framecast.keys.budget import Pushback, RequestBudget, SpendRecord
-from framecast.keys.redis_names import budget_key_id, redis_error
+from framecast.keys.redis_names import budget_key_id, connect, redis_error
 from framecast.values.service_requests import Priority
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
 
-__all__ = ["KEY_PREFIX", "RedisBudget", "budget_key_id", "connect", "open_budget"]
+__all__ = ["KEY_PREFIX", "RedisBudget", "budget_key_id", "open_budget"]
 
 log = logging.getLogger(__name__)
 
@@ -145,22 +145,6 @@ class _Answer(IntEnum):
     GRANTED = 0
     FULL = 1
     PAUSED = 2
-
-
-def connect(url: Secret | str) -> aioredis.Redis:
-    """A Redis client for budgets (``REDIS_URL``); redis-py's own retries off, the budget retries itself.
-
-    Connecting is lazy: nothing is sent before the first grant. Close it with ``await client.aclose()``.
-    """
-    # Imported here: only a process given REDIS_URL pays for redis-py (see redis_error).
-    import redis.asyncio as aioredis
-    from redis.asyncio.retry import Retry
-    from redis.backoff import NoBackoff
-
-    raw = url.reveal() if isinstance(url, Secret) else url
-    return aioredis.Redis.from_url(
-        raw, socket_timeout=5.0, socket_connect_timeout=5.0, retry=Retry(NoBackoff(), 0)
-    )
 
 
 def open_budget(
@@ -530,6 +514,7 @@ class RedisBudget:
                 "Redis unreachable for the shared request budget (%s); no grants until it is back",
                 type(exc).__name__,
             )
+            self._spawn(self._drop_idle_connections(), "redis-budget-drop-idle")
         return self._retry.next()
 
     def _back_online(self) -> None:
@@ -537,6 +522,15 @@ class RedisBudget:
             self._outage = False
             log.info("Redis reachable again for the shared request budget")
         self._retry.reset()
+
+    async def _drop_idle_connections(self) -> None:
+        # As an outage begins, the pooled connections idle then may be dead sockets that look alive
+        # (a reset connection is not seen until used): each would fail once more after Redis is
+        # back, and say "unreachable" again. Dropped now, they connect afresh when next taken.
+        try:
+            await self._redis.connection_pool.disconnect(inuse_connections=False)
+        except (redis_error(), OSError) as exc:
+            log.debug("dropping idle Redis connections failed (%s)", type(exc).__name__)
 
     async def _with_retry(self, what: str, call: Any) -> None:
         """Run one Redis write until it succeeds (or the budget closes)."""

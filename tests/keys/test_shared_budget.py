@@ -31,9 +31,11 @@ from redis.backoff import NoBackoff
 from framecast.clock import Clock, ScaledClock, SystemClock
 from framecast.config import Secret, load_settings
 from framecast.keys.budget import RequestBudget
-from framecast.keys.shared_budget import KEY_PREFIX, RedisBudget, budget_key_id, connect, open_budget
+from framecast.keys.redis_names import connect
+from framecast.keys.shared_budget import KEY_PREFIX, RedisBudget, budget_key_id, open_budget
 from framecast.service.client import GenerationClient
 from framecast.values.service_requests import Priority
+from tests.e2e.servers import Relay
 from tests.fakes.gen_service import FakeService
 from tests.fakes.keys import TEST_REDIS_KEY_SECRET
 from tests.redis_server import REDIS_HOST, REDIS_PORT, requires_redis
@@ -431,6 +433,51 @@ async def test_no_grant_without_redis_then_recovers(key_id: str, caplog: pytest.
     finally:
         await budget.aclose()
         server.close()
+
+
+async def one_request(budget: RedisBudget) -> None:
+    async with budget.slot():
+        await asyncio.sleep(0)
+
+
+async def test_after_an_outage_no_connection_from_before_it_fails_again(
+    key_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    relay = Relay((REDIS_HOST, REDIS_PORT))
+    await relay.start()
+    client = aioredis.Redis(
+        host=REDIS_HOST,
+        port=relay.port,
+        socket_timeout=2.0,
+        socket_connect_timeout=2.0,
+        retry=Retry(NoBackoff(), 0),
+    )
+    budget = RedisBudget(
+        100,
+        1.0,
+        clock=SystemClock(),
+        redis=client,
+        key_id=key_id,
+        owns_redis=True,
+        retry_base=0.05,
+        retry_max=0.2,
+    )
+    caplog.set_level(logging.INFO, logger="framecast.keys.shared_budget")
+    try:
+        await asyncio.gather(*(client.ping() for _ in range(6)))  # six pooled connections, idle
+        await relay.cut()  # Redis goes away: every connection is reset
+        waiting = asyncio.create_task(one_request(budget))
+        while not any(r.levelno == logging.WARNING for r in caplog.records):  # noqa: ASYNC110 - a log has no event
+            await asyncio.sleep(0.01)
+        await relay.restore()
+        await asyncio.wait_for(waiting, timeout=10)
+        await asyncio.gather(*(one_request(budget) for _ in range(12)))  # every pooled connection in use
+    finally:
+        await budget.aclose()
+        await relay.cut()
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert sum("Redis unreachable" in m for m in said) == 1, said
+    assert sum("reachable again" in m for m in said) == 1, said
 
 
 def test_key_id_never_contains_the_key_and_is_no_plain_hash_of_it() -> None:
