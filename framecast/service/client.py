@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp.abc import AbstractResolver
 
+from framecast.backoff import Backoff
 from framecast.clock import Clock
 from framecast.config import GEN_IMAGE_JSON_MAX_BYTES, GEN_JSON_MAX_BYTES, Secret
 from framecast.ops.metrics import OPERATOR_KEY, Metrics
@@ -120,6 +121,8 @@ class GenerationClient:
         self._clock = clock
         self._image_json_max_bytes = int(image_json_max_bytes)
         self._malformed_polls = int(malformed_polls)
+        self._backoff_base, self._backoff_max = backoff_base, backoff_max
+        self._rng = rng or random.Random()
         self._transport = Transport(
             session,
             base_url=self._base_url,
@@ -130,7 +133,7 @@ class GenerationClient:
             retry_max=retry_max,
             backoff_base=backoff_base,
             backoff_max=backoff_max,
-            rng=rng or random.Random(),
+            rng=self._rng,
             json_max_bytes=json_max_bytes,
             metrics=metrics,
             key_label=key_label,
@@ -338,7 +341,10 @@ class GenerationClient:
         Such an answer may have started a task the bot cannot name, and so may a create whose answer
         was lost on the way (retried by the transport): the service may run an extra task, the
         member gets the file."""
-        streak = _Unreadable(what, self._malformed_polls, then="sending it again")
+        streak = _Unreadable(what, self._malformed_polls, then="sending it again after a backoff")
+        # Paced as the transport paces a 5xx: a garbled blip of a few milliseconds must not use up
+        # every try at once.
+        backoff = Backoff(base=self._backoff_base, cap=self._backoff_max, rng=self._rng)
         while True:
             try:
                 return await self._transport.request_json(
@@ -353,6 +359,7 @@ class GenerationClient:
                 )
             except UnreadableAnswer as exc:
                 streak.seen(exc)
+                await self._clock.sleep(backoff.next())
 
     async def list_models(self, *, priority: Priority | int = Priority.LOW) -> ModelCatalog:
         """List the service's models (``GET /v1/models``), grouped into video, image and text."""

@@ -492,10 +492,15 @@ async def test_a_create_answered_unreadably_is_sent_again_up_to_the_malformed_li
 ) -> None:
     # Like a create whose answer was lost on the way: the service may run an extra task, and the
     # member gets the file instead of a failed job.
-    client = make_client(fake_service, session, retry_max=3, malformed_polls=3)
+    clock = SleepLog()
+    client = make_client(
+        fake_service, session, clock=clock, retry_max=3, malformed_polls=3, backoff_base=0.02
+    )
     fake_service.malformed_next = 2
     assert await client.create_video(VIDEO)
     assert fake_service.count(path="/v1/videos") == 3
+    # Each sent again after a backoff, as a 5xx would be (not at once: a blip would use every try).
+    assert len(clock.sleeps) == 2 and clock.sleeps[0] >= 0.01 and clock.sleeps[1] >= 0.02
     fake_service.malformed_next = 3  # a service that keeps answering nonsense: given up, clearly
     with pytest.raises(
         BadResponse, match="create video: the service's answers were unreadable 3 times in a row"
