@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import discord
 from discord import app_commands
 
+from cogs.delivery.codes import DiscordCode
 from cogs.discord_internals import count_as_deferred
 from cogs.error_text import error_message
 from cogs.i18n import t
@@ -137,9 +138,14 @@ def _personal(interaction: discord.Interaction[Any]) -> bool:
 async def answer_error(interaction: discord.Interaction[Any], error: BaseException, *, what: str) -> None:
     """The one error handler: an expected error gets its private reply; anything else is logged
     with its traceback (naming `what` failed) and gets the generic apology."""
+    cause = error.__cause__ or error
+    if isinstance(cause, discord.HTTPException) and cause.code == DiscordCode.THREAD_ARCHIVED:
+        # A moderator closed the thread while this was being answered: Discord refuses every reply
+        # there, an apology too. Nothing failed on our side (what was asked is done, or not begun).
+        log.info("%s: not answered, its thread was closed meanwhile", what)
+        return
     text = error_message(error, interaction.locale, personal=_personal(interaction))
     if text is None:
-        cause = error.__cause__ or error
         log.error("%s failed", what, exc_info=(type(cause), cause, cause.__traceback__))
         text = t("error_generic", interaction.locale)
     await reply_privately(interaction, text)

@@ -7,7 +7,7 @@ import functools
 import re
 
 from tests.e2e.commands import FOREVER, answer, text_of
-from tests.e2e.harness import StartWorld, World, service_creates, task_for, wait_state
+from tests.e2e.harness import StartWorld, World, service_creates, task_for, wait_log, wait_state
 from tests.fakes.discord_api import MANAGE_THREADS, SEND_MESSAGES, TEXT_PERMISSIONS
 from tests.fakes.gen_service import RecordedRequest, TaskPlan
 
@@ -318,6 +318,17 @@ async def test_a_job_asked_in_a_closed_thread_is_shown_there_at_once(start: Star
     task_for(world, prompt).plan = TaskPlan(polls=0)
     await wait_state(world, job_id, "delivered")
     assert len(world.files_for(job_id)) == 1
+
+
+async def test_a_command_whose_thread_is_closed_before_its_answer_is_no_error(start: StartWorld) -> None:
+    """Bob's /queue in a thread a moderator closes before its answer: Discord refuses the answer
+    (and any apology) there. Nothing failed on the bot's side: no ERROR, no traceback."""
+    world = await start(setup=lambda w: w.discord.add_thread(w.channel, "ideas"))
+    [thread] = world.guild.threads
+    await world.discord.archive_thread(thread)
+    await world.discord.slash(world.guild, thread, world.bob, "queue")
+    await wait_log(world, "command queue: not answered, its thread was closed meanwhile")
+    assert " ERROR " not in world.bot.log_text() and "Traceback" not in world.bot.log_text()
 
 
 async def test_a_channel_closed_to_the_bot_under_a_running_job_is_not_asked_again_and_again(
