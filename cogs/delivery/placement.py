@@ -180,7 +180,7 @@ class Placement:
                     log.info("job %s: its thread was closed; its end will reopen it", slot.job.id)
                     return
                 slot.place_closed = False
-                await self.move(slot, reason="refused", point_old=False)
+                await self.move(slot, reason="refused")  # reopened: the old one points to the new
             except MessageUnusable:
                 # Discord refuses edits of this message (30046) or it is gone (10008, also the
                 # interaction's own answer): a fresh one, and no further attempt on the old one.

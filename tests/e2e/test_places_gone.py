@@ -307,12 +307,17 @@ async def test_a_job_asked_in_a_closed_thread_is_shown_there_at_once(start: Star
     await world.discord.archive_thread(thread)
     world.service.default_plan = TaskPlan(polls=FOREVER)
     prompt = "asked while closed"
-    await world.discord.slash(world.guild, thread, world.bob, "video", {"prompt": prompt})
+    asked = await world.discord.slash(world.guild, thread, world.bob, "video", {"prompt": prompt})
     shown = await world.wait_message(
         lambda m: m.channel_id == thread.id and bool(m.embeds) and m.embeds[0].get("description") == prompt,
         what="the job shown in the thread",
     )
     assert not thread.archived
+    # His command's own answer does not stay "thinking…": once the thread is open, it points there.
+    await world.discord.wait_for(
+        lambda: asked.original is not None and not asked.original.loading, what="the answer edited"
+    )
+    assert asked.original is not None and str(shown.id) in text_of(asked.original)
     job_id = int(re.findall(r"#(\d+)", shown.embeds[0]["title"])[0])
     await wait_state(world, job_id, "running")
     task_for(world, prompt).plan = TaskPlan(polls=0)
