@@ -93,7 +93,8 @@ class Database:
             # Logged once as it starts, never a traceback per call. A call begun before the store
             # answered again belongs to the outage that ended: it opens no second one.
             if self._down_since is None and began >= self._up_since:
-                self._down_since = began  # unanswered since this call was sent, at the latest
+                # It began after this call was sent: counted from then, its length errs long.
+                self._down_since = began
                 _outage_log.warning(
                     "job store unavailable (%s): %s; what needs it waits or is refused until it answers",
                     self.target,
