@@ -13,8 +13,9 @@ Three floors, knowledge pointing down (see ``/docs/ARCHITECTURE.md``):
   ``if TYPE_CHECKING:`` too), and the ground floor (:data:`GROUND`: ``framecast/values/`` and the
   top-level modules) imports nothing of ours.
 
-Plus: no import cycle between the modules of ``framecast/`` and ``cogs/``, and no product module
-over :data:`MAX_LINES` lines. Each test lists every violation it finds, one per line.
+Plus: no import cycle between the modules of ``framecast/`` and ``cogs/``, no product module over
+:data:`MAX_LINES` lines, and the storage code within :data:`MAX_STORAGE_LINES`. Each test lists every
+violation it finds, one per line.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ MAX_LINES = 600
 #: The longest a module of the Discord edge (``cogs/``) may be: an edge module that grows past it
 #: holds more than one thing (a command, its wording, a form, a notice) and is split by what it holds.
 MAX_COG_LINES = 400
+#: The most non-blank lines the storage code may hold: ``framecast/storage/*.py`` (its migrations
+#: apart) and ``framecast/jobs/leases.py``. A store that outgrows it holds more than storage.
+MAX_STORAGE_LINES = 1_600
 #: The one door of the core the Discord edge may use.
 APP = "framecast.app"
 #: The ground floor's package: the pure values every package shares (the top-level modules of
@@ -440,3 +444,20 @@ def test_no_module_of_the_discord_edge_is_longer_than_its_limit() -> None:
         if lines > MAX_COG_LINES:
             violations.append(f"{path.relative_to(REPO)}: {lines} lines (over {MAX_COG_LINES})")
     assert not violations, _report(violations)
+
+
+def test_the_storage_code_stays_within_its_budget() -> None:
+    """The store and the leases hold at most :data:`MAX_STORAGE_LINES` non-blank lines together."""
+    paths = [
+        *sorted((REPO / "framecast" / "storage").glob("*.py")),
+        REPO / "framecast" / "jobs" / "leases.py",
+    ]
+    counts = {
+        path: sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+        for path in paths
+    }
+    total = sum(counts.values())
+    listing = [f"{path.relative_to(REPO)}: {n}" for path, n in counts.items()]
+    assert total <= MAX_STORAGE_LINES, _report(
+        [f"{total} non-blank lines (over {MAX_STORAGE_LINES})", *listing]
+    )

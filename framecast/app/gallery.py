@@ -88,7 +88,7 @@ class GallerySource(Protocol):
         """Up to `limit` delivered jobs `where` allows, older than job `before`, newest first."""
         ...
 
-    async def job(self, job_id: int) -> Job | None:
+    async def job(self, job_id: int, /) -> Job | None:
         """The job with this id, or None."""
         ...
 

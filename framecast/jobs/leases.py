@@ -1,17 +1,9 @@
 """Which process runs a job: leases on jobs, renewed while they run, taken over when they lapse.
 
-Every unfinished job is held by one process through a lease (``lease_owner``, ``lease_until`` on its
-row). :class:`Leases` claims a job before working on it, renews its leases every third of a lease, and
-takes over the jobs whose lease lapsed (their process died), handing them to the scheduler.
-
-**Fencing.** A process paused past its leases must let go of the jobs taken meanwhile before it
-spends a single request on them, whatever order its timers wake up in: the runner asks
-:meth:`Leases.holds` right before each request goes out (after its budget slot is granted: that wait
-can outlast a lease) and before each delivery attempt. A lost lease raises :class:`LeaseLost`,
-dropped quietly: the new owner carries on from the stored state.
-
-**Outages.** No job is taken over while the store is out nor for a lease after it answers: a lease
-that lapsed while nobody could write is no sign of a dead process.
+:class:`Leases` claims a job (``lease_owner``, ``lease_until`` on its row) before working on it,
+renews its leases every third of a lease, and hands the jobs whose lease lapsed to the scheduler.
+Fencing (:meth:`Leases.holds`, asked right before each request and delivery) and the outage rule
+(:meth:`Leases.take_over`): ``docs/ARCHITECTURE.md``, "Rules and their one owner".
 """
 
 from __future__ import annotations
@@ -97,7 +89,8 @@ class Leases:
         return await self._claim(job.id, self._clock.time() + self._lease, take=True)
 
     async def holds(self, job_id: int) -> bool:
-        """Whether this process still holds the job's lease ("Fencing" above); a lost one is dropped."""
+        """Whether this process still holds the job's lease; a lost one is dropped. A process paused
+        past its leases lets go of the jobs taken meanwhile before it spends a request on them."""
         if job_id not in self._until:
             return False
         now = self._clock.time()
@@ -155,8 +148,9 @@ class Leases:
                 await self._claim(job_id, until)
 
     async def take_over(self) -> list[Job]:
-        """Claim the jobs whose lease lapsed and hand them to the scheduler; returns them. Not during
-        an outage nor for a lease after ("Outages" above); a process cut off alone loses its jobs."""
+        """Claim the jobs whose lease lapsed and hand them to the scheduler; returns them. Not during a
+        store outage nor for a lease after it (a lease that lapsed while nobody could write is no sign
+        of a dead process); a process cut off alone loses its jobs."""
         if not self._outage.settled(self._lease):
             return []
         now = self._clock.time()
@@ -175,9 +169,8 @@ class Leases:
                     try:
                         await self._adopt(job)
                     except Exception:
-                        # Not adopted: no runner holds it here, so its lease must lapse again (a
-                        # lease renewed for a job nobody runs would strand it), and the next round
-                        # takes it over anew.
+                        # Not adopted: its lease must lapse again (renewed for a job nobody runs,
+                        # it would strand it), and the next round takes it over anew.
                         self.done(job.id)
                         raise
         return taken

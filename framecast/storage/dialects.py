@@ -31,8 +31,8 @@ log = logging.getLogger(__name__)
 # An outage's two lines go out under the package's name, the one operators and alerts look for.
 _outage_log = logging.getLogger("framecast.storage")
 
-#: Seconds the migration's connection waits to connect (it is not bounded per statement: a migration
-#: of a large table, or the wait for another process's migration, may take longer than a call).
+#: Seconds the migration's connection waits to connect (its statements are unbounded: a migration
+#: of a large table, or the wait for another process's, may outlast a call).
 MIGRATION_CONNECT_TIMEOUT = 10.0
 _FILE_MODE, _DIR_MODE = 0o600, 0o700  # the database holds members' live interaction tokens
 _COMPANIONS = ("-wal", "-shm", "-journal")  # SQLite gives them the database file's permission bits
@@ -50,9 +50,8 @@ class StoreClosed(StoreError, RuntimeError):
 
 
 class StoreUnavailable(StoreError):
-    """The database did not answer within its bounds, or refused the call for its own sake (gone,
-    silent, locked by another process, full, read-only). The caller did nothing wrong: try again in
-    a moment. A call cut short at its commit may have been written (like any cancelled call)."""
+    """The database did not answer within its bounds, or refused the call for its own sake (gone, silent,
+    locked, full, read-only): try again in a moment. A call cut short at its commit may have written."""
 
 
 _INSERT: dict[str, Any] = {"sqlite": sqlite.insert, "postgresql": postgresql.insert}  # both have ON CONFLICT
@@ -90,10 +89,9 @@ class Database:
             if not is_store_outage(exc):
                 raise  # the store's own answers (not found, limits) and bugs
             why = describe_outage(exc)
-            # Logged once as it starts, never a traceback per call. A call begun before the store
-            # answered again belongs to the outage that ended: it opens no second one.
+            # Logged once as it starts, never a traceback per call; a call begun before the store
+            # answered again opens no second one. Counted from this call's start: it errs long.
             if self._down_since is None and began >= self._up_since:
-                # It began after this call was sent: counted from then, its length errs long.
                 self._down_since = began
                 _outage_log.warning(
                     "job store unavailable (%s): %s; what needs it waits or is refused until it answers",
@@ -142,8 +140,7 @@ class Sqlite(Database):
         super().__init__(timeouts, str(path))
         self.path = path
         url = URL.create("sqlite+aiosqlite", database=str(path))
-        # SQLAlchemy's own aiosqlite dialect (benchmarks/README.md: what it costs); one pooled
-        # connection, held by this object for its life (see _conn).
+        # SQLAlchemy's own aiosqlite dialect (its cost: benchmarks/README.md); one connection, held for life.
         self.engine = create_async_engine(url, pool_size=1, max_overflow=0)
         event.listen(self.engine.sync_engine, "connect", self._connected)
         event.listen(self.engine.sync_engine, "begin", self._begin)
@@ -166,9 +163,8 @@ class Sqlite(Database):
 
     @asynccontextmanager
     async def _turn(self) -> AsyncIterator[AsyncConnection]:
-        # The wait for the one connection is bounded: calls queue here while one waits out another
-        # process's lock. A statement in flight is never cancelled (its thread would go on, and a
-        # BEGIN IMMEDIATE could take the lock after we gave up): busy_timeout bounds that.
+        # The wait for the one connection is bounded. A statement in flight is never cancelled (its
+        # thread would go on; a BEGIN IMMEDIATE could lock after we gave up): busy_timeout bounds it.
         if self._lock.locked():  # no timeout context on the hot path: a free lock is taken at once
             async with asyncio.timeout(self.timeouts.call):
                 await self._lock.acquire()
@@ -199,8 +195,8 @@ class Sqlite(Database):
     @asynccontextmanager
     async def autocommit(self) -> AsyncIterator[AsyncConnection]:
         async with self._track(), self._turn() as conn:
-            # No BEGIN at all: each statement is its own transaction (SQLite's autocommit), so a
-            # read never waits for another process's write lock. The lock makes this flag ours alone.
+            # No BEGIN: each statement its own transaction, so a read never waits for another
+            # process's write lock. The lock makes this flag ours alone.
             self._immediate = False
             try:
                 yield conn
@@ -211,8 +207,7 @@ class Sqlite(Database):
     def locked(
         self, guild_id: int, *, one_statement: bool = False
     ) -> AbstractAsyncContextManager[AsyncConnection]:
-        """A transaction no other writer of the guild runs beside (BEGIN IMMEDIATE); `one_statement`:
-        none (an INSERT ... SELECT takes the write lock as it starts)."""
+        """A transaction no writer of the guild runs beside; `one_statement`: none (it locks as it starts)."""
         return self.autocommit() if one_statement else self.write()
 
     async def hold_owner(self, owner: str) -> bool:
@@ -252,11 +247,8 @@ def _journal_mode_wal(cursor: Any, patience: float) -> str:
 
 
 def prepare_owner_only(path: Path) -> None:
-    """Create the database's directory (0700) and file (0600); tighten existing ones that are looser.
-
-    The file is created before SQLite opens it, which would use the umask (usually 0644). A directory
-    that already existed is the operator's (a Docker volume, say) and is left as it is.
-    """
+    """Create the database's directory (0700) and file (0600, before SQLite would use the umask);
+    tighten looser files. A directory that existed is the operator's (a volume) and is left as it is."""
     if not path.parent.exists():
         path.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, _FILE_MODE))
@@ -290,10 +282,9 @@ class Postgres(Database):
                 "command_timeout": timeouts.statement,
                 "server_settings": {
                     "statement_timeout": str(max(1, int(timeouts.statement * 1000))),
-                    # A transaction whose client went silent (a partition, a blackholed network) would
-                    # keep its row locks for as long as the server sees the connection: the server
-                    # ends it after half a statement bound, so another process's statement waiting on
-                    # those locks (a lease takeover) still finishes within its own bound.
+                    # A transaction whose client went silent (a partition) would keep its row locks:
+                    # ended after half a statement bound, another process's statement waiting on
+                    # them (a lease takeover) still finishes within its own bound.
                     "idle_in_transaction_session_timeout": str(max(1, int(timeouts.statement * 500))),
                 },
             },
@@ -331,17 +322,16 @@ class Postgres(Database):
             try:
                 yield conn
             except (asyncio.CancelledError, TimeoutError, OSError):
-                # Cut short, or the network failed under it: dropped, not rolled back (a rollback on
-                # a silent network first waits for the driver's cancel of the query, which waits for
-                # an answer that never comes); the server rolls back what the connection left open.
+                # Cut short, or the network failed: dropped, not rolled back (on a silent network a
+                # rollback waits for an answer that never comes); the server rolls back what was open.
                 await conn.invalidate()
                 raise
 
     @asynccontextmanager
     async def locked(self, guild_id: int, *, one_statement: bool = False) -> AsyncIterator[AsyncConnection]:
         async with self.write() as conn:
-            # Serialises every add of this guild (jobs, styles), in every process, until the commit
-            # (a row lock cannot cover a row not there yet).
+            # Every add of this guild (jobs, styles), in every process, until the commit (a row lock
+            # cannot cover a row not there yet).
             await conn.execute(select(func.pg_advisory_xact_lock(guild_id)))
             yield conn
 
@@ -361,8 +351,7 @@ class Postgres(Database):
         return held
 
     async def migrate(self, upgrade: Callable[[Connection], None]) -> None:
-        # Two processes starting together: the second waits here, then finds the work done. On a
-        # connection of its own, free of the per-statement bound: a migration may take its time.
+        # A second process waits here, then finds the work done; no statement bound on this connection.
         engine = create_async_engine(
             self._url, poolclass=NullPool, connect_args={"timeout": MIGRATION_CONNECT_TIMEOUT}
         )

@@ -1,9 +1,8 @@
 """Store outages: which errors are one (decided here only), and how long a wait may last.
 
-An outage is a dependency's fault, not a job's: PostgreSQL gone, cut off or silent, or an SQLite file
-(or a file the bot writes beside the store) that cannot be written for now. Whoever meets one waits
-and tries again (:mod:`framecast.jobs.pause`); anything else (a constraint, a corrupt file, a wrong
-value) is a bug and is raised as before.
+An outage is a dependency's fault, not a job's: PostgreSQL gone, cut off or silent, or a file of the
+store (or beside it) that cannot be written for now. Whoever meets one waits and tries again
+(:mod:`framecast.jobs.pause`); anything else (a constraint, a corrupt file) is a bug, raised as before.
 """
 
 from __future__ import annotations
@@ -38,10 +37,9 @@ _SQLITE_OUTAGES = (
 
 
 def _pg_outages() -> tuple[type[BaseException], ...]:
-    # asyncpg's classes for a server that cannot answer now: SQLSTATE classes 08 (connection, lost
-    # ones included), 53 (resources), 57 (shutdown, a statement's timeout), 58 (I/O), 40 (serialization,
-    # deadlock), 25006 (a read-only standby), and the client's InterfaceError. Empty until a PostgreSQL
-    # store imports asyncpg (no error of its can exist before): a process on SQLite never pays for it.
+    # asyncpg's classes for a server that cannot answer now: SQLSTATE 08 (connection), 53 (resources),
+    # 57 (shutdown, timeout), 58 (I/O), 40 (serialization, deadlock), 25006 (read-only standby), the
+    # client's InterfaceError. Empty until a PostgreSQL store imports asyncpg: SQLite never pays.
     pg = sys.modules.get("asyncpg.exceptions")
     if pg is None:
         return ()
@@ -69,11 +67,8 @@ def _causes(exc: BaseException) -> Iterator[tuple[int, BaseException]]:
 
 def is_store_outage(exc: BaseException, *, bare: bool = True) -> bool:
     """Whether `exc` says the store (or a file beside it) cannot answer now, rather than a bug.
-
     `bare`: whether a bare ``TimeoutError`` or ``OSError`` counts (a driver's connect raises them
-    unwrapped): False where the error may come from anything (Discord, the network), so that only
-    a driver's own error, or one a driver's error wraps, is an outage.
-    """
+    unwrapped); False where the error may come from anything (Discord, the network)."""
     for depth, seen in _causes(exc):
         if (bare or depth > 0 or not isinstance(seen, OSError)) and _outage(seen) is not None:
             return True

@@ -1,8 +1,8 @@
 """Bringing a database to the code's schema at start-up, with Alembic (one chain for both databases).
 
-Runs in ``Database.migrate``'s transaction, under the lock a second process would take. What is
+Runs in ``Database.migrate``'s transaction, under the lock a second process would take; what is
 upgraded, adopted or refused: ``docs/ARCHITECTURE.md``, "Storage". After any change the legacy marker
-is set past what the pre-Alembic code knows, so that code refuses the database instead of using it.
+is set past what the pre-Alembic code knows, so that code refuses the database.
 """
 
 from __future__ import annotations

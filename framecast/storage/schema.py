@@ -126,9 +126,8 @@ settings_log = sa.Table(
     sqlite_autoincrement=True,
 )
 
-# A server's named prompt styles (framecast/guilds/styles.py): unique per server ignoring case, which
-# the store checks under the server's lock (a case-folded comparison no SQL collation gives both
-# databases alike); the primary key keeps the exact name unique.
+# A server's named prompt styles: unique per server ignoring case, checked under the server's lock (no
+# SQL collation folds case alike on both databases); the primary key keeps the exact name unique.
 guild_styles = sa.Table(
     "guild_styles",
     metadata,

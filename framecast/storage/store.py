@@ -141,11 +141,8 @@ Where = Path | str | os.PathLike[str] | Secret
 
 
 class Store:
-    """Durable job storage on SQLite or PostgreSQL. Create with :meth:`open`, release with :meth:`close`.
-
-    Every write is committed before its coroutine returns; a returned :class:`Job` is read back in the
-    writing transaction. Operations after :meth:`close` raise ``StoreClosed``.
-    """
+    """Durable job storage on SQLite or PostgreSQL, made by :meth:`open`. Every write is committed
+    before its coroutine returns; a :class:`Job` returned is read back in the writing transaction."""
 
     def __init__(self, db: Sqlite | Postgres, now: Callable[[], float]) -> None:
         # Private: use Store.open().
@@ -156,18 +153,15 @@ class Store:
         #: The servers' named prompt styles.
         self.styles = GuildStyles(db, self._timestamp)
         #: What the web pages read and keep (gallery pages, usage, sessions).
-        self.web = WebStore(db)
+        self.web = WebStore(db, self.get)
 
     @classmethod
     async def open(
         cls, where: Where, *, clock: Clock | None = None, timeouts: StoreTimeouts | None = None
     ) -> Self:
-        """Open the store at ``where`` (a ``postgresql://`` URL, else a SQLite file path), migrated.
-
-        Calls are bounded by `timeouts` and raise ``StoreUnavailable`` past them; ``clock.time()``
-        (else ``time.time()``) stamps every timestamp. ``StoreError`` (one line, never the password)
-        when the database cannot be reached, was written by a newer Framecast, or is too old to upgrade.
-        """
+        """Open the store at ``where`` (:data:`Where`), migrated; calls past `timeouts` raise
+        ``StoreUnavailable``, `clock` stamps timestamps. ``StoreError`` (one line, never the password)
+        when the database cannot be reached, was written by a newer Framecast, or is too old to upgrade."""
         url, timeouts = (where.reveal() if isinstance(where, Secret) else where), timeouts or StoreTimeouts()
         pg = isinstance(url, str) and url.startswith(("postgresql:", "postgres:"))
         db: Sqlite | Postgres = Postgres(str(url), timeouts) if pg else Sqlite(Path(url), timeouts)
@@ -221,15 +215,11 @@ class Store:
         guild_cap: int | None,
         quota: tuple[int, float] | None = None,
     ) -> Job:
-        """Store a new QUEUED job and return it, committed.
-
-        Checked atomically with the insert, against every process, in this order (nothing is stored
-        when one raises): :class:`AlreadyRetried` if ``job.retry_of`` has a retry already;
-        :class:`DailyQuotaReached` if ``quota = (limit, since)`` and the member has ``limit`` jobs of
-        this kind in this guild since ``since`` that count (:data:`~.schema.QUOTA_COUNTS`);
-        :class:`MemberLimitReached` at ``member_limit`` active jobs of the member in the guild;
-        :class:`GuildQueueFull` at ``guild_cap`` QUEUED jobs in the guild.
-        """
+        """Store a new QUEUED job and return it, committed. Checked atomically with the insert, for
+        every process, in this order (nothing is stored when one raises): :class:`AlreadyRetried`;
+        :class:`DailyQuotaReached` at ``quota = (limit, since)``'s limit of the member's jobs of this
+        kind here since ``since`` that count (:data:`~.schema.QUOTA_COUNTS`); :class:`MemberLimitReached`
+        at ``member_limit`` active jobs; :class:`GuildQueueFull` at ``guild_cap`` QUEUED jobs."""
         row = {name: values.encode(name, getattr(job, name)) for name in values.NEW_JOB_FIELDS}
         unlimited = values.INT_MAX  # "no limit": a count is always below it
         limit, since = unlimited, math.inf
@@ -278,12 +268,9 @@ class Store:
         expect: JobState | Collection[JobState] | None = None,
         **fields: Any,
     ) -> Job:
-        """Move the job to state ``to``, writing ``fields`` in the same transaction; return the new job.
-
-        THE only place a state changes. Raises :class:`InvalidTransition` when ``old -> to`` is not in
-        ``TRANSITIONS`` or when ``expect`` is given and the current state is not (one of) it;
-        :class:`JobNotFound` for an unknown id; ``ValueError``/``TypeError`` for bad ``fields``.
-        """
+        """Move the job to state ``to`` with ``fields`` in one transaction (THE only place a state
+        changes); the new job. :class:`InvalidTransition` when ``old -> to`` is not in ``TRANSITIONS``
+        or the state is not ``expect``('s); :class:`JobNotFound`; ``ValueError``/``TypeError``."""
         to = JobState(to)
         if isinstance(expect, str):  # a JobState is a str: one state, not a collection of them
             expect = (expect,)
@@ -311,9 +298,8 @@ class Store:
         return self._notify(job_from_row(changed))
 
     async def update(self, job_id: int, **fields: Any) -> Job:
-        """Write ``fields`` (any job field but ``id``, ``state``, ``updated_at``: else ``ValueError``) and
-        return the job; ``TypeError`` for a wrong type, :class:`JobNotFound` for an unknown id. Terminal
-        jobs may be updated too (Discord bookkeeping after delivery, say)."""
+        """Write ``fields`` (not ``id``, ``state``, ``updated_at``), terminal jobs too, and return the job;
+        ``ValueError``/``TypeError`` for bad fields, :class:`JobNotFound` for an unknown id."""
         assignments = {**values.encode_fields(fields), "updated_at": self._timestamp()}
         if not (changed := await self._db.rows(_UPDATE, {**assignments, "job_id": job_id})):
             raise JobNotFound(job_id)
@@ -327,8 +313,8 @@ class Store:
     async def patch_discord_once(
         self, job_id: int, changes: Mapping[str, Any], *, unless: str | None
     ) -> tuple[Job, bool]:
-        """:meth:`patch_discord`, but only while the ``discord`` dict's ``unless`` key is unset (absent or
-        null): of writers racing from any processes, exactly one lands. The job, and whether this wrote."""
+        """:meth:`patch_discord` while the ``discord`` dict's ``unless`` key is unset: of writers racing
+        from any processes, exactly one lands. The job, and whether this wrote."""
         patch = dict(changes)
         values.dumps(patch)  # fail here, before any I/O, if it is not serialisable
         now = self._timestamp()
@@ -400,7 +386,7 @@ class Store:
         return await self._db.hold_owner(values.check_owner(owner))
 
     async def load_durations(self) -> list[DurationRow]:
-        """Every stored duration row, ordered by key (code point order, the same on both databases)."""
+        """Every stored duration row, in code point order of their keys (the same on both databases)."""
         return sorted((DurationRow(*r) for r in await self._db.rows(select(durations))), key=lambda r: r.key)
 
     async def save_duration(self, row: DurationRow) -> None:
@@ -422,13 +408,8 @@ class Store:
     ) -> None:
         """Store ``settings`` and one audit row per ``changed`` setting, in one transaction."""
         gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._timestamp()
-        data = {
-            "guild_id": gid,
-            "data": values.dumps(settings.to_json()),
-            "updated_at": now,
-            "updated_by": who,
-        }
-        stmt = self._db.upsert(guild_settings, data)
+        data = {"guild_id": gid, "data": values.dumps(settings.to_json()), "updated_at": now}
+        stmt = self._db.upsert(guild_settings, {**data, "updated_by": who})
         await self._write_logged(stmt, gid, who, [Setting(s).value for s in changed], now)
 
     async def settings_log(self, guild_id: int, limit: int = 20) -> list[SettingsChange]:
@@ -466,8 +447,7 @@ class Store:
     async def _write_logged(
         self, stmt: Executable, gid: int, by: int, changed: list[str], now: float
     ) -> bool:
-        # The change and its audit rows in one transaction. False, and nothing logged, when a
-        # RETURNING statement found no row.
+        # The change and its audit rows in one transaction; False (nothing logged) if RETURNING found no row.
         async with self._db.write() as conn:
             result = await conn.execute(stmt)
             if result.returns_rows and result.first() is None:
@@ -493,18 +473,15 @@ class Store:
         await self._db.rows(stmt.values(status=KeyStatus(status).value))
 
     async def claim(self, job_id: int, owner: str, until: float) -> bool:
-        """Take or renew the lease of an active job for ``owner`` until ``until`` (clock epoch seconds):
-        True if ``owner`` now holds it (it was free, expired at ``clock.time()`` or ``owner``'s), False if
-        another owner's lease runs or there is no such active job. Leaves ``updated_at`` and the
-        listeners alone."""
+        """Take or renew an active job's lease for ``owner`` until ``until`` (epoch seconds): whether
+        ``owner`` holds it now (it was free, expired or its own). ``updated_at`` and listeners untouched."""
         owner, until = values.check_owner(owner), values.check("lease time", until, float)
         args = {"job_id": job_id, "owner": owner, "until": until, "now": self._timestamp()}
         # One UPDATE under the write/row lock: take-if-free is atomic across processes.
         return bool(await self._db.rows(_CLAIM, args))
 
     async def claimable(self, now: float) -> list[Job]:
-        """Active jobs, in id order, whose lease is free or expired at ``now``. Nothing is claimed:
-        see :meth:`claim`."""
+        """Active jobs, in id order, whose lease is free or expired at ``now`` (none is claimed)."""
         found = await self._db.rows(_CLAIMABLE, {"now": values.check("lease time", now, float)})
         return [job_from_row(r) for r in found]
 

@@ -1,8 +1,7 @@
 """The servers' named prompt styles in the store's database (:attr:`framecast.storage.Store.styles`).
 
-What a style may be is :mod:`framecast.guilds.styles`'s rule; checked here is what only the database
-can check for every process at once: the server's count and a name taken in another case.
-"""
+What a style may be is :mod:`framecast.guilds.styles`'s rule; checked here is what only the database can
+check for every process at once: the server's count and a name taken in another case."""
 
 from __future__ import annotations
 
@@ -41,11 +40,8 @@ class GuildStyles:
         return found
 
     async def add(self, guild_id: int, style: Style, *, by: int, limit: int) -> Style:
-        """Store `style` for the server (stamped with `by` and now) and return it as stored.
-
-        Under the server's lock, against every process (nothing is stored when it raises):
-        :class:`StyleError` NAME_TAKEN for a name taken in any case, TOO_MANY at `limit` styles.
-        """
+        """Store `style` for the server (stamped with `by` and now) and return it as stored. Under the
+        server's lock, for every process: :class:`StyleError` NAME_TAKEN (in any case), TOO_MANY."""
         gid, who, now = values.discord_id(guild_id), values.discord_id(by), self._now()
         row = {
             "guild_id": gid,

@@ -1,6 +1,5 @@
 """What crosses the store's edge: rows read back as records, and what callers hand in, checked before
-any I/O with one rule for both databases (:func:`check`; a job column's type and nullability come
-from :mod:`framecast.storage.schema`, so a new column needs no change here).
+any I/O with one rule for both databases (:func:`check`; a job column's type comes from the schema).
 """
 
 from __future__ import annotations
@@ -89,12 +88,8 @@ def fits(value: int) -> bool:
 
 
 def check(what: str, value: object, kind: type) -> Any:
-    """`value` as a plain `kind` (int, float, str or bool) that both databases store exactly.
-
-    Refused with ``TypeError``/``ValueError`` where a database would store it wrongly or fail later
-    less helpfully: NaN/inf, integers beyond 64 bits, NUL characters, lone surrogates, bools where
-    numbers belong.
-    """
+    """`value` as a plain `kind` (int, float, str or bool) that both databases store exactly; else
+    ``TypeError``/``ValueError``: NaN/inf, beyond 64 bits, NUL, lone surrogates, bools as numbers."""
     accepted = int | float if kind is float else kind  # a float column takes an int too
     # A bool is an int to Python, not to us.
     if isinstance(value, bool) != (kind is bool) or not isinstance(value, accepted):
@@ -138,10 +133,8 @@ def encode(name: str, value: Any) -> Any:
 def encode_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     """Validate the fields of update()/transition(): known names only, never id/state/updated_at."""
     for name in fields:
-        if name in ("id", "state"):
-            raise ValueError(f"job field {name!r} cannot be updated (state changes only via transition())")
-        if name == "updated_at":
-            raise ValueError("job field 'updated_at' is maintained by the store")
+        if name in ("id", "state", "updated_at"):
+            raise ValueError(f"job field {name!r} is the store's own (a state changes only by transition())")
         if name not in jobs.c or name in ("lease_owner", "lease_until"):
             raise ValueError(f"unknown job field {name!r}")
     return {name: encode(name, value) for name, value in fields.items()}

@@ -1,13 +1,13 @@
 """What the web pages read and keep, on the store's database (:attr:`framecast.storage.Store.web`).
 
-Who may see which job is not decided here: the gallery's caller passes the channels whose results
-may show (and the viewer, whose own show from anywhere) so the database skips the rest, then decides
-each row itself (``framecast.app.gallery``).
-"""
+Who may see which job is decided by the gallery's caller (``framecast.app.gallery``): it passes the
+channels whose results may show, so the database skips the rest, then decides each row itself."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import bindparam, delete, func, insert, literal, or_, select
 from sqlalchemy.sql.elements import ColumnElement, TextClause
@@ -66,27 +66,21 @@ class UsageRow:
 class WebStore:
     """The web pages' queries (reached through :attr:`Store.web`)."""
 
-    def __init__(self, db: Sqlite | Postgres) -> None:
+    def __init__(self, db: Sqlite | Postgres, job: Callable[[int], Coroutine[Any, Any, Job | None]]) -> None:
         self._db = db
+        #: The job with this id, or None (the store's :meth:`~framecast.storage.Store.get`).
+        self.job = job
         self.sessions = WebSessionRows(db)
 
     async def gallery_jobs(self, where: GalleryFilter, *, before: int | None, limit: int) -> tuple[Job, ...]:
-        """Up to `limit` delivered jobs `where` allows, older than job `before` (None: the newest),
-        newest first (keyset paging on the partial index ``jobs_delivered``)."""
+        """Up to `limit` delivered jobs `where` allows, older than job `before` (None: newest), newest
+        first (keyset paging on the partial index ``jobs_delivered``)."""
         if limit < 1:
             raise ValueError(f"limit must be positive, not {limit}")
         return await self._newest_first(_gallery_terms(where), before, limit)
 
-    async def job(self, job_id: int) -> Job | None:
-        """The job with this id, or None."""
-        if not values.fits(job_id):
-            return None
-        found = await self._db.rows(select(*JOB_COLUMNS).where(jobs.c.id == job_id))
-        return job_from_row(found[0]) if found else None
-
     async def user_jobs(self, user_id: int, *, before: int | None, limit: int) -> tuple[Job, ...]:
-        """Up to `limit` of `user_id`'s jobs anywhere (every server, their own queue) older than job
-        `before` (None: the newest), newest first (on the ``jobs_user`` index)."""
+        """Up to `limit` of `user_id`'s jobs anywhere older than job `before` (None: newest), newest first."""
         return await self._newest_first([jobs.c.user_id == user_id], before, max(1, limit))
 
     async def _newest_first(
