@@ -293,16 +293,22 @@ class Accounts:
 
         Not created yet (QUEUED, SUBMITTING): its guild's account now (None if the guild's stored key
         cannot be decrypted). Otherwise the account its runner uses, else the one of ``key_owner``
-        (None: that server's key is gone, so no key may poll its task).
+        (None: that key is gone, or replaced while the task runs: the service knows a task only by
+        the key that created it, and a result's link may be fetched without it).
         """
         if job.state in (JobState.QUEUED, JobState.SUBMITTING):
             return None if self._keys.unreadable(job.guild_id) else self.for_guild(job.guild_id)
         bound = self._bound.get(job.id)
         if bound is not None:
             return bound
-        if job.key_owner is None:
-            return self.operator
-        return self._guild.get(job.key_owner)
+        account = self.operator if job.key_owner is None else self._guild.get(job.key_owner)
+        if (
+            account is not None
+            and job.state is JobState.RUNNING
+            and job.key_last4 not in (None, account.key_last4)
+        ):
+            return None
+        return account
 
     def guild_key_state(self, guild_id: int) -> KeyStatus | None:
         """The guild's own key: OK, REJECTED (also when it cannot be decrypted), or None (none set)."""

@@ -75,6 +75,12 @@ class Account:
         return self.parts.key
 
     @property
+    def key_last4(self) -> str:
+        """The key's last four characters, written with each task it creates (a task is polled only with
+        the key that created it, which a restart knows by them)."""
+        return self.parts.key.reveal()[-4:]
+
+    @property
     def budget(self) -> Budget:
         """The key's request budget (shared by every server using the key)."""
         return self.parts.budget

@@ -114,6 +114,11 @@ class KeyAccount(Protocol):
         """The service client carrying this key (with its own request budget)."""
         ...
 
+    @property
+    def key_last4(self) -> str:
+        """The key's last four characters (written with the task it creates, told apart after a restart)."""
+        ...
+
     def plan(self, job: Job) -> JobPlan:
         """`job`'s handle on the key's planner (:class:`NoPlan` for a key without one)."""
         ...

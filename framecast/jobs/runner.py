@@ -9,7 +9,8 @@ the bot implements: one delivery call per attempt answers delivered, interrupted
 or too large, and the runner alone decides what happens next (it looks before any re-send).
 Each job runs on one API key (:class:`KeyAccount`: the operator's, or its server's own), found
 through :class:`JobAccounts`; the key's client carries every request of the job, its planner paces
-them, and the task records which key created it (``key_owner``) so a restart polls with the same key.
+them, and the task records which key created it (``key_owner``, ``key_last4``): a restart polls
+with that key or none.
 
 Everything the service hands over is untrusted. A result is fetched only from the job's own record:
 a file the runner saved itself (an image sent inline, kept by :class:`~framecast.jobs.results.LocalResults`)
@@ -217,9 +218,9 @@ class JobRunner:
             # or unset): not the operator's key instead; an admin sets the key again.
             return await self._fail(job.id, ErrorCode.GUILD_KEY_UNREADABLE, None)
         if account is None and not (job.state is JobState.DELIVERING and job.result_local):
-            # The server's own key that created the task was removed (and the bot restarted): no
-            # other key may poll it, and the operator's key must not silently take over.
-            log.warning("job %s: the server key that created its task is gone; the job fails", job.id)
+            # The key that created the task was removed or replaced (and the bot restarted): no other
+            # key may poll it (the service knows it by its key), nor may the operator's take over.
+            log.warning("job %s: the key that created its task is gone or replaced; the job fails", job.id)
             return await self._fail(job.id, ErrorCode.KEY_REMOVED, None)
         if account is not None and account.rejected and job.state in (JobState.QUEUED, JobState.SUBMITTING):
             # Jobs that waited while their server's key was refused: no request is spent to hear it
@@ -309,7 +310,7 @@ class JobRunner:
         backoff = Backoff(base=self._settings.backoff_base, cap=self._settings.backoff_max)
         client, plan = account.client, account.plan(job)
         # Which key created the task, written with it: after a restart the same key polls it.
-        owner: dict[str, Any] = {"key_owner": account.owner} if account.owner is not None else {}
+        owner: dict[str, Any] = {"key_owner": account.owner, "key_last4": account.key_last4}
         gate = self._jobs.gate(job.id)  # asked again after each budget grant, right before the request
 
         async def send(sent_now: Callable[[], Priority]) -> Job:

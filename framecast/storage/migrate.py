@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 BASELINE = "0001_baseline"
 #: The revision ``schema.py`` describes: the chain's head (``tests/storage/test_migrations.py`` checks).
-HEAD = "0003_web"
+HEAD = "0004_key_last4"
 #: Legacy markers (SQLite ``user_version``, PostgreSQL ``schema_version``): the baseline's number
 #: before Alembic, and what is written there afterwards.
 SQLITE_LEGACY, SQLITE_FENCE = 4, 5

@@ -71,6 +71,7 @@ jobs = sa.Table(
     sa.Column("discord", sa.Text, nullable=False, server_default=sa.text("'{}'")),
     sa.Column("lease_owner", sa.Text),
     sa.Column("lease_until", sa.Double),
+    sa.Column("key_last4", sa.Text),  # the last four characters of the key that created the task
     sa.Index("jobs_member", "guild_id", "user_id", "id"),
     sa.Index("jobs_open", "guild_id", "state", "user_id", **_where(OPEN)),
     sa.Index("jobs_open_fifo", "id", **_where(OPEN)),

@@ -18,7 +18,7 @@ INT_MAX = 2**63 - 1
 #: The job fields add() takes from a NewJob.
 NEW_JOB_FIELDS = tuple(f.name for f in fields(NewJob))
 #: The Job fields, in Job's order (the lease columns are not part of a Job).
-JOB_COLUMNS = tuple(jobs.c)[:20]
+JOB_COLUMNS = tuple(c for c in jobs.c if c.name not in ("lease_owner", "lease_until"))
 # Stored value -> Job field, by position. Floats: SQLite's RETURNING hands back 1.0 as the integer 1.
 _READ = {
     "kind": JobKind,

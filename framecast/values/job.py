@@ -244,6 +244,8 @@ class Job:
     # The guild whose own API key created (and polls) the service task; None: the operator's key.
     key_owner: int | None = None
     discord: dict[str, Any] = field(default_factory=dict, repr=False)  # may hold tokens: not in repr()
+    # The last four characters of the key that created the task (None: a job of before they were kept).
+    key_last4: str | None = None
 
     @property
     def is_terminal(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -345,6 +345,37 @@ async def test_a_removed_key_keeps_serving_its_running_jobs_and_is_gone_after_a_
     failed = await rig.runner().run(job, release_service_slot=lambda: None)
     assert failed.state is JobState.FAILED and failed.error_code == ErrorCode.KEY_REMOVED
     assert rig.fake.count(path="/svcapi") == 0
+
+
+async def test_a_task_is_never_polled_with_the_key_that_replaced_its_own_after_a_restart(rig: Rig) -> None:
+    """The service knows a task only by the key that created it: a key replaced while the task ran
+    (then a restart) fails the job clearly instead of polling it with the new key (a 404, told as a
+    refused request). The jobs of before the key's end was kept are polled as they were."""
+    await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
+    assert rig.accounts.for_guild(GUILD).key_last4 == "abcd"
+    job = await rig.job(GUILD)
+    job = await rig.store.transition(job.id, JobState.SUBMITTING, expect=JobState.QUEUED)
+    job = await rig.store.transition(
+        job.id,
+        JobState.RUNNING,
+        expect=JobState.SUBMITTING,
+        task_id="v-old",
+        key_owner=GUILD,
+        key_last4="abcd",
+    )
+    unknown = await rig.store.update((await rig.job(GUILD, "of before")).id, key_owner=GUILD)
+    rig.fake.api_keys.add("the-replacing-server-key-wxyz")
+    await rig.accounts.set_guild_key(GUILD, "the-replacing-server-key-wxyz", by=ADMIN)
+
+    accounts = await rig.reopen()
+    assert accounts.for_job(job) is None
+    assert accounts.for_job(unknown) is accounts.for_guild(GUILD)
+    failed = await rig.runner().run(job, release_service_slot=lambda: None)
+    assert failed.state is JobState.FAILED and failed.error_code == ErrorCode.KEY_REMOVED
+    assert rig.fake.count(path="/svcapi") == 0
+    # The operator's key changed across the restart likewise; a result's link is fetched as before.
+    assert accounts.for_job(replace(job, key_owner=None, key_last4="0000")) is None
+    assert accounts.for_job(replace(job, state=JobState.DELIVERING)) is accounts.for_guild(GUILD)
 
 
 async def test_a_key_removed_while_it_is_being_set_is_gone_for_the_jobs_too(

@@ -17,7 +17,15 @@ from typing import Any
 from cryptography.fernet import Fernet
 
 from tests.e2e.commands import answer, image, refused, set_key, settings, text_of, video
-from tests.e2e.harness import MANAGE_GUILD, MEMBER_PERMS, StartWorld, World, service_creates, wait_state
+from tests.e2e.harness import (
+    MANAGE_GUILD,
+    MEMBER_PERMS,
+    StartWorld,
+    World,
+    service_creates,
+    status_of,
+    wait_state,
+)
 from tests.fakes.discord_api import FakeInteraction
 from tests.fakes.gen_service import POLL_PATH, TaskPlan
 
@@ -58,6 +66,37 @@ async def test_a_key_typed_with_spaces_is_stored_trimmed_and_remove_spares_a_run
     spent = db.with_name("framecast.spent-requests").read_text().splitlines()
     name = hmac.new(spent[0].split()[-1].encode(), SERVER_KEY.encode(), hashlib.sha256).hexdigest()[:32]
     assert any(line.split()[1] == name for line in spent[1:])
+
+
+async def test_a_key_replaced_while_its_task_runs_never_polls_it_after_a_restart(
+    start_synced: StartWorld,
+) -> None:
+    """The service knows a task only by the key that created it. Replaced, then a crash: the job
+    fails saying so, and no request goes out with the new key for the old task (it used to be
+    polled with the new key, answered 404, and told as a request the service refused)."""
+    replacing = "sk-server-" + "w" * 24 + "wxyz"
+
+    def setup(world: World) -> None:
+        world.service.api_keys.update({SERVER_KEY, replacing})
+
+    world = await start_synced(
+        extra_env={"KEY_ENCRYPTION_SECRET": Fernet.generate_key().decode()}, setup=setup
+    )
+    await set_key(world, SERVER_KEY)
+    world.service.plans = [("long", TaskPlan(polls=40))]
+    it = await video(world, "long running on the first key")
+    job_id = await world.job_id(it)
+    await wait_state(world, job_id, "running", timeout=15)
+    assert "…wxyz" in (await set_key(world, replacing)).content
+    await world.bot.kill()
+    await world.restart_bot()
+    row = await wait_state(world, job_id, "failed", timeout=15)
+    assert row["error_code"] == "key_removed"
+    msg = await it.wait_original(lambda m: "replaced" in status_of(m), timeout=10)
+    assert status_of(msg).startswith("❌")
+    [task] = [t for t in world.service.tasks.values() if t.prompt == "long running on the first key"]
+    polls = [r for r in world.service.requests if r.path == POLL_PATH and r.query.get("video_id") == task.id]
+    assert replacing not in {r.key for r in polls}
 
 
 async def test_two_servers_with_the_same_key_share_its_budget(start_synced: StartWorld) -> None:

@@ -25,6 +25,7 @@ class _Key:
     planner: Planner | None = None
     owner: int | None = None
     rejected: bool = False
+    key_last4: str = "fake"
 
     def plan(self, job: Job) -> JobPlan:
         """The planner's handle for `job`, or one that does nothing without a planner."""

@@ -67,6 +67,11 @@ async def pg_rows(dsn: str) -> dict[str, list[tuple[Any, ...]]]:
         await conn.close()
 
 
+def with_key_last4(rows: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
+    """`rows` as upgraded: each job gains ``key_last4``, unknown (NULL), and keeps every other field."""
+    return {**rows, "jobs": [(*job, None) for job in rows["jobs"]]}
+
+
 async def load_pg_fixture(dsn: str) -> None:
     """The plain-SQL dump, minus psql's own backslash commands (asyncpg runs the rest as is)."""
     text = (FIXTURES / "v4.postgres.sql").read_text(encoding="utf-8")
@@ -195,7 +200,7 @@ async def test_a_v4_sqlite_database_of_the_old_store_upgrades_in_place_with_ever
     assert sum(map(len, before.values())) == 20  # 9 jobs, 2 settings, 1 key, 6 log rows, 2 durations
     async with await Store.open(path) as store:
         pass
-    assert sqlite_rows(path) == before
+    assert sqlite_rows(path) == with_key_last4(before)
     conn = sqlite3.connect(path)
     try:
         # Adopted at the baseline, then upgraded along the chain.
@@ -216,7 +221,7 @@ async def test_a_v4_postgres_database_of_the_old_store_upgrades_in_place_with_ev
         assert sum(map(len, before.values())) == 20  # 9 jobs, 2 settings, 1 key, 6 log rows, 2 durations
         store = await Store.open(dsn)
         await store.close()
-        assert await pg_rows(dsn) == before
+        assert await pg_rows(dsn) == with_key_last4(before)
         conn = await asyncpg.connect(dsn)
         try:
             assert await conn.fetchval("SELECT version_num FROM alembic_version") == HEAD
@@ -243,6 +248,7 @@ async def test_a_database_of_the_previous_release_gains_the_styles_table_and_kee
         await conn.exec_driver_sql("DROP TABLE web_sessions")  # and what 0003_web added
         await conn.exec_driver_sql("DROP INDEX jobs_delivered")
         await conn.exec_driver_sql("DROP INDEX jobs_user")
+        await conn.exec_driver_sql("ALTER TABLE jobs DROP COLUMN key_last4")  # and what 0004 added
         await conn.exec_driver_sql(f"UPDATE alembic_version SET version_num = '{BASELINE}'")
     await store.close()
     store = await Store.open(empty)
@@ -267,6 +273,7 @@ async def test_a_database_of_the_styles_release_gains_the_web_sessions_and_the_g
         await conn.exec_driver_sql("DROP TABLE web_sessions")
         await conn.exec_driver_sql("DROP INDEX jobs_delivered")
         await conn.exec_driver_sql("DROP INDEX jobs_user")
+        await conn.exec_driver_sql("ALTER TABLE jobs DROP COLUMN key_last4")
         await conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0002_styles'")
     await store.close()
     store = await Store.open(empty)
@@ -275,6 +282,29 @@ async def test_a_database_of_the_styles_release_gains_the_web_sessions_and_the_g
         assert (current, diff) == (HEAD, [])
         assert await store.get(job.id) == job
         assert await store.web.sessions.user_of("nothing", now=0.0) is None
+    finally:
+        await store.close()
+
+
+async def test_a_database_of_the_web_release_gains_the_key_of_each_task_and_keeps_its_jobs(
+    empty: str,
+) -> None:
+    """A database at ``0003_web`` is upgraded in place: its jobs keep every field, with no key's end
+    known (they are polled with their owner's key, as before)."""
+    store = await Store.open(empty)
+    job = await store.add(
+        NewJob(JobKind.VIDEO, G1, 2, U1, "en-US", {"prompt": "x"}), member_limit=1, guild_cap=1
+    )
+    async with store._db.write() as conn:
+        await conn.exec_driver_sql("ALTER TABLE jobs DROP COLUMN key_last4")
+        await conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0003_web'")
+    await store.close()
+    store = await Store.open(empty)
+    try:
+        diff, current = await schema_difference(store)
+        assert (current, diff) == (HEAD, [])
+        assert await store.get(job.id) == job and job.key_last4 is None
+        assert (await store.update(job.id, key_last4="wxyz")).key_last4 == "wxyz"
     finally:
         await store.close()
 
