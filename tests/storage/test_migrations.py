@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from framecast.keys.vault import KeyVault
 from framecast.storage import Store, StoreError
 from framecast.storage.migrate import BASELINE, HEAD, PG_FENCE, SQLITE_FENCE, alembic_config
 from framecast.storage.schema import metadata
-from framecast.values import JobKind, JobState, NewJob
+from framecast.values import Job, JobKind, JobState, NewJob
 from framecast.values.durations import DurationRow
 from tests.fakes.clock import ManualClock
 from tests.pg import fresh_database
@@ -235,55 +236,54 @@ async def test_a_v4_postgres_database_of_the_old_store_upgrades_in_place_with_ev
             await store.close()
 
 
+#: What each revision after the baseline added, undone: a database of an older release is this
+#: code's, with the revisions after its own undone (newest first).
+UNDO = {
+    "0002_styles": ["DROP TABLE guild_styles"],
+    "0003_web": ["DROP TABLE web_sessions", "DROP INDEX jobs_delivered", "DROP INDEX jobs_user"],
+    "0004_key_last4": ["ALTER TABLE jobs DROP COLUMN key_last4"],
+}
+
+
+@asynccontextmanager
+async def upgraded_from(where: str, revision: str, job: NewJob) -> AsyncIterator[tuple[Store, Job]]:
+    """A database of the release at `revision`, holding `job`, opened by this code: the store at head
+    (checked against ``schema.py``) and the job, read back unchanged."""
+    store = await Store.open(where)
+    added = await store.add(job, member_limit=1, guild_cap=1)
+    later = list(UNDO)[list(UNDO).index(revision) + 1 :] if revision in UNDO else list(UNDO)
+    async with store._db.write() as conn:
+        for undone in reversed(later):
+            for statement in UNDO[undone]:
+                await conn.exec_driver_sql(statement)
+        await conn.exec_driver_sql(f"UPDATE alembic_version SET version_num = '{revision}'")
+    await store.close()
+    store = await Store.open(where)
+    try:
+        diff, current = await schema_difference(store)
+        assert (current, diff) == (HEAD, [])
+        assert await store.get(added.id) == added
+        yield store, added
+    finally:
+        await store.close()
+
+
 async def test_a_database_of_the_previous_release_gains_the_styles_table_and_keeps_its_rows(
     empty: str,
 ) -> None:
     """A database at ``0001_baseline`` (the release before styles) is upgraded in place at start-up."""
-    store = await Store.open(empty)
-    job = await store.add(
-        NewJob(JobKind.VIDEO, G1, 2, U1, "en-US", {"prompt": "猫"}), member_limit=1, guild_cap=1
-    )
-    async with store._db.write() as conn:  # back to what the previous release left
-        await conn.exec_driver_sql("DROP TABLE guild_styles")
-        await conn.exec_driver_sql("DROP TABLE web_sessions")  # and what 0003_web added
-        await conn.exec_driver_sql("DROP INDEX jobs_delivered")
-        await conn.exec_driver_sql("DROP INDEX jobs_user")
-        await conn.exec_driver_sql("ALTER TABLE jobs DROP COLUMN key_last4")  # and what 0004 added
-        await conn.exec_driver_sql(f"UPDATE alembic_version SET version_num = '{BASELINE}'")
-    await store.close()
-    store = await Store.open(empty)
-    try:
-        diff, current = await schema_difference(store)
-        assert (current, diff) == (HEAD, [])
-        assert await store.get(job.id) == job
+    job = NewJob(JobKind.VIDEO, G1, 2, U1, "en-US", {"prompt": "猫"})
+    async with upgraded_from(empty, BASELINE, job) as (store, _):
         assert await store.styles.all() == {}
-    finally:
-        await store.close()
 
 
 async def test_a_database_of_the_styles_release_gains_the_web_sessions_and_the_gallery_index(
     empty: str,
 ) -> None:
     """A database at ``0002_styles`` (the release before the web pages) is upgraded in place."""
-    store = await Store.open(empty)
-    job = await store.add(
-        NewJob(JobKind.IMAGE, G1, 2, U1, "en-US", {"prompt": "x"}), member_limit=1, guild_cap=1
-    )
-    async with store._db.write() as conn:
-        await conn.exec_driver_sql("DROP TABLE web_sessions")
-        await conn.exec_driver_sql("DROP INDEX jobs_delivered")
-        await conn.exec_driver_sql("DROP INDEX jobs_user")
-        await conn.exec_driver_sql("ALTER TABLE jobs DROP COLUMN key_last4")
-        await conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0002_styles'")
-    await store.close()
-    store = await Store.open(empty)
-    try:
-        diff, current = await schema_difference(store)
-        assert (current, diff) == (HEAD, [])
-        assert await store.get(job.id) == job
+    job = NewJob(JobKind.IMAGE, G1, 2, U1, "en-US", {"prompt": "x"})
+    async with upgraded_from(empty, "0002_styles", job) as (store, _):
         assert await store.web.sessions.user_of("nothing", now=0.0) is None
-    finally:
-        await store.close()
 
 
 async def test_a_database_of_the_web_release_gains_the_key_of_each_task_and_keeps_its_jobs(
@@ -291,22 +291,10 @@ async def test_a_database_of_the_web_release_gains_the_key_of_each_task_and_keep
 ) -> None:
     """A database at ``0003_web`` is upgraded in place: its jobs keep every field, with no key's end
     known (they are polled with their owner's key, as before)."""
-    store = await Store.open(empty)
-    job = await store.add(
-        NewJob(JobKind.VIDEO, G1, 2, U1, "en-US", {"prompt": "x"}), member_limit=1, guild_cap=1
-    )
-    async with store._db.write() as conn:
-        await conn.exec_driver_sql("ALTER TABLE jobs DROP COLUMN key_last4")
-        await conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0003_web'")
-    await store.close()
-    store = await Store.open(empty)
-    try:
-        diff, current = await schema_difference(store)
-        assert (current, diff) == (HEAD, [])
-        assert await store.get(job.id) == job and job.key_last4 is None
-        assert (await store.update(job.id, key_last4="wxyz")).key_last4 == "wxyz"
-    finally:
-        await store.close()
+    job = NewJob(JobKind.VIDEO, G1, 2, U1, "en-US", {"prompt": "x"})
+    async with upgraded_from(empty, "0003_web", job) as (store, added):
+        assert added.key_last4 is None
+        assert (await store.update(added.id, key_last4="wxyz")).key_last4 == "wxyz"
 
 
 async def test_a_database_of_a_newer_framecast_is_refused_with_one_line(empty: str) -> None:
