@@ -2,7 +2,8 @@
 through discord.py's permission rules (the same reading as /queue's, :func:`member_viewer`).
 
 Never from what the browser sends: the web session names only a user id (Discord confirmed it at
-login); their roles, Manage Server and the channels they can read are the bot's own view.
+login); their roles, Manage Server and the channels they can read are the bot's own view. The
+pages' words come from the bot's own catalogue (:func:`cogs.i18n.t`), in the browser's language.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -18,6 +19,7 @@ import discord
 
 from cogs.delivery.record import DiscordRecord
 from cogs.history import jump_url
+from cogs.i18n import shipped, t
 from cogs.interactions import member_viewer
 from framecast.app import Actor, DirectoryBusy, DirectoryUnavailable, HistoryRow, Job, ServerMember
 
@@ -40,8 +42,23 @@ _MAX_REMEMBERED = 4096
 LOOKUPS_PER_PERSON, LOOKUP_WINDOW = 30, 10.0
 
 
+def reading_locale(languages: Sequence[str]) -> str | None:
+    """The catalogue a browser reads, from its languages (best first): the first whose tag names a
+    catalogue (``de-DE`` reads ``de``'s), else one of its language (``es-MX`` reads ``es-ES``'s,
+    ``en-GB`` English); None: English."""
+    codes = sorted(shipped().by_locale)
+    for tag in (language.lower() for language in languages):
+        base = tag.split("-", 1)[0]
+        exact = [code for code in codes if code.lower() in (tag, base)]
+        alike = [code for code in codes if code.lower().split("-", 1)[0] == base]
+        if exact or alike:
+            return (exact or alike)[0]
+    return None
+
+
 class DiscordDirectory:
-    """The web pages' :class:`~framecast.app.ServerDirectory`, over the bot's cache and REST."""
+    """The web pages' :class:`~framecast.app.ServerDirectory` over the bot's cache and REST, and
+    their :class:`~framecast.app.PageWords` from the bot's catalogue."""
 
     def __init__(
         self, bot: Framecast, *, ttl: float = MEMBER_TTL, clock: Callable[[], float] = time.monotonic
@@ -103,6 +120,10 @@ class DiscordDirectory:
             return False
         asked.append(now)
         return True
+
+    def words(self, key: str, languages: Sequence[str], /, **params: object) -> str:
+        """Message `key` as the bot words it in Discord, in the browser's language."""
+        return t(key, reading_locale(languages), **params)
 
     def message_link(self, job: Job) -> str | None:
         """The link to `job`'s result message in Discord, as /history gives it."""

@@ -5,13 +5,16 @@ token, read as an :class:`Actor`), who may open it is the application's rule (``
 a refusal is a 403), forms carry the session's CSRF token, and every change goes through the use
 cases ``/settings`` calls (:class:`Admins`, :class:`ServerStyles`, each given the actor), so it is
 checked, saved and logged the same way. The server's key can be set and removed here; it is never shown (its last four
-characters at most, as ``/settings show``).
+characters at most, as ``/settings show``). A channel is named only to who can read it
+(:class:`ServerMember`'s ``channels``), and only those may be added.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from aiohttp import web
 
@@ -22,6 +25,7 @@ from framecast.app import (
     IntakeError,
     KeySetResult,
     LimitsChange,
+    NotAChannel,
     ServerMember,
     SettingsError,
     StyleError,
@@ -31,9 +35,9 @@ from framecast.app import (
     presets,
 )
 from web.charts import day_bars
-from web.requests import check_csrf, decimal, render, server_member, server_of
+from web.requests import check_csrf, decimal, render, say, server_member, server_of
 
-__all__ = ["add_routes"]
+__all__ = ["KEY_WORDS", "add_routes"]
 
 #: What a finished change says, by the `done` in the address it redirects to.
 DONE = {
@@ -47,16 +51,36 @@ DONE = {
     "key-removed": "The server's key was removed: the bot's own key is used again.",
     "key-none": "There was no server key to remove.",
 }
+#: A key not saved, worded as /settings key words it (the same catalogue keys: cogs/server_key.py);
+#: every result but SAVED (which redirects with `done`) has one: tests/web/test_dashboard_words.py.
 KEY_WORDS = {
-    KeySetResult.REFUSED: "The service refused that key.",
-    KeySetResult.UNREACHABLE: "The service did not answer; nothing was saved. Try again later.",
-    KeySetResult.DISABLED: "This bot does not let servers use their own key.",
-    KeySetResult.NO_SECRET: "This bot cannot store keys (its operator set no encryption secret).",
+    KeySetResult.REFUSED: "settings_key_refused",
+    KeySetResult.UNREACHABLE: "settings_key_unreachable",
+    KeySetResult.DISABLED: "settings_key_disabled",
+    KeySetResult.NO_SECRET: "settings_key_no_secret",
+    KeySetResult.THROTTLED: "settings_key_checks_throttled",
 }
 
 
 class _Refused(Exception):
     """A change the use case refused, in words for the page."""
+
+
+@dataclass(frozen=True)
+class _Posted:
+    """One form as its handler reads it: the use cases, who sent it, its fields, and the page's words."""
+
+    cases: WebCases
+    member: ServerMember
+    form: dict[str, str]
+    request: web.Request
+
+    @property
+    def by(self) -> Actor:
+        return self.member.actor
+
+    def say(self, key: str, /, **params: object) -> str:
+        return say(self.request, key, **params)
 
 
 def add_routes(app: web.Application) -> None:
@@ -95,6 +119,7 @@ async def dashboard(request: web.Request, *, problem: str | None = None, status:
         style_kinds=[k.value for k in StyleKind],
         channels=member.channels,
         channel_names=dict(member.channels),
+        hidden_channel=say(request, "web_channel_hidden"),
         video_sizes=list(presets.VIDEO_SIZES.values()),
         image_sizes=list(presets.IMAGE_SIZES.values()),
         video_seconds=presets.VIDEO_SECONDS,
@@ -118,19 +143,20 @@ def _number(form: dict[str, str], name: str) -> int | None:
     return number
 
 
-async def _limits(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
+async def _limits(posted: _Posted) -> str:
+    form = posted.form
     change = LimitsChange(
         member_jobs=_number(form, "member_jobs"),
         daily_videos=_number(form, "daily_videos"),
         daily_images=_number(form, "daily_images"),
         queue_cap=_number(form, "queue_cap"),
     )
-    await cases.admins.change_limits(by, change)
+    await posted.cases.admins.change_limits(posted.by, change)
     return "limits"
 
 
-async def _nsfw(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
-    await cases.admins.set_nsfw_only(by, form.get("only") == "on")
+async def _nsfw(posted: _Posted) -> str:
+    await posted.cases.admins.set_nsfw_only(posted.by, posted.form.get("only") == "on")
     return "nsfw"
 
 
@@ -143,9 +169,10 @@ def _choice(form: dict[str, str], name: str, allowed: object) -> str | None:
     return value
 
 
-async def _defaults(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
+async def _defaults(posted: _Posted) -> str:
     # Only what the admin changed: a value left as shown keeps its source (the operator's default
     # stays the operator's, and follows it), as /settings changes only the options given.
+    cases, by, form = posted.cases, posted.by, posted.form
     now = await cases.admins.show(by)
 
     def changed(name: str, allowed: object, current: object) -> str | None:
@@ -171,32 +198,34 @@ async def _defaults(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
     return "defaults"
 
 
-async def _channels(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
+async def _channels(posted: _Posted) -> str:
+    admins, by, form = posted.cases.admins, posted.by, posted.form
     if form.get("action") == "clear":
-        await cases.admins.clear_channels(by)
+        await admins.clear_channels(by)
         return "channels"
     channel = decimal(form.get("channel"), 20)
     if channel is None:
-        raise _Refused("Pick a channel.")
+        raise _Refused(posted.say("web_pick_channel"))
     if form.get("action") == "remove":
-        await cases.admins.remove_channel(by, channel)
+        if not (await admins.remove_channel(by, channel)).saved:
+            raise _Refused(posted.say("web_channel_not_listed"))
     else:
-        await cases.admins.add_channel(by, channel)
+        # Only a channel the form offers: this server's, and one the admin can read.
+        await admins.add_channel(by, channel, choices={cid for cid, _ in posted.member.channels})
     return "channels"
 
 
-async def _blocklist(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
-    admins = cases.admins
-    terms = str(form.get("terms", ""))
-    if form.get("action") == "remove":
+async def _blocklist(posted: _Posted) -> str:
+    admins, by, terms = posted.cases.admins, posted.by, str(posted.form.get("terms", ""))
+    if posted.form.get("action") == "remove":
         await admins.unblock_terms(by, terms)
     else:
         await admins.block_terms(by, terms)
     return "blocklist"
 
 
-async def _styles(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
-    styles = cases.styles
+async def _styles(posted: _Posted) -> str:
+    styles, by, form = posted.cases.styles, posted.by, posted.form
     if form.get("action") == "remove":
         await styles.remove(by, str(form.get("name", "")))
     else:
@@ -206,18 +235,22 @@ async def _styles(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
     return "styles"
 
 
-async def _key(cases: WebCases, by: Actor, form: dict[str, str]) -> str:
-    admins = cases.admins
+async def _key(posted: _Posted) -> str:
+    admins, by, form = posted.cases.admins, posted.by, posted.form
     if form.get("action") == "remove":
         removed = await admins.remove_key(by)
         return "key-removed" if removed.value == "removed" else "key-none"
     outcome = await admins.set_key(by, str(form.get("key", ""))[:512])
     if outcome.result is not KeySetResult.SAVED:
-        raise _Refused(KEY_WORDS[outcome.result])
+        # THROTTLED says when: in whole minutes from now (Discord shows the same moment relatively).
+        minutes = max(1, math.ceil(((outcome.retry_at or 0.0) - time.time()) / 60))
+        when = posted.say("web_in_minutes", minutes=minutes)
+        words = KEY_WORDS[outcome.result]
+        raise _Refused(posted.say(words, last4=outcome.last4, max=outcome.checks_per_hour, when=when))
     return "key-saved"
 
 
-FORMS: dict[str, Callable[[WebCases, Actor, dict[str, str]], Awaitable[str]]] = {
+FORMS: dict[str, Callable[[_Posted], Awaitable[str]]] = {
     "limits": _limits,
     "nsfw": _nsfw,
     "defaults": _defaults,
@@ -238,7 +271,9 @@ async def change(request: web.Request) -> web.StreamResponse:
         raise web.HTTPNotFound()
     form = {k: v for k, v in posted.items() if isinstance(v, str)}
     try:
-        done = await handler(server_of(request).cases, member.actor, form)
+        done = await handler(_Posted(server_of(request).cases, member, form, request))
+    except NotAChannel:
+        return await dashboard(request, problem=say(request, "web_pick_channel"), status=400)
     except SettingsError as exc:
         return await dashboard(request, problem=_settings_words(exc), status=400)
     except StyleError as exc:

@@ -23,6 +23,7 @@ from web.requests import (
     decimal,
     render,
     require_user,
+    say,
     server_member,
     server_of,
 )
@@ -91,19 +92,22 @@ async def login(request: web.Request) -> web.StreamResponse:
 
 async def callback(request: web.Request) -> web.StreamResponse:
     """Back from Discord: the `state` must be the one this browser left with; then the code is
-    exchanged (with the verifier) and a session opened."""
+    exchanged (with the verifier) and a session opened. A person who pressed Cancel at Discord
+    comes back with ``error=access_denied`` and their state: told so, and offered to log in again."""
     server = server_of(request)
     assert server.oauth is not None
     pending = server.signer.unsign("login", request.cookies.get(LOGIN_COOKIE))
     state = request.query.get("state", "")
     code = request.query.get("code", "")
-    if (
-        not isinstance(pending, dict)
-        or not isinstance(pending.get("state"), str)
-        or not hmac.compare_digest(pending["state"].encode(), state.encode())
-        or not code
-        or len(code) > 256
-    ):
+    ours = (
+        isinstance(pending, dict)
+        and isinstance(pending.get("state"), str)
+        and hmac.compare_digest(pending["state"].encode(), state.encode())
+    )
+    if ours and request.query.get("error") == "access_denied":
+        title = say(request, "web_login_cancelled_title")
+        return _refused(request, say(request, "web_login_cancelled"), title=title)
+    if not ours or not isinstance(pending, dict) or not code or len(code) > 256:
         return _refused(request, "This login did not start in this browser, or took too long. Log in again.")
     try:
         user = await server.oauth.user_id(
@@ -120,8 +124,8 @@ async def callback(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def _refused(request: web.Request, why: str) -> web.StreamResponse:
-    response = render(request, "message.html", status=400, title="Login refused", message=why)
+def _refused(request: web.Request, why: str, *, title: str = "Login refused") -> web.StreamResponse:
+    response = render(request, "message.html", status=400, title=title, message=why)
     response.del_cookie(LOGIN_COOKIE, path="/")
     return response
 

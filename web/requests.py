@@ -3,7 +3,8 @@ token, and who they are in the server of the path; and a page drawn for them.
 
 Who is logged in comes from the session cookie (signed, HttpOnly, Secure, SameSite=Lax) and its row
 in the store; who they are in a server comes from the bot's view (:class:`ServerDirectory`), asked on
-every request. A form that changes anything carries a CSRF token bound to the session.
+every request. A form that changes anything carries a CSRF token bound to the session. What a page
+says in the reader's language (:func:`say`) is read from the browser's ``Accept-Language``.
 """
 
 from __future__ import annotations
@@ -21,13 +22,17 @@ __all__ = [
     "check_csrf",
     "current_user",
     "decimal",
+    "languages",
     "render",
     "require_user",
+    "say",
     "server_member",
     "server_of",
 ]
 
 SESSION_COOKIE = "fc_session"
+#: The browser's languages read at most (``Accept-Language`` is the browser's to fill).
+_MAX_LANGUAGES = 8
 
 
 def decimal(text: object, max_digits: int) -> int | None:
@@ -43,6 +48,28 @@ def decimal(text: object, max_digits: int) -> int | None:
     if not (0 < len(text) <= max_digits and text.isascii() and text.isdigit()):
         return None
     return int(text)
+
+
+def languages(request: web.Request) -> tuple[str, ...]:
+    """The browser's languages, best first (``Accept-Language``: its tags by quality; ``*``, refused
+    ones and anything that is no language tag left out)."""
+    ranked: list[tuple[float, str]] = []
+    for part in request.headers.get("Accept-Language", "")[:512].split(",")[:32]:
+        tag, _, quality = part.strip().partition(";")
+        tag = tag.strip()
+        try:
+            q = float(quality.strip().removeprefix("q=")) if quality else 1.0
+        except ValueError:
+            continue
+        if 0 < q <= 1 and 0 < len(tag) <= 35 and tag.isascii() and tag.replace("-", "").isalnum():
+            ranked.append((q, tag))
+    ranked.sort(key=lambda pair: -pair[0])  # stable: equal qualities keep the browser's order
+    return tuple(tag for _, tag in ranked[:_MAX_LANGUAGES])
+
+
+def say(request: web.Request, key: str, /, **params: object) -> str:
+    """Message `key` (the bot's catalogue, as its Discord replies word it) in the reader's language."""
+    return server_of(request).cases.words.words(key, languages(request), **params)
 
 
 def server_of(request: web.Request) -> WebServer:

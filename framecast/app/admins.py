@@ -26,7 +26,7 @@ Which model a default may name is decided by :mod:`framecast.app.model_choice` o
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -59,6 +59,7 @@ __all__ = [
     "KeySetResult",
     "KeyView",
     "LimitsChange",
+    "NotAChannel",
     "RefusedKeyNotice",
     "ServerModel",
     "SettingsChanged",
@@ -279,6 +280,11 @@ _VAULT_TO_AVAILABILITY = {
 }
 
 
+class NotAChannel(Exception):
+    """A channel to allow that is none the admin could pick: not one of this server's text channels
+    the edge offered them (another server's, or a number that names nothing). Nothing changed."""
+
+
 def split_terms(text: str) -> list[str]:
     """Comma-separated blocklist terms (also the full-width, ideographic and Arabic commas), trimmed."""
     for comma in ("，", "、", "،"):
@@ -424,9 +430,20 @@ class Admins:
         # Autocomplete values are not validated by Discord: the one model rule decides, as for /video.
         return check_model(model, self._models.ids(kind.value)) if model else None
 
-    async def add_channel(self, actor: Actor, channel_id: int) -> SettingsChanged:
+    async def add_channel(
+        self, actor: Actor, channel_id: int, *, choices: Collection[int] | None = None
+    ) -> SettingsChanged:
         """Allow generation in a channel (the first one limits generation to the list; a thread in an
-        allowed channel is allowed, the intake treats a thread as its parent)."""
+        allowed channel is allowed, the intake treats a thread as its parent).
+
+        `choices`: the server's channels the edge offered the admin (the dashboard's list); any other
+        raises :class:`NotAChannel` and changes nothing, since one id that names no channel of the
+        server would stop generation in all of them. None: the chat app's own picker only offers
+        the server's channels (/settings channels add).
+        """
+        administered(actor)  # who asks comes first
+        if choices is not None and channel_id not in choices:
+            raise NotAChannel(channel_id)
 
         def added(settings: GuildSettings) -> dict[str, object]:
             current = settings.channels

@@ -48,8 +48,16 @@ class ServerMember:
     actor: Actor
     viewer: QueueViewer
     server_name: str
-    #: The server's text channels as (id, name), in the chat app's order (for the dashboard's lists).
+    #: The server's text channels this person can read, as (id, name), in the chat app's order (the
+    #: dashboard's lists and what its channel form may add). Any other channel given is dropped here:
+    #: a channel's name is shown only to who can read it (``viewer.readable_channels``, /queue's
+    #: reading), as the chat app shows it.
     channels: tuple[tuple[int, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        readable = self.viewer.readable_channels
+        named = tuple((cid, name) for cid, name in self.channels if cid in readable)
+        object.__setattr__(self, "channels", named)
 
 
 class DirectoryUnavailable(Exception):

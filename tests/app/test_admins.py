@@ -29,6 +29,7 @@ from framecast.app import (
     KeySetResult,
     KeyView,
     LimitsChange,
+    NotAChannel,
     RefusedKeyNotice,
     Requester,
     Setting,
@@ -211,6 +212,23 @@ async def test_channels_are_added_once_removed_and_cleared(core: Core[QuietChat]
     assert (await core.admins.remove_channel(admin(GUILD), 10)).view.settings.channels == (11,)
     cleared = await core.admins.clear_channels(admin(GUILD))
     assert cleared.view.settings.channels == ()
+
+
+async def test_a_channel_the_admin_was_not_offered_is_refused_and_changes_nothing(
+    core: Core[QuietChat],
+) -> None:
+    offered = {10, 11}  # the server's channels the dashboard's form offered this admin
+    for stranger in (12, 2**63, 10**20 - 1):  # another server's channel, ids beyond 64 bits
+        with pytest.raises(NotAChannel):
+            await core.admins.add_channel(admin(GUILD), stranger, choices=offered)
+    assert (await core.admins.show(admin(GUILD))).settings.channels == ()
+    added = await core.admins.add_channel(admin(GUILD), 11, choices=offered)
+    assert added.view.settings.channels == (11,)
+    # Who asks comes first: a member without Manage Server learns nothing of the choices.
+    with pytest.raises(AdminRefused):
+        await core.admins.add_channel(Actor(ADMIN, GUILD), 12, choices=offered)
+    # Removing a channel that is not listed saves nothing.
+    assert (await core.admins.remove_channel(admin(GUILD), 10)).saved == ()
 
 
 async def test_blocklist_terms_are_split_deduplicated_by_case_and_removed_by_case(

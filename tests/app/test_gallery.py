@@ -150,3 +150,9 @@ async def test_filters_by_member_kind_and_style(store: Store) -> None:
     assert prompts(await gallery.page(GUILD, viewer, GalleryQuery(kind=JobKind.VIDEO))) == ["alice video"]
     page = await gallery.page(GUILD, viewer, GalleryQuery(style="Noir"))
     assert prompts(page) == ["styled"] and page.items[0].style == "Noir"
+
+
+def test_a_member_is_told_the_names_of_the_channels_they_can_read_only() -> None:
+    viewer = QueueViewer(ALICE, frozenset({OPEN}), frozenset(), in_age_restricted=True)
+    seen = ServerMember(Actor(ALICE, GUILD), viewer, "Guild", channels=((OPEN, "general"), (STAFF, "staff")))
+    assert seen.channels == ((OPEN, "general"),)

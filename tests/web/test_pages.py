@@ -34,3 +34,17 @@ def test_numbers_from_addresses_and_forms_are_ascii_digits_only() -> None:
     assert decimal("42", 9) == 42 and decimal(" 42 ", 9) == 42
     for odd in ("²", "٣", "１２", "4²", "-1", "+1", "1_000", "", " ", None, 42, "1" * 10):
         assert decimal(odd, 9) is None, odd
+
+
+def test_the_pages_read_the_browsers_languages_best_first_and_in_the_bots_catalogues() -> None:
+    from aiohttp.test_utils import make_mocked_request
+
+    from cogs.web_members import reading_locale
+    from web.requests import languages
+
+    asked = make_mocked_request("GET", "/", headers={"Accept-Language": "fr;q=0.5, de-DE, *;q=0.1, x;q=0, é"})
+    assert languages(asked) == ("de-DE", "fr")  # "*", a refused language and a non-tag left out
+    assert reading_locale(("de-DE", "fr")) == "de"
+    assert reading_locale(("es-MX",)) == "es-ES" and reading_locale(("pt",)) == "pt-BR"
+    assert reading_locale(("zh-TW",)) == "zh-TW" and reading_locale(("en-GB", "de")) == "en-US"
+    assert reading_locale(("xx", "tlh")) is None  # English
