@@ -86,6 +86,13 @@ DAILY_QUOTA_KEYS: dict[JobKind, str] = {
     JobKind.VIDEO: "settings_refuse_quota_video",
     JobKind.IMAGE: "settings_refuse_quota_image",
 }
+#: A member's own limit met by someone acting for them (a server manager's Retry of their job):
+#: the refusal names the member (``{member}``), not "you".
+MEMBERS_LIMIT_KEYS: dict[str, str] = {
+    "error_member_limit": "error_member_limit_member",
+    "settings_refuse_quota_video": "settings_refuse_quota_video_member",
+    "settings_refuse_quota_image": "settings_refuse_quota_image_member",
+}
 
 #: The one mapping from a refused /settings change to the admin's words.
 SETTINGS_KEYS: dict[SettingsProblem, str] = {
@@ -169,10 +176,15 @@ def echoing(key: str, locale: str | discord.Locale | None, params: dict[str, Any
 def _intake_message(error: IntakeError, locale: str | discord.Locale | None, personal: bool) -> str:
     params: dict[str, Any] = dict(error.params)
     key = place_key(INTAKE_KEYS[error.problem], personal=personal)
+    if "member" in params:
+        # Another member's limit: a mention shows their name (replies never ping: allowed_mentions).
+        params["member"] = f"<@{int(params['member'])}>"
     if error.problem is IntakeProblem.DAILY_QUOTA:
         key = place_key(DAILY_QUOTA_KEYS[JobKind(params.pop("kind"))], personal=personal)
         params["resets"] = relative_time(float(params.pop("resets_at")))
-        return t(key, locale, **params)
+        return t(_whose(key, params), locale, **params)
+    if error.problem is IntakeProblem.MEMBER_LIMIT:
+        return t(_whose(key, params), locale, **params)
     if error.problem is IntakeProblem.STYLE_WRONG_KIND:
         key = STYLE_KIND_KEYS[JobKind(params.pop("kind"))]
     if error.problem is IntakeProblem.CHANNEL_NOT_ALLOWED:
@@ -181,6 +193,11 @@ def _intake_message(error: IntakeError, locale: str | discord.Locale | None, per
         return t(key, locale, **params)
     # Parameters may echo what a member typed or what the service listed: shown literally.
     return echoing(key, locale, params)
+
+
+def _whose(key: str, params: dict[str, Any]) -> str:
+    """`key`, or its twin naming the member when the limit is another member's (``member``)."""
+    return MEMBERS_LIMIT_KEYS.get(key, key) if "member" in params else key
 
 
 def _settings_message(error: SettingsError, locale: str | discord.Locale | None) -> str:

@@ -50,19 +50,69 @@ _ALREADY_ACKNOWLEDGED = 40060
 async def defer(
     interaction: discord.Interaction[Any], *, ephemeral: bool = False, thinking: bool = False
 ) -> None:
-    """``interaction.response.defer``, also when Discord took it and its answer was lost.
+    """``interaction.response.defer``, also when Discord took it and its answer was lost, and also
+    when the message a click was on is gone.
 
-    discord.py then sends it again and Discord refuses with 40060 (already acknowledged): the
+    discord.py sends a lost one again and Discord refuses with 40060 (already acknowledged): the
     interaction is acknowledged and the command goes on (it stayed "thinking…" for ever, its job
     never queued, with a traceback in the log).
+
+    A click's deferred update (the answer is the clicked message changing: Cancel) is refused with
+    10008 Unknown Message when that message was deleted, or its channel, after the click. A refused
+    callback acknowledges nothing, so the click is acknowledged privately instead ("thinking…",
+    seen only by the member, completed by :func:`answer_click`) and goes on: the member's cancel is
+    carried out. When Discord refuses that too (the place is gone), the click goes on
+    unacknowledged.
     """
     try:
         await interaction.response.defer(ephemeral=ephemeral, thinking=thinking)
     except discord.HTTPException as exc:
+        if exc.code == DiscordCode.UNKNOWN_MESSAGE and _updates_the_message(interaction, thinking=thinking):
+            await _acknowledge_without_the_message(interaction)
+            return
         if exc.code != _ALREADY_ACKNOWLEDGED:
             raise
         log.info("interaction %s: the acknowledgement's answer was lost; Discord has it", interaction.id)
         count_as_deferred(interaction, thinking=thinking)
+
+
+def _updates_the_message(interaction: discord.Interaction[Any], *, thinking: bool) -> bool:
+    """Whether a deferral is a click's deferred update (callback type 6: the clicked message)."""
+    return interaction.type is discord.InteractionType.component and not thinking
+
+
+async def _acknowledge_without_the_message(interaction: discord.Interaction[Any]) -> None:
+    """A click whose message is gone: acknowledged privately, or (refused too) not at all."""
+    try:
+        await interaction.response.defer(ephemeral=True, thinking=True)
+    except discord.HTTPException as exc:
+        log.warning(
+            "interaction %s: its message is gone and Discord refused a private answer too "
+            "(HTTP %s, code %s); the click goes on unanswered",
+            interaction.id,
+            exc.status,
+            exc.code,
+        )
+        return
+    log.info("interaction %s: the message clicked is gone; the click is answered privately", interaction.id)
+
+
+async def answer_click(interaction: discord.Interaction[Any], text: str) -> None:
+    """A click answered with a deferred update needs no words (its message shows the outcome);
+    one whose message was gone (:func:`defer` acknowledged it privately instead) reads `text`."""
+    if interaction.response.type is not discord.InteractionResponseType.deferred_channel_message:
+        return
+    try:
+        await interaction.edit_original_response(
+            content=text, allowed_mentions=discord.AllowedMentions.none()
+        )
+    except discord.HTTPException as exc:
+        log.warning(
+            "interaction %s: could not answer the click: HTTP %s (code %s)",
+            interaction.id,
+            exc.status,
+            exc.code,
+        )
 
 
 async def acknowledge_privately(interaction: discord.Interaction[Any]) -> None:

@@ -120,7 +120,9 @@ class CancelButton(_JobButton, template=_template(ButtonAction.CANCEL)):
     style = discord.ButtonStyle.danger
 
     async def clicked(self, interaction: discord.Interaction[Any]) -> None:
-        """Refuse privately who may not; otherwise a silent acknowledgement, and the message shows it."""
+        """Refuse privately who may not; otherwise a silent acknowledgement, and the message shows it
+        (a message deleted meanwhile: the job's fresh one shows it, and the member reads it privately,
+        see :func:`cogs.tree.defer`)."""
         actor = interactions.actor(interaction)
         members = interactions.members(interaction)
         await tree.before_acknowledging(
@@ -128,6 +130,7 @@ class CancelButton(_JobButton, template=_template(ButtonAction.CANCEL)):
         )
         await defer(interaction)
         await members.cancel(actor, self.job_id)
+        await tree.answer_click(interaction, t("cancel_done", interaction.locale, id=self.job_id))
 
 
 class RetryButton(_JobButton, template=_template(ButtonAction.RETRY)):
@@ -219,6 +222,14 @@ class DeleteButton(_JobButton, template=_template(ButtonAction.DELETE)):
             # its job's token lasts 15 minutes. This click's own token can delete the message it
             # is on (its @original, once answered with a deferred update), for 15 minutes more.
             await defer(interaction)
+            if interaction.response.type is not discord.InteractionResponseType.deferred_message_update:
+                # The message is gone (:func:`cogs.tree.defer` answered privately, or could not):
+                # this click's @original is not the result, so its token is not kept.
+                if interaction.response.is_done():
+                    await interaction.edit_original_response(
+                        content=text, view=question, allowed_mentions=none
+                    )
+                return
             reporter = cast("Framecast", interaction.client).core.reporter
             await reporter.delete_clicked(self.job_id, interaction, interaction.message.id)
             await interaction.followup.send(text, view=question, ephemeral=True, allowed_mentions=none)

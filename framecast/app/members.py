@@ -145,6 +145,9 @@ class Request:
     #: The stored job whose style this request keeps (a Remix: its form has no room for the style,
     #: which is read, and applied to the new prompt, in :meth:`Members.submit`).
     style_from: int | None = None
+    #: Who asked for a retry (`who` is the failed job's member): a server manager may retry a
+    #: member's job, and the member's limits then refuse it in the member's name.
+    retried_by: int | None = None
 
 
 @dataclass(frozen=True)
@@ -377,10 +380,13 @@ class Members:
         now (the service's list may have dropped the old one). Raises :class:`IntakeError`.
         """
         who = dataclasses.replace(where, user_id=job.user_id)
-        self._intake.precheck(who, job.kind)
+        try:
+            self._intake.precheck(who, job.kind)
+        except IntakeError as error:
+            raise _whose_limit(error, member=job.user_id, asking=where.user_id) from None
         params = {k: v for k, v in job.params.items() if k not in _MODEL_KEYS}
         params.update(self._model_again(job).params())
-        return Request(who=who, kind=job.kind, params=params, retry_of=job.id)
+        return Request(who=who, kind=job.kind, params=params, retry_of=job.id, retried_by=where.user_id)
 
     async def retry(self, request: Request, chat: Mapping[str, Any]) -> Started:
         """Queue a prepared retry (:meth:`prepare_retry`) as a new job, and show it.
@@ -393,7 +399,11 @@ class Members:
         old = await self._store.get(request.retry_of)
         if old is None or old.state is not JobState.FAILED:
             raise JobRefused(Refusal.NOT_FOUND, request.retry_of)
-        started = await self.submit(request, chat)
+        try:
+            started = await self.submit(request, chat)
+        except IntakeError as error:
+            asking = request.who.user_id if request.retried_by is None else request.retried_by
+            raise _whose_limit(error, member=request.who.user_id, asking=asking) from None
         log.info("job %s: retry of job %s", started.job.id, old.id)
         return started
 
@@ -540,6 +550,18 @@ class Members:
         """The model a job made again gets: the same pick, or the default of now."""
         picked = job.params.get("model") if ModelChoice.of_params(job.params) is ModelSource.PICKED else None
         return self._choose(job.guild_id, job.kind, picked)
+
+
+#: The refusals of a member's own limits: their jobs queued or running, their daily quota.
+_MEMBERS_LIMITS = frozenset({IntakeProblem.MEMBER_LIMIT, IntakeProblem.DAILY_QUOTA})
+
+
+def _whose_limit(error: IntakeError, *, member: int, asking: int) -> IntakeError:
+    """`error`, naming the `member` whose limit refused it when someone else was `asking` for them
+    (a server manager's Retry of a member's job): the refusal is the member's, not the asker's."""
+    if error.problem not in _MEMBERS_LIMITS or member == asking:
+        return error
+    return IntakeError(error.problem, **{**error.params, "member": member})
 
 
 def _actor(who: Requester) -> Actor:

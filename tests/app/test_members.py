@@ -256,6 +256,29 @@ async def test_retry_is_the_requesters_job_once_and_a_default_model_is_the_defau
     assert again.value.problem is IntakeProblem.ALREADY_RETRIED and again.value.params["id"] == new.id
 
 
+async def test_a_managers_retry_at_the_members_limit_is_refused_in_the_members_name(core: Core[Any]) -> None:
+    members = core.members
+    failed = await finished(core, JobState.FAILED)
+    manager = Actor(ADMIN, GUILD, manages_guild=True)
+    job = await members.authorize(manager, failed.id, JobAction.RETRY, reading(ADMIN))
+    # Prepared while alice had room; alice then fills her limit: the store refuses it at submission.
+    late = members.prepare_retry(member(ADMIN), job)
+    for number in range(core.settings.member_job_limit):
+        await members.submit(members.prepare(member(ALICE), JobKind.VIDEO, JobOptions(f"job {number}")), CHAT)
+    with pytest.raises(IntakeError) as stored:
+        await members.retry(late, CHAT)
+    # Before the acknowledgement, from memory.
+    with pytest.raises(IntakeError) as checked:
+        members.prepare_retry(member(ADMIN), job)
+    for refused in (stored, checked):
+        assert refused.value.problem is IntakeProblem.MEMBER_LIMIT
+        assert refused.value.params == {"limit": core.settings.member_job_limit, "member": ALICE}
+    # Alice's own retry is refused in her own name: no member to name.
+    with pytest.raises(IntakeError) as own:
+        members.prepare_retry(member(ALICE), job)
+    assert own.value.params == {"limit": core.settings.member_job_limit}
+
+
 async def test_only_a_failed_job_is_retried(core: Core[Any]) -> None:
     delivered = await finished(core, JobState.DELIVERED)
     request = core.members.prepare_retry(member(ALICE), delivered)

@@ -207,6 +207,30 @@ def test_daily_quota_names_the_kind_the_limit_and_a_relative_reset(kind: JobKind
     )
 
 
+@pytest.mark.parametrize("locale", [*LOCALES, "ru", "pl", "ja"])
+def test_a_members_own_limit_met_by_someone_acting_for_them_names_the_member(locale: str) -> None:
+    # A server manager's Retry of a member's job: the limit is the member's, named by a mention
+    # (which shows their name; replies never ping), never "you".
+    for limit in (1, 2, 5):
+        text = error_message(IntakeError(P.MEMBER_LIMIT, limit=limit, member=1234), locale)
+        assert text == t("error_member_limit_member", locale, limit=limit, member="<@1234>")
+        assert text != error_message(IntakeError(P.MEMBER_LIMIT, limit=limit), locale)
+    for kind, key in DAILY_QUOTA_KEYS.items():
+        quota = IntakeError(P.DAILY_QUOTA, kind=kind, limit=3, resets_at=1_700_000_123.7, member=1234)
+        text = error_message(quota, locale)
+        assert text == t(f"{key}_member", locale, limit=3, resets="<t:1700000123:R>", member="<@1234>")
+        assert text is not None and "<@1234>" in text and "<t:1700000123:R>" in text
+
+
+def test_a_members_own_limit_in_english_says_whose_it_is() -> None:
+    text = error_message(IntakeError(P.MEMBER_LIMIT, limit=2, member=1234), SOURCE)
+    assert text == "<@1234> already has 2 jobs queued or running. Wait for one to finish, or cancel one."
+    quota = IntakeError(P.DAILY_QUOTA, kind=JobKind.IMAGE, limit=1, resets_at=1.0e9, member=1234)
+    assert error_message(quota, SOURCE) == (
+        "<@1234> has reached this server's daily limit of 1 image. It resets <t:1000000000:R>."
+    )
+
+
 def test_a_blocked_prompt_never_echoes_the_term() -> None:
     for locale in LOCALES:
         text = error_message(IntakeError(P.PROMPT_BLOCKED), locale)

@@ -136,6 +136,7 @@ CHOICE_NAMES = tuple(text for text, kind in _STRINGS.items() if kind == "choice_
 COUNTED = {
     "error_prompt_too_long": "length",
     "error_member_limit": "limit",
+    "error_member_limit_member": "limit",
     "error_guild_queue_full": "cap",
     "error_cooldown": "seconds",
     "info_synced": "count",

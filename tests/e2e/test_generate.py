@@ -152,6 +152,33 @@ async def test_retry_is_refused_to_other_members(world: World) -> None:
     assert it.original is not None
 
 
+async def test_a_managers_retry_refused_at_the_members_limit_names_the_member_and_pings_nobody(
+    world: World,
+) -> None:
+    # The limit is the member's (the retry is their job), not the manager's, who has no job at all.
+    world.service.plans = [("doomed", TaskPlan(outcome="failed", error="nope"))]
+    it = await world.video("doomed at the limit")
+    msg = await world.wait_message(lambda m: status_of(m).startswith("❌"), what="failure shown")
+    world.service.plans = []
+    world.service.default_plan = TaskPlan(polls=10**9)
+    for prompt in ("alice's first", "alice's second"):  # alice at MEMBER_JOB_LIMIT (2)
+        await world.job_id(await world.video(prompt))
+    click = await world.discord.click(msg, button_ids(msg)[0], world.admins[0])
+    kind, data = await click.wait_response()
+    assert data is not None and kind == 4 and data["flags"] & 64
+    assert data["content"] == (
+        f"<@{world.alice.id}> already has 2 jobs queued or running. Wait for one to finish, or cancel one."
+    )
+    assert data["allowed_mentions"] == {"parse": []} and click.original is not None
+    assert not click.original.pinged_user_ids
+    # Alice's own Retry still reads "you".
+    mine = await world.discord.click(msg, button_ids(msg)[0], world.alice)
+    kind, data = await mine.wait_response()
+    assert data is not None and data["content"].startswith("You already have 2 jobs queued or running.")
+    assert len(creates(world, "doomed at the limit")) == 1
+    assert it.original is not None
+
+
 async def test_cancel_queued_and_running_jobs(tmp_path) -> None:
     from tests.e2e.harness import close_world, make_world
 
