@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 import discord
 from discord.ext import commands
 
-from cogs.delivery import DeliveryTimings, DiscordReporter
+from cogs.delivery.reporter import DiscordReporter
+from cogs.delivery.timings import DeliveryTimings
 from cogs.discord_internals import point_discord_at, quiet_voice_warnings
 from cogs.i18n import FramecastTranslator
 from cogs.startup import ReconnectLogFilter, connect_patiently

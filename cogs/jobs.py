@@ -17,7 +17,7 @@ from discord.app_commands import locale_str
 from discord.ext import commands
 
 from cogs import interactions
-from cogs.delivery import result_attachments
+from cogs.delivery.lookup import result_attachments
 from cogs.error_text import error_message
 from cogs.i18n import t
 from cogs.literal import link_text

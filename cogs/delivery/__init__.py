@@ -8,11 +8,6 @@ a return value. Beside them: the job's bookkeeping as a typed record (:mod:`.rec
 error codes (:mod:`.codes`), :mod:`.retries`, :mod:`.recovery` ("is it there already?"),
 :mod:`.lookup` (``/job``), :mod:`.limits` (upload sizes), :mod:`.notes`, :mod:`.timings`, and
 :mod:`.key_notice` (telling a server's admins that the service refused its key).
+
+Nothing is imported here: importing one module of the package (its error codes, say) runs no other.
 """
-
-from cogs.delivery.lookup import result_attachments
-from cogs.delivery.record import DiscordRecord, record_for
-from cogs.delivery.reporter import DiscordReporter
-from cogs.delivery.timings import DeliveryTimings
-
-__all__ = ["DeliveryTimings", "DiscordRecord", "DiscordReporter", "record_for", "result_attachments"]

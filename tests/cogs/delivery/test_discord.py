@@ -23,15 +23,16 @@ import discord
 import pytest
 import yarl
 
-from cogs.delivery import DeliveryTimings, DiscordReporter, record_for, result_attachments
 from cogs.delivery.codes import MessageUnusable, NowhereToPost, ThreadClosed, TokenDead, TooLarge
 from cogs.delivery.drawing import Drawing
 from cogs.delivery.errors_metric import DiscordErrors
 from cogs.delivery.limits import UPLOAD_SLACK, limit_below
-from cogs.delivery.lookup import JobMessages
+from cogs.delivery.lookup import JobMessages, result_attachments
 from cogs.delivery.placement import Placement, Target
-from cogs.delivery.record import DiscordRecord
+from cogs.delivery.record import DiscordRecord, record_for
+from cogs.delivery.reporter import DiscordReporter
 from cogs.delivery.retries import ATTEMPTS, retry_delay
+from cogs.delivery.timings import DeliveryTimings
 from framecast.app import (
     Delivered,
     Interrupted,
