@@ -103,10 +103,13 @@ async def current_user(request: web.Request) -> int | None:
 
 
 async def require_user(request: web.Request) -> int:
-    """The logged-in user, or a redirect to log in (and back here)."""
+    """The logged-in user, or a redirect to log in (and back here; a form, back to its page)."""
     user = await current_user(request)
     if user is None:
-        raise web.HTTPFound(f"/login?{_next_query(request.path_qs)}")
+        # A form's own address takes only its POST: after logging in, the page it is on (its
+        # address's parent: /d/<server> for /d/<server>/limits, / for /logout) is shown instead.
+        back = request.path_qs if request.method in ("GET", "HEAD") else request.path.rsplit("/", 1)[0] or "/"
+        raise web.HTTPFound(f"/login?{_next_query(back)}")
     return user
 
 

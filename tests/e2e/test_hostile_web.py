@@ -9,6 +9,8 @@ write in, whatever their case.
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs, quote, urlsplit
+
 from tests.e2e.commands import settings, text_of
 from tests.e2e.harness import StartWorld, World
 from tests.e2e.webpages import Browser, Site, enable_web, prompts_on
@@ -69,6 +71,20 @@ async def test_non_ascii_cookies_and_csrf_tokens_are_refused_like_forged_ones(si
     assert status == 403
     assert text_of(await settings(world, "show")) == before
     assert web_warnings(world) == []
+
+
+async def test_a_form_sent_without_a_session_leads_after_logging_in_to_the_page_it_is_on(site: Site) -> None:
+    """Not to the form's own address, which takes only a POST (a 405 after logging in)."""
+    world, guild = site.world, site.world.guild.id
+    boss = site.browser()
+    before = text_of(await settings(world, "show"))
+    for form, page in ((f"/d/{guild}/limits", f"/d/{guild}"), ("/logout", "/")):
+        status, _, response = await boss.post(form, {"queue_cap": "3"}, allow_redirects=False)
+        location = urlsplit(response.headers["Location"])
+        assert (status, location.path, parse_qs(location.query)) == (302, "/login", {"next": [page]})
+    landed = await boss.login(site.boss, then=quote(f"/d/{guild}", safe=""))
+    assert "queue_cap" in landed
+    assert text_of(await settings(world, "show")) == before
 
 
 PROMPTS = ("Ärger im Café", "Кот на луне", "ΣΟΦΙΑ στο φεγγάρι", "Żółw w deszczu", "a plain cat")
