@@ -184,20 +184,29 @@ class Accounts:
         self._admission_changed()
 
     async def load_guild(self, guild_id: int) -> None:
-        """Open the guild's stored key if this process has not yet (another process set it).
+        """Bring the guild's key in step with the store: another process (the one that serves the
+        guild) may have set, replaced or removed it, or seen it refused, after this one started.
 
-        Called before taking over a job of a guild this process does not serve: its key may have
-        been set in the process that does, after this one started.
+        Called before taking over a job of a guild this process does not serve, so the job's task
+        is polled (and a queued job created) with the key the store holds now.
         """
-        if guild_id in self._guild:
-            return
         async with self._key_changes:
-            if guild_id in self._guild:
-                return
             opened = await self._keys.open_one(guild_id)
+            old = self._guild.get(guild_id)
+            if opened is not None and old is not None and opened.key == old.key:
+                old.rejected = opened.rejected
+                return
+            if opened is None and (old is None or self._keys.unreadable(guild_id)):
+                return
             if opened is not None:
                 await self._load(opened)
+            else:
+                del self._guild[guild_id]
+                self._queues.regroup(guild_id)
+                self._admission_changed()
+            await self._retire(old)
             self._mask_keys_in_use()
+        log.info("guild %s: its API key was changed in another process; this one follows", guild_id)
 
     async def _open_account(self, owner: int | None, key: Secret, shown: str) -> Account:
         """An account on `key`: the key's parts are opened once, however many servers set it."""

@@ -378,6 +378,53 @@ async def test_a_task_is_never_polled_with_the_key_that_replaced_its_own_after_a
     assert accounts.for_job(replace(job, state=JobState.DELIVERING)) is accounts.for_guild(GUILD)
 
 
+async def test_a_process_taking_over_a_servers_job_follows_what_another_process_did_to_its_key(
+    rig: Rig,
+) -> None:
+    """Another process (the one serving the server) set, replaced, refused or removed its key after
+    this one read it: before a takeover this one follows the store, so a queued job is created with
+    the key the store holds and a running task is polled with the key that created it."""
+    other = await open_accounts(
+        rig.settings,
+        rig.session,
+        rig.store,
+        GuildQueues(),
+        KeyVault(enabled=True, secret=rig.settings.key_encryption_secret),
+    )
+    try:
+        await other.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
+        await rig.accounts.load_guild(GUILD)
+        assert rig.accounts.for_guild(GUILD).key.reveal() == SERVER_KEY
+
+        replacing = "the-replacing-server-key-wxyz"
+        rig.fake.api_keys.add(replacing)
+        await other.set_guild_key(GUILD, replacing, by=ADMIN)
+        await rig.accounts.load_guild(GUILD)
+        assert rig.accounts.for_guild(GUILD).key.reveal() == replacing
+        job = await rig.job(GUILD)
+        job = await rig.store.transition(job.id, JobState.SUBMITTING, expect=JobState.QUEUED)
+        job = await rig.store.transition(
+            job.id,
+            JobState.RUNNING,
+            expect=JobState.SUBMITTING,
+            task_id="v",
+            key_owner=GUILD,
+            key_last4="wxyz",
+        )
+        assert rig.accounts.for_job(job) is rig.accounts.for_guild(GUILD)
+
+        await other.key_rejected(other.for_guild(GUILD))
+        await rig.accounts.load_guild(GUILD)
+        assert rig.accounts.guild_key_state(GUILD) is KeyStatus.REJECTED
+
+        assert await other.remove_guild_key(GUILD, by=ADMIN)
+        await rig.accounts.load_guild(GUILD)
+        assert rig.accounts.for_guild(GUILD) is rig.accounts.operator
+        assert rig.accounts.for_job(job) is None  # its key is gone: no other key polls its task
+    finally:
+        await other.close()
+
+
 async def test_a_key_removed_while_it_is_being_set_is_gone_for_the_jobs_too(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
