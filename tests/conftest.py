@@ -21,6 +21,9 @@ pytest.register_assert_rewrite("tests.e2e.commands", "tests.e2e.endpoints", "tes
 def pytest_configure(config: pytest.Config) -> None:
     """Markers the shared fixtures and the ordering below read."""
     config.addinivalue_line("markers", "lease_seconds(n): job leases of the `cluster` fixture last n seconds")
+    config.addinivalue_line(
+        "markers", "cluster_env(mapping): more environment for the `cluster` fixture's processes"
+    )
     config.addinivalue_line("markers", "minutes: takes minutes on one worker, started first under xdist")
 
 

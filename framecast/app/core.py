@@ -332,7 +332,8 @@ class Core(Generic[R]):
         self.restored = await self.scheduler.start()
         for job in self.restored:
             await self._resumed(job)
-        self.leases.start(self._adopt)
+        self.scheduler.on_ended_elsewhere(self._ended_elsewhere)
+        self.leases.start(self._adopt, self.scheduler.let_go)
 
     async def _adopt(self, job: Job) -> None:
         """A job whose lease lapsed (its process died) continues here."""
@@ -341,6 +342,13 @@ class Core(Generic[R]):
         adopted = await self.scheduler.adopt(job)
         if adopted is not None:
             await self._resumed(adopted)
+
+    async def _ended_elsewhere(self, job: Job) -> None:
+        """A job queued here ended in another process (a cancel): its end is shown here too (this
+        process's message worker kept drawing it as it knew it, "Queued" with a Cancel button)."""
+        self.intake.observe(job)
+        self.active_jobs.observe(job)
+        await self.reporter.job_changed(job, urgent=True)
 
     async def _resumed(self, job: Job) -> None:
         self.intake.track([job])

@@ -77,6 +77,7 @@ class Leases:
         # The jobs held here -> the lease_until this process last wrote for each (its clock's epoch seconds).
         self._until: dict[int, float] = {}
         self._adopt: Callable[[Job], Awaitable[None]] | None = None
+        self._lost: Callable[[int], Awaitable[None]] | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -114,9 +115,9 @@ class Leases:
             self._until[job_id] = until
         return ok
 
-    def start(self, adopt: Callable[[Job], Awaitable[None]]) -> None:
-        """Start renewing, and hand lapsed jobs to `adopt` (the scheduler's)."""
-        self._adopt = adopt
+    def start(self, adopt: Callable[[Job], Awaitable[None]], lost: Callable[[int], Awaitable[None]]) -> None:
+        """Start renewing; lapsed jobs go to `adopt`, and to `lost` a job taken or ended elsewhere."""
+        self._adopt, self._lost = adopt, lost
         self._task = asyncio.create_task(self._run_forever(), name="framecast-leases")
 
     async def close(self) -> None:
@@ -141,11 +142,12 @@ class Leases:
                     self._outage.met(exc)
 
     async def renew(self) -> None:
-        """Extend every lease this process holds (a job found finished or taken is dropped)."""
+        """Extend every lease this process holds (a job found finished or taken is dropped: `lost`)."""
         until = self._clock.time() + self._lease
         for job_id in sorted(self._until):
-            if job_id in self._until:  # a job may have finished while an earlier renewal waited
-                await self._claim(job_id, until)
+            # A job may have finished while an earlier renewal waited.
+            if job_id in self._until and not await self._claim(job_id, until) and self._lost is not None:
+                await self._lost(job_id)
 
     async def take_over(self) -> list[Job]:
         """Claim the jobs whose lease lapsed and hand them to the scheduler; returns them. Not during a

@@ -27,7 +27,7 @@ import itertools
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Protocol, runtime_checkable
 
 from framecast.clock import Clock, SystemClock
@@ -221,6 +221,12 @@ class Scheduler:
         self._ties = itertools.count()  # keys need not be orderable
         self._dispatcher: asyncio.Task[None] | None = None
         self._closing = False
+        self._ended_elsewhere: Callable[[Job], Awaitable[None]] | None = None
+
+    def on_ended_elsewhere(self, listener: Callable[[Job], Awaitable[None]]) -> None:
+        """Call ``listener(job)`` for a job queued here that ended in another process (a cancel
+        there), as it is found: taken off the queue, read back, or let go (:meth:`let_go`)."""
+        self._ended_elsewhere = listener
 
     def __repr__(self) -> str:
         return f"<Scheduler queues={self._queues!r} running={len(self._tasks)}>"
@@ -302,6 +308,20 @@ class Scheduler:
         self._queues.push(job)
         self._wakeup.set()
         return self.position(job.id) or 1
+
+    async def let_go(self, job_id: int) -> None:
+        """A job queued here that this process no longer holds (it ended, or another process took
+        it): out of its queue, and one that ended is told (:meth:`on_ended_elsewhere`)."""
+        if self._queues.position(job_id) is None:
+            return
+        self._remove_queued(job_id)
+        if (job := await self._store.get(job_id)) is not None and job.is_terminal:
+            await self._tell_ended(job)
+
+    async def _tell_ended(self, job: Job) -> None:
+        log.info("job %s: ended in another process; out of this queue", job.id)
+        if self._ended_elsewhere is not None:
+            await self._ended_elsewhere(job)
 
     def position(self, job_id: int) -> int | None:
         """1-based place of a queued job in its guild's queue (1 once it is being started), else None."""
@@ -522,6 +542,8 @@ class Scheduler:
                 # Taken off the queue: read back (waiting out a store outage, the job keeping its
                 # place); one cancelled meanwhile ends here.
                 found = await self._jobs.get(queued)
+                if found is not None and found.is_terminal:
+                    await self._tell_ended(found)
                 if found is None or found.state is not JobState.QUEUED:
                     return
                 queued = found

@@ -140,10 +140,12 @@ async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     """Both processes connected (shard 0 synced the commands); torn down with SIGTERM.
 
     Leases last :data:`LEASE_SECONDS`, or what the test's ``@pytest.mark.lease_seconds(n)`` says
-    (a test that restarts a process before its leases lapse needs longer than a start-up takes).
+    (a test that restarts a process before its leases lapse needs longer than a start-up takes);
+    ``@pytest.mark.cluster_env({...})`` adds to both processes' environment.
     """
     marker = request.node.get_closest_marker("lease_seconds")
     lease_seconds = float(marker.args[0]) if marker is not None else LEASE_SECONDS
+    more_env = request.node.get_closest_marker("cluster_env")
     redis = await redis_or_skip()
     async with fresh_database() as dsn:
         await redis.flushdb()
@@ -174,6 +176,7 @@ async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
                     # window against 6, so its planner admitted no other video until it ended, and
                     # a process's jobs started together only if they came within ~30 ms.
                     "GEN_POLL_INTERVAL": "0.2",
+                    **(more_env.args[0] if more_env is not None else {}),
                 }
             )
             for shard in range(SHARDS):

@@ -37,7 +37,7 @@ import pytest
 from aiohttp import ClientSession, web
 
 from tests.e2e.endpoints import Ops, free_port, parse, value
-from tests.e2e.harness import World, service_creates, service_polls, task_for
+from tests.e2e.harness import World, button_ids, service_creates, service_polls, status_of, task_for
 from tests.e2e.servers import LEASE_SECONDS, RATE, SHARDS, SLOW, Cluster, Relay
 from tests.fakes.gen_service import POLL_PATH, TaskPlan
 
@@ -151,6 +151,54 @@ async def test_kill_9_of_one_process_and_the_other_finishes_its_jobs_once(cluste
     for prompt, it in its.items():
         message = await world.delivered(it, timeout=1)
         assert message.channel_id == world.channels[guild_of[prompt]].id
+
+
+@pytest.mark.cluster_env({"GEN_MAX_RUNNING": "1"})
+async def test_a_cancel_in_the_process_serving_the_server_holds_for_a_job_queued_in_the_other(
+    cluster: Cluster,
+) -> None:
+    """The other process took the server's jobs over while this one was down, and still queues them:
+    its message worker drew the cancelled job as it knew it, "Queued" with a live Cancel button, for
+    good. It lets go of the job at its next renewal and draws its end."""
+    world = cluster.world
+    victim, survivor = 1, 0
+    guild = cluster.guilds_of(victim)[0]
+    members = world.members[guild]
+    world.service.plans.append(("blocker", TaskPlan(duration=600)))
+    first = await world.video("blocker job", guild=guild, member=members[0])
+    queued = [await world.video(f"queued {n}", guild=guild, member=members[n]) for n in (1, 2)]
+    ids = [await world.job_id(it) for it in (first, *queued)]
+    await world.service.wait_for(lambda: len(service_creates(world, "blocker job")) == 1, timeout=20)
+    await cluster.wait_created(victim, ["blocker job"])
+    await cluster.bots[victim].kill()
+    taken = cluster.bots[survivor].log_text
+    await _until(lambda: all(f"job {j} taken over" in taken() for j in ids), "the takeover", 30)
+    mark = world.discord.identify_count
+    await cluster.bots[victim].start()
+    await world.discord.wait_ready(timeout=30, after=mark, count=1)
+
+    message = await queued[0].wait_original(lambda m: bool(button_ids(m)), timeout=10)
+    click = await world.discord.click(
+        message, next(b for b in button_ids(message) if ":cancel:" in b), members[1]
+    )
+    await click.wait_response(timeout=5)
+    task_for(world, "blocker job").plan.duration = 0  # the survivor's queue moves on
+    await world.delivered(first, timeout=30)
+    await world.delivered(queued[1], timeout=30)
+    final = await queued[0].wait_original(
+        lambda m: "Cancelled" in status_of(m) and not any(":cancel:" in b for b in button_ids(m)), timeout=10
+    )
+    assert f"job {ids[1]}: ended in another process" in taken()
+    assert (await cluster.jobs())[ids[1]]["state"] == "cancelled" and "Cancelled" in status_of(final)
+    assert not service_creates(world, "queued 1")
+
+
+async def _until(done: Callable[[], bool], what: str, timeout: float) -> None:
+    # A process's log, read as it grows.
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"waited {timeout} s in vain for {what}"
+        await asyncio.sleep(0.05)
 
 
 @dataclass(frozen=True)

@@ -249,11 +249,14 @@ async def test_a_job_held_by_a_live_owner_is_never_taken(backend: Backend) -> No
     async def adopt(job: Job) -> None:
         adopted.append(job.id)
 
+    async def lost(job_id: int) -> None:
+        adopted.append(-job_id)  # a job held by its live owner is never lost either
+
     job = await add(one_store, SERVED)
     await clock.advance(LEASE)
     assert await one.take(job) is True
-    one.start(adopt)
-    two.start(adopt)
+    one.start(adopt, lost)
+    two.start(adopt, lost)
     try:
         # Ten leases long, both loops run every third of a lease: p1 renews, p2 looks for lapses.
         for _ in range(30):
@@ -429,8 +432,37 @@ async def test_a_lapsed_job_the_scheduler_could_not_adopt_is_not_renewed(backend
     async def adopt(_job: Job) -> None:
         raise disk_full()  # the scheduler's read of it met an outage: nobody runs it here
 
-    two.start(adopt)
+    async def lost(_job_id: int) -> None:
+        raise AssertionError("no renewal runs here")
+
+    two.start(adopt, lost)
     await two.close()  # only the handler matters here: take_over is called by hand
     with pytest.raises(sa_exc.OperationalError):
         await two.take_over()
     assert two.held == frozenset()  # its lease lapses again: the next round (or process) takes it
+
+
+async def test_a_job_cancelled_or_taken_in_another_process_is_handed_to_lost_at_the_next_renewal(
+    backend: Backend,
+) -> None:
+    """Its queue and its message here still showed it as this process knew it (a cancel clicked in
+    the process that serves its server reverted to "Queued" there)."""
+    mine, theirs = await backend.open(), await backend.open()
+    here = leases_of(backend, mine, "p1")
+    cancelled, kept = await add(mine), await add(mine)
+    assert await here.take(cancelled) and await here.take(kept)
+    lost: list[int] = []
+
+    async def adopt(_job: Job) -> None:
+        raise AssertionError("nothing lapsed")
+
+    async def note_lost(job_id: int) -> None:
+        lost.append(job_id)
+
+    here.start(adopt, note_lost)
+    await here.close()  # renewals are called by hand
+    await theirs.transition(cancelled.id, S.CANCELLED, expect=S.QUEUED)  # another process's cancel
+    await here.renew()
+    assert lost == [cancelled.id] and here.held == {kept.id}
+    await here.renew()
+    assert lost == [cancelled.id]  # told once
