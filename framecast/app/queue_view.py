@@ -159,9 +159,14 @@ def order_rows(
         ((job, position(job.id)) for job in mine if job.state is JobState.QUEUED),
         key=lambda pair: (pair[1] if pair[1] is not None else math.inf, pair[0].id),
     )
-    return [_row(job, None, estimate(job), viewer) for job in running] + [
-        _row(job, place, estimate(job), viewer) for job, place in queued
-    ]
+    rows = [_row(job, None, estimate(job), viewer) for job in running]
+    last = 0
+    for job, place in queued:
+        # A job queued in another process (it took this server's jobs over) has no place here: it
+        # is shown after this process's queue, in the order the jobs came, never as running.
+        last = place if place is not None else last + 1
+        rows.append(_row(job, last, estimate(job), viewer))
+    return rows
 
 
 def _row(job: Job, place: int | None, estimate: Estimate | None, viewer: QueueViewer) -> QueueRow:

@@ -140,3 +140,13 @@ def test_a_hidden_row_carries_no_prompt_inside_its_style_either() -> None:
     assert row.hidden is PromptHidden.CHANNEL_NOT_READABLE
     assert "prompt 1" not in repr(row.job.params) and row.job.service_prompt == ""
     assert row.job.params["style"] == "Noir"  # the style's name is the admin's, not the member's words
+
+
+def test_a_job_queued_in_another_process_is_shown_queued_after_this_processes_queue() -> None:
+    """After a takeover, another process holds some of the server's queued jobs: no place here."""
+    jobs = [job(1, state=JobState.RUNNING), job(2), job(3), job(4)]
+    here = {4: 1}  # only job 4 is queued in this process
+    rows = order_rows(jobs, GUILD, position=here.get, estimate=lambda _: None, viewer=MEMBER)
+    view = QueueView(tuple(rows), VIEWER, now=0.0)
+    assert [(row.job.id, row.position) for row in view.rows] == [(1, None), (4, 1), (2, 2), (3, 3)]
+    assert (view.running, view.queued) == (1, 3)
