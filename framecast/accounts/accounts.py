@@ -481,9 +481,12 @@ class Accounts:
         guild_id = account.owner
         if self._guild.get(guild_id) is not account:
             return  # replaced or removed meanwhile: the admins already acted
-        await self._keys.mark_rejected(guild_id)
-        log.warning("guild %s: the service rejected the server's own API key; telling its admins", guild_id)
+        first = await self._keys.mark_rejected(guild_id, account.last4)
         self._admission_changed()
+        if not first:  # another process heard it first and told the admins, or replaced the key
+            log.info("guild %s: the service rejected the server's own API key (already known)", guild_id)
+            return
+        log.warning("guild %s: the service rejected the server's own API key; telling its admins", guild_id)
         for listener in list(self._rejected_listeners):
             try:
                 await listener(guild_id)

@@ -111,6 +111,7 @@ class ServerKeys:
         """Forget the guild's stored key (the change logged in the store); False if it had none."""
         return await self._store.delete_guild_key(guild_id, by=by)
 
-    async def mark_rejected(self, guild_id: int) -> None:
-        """The service refused the guild's key (401): remember it across restarts."""
-        await self._store.mark_guild_key(guild_id, KeyStatus.REJECTED)
+    async def mark_rejected(self, guild_id: int, last4: str) -> bool:
+        """The service refused the guild's key ending in `last4` (401): remember it across restarts
+        and processes. Whether this process is the first to (another may have, or replaced the key)."""
+        return await self._store.mark_guild_key(guild_id, KeyStatus.REJECTED, last4=last4)

@@ -298,16 +298,14 @@ class Store:
         return self._notify(job_from_row(changed))
 
     async def update(self, job_id: int, **fields: Any) -> Job:
-        """Write ``fields`` (not ``id``, ``state``, ``updated_at``), terminal jobs too, and return the job;
-        ``ValueError``/``TypeError`` for bad fields, :class:`JobNotFound` for an unknown id."""
+        """Write ``fields`` (not ``id``, ``state``, ``updated_at``), terminal jobs too; the job after."""
         assignments = {**values.encode_fields(fields), "updated_at": self._timestamp()}
         if not (changed := await self._db.rows(_UPDATE, {**assignments, "job_id": job_id})):
             raise JobNotFound(job_id)
         return job_from_row(changed[0])
 
     async def patch_discord(self, job_id: int, changes: Mapping[str, Any]) -> Job:
-        """Merge ``changes`` into the job's ``discord`` dict (shallow) and return the job: read, merged
-        and written in one locked transaction, so no patch from any process loses another's change."""
+        """Merge ``changes`` into the job's ``discord`` dict (shallow), under the row's lock; the job."""
         return (await self.patch_discord_once(job_id, changes, unless=None))[0]
 
     async def patch_discord_once(
@@ -467,10 +465,12 @@ class Store:
         )
         return bool(await self._db.rows(stmt))
 
-    async def mark_guild_key(self, guild_id: int, status: KeyStatus) -> None:
-        """Record the service's verdict on the server's key (e.g. REJECTED after a 401)."""
-        stmt = update(guild_keys).where(guild_keys.c.guild_id == values.discord_id(guild_id))
-        await self._db.rows(stmt.values(status=KeyStatus(status).value))
+    async def mark_guild_key(self, guild_id: int, status: KeyStatus, *, last4: str) -> bool:
+        """Record the service's verdict on the server's key ending in `last4`; whether this changed it."""
+        key, value = guild_keys.c, KeyStatus(status).value
+        mine = (key.guild_id == values.discord_id(guild_id), key.last4 == last4, key.status != value)
+        stmt = update(guild_keys).where(*mine).values(status=value).returning(key.guild_id)
+        return bool(await self._db.rows(stmt))
 
     async def claim(self, job_id: int, owner: str, until: float) -> bool:
         """Take or renew an active job's lease for ``owner`` until ``until`` (epoch seconds): whether

@@ -425,6 +425,41 @@ async def test_a_process_taking_over_a_servers_job_follows_what_another_process_
         await other.close()
 
 
+async def test_a_key_refused_in_two_processes_is_told_once_and_never_marks_the_key_that_replaced_it(
+    rig: Rig,
+) -> None:
+    other = await open_accounts(
+        rig.settings,
+        rig.session,
+        rig.store,
+        GuildQueues(),
+        KeyVault(enabled=True, secret=rig.settings.key_encryption_secret),
+    )
+    told: list[int] = []
+
+    async def tell_admins(guild_id: int) -> None:
+        told.append(guild_id)
+
+    rig.accounts.on_key_rejected(tell_admins)
+    other.on_key_rejected(tell_admins)
+    try:
+        await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
+        await other.load_guild(GUILD)  # the other process took one of the server's jobs over
+        # The key that replaced it is not marked by a process still polling with the old one.
+        replacing = "the-replacing-server-key-wxyz"
+        rig.fake.api_keys.add(replacing)
+        await rig.accounts.set_guild_key(GUILD, replacing, by=ADMIN)
+        await other.key_rejected(other.for_guild(GUILD))
+        assert told == [] and (await rig.store.guild_key(GUILD)).status is KeyStatus.OK  # type: ignore[union-attr]
+        # Both processes hear the 401 of the same key: its admins are told once.
+        await other.load_guild(GUILD)
+        await other.key_rejected(other.for_guild(GUILD))
+        await rig.accounts.key_rejected(rig.accounts.for_guild(GUILD))
+        assert told == [GUILD] and rig.accounts.guild_key_state(GUILD) is KeyStatus.REJECTED
+    finally:
+        await other.close()
+
+
 async def test_a_key_removed_while_it_is_being_set_is_gone_for_the_jobs_too(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:

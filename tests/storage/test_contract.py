@@ -416,7 +416,7 @@ async def test_guild_keys_keep_ciphertext_bytes_exactly(store: Store, backend: B
         ADMIN,
         backend.clock.time(),
     )
-    await store.mark_guild_key(GUILD, KeyStatus.REJECTED)
+    assert await store.mark_guild_key(GUILD, KeyStatus.REJECTED, last4="wxyz")
     assert [(k.guild_id, k.status) for k in await store.all_guild_keys()] == [
         (GUILD, KeyStatus.REJECTED),
         (OTHER_GUILD, KeyStatus.OK),

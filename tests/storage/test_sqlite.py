@@ -975,7 +975,9 @@ async def test_guild_keys_set_mark_delete_and_log(store: Store, clock: FakeClock
         clock.now - 5,
     )
     assert "token-1" not in repr(key)
-    await store.mark_guild_key(GUILD, KeyStatus.REJECTED)
+    assert not await store.mark_guild_key(GUILD, KeyStatus.REJECTED, last4="wxyz")  # another key's
+    assert await store.mark_guild_key(GUILD, KeyStatus.REJECTED, last4="abcd")
+    assert not await store.mark_guild_key(GUILD, KeyStatus.REJECTED, last4="abcd")  # known already
     assert [(k.guild_id, k.status) for k in await store.all_guild_keys()] == [
         (GUILD, KeyStatus.REJECTED),
         (GUILD + 1, KeyStatus.OK),
@@ -1006,7 +1008,7 @@ async def test_the_database_file_never_holds_a_key_in_clear(db_path: Path) -> No
         await store.save_guild_settings(
             GUILD, GuildSettings(member_jobs=1), by=USER, changed=[Setting.MEMBER_JOBS]
         )
-        await store.mark_guild_key(GUILD, KeyStatus.REJECTED)
+        assert await store.mark_guild_key(GUILD, KeyStatus.REJECTED, last4=last4(key))
         # While open: the main file and its WAL.
         files = [db_path, Path(f"{db_path}-wal")]
         blobs = [await asyncio.to_thread(p.read_bytes) for p in files if p.exists()]
