@@ -168,6 +168,13 @@ class Core(Generic[R]):
             owner = lease_owner(s)
             if not await store.hold_owner(owner):
                 raise StoreError(f"another live process already runs as {owner} (the same SHARD_IDS twice?)")
+            # And each shard once: two processes whose SHARD_IDS overlap (0, and 0,1) would both get
+            # the shard's events, and answer its commands twice.
+            for shard in s.shard_ids or ():
+                if not await store.hold_owner(f"framecast-shard-{shard}"):
+                    raise StoreError(
+                        f"another live process already connects shard {shard} (SHARD_IDS overlap?)"
+                    )
             guild_settings = await store.all_guild_settings()
             vault = KeyVault(enabled=s.guild_keys, secret=s.key_encryption_secret)
             queues = GuildQueues()

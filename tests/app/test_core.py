@@ -25,10 +25,11 @@ from framecast.guilds.settings import Setting, SettingsError
 from framecast.jobs.queues import QueuePositions
 from framecast.ops.metrics import Metrics
 from framecast.planner.estimate import Estimates
-from framecast.storage import Store, StoreClosed
+from framecast.storage import Store, StoreClosed, StoreError
 from framecast.values import Job, JobKind, JobState, NewJob
 from framecast.values.reasons import ErrorCode, Note
 from tests.fakes.gen_service import IMAGE_MODEL, FakeService
+from tests.pg import fresh_database
 
 WAIT = 20.0
 WHO = Requester(guild_id=1, channel_id=10, user_id=7, locale="en-US")
@@ -213,6 +214,22 @@ async def test_a_failed_open_closes_what_it_had_opened(fake_service: FakeService
     assert factory.store is not None
     with pytest.raises(StoreClosed):
         await factory.store.ping()
+
+
+async def test_a_second_process_whose_shards_overlap_a_live_ones_is_refused(
+    fake_service: FakeService, tmp_path: Path
+) -> None:
+    """Both would get the shared shard's events and answer its commands twice."""
+    async with fresh_database() as dsn:
+        base = settings_for(fake_service, tmp_path).replace(database_url=Secret(dsn), shard_count=3)
+        first = await opened(base.replace(shard_ids=(0,)), Factory())
+        try:
+            with pytest.raises(StoreError, match="already connects shard 0"):
+                await opened(base.replace(shard_ids=(1, 0)), Factory())
+            other = await opened(base.replace(shard_ids=(1, 2)), Factory())  # no shard in common
+            await other.close()
+        finally:
+            await first.close()
 
 
 async def test_server_settings_are_validated_saved_logged_and_cached_across_a_restart(
