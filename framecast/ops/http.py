@@ -12,6 +12,8 @@
   once, and once when it passes again.
 * ``GET /metrics``: the :class:`~framecast.ops.metrics.Metrics` registry in Prometheus' text format,
   after running the readiness checks (``framecast_ready``), since a scraper never asks ``/readyz``.
+  Requests that share a run of the checks share its page: a flood of them renders it once per run,
+  not once each (each rendering holds the event loop, and 128 at once held it for seconds).
 
 Nothing else is served, and no answer carries a secret, a guild or a user: the port may be
 reachable by anyone who can reach the container.
@@ -105,6 +107,8 @@ class OpsServer:
         self._monitor: asyncio.Task[None] | None = None
         # The run of the readiness checks in flight: every request arriving meanwhile shares it.
         self._checking: asyncio.Future[dict[str, CheckOutcome]] | None = None
+        # The last /metrics page, and the run of the checks it was rendered after.
+        self._page: tuple[asyncio.Future[dict[str, CheckOutcome]] | None, bytes] | None = None
         # Checks that timed out and are still unwinding (kept so that they are not collected mid-way).
         self._abandoned: set[asyncio.Task[object]] = set()
         self._passed: set[str] = set()  # checks that passed once: failing after that is an outage
@@ -131,6 +135,11 @@ class OpsServer:
     def connections(self) -> int:
         """Connections open now (at most ``max_connections``)."""
         return len(self._connections)
+
+    @property
+    def answering(self) -> int:
+        """Connections whose request is read and being answered (the rest still send theirs)."""
+        return sum(1 for waiting in self._connections.values() if not waiting)
 
     def add_check(self, name: str, check: Check) -> None:
         """Make ``/readyz`` depend on `check`, shown as `name` (replaces a check of that name)."""
@@ -187,8 +196,7 @@ class OpsServer:
             return
         self._connections[writer] = True
         try:
-            answer = await self._read_request(reader)
-            self._connections[writer] = False
+            answer = await self._read_request(reader, writer)
             if answer is None:
                 return
             status, content_type, payload, head_only = answer
@@ -202,7 +210,9 @@ class OpsServer:
             self._connections.pop(writer, None)
             writer.transport.abort()  # a no-op once closed; frees a stuck connection at once
 
-    async def _read_request(self, reader: asyncio.StreamReader) -> tuple[int, str, bytes, bool] | None:
+    async def _read_request(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> tuple[int, str, bytes, bool] | None:
         """The answer to the request on `reader`: (status, content type, body, HEAD?), or None to hang up."""
         try:
             async with asyncio.timeout(self._header_timeout):
@@ -231,6 +241,8 @@ class OpsServer:
         if length:
             async with asyncio.timeout(self._body_timeout):
                 await reader.readexactly(length)  # read and ignored: no endpoint takes a body
+        if writer in self._connections:
+            self._connections[writer] = False  # read: being answered, no longer one to drop for room
         path = target.partition("?")[0]
         handler = self._routes().get(path)
         if handler is None:
@@ -349,7 +361,10 @@ class OpsServer:
         # A scraper asks /metrics, never /readyz: run the checks here too so ``framecast_ready``
         # is current and an alert can name the failing check (each is bounded by check_timeout).
         await self._run_checks()
-        return 200, CONTENT_TYPE_LATEST, generate_latest(self._metrics.registry)
+        run = self._checking  # the run this request waited for, unless a newer one started since
+        if self._page is None or self._page[0] is not run:
+            self._page = (run, generate_latest(self._metrics.registry))
+        return 200, CONTENT_TYPE_LATEST, self._page[1]
 
 
 _TEXT = "text/plain; charset=utf-8"

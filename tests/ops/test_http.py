@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
 from framecast.ops import BudgetReading, CheckOutcome, Metrics, OpsServer, ReencodeOutcome, key_label
 from framecast.values import JobKind, JobState
@@ -171,6 +173,50 @@ async def test_requests_arriving_while_the_checks_run_share_one_run_of_them(
         async with http.get(url(server, "/readyz")) as resp:  # a later request runs them again
             assert resp.status == 200
         assert runs == 2
+    finally:
+        await server.close()
+
+
+async def test_scrapes_sharing_a_run_of_the_checks_share_one_rendering_of_the_page(
+    http: aiohttp.ClientSession,
+) -> None:
+    # Each rendering holds the event loop: 128 scrapes at once held it for seconds, and members'
+    # commands went unacknowledged. A scrape after them renders a fresh page.
+    metrics = Metrics()
+    renders = 0
+
+    class Counted(Collector):
+        def describe(self) -> list[Metric]:
+            return []  # else registering it would collect once
+
+        def collect(self) -> Iterator[Metric]:
+            nonlocal renders
+            renders += 1
+            yield GaugeMetricFamily("framecast_test_renders", "Renders of the page.", value=renders)
+
+    metrics.registry.register(Counted())
+    server = await started(metrics)
+    release = asyncio.Event()
+
+    async def database() -> bool:
+        await release.wait()
+        return True
+
+    server.add_check("database", database)
+
+    async def scrape() -> str:
+        async with http.get(url(server, "/metrics")) as resp:
+            return await resp.text()
+
+    try:
+        scraping = [asyncio.ensure_future(scrape()) for _ in range(40)]
+        async with asyncio.timeout(5):
+            while server.answering < 40:  # noqa: ASYNC110 -- no event for it
+                await asyncio.sleep(0.01)
+        release.set()  # every request is read: each waits on the one run of the checks
+        pages = await asyncio.gather(*scraping)
+        assert renders == 1 and len(set(pages)) == 1
+        assert "framecast_test_renders 2.0" in await scrape()  # a later scrape: a fresh page
     finally:
         await server.close()
 
