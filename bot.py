@@ -20,6 +20,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -202,9 +203,7 @@ class Framecast(commands.Bot):
             await ops.start()
         except OSError as exc:
             where = f"{self.settings.http_host}:{self.settings.http_port}"
-            # errno's own words: asyncio's message repeats the address in a sentence of its own.
-            reason = os.strerror(exc.errno) if exc.errno else type(exc).__name__
-            return SetupProblem("HTTP_PORT", f"cannot listen on {where} ({reason})")
+            return SetupProblem("HTTP_PORT", f"cannot listen on {where} ({_listen_error(exc)})")
         self._ops = ops
         log.info("operator endpoints on port %d", ops.port)
         return None
@@ -234,7 +233,7 @@ class Framecast(commands.Bot):
             await web.start()
         except OSError as exc:
             where = f"{s.http_host}:{s.web_port}"  # known only after the login: the pages need the core
-            raise ConfigError("WEB_PORT", f"cannot listen on {where} ({exc.strerror})") from None
+            raise ConfigError("WEB_PORT", f"cannot listen on {where} ({_listen_error(exc)})") from None
         self._web = web
 
     async def _database_answers(self) -> bool | CheckOutcome:
@@ -450,6 +449,15 @@ def _failure_exit_code(exc: BaseException) -> int:
     else:
         log.error("the bot stopped with an error: %s", type(exc).__name__, exc_info=exc)
     return 1
+
+
+def _listen_error(exc: OSError) -> str:
+    """Why a port could not be listened on, in the system's words: a host that does not resolve says
+    so (its negative code has no errno text), a bind error without asyncio's sentence repeating the
+    address."""
+    if isinstance(exc, socket.gaierror):
+        return str(exc.strerror)
+    return os.strerror(exc.errno) if exc.errno else type(exc).__name__
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,12 +2,12 @@
 
 An outage is a dependency's fault, not a job's: PostgreSQL gone, cut off or silent, or a file of the
 store (or beside it) that cannot be written for now. Whoever meets one waits and tries again
-(:mod:`framecast.jobs.pause`); anything else (a constraint, a corrupt file) is a bug, raised as before.
-"""
+(:mod:`framecast.jobs.pause`); anything else (a constraint, a corrupt file) is a bug, raised as is."""
 
 from __future__ import annotations
 
 import errno
+import os
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -98,7 +98,7 @@ def _outage(exc: BaseException) -> str | None:
 
 def unusable_file(path: Path, exc: BaseException) -> str:
     """Why the SQLite file at `path` cannot be the job store, in one line."""
-    if path.is_dir():
+    if os.path.isdir(path):  # never raises: a name too long for the system is no directory
         return f"{path} is a directory, not a database file"
     if isinstance(exc, sa_exc.DBAPIError):
         reason = " ".join(str(exc.orig).split())[:120]

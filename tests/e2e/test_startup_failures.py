@@ -84,6 +84,30 @@ async def test_http_port_in_use_at_start_is_one_line_before_the_login(
     assert not asked_discord(idle_world)
 
 
+async def test_an_http_host_that_does_not_resolve_says_so_in_one_line(
+    idle_world: World, taken_port: int
+) -> None:
+    env = {**idle_world.env, "HTTP_PORT": str(taken_port), "HTTP_HOST": "no-such-host.invalid"}
+    proc = await asyncio.to_thread(run_bot_once, env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-2000:]
+    [error] = startup_errors(proc)
+    assert error.startswith(f"HTTP_PORT: cannot listen on no-such-host.invalid:{taken_port} (")
+    assert "Unknown error" not in error and "Traceback" not in out  # it was "Unknown error -2"
+
+
+async def test_a_database_path_too_long_for_the_system_is_one_line_before_the_login(
+    idle_world: World,
+) -> None:
+    path = idle_world.tmp / ("d" * 300) / "framecast.sqlite3"
+    proc = await asyncio.to_thread(run_bot_once, {**idle_world.env, "DATABASE_PATH": str(path)})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-2000:]
+    [error] = startup_errors(proc)
+    assert error.startswith("DATABASE_PATH: cannot open ") and "File name too long" in error
+    assert "Traceback" not in out
+
+
 async def test_a_database_path_that_is_a_directory_is_one_line_before_the_login(idle_world: World) -> None:
     folder = idle_world.tmp / "a-folder"
     folder.mkdir()
