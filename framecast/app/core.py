@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from pathlib import Path
+from typing import BinaryIO, Generic, TypeVar
 
 import aiohttp
 
@@ -113,6 +115,8 @@ class Core(Generic[R]):
     active_jobs: ActiveJobs = field(default_factory=ActiveJobs, repr=False)
     #: The unfinished jobs found in the store at start-up (they continue).
     restored: list[Job] = field(default_factory=list)
+    #: The lock on an SQLite database's file, held while this process runs (None: PostgreSQL).
+    held: BinaryIO | None = field(default=None, repr=False)
     _stopped: bool = field(default=False, repr=False)
     _closed: bool = field(default=False, repr=False)
 
@@ -163,6 +167,9 @@ class Core(Generic[R]):
             if store is None:
                 store = await open_store(s, clock=clock)
             undo.push_async_callback(store.close)
+            held = _one_process_on(s.database_path) if s.database_url is None else None
+            if held is not None:
+                undo.callback(held.close)
             # This process's name on job leases is held for its life: a second process started on
             # the same shards by mistake is refused, instead of running the same jobs twice.
             owner = lease_owner(s)
@@ -327,6 +334,7 @@ class Core(Generic[R]):
                 history=MemberHistory(store),
                 parked=ParkedResults(jobs=store, loader=runner.fitter, keys=accounts),
                 gone=GonePlaces(store=store, scheduler=scheduler, shows=chat),
+                held=held,
             )
             undo.push_async_callback(core.stop)
             await core._start()
@@ -385,6 +393,8 @@ class Core(Generic[R]):
         await self.stop()
         self._closed = True
         await self.store.close()
+        if self.held is not None:
+            self.held.close()  # the SQLite database is free for another process
         await self.accounts.close()
         await self.session.close()
 
@@ -396,6 +406,19 @@ def serves_guild(s: Settings) -> Callable[[int], bool] | None:
     count, mine = s.shard_count, frozenset(s.shard_ids)
     # Discord's rule for which shard receives a guild's events.
     return lambda guild_id: (guild_id >> 22) % count in mine
+
+
+def _one_process_on(database: Path) -> BinaryIO:
+    """An exclusive lock on a file beside the SQLite database, held while the file stays open: a
+    second process on the same database (its leases would name the same owner) would run the same
+    jobs twice. PostgreSQL's processes hold their names in the database (``Store.hold_owner``)."""
+    lock = open(f"{database}.lock", "a+b")  # noqa: SIM115 -- held for the process's life
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise StoreError(f"another live process already uses the job store {database}") from None
+    return lock
 
 
 def lease_owner(s: Settings) -> str:

@@ -216,6 +216,21 @@ async def test_a_failed_open_closes_what_it_had_opened(fake_service: FakeService
         await factory.store.ping()
 
 
+async def test_a_second_process_on_the_same_sqlite_file_is_refused(
+    fake_service: FakeService, tmp_path: Path
+) -> None:
+    """Its leases would name the same owner: both would run the same jobs, twice each."""
+    settings = settings_for(fake_service, tmp_path)
+    first = await opened(settings, Factory())
+    try:
+        with pytest.raises(StoreError, match="already uses the job store"):
+            await opened(settings, Factory())
+    finally:
+        await first.close()
+    again = await opened(settings, Factory())  # the lock went with the first process's end
+    await again.close()
+
+
 async def test_a_second_process_whose_shards_overlap_a_live_ones_is_refused(
     fake_service: FakeService, tmp_path: Path
 ) -> None:
