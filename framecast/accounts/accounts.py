@@ -50,6 +50,7 @@ from framecast.planner.shared import SharedPlanState
 from framecast.service import GenerationClient
 from framecast.service.budget import Budget
 from framecast.service.errors import AuthError, ServiceError
+from framecast.service.outage import ServiceOutage
 from framecast.storage import Store
 from framecast.values import Job, JobState
 from framecast.values.service_requests import Priority
@@ -88,6 +89,8 @@ class Accounts:
         self._keys = ServerKeys(store=store, vault=vault)  # the servers' stored keys, decrypted
         self._planner_settings = planner_settings
         self._metrics = metrics
+        #: Whether the service answers, one view for every key's client (one WARNING per outage).
+        self._service = ServiceOutage(settings.gen_api_base_url, clock=clock, metrics=metrics)
         self._operator: Account | None = None
         self._guild: dict[int, Account] = {}
         self._parts: dict[Secret, KeyParts] = {}  # one budget, client and planner per key
@@ -233,6 +236,7 @@ class Accounts:
             self._clock,
             metrics=self._metrics,
             key_label=label,
+            outage=self._service,
         )
         # Every process on this key counts the others' planned requests and tasks (never the key itself).
         shared = None
@@ -422,6 +426,7 @@ class Accounts:
             self._clock,
             metrics=self._metrics,
             key_label=UNCHECKED_KEY,
+            outage=self._service,
         )
         try:
             return await _ask(client)

@@ -239,6 +239,19 @@ class Metrics:
             registry=r,
         )
         self._store_down.set(0)
+        # The generation service's outages (framecast.service.outage.ServiceOutage): jobs wait and
+        # their requests retry at DEBUG, so only these (and one WARNING) say the service is out.
+        self._service_outages = Counter(
+            "framecast_service_outages",
+            "Outages of the generation service this process met (no answer, or a 502/503/504).",
+            registry=r,
+        )
+        self._service_down = Gauge(
+            "framecast_service_unreachable",
+            "1 while the generation service does not answer this process, else 0.",
+            registry=r,
+        )
+        self._service_down.set(0)
         self._live = _LiveCollector()
         r.register(self._live)
         if process:
@@ -299,6 +312,12 @@ class Metrics:
         if down:
             self._store_outages.inc()
         self._store_down.set(1 if down else 0)
+
+    def service_outage(self, *, down: bool) -> None:
+        """The generation service stopped answering (`down`: counted, and the gauge set) or answers again."""
+        if down:
+            self._service_outages.inc()
+        self._service_down.set(1 if down else 0)
 
     def store_waiting(self, calls: int) -> None:
         """How many calls wait for the job store to answer again now."""

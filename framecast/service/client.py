@@ -36,6 +36,7 @@ from framecast.service.errors import (
     UnreadableAnswer,
     refused_model,
 )
+from framecast.service.outage import ServiceOutage
 from framecast.service.parsing import (
     parse_image_answer,
     parse_model_list,
@@ -84,6 +85,8 @@ class GenerationClient:
 
     Every request is counted in `metrics` (None: not recorded) by what it was for and its status;
     `key_label` names the key there (:func:`~framecast.ops.metrics.key_label`, never the key).
+    Whether the service answers at all is `outage`'s to track, one for every key's client (None:
+    this client's own).
     """
 
     def __init__(
@@ -107,6 +110,7 @@ class GenerationClient:
         resolver: AbstractResolver | None = None,
         metrics: Metrics | None = None,
         key_label: str = OPERATOR_KEY,
+        outage: ServiceOutage | None = None,
     ) -> None:
         if not isinstance(api_key, Secret):
             raise TypeError("api_key must be a Secret")
@@ -137,6 +141,7 @@ class GenerationClient:
             json_max_bytes=json_max_bytes,
             metrics=metrics,
             key_label=key_label,
+            outage=outage,
         )
         self._results = ResultFetcher(
             self._transport, result_hosts=result_hosts, max_redirects=max_redirects, resolver=resolver
@@ -153,6 +158,7 @@ class GenerationClient:
         *,
         metrics: Metrics | None = None,
         key_label: str = OPERATOR_KEY,
+        outage: ServiceOutage | None = None,
     ) -> GenerationClient:
         """A client configured from :class:`~framecast.config.Settings` (the key: ``gen_api_key``)."""
         return cls(
@@ -172,6 +178,7 @@ class GenerationClient:
             malformed_polls=settings.gen_malformed_polls,
             metrics=metrics,
             key_label=key_label,
+            outage=outage,
         )
 
     def __repr__(self) -> str:
@@ -186,6 +193,12 @@ class GenerationClient:
     def budget(self) -> Budget:
         """The request budget every call goes through."""
         return self._budget
+
+    @property
+    def service_down(self) -> bool:
+        """Whether the service does not answer now (its outage is logged once, as it starts and ends):
+        what fails meanwhile for that reason needs no warning of its own."""
+        return self._transport.outage.down
 
     def reveals_key(self, text: str) -> bool:
         """Whether `text` carries this client's API key (raw or percent-encoded): a result link that
@@ -486,9 +499,10 @@ class GenerationClient:
                 streak.seen(exc)
             except (ServiceUnavailable, RateLimited) as exc:
                 # A long task must not fail because one poll met a bad minute: keep going until
-                # the deadline.
+                # the deadline. While the service is out, its one WARNING says why (not one per poll).
                 last_problem = exc
-                log.warning("task %s: poll failed (%s); will poll again", task_id, exc)
+                say = log.debug if self.service_down else log.warning
+                say("task %s: poll failed (%s); will poll again", task_id, exc)
             # Measured from the answer, not the plan: a poll that waited for the budget still keeps
             # the next one a whole interval away at the service.
             last_poll = self._clock.monotonic()

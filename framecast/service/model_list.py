@@ -154,7 +154,9 @@ class ModelCache:
                 log.error("the generation service rejected the API key (check GEN_API_KEY)")
                 delay = min(self._refresh_every, 60.0)
             except ServiceError as exc:
-                log.warning("could not load the model list: %s", exc.code)
+                # While the service is out, its one WARNING says why (not one per refresh).
+                say = log.debug if self._client.service_down else log.warning
+                say("could not load the model list: %s", exc.code)
                 delay = min(self._refresh_every, 60.0)
             except Exception:
                 log.exception("model list refresh crashed")

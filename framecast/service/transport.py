@@ -20,6 +20,10 @@ The API key is put into each request's headers and nowhere else: never into a lo
 or a repr (:meth:`Transport.scrub` removes it from the service's own words). Every exchange is
 counted in the process's :class:`~framecast.ops.metrics.Metrics` (when given) by what it was for
 and its status, the key named only by its :func:`~framecast.ops.metrics.key_label`.
+
+Whether the service answers at all is :class:`~framecast.service.outage.ServiceOutage`'s to say
+(one WARNING as an outage starts, one INFO as it ends): every exchange with the service's own
+origin is reported to it, and the retry loop's own lines are DEBUG, never a warning per attempt.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from framecast.service.errors import (
 from framecast.service.fields import parse_retry_after
 from framecast.service.jsonread import JSON_MAX_DEPTH, load_json
 from framecast.service.jsonscan import JSON_MAX_ITEMS, JsonScan
+from framecast.service.outage import ServiceOutage
 from framecast.service.parsing import error_detail
 from framecast.service.refusals import CreateRefusals
 from framecast.values.service_requests import Priority, RefusalKind, RequestKind
@@ -145,6 +150,8 @@ class Transport:
     `backoff_max` seconds of `clock` time, with jitter drawn from `rng`. JSON answers are read with
     a cap of `json_max_bytes` unless a call says otherwise. Each exchange is recorded in `metrics`
     (None: not recorded), its 429s under `key_label` (a :func:`~framecast.ops.metrics.key_label`).
+    Each exchange with the service's origin is reported to `outage`, the process's view of whether
+    the service answers (shared by every key's client; None: one of this transport's own).
     """
 
     def __init__(
@@ -163,6 +170,7 @@ class Transport:
         json_max_bytes: int,
         metrics: Metrics | None = None,
         key_label: str = OPERATOR_KEY,
+        outage: ServiceOutage | None = None,
     ) -> None:
         self.session = session
         self.base_url = base_url
@@ -179,6 +187,8 @@ class Transport:
         self._key_label = key_label
         #: Which kind of refusal this key's create 429s are (the evidence of its answers).
         self.refusals = CreateRefusals()
+        #: Whether the service answers (one WARNING and one INFO per outage, for every key's client).
+        self.outage = outage if outage is not None else ServiceOutage(base_url, clock=clock, metrics=metrics)
 
     # -- the key and the service's words ------------------------------------------------------------
     def headers(self) -> dict[str, str]:
@@ -258,13 +268,16 @@ class Transport:
         too. With `json_items`, the 2xx body is a JSON answer whose values are counted while it is
         read (:class:`~framecast.service.jsonscan.JsonScan`): past `json_items` values or
         :data:`JSON_MAX_DEPTH` levels, reading stops and ``refused`` says why. Timeouts and connection errors end up in the answer, not raised. The request is
-        counted as `kind` with its status (none: no answer) once it is over.
+        counted as `kind` with its status (none: no answer) once it is over, and, when `budgeted`
+        (the service's own origin: results elsewhere are not the service), reported to
+        :attr:`outage`.
         """
         answer = Answer()
         slot = self.budget.slot(priority) if budgeted else contextlib.nullcontext()
         async with slot:
             if gate is not None:
                 await gate()
+            sent = self.clock.monotonic()
             try:
                 async with session.request(
                     method,
@@ -298,6 +311,13 @@ class Transport:
             except aiohttp.ClientError as exc:
                 answer.problem = f"connection problem ({self.describe(exc)})"
                 answer.failure = exc
+            if budgeted:
+                # Judged by the status line, before a broken-off body turns a 2xx into no answer:
+                # the service did answer; the body's loss is this request's.
+                if ServiceOutage.is_unreachable(answer.status):
+                    self.outage.failed(sent, answer.problem or f"HTTP {answer.status}")
+                else:
+                    self.outage.answered(sent)
             if answer.problem and answer.status is not None and 200 <= answer.status < 300:
                 # A success whose body broke off (a connection reset half-way) is no answer at
                 # all: retried as a lost one, never judged by its status line (a download of half
@@ -321,7 +341,11 @@ class Transport:
     async def retrying(
         self, what: str, attempt: Callable[[], Awaitable[T | Retry]], *, attempts: int | None = None
     ) -> T:
-        """Run `attempt` until it gives a value or raises, at most `attempts` (``retry_max``) times."""
+        """Run `attempt` until it gives a value or raises, at most `attempts` (``retry_max``) times.
+
+        Each retry is one DEBUG line: whether the service answers at all is :attr:`outage`'s to
+        say, once, and a request that gives up raises for its caller to report (once).
+        """
         limit = attempts if attempts is not None else self._retry_max
         for n in range(1, limit + 1):
             outcome = await attempt()
@@ -330,8 +354,9 @@ class Transport:
             if n >= limit:
                 raise outcome.give_up(n)
             if outcome.budget_pause is not None:
-                # The budget's pause is the backoff: the next slot waits for it.
-                log.warning(
+                # The budget's pause is the backoff: the next slot waits for it. DEBUG, as every retry:
+                # the service's outage is said once (ServiceOutage), a request that gives up by its caller.
+                log.debug(
                     "%s: %s; retry %d/%d after the budget's %.1fs pause",
                     what, outcome.problem, n + 1, limit, outcome.budget_pause,
                 )  # fmt: skip
@@ -340,7 +365,7 @@ class Transport:
                 delay = min(self._backoff_max, outcome.retry_after)
             else:
                 delay = backoff_delay(n, base=self._backoff_base, cap=self._backoff_max, rng=self._rng)
-            log.warning("%s: %s; retry %d/%d in %.1fs", what, outcome.problem, n + 1, limit, delay)
+            log.debug("%s: %s; retry %d/%d in %.1fs", what, outcome.problem, n + 1, limit, delay)
             await self.clock.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
