@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from framecast.config import ConfigError, RateLimit, Secret, Settings, fernet_keys, load_settings
+from framecast.config.values import SECONDS_MAX, SHARD_COUNT_MAX
 from tests.fakes.gen_service import IMAGE_MODEL, VIDEO_MODEL
 
 ROOT = Path(__file__).parent.parent
@@ -667,3 +668,180 @@ def test_a_short_web_session_secret_is_refused_without_showing_it() -> None:
 def test_the_web_secrets_are_masked_in_logs() -> None:
     s = load_settings({**REQUIRED, **WEB})
     assert {WEB["WEB_CLIENT_SECRET"], WEB["WEB_SESSION_SECRET"]} <= set(s.secrets())
+
+
+# -- bounds: what nothing downstream can take is refused here, one line naming the variable ----------
+def test_a_shard_count_beyond_what_discord_can_have_is_refused_in_one_line() -> None:
+    for too_many in ("99999999999999999999999", str(SHARD_COUNT_MAX + 1)):
+        with pytest.raises(ConfigError) as info:
+            load_settings(env(SHARD_COUNT=too_many, SHARD_IDS="0"))
+        assert info.value.variable == "SHARD_COUNT" and len(str(info.value).splitlines()) == 1
+    assert load_settings(env(SHARD_COUNT=str(SHARD_COUNT_MAX), SHARD_IDS="0")).shard_count == SHARD_COUNT_MAX
+
+
+DURATIONS = sorted(
+    name.upper() for name, field in Settings.model_fields.items() if field.annotation in (float, float | None)
+)
+
+
+@pytest.mark.parametrize("name", DURATIONS)
+def test_every_duration_past_the_one_bound_is_refused_in_one_line(name: str) -> None:
+    for too_long in ("1e308", str(SECONDS_MAX + 1)):
+        with pytest.raises(ConfigError) as info:
+            load_settings(env(**{name: too_long}))
+        assert info.value.variable == name and "at most 2,147,483 seconds" in str(info.value)
+        assert len(str(info.value).splitlines()) == 1
+    assert getattr(load_settings(env(**{name: str(SECONDS_MAX)})), name.lower()) == SECONDS_MAX
+
+
+def test_every_default_and_every_value_of_the_env_example_is_within_the_bounds() -> None:
+    for name in DURATIONS:
+        default = Settings.model_fields[name.lower()].default
+        assert default is None or 0 < default <= SECONDS_MAX, name
+    example = dict(re.findall(r"(?m)^#?\s*([A-Z][A-Z0-9_]*)=(.+)$", (ROOT / ".env.example").read_text()))
+    example = {name: value for name, value in example.items() if name in VARIABLES}
+    load_settings({**example, **REQUIRED})  # its placeholder for the service aside, .env.example loads
+
+
+# -- URLs: never a password in an error, and none where nothing would mask it ------------------------
+URL_VARIABLES = ("GEN_API_BASE_URL", "DISCORD_API_BASE_URL", "DISCORD_GATEWAY_URL", "WEB_BASE_URL")
+
+
+@pytest.mark.parametrize("name", URL_VARIABLES)
+@pytest.mark.parametrize(
+    "value",
+    [
+        "https://user:hunter2pw@svc.example:notaport",
+        "https://user:hunter2pw@svc.example:99999999",
+        "https://user:hunter2pw@svc.example",
+        "https://user:p@hunter2pw@svc.example/v1",
+        "ftp://user:hunter2pw@svc.example",
+        "user:hunter2pw@svc.example",
+        "https://user:" + "hunter2pw" * 10 + "@svc.example",  # longer than the quote is cut to
+    ],
+)
+def test_a_url_setting_never_echoes_the_user_and_password_it_carries(name: str, value: str) -> None:
+    with_web = {"WEB_PORT": "8090", "WEB_CLIENT_SECRET": "c" * 10, "WEB_SESSION_SECRET": "s" * 40}
+    with pytest.raises(ConfigError) as info:
+        load_settings(env(**{name: value, **(with_web if name == "WEB_BASE_URL" else {})}))
+    assert info.value.variable == name and len(str(info.value).splitlines()) == 1
+    assert "hunter2pw" not in f"{info.value} {info.value!r} {info.value.problem}"
+    assert "***@" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["GEN_API_BASE_URL", "DISCORD_API_BASE_URL", "DISCORD_GATEWAY_URL"])
+def test_credentials_in_the_service_and_discord_urls_are_refused_since_nothing_would_mask_them(
+    name: str,
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(env(**{name: "https://user:hunter2pw@svc.example/v1"}))
+    assert (
+        str(info.value)
+        == f"{name}: must not carry a user name or password (user:password@) (got 'https://***@svc.example/v1')"
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "postgresql://u:hunter2pw@127.0.0.1:notaport/db",
+        "postgresql://u:hunter2pw@127.0.0.1:99999/db",
+        "postgresql://u:hunter2pw@127.0.0.1:0/db",
+        "postgresql://u:hunter2pw@[::1/db",
+        "postgresql://u:p@hunter2pw@127.0.0.1/db",
+        "postgresql://u:p/hunter2pw@127.0.0.1/db",
+        "postgresql://h1:5432,h2:5432/db?password=hunter2pw",
+    ],
+)
+def test_a_database_url_the_driver_cannot_read_is_one_line_without_its_password(value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(env(DATABASE_URL=value))
+    assert info.value.variable == "DATABASE_URL" and len(str(info.value).splitlines()) == 1
+    assert "hunter2pw" not in f"{info.value} {info.value!r} {info.value.problem}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    authority=st.tuples(
+        st.sampled_from(["", "u@", "u:pw@", "u:p@w@", "u:p/w@", "u:p%40w@"]),
+        st.sampled_from(["", "db.example", "127.0.0.1", "[::1]", "[::1", "h1,h2"]),
+        st.sampled_from(["", ":", ":5432", ":0", ":99999", ":-1", ": 5", ":+5", ":x", ":5432,h2:5433"]),
+        st.sampled_from(["", "/db", "/db?sslmode=require", "?host=/tmp"]),
+    ).map("".join),
+)
+def test_every_database_url_the_configuration_accepts_the_store_can_parse(authority: str) -> None:
+    from sqlalchemy.engine import make_url
+
+    try:
+        s = load_settings(env(DATABASE_URL=f"postgresql://{authority}"))
+    except ConfigError as exc:
+        assert exc.variable == "DATABASE_URL" and len(str(exc).splitlines()) == 1
+        return
+    assert s.database_url is not None
+    make_url(s.database_url.reveal())  # what the PostgreSQL store does first with it (no traceback)
+
+
+@pytest.mark.parametrize(
+    ("name", "url", "shown", "hidden"),
+    [
+        ("DATABASE_URL", "postgresql://framecast@db.example:5432/fc", "framecast@db.example:5432", ""),
+        ("DATABASE_URL", "postgresql://fc:pw-hidden4242@db.example/fc", "fc@db.example", "pw-hidden4242"),
+        (
+            "DATABASE_URL",
+            "postgresql://fc@db.example/fc?password=pw-hidden4242",
+            "fc@db.example",
+            "pw-hidden4242",
+        ),
+        ("REDIS_URL", "redis://cache.example:6379/0", "cache.example:6379", ""),
+        ("REDIS_URL", "redis://:pw-hidden4242@cache.example:6379/0", "cache.example:6379", "pw-hidden4242"),
+    ],
+)
+def test_the_log_mask_hides_a_connection_urls_password_and_never_its_host(
+    name: str, url: str, shown: str, hidden: str
+) -> None:
+    from framecast.logsetup import SecretIndex, mask
+    from framecast.storage.dialects import redact_dsn
+
+    s = load_settings(env(**{name: url}, REDIS_KEY_SECRET="k" * 32))
+    index = SecretIndex(s.secrets())
+    # As the store and the Redis check write their target: without the password.
+    line = f"cannot open the job store at {redact_dsn(url)}; Redis answers at {shown}"
+    assert shown in mask(line, index)
+    assert hidden == "" or hidden not in mask(f"connecting with {url} ({hidden})", index)
+    assert (url in s.secrets()) is bool(hidden)  # the whole URL only when it carries a password
+
+
+# -- the .env file, and names that are no setting -------------------------------------------------------
+def test_an_env_file_that_is_not_utf8_is_one_line_naming_the_file_never_its_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _isolate(monkeypatch, *REQUIRED)
+    (tmp_path / ".env").write_bytes(b"# caf\xe9 settings\nDISCORD_TOKEN=tok-hidden4242\xe9\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value) == ".env: is not UTF-8 text (byte 0xe9 on line 1): save it as UTF-8"
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_names_that_look_meant_for_the_bot_but_are_no_setting_are_listed_with_the_closest_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = load_settings(
+        env(GEN_RATELIMIT="1/1", FRAMECAST_LOG_LEVEL="DEBUG", DATABASE_HOST="db", WEB_THEME="v-hidden4242")
+        # Not the bot's: compose's own variable, the test suite's, and other programs' prefixes.
+        | {"REDIS_PASSWORD": "x", "FRAMECAST_TEST_PORT_BASE": "33000", "HTTP_PROXY": "http://p", "HOME": "/"}
+    )
+    assert s.unknown_variables == (
+        "DATABASE_HOST (DATABASE_PATH?)",
+        "FRAMECAST_LOG_LEVEL (LOG_LEVEL?)",
+        "GEN_RATELIMIT (GEN_RATE_LIMIT?)",
+        "WEB_THEME",
+    )
+    assert load_settings(dict(REQUIRED)).unknown_variables == ()
+    _isolate(monkeypatch, *REQUIRED, "GEN_POLL_INTERVL")
+    for name, value in REQUIRED.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / ".env").write_text("GEN_POLL_INTERVL=5\nPOSTGRES_PASSWORD=pw\nGEN_VIDEO_MODEL=v\n")
+    monkeypatch.chdir(tmp_path)
+    assert "GEN_POLL_INTERVL in .env (GEN_POLL_INTERVAL?)" in load_settings().unknown_variables

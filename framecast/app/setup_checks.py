@@ -59,6 +59,7 @@ async def check_setup(settings: Settings, *, clock: Clock) -> CheckedSetup:
     """
     store, redis = await asyncio.gather(_open_store(settings, clock), _reach_redis(settings))
     _warn_of_shards_without_redis(settings)
+    _warn_of_unknown_variables(settings)
     checked = CheckedSetup(store=store if isinstance(store, Store) else None)
     checked.problems.extend(p for p in (store, redis) if isinstance(p, SetupProblem))
     return checked
@@ -67,7 +68,7 @@ async def check_setup(settings: Settings, *, clock: Clock) -> CheckedSetup:
 def _warn_of_shards_without_redis(settings: Settings) -> None:
     # Not a refusal: the other shards' processes may each run on a key of their own.
     count, ids = settings.shard_count, settings.shard_ids
-    if settings.redis_url is None and count is not None and ids is not None and set(ids) != set(range(count)):
+    if settings.redis_url is None and count is not None and ids is not None and not _all_shards(ids, count):
         log.warning(
             "SHARD_IDS names %d of SHARD_COUNT=%d shards and REDIS_URL is not set: a process running the"
             " others on the same API key spends the key's whole budget beside this one, and the service"
@@ -75,6 +76,18 @@ def _warn_of_shards_without_redis(settings: Settings) -> None:
             len(set(ids)),
             count,
         )
+
+
+def _warn_of_unknown_variables(settings: Settings) -> None:
+    # Not a refusal either: a name the bot does not read may be another program's. Names only.
+    if settings.unknown_variables:
+        log.warning("ignored, not settings of Framecast (a typo?): %s", ", ".join(settings.unknown_variables))
+
+
+def _all_shards(ids: tuple[int, ...], count: int) -> bool:
+    """Whether `ids` name every shard of `count`: counted, never by listing the `count` shards."""
+    mine = set(ids)
+    return len(mine) == count and all(0 <= i < count for i in mine)
 
 
 async def _open_store(settings: Settings, clock: Clock) -> Store | SetupProblem:

@@ -13,6 +13,7 @@ messages.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import os
 from collections.abc import Mapping
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AliasGenerator, ValidationError, model_validator
+from pydantic import AliasGenerator, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -54,10 +55,12 @@ from framecast.config.values import (
     _parse_postgres_url,
     _parse_redis_url,
     _parse_service_url,
+    _parse_shard_count,
     _parse_shared_secret,
     _parse_switch,
     _parse_url,
     fernet_keys,
+    url_secrets,
 )
 
 __all__ = [
@@ -197,7 +200,7 @@ class Settings(BaseSettings):
     # Names each key's budget in Redis by an HMAC under it (never a plain hash of the key); the same
     # in every process on one Redis, and needed with REDIS_URL.
     redis_key_secret: Annotated[Secret | None, _env(_parse_shared_secret, secret=True)] = None
-    shard_count: Annotated[int | None, _env(_parse_int)] = None
+    shard_count: Annotated[int | None, _env(_parse_shard_count)] = None
     shard_ids: Annotated[tuple[int, ...] | None, _env(_parse_ids)] = None
     lease_seconds: Seconds = 60.0
     # -- Web pages (off without WEB_PORT; the OAuth2 client is the bot's own application) --------
@@ -205,6 +208,8 @@ class Settings(BaseSettings):
     web_base_url: Annotated[str | None, _env(_parse_url)] = None
     web_client_secret: Annotated[Secret | None, _env(Secret, secret=True)] = None
     web_session_secret: Annotated[Secret | None, _env(Secret, secret=True)] = None
+    # Names load_settings met that are no setting (a typo's), for the one warning at start.
+    _unknown: tuple[str, ...] = PrivateAttr(default=())
 
     @model_validator(mode="after")
     def check_web(self) -> Settings:
@@ -270,14 +275,24 @@ class Settings(BaseSettings):
             raise TypeError(f"Settings has no field {unknown[0]!r}")
         return self.model_validate({**self.__dict__, **changes})
 
+    @property
+    def unknown_variables(self) -> tuple[str, ...]:
+        """What :func:`load_settings` ignored, one entry a name (never a value), with the setting it is
+        closest to: ``GEN_RATELIMIT (GEN_RATE_LIMIT?)``, ``GEN_POLL_INTERVL in .env (...)``."""
+        return self._unknown
+
     def secrets(self) -> list[str]:
-        """Every secret these settings hold, for the log filter: the token, the key, the URLs that may
-        carry passwords, and each key of a ``KEY_ENCRYPTION_SECRET`` list on its own (while rotating)."""
+        """Every secret these settings hold, for the log filter: the token, the key, the passwords of
+        the connection URLs (and those URLs whole: a URL without a password is no secret, so the
+        host it names shows), and each key of a ``KEY_ENCRYPTION_SECRET`` list on its own (while rotating)."""
         found = [self.discord_token.reveal(), self.gen_api_key.reveal()]
         found += [s.reveal() for s in (self.web_client_secret, self.web_session_secret) if s is not None]
-        for extra in (self.key_encryption_secret, self.database_url, self.redis_url, self.redis_key_secret):
+        for extra in (self.key_encryption_secret, self.redis_key_secret):
             if extra is not None:
                 found.append(extra.reveal())
+        for url in (self.database_url, self.redis_url):
+            if url is not None:
+                found.extend(url_secrets(url))
         if self.key_encryption_secret is not None:
             found.extend(key.reveal() for key in fernet_keys(self.key_encryption_secret))
         return found
@@ -298,10 +313,13 @@ def load_settings(
     blanks counts as unset, and a variable set empty in the real environment still wins over the
     file. Raises :class:`ConfigError` naming every missing or malformed value at once.
     """
+    dotenv: Mapping[str, Any] = {}
     if environ is None:
+        environ = os.environ
         sources: list[Mapping[str, Any]] = [EnvSettingsSource(Settings)()]
         if env_file is not None:
-            sources.append(DotEnvSettingsSource(Settings, env_file=Path(env_file))())
+            dotenv = _read_env_file(Path(env_file))
+            sources.append(dotenv)
     else:
         sources = [environ]
     given: dict[str, str] = {}
@@ -315,8 +333,56 @@ def load_settings(
         settings = Settings.model_validate(given)
     except ValidationError as exc:
         raise _config_error(exc) from None
+    private = settings.__pydantic_private__  # frozen: the private attribute is written in place
+    if private is not None:  # always: Settings declares one
+        private["_unknown"] = _unknown_names(environ, dotenv, env_file)
     logging.getLogger(__name__).debug("configuration loaded (rate limit %s)", settings.gen_rate_limit)
     return settings
+
+
+def _read_env_file(path: Path) -> Mapping[str, Any]:
+    """The variables of the ``.env`` file (none if there is no such file); one line naming the file
+    when it cannot be read, never its text (it holds the secrets)."""
+    try:
+        return DotEnvSettingsSource(Settings, env_file=path, env_file_encoding="utf-8")()
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        problem = f"is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line}): save it as UTF-8"
+    except OSError as exc:
+        problem = f"cannot be read ({exc.strerror or type(exc).__name__})"
+    raise ConfigError(str(path), problem) from None
+
+
+#: Environment variables under these prefixes are meant for Framecast: one that is no setting is a
+#: typo to warn of. Other prefixes of settings (LOG_, HTTP_, USER_, ...) are too common elsewhere;
+#: FRAMECAST_ is warned of only when what follows it is a setting (FRAMECAST_LOG_LEVEL).
+_OUR_PREFIXES = ("GEN_", "DISCORD_", "DATABASE_", "REDIS_", "SHARD_", "WEB_")
+#: Read by docker compose from .env (and passed on by its env_file), not by the bot (.env.example).
+_COMPOSE_VARIABLES = frozenset({"POSTGRES_PASSWORD", "REDIS_PASSWORD", "GRAFANA_ADMIN_PASSWORD"})
+
+
+def _unknown_names(
+    environ: Mapping[str, str], dotenv: Mapping[str, Any], env_file: str | os.PathLike[str] | None
+) -> tuple[str, ...]:
+    """Each name that looks meant for the bot but is no setting, with the closest setting if any."""
+    known = set(_VARIABLES) | _COMPOSE_VARIABLES
+    where = f" in {Path(env_file).name}" if env_file is not None else ""
+    found: dict[str, str] = {}
+    for name in environ:
+        bare = name.removeprefix("FRAMECAST_")
+        if bare != name and bare in _VARIABLES:
+            found[name] = f"{name} ({bare}?)"
+        elif name.startswith(_OUR_PREFIXES) and name not in known:
+            found[name] = _suggested(name, "")
+    for name in dotenv:
+        if name not in known and name not in found:
+            found[name] = _suggested(name, where)
+    return tuple(found[name] for name in sorted(found))
+
+
+def _suggested(name: str, where: str) -> str:
+    close = difflib.get_close_matches(name.upper(), _VARIABLES, n=1, cutoff=0.75)
+    return f"{name}{where}" + (f" ({close[0]}?)" if close else "")
 
 
 def _config_error(exc: ValidationError) -> ConfigError:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from pydantic import BeforeValidator, ValidationInfo
 
@@ -109,16 +109,39 @@ def _split_url(text: str) -> SplitResult:
         raise ValueError("is not a valid URL") from None
 
 
+def _check_authority(parts: SplitResult) -> None:
+    # The host part as every client reads it: one "@" at most (an unencoded "@" in a password is
+    # read as the host by some parsers, SQLAlchemy's among them), and a port of 1-65535 if any.
+    if parts.netloc.count("@") > 1:
+        raise ValueError("has an @ in its user name or password (write it %40)")
+    try:
+        port = parts.port
+    except ValueError:
+        # A "/", "?" or "#" in a password ends the host part early: it reads as a malformed port.
+        raise ValueError(
+            "has a malformed port (a / ? # or @ in a user name or password must be percent-encoded)"
+        ) from None
+    if parts.netloc.endswith(":"):
+        raise ValueError("has no port after its host's colon (drop the colon, or give a port)")
+    if port == 0:
+        raise ValueError("has port 0 (a port is 1-65535)")
+
+
+def _refuse_credentials(parts: SplitResult) -> None:
+    # The service is reached with GEN_API_KEY and Discord with DISCORD_TOKEN, both sent as an
+    # Authorization header, which aiohttp refuses to combine with credentials in the URL; a password
+    # here would also show wherever the URL is logged (it is not a secret the log filter masks).
+    if "@" in parts.netloc:
+        raise ValueError("must not carry a user name or password (user:password@)")
+
+
 def _parse_url(text: str) -> str:
     parts = _split_url(text)
     if parts.scheme not in ("http", "https"):
         raise ValueError("must be an http:// or https:// URL")
-    try:
-        host = parts.hostname
-        parts.port  # noqa: B018 -- raises ValueError on a malformed port
-    except ValueError:
-        raise ValueError("has a malformed port") from None
-    if not host:
+    _check_authority(parts)
+    _refuse_credentials(parts)
+    if not parts.hostname:
         raise ValueError("must be an http(s) URL with a host")
     return text
 
@@ -141,6 +164,8 @@ def _parse_gateway_url(text: str) -> str:
     parts = _split_url(text)
     if parts.scheme not in ("http", "https", "ws", "wss"):
         raise ValueError("must be a ws://, wss://, http:// or https:// URL")
+    _check_authority(parts)
+    _refuse_credentials(parts)
     if not parts.hostname:
         raise ValueError("must be a URL with a host")
     return text
@@ -162,6 +187,19 @@ def _parse_int(text: str) -> int:
     return value
 
 
+#: The most shards SHARD_COUNT may name. Discord documents no maximum (only at most 2,500 servers
+#: per shard, about 1,000 recommended); 100,000 shards hold 100 million servers at the recommended
+#: load, past any bot there is, while anything sized by the count (a set of shard numbers) stays small.
+SHARD_COUNT_MAX = 100_000
+
+
+def _parse_shard_count(text: str) -> int:
+    value = _parse_int(text)
+    if value > SHARD_COUNT_MAX:
+        raise ValueError(f"must be at most {SHARD_COUNT_MAX:,} (Discord's shards, not servers)")
+    return value
+
+
 def _parse_port(text: str) -> int:
     value = _parse_count(text)
     if not 0 < value < 65536:
@@ -180,6 +218,14 @@ def _parse_listen_host(text: str) -> str:
     return text
 
 
+#: The longest duration any setting takes, in seconds: 2,147,483 s (24.8 days), the most milliseconds a
+#: signed 32-bit number holds, which is what the strictest consumers take (PostgreSQL's
+#: statement_timeout, SQLite's busy_timeout; a larger value overflows them, or int() of it fails).
+#: One bound for every duration: far past anything the bot waits for or keeps (the longest default
+#: is QUOTA_PERIOD's day, so a weekly quota still fits); what it refuses is a quota period of a month.
+SECONDS_MAX = 2_147_483
+
+
 def _parse_float(text: str) -> float:
     try:
         value = float(text)
@@ -187,6 +233,8 @@ def _parse_float(text: str) -> float:
         raise ValueError("must be a number") from None
     if not math.isfinite(value) or value <= 0:
         raise ValueError("must be a positive number")
+    if value > SECONDS_MAX:
+        raise ValueError(f"must be at most {SECONDS_MAX:,} seconds (24.8 days)")
     return value
 
 
@@ -290,14 +338,13 @@ def _parse_shared_secret(text: str) -> Secret:
 
 
 def _parse_secret_url(*schemes: str) -> Callable[[str], Secret]:
-    # A connection URL may carry a password: only its scheme is checked.
+    # A connection URL may carry a password: the reasons never quote any part of it. The host part
+    # is checked here, so a URL the drivers cannot read is one line now, not a traceback at start-up.
     def parse(text: str) -> Secret:
-        try:
-            scheme = _split_url(text).scheme.lower()
-        except ValueError:
-            scheme = ""
-        if scheme not in schemes:
+        parts = _split_url(text)
+        if parts.scheme.lower() not in schemes:
             raise ValueError(f"must be a {schemes[0]}:// URL")
+        _check_authority(parts)
         return Secret(text)
 
     return parse
@@ -307,10 +354,31 @@ _parse_postgres_url = _parse_secret_url("postgresql", "postgres")
 _parse_redis_url = _parse_secret_url("redis", "rediss", "unix")
 
 
+# Whatever comes before a URL's last "@" (after its scheme) may be a user name and password.
+_CREDENTIALS = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?.*@", re.DOTALL)
+
+
 def _shown(text: str) -> str:
-    # Quote the offending value so the line is readable, but keep it short and on one line.
+    """The offending value as an error quotes it: one line, short, and never a URL's user:password@
+    part (redacted before shortening, so a cut never leaves a password without its "@")."""
+    text = _CREDENTIALS.sub(r"\1***@", text)
     shown = text if len(text) <= 60 else text[:57] + "..."
     return repr(shown)
+
+
+def url_secrets(url: Secret) -> list[str]:
+    """What the log filter must mask of a connection URL: its password (as written and decoded, and
+    any ``password=`` in its query) and then the whole URL; nothing of a URL without one, so its
+    host shows in the logs (``redact_dsn`` writes it without the password either way)."""
+    text = url.reveal()
+    try:
+        parts = urlsplit(text)
+        found = [parts.password or ""]
+    except ValueError:
+        return [text]  # unreadable: the whole of it, to be safe
+    found += [value for key, value in parse_qsl(parts.query) if key.lower() in ("password", "passwd")]
+    found = [s for s in dict.fromkeys([*found, *(unquote(s) for s in found)]) if s]
+    return [*found, text] if found else []
 
 
 class _Invalid(ValueError):
