@@ -82,6 +82,25 @@ class Rig:
         new = NewJob(kind, guild, 10, 7, "en-US", params)
         return await self.store.add(new, member_limit=None, guild_cap=None)
 
+    async def another_process(self) -> Accounts:
+        """The accounts of another process on the same store (the caller closes them)."""
+        vault = KeyVault(enabled=True, secret=self.settings.key_encryption_secret)
+        return await open_accounts(self.settings, self.session, self.store, GuildQueues(), vault)
+
+    async def running(self, guild: int, *, task_id: str = "v", key_last4: str | None = None) -> Job:
+        """A job of `guild` whose task its server's key created, as the runner leaves it: RUNNING."""
+        job = await self.store.transition(
+            (await self.job(guild)).id, JobState.SUBMITTING, expect=JobState.QUEUED
+        )
+        return await self.store.transition(
+            job.id,
+            JobState.RUNNING,
+            expect=JobState.SUBMITTING,
+            task_id=task_id,
+            key_owner=guild,
+            key_last4=key_last4,
+        )
+
 
 async def open_accounts(
     settings: Settings,
@@ -327,11 +346,7 @@ async def test_a_rejected_server_key_fails_its_jobs_and_tells_its_admins_once(ri
 async def test_a_removed_key_keeps_serving_its_running_jobs_and_is_gone_after_a_restart(rig: Rig) -> None:
     await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
     own = rig.accounts.for_guild(GUILD)
-    job = await rig.job(GUILD)
-    job = await rig.store.transition(job.id, JobState.SUBMITTING, expect=JobState.QUEUED)
-    job = await rig.store.transition(
-        job.id, JobState.RUNNING, expect=JobState.SUBMITTING, task_id="v-gone", key_owner=GUILD
-    )
+    job = await rig.running(GUILD, task_id="v-gone")
     rig.accounts.bind(job.id, own)  # a runner is polling it
     assert await rig.accounts.remove_guild_key(GUILD, by=ADMIN)
     assert rig.accounts.for_guild(GUILD) is rig.accounts.operator  # new jobs: the operator's key
@@ -353,16 +368,7 @@ async def test_a_task_is_never_polled_with_the_key_that_replaced_its_own_after_a
     refused request). The jobs of before the key's end was kept are polled as they were."""
     await rig.accounts.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
     assert rig.accounts.for_guild(GUILD).key_last4 == "abcd"
-    job = await rig.job(GUILD)
-    job = await rig.store.transition(job.id, JobState.SUBMITTING, expect=JobState.QUEUED)
-    job = await rig.store.transition(
-        job.id,
-        JobState.RUNNING,
-        expect=JobState.SUBMITTING,
-        task_id="v-old",
-        key_owner=GUILD,
-        key_last4="abcd",
-    )
+    job = await rig.running(GUILD, task_id="v-old", key_last4="abcd")
     unknown = await rig.store.update((await rig.job(GUILD, "of before")).id, key_owner=GUILD)
     rig.fake.api_keys.add("the-replacing-server-key-wxyz")
     await rig.accounts.set_guild_key(GUILD, "the-replacing-server-key-wxyz", by=ADMIN)
@@ -384,13 +390,7 @@ async def test_a_process_taking_over_a_servers_job_follows_what_another_process_
     """Another process (the one serving the server) set, replaced, refused or removed its key after
     this one read it: before a takeover this one follows the store, so a queued job is created with
     the key the store holds and a running task is polled with the key that created it."""
-    other = await open_accounts(
-        rig.settings,
-        rig.session,
-        rig.store,
-        GuildQueues(),
-        KeyVault(enabled=True, secret=rig.settings.key_encryption_secret),
-    )
+    other = await rig.another_process()
     try:
         await other.set_guild_key(GUILD, SERVER_KEY, by=ADMIN)
         await rig.accounts.load_guild(GUILD)
@@ -401,16 +401,7 @@ async def test_a_process_taking_over_a_servers_job_follows_what_another_process_
         await other.set_guild_key(GUILD, replacing, by=ADMIN)
         await rig.accounts.load_guild(GUILD)
         assert rig.accounts.for_guild(GUILD).key.reveal() == replacing
-        job = await rig.job(GUILD)
-        job = await rig.store.transition(job.id, JobState.SUBMITTING, expect=JobState.QUEUED)
-        job = await rig.store.transition(
-            job.id,
-            JobState.RUNNING,
-            expect=JobState.SUBMITTING,
-            task_id="v",
-            key_owner=GUILD,
-            key_last4="wxyz",
-        )
+        job = await rig.running(GUILD, key_last4="wxyz")
         assert rig.accounts.for_job(job) is rig.accounts.for_guild(GUILD)
 
         await other.key_rejected(other.for_guild(GUILD))
@@ -428,13 +419,7 @@ async def test_a_process_taking_over_a_servers_job_follows_what_another_process_
 async def test_a_key_refused_in_two_processes_is_told_once_and_never_marks_the_key_that_replaced_it(
     rig: Rig,
 ) -> None:
-    other = await open_accounts(
-        rig.settings,
-        rig.session,
-        rig.store,
-        GuildQueues(),
-        KeyVault(enabled=True, secret=rig.settings.key_encryption_secret),
-    )
+    other = await rig.another_process()
     told: list[int] = []
 
     async def tell_admins(guild_id: int) -> None:
