@@ -616,6 +616,20 @@ def test_every_missing_or_malformed_variable_is_named_in_one_error() -> None:
     assert info.value.variable == "DISCORD_TOKEN" and len(info.value.problems) == 5
 
 
+@pytest.mark.parametrize("text", ["1_0", "inf", "nan", "0x1e", "1,5", "30s", "--3"])
+def test_a_duration_that_is_no_plain_number_is_refused_not_read_as_another(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(env(GEN_POLL_INTERVAL=text))
+    assert info.value.variable == "GEN_POLL_INTERVAL" and "must be" in info.value.problem
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("30", 30.0), ("2.5", 2.5), (".5", 0.5), ("1e1", 10.0), ("+4.", 4.0)]
+)
+def test_a_duration_written_as_people_write_numbers_is_read(text: str, value: float) -> None:
+    assert load_settings(env(GEN_POLL_INTERVAL=text)).gen_poll_interval == value
+
+
 def test_the_env_example_placeholder_for_the_service_is_refused_with_what_to_put_there() -> None:
     example = (ROOT / ".env.example").read_text()
     placeholder = re.search(r"(?m)^GEN_API_BASE_URL=(.*)$", example)

@@ -21,6 +21,9 @@ from pydantic import BeforeValidator, ValidationInfo
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _INT_RE = re.compile(r"\+?[0-9]+")
+# A decimal number as people write one (float() also takes "1_0", "inf" and "nan": a typo read as
+# another value, or none).
+_NUMBER_RE = re.compile(r"\+?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 class Secret:
@@ -227,10 +230,9 @@ SECONDS_MAX = 2_147_483
 
 
 def _parse_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError("must be a number") from None
+    if not _NUMBER_RE.fullmatch(text):
+        raise ValueError("must be a number")
+    value = float(text)
     if not math.isfinite(value) or value <= 0:
         raise ValueError("must be a positive number")
     if value > SECONDS_MAX:
