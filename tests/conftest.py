@@ -12,8 +12,16 @@ from tests.fakes.gen_service import FakeService
 # Every fixture shared across test modules is registered here, so no test module imports another:
 # the end-to-end world (`world`, `start`, `start_synced`: tests/e2e/harness.py), the servers it may
 # use (`cluster`, `pg_relay`, `redis_relay`: tests/e2e/servers.py) and a fresh PostgreSQL database
-# (`pg_dsn`: tests/pg.py), a store on each database (`backend`: tests/stores.py), and the web pages' world (`site`: tests/e2e/webpages.py).
-pytest_plugins = ("tests.pg", "tests.stores", "tests.e2e.harness", "tests.e2e.servers", "tests.e2e.webpages")
+# (`pg_dsn`: tests/pg.py), a store on each database (`backend`: tests/stores.py), the web pages' world
+# (`site`: tests/e2e/webpages.py) and a key id of its own on Redis (`plan_key_id`: tests/redis_server.py).
+pytest_plugins = (
+    "tests.pg",
+    "tests.stores",
+    "tests.e2e.harness",
+    "tests.e2e.servers",
+    "tests.e2e.webpages",
+    "tests.redis_server",
+)
 # Helpers the end-to-end tests import (not plugins): their asserts explain failures like a test's.
 pytest.register_assert_rewrite("tests.e2e.commands", "tests.e2e.endpoints", "tests.e2e.chrome")
 

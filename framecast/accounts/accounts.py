@@ -40,13 +40,14 @@ from framecast.keys.budget import KeptBudgets
 from framecast.keys.redis_names import check_secret, connect, redis_error
 from framecast.keys.server_keys import OpenedKey, ServerKeys
 from framecast.keys.shared_budget import budget_key_id, open_budget
+from framecast.keys.shared_plan import SharedPlanState
 from framecast.keys.spent import SpentRequests
 from framecast.keys.vault import KeyVault, KeyVaultState
 from framecast.logsetup import mask_secrets
 from framecast.ops.metrics import UNCHECKED_KEY, Metrics, key_label
 from framecast.planner.estimate import Estimate
 from framecast.planner.planner import Planner, PlannerSettings
-from framecast.planner.shared import SharedPlanState
+from framecast.planner.shared import SharedView, summed
 from framecast.service import GenerationClient
 from framecast.service.budget import Budget
 from framecast.service.errors import AuthError, ServiceError
@@ -239,11 +240,16 @@ class Accounts:
             outage=self._service,
         )
         # Every process on this key counts the others' planned requests and tasks (never the key itself).
-        shared = None
+        shared: SharedPlanState[SharedView] | None = None
         if self._redis is not None and s.redis_key_secret is not None:
             key_id = budget_key_id(key, s.redis_key_secret)
             shared = SharedPlanState(
-                redis=self._redis, key_id=key_id, clock=self._clock, window=budget.window
+                redis=self._redis,
+                key_id=key_id,
+                clock=self._clock,
+                window=budget.window,
+                read=summed,
+                nobody=SharedView(),
             )
         scope = self._queues.scope()
         try:

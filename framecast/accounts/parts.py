@@ -13,9 +13,10 @@ from enum import StrEnum
 
 from framecast.config import Secret
 from framecast.jobs.queues import Scope
+from framecast.keys.shared_plan import SharedPlanState
 from framecast.ops.metrics import BudgetReading
 from framecast.planner.planner import PlannedJob, Planner
-from framecast.planner.shared import SharedPlanState
+from framecast.planner.shared import SharedView
 from framecast.service import GenerationClient
 from framecast.service.budget import Budget
 from framecast.values import Job
@@ -39,7 +40,7 @@ class KeyParts:
     #: The guilds whose jobs run on this key, as the queues index them (the planner counts only those).
     scope: Scope = field(repr=False)
     #: What the planner shares with other processes on this key (``REDIS_URL``); None: alone.
-    shared: SharedPlanState | None = field(default=None, repr=False)
+    shared: SharedPlanState[SharedView] | None = field(default=None, repr=False)
     #: Accounts using these parts; closed when the last one goes.
     users: int = 0
 

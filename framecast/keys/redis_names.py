@@ -1,7 +1,7 @@
 """How the processes reach one Redis (:func:`connect`), and name each key's shared state there
 without revealing the key.
 
-A key's budget (:mod:`framecast.keys.shared_budget`) and plan (:mod:`framecast.planner.shared`) are
+A key's budget (:mod:`framecast.keys.shared_budget`) and plan (:mod:`framecast.keys.shared_plan`) are
 named by :func:`budget_key_id`: an HMAC of the key under ``REDIS_KEY_SECRET``, a secret every process
 on that Redis shares. A plain hash would let anyone who reads Redis confirm a guessed key; without
 the secret the names say nothing. :func:`check_secret` stops a process whose secret differs from

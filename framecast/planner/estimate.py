@@ -1,24 +1,14 @@
 """What the bot may honestly say about a job between polls, without spending the key.
 
-A running job's message says how long its generation has left; a queued one's when it starts
-(``cogs/views/render.py`` words them). Both are the planner's own plan played forward, and both are
-checked against what happened in ``benchmarks/bench_planner.py`` (``benchmarks/estimate_error.py``):
+* **"left"** counts to the poll that will see the task done (the message says "Generating…" until
+  then): the one the plan aims just after the end progress predicts or, without progress, the
+  figure among the ladder's polls most likely to be close (:func:`likeliest_close`); a poll due on a
+  busy key counts from when the key played forward (:mod:`framecast.planner.play`) sends it.
+* **"starts in"** is the same play; past its horizon the key's pace, and behind a ceiling on tasks
+  at once, when a slot frees.
 
-* **"left" counts to the poll that will see the task done**, not to its predicted end: the
-  message says "Generating…" until the bot has seen the result. With progress that poll is the
-  plan's; without, each poll of the ladder (:mod:`framecast.planner.polls`) has a chance of being
-  the one, from the durations given that the last poll found the task running, and the figure
-  shown is the one most likely to be close (:func:`likeliest_close`). A poll due on a busy key
-  goes out when the key played forward sends it, behind the requests before it in the budget.
-* **"starts in" is the same play** (:func:`~framecast.planner.play.play` asks
-  :func:`~framecast.planner.policy.admits` slot by slot; the images waiting go first), and behind
-  a ceiling on tasks at once waits for a slot to free. Jobs beyond the play's horizon start at the
-  key's pace. Members who arrive meanwhile and go first are not counted: counting the videos that
-  arrived in as long a time before moved the median error at 110 % load by a point, within the
-  spread of one code run twice (``benchmarks/README.md``, "The planner package smaller").
-
-The forecast reads the planner's state only as snapshots: each task as :class:`TaskView
-<framecast.planner.polls.TaskView>`, the rest of the key as :class:`KeyNow`.
+It reads the planner only as snapshots (:class:`~framecast.planner.polls.TaskView`, :class:`KeyNow`)
+and changes nothing. How the figures are checked: ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -34,11 +24,11 @@ from framecast.clock import Clock
 from framecast.jobs.queues import GuildQueues
 from framecast.planner.play import Played, Slots, play
 from framecast.planner.policy import IMAGE_REQUESTS
-from framecast.planner.polls import TOP, PollPlan, TaskView, ladder_quantile, poll_at
-from framecast.planner.predict import DurationKey
+from framecast.planner.polls import PollPlan, TaskView
 from framecast.planner.tuning import PlannerTuning
 from framecast.service.budget import Budget
 from framecast.values import Job, JobKind, JobState
+from framecast.values.durations import DurationKey
 
 __all__ = [
     "DurationCdf",
@@ -47,28 +37,19 @@ __all__ = [
     "Forecast",
     "KeyNow",
     "expected_seen",
-    "first_poll_at",
     "likeliest_close",
     "mean_wait",
     "seen_chances",
 ]
 
-#: Polls followed ahead when timing the one that sees a task done (a guard: the rule converges).
-_MAX_POLLS_AHEAD = 64
 #: What makes a figure shown close: within this share of the truth (the estimates' goal, not tuned).
 CLOSE = 0.25
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A job's estimated progress and timing, computed locally.
-
-    ``progress`` is a fraction in ``0..1`` estimated for now (``None``: nothing honest to say);
-    ``remaining`` the seconds until the result is expected (``None``: unknown); ``starts_in``, for
-    a queued job, the seconds until it is expected to start (``None``: unknown or not queued).
-    ``measured`` is true when ``progress`` is the service's own last report rather than an
-    estimate between polls.
-    """
+    """A job's `progress` now (0..1; `measured`: the service's own last report), seconds until its
+    result (`remaining`) or, queued, until it starts (`starts_in`); None: nothing honest to say."""
 
     progress: float | None = None
     remaining: float | None = None
@@ -82,23 +63,6 @@ class Estimates(Protocol):
     def estimate(self, job: Job) -> Estimate:
         """The job's estimate now."""
         ...
-
-
-def first_poll_at(target: float, next_poll: float, *, interval: float, max_interval: float) -> float:
-    """When the first poll at or after `target` comes, under the planner's rule for a known end.
-
-    The planner polls a task at its predicted end, but never sooner than `interval` after the last
-    poll nor later than `max_interval` after it; `next_poll` is the poll already planned.
-    """
-    at = next_poll
-    # The planned poll was timed by the same rule: a hair before the target (the wall and monotonic
-    # clocks are read at different instants) is that poll, not one an interval later.
-    slack = 0.05 * interval
-    for _ in range(_MAX_POLLS_AHEAD):
-        if at >= target - slack:
-            break
-        at = poll_at(at, target, interval=interval, max_interval=max_interval)
-    return at
 
 
 class DurationCdf:
@@ -125,11 +89,7 @@ class DurationCdf:
 
 
 def seen_chances(polls: Sequence[float], done_by: Callable[[float], float]) -> list[float]:
-    """The chance that each of the planned `polls` is the one that sees the task done.
-
-    `done_by(t)`: the chance the task is done by wall time `t`, given what was seen of it. Each poll
-    sees it done with the chance it finished since the one before (the last one takes the rest).
-    """
+    """The chance that each of the `polls` sees the task done, by `done_by(t)` (the last takes the rest)."""
     chances, before = [], 0.0
     for n, at in enumerate(polls):
         done = 1.0 if n == len(polls) - 1 else min(1.0, max(before, done_by(at)))
@@ -139,13 +99,12 @@ def seen_chances(polls: Sequence[float], done_by: Callable[[float], float]) -> l
 
 
 def expected_seen(polls: Sequence[float], done_by: Callable[[float], float]) -> float:
-    """When the task is expected to be seen done: the mean over the planned `polls` (what sums of
-    waits need; a figure shown to a member is :func:`likeliest_close`'s)."""
+    """When the task is expected to be seen done: the mean over the `polls` (see :func:`seen_chances`)."""
     return mean_wait(polls, seen_chances(polls, done_by))
 
 
 def mean_wait(polls: Sequence[float], chances: Sequence[float]) -> float:
-    """The mean of the `polls` weighted by the chance of each (see :func:`seen_chances`)."""
+    """The mean of the `polls` weighted by the chance of each."""
     return sum(at * chance for at, chance in zip(polls, chances, strict=True))
 
 
@@ -158,17 +117,14 @@ def likeliest_close(
 ) -> float:
     """The wait to show when the true one is one of `waits` with these `chances`: the figure most
     likely within `within` of the truth (error ``|shown - true| / max(true, floor)``), among those
-    the one off by least on average. Two near polls (90 s, 120 s): a figure between them is close
-    to either; far apart (10 s, 40 s): none is, and this bets on the likelier, where the mean would
-    be far from both.
-    """
+    the one off by least on average: of two far polls the likelier, where their mean is near neither."""
     weights: dict[float, float] = {}
     for wait, chance in zip(waits, chances, strict=True):
         weights[max(0.0, wait)] = weights.get(max(0.0, wait), 0.0) + chance
     points = sorted(weights.items())
     times = [t for t, _ in points]
-    # A shown x is within `within` of a true t when t's band holds x; both ends of the band grow
-    # with t, so the t whose band holds x are a run of the sorted ones: found by bisection.
+    # Both ends of a true t's band grow with t, so the bands holding a shown x are a run of the
+    # sorted ones: found by bisection.
     lows = [t - within * max(t, floor) for t in times]
     highs = [t + within * max(t, floor) for t in times]
     cumulative = [0.0]
@@ -183,7 +139,7 @@ def likeliest_close(
     def mean_error(x: float) -> float:
         return sum(weight * abs(x - t) / max(t, floor) for t, weight in points)
 
-    # The likeliest share is reached on an overlap of bands: at one of their ends or a time in it.
+    # The likeliest share is reached at an end of a band or at a true time.
     candidates = sorted({max(0.0, x) for x in (*lows, *highs, *times)})
     shares = [round(covered(x), 9) for x in candidates]
     best = max(shares)
@@ -192,9 +148,7 @@ def likeliest_close(
 
 @dataclass(frozen=True)
 class KeyNow:
-    """What the forecast reads of its key besides the poll plan, as the planner sees it at one
-    moment (:meth:`Planner.key_now <framecast.planner.planner.Planner.key_now>`: a read-only
-    snapshot): how fast its queue moves, and what holds its slots."""
+    """The key besides its poll plan at one moment (``Planner.key_now``): its pace, what holds its slots."""
 
     requests_per_task: float  # what a task costs on average, learned (at least a video's minimum)
     processes: int  # processes spending the key's rate (this one included)
@@ -205,14 +159,12 @@ class KeyNow:
     in_flight: tuple[int, int] = (0, 0)  # creates handed to the budget, not answered yet: (videos, images)
 
     def per_second(self, budget: Budget) -> float:
-        """Requests a second this process may spend on the key: the key's rate is spent by every
-        process with tasks on it, ours an even part."""
+        """Requests a second this process may spend on the key: an even part of its rate."""
         return max(1, budget.allowed) / budget.window / self.processes
 
 
 class Forecast:
-    """The estimates of one key's planner (``Planner.estimate``): reads its poll plan, queues and
-    budget, and the key as the planner sees it (:class:`KeyNow`), and changes none of them."""
+    """The estimates of one key's planner, read from its plan, queues, budget and :class:`KeyNow`."""
 
     def __init__(
         self,
@@ -232,8 +184,8 @@ class Forecast:
         self._queues = queues
         self._scope = scope
         self._tuning = tuning
-        # The key as last played forward (monotonic), when, for how many queued videos and images,
-        # and whether the plan changed since (see :meth:`_play`).
+        # The last play (monotonic), when, for how many queued (videos, images), and whether the
+        # plan changed since (see :meth:`_play`).
         self._played = Played()
         self._played_at = -math.inf
         self._played_for = (0, 0)
@@ -247,7 +199,7 @@ class Forecast:
         self._stale = True
 
     def estimate(self, job: Job, key: KeyNow) -> Estimate:
-        """The job's progress and timing as far as they are known (see :class:`Estimate`)."""
+        """The job's progress and timing as far as they are known."""
         if job.state is JobState.QUEUED:
             # Only jobs on this key wait for its budget: other keys' guilds start on their own.
             ahead = self._queues.ahead(job.id, self._scope)
@@ -262,63 +214,52 @@ class Forecast:
 
     # -- running: when the bot will see the task done ------------------------------------------------
     def seen_done(self, task: TaskView, now: float, key: KeyNow) -> float | None:
-        """Wall time the planner's polls are expected to see `task` done (None: nothing known): the
-        mean over :meth:`left`'s polls, what a queue behind a cap adds up."""
-        outlook = self._outlook(task, now, late=self._late(task, key))
+        """Wall time the polls are expected to see `task` done, the mean of :meth:`left`'s (None: unknown)."""
+        outlook = self._outlook(task, now, key)
         if outlook is None:
             return None
         polls, chances = outlook
         return mean_wait(polls, chances)
 
     def left(self, task: TaskView, now: float, key: KeyNow) -> float | None:
-        """Seconds "left" shown for `task`: until the poll that sees it done (None: nothing known),
-        the likeliest close figure (:func:`likeliest_close`). The polls as planned, the next one as
-        late as the play sends it (:meth:`_late`; adding how late polls came lately did worse)."""
-        outlook = self._outlook(task, now, late=self._late(task, key))
+        """Seconds "left" for `task`: the likeliest close wait for the poll that sees it done, or None."""
+        outlook = self._outlook(task, now, key)
         if outlook is None:
             return None
         polls, chances = outlook
         return likeliest_close([at - now for at in polls], chances, floor=self._plan.interval)
 
-    def _outlook(self, task: TaskView, now: float, *, late: float) -> tuple[list[float], list[float]] | None:
-        """The polls that may see `task` done (wall times) and the chance of each (None: unknown).
-
-        `late`: how late its planned poll is expected to go out.
-        """
+    def _outlook(self, task: TaskView, now: float, key: KeyNow) -> tuple[list[float], list[float]] | None:
+        """The polls that may see `task` done (wall times), the next one as late as the play sends it,
+        and the chance of each (None: unknown)."""
         plan = self._plan
-        next_poll = self._next_poll(task, now, late)
+        next_poll = self._next_poll(task, now, self._late(task, key))
         if task.aim is not None:
-            # Progress gives the end: the planner aims its poll just after it (its margin included).
-            at = first_poll_at(task.aim, next_poll, interval=plan.interval, max_interval=plan.max_interval)
-            return [at], [1.0]
-        if task.key is None or not plan.learned(task.key):
+            # Wall and monotonic clocks are read at different instants: a poll a hair before the
+            # aim is the planned one, not one an interval later.
+            return [plan.first_poll_at(task.aim, next_poll, slack=0.05 * plan.interval)], [1.0]
+        kind = task.key
+        if kind is None or not plan.learned(kind):
             return None
-        key = task.key
-
-        def quantile(q: float) -> float:
-            return plan.quantile(key, q)
-
-        cdf = DurationCdf(quantile)
+        cdf = DurationCdf(lambda q: plan.quantile(kind, q))
         # The last poll found it still running: only the durations beyond that age are left.
         past = cdf(0.0 if task.last_at is None else task.last_at - task.started)
 
         def done_by(at: float) -> float:
             return (cdf(at - task.started) - past) / (1.0 - past) if past < 1.0 else 1.0
 
-        polls = self._ladder(next_poll, task.started, task.polls, task.first, quantile, done_by)
+        polls = plan.ladder(kind, next_poll, task.started, task.polls, task.first, done_by)
         return polls, seen_chances(polls, done_by)
 
     def _late(self, task: TaskView, key: KeyNow) -> float:
-        """How late the task's planned poll is expected to go out: when the play sends it, behind
-        the requests before it in the budget (a batch's first polls went out one after another,
-        20-60 s late, where "left" had counted to the plan)."""
+        """How late the task's planned poll goes out, behind the requests before it as the play sends them."""
         if not task.goes_first:
             return 0.0  # a poll that cannot see a result yet goes after creates: its figure is the plan's
         sent = self._play(key).polls.get(task.job_id)
         return 0.0 if sent is None else max(0.0, sent - task.next_at)
 
     def _slots(self, now: float, key: KeyNow) -> Slots:
-        """When this process's budget grants its next slots (see :class:`~framecast.planner.play.Slots`)."""
+        """When this process's budget grants its next slots."""
         budget = self._budget
         return Slots(
             now=now,
@@ -338,48 +279,20 @@ class Forecast:
         return max(at, now)
 
     def typical_seen(self, job: Job) -> float | None:
-        """Seconds from a new task's create until the bot is expected to see it done (None: unknown):
-        its ladder from the rung a task created now starts on, the mean of when a poll sees it done."""
+        """Seconds from a new task's create until a poll is expected to see it done (None: unknown)."""
         plan = self._plan
         key = DurationKey.for_params(job.params)
         if key is None or not plan.learned(key):
             return None
-
-        def quantile(q: float) -> float:
-            return plan.quantile(key, q)
-
-        cdf = DurationCdf(quantile)
+        cdf = DurationCdf(lambda q: plan.quantile(key, q))
         rung = plan.first_rung()
-        polls = self._ladder(max(plan.interval, quantile(rung)), 0.0, 0, rung, quantile, cdf)
+        polls = plan.ladder(key, max(plan.interval, plan.quantile(key, rung)), 0.0, 0, rung, cdf)
         return expected_seen(polls, cdf)
-
-    def _ladder(
-        self,
-        first: float,
-        started: float,
-        polled: int,
-        rung: float,
-        quantile: Callable[[float], float],
-        done_by: Callable[[float], float],
-    ) -> list[float]:
-        """The polls the planner will make of a task without progress, from the `first` one planned
-        (`polled` made so far, `rung` its first rung), up the ladder until it is almost surely done."""
-        plan = self._plan
-        polls = [first]
-        for k in range(1, _MAX_POLLS_AHEAD):
-            if ladder_quantile(polled + k - 1, rung) >= TOP or done_by(polls[-1]) >= 0.99:
-                break
-            at = polls[-1]
-            target = started + quantile(ladder_quantile(polled + k, rung))
-            polls.append(poll_at(at, target, interval=plan.interval, max_interval=plan.max_interval))
-        return polls
 
     # -- queued: when the job starts ------------------------------------------------------------------
     def starts_in(self, ahead: int, job: Job, key: KeyNow) -> float | None:
         """Seconds until a queued job with `ahead` jobs of its kind before it starts (None: unknown):
-        when the key played forward starts it (:meth:`_play`); past the play's horizon, at the
-        key's pace (behind the images waiting, for a video); behind a ceiling, when a slot frees
-        for it."""
+        when the play starts it, else at the key's pace, and behind a ceiling once a slot frees."""
         played = self._play(key)
         starts = played.videos if job.kind is JobKind.VIDEO else played.images
         if ahead < len(starts):
@@ -396,8 +309,8 @@ class Forecast:
         now = self._clock.time()
         running = self._plan.views(now)
         duration = self.typical_seen(job)
-        # When each slot frees: free now, when a running task is seen done, or unknown (inf); a
-        # job being created holds its slot for a whole typical duration.
+        # When each slot frees: now, when a running task is seen done, or unknown (inf); a job
+        # being created holds its slot for a whole typical duration.
         frees = [0.0] * max(0, ceiling - occupied)
         for task in running:
             seen = self.seen_done(task, now, key)
@@ -411,8 +324,8 @@ class Forecast:
         return None if math.isinf(at) else max(by_rate, at)
 
     def _play(self, key: KeyNow) -> Played:
-        """The key played forward (:func:`~framecast.planner.play.play`) from now. Played again when
-        the queues changed, when the plan did at most every quarter slot, else every slot."""
+        """The key played forward from now: again when the queues changed, when the plan did at most
+        every quarter slot, else every slot."""
         now = self._clock.monotonic()
         spacing = 1.0 / key.per_second(self._budget)
         videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)

@@ -1,25 +1,13 @@
 """The request planner of one API key: what each request of its budget is spent on.
 
-The key's budget (16 requests a minute) decides how many videos members get, so every request
-should buy as much as it can (the objective: :mod:`framecast.planner.policy`). The planner holds
-what the policy reads and answers the runner and the scheduler:
-
-* **which job starts now**: :meth:`Planner.may_start` asks the pure policy
-  (:func:`~framecast.planner.policy.admits`) over a snapshot (:meth:`Planner.view`);
-* **when each task is polled**: the key's poll plan (:class:`~framecast.planner.polls.PollPlan`),
-  through each job's handle (:class:`PlannedJob`) and its pacer;
-* **the ceiling on tasks at once**: ``GEN_MAX_RUNNING``, and after the service refused creates the
-  pushback ceiling (:class:`~framecast.planner.shared.Pushback`: down to what runs and back up
-  after a rate refusal; the learned cap, held and probed, after a concurrency one, the refused
-  create then waiting for one of the key's tasks to end, :meth:`Planner.after_refusal`);
-* **what members are told** between polls (:class:`~framecast.planner.estimate.Forecast`: the
-  same policy and plan played forward), computed locally: no request is spent on it.
-
-One planner per key in each process. When several processes use one key (``REDIS_URL``), their
-planners share through :class:`~framecast.planner.shared.SharedPlanState` what the key's budget
-must cover: admission counts the other processes' demand, the pushback ceiling is key-wide, and
-start estimates divide the key's rate among the processes spending it. Only a cached view is
-read here; without Redis each planner plans on its own.
+It holds what the policy (:mod:`framecast.planner.policy`, where the objective is written) reads,
+and answers the scheduler (which job starts now: :meth:`Planner.may_start`), each job's runner
+(its handle, :class:`PlannedJob`: the create, the polls through its pacer, the end) and the chat
+side (:meth:`Planner.estimate`, the same plan played forward; no request is spent on it). The
+ceiling on tasks at once is ``GEN_MAX_RUNNING`` and, after the service refused creates, the
+pushback ceiling (:class:`~framecast.planner.shared.Pushback`). With several processes on one key
+(``REDIS_URL``) admission also counts the others' demand, read from a cached view (the transport:
+:mod:`framecast.keys.shared_plan`).
 """
 
 from __future__ import annotations
@@ -37,10 +25,11 @@ from typing import TypeVar
 from framecast.clock import Clock
 from framecast.jobs.job_keys import CreateFailure
 from framecast.jobs.queues import GuildQueues
+from framecast.keys.shared_plan import SharedPlanState
 from framecast.planner.estimate import Estimate, Forecast, KeyNow
 from framecast.planner.policy import IMAGE_REQUESTS, MIN_REQUESTS_PER_VIDEO, KeyView, admits
 from framecast.planner.polls import PolledTask, PollPlan
-from framecast.planner.shared import Pushback, Share, SharedPlanState, SharedView
+from framecast.planner.shared import Pushback, Share, SharedView
 from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
@@ -61,7 +50,7 @@ _NOBODY_ELSE = SharedView()
 
 @dataclass(frozen=True)
 class PlannerSettings:
-    """The planner's knobs (from configuration)."""
+    """The planner's settings (from configuration)."""
 
     poll_interval: float  # never poll one task more often (GEN_POLL_INTERVAL)
     poll_max_interval: float  # never leave a running task unpolled longer (GEN_POLL_MAX_INTERVAL)
@@ -81,15 +70,12 @@ class Planner:
         durations: Survival,
         settings: PlannerSettings,
         scope: Callable[[int], bool] | None = None,
-        shared: SharedPlanState | None = None,
+        shared: SharedPlanState[SharedView] | None = None,
         tuning: PlannerTuning | None = None,
     ) -> None:
-        """`scope(guild_id)`: whether a guild's jobs run on this planner's key (None: every guild's).
-
-        `shared`: the key's state shared with other processes (``REDIS_URL``); this planner
-        publishes its share through it (the caller starts and closes it). None: this process alone.
-        `tuning`: the policy's tuned numbers (None: the defaults, as measured).
-        """
+        """`scope(guild_id)`: whether a guild's jobs run on this key (None: every guild's); `shared`:
+        the key's state shared with other processes (the caller starts and closes it; None: this
+        process alone); `tuning`: the tuned numbers (None: the defaults, as measured)."""
         self._tuning = tuning or PlannerTuning()
         self._budget = budget
         self._scope = scope
@@ -136,11 +122,10 @@ class Planner:
         queues: GuildQueues,
         settings: PlannerSettings,
         scope: Callable[[int], bool] | None = None,
-        shared: SharedPlanState | None = None,
+        shared: SharedPlanState[SharedView] | None = None,
         tuning: PlannerTuning | None = None,
     ) -> Planner:
-        """A planner whose duration model starts from what the store learned before a restart (every
-        key's planner learns from the same durations: the service is the same)."""
+        """A planner whose duration model starts from what the store learned before a restart."""
         tuning = tuning or PlannerTuning()
         # Cautious priors in poll intervals: they only shape estimates until real durations arrive.
         durations = Survival(
@@ -161,17 +146,14 @@ class Planner:
             tuning=tuning,
         )
 
-    # -- admission (the scheduler asks before starting the next job) ---------------------------------
+    # -- admission ----------------------------------------------------------------------------------
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call `listener` whenever admission may have changed (the scheduler's wake-up)."""
         self._listener = listener
 
     def ceiling(self) -> int | None:
-        """The most tasks this process may have on the service now (None: no fixed number).
-
-        ``GEN_MAX_RUNNING`` is this process's own; the pushback ceiling counts every process's tasks
-        on the key, so what the others run is taken off it.
-        """
+        """The most tasks this process may have on the service now (None: no fixed number); the
+        pushback ceiling counts every process's tasks on the key, ``GEN_MAX_RUNNING`` this one's."""
         limits: list[float] = [] if self._settings.ceiling is None else [self._settings.ceiling]
         pushback = self._current_pushback().limit()
         if pushback is not None:
@@ -184,12 +166,12 @@ class Planner:
 
     @property
     def polls(self) -> PollPlan:
-        """The key's tasks on the service and their planned polls (each task's pacer plans through it)."""
+        """The key's tasks on the service and their planned polls."""
         return self._polls
 
     def may_start(self, running: int, kind: JobKind = JobKind.VIDEO) -> bool:
-        """Whether one more job of `kind` may start now, `running` occupying the service: the policy
-        (:func:`~framecast.planner.policy.admits`) over :meth:`view`; asking records nothing."""
+        """Whether one more job of `kind` may start now, `running` occupying the service (the policy
+        over :meth:`view`; asking records nothing)."""
         return admits(self.view(running), kind, self._tuning)
 
     def view(self, running: int) -> KeyView:
@@ -198,9 +180,8 @@ class Planner:
         window = self._budget.window
         images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
         videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
-        # The other processes' tasks on this key are polled from the same window. A process with
-        # nothing on the key may still start one: whoever sees a task end first (its own, at once;
-        # the others a refresh later) would otherwise always win, and shut other shards' guilds out.
+        # A process with nothing on the key may still start one: whoever sees a task end first
+        # would otherwise always win, and shut other shards' guilds out.
         return KeyView(
             now=now,
             window=window,
@@ -223,10 +204,8 @@ class Planner:
         )
 
     def create_priority(self, job: Job) -> Priority:
-        """The budget priority of `job`'s create: an image's first once it has waited a whole window,
-        else as a create; a video's in turn with the polls expected to see a result (admission
-        started it because the windows ahead have room for them; behind them it held the queue
-        through a batch's completions and the key idled after: ``benchmarks/README.md``, round 10)."""
+        """The budget priority of `job`'s create: an image's first once it has waited a whole window;
+        a video's in turn with the polls expected to see a result (admission made room for them)."""
         if job.kind is JobKind.IMAGE:
             return Priority.FIRST if self._waited_a_window(job.created_at) else Priority.NORMAL
         return Priority.HIGH
@@ -236,18 +215,14 @@ class Planner:
         return since <= self._clock.time() - self._budget.window
 
     def images_first(self) -> int:
-        """Images waiting for this key that go before the videos and the polls expected to see a
-        result: all of them once one has waited a whole window, none before."""
+        """Images waiting that go before the videos and the polls expected to see a result: all of
+        them once one has waited a whole window, none before."""
         images, since = self._queues.waiting(JobKind.IMAGE, self._scope)
         return images if self._waited_a_window(since) else 0
 
     def crowd(self) -> float:
-        """How many windows' worth of jobs wait in the queues for this key (what the poll plan spends
-        its first polls by: :func:`~framecast.planner.polls.first_rung`).
-
-        A window's worth: the jobs this process's part of the key's rate starts in one window, at
-        what a task has cost lately.
-        """
+        """How many windows' worth of jobs wait for this key (a window's worth: what this process's
+        part of the key's rate starts in a window at what a task has cost lately)."""
         videos, _ = self._queues.waiting(JobKind.VIDEO, self._scope)
         images, _ = self._queues.waiting(JobKind.IMAGE, self._scope)
         if videos + images == 0:
@@ -279,10 +254,9 @@ class Planner:
         return max(0.05, self._settings.poll_interval / 4)
 
     def create_sent(self, job: Job) -> Priority:
-        """`job`'s create is sent now, at this budget priority; an image's two requests (its create,
-        then its download) hold the window's slots from now."""
+        """`job`'s create is sent now, at this priority; an image's two requests hold the window from now."""
         self._creating.add(job.id)
-        self._forecast.changed()  # "starts in" counts the creates in flight (nothing else is woken)
+        self._forecast.changed()  # "starts in" counts the creates in flight
         if job.kind is JobKind.IMAGE:
             now = self._clock.monotonic()
             since = now - self._budget.window  # the images sent before the window hold nothing now
@@ -302,8 +276,7 @@ class Planner:
         self.create_finished(ok=False, pushed_back=pushed_back, refusal=refusal or RefusalKind.RATE)
 
     def create_deferred(self, job_id: int) -> None:
-        """The job's create failed for now (the service's 5xx) and backs off: meanwhile it is not
-        the one create in flight, and the next job may start."""
+        """The job's create failed for now and backs off: meanwhile the next job may start."""
         self._deferred.add(job_id)
         self._changed()
 
@@ -316,11 +289,8 @@ class Planner:
     def create_finished(
         self, *, ok: bool, pushed_back: bool = False, refusal: RefusalKind = RefusalKind.RATE
     ) -> None:
-        """A create ended: `ok`, or refused because the service has too many tasks (`pushed_back`).
-
-        `refusal` says which "too many": the key's rate (the ceiling backs off and climbs back), or
-        its tasks at once (the ceiling holds at the learned cap; see :class:`Pushback`).
-        """
+        """A create ended: `ok`, or refused for the key's rate or its tasks at once (`pushed_back`,
+        `refusal`: see :class:`~framecast.planner.shared.Pushback`)."""
         p = self._current_pushback()
         # A change is one revision above every one seen, so every process adopts it (see shared).
         rev = p.rev + 1
@@ -342,12 +312,8 @@ class Planner:
         self._changed()
 
     async def after_refusal(self, fallback: float) -> None:
-        """Wait, after a concurrency refusal, until the key has room again: one of its tasks ended.
-
-        Retrying sooner would only be refused again. When none of the key's tasks is known to run
-        (another client of the key holds the cap), or none ends for ``poll_max_interval``, it waits
-        `fallback` clock seconds or that long instead, then the create is tried again.
-        """
+        """Wait, after a concurrency refusal, until one of the key's tasks ended (retrying sooner is
+        refused again); `fallback` seconds when none is known to run, at most ``poll_max_interval``."""
         if self._on_key() == 0:
             await self._clock.sleep(fallback)
             return
@@ -377,18 +343,18 @@ class Planner:
             if not room.done():
                 room.set_result(None)
 
-    # -- what is shared with the other processes on this key ---------------------------------------
+    # -- the other processes on this key ------------------------------------------------------------
     def _others(self) -> SharedView:
         """The other processes on this key as last read (nobody without shared state)."""
         return self._shared.view if self._shared is not None else _NOBODY_ELSE
 
     def _current_pushback(self) -> Pushback:
-        """The freshest pushback change, ours or another process's (adopted in :meth:`_shared_changed`)."""
+        """The freshest pushback change, ours or another process's."""
         theirs = self._others().pushback
         return theirs if theirs.newer_than(self._pushback) else self._pushback
 
     def _shared_changed(self) -> None:
-        """The others' view changed: a fresher pushback is ours from now on (also once it goes stale)."""
+        """The others' view changed: a fresher pushback is ours from now on."""
         self._pushback = self._current_pushback()
         self._changed()
 
@@ -396,7 +362,7 @@ class Planner:
         """What this planner publishes for the other processes."""
         return Share(demand=self.demand(), running=len(self._polls), pushback=self._current_pushback())
 
-    # -- one job's handle (the runner's side) ----------------------------------------------------------
+    # -- one job's handle -----------------------------------------------------------------------------
     def plan(self, job: Job) -> PlannedJob:
         """`job`'s handle: what its runner tells this planner, and asks it."""
         return PlannedJob(self, job)
@@ -406,7 +372,7 @@ class Planner:
         self._creating.discard(job_id)
         self.create_resumed(job_id)
 
-    # -- polling (the client's wait loop asks through a pacer) ------------------------------------
+    # -- polling ------------------------------------------------------------------------------------
     def pacer(self, job: Job) -> TaskPacer:
         """The poll pacer of `job`'s task (registers the task; a restored job keeps its times)."""
         task = self._polls.get(job.id)
@@ -449,13 +415,13 @@ class Planner:
         self._polls.observed(task, status)
         self._changed()
 
-    # -- estimates (what the chat side shows between polls) -----------------------------------------
+    # -- estimates ----------------------------------------------------------------------------------
     def estimate(self, job: Job) -> Estimate:
-        """The job's progress and timing as far as they are known (see :class:`Forecast`)."""
+        """The job's progress and timing as far as they are known."""
         return self._forecast.estimate(job, self.key_now())
 
     def key_now(self) -> KeyNow:
-        """The key as the forecast reads it now: how fast its queue moves, what holds its slots."""
+        """The key as the forecast reads it now (a snapshot)."""
         return KeyNow(
             requests_per_task=max(MIN_REQUESTS_PER_VIDEO, statistics.fmean(self._costs or [0.0])),
             processes=1 + self._others().active,
@@ -474,8 +440,7 @@ class Planner:
 
 
 class PlannedJob:
-    """One job's handle on its key's planner (:class:`framecast.jobs.job_keys.JobPlan`): its create,
-    its polls, its end."""
+    """One job's handle on its key's planner (:class:`framecast.jobs.job_keys.JobPlan`)."""
 
     def __init__(self, planner: Planner, job: Job) -> None:
         self._planner = planner
@@ -491,11 +456,9 @@ class PlannedJob:
         failure: Callable[[Exception], CreateFailure | None],
         sleep: Callable[[float], Awaitable[None]],
     ) -> T:
-        """Create the job's task (see :meth:`framecast.jobs.job_keys.JobPlan.create`); the planner
-        hears of each attempt: sent (:meth:`Planner.create_sent`, as `send` asks its priority),
-        through (:meth:`Planner.create_through`) or failed (:meth:`Planner.create_failed`), then
-        the wait before the next one (:meth:`_back_off`). An exception `failure` does not judge a
-        create failure leaves a create sent in flight until :meth:`Planner.release`."""
+        """Create the job's task (:meth:`framecast.jobs.job_keys.JobPlan.create`), telling the planner
+        of each attempt: sent, through or failed, then backing off. An exception `failure` does not
+        judge leaves the create in flight until :meth:`Planner.release`."""
         planner, job = self._planner, self._job
         sent_now = functools.partial(planner.create_sent, job)
         while True:
@@ -516,9 +479,8 @@ class PlannedJob:
     async def _back_off(
         self, refusal: RefusalKind | None, retry_in: float, sleep: Callable[[float], Awaitable[None]]
     ) -> None:
-        """Wait before the next try of a failed create: for one of the key's tasks to end after a
-        concurrency refusal, else `retry_in` seconds through `sleep`, meanwhile not the one create
-        in flight (after an error, not a pushback) however the wait ends."""
+        """Wait before the next try of a failed create: for a task to end after a concurrency
+        refusal, else `retry_in` seconds (after an error, not counted as the create in flight)."""
         planner, job_id = self._planner, self._job.id
         if refusal is RefusalKind.CONCURRENCY:
             await planner.after_refusal(retry_in)

@@ -1,14 +1,10 @@
-"""The key played forward, for what members are told: when each running task's next poll goes
-out, and when each queued job starts.
+"""The key played forward, for what members are told (:mod:`framecast.planner.estimate`): when each
+running task's next poll goes out ("left"), and when each queued job starts ("starts in").
 
-One play serves both figures (:mod:`framecast.planner.estimate`): "left" waits for the poll the
-play sends, behind the requests before it in the budget; "starts in" for the slot where the
-admission policy (:func:`~framecast.planner.policy.admits`), asked at each slot over the key as it
-will be then, starts a video. The queue does not move at an even pace (a batch's creates go out as
-fast as slots free, then wait while their completions come due): a pace is right only on average
-and wrong by minutes at either end. The budget is played as it serves
-(:class:`~framecast.service.budget.Budget`): each slot to the request due with the lowest priority,
-the earliest first. Pure: times are whatever clock the caller uses (the planner's monotonic).
+The budget is played as it serves (each slot to the due request of the lowest priority, the
+earliest first), and admission (:func:`~framecast.planner.policy.admits`) is asked at each slot
+over the key as it will be then: the queue moves in bursts, which no even pace follows. Pure: times
+are on whatever clock the caller uses.
 """
 
 from __future__ import annotations
@@ -31,14 +27,9 @@ __all__ = ["Played", "Slots", "play"]
 
 
 class Slots:
-    """When the key's budget grants its next slots, as the play spends them.
-
-    With the budget's use known (one process: `frees`, when each used slot frees), exactly as a
-    rolling window does: the free ones now, the used ones as they age out, and each slot the play
-    spends free again a window later (a batch's first creates go out at once, the next ones a
-    window on). Otherwise (other processes spend the key too) one every `spacing` seconds, this
-    process's even part of the key's rate, after the `free` ones now.
-    """
+    """When the key's budget grants its next slots, as the play spends them: as its rolling window
+    does when its use is known (`frees`, when each used slot frees), else (other processes spend
+    the key too) one every `spacing` seconds after the `free` ones now."""
 
     def __init__(
         self,
@@ -88,13 +79,12 @@ class _Create(enum.Enum):
 
 @dataclass
 class Played:
-    """What one play found (times as the play's `now`), filled in as it goes."""
+    """What one play found, on the play's clock."""
 
     #: When each running task's next poll goes out, by job id (past the horizon: the horizon's end).
     polls: dict[int, float] = field(default_factory=dict)
-    #: When each queued image starts (its create goes out), in queue order, within the horizon.
+    #: When each queued image starts, then each queued video, in queue order within the horizon.
     images: list[float] = field(default_factory=list)
-    #: When each queued video starts (admission lets it), in queue order, within the horizon.
     videos: list[float] = field(default_factory=list)
 
 
@@ -116,20 +106,15 @@ def play(
     images_sent: Sequence[float] = (),
     in_flight: tuple[int, int] = (0, 0),
 ) -> Played:
-    """Play the key forward from `now` until every task's next poll went out and every one of the
-    `videos` and `images` queued started, or `horizon` seconds (what is left then starts later).
+    """Play the key forward from `now` until every task's next poll went out and the queued
+    `videos` and `images` started, or for `horizon` seconds.
 
-    `planned`: the running tasks' requests (one due before `now` waits for a slot), served by
-    `slots` (a `window` holding `allowed`) in the budget's order. The creates in flight
-    (`in_flight`: videos, images) and the `images` waiting (before everything once one has waited
-    a window: `images_first`) are served at their priorities (``Planner.create_priority``), each
-    image followed by its download; a video's create goes in turn with the polls likely to see a
-    result, and its requests after it (`expected(t)`, `t` its start) follow. A video is admitted
-    when no create waits (the scheduler sends one at a time) and :func:`admits` says so over the
-    key as it will be then, asked again every `step`; `weighed(t)`: what admission weighs for a
-    video started at `t`. An image's two requests hold the window from its create's send,
-    `images_sent` and the play's own alike, as ``KeyView.images_spent`` weighs them (without them
-    "starts in" came out early at 110 % load: ``benchmarks/README.md``).
+    `planned` (the running tasks' requests), the creates `in_flight` (videos, images) and the
+    `images` waiting (first of all with `images_first`) are served by `slots` (a `window` holding
+    `allowed`) in the budget's order. A video starts when no create waits (the scheduler sends one
+    at a time) and :func:`admits` says so, asked every `step` and weighing `weighed(t)`; its
+    requests `expected(t)` follow its create. An image's requests hold a window from its create,
+    as the `images_sent` do.
     """
     played = Played()
     # Each request waiting: [priority, due, order, requests left, job id of a next poll, create of].

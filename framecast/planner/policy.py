@@ -1,34 +1,22 @@
 """Whether one more job starts on a key now: the admission policy, a pure function of a snapshot.
 
-The planner (:meth:`Planner.may_start <framecast.planner.planner.Planner.may_start>`) takes a
-read-only :class:`KeyView` of its key (the running tasks' requests, the queues, the budget, the
-other processes' share) and asks :func:`admits`; nothing is recorded by asking. The forecast's
-"starts in" asks the same function over the snapshots the key will pass through
-(:func:`~framecast.planner.play.play`): one policy, asked now and played ahead. Every
-tuned number comes from :class:`~framecast.planner.tuning.PlannerTuning`.
+The planner asks :func:`admits` over a read-only :class:`KeyView`, recording nothing; the forecast's
+"starts in" asks it over the snapshots the key will pass through (:func:`~framecast.planner.play.play`).
 
-**The objective** (the one the whole planner serves): the sum over jobs of what members wait,
-command to file, subject to the key's budget (never more requests in a window than it holds: no
-self-inflicted 429) and the servers taking turns in the queues (fairness is the queues', not the
-budget's). A request slot spent on one thing is not spent on another, so each rule below is one
-answer to "what does the next slot lower that sum most by": a poll that will see a result (a file
-sooner), an image's create (two slots for a whole file), a video's create (a file one task later,
-and its polls taken from the windows they fall in), or nothing (a poll that sees nothing costs
-every member waiting a slot). Makespan and requests per video follow; they are not goals.
+**The objective**: the sum over jobs of what members wait, command to file, under the key's budget
+(no self-inflicted 429) and the fairness between servers (the queues' turns, not the budget's).
 
-What the policy weighs (each rule's figure: ``benchmarks/README.md``, and the tuned numbers'
-lines in :class:`~framecast.planner.tuning.PlannerTuning`):
+What admission weighs:
 
-* one video's create waits for the budget at a time (the queues keep the order, not the budget);
-  images' creates may wait together; more than one create backing off after a failure stops
-  admission (the service likely refuses creates altogether);
-* an image's create goes before the polls that cannot see a result yet, so only the polls that will
-  see one (and their downloads) must fit beside it; all the planned requests within a borrow;
-* a video waits while a poll sent only to learn a task is due, while an image has waited a whole
-  window, and until the next window has room for it and the images waiting (or lends it a slot, or
-  would idle), and every later window its own polls fall in has room for them (:func:`peak_with`:
-  looking at the next window only started tasks whose completions then fell together into one
-  later window).
+* one video's create waits for the budget at a time; images' creates may wait together;
+* more than one create backing off after a failure stops admission;
+* an image's create goes before the polls that cannot see a result yet, all of them within a borrow;
+* a video waits while a poll sent only to learn a task is due, or an image has waited a window;
+* a video waits until the next window has room (or lends it a slot, or would idle);
+* and until every later window its polls fall in has room for them (:func:`peak_with`).
+
+Tuned numbers: :class:`~framecast.planner.tuning.PlannerTuning`; history and figures:
+``docs/ARCHITECTURE.md`` and ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -58,11 +46,8 @@ MIN_REQUESTS_PER_VIDEO = 3.0
 #: Requests an image costs: its create and the download of the result the create answered.
 IMAGE_REQUESTS = 2.0
 
-#: Creates backing off after a failure that admission looks past: one may be a passing error;
-#: two mean the service refuses creates, and more jobs taken off the queues would only retry in a
-#: crowd (and out of turn) later. A rule, not a tuned figure.
+#: Creates backing off after a failure that admission looks past: two mean the service refuses creates.
 MAX_DEFERRED = 1
-
 
 #: ``(time, requests)``: requests expected at a moment (fractions are expectations).
 Requests = tuple[float, float]
@@ -70,8 +55,7 @@ Requests = tuple[float, float]
 
 @dataclass(frozen=True)
 class Planned:
-    """Requests a running task is expected to make at a moment, at a budget priority. `job_id` marks
-    the task's next poll (the one its "left" waits for); None marks its later requests."""
+    """Requests a running task is expected to make at a moment; `job_id` marks its next poll."""
 
     at: float
     requests: float
@@ -81,16 +65,13 @@ class Planned:
 
 @dataclass(frozen=True)
 class KeyView:
-    """A read-only snapshot of one key, as admission weighs it (monotonic times; what is not given
-    is zero: the play forward, :func:`~framecast.planner.play.play`, fills only its part)."""
+    """A read-only snapshot of one key, as admission weighs it (monotonic times; unset fields are zero)."""
 
     now: float
     window: float  # the budget's window (seconds)
     allowed: float  # requests a window holds (this process's part of the key's)
-    #: The running tasks' expected requests over the horizon (computed when first read).
-    profile: Callable[[], Sequence[Requests]]
-    #: What a video created now adds: its create, then its polls.
-    new_video: Callable[[], Sequence[Requests]]
+    profile: Callable[[], Sequence[Requests]]  # the running tasks' requests ahead (computed when read)
+    new_video: Callable[[], Sequence[Requests]]  # what a video created now adds: its create, its polls
     demand: float = 0.0  # requests the running tasks need within the next window
     images_spent: float = 0.0  # requests of the images whose create was sent within the last window
     videos_waiting: int = 0  # videos queued for this key
@@ -122,18 +103,15 @@ def video_fits(
     peak: Callable[[], float],
     ahead: Callable[[float], float] | None = None,
 ) -> bool:
-    """Whether a video fits a window of `allowed` requests, `due` of them planned, `images` and
-    `videos` (this one included) waiting on the key; `peak()`: the most requests a later window
-    would hold with the new video's; `ahead(seconds)`: the requests planned within that many
-    seconds (None: nothing lends)."""
+    """Whether a video fits a window of `allowed` requests with `due` planned; `peak()`: the fullest
+    later window with its polls; `ahead(seconds)`: requests planned that far ahead (None: none lend)."""
     wanted = due + 1 + IMAGE_REQUESTS * images
     if 0 < videos <= tuning.last_creates:
         return wanted <= tuning.borrow * allowed  # the batch's last: no creates follow to need the room
     if wanted > allowed:
         if ahead is None or tuning.spread <= 1 or images:
             return False  # nothing lends; or images wait: they go first, within this window
-        # The next `spread` windows have room: the create goes in turn with the polls due, and the
-        # ones it displaces slip into the windows after (a batch's completions held every create).
+        # The next `spread` windows have room: the polls the create displaces slip into them.
         lent = ahead(tuning.spread * window) + 1
         return lent <= tuning.spread * allowed and peak() <= allowed
     if due <= tuning.idle * allowed:
@@ -150,8 +128,7 @@ def admits(view: KeyView, kind: JobKind, tuning: PlannerTuning) -> bool:
         return False
     if view.deferred > MAX_DEFERRED:
         return False
-    # The jobs started whose create is not sent yet hold two requests each too (images: a video's
-    # create waiting blocks the videos above, so only images are admitted past one).
+    # Started jobs whose create is not sent yet hold an image's two requests each (only images pass one).
     spending = view.images_spent + IMAGE_REQUESTS * max(0, creating - view.sending)
     planned = view.demand + view.others + spending
     if kind is JobKind.IMAGE:
@@ -160,10 +137,10 @@ def admits(view: KeyView, kind: JobKind, tuning: PlannerTuning) -> bool:
             return False
         return planned + IMAGE_REQUESTS <= tuning.borrow * view.allowed
     if view.learning_due or view.images_first:
-        return False  # a poll sent to learn a task yields to images only; an image waited a window
+        return False  # a learning poll yields to images only; an image waited a window
 
     def peak() -> float:
-        # The windows after this one (checked with the other processes' demand) its polls fall in.
+        # The later windows its polls fall in (this one is checked with the other processes' demand).
         return peak_with(view.profile(), view.new_video(), window=view.window, start=view.now + 1e-6)
 
     def planned_within(span: float) -> float:
@@ -186,11 +163,7 @@ def admits(view: KeyView, kind: JobKind, tuning: PlannerTuning) -> bool:
 def peak_with(
     planned: Sequence[Requests], added: Sequence[Requests], *, window: float, start: float
 ) -> float:
-    """The most requests one window would hold with `added` on top of `planned`.
-
-    Only windows ``[s, s + window)`` with ``s >= start`` that hold one of `added`'s requests count:
-    the windows the new requests would make fuller (earlier ones are the budget's past).
-    """
+    """The most requests a window ``[s, s + window)``, ``s >= start``, holding one of `added` would hold."""
     events = sorted([*planned, *added])
     times = [t for t, _ in events]
     counts = [0.0]
@@ -204,8 +177,7 @@ def peak_with(
 
     peak = 0.0
     for at, _ in added:
-        # A window holding `at` starts in (at - window, at]; the count changes only where a
-        # window's left edge passes a request, so those starts (and the earliest) are enough.
+        # A window holding `at` starts in (at - window, at]; its count changes only at a request.
         first = max(start, at - window + 1e-6)
         if first > at:
             continue

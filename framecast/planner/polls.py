@@ -1,56 +1,44 @@
 """One key's tasks on the service and when each is polled: the planner's poll plan.
 
-A task is polled when it is likely to have finished: from the slope of its reported progress, or
-else from the durations learned from finished tasks of the same model and size, corrected by the
-ones still running (a batch's first to finish are its shortest: :mod:`framecast.planner.survival`).
-Such polls (and downloads) go first in the budget; polls that can only refresh progress come after
-creates. Never more often than ``GEN_POLL_INTERVAL``; never longer apart than
-``GEN_POLL_MAX_INTERVAL``, so a wrong estimate corrects itself (:func:`poll_at`, the one clamp).
-
-**The ladder**, when nothing reports the end: the first poll at a quantile of the durations (the
-first rung), each later one where it expects to see done the same share of the tasks still running
-as the first did (:func:`ladder_quantile`): a long task costs a few polls more, not many. On
-a quiet key the first rung is the median: a poll that finds the task running costs a request
-nobody else wanted, and half the files come sooner. While members wait for the key, each request a
-poll spends without a result delays every one of them, so the first rung climbs towards
-:attr:`PlannerTuning.crowded_rung <framecast.planner.tuning.PlannerTuning.crowded_rung>`
-(:func:`first_rung`). Once nobody waits, a task not polled yet goes back to the median (the
-batch's last tasks were otherwise polled late while the key idled).
-
-**Scouts**: until a kind of task has been seen to finish (``PlannerTuning.learned_after``), its
-oldest few videos (``PlannerTuning.scouts``) are polled every interval while members wait; the
-others are parked at the longest gap, when they are very likely done, and move onto the ladder as
-soon as the scouts taught the kind (the client asks the plan again every interval). Such a poll is
-sent to learn the task: after images' creates while the task is younger than the prior's median.
-
-The plan also says what the running tasks will ask of the budget (:meth:`PollPlan.demand`, over
-the horizon :meth:`PollPlan.profile`), which admission weighs, and what the forecast
-(:mod:`framecast.planner.estimate`) reads to tell members when a task will be seen done. It
-decides nothing about which job starts.
+* A task is polled when it is likely done: just after the end its progress predicts, else up the
+  ladder of its kind's durations (:func:`ladder_quantile`), where each poll expects to see done the
+  same share of the tasks still running: a long task costs a few polls more, not many. The first
+  rung climbs while members wait (:func:`first_rung`), whom a poll that sees nothing delays.
+* Until a kind is learned, while members wait, only its oldest few videos (the scouts) are polled
+  every interval; the others are parked at the longest gap.
+* Between an interval and the longest gap after the last poll (:func:`poll_at`), so a wrong
+  estimate corrects itself. Polls expected to see a result go first in the budget.
+* The plan owns the walk of a task's future polls (:meth:`PollPlan.toward`, :meth:`PollPlan.ladder`),
+  which the forecast asks, and says what its tasks will ask of the budget. History and figures:
+  ``docs/ARCHITECTURE.md``, ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from framecast.clock import Clock
 from framecast.planner.policy import Planned, Requests
-from framecast.planner.predict import DurationKey, ProgressTrack
+from framecast.planner.progress import ProgressTrack
 from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.values import Job
-from framecast.values.durations import DurationRow
+from framecast.values.durations import DurationKey, DurationRow
 from framecast.values.service_requests import Priority
 
 __all__ = ["FIRST", "TOP", "PollPlan", "PolledTask", "TaskView", "first_rung", "ladder_quantile", "poll_at"]
 
 #: The first rung on a quiet key: the median.
 FIRST = 0.5
-#: The highest quantile the ladder reads (a guard: a quantile of 1 is infinite, and the longest gap
-#: bounds the polls anyway).
+#: The highest quantile the ladder reads (a quantile of 1 is infinite).
 TOP = 0.98
+#: Polls followed ahead when walking a task's future polls (a guard: the walks converge).
+_MAX_POLLS_AHEAD = 64
+#: The chance of being done by a poll past which the ladder is not followed.
+_ALMOST_SURELY = 0.99
 
 
 def first_rung(waiting: float, crowded: float) -> float:
@@ -60,15 +48,13 @@ def first_rung(waiting: float, crowded: float) -> float:
 
 
 def ladder_quantile(polls: int, first: float = FIRST) -> float:
-    """The duration quantile at which a task is polled next, after `polls` polls found it running:
-    the first rung, then each poll where it expects to see done the same share of the tasks still
-    running as the first did (from the median: half of what remains each time)."""
+    """The duration quantile of the next poll after `polls` polls found the task running: each
+    expects to see done the share of the tasks still running that the `first` rung did."""
     return min(TOP, 1.0 - (1.0 - first) ** (max(0, polls) + 1))
 
 
 def poll_at(last: float, target: float, *, interval: float, max_interval: float) -> float:
-    """When a task's next poll comes, aimed at `target`: never sooner than `interval` after the
-    `last` one, never later than `max_interval` after it (the plan's and the forecast's clamp)."""
+    """The next poll after `last`, aimed at `target` but `interval` to `max_interval` after it."""
     earliest = last + interval
     return min(max(earliest, target), max(earliest, last + max_interval))
 
@@ -81,8 +67,8 @@ class PolledTask:
     key: DurationKey | None  # None: parameters the model cannot bucket (never predicted)
     started: float  # wall clock (the job's started_at)
     track: ProgressTrack
-    # Wall time of the last known contact with the task before this planner saw it: its creation,
-    # or for a job restored after a restart its last recorded poll (the job's updated_at).
+    # Wall time of the last contact before this planner saw it: its creation, or after a restart
+    # its last recorded poll (the job's updated_at).
     seen_at: float = 0.0
     polls: int = 0
     next_at: float = 0.0  # monotonic time of the next poll, as last planned
@@ -90,29 +76,27 @@ class PolledTask:
     learning: bool = False  # the planned poll is sent only to learn the task (see PollPlan.plan)
     cold: bool = False  # polled every interval before anything was known of its end
     seen_progress: float | None = None
-    first: float = FIRST  # the quantile ladder's first rung: who waited at its create (FIRST once none)
+    first: float = FIRST  # the ladder's first rung: who waited at its create (FIRST once none)
     video: bool = True  # a video's task (an image's takes seconds: never parked)
 
     @property
     def goes_first(self) -> bool:
-        """Whether its planned poll goes first in the budget: one expected to see a result (polls
-        that only refresh progress, or learn the task, go after creates)."""
+        """Whether its planned poll goes first in the budget: one expected to see a result."""
         return self.likely_done and not self.learning
 
 
 @dataclass(frozen=True)
 class TaskView:
-    """One running task as the forecast reads it at one moment (:meth:`PollPlan.view`): a copy, so
-    nothing outside the plan reads the task the plan goes on changing."""
+    """A copy of one running task at one moment, as the forecast reads it (:meth:`PollPlan.view`)."""
 
     job_id: int
     key: DurationKey | None
     started: float  # wall clock
-    seen_at: float  # wall time of the last contact before this planner saw it (PolledTask.seen_at)
+    seen_at: float  # wall time (PolledTask.seen_at)
     polls: int
     first: float  # the ladder's first rung
     next_at: float  # monotonic time of the next poll as planned (0: not planned yet)
-    goes_first: bool  # its planned poll goes first in the budget (PolledTask.goes_first)
+    goes_first: bool  # its planned poll goes first in the budget
     aim: float | None  # wall time its progress predicts it done, the plan's margin added (None: no slope)
     last_at: float | None  # wall time it was last polled
     progress: float | None  # its estimated progress now (None: none reported)
@@ -132,9 +116,8 @@ class PollPlan:
         crowd: Callable[[], float] | None = None,
         tuning: PlannerTuning | None = None,
     ) -> None:
-        """`interval`: never poll a task more often; `max_interval`: never leave one unpolled longer;
-        `crowd()`: windows' worth of jobs waiting for the key now (None: nobody ever waits), which
-        sets a new task's first rung (:func:`first_rung`)."""
+        """`interval`, `max_interval`: the least and most time between two polls of a task;
+        `crowd()`: windows' worth of jobs waiting for the key now (None: nobody ever waits)."""
         self._tuning = tuning or PlannerTuning()
         self._clock = clock
         self._crowd = crowd
@@ -188,9 +171,8 @@ class PollPlan:
         """Register the task of `job` (a restored job keeps its times and last progress)."""
         now_wall = self._clock.time()
         started = job.started_at if job.started_at is not None else now_wall
-        # The runner records every poll on the job (updated_at), so a restarted bot knows when
-        # the task was last asked about and keeps the next poll a whole interval from it.
-        # Never later than now: a clock that went back must not postpone the poll for ever.
+        # A restarted bot keeps the next poll a whole interval from the last one recorded
+        # (updated_at), but never later than now: a clock gone back must not postpone it for ever.
         seen_at = min(max(started, job.updated_at), max(started, now_wall))
         key = DurationKey.for_params(job.params)
         task = PolledTask(
@@ -204,7 +186,6 @@ class PollPlan:
             video=video,
         )
         if job.progress is not None:
-            # Restored after a restart: the last progress was saved with the job.
             task.track.observe(job.updated_at, job.progress)
             task.seen_progress = job.progress
         self._tasks[job.id] = task
@@ -217,10 +198,7 @@ class PollPlan:
         return self._tasks.pop(job_id, None)
 
     def learn(self, task: PolledTask) -> DurationRow | None:
-        """A completed task teaches the durations; the model's row to persist, if it changed.
-
-        The track places the end between the last "pending" poll and the one that saw it done.
-        """
+        """A completed task teaches the durations; the model's row to persist, if it changed."""
         bounds = task.track.bounds()
         if bounds is None or task.key is None:
             return None  # no poll saw it complete, or parameters the model cannot bucket
@@ -232,27 +210,21 @@ class PollPlan:
         now_wall = self._clock.time()
         to_mono = now - now_wall  # monotonic = wall + to_mono
         if last_poll is None:
-            # The first poll: one interval after the create, or after the last poll recorded
-            # before a restart (kept across it: a restart never makes a poll come sooner).
+            # A restart never makes the first poll come sooner than an interval after the last contact.
             last_poll = task.seen_at + to_mono
         earliest = last_poll + self.interval
         if task.polls == 0 and task.first > FIRST and self._quiet():
-            # Once the queue has drained, a task created while members waited is polled as on a
-            # quiet key (its high rung held the batch's last files while the key idled). Only once
-            # nobody waits: a rung lowered while the batch's last video waited planned every
-            # running task's poll into the next window, and that video waited behind them.
+            # Once nobody waits, a high rung would only hold the batch's last files while the key idles.
             task.first = FIRST
         done_at = self.predicted_done(task)
         if done_at is None and self._parked(task):
-            # Nothing learned yet and members wait for the key: the scouts learn the kind; this
-            # one is polled at the longest gap (very likely done by then), or on the ladder once
-            # the scouts have taught it (the client asks the plan again every interval).
+            # Polled at the longest gap, or on the ladder once the scouts have taught the kind
+            # (the client asks the plan again every interval).
             when, likely, learning = max(earliest, last_poll + self.max_interval), True, False
             task.cold = True
         elif done_at is None:
-            # Nothing learned yet: poll as often as allowed (counted as likely done, the cautious
-            # count). Until the task is as old as the prior's median such a poll is sent to learn
-            # it (unlikely to see a result: an image does not wait for it; a video's create does).
+            # Nothing learned yet: as often as allowed, counted as likely done (the cautious count).
+            # Younger than the prior's median, the poll is sent only to learn the task.
             when, likely = earliest, True
             task.cold = True
             age = when - to_mono - task.started
@@ -279,9 +251,7 @@ class PollPlan:
                 task.seen_progress = status.progress
 
     def _parked(self, task: PolledTask) -> bool:
-        """Whether a video of a kind not learned yet waits for the scouts rather than being polled
-        every interval: members wait for the key, and older tasks of its kind (the scouts,
-        ``PlannerTuning.scouts``) are polled every interval to learn it."""
+        """Whether a video waits for the scouts of its kind (the older ones) rather than being polled."""
         if not task.video or not self._scouting(task.key):
             return False
         order = (task.started, task.job_id)
@@ -289,21 +259,56 @@ class PollPlan:
         return older >= self._tuning.scouts
 
     def _scouting(self, key: DurationKey | None) -> bool:
-        """Whether the kind's scouts learn it while the others wait: members wait for the key and
-        nothing is learned of the kind yet."""
+        """Whether members wait for the key and nothing is learned of the kind yet."""
         return key is not None and not self.learned(key) and self._crowd is not None and self._crowd() > 0
 
     def predicted_done(self, task: PolledTask) -> float | None:
         """Wall time the task is expected to be done, or None when nothing is known yet."""
         done = task.track.predicted_done()
         if done is not None:
-            # Aim after the predicted end by what the reports' whole percents blur it (a percent
-            # each of the two reports its slope is drawn from): missing it costs a whole interval.
+            # Aim after the end by what the reports' whole percents blur it: missing it costs an interval.
             return done + 0.02 * (done - task.started)
         if not self.learned(task.key):
             return None
-        assert task.key is not None  # without progress: up the ladder from the task's first rung
-        return task.started + self.quantile(task.key, ladder_quantile(task.polls, task.first))
+        assert task.key is not None
+        return self._rung(task.key, task.started, task.polls, task.first)
+
+    # -- a task's future polls (the plan's rule, which the forecast asks) ------------------------------
+    def _rung(self, key: DurationKey, started: float, polls: int, first: float) -> float:
+        """Wall time of a task's next rung, after `polls` polls up its ladder from `first`."""
+        return started + self.quantile(key, ladder_quantile(polls, first))
+
+    def toward(self, at: float, end: float) -> Iterator[float]:
+        """A task's polls from `at` (the next one) on, each aimed at its known `end`; endless."""
+        while True:
+            yield at
+            at = poll_at(at, end, interval=self.interval, max_interval=self.max_interval)
+
+    def first_poll_at(self, end: float, at: float, *, slack: float) -> float:
+        """The first of the polls from `at` on (:meth:`toward`) no more than `slack` before `end`."""
+        for poll in itertools.islice(self.toward(at, end), _MAX_POLLS_AHEAD + 1):
+            if poll >= end - slack:
+                break
+        return poll
+
+    def ladder(
+        self,
+        key: DurationKey,
+        at: float,
+        started: float,
+        polls: int,
+        first: float,
+        done_by: Callable[[float], float],
+    ) -> list[float]:
+        """A task's polls without progress from `at`, the next one (`polls` made, `first` its rung), up
+        its ladder until `done_by(poll)`, the chance it is done by that poll, is almost sure."""
+        ladder = [at]
+        for k in range(1, _MAX_POLLS_AHEAD):
+            if ladder_quantile(polls + k - 1, first) >= TOP or done_by(ladder[-1]) >= _ALMOST_SURELY:
+                break
+            target = self._rung(key, started, polls + k, first)
+            ladder.append(poll_at(ladder[-1], target, interval=self.interval, max_interval=self.max_interval))
+        return ladder
 
     def _quiet(self) -> bool:
         """Whether nobody waits for the key now."""
@@ -327,33 +332,26 @@ class PollPlan:
         return key is not None and self._durations.count(key) >= self._tuning.learned_after
 
     def learning_due(self, now: float) -> bool:
-        """Whether a poll sent only to learn a task is due (it yields to images only), while its kind
-        is not learned yet (a batch's creates once waited a minute for one with nothing to learn)."""
+        """Whether a poll sent only to learn a task of a kind not learned yet is due."""
         return any(t.learning and t.next_at <= now and not self.learned(t.key) for t in self._tasks.values())
 
     # -- what the running tasks ask of the budget ------------------------------------------------------
     def demand(self, now: float, window: float) -> float:
-        """Requests the running tasks are expected to need within the window from `now` (their
-        :meth:`profile`'s)."""
+        """Requests the running tasks are expected to need within the window from `now`."""
         return sum(n for at, n in self.profile(now) if at <= now + window)
 
     def ahead_of_images(self, now: float, window: float) -> float:
-        """Requests of the window from `now` an image's create cannot go before: the polls expected
-        to see a result, and their downloads (the others come after creates: see :meth:`plan`)."""
+        """Requests of the window from `now` an image's create cannot pass: likely-done polls, downloads."""
         horizon = now + window
         return sum(2.0 for t in self._tasks.values() if t.goes_first and t.next_at <= horizon)
 
     def profile(self, now: float) -> list[Requests]:
-        """The running tasks' expected requests, at monotonic times (:meth:`requests`' without
-        their priorities)."""
+        """The running tasks' expected requests at monotonic times (:meth:`requests`, unprioritised)."""
         return [(p.at, p.requests) for p in self.requests(now)]
 
     def requests(self, now: float) -> list[Planned]:
-        """The running tasks' expected requests, at monotonic times: each task's polls as
-        :meth:`plan` spaces them and prices them (:func:`poll_at`), then the one expected to see it
-        done and its download (two, at once for a task whose end is not known). Counting a poll
-        every interval instead held a second video back for the whole life of a first whose end was
-        known, where a window holds many intervals."""
+        """The running tasks' expected requests at monotonic times: each task's polls as :meth:`plan`
+        spaces them, then the one expected to see it done and its download."""
         to_mono = now - self._clock.time()
         planned: list[Planned] = []
         for task in self._tasks.values():
@@ -361,25 +359,26 @@ class PollPlan:
             done = None if task.likely_done else self.predicted_done(task)
             job_id: int | None = task.job_id  # the next poll; the later ones carry no id
             if done is not None:
-                while done + to_mono > at + 1e-9:
+                end = done + to_mono
+                for poll in self.toward(at, end):
+                    at = poll
+                    if not end > at + 1e-9:
+                        break  # the poll that sees it done
                     planned.append(Planned(at, 1.0, Priority.PROGRESS, job_id))
-                    at = poll_at(at, done + to_mono, interval=self.interval, max_interval=self.max_interval)
                     job_id = None
             elif not task.likely_done:
                 planned.append(Planned(at, 1.0, Priority.PROGRESS, job_id))
                 at += self.interval
                 job_id = None
-            # The poll that sees it done, then the download (a poll sent to learn the task goes after creates).
+            # A poll sent to learn the task goes after creates.
             seen = Priority.PROGRESS if job_id is not None and not task.goes_first else Priority.HIGH
             planned.append(Planned(at, 2.0, seen, job_id))
         return planned
 
     def new_video_requests(self, now: float) -> list[Requests]:
-        """What admission weighs for a video created now: its create, then its first poll on the
-        first rung (:meth:`first_rung`) and, by the chance it misses, one more. Of a kind not
-        learned yet, a poll an interval on, as the scouts poll, also for a video that will be parked
-        behind them (:meth:`parks_new`): the key's idle slots now buy more than that poll's wait
-        costs later (``benchmarks/README.md``)."""
+        """What admission weighs for a video created now: its create, its first poll on the first
+        rung and, by the chance it misses, one more; of a kind not learned yet, a poll an interval on,
+        even for one to be parked behind the scouts (the key's idle slots now buy more)."""
         key = self.video_key  # videos of the kind last started
         if key is None or not self.learned(key):
             return [(now, 1.0), (now + self.interval, 2.0)]
@@ -389,14 +388,13 @@ class PollPlan:
         return [(now, 1.0), (now + first, 1.0 + rung), (now + first + self.interval, 2.0 * again)]
 
     def new_video_cost(self, now: float) -> list[Requests]:
-        """What a video created now is expected to ask after its create (the forecast's): as
-        :meth:`new_video_requests` weighs, but one parked behind the scouts polls at the longest gap."""
+        """What a video created now is expected to ask after its create (the forecast's)."""
         if self.parks_new():
             return [(now + self.max_interval, 2.0)]
         return self.new_video_requests(now)[1:]
 
     def parks_new(self) -> bool:
-        """Whether a video created now would be parked behind the scouts of its kind (see :meth:`plan`)."""
+        """Whether a video created now would be parked behind the scouts of its kind."""
         key = self.video_key
         return (
             self._scouting(key)

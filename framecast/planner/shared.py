@@ -1,87 +1,35 @@
-"""What the planners of one API key share across processes, through Redis (``REDIS_URL``).
+"""What the planners of one API key share across processes: the values and how they combine.
 
-With several processes on one key the :class:`~framecast.keys.shared_budget.RedisBudget` keeps the
-key's window safe, but each planner would still admit tasks as if the whole budget were its own
-(more tasks than the key can poll in time, starts told too early). So each process publishes per
-key its ``demand`` (requests its running tasks need within the next window), its ``running`` tasks
-and its pushback state, and reads the others'.
-
-One hash per key, ``framecast:plan:<key_id>`` (``key_id`` from
-:func:`~framecast.keys.shared_budget.budget_key_id`: an HMAC under ``REDIS_KEY_SECRET``, never the
-key), one field per process (:attr:`SharedPlanState.owner`), each stamped with the Redis server
-time of its last write: the publishing script drops fields older than
-:attr:`SharedPlanState.stale_after` (two windows), so a dead process stops counting. One round trip
-publishes ours and reads the others' every window/4 (of the clock), from a background task; the
-planner reads only the cached :class:`SharedView` (admission never waits for Redis).
+Each process's planner publishes per key its :class:`Share` (``demand``: requests its running tasks
+need within the next window; its ``running`` tasks; its pushback state) through
+:class:`~framecast.keys.shared_plan.SharedPlanState`, and reads the others' summed into one
+:class:`SharedView` (:func:`summed`).
 
 Pushback (:class:`Pushback`: what a refused create does to the ceiling) is one key-wide fact, so it
 spreads as the *latest* change: each change carries a revision one above every one seen, and every
 planner adopts the freshest (ties: the lower ceiling).
-
-Redis unreachable: the view falls back to "nobody else" and the outage is logged once; it also
-expires on its own if no refresh succeeded for two windows.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
-import logging
 import math
-import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from framecast.clock import Clock
-from framecast.keys.redis_names import redis_error
 from framecast.planner.tuning import PlannerTuning
 from framecast.values.service_requests import RefusalKind
 
-if TYPE_CHECKING:
-    import redis.asyncio as aioredis
-
 __all__ = [
-    "KEY_PREFIX",
     "Pushback",
     "Share",
-    "SharedPlanState",
     "SharedView",
+    "summed",
 ]
 
-log = logging.getLogger(__name__)
-
-KEY_PREFIX = "framecast:plan:"
-#: Real seconds between refreshes at the least, however small the window (keeps Redis calm).
-_MIN_PERIOD = 0.02
-#: Real seconds one refresh may take before it counts as failed.
-_CALL_TIMEOUT = 2.0
 #: How far a refused probe's wait may grow (it doubles with each probe the service refuses): two
 #: doublings (a rule, not a tuned figure: the wait itself is ``PlannerTuning.probe_after``).
 _PROBE_GROWTH = 4
-
-# KEYS[1] plan hash; ARGV owner, payload, stale_ms. Writes "<server ms> <payload>" for the owner,
-# drops fields not refreshed for stale_ms, and returns the other live fields (field, value, ...).
-_PUBLISH = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local stale = tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', now) .. ' ' .. ARGV[2])
-local all = redis.call('HGETALL', KEYS[1])
-local out = {}
-for i = 1, #all, 2 do
-  local at = tonumber(string.match(all[i + 1], '^(%d+) '))
-  if at == nil or at < now - stale then
-    redis.call('HDEL', KEYS[1], all[i])
-  elseif all[i] ~= ARGV[1] then
-    table.insert(out, all[i])
-    table.insert(out, all[i + 1])
-  end
-end
-redis.call('PEXPIRE', KEYS[1], stale)
-return out
-"""
 
 
 @dataclass(frozen=True)
@@ -218,153 +166,16 @@ class SharedView:
     pushback: Pushback = Pushback()  # the freshest pushback change among them
 
 
-_NOBODY = SharedView()
+def summed(payloads: list[str]) -> SharedView:
+    """The other processes' payloads (:meth:`Share.to_json`) summed into one view.
 
-
-class SharedPlanState:
-    """One process's side of a key's shared planning state (see the module docstring).
-
-    `window` is the key's budget window in `clock` seconds; a clock with a ``scale``
-    (ScaledClock) is converted to real time for Redis. Attach the planner's reading with
-    :meth:`attach`, then :meth:`start` the refresh task; :meth:`aclose` withdraws this process's
-    share. :meth:`refresh` does one round trip (the task calls it every :attr:`period`).
+    A payload this version cannot parse is skipped: planning never fails on it.
     """
-
-    def __init__(
-        self,
-        *,
-        redis: aioredis.Redis,
-        key_id: str,
-        clock: Clock,
-        window: float,
-        owner: str | None = None,
-    ) -> None:
-        if not key_id or any(c.isspace() for c in key_id):
-            raise ValueError("key_id must be a non-empty word")
-        if not window > 0:
-            raise ValueError("window must be > 0")
-        self.key_id = key_id
-        self.key = f"{KEY_PREFIX}{key_id}"
-        # One field per planner instance: two accounts on the same key in one process (a key set
-        # again while jobs still run on the old account) each count their own tasks.
-        self.owner = owner or uuid.uuid4().hex[:16]
-        self._redis = redis
-        self._clock = clock
-        self._scale = float(getattr(clock, "scale", 1.0))  # clock seconds per real second
-        self.window = float(window)
-        #: Clock seconds between refreshes.
-        self.period = max(self.window / 4, _MIN_PERIOD * self._scale)
-        #: Clock seconds after which a silent process (or our own stale cache) stops counting.
-        self.stale_after = max(2 * self.window, 4 * self.period)
-        self._publish = redis.register_script(_PUBLISH)
-        self._reader: Callable[[], Share] = Share
-        self._listener: Callable[[], None] | None = None
-        self._view = _NOBODY
-        self._read_at = -math.inf  # clock monotonic time of the last successful refresh
-        self._outage = False
-        self._task: asyncio.Task[None] | None = None
-        self._closed = False
-
-    def __repr__(self) -> str:
-        view = self.view
-        return (
-            f"<SharedPlanState key_id={self.key_id} owner={self.owner} others={view.processes} "
-            f"demand={view.demand:g} running={view.running}>"
-        )
-
-    # -- the planner's side -------------------------------------------------------------------------
-    def attach(self, reader: Callable[[], Share], listener: Callable[[], None] | None = None) -> None:
-        """Publish what `reader()` says at each refresh; call `listener()` when the view changed."""
-        self._reader = reader
-        self._listener = listener
-
-    @property
-    def view(self) -> SharedView:
-        """The others' share as last read (nobody, when Redis has not answered for two windows)."""
-        if self._clock.monotonic() - self._read_at > self.stale_after:
-            return _NOBODY
-        return self._view
-
-    # -- lifecycle ----------------------------------------------------------------------------------
-    def start(self) -> None:
-        """Start the refresh task (in the running event loop); idempotent."""
-        if self._closed:
-            raise RuntimeError("the shared plan state is closed")
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="framecast-plan-share")
-
-    async def aclose(self) -> None:
-        """Stop refreshing and withdraw this process's share (best effort: it expires anyway)."""
-        self._closed = True
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            # Bounded: a cancellation swallowed inside the Redis client must not hold up shutdown
-            # (the loop below also ends at its next turn, since it checks `_closed`).
-            done, _ = await asyncio.wait({task}, timeout=_CALL_TIMEOUT)
-            if done:
-                await asyncio.gather(task, return_exceptions=True)  # its outcome, retrieved
-            else:
-                log.warning("the shared planning state's refresh did not stop when cancelled")
-        try:
-            async with asyncio.timeout(_CALL_TIMEOUT):
-                await self._redis.hdel(self.key, self.owner)
-        except (redis_error(), OSError, TimeoutError):
-            pass  # the field goes stale within two windows
-
-    async def refresh(self) -> bool:
-        """Publish ours and read the others' (one round trip); False when Redis did not answer."""
-        share = self._reader()
-        try:
-            async with asyncio.timeout(_CALL_TIMEOUT):
-                raw = await self._publish(
-                    keys=[self.key], args=[self.owner, share.to_json(), self._ms(self.stale_after)]
-                )
-        except (redis_error(), OSError, TimeoutError) as exc:
-            self._went_down(exc)
-            return False
-        if self._outage:
-            self._outage = False
-            log.info("Redis reachable again for the shared planning state")
-        self._set_view(_sum(raw), read_at=self._clock.monotonic())
-        return True
-
-    # -- internals --------------------------------------------------------------------------------
-    async def _run(self) -> None:
-        while not self._closed:
-            await self.refresh()
-            await self._clock.sleep(self.period)
-
-    def _went_down(self, exc: BaseException) -> None:
-        if not self._outage:
-            self._outage = True
-            # The class name only: messages may carry the address, and the URL may carry a password.
-            log.warning(
-                "Redis unreachable for the shared planning state (%s); planning on this process's own "
-                "view until it is back",
-                type(exc).__name__,
-            )
-        self._set_view(_NOBODY, read_at=self._read_at)
-
-    def _set_view(self, view: SharedView, *, read_at: float) -> None:
-        before = self.view
-        self._view, self._read_at = view, read_at
-        if self.view != before and self._listener is not None:
-            self._listener()
-
-    def _ms(self, clock_seconds: float) -> int:
-        """Clock seconds as real milliseconds for Redis."""
-        return max(1, math.ceil(clock_seconds / self._scale * 1000))
-
-
-def _sum(raw: list[object]) -> SharedView:
-    """The others' fields (as the publishing script returns them) summed into one view."""
     demand, running, processes, active = 0.0, 0, 0, 0
     pushback = Pushback()
-    for value in raw[1::2]:
-        text = value.decode() if isinstance(value, bytes) else str(value)
+    for payload in payloads:
         try:
-            share = Share.from_json(text.partition(" ")[2])
+            share = Share.from_json(payload)
         except (ValueError, KeyError, TypeError):
             continue  # not a field this version understands: ignore rather than fail planning
         demand += share.demand

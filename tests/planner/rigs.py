@@ -16,8 +16,8 @@ from typing import Any, Self
 
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import RequestBudget
+from framecast.keys.shared_plan import SharedPlanState
 from framecast.planner.planner import Planner, PlannerSettings
-from framecast.planner.shared import SharedPlanState
 from framecast.planner.tuning import PlannerTuning
 from framecast.storage import Store
 from framecast.values import Job, JobKind, JobState

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from framecast.planner.shared import KEY_PREFIX, Pushback, Share, SharedPlanState
+from framecast.keys.shared_plan import KEY_PREFIX, SharedPlanState
+from framecast.planner.shared import Pushback, Share, SharedView, summed
 from framecast.planner.tuning import PlannerTuning
 from framecast.values import Job
 from framecast.values.service_requests import RefusalKind
@@ -203,7 +204,12 @@ async def test_a_cap_learned_in_one_process_holds_the_other_at_it_too(tmp_path: 
     clock = ManualClock()
     try:
         async with contextlib.AsyncExitStack() as processes:
-            states = [SharedPlanState(redis=redis, key_id=key_id, clock=clock, window=60.0) for _ in range(2)]
+            states = [
+                SharedPlanState(
+                    redis=redis, key_id=key_id, clock=clock, window=60.0, read=summed, nobody=SharedView()
+                )
+                for _ in range(2)
+            ]
             rigs = [
                 await processes.enter_async_context(
                     Rig.opened(tmp_path, name=f"p{n}.sqlite3", interval=INTERVAL, shared=state, clock=clock)

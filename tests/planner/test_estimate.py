@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from framecast.planner.estimate import DurationCdf, expected_seen, first_poll_at, likeliest_close
-from framecast.planner.predict import DurationKey
+from framecast.planner.estimate import DurationCdf, expected_seen, likeliest_close
+from framecast.planner.polls import PollPlan
 from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.values import Job, JobKind
+from framecast.values.durations import DurationKey
+from tests.fakes.clock import ManualClock
 from tests.planner.jobs import VIDEO
 from tests.planner.rigs import Rig as PlannerRig
 
@@ -28,6 +30,13 @@ IMAGE = {"model": "svc-image-v1", "prompt": "p", "size": "1024x1024"}
 
 
 # -- the pure parts ---------------------------------------------------------------------------------
+
+
+def first_poll_at(end: float, planned: float, *, interval: float, max_interval: float) -> float:
+    """The plan's first poll that sees an end, with the forecast's slack (a twentieth of an interval)."""
+    model = Survival(priors={"video": 120.0, "image": 20.0})
+    plan = PollPlan(clock=ManualClock(), durations=model, interval=interval, max_interval=max_interval)
+    return plan.first_poll_at(end, planned, slack=0.05 * interval)
 
 
 def test_the_poll_that_sees_a_known_end_follows_the_planners_rule() -> None:

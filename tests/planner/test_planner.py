@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from framecast.planner.predict import DurationKey
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.values import JobKind
+from framecast.values.durations import DurationKey
 from framecast.values.service_requests import Priority
 from tests.planner.jobs import VIDEO
 from tests.planner.rigs import Rig

@@ -5,14 +5,16 @@ No store, no budget, no queues: a :class:`PollPlan` over a duration model, time 
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
-from framecast.planner.polls import FIRST, PolledTask, PollPlan
-from framecast.planner.predict import DurationKey
+from framecast.planner.polls import FIRST, TOP, PolledTask, PollPlan, ladder_quantile, poll_at
 from framecast.planner.survival import Survival
 from framecast.planner.tuning import PlannerTuning
 from framecast.service import TaskStatus
 from framecast.values import Job, JobKind, JobState
+from framecast.values.durations import DurationKey
 from framecast.values.service_requests import Priority
 from tests.fakes.clock import ManualClock
 
@@ -327,3 +329,24 @@ async def test_a_poll_planned_to_learn_a_kind_holds_no_video_once_the_kind_is_le
     assert waiting.key is not None and plan.learned(waiting.key)
     assert waiting.learning and waiting.next_at <= clock.monotonic()  # its poll still waits
     assert not plan.learning_due(clock.monotonic())
+
+
+async def test_the_ladder_the_forecast_reads_is_the_one_the_plan_polls() -> None:
+    clock = ManualClock()
+    plan = await learned_plan(clock, [0.0])
+    key = DurationKey.for_params(VIDEO)
+    assert key is not None
+    first = plan.quantile(key, FIRST)
+    # Never done: up every rung to the top, each poll aimed at its rung within the interval's bounds.
+    rungs = plan.ladder(key, first, 0.0, 0, FIRST, lambda at: 0.0)
+    targets = [plan.quantile(key, ladder_quantile(k)) for k in range(len(rungs))]
+    assert rungs[0] == first and ladder_quantile(len(rungs) - 1) == TOP > ladder_quantile(len(rungs) - 2)
+    for k in range(1, len(rungs)):
+        assert rungs[k] == poll_at(rungs[k - 1], targets[k], interval=INTERVAL, max_interval=6 * INTERVAL)
+    # Almost surely done by a poll: the ladder stops there.
+    assert plan.ladder(key, first, 0.0, 0, FIRST, lambda at: 1.0) == [first]
+    assert plan.ladder(key, first, 0.0, 0, FIRST, lambda at: 0.99 if at > first else 0.0) == rungs[:2]
+    # A known end: polls at most the longest gap apart until one at or after it.
+    assert list(itertools.islice(plan.toward(0.0, 500.0), 5)) == [0.0, 180.0, 360.0, 500.0, 530.0]
+    assert plan.first_poll_at(500.0, 0.0, slack=1.0) == 500.0
+    assert plan.first_poll_at(500.0, 499.5, slack=1.0) == 499.5  # within the slack: that poll

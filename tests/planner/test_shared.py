@@ -3,7 +3,8 @@
 Each "process" is a planner with its own store, budget, queues, Redis connection and
 SharedPlanState on one key id (unique per test, deleted after). Redis must answer on
 127.0.0.1:6379, else the module is skipped. Refreshes are called by hand unless a test is about the
-refresh task itself, so what each planner sees is exactly what was last published.
+refresh task itself, so what each planner sees is exactly what was last published. The transport
+alone (staleness, withdrawal, outages) is tested in tests/keys/test_shared_plan.py.
 """
 
 from __future__ import annotations
@@ -11,28 +12,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import logging
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
 from framecast.clock import SystemClock
 from framecast.jobs.queues import GuildQueues
 from framecast.keys.budget import RequestBudget
+from framecast.keys.shared_plan import SharedPlanState
 from framecast.planner.planner import Planner, PlannerSettings
-from framecast.planner.shared import KEY_PREFIX, Pushback, Share, SharedPlanState, SharedView
+from framecast.planner.shared import Pushback, Share, SharedView, summed
 from framecast.storage import Store
 from framecast.values import Job, JobState
+from tests.e2e.servers import Relay
 from tests.fakes.clock import ManualClock
 from tests.planner.jobs import add_job
 from tests.planner.rigs import Rig
-from tests.redis_server import REDIS_HOST, REDIS_PORT, requires_redis
-from tests.workers import free_port
+from tests.redis_server import REDIS_HOST, REDIS_PORT, own_connection, refresh_all, requires_redis
 
 INTERVAL = 30.0
 WINDOW = 60.0
@@ -42,22 +40,11 @@ LIMIT = 16
 pytestmark = requires_redis
 
 
-def _client(port: int = REDIS_PORT) -> aioredis.Redis:
-    """A connection of its own, as each process has (redis-py's retries off, as in the bot)."""
-    return aioredis.Redis(
-        host=REDIS_HOST,
-        port=port,
-        socket_timeout=1.0,
-        socket_connect_timeout=1.0,
-        retry=Retry(NoBackoff(), 0),
-    )
-
-
 @dataclasses.dataclass
 class Proc(Rig):
     """One process's planner on the shared key."""
 
-    shared: SharedPlanState = dataclasses.field(init=False)
+    shared: SharedPlanState[SharedView] = dataclasses.field(init=False)
     redis: aioredis.Redis = dataclasses.field(init=False)
 
     async def run(self, n: int) -> list[Job]:
@@ -72,24 +59,17 @@ ProcFactory = Callable[..., Awaitable[Proc]]
 
 
 @pytest.fixture
-async def key_id() -> AsyncIterator[str]:
-    kid = f"test-{uuid.uuid4().hex[:12]}"
-    yield kid
-    client = _client()
-    await client.delete(f"{KEY_PREFIX}{kid}")
-    await client.aclose()
-
-
-@pytest.fixture
-async def proc(tmp_path: Path, key_id: str) -> AsyncIterator[ProcFactory]:
-    """Make processes on `key_id` (closed after the test; a "dead" one may be closed early)."""
+async def proc(tmp_path: Path, plan_key_id: str) -> AsyncIterator[ProcFactory]:
+    """Make processes on `plan_key_id` (closed after the test; a "dead" one may be closed early)."""
     made = 0
 
     async def make(*, port: int = REDIS_PORT, window: float = WINDOW, ceiling: int | None = None) -> Proc:
         nonlocal made
         clock = ManualClock()
-        redis = _client(port)
-        shared = SharedPlanState(redis=redis, key_id=key_id, clock=clock, window=window)
+        redis = own_connection(port)
+        shared = SharedPlanState(
+            redis=redis, key_id=plan_key_id, clock=clock, window=window, read=summed, nobody=SharedView()
+        )
         name, made = f"p{made}.sqlite3", made + 1
         # The budget's window is the key's; the shared state's `window` may differ from it.
         opened = Proc.opened(
@@ -114,10 +94,8 @@ async def proc(tmp_path: Path, key_id: str) -> AsyncIterator[ProcFactory]:
 
 
 async def refresh(*procs: Proc) -> None:
-    """Each publishes, then each reads (twice round, so everyone sees everyone's latest)."""
-    for _ in range(2):
-        for p in procs:
-            assert await p.shared.refresh()
+    """Each publishes, then each reads, until everyone saw everyone's latest."""
+    await refresh_all(*(p.shared for p in procs))
 
 
 async def test_the_others_demand_closes_admission(proc: ProcFactory) -> None:
@@ -162,33 +140,6 @@ async def test_a_view_change_wakes_the_scheduler(proc: ProcFactory) -> None:
     await a.shared.refresh()
     await b.shared.refresh()
     assert woken  # B's admission may have changed: its scheduler asks again
-
-
-async def test_a_dead_process_stops_counting(proc: ProcFactory, key_id: str) -> None:
-    # A short window (in seconds of Redis' own clock): a silent field is stale after two windows.
-    a, b = await proc(window=0.2), await proc(window=0.2)
-    await a.run(5)
-    await refresh(a, b)
-    assert b.shared.view.demand == pytest.approx(15)
-    # A dies without a word (kill -9): its field stays until it is stale.
-    await a.redis.aclose()
-    assert await b.shared.refresh() and b.shared.view.processes == 1
-    await asyncio.sleep(a.shared.stale_after + 0.1)
-    assert await b.shared.refresh()
-    assert b.shared.view == SharedView()
-    fields = await b.redis.hkeys(f"{KEY_PREFIX}{key_id}")
-    assert fields == [b.shared.owner.encode()]  # the dead field is gone from Redis too
-
-
-async def test_a_closed_process_withdraws_at_once(proc: ProcFactory, key_id: str) -> None:
-    a, b = await proc(), await proc()
-    await a.run(2)
-    await refresh(a, b)
-    assert b.shared.view.running == 2
-    await a.shared.aclose()
-    assert await b.shared.refresh()
-    assert b.shared.view.processes == 0
-    assert await b.redis.hkeys(f"{KEY_PREFIX}{key_id}") == [b.shared.owner.encode()]
 
 
 async def test_pushback_in_one_lowers_the_others_ceiling_and_creates_anywhere_raise_it(
@@ -246,13 +197,19 @@ async def test_estimates_account_for_the_other_process(proc: ProcFactory) -> Non
     assert a.planner.estimate(queued).starts_in is None
 
 
-async def test_the_refresh_task_publishes_on_its_own(tmp_path: Path, key_id: str) -> None:
+async def test_the_refresh_task_carries_each_planner_s_share_on_its_own(
+    tmp_path: Path, plan_key_id: str
+) -> None:
     clock = SystemClock()
     budget = RequestBudget(LIMIT, 0.4, clock=clock)
     store = await Store.open(tmp_path / "db.sqlite3", clock=clock)
-    redis_a, redis_b = _client(), _client()
-    a = SharedPlanState(redis=redis_a, key_id=key_id, clock=clock, window=0.4)
-    b = SharedPlanState(redis=redis_b, key_id=key_id, clock=clock, window=0.4)
+    redis_a, redis_b = own_connection(), own_connection()
+    a = SharedPlanState(
+        redis=redis_a, key_id=plan_key_id, clock=clock, window=0.4, read=summed, nobody=SharedView()
+    )
+    b = SharedPlanState(
+        redis=redis_b, key_id=plan_key_id, clock=clock, window=0.4, read=summed, nobody=SharedView()
+    )
     planner = await Planner.open(
         budget=budget,
         clock=clock,
@@ -290,76 +247,24 @@ async def test_the_refresh_task_publishes_on_its_own(tmp_path: Path, key_id: str
         await store.close()
 
 
-class _Relay:
-    """A TCP relay to the real Redis that can be cut (listener and open connections) and restored."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    async def up(self) -> None:
-        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(OSError):
-                while data := await reader.read(65536):
-                    writer.write(data)
-                    await writer.drain()
-            writer.close()
-
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            up_reader, up_writer = await asyncio.open_connection(REDIS_HOST, REDIS_PORT)
-            self._writers |= {writer, up_writer}
-            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-        self._server = await asyncio.start_server(handle, "127.0.0.1", self.port)
-
-    async def down(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
-        for writer in self._writers:
-            writer.close()
-        self._writers.clear()
-        await asyncio.sleep(0.05)
-
-
-async def test_without_redis_each_planner_plans_alone(
-    proc: ProcFactory, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO, logger="framecast.planner.shared")
-    relay = _Relay()
-    await relay.up()
+async def test_without_redis_each_planner_plans_alone(proc: ProcFactory) -> None:
+    relay = Relay((REDIS_HOST, REDIS_PORT))
+    await relay.start()
     try:
         a, b = await proc(), await proc(port=relay.port)
         await a.run(5)
         await b.run(1)
         await refresh(a, b)
         assert not b.planner.may_start(1)  # A's demand counts while Redis answers
-        await relay.down()
-        # Redis is gone: B falls back to its own view at once, and says so once.
-        assert not await b.shared.refresh()
+        await relay.cut()
+        # Redis is gone: B falls back to its own view at once (logged once: tests/keys).
         assert not await b.shared.refresh()
         assert b.shared.view == SharedView() and b.planner.may_start(1)
-        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-        assert len(warnings) == 1 and "Redis unreachable" in warnings[0].getMessage()
-        await relay.up()
+        await relay.restore()
         assert await b.shared.refresh()
         assert b.shared.view.demand == pytest.approx(15) and not b.planner.may_start(1)
-        assert any("reachable again" in r.getMessage() for r in caplog.records)
     finally:
-        await relay.down()
-
-
-async def test_a_cache_nobody_refreshed_for_two_windows_is_ignored(proc: ProcFactory) -> None:
-    a, b = await proc(), await proc()
-    await a.run(5)
-    await b.run(1)
-    await refresh(a, b)
-    assert not b.planner.may_start(1)
-    # The refresh task stalled (no answer, no error): after two windows the view is dropped.
-    await b.clock.advance(b.shared.stale_after + 1)
-    assert b.shared.view == SharedView()
+        await relay.cut()
 
 
 def test_share_payload_round_trips_and_never_holds_a_key() -> None:
@@ -368,5 +273,17 @@ def test_share_payload_round_trips_and_never_holds_a_key() -> None:
     assert Share.from_json(Share().to_json()) == Share()
     with pytest.raises(ValueError):
         Share.from_json("not json")
-    with pytest.raises(ValueError):
-        SharedPlanState(redis=aioredis.Redis(), key_id="has space", clock=SystemClock(), window=1.0)
+
+
+def test_the_others_shares_are_summed_and_payloads_not_understood_are_skipped() -> None:
+    old = Pushback(ceiling=3.0, successes=1, rev=4)
+    new = Pushback(ceiling=6.0, successes=0, rev=5)
+    payloads = [
+        Share(demand=4.5, running=2, pushback=old).to_json(),
+        "not json",
+        '{"r": 1}',  # no demand
+        Share(demand=1.0, running=0, pushback=new).to_json(),
+        Share().to_json(),
+    ]
+    assert summed(payloads) == SharedView(demand=5.5, running=2, processes=3, active=2, pushback=new)
+    assert summed([]) == SharedView()

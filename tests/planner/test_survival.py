@@ -11,10 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from framecast.planner.predict import DurationKey
 from framecast.planner.survival import MAX_DURATION, Survival, fit_durations
 from framecast.storage import Store
-from framecast.values.durations import DurationRow
+from framecast.values.durations import DurationKey, DurationRow
 
 T0 = 1_700_000_000.0
 VIDEO = DurationKey.of("svc-video-v2.0", 1152, 768, 121)

@@ -1,4 +1,4 @@
-"""Completion prediction: progress tracks, and the keys durations are learned per."""
+"""Completion prediction: a task's progress reports and the end they predict."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from framecast.planner.predict import DurationKey, ProgressTrack
+from framecast.planner.progress import ProgressTrack
 
 T0 = 1_700_000_000.0
 
@@ -188,29 +188,3 @@ def test_no_observations_make_a_track_raise_or_claim_the_impossible(
     # Between polls, time only moves the estimate forward.
     shown = [track.progress_at(now) for now in sorted(probes)]
     assert all(a is None or b is None or a <= b for a, b in zip(shown, shown[1:], strict=False))
-
-
-# ---------------------------------------------------------------------- duration keys
-
-
-def test_keys_bucket_similar_work_together() -> None:
-    assert DurationKey.of("m", 1152, 768, 121) == DurationKey.of("m", 1280, 720, 121)
-    assert DurationKey.of("m", 1152, 768, 121) != DurationKey.of("m", 1152, 768, 241)
-    assert DurationKey.of("m", 1024, 1024, None).kind == "image"
-    video = {"model": "m", "width": 1152, "height": 768, "num_frames": 121, "prompt": "x"}
-    assert DurationKey.for_params(video) == DurationKey.of("m", 1152, 768, 121)
-    image = {"model": "m", "size": "1024x1024", "prompt": "x"}
-    assert DurationKey.for_params(image) == DurationKey.of("m", 1024, 1024, None)
-    assert DurationKey.for_params({"size": "1024x1024"}) is None  # no model
-    assert DurationKey.for_params({"model": "m", "size": "huge"}) is None
-
-
-@pytest.mark.parametrize("model", ["svc-video-v2.0", "org:video:v2", "a"])
-def test_key_text_round_trips(model: str) -> None:
-    key = DurationKey.of(model, 1152, 768, 121)
-    assert DurationKey.parse(key.text) == key
-
-
-@pytest.mark.parametrize("text", ["", "video", "video:27", "video:x:m", "audio:27:m", "video:27:"])
-def test_key_text_that_is_not_a_key_parses_to_none(text: str) -> None:
-    assert DurationKey.parse(text) is None
