@@ -37,6 +37,7 @@ from framecast.service.budget import Budget
 from framecast.storage import Store
 from framecast.storage.faults import is_store_outage
 from framecast.values import Job, JobKind
+from framecast.values.durations import DurationKey
 from framecast.values.service_requests import Priority, RefusalKind
 
 __all__ = ["PlannedJob", "Planner", "PlannerSettings"]
@@ -44,6 +45,10 @@ __all__ = ["PlannedJob", "Planner", "PlannerSettings"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")  # what a job's create returns (the runner's created task)
+#: How long a task the runner stopped waiting for still counts as on the service, without progress:
+#: until this share of its kind would have ended (a rule: a capped service refused every create
+#: while cancelled tasks it still ran went uncounted).
+_ABANDONED_QUANTILE = 0.9
 #: The view without other processes (no shared state).
 _NOBODY_ELSE = SharedView()
 
@@ -95,9 +100,16 @@ class Planner:
         # Images whose create was sent, and when (monotonic): their two requests hold the window.
         self._images_sent: dict[int, float] = {}
         self._creating: set[int] = set()  # jobs whose create is being sent (see PlannedJob)
+        self._unpolled: dict[int, Job] = {}  # jobs whose create went through, their task not polled yet
+        # Tasks the runner stopped waiting for that the service may still run (cancelled, timed
+        # out), until when (monotonic): they count against the key's tasks at once.
+        self._abandoned: dict[int, float] = {}
         # The ceiling after the service pushed back on creates; key-wide when shared (see ceiling()).
         self._pushback = Pushback(probe_after=self._tuning.probe_after, base=self._tuning.probe_after)
-        self._room_waiters: list[asyncio.Future[None]] = []  # refused creates waiting for a task to end
+        # Creates refused for the key's tasks at once, waiting for room (by job), and those woken
+        # whose create is not sent yet: one is woken for each task that ends.
+        self._room_waiters: dict[int, asyncio.Future[None]] = {}
+        self._woken: set[int] = set()
         self._shared = shared
         self._listener: Callable[[], None] | None = None
         # What the last tasks seen done cost in requests (their create, polls and download).
@@ -153,12 +165,15 @@ class Planner:
 
     def ceiling(self) -> int | None:
         """The most tasks this process may have on the service now (None: no fixed number); the
-        pushback ceiling counts every process's tasks on the key, ``GEN_MAX_RUNNING`` this one's."""
+        pushback ceiling counts every process's tasks on the key, ``GEN_MAX_RUNNING`` this one's,
+        both the tasks abandoned here that may still run."""
         limits: list[float] = [] if self._settings.ceiling is None else [self._settings.ceiling]
         pushback = self._current_pushback().limit()
         if pushback is not None:
             limits.append(pushback - self._others().running)
-        return max(1, math.floor(min(limits))) if limits else None
+        if not limits:
+            return None
+        return max(0, max(1, math.floor(min(limits))) - self._still_running())
 
     def concurrency(self) -> int:
         """Tasks this planner has on the service now (what adaptive concurrency has reached)."""
@@ -256,6 +271,7 @@ class Planner:
     def create_sent(self, job: Job) -> Priority:
         """`job`'s create is sent now, at this priority; an image's two requests hold the window from now."""
         self._creating.add(job.id)
+        self._woken.discard(job.id)
         self._forecast.changed()  # "starts in" counts the creates in flight
         if job.kind is JobKind.IMAGE:
             now = self._clock.monotonic()
@@ -265,8 +281,9 @@ class Planner:
         return self.create_priority(job)
 
     def create_through(self, job: Job) -> None:
-        """`job`'s create went through."""
+        """`job`'s create went through: its task is on the service."""
         self._creating.discard(job.id)
+        self._unpolled[job.id] = job
         self.create_finished(ok=True)
 
     def create_failed(self, job_id: int, refusal: RefusalKind | None) -> None:
@@ -311,37 +328,63 @@ class Planner:
             self._pushback = p.went_through(rev)
         self._changed()
 
-    async def after_refusal(self, fallback: float) -> None:
-        """Wait, after a concurrency refusal, until one of the key's tasks ended (retrying sooner is
-        refused again); `fallback` seconds when none is known to run, at most ``poll_max_interval``."""
+    async def after_refusal(self, job_id: int, fallback: float) -> None:
+        """Wait, after `job_id`'s create was refused for the key's tasks at once, until one of them
+        ended (retrying sooner is refused again); `fallback` seconds when none is known to run, at
+        most ``poll_max_interval`` or until an abandoned task stops counting."""
         if self._on_key() == 0:
             await self._clock.sleep(fallback)
             return
+        wait = self._settings.poll_max_interval
+        if self._abandoned:
+            wait = min(wait, max(0.0, min(self._abandoned.values()) - self._clock.monotonic()))
         room: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._room_waiters.append(room)
-        timer = asyncio.ensure_future(self._clock.sleep(self._settings.poll_max_interval))
+        self._room_waiters[job_id] = room
+        timer = asyncio.ensure_future(self._clock.sleep(wait))
         try:
             await asyncio.wait((room, timer), return_when=asyncio.FIRST_COMPLETED)
         finally:
             timer.cancel()
-            if room in self._room_waiters:
-                self._room_waiters.remove(room)
+            if self._room_waiters.get(job_id) is room:
+                del self._room_waiters[job_id]
 
     def _on_key(self) -> int:
-        """Tasks on the service with this key, this process's and the others'."""
-        return len(self._polls) + self._others().running
+        """Tasks on the service with this key: this process's (those abandoned that may still run
+        included) and the others'."""
+        return len(self._polls) + len(self._unpolled) + self._still_running() + self._others().running
+
+    def _still_running(self) -> int:
+        """Tasks abandoned here that the service may still run."""
+        now = self._clock.monotonic()
+        if any(until <= now for until in self._abandoned.values()):
+            self._abandoned = {job_id: until for job_id, until in self._abandoned.items() if until > now}
+        return len(self._abandoned)
+
+    def _abandon(self, job_id: int, key: DurationKey | None, started: float, end: float | None) -> None:
+        """The runner stopped waiting for a task the service may still run: it counts against the
+        key's tasks at once until its progress says it ended (`end`, wall time), else until most of
+        its kind would have; one already overdue (it timed out) for the longest gap between polls."""
+        now_wall, now = self._clock.time(), self._clock.monotonic()
+        if end is None and key is not None:
+            end = started + self._polls.quantile(key, _ABANDONED_QUANTILE)
+        if end is None or end < now_wall + self._settings.poll_interval:
+            self._abandoned[job_id] = now + self._settings.poll_max_interval
+        else:
+            self._abandoned[job_id] = now + end - now_wall
 
     def _wake_refused(self) -> None:
-        """Let creates refused for the key's tasks at once try again, once there is room."""
+        """Let creates refused for the key's tasks at once try again: one for each task's room."""
         if not self._room_waiters:
             return
-        ceiling = self._current_pushback().ceiling
-        if ceiling is not None and self._on_key() >= ceiling:
-            return
-        waiters, self._room_waiters = self._room_waiters, []
-        for room in waiters:
-            if not room.done():
-                room.set_result(None)
+        limit = self._current_pushback().limit()
+        room = len(self._room_waiters)
+        if limit is not None:
+            room = math.floor(limit) - self._on_key() - len(self._creating) - len(self._woken)
+        for job_id in list(self._room_waiters)[: max(0, room)]:
+            waiter = self._room_waiters.pop(job_id)
+            if not waiter.done():
+                waiter.set_result(None)
+                self._woken.add(job_id)
 
     # -- the other processes on this key ------------------------------------------------------------
     def _others(self) -> SharedView:
@@ -360,7 +403,8 @@ class Planner:
 
     def _share(self) -> Share:
         """What this planner publishes for the other processes."""
-        return Share(demand=self.demand(), running=len(self._polls), pushback=self._current_pushback())
+        running = len(self._polls) + len(self._unpolled) + self._still_running()
+        return Share(demand=self.demand(), running=running, pushback=self._current_pushback())
 
     # -- one job's handle -----------------------------------------------------------------------------
     def plan(self, job: Job) -> PlannedJob:
@@ -368,14 +412,21 @@ class Planner:
         return PlannedJob(self, job)
 
     def release(self, job_id: int) -> None:
-        """The runner is done with the job, however it ended: it occupies nothing of the key."""
+        """The runner is done with the job, however it ended: it occupies nothing of the key but a
+        task created and never polled, which the service may still run (cancelled meanwhile)."""
         self._creating.discard(job_id)
+        self._woken.discard(job_id)
+        created = self._unpolled.pop(job_id, None)
+        if created is not None:
+            self._abandon(job_id, DurationKey.for_params(created.params), self._clock.time(), None)
+            self._changed()
         self.create_resumed(job_id)
 
     # -- polling ------------------------------------------------------------------------------------
     def pacer(self, job: Job) -> TaskPacer:
         """The poll pacer of `job`'s task (registers the task; a restored job keeps its times)."""
         task = self._polls.get(job.id)
+        self._unpolled.pop(job.id, None)
         if task is None:
             task = self._polls.add(job, video=job.kind is JobKind.VIDEO)
             p = self._current_pushback()
@@ -388,9 +439,14 @@ class Planner:
         return TaskPacer(self, task)
 
     def forget(self, job_id: int) -> None:
-        """The job stopped waiting for its task (failed, cancelled, or paused for a shutdown)."""
-        if self._polls.pop(job_id) is not None:
-            self._changed()
+        """The job stopped waiting for its task (failed, cancelled, timed out, or paused for a
+        shutdown); one no poll saw end may still run on the service (:meth:`_abandon`)."""
+        task = self._polls.pop(job_id)
+        if task is None:
+            return
+        if not task.over:
+            self._abandon(job_id, task.key, task.started, task.track.predicted_done())
+        self._changed()
 
     async def finished(self, job: Job, *, completed: bool) -> None:
         """The task ended; a completed one teaches the duration model (persisted)."""
@@ -483,7 +539,7 @@ class PlannedJob:
         refusal, else `retry_in` seconds (after an error, not counted as the create in flight)."""
         planner, job_id = self._planner, self._job.id
         if refusal is RefusalKind.CONCURRENCY:
-            await planner.after_refusal(retry_in)
+            await planner.after_refusal(job_id, retry_in)
             return
         if refusal is None:
             planner.create_deferred(job_id)

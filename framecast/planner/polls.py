@@ -75,6 +75,7 @@ class PolledTask:
     likely_done: bool = False  # the next poll is expected to find it finished
     learning: bool = False  # the planned poll is sent only to learn the task (see PollPlan.plan)
     cold: bool = False  # polled every interval before anything was known of its end
+    over: bool = False  # a poll saw it end on the service (completed or failed)
     seen_progress: float | None = None
     first: float = FIRST  # the ladder's first rung: who waited at its create (FIRST once none)
     video: bool = True  # a video's task (an image's takes seconds: never parked)
@@ -243,6 +244,7 @@ class PollPlan:
         """Learn from a poll's answer (None: the poll failed)."""
         task.polls += 1
         task.learning = False  # answered; the next poll is planned afresh
+        task.over = task.over or (status is not None and status.state in ("completed", "failed"))
         if status is not None and status.state == "completed":
             task.track.complete(self._clock.time())
         elif status is not None and status.state == "pending":

@@ -9,7 +9,7 @@ import asyncio
 import random
 from pathlib import Path
 
-from tests.e2e.harness import close_world, make_world
+from tests.e2e.harness import button_ids, close_world, make_world, wait_state
 from tests.fakes.gen_service import TaskPlan
 
 PLANNED = {
@@ -53,6 +53,45 @@ async def test_a_capped_service_delivers_every_job_with_few_refused_creates(tmp_
         assert len(refused) <= 2, [r.received for r in refused]
         # The refusals paused nothing: no poll was refused, the key's window was never exceeded.
         assert service.count(status=429) == len(refused)
+        assert service.max_in_window(2.0) <= 16
+    finally:
+        await close_world(world)
+
+
+async def test_cancelled_tasks_the_service_still_runs_cost_no_refused_creates(tmp_path: Path) -> None:
+    # The service has no cancel call: a job cancelled while its task runs leaves the task running
+    # there, and the next creates, sent as if its place were free, were refused one after another.
+    world = await make_world(tmp_path, guilds=2, members=2, extra_env=PLANNED)
+    try:
+        await world.start_bot()
+        service = world.service
+        service.rate_limit = (16, 2.0)
+        service.max_running = 2
+        service.default_plan = TaskPlan(duration=4.0, polls=0)
+        prompts = [f"g{g} m{m} j{j} " for j in range(2) for m in range(2) for g in range(2)]
+        its = {
+            p: await world.video(p, member=world.members[int(p[1])][int(p[4])], guild=int(p[1]))
+            for p in prompts
+        }
+        cancelled: list[str] = []
+        for _ in range(3):  # each of the first three tasks the service runs, cancelled at once
+            await service.wait_for(lambda: len(service.tasks) > len(cancelled), timeout=60)
+            prompt = next(t.prompt for t in service.tasks.values() if t.prompt not in cancelled)
+            msg = await its[prompt].wait_original(
+                lambda m: any(c.startswith("framecast:cancel:") for c in button_ids(m)), timeout=30
+            )
+            [cancel] = [c for c in button_ids(msg) if c.startswith("framecast:cancel:")]
+            g, m = int(prompt[1]), int(prompt[4])
+            await (await world.discord.click(msg, cancel, world.members[g][m])).wait_response(timeout=10)
+            await wait_state(world, await world.job_id(its[prompt]), "cancelled")
+            cancelled.append(prompt)
+        rest = [p for p in prompts if p not in cancelled]
+        await asyncio.gather(*[world.delivered(its[p], timeout=90) for p in rest])
+        creates = [r for r in service.requests if r.path == "/v1/videos" and r.auth_ok]
+        refused = [r for r in creates if r.status == 429]
+        # The cancelled tasks count against the cap until they likely ended: about the one refusal
+        # that teaches the cap (before: one every backoff while each cancelled task ran).
+        assert len(refused) <= 2, [r.received for r in refused]
         assert service.max_in_window(2.0) <= 16
     finally:
         await close_world(world)

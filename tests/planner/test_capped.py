@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 from framecast.keys.shared_plan import KEY_PREFIX, SharedPlanState
 from framecast.planner.shared import Pushback, Share, SharedView, summed
 from framecast.planner.tuning import PlannerTuning
+from framecast.service import TaskStatus
 from framecast.values import Job
 from framecast.values.service_requests import RefusalKind
 from tests.fakes.clock import ManualClock
@@ -116,7 +117,7 @@ async def test_more_tasks_than_the_cap_seen_without_a_probe_do_not_raise_it(rig:
 async def test_a_refused_create_waits_for_a_task_to_end_not_a_timer(rig: Rig) -> None:
     jobs = await rig.running(3)
     rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
-    waiting = asyncio.create_task(rig.planner.after_refusal(2.0))
+    waiting = asyncio.create_task(rig.planner.after_refusal(0, 2.0))
     await rig.clock.advance(INTERVAL)  # far past the fallback: nothing ended, it still waits
     assert not waiting.done()
     await rig.planner.finished(jobs[0], completed=False)
@@ -125,11 +126,75 @@ async def test_a_refused_create_waits_for_a_task_to_end_not_a_timer(rig: Rig) ->
 
 async def test_a_refused_create_with_no_task_of_the_key_running_waits_the_fallback(rig: Rig) -> None:
     rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
-    waiting = asyncio.create_task(rig.planner.after_refusal(2.0))
+    waiting = asyncio.create_task(rig.planner.after_refusal(0, 2.0))
     await rig.clock.advance(1.0)
     assert not waiting.done()
     await rig.clock.advance(1.5)
     await asyncio.wait_for(waiting, 1.0)
+
+
+async def test_a_cancelled_task_counts_against_the_cap_until_most_of_its_kind_would_have_ended(
+    rig: Rig,
+) -> None:
+    jobs = await rig.running(3)
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    assert rig.planner.ceiling() == 3
+    # Cancelled: no poll saw it end, and the service has no cancel call, so it may still run there.
+    rig.planner.forget(jobs[0].id)
+    assert rig.planner.ceiling() == 2 and not rig.planner.may_start(2)
+    await rig.clock.advance(2 * INTERVAL)
+    assert rig.planner.ceiling() == 2
+    await rig.clock.advance(3600)  # far past what most of its kind take
+    assert rig.planner.ceiling() == 3
+
+
+async def test_a_task_seen_failed_frees_its_place_at_once(rig: Rig) -> None:
+    jobs = await rig.running(3)
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    rig.planner.pacer(jobs[0]).observed(TaskStatus(state="failed", error="boom"))
+    rig.planner.forget(jobs[0].id)
+    assert rig.planner.ceiling() == 3
+
+
+async def test_a_task_created_and_cancelled_before_its_first_poll_still_counts(rig: Rig) -> None:
+    await rig.running(2)
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    assert rig.planner.ceiling() == 2
+    created = await rig.job()
+    rig.planner.create_through(created)  # on the service; cancelled before the runner polled it
+    rig.planner.release(created.id)
+    assert rig.planner.ceiling() == 1
+    # A refusal meanwhile learns the cap from every task the service runs, the cancelled one too.
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    await rig.clock.advance(3600)
+    assert rig.planner.ceiling() == 3
+
+
+async def test_one_refused_create_is_woken_for_each_task_that_ends(rig: Rig) -> None:
+    jobs = await rig.running(3)
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    refused = [await rig.job() for _ in range(3)]
+    waiting = [asyncio.create_task(rig.planner.after_refusal(job.id, 2.0)) for job in refused]
+
+    async def settled() -> list[bool]:
+        for _ in range(10):  # let every woken waiter return
+            await asyncio.sleep(0)
+        return [task.done() for task in waiting]
+
+    assert await settled() == [False, False, False]
+    await rig.planner.finished(jobs[0], completed=True)
+    # The first to wait, alone: the others would only be refused again.
+    assert await settled() == [True, False, False]
+    rig.planner.create_deferred(999)  # any other change: the room is the woken one's until it sends
+    assert await settled() == [True, False, False]
+    rig.planner.create_sent(refused[0])
+    rig.planner.create_through(refused[0])
+    rig.planner.pacer(refused[0])
+    await rig.planner.finished(jobs[1], completed=True)
+    assert await settled() == [True, True, False]
+    for task in waiting:
+        task.cancel()
+    await asyncio.gather(*waiting, return_exceptions=True)
 
 
 async def test_the_learned_cap_is_shared_with_other_processes_as_json() -> None:
