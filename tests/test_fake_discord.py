@@ -543,6 +543,58 @@ async def test_channel_messages_limits_and_rate_limits(
         assert not fake.unknown_routes and not fake.fake_errors
 
 
+async def test_a_create_with_an_enforced_nonce_answers_with_the_message_it_already_made(
+    fake: FakeDiscord, world: World, outcomes: Outcomes
+) -> None:
+    # Discord: with `enforce_nonce`, a message created by the same author with the same nonce in the
+    # past few minutes is returned, and no new message is created. discord.py sends it with any nonce.
+    async with running(fake, MiniBot(outcomes)) as bot:
+        messageable = bot.get_partial_messageable(world.channel.id)
+        first = await messageable.send("status 20%", nonce="fc7-move0")
+        again = await messageable.send("status 40%", nonce="fc7-move0")
+        assert again.id == first.id and again.content == "status 20%" and again.nonce == "fc7-move0"
+        assert [m.content for m in fake.messages_in(world.channel)] == ["status 20%"]
+        # Another nonce, or the same one in another channel, is another message.
+        other = await messageable.send("status 60%", nonce="fc7-move1")
+        elsewhere = fake.add_channel(world.guild, "elsewhere")
+        there = await bot.get_partial_messageable(elsewhere.id).send("there", nonce="fc7-move0")
+        assert len({first.id, other.id, there.id}) == 3
+        # Deleted since, it is still the one answered (the docs promise no new one).
+        await messageable.get_partial_message(other.id).delete()
+        assert (await messageable.send("status 80%", nonce="fc7-move1")).id == other.id
+        assert len(fake.messages_in(world.channel)) == 1
+        # Past the window it is a new message.
+        fake.messages[first.id].created_at -= fake.nonce_window + 1
+        assert (await messageable.send("later", nonce="fc7-move0")).id != first.id
+        # An answer lost after Discord stored the message (a dropped connection, a proxy's 503):
+        # sent again with its nonce, it is the stored message.
+        fake.lose_answer_next("POST /api/v10/channels/")
+        with pytest.raises(aiohttp.ClientError):
+            await messageable.send("dropped", nonce="fc8-ping")
+        fake.lose_answer_next("POST /api/v10/channels/", status=503)
+        with pytest.raises(discord.DiscordServerError):
+            await messageable.send("a 503", nonce="fc9-ping")
+        assert [r.status for r in fake.lost_answers] == [0, 503]
+        for text, nonce in (("dropped", "fc8-ping"), ("a 503", "fc9-ping")):
+            [stored] = [m for m in fake.messages_in(world.channel) if m.content == text]
+            assert (await messageable.send(text, nonce=nonce)).id == stored.id
+            assert [m.content for m in fake.messages_in(world.channel)].count(text) == 1
+
+    # Without enforce_nonce a nonce deduplicates nothing (it is only echoed).
+    auth = {"Authorization": f"Bot {fake.bot_token}"}
+    url = f"{fake.api_base}/channels/{world.channel.id}/messages"
+    async with aiohttp.ClientSession() as http:
+        ids = []
+        for _ in range(2):
+            async with http.post(url, json={"content": "x", "nonce": "n1"}, headers=auth) as resp:
+                assert resp.status == 200
+                body = await resp.json()
+                assert body["nonce"] == "n1"
+                ids.append(body["id"])
+        assert ids[0] != ids[1]
+    assert not fake.fake_errors and not fake.spec_violations
+
+
 async def test_interaction_token_rules(fake: FakeDiscord, world: World, outcomes: Outcomes) -> None:
     async with running(fake, MiniBot(outcomes)):
         # token expiry: the fake and discord.py agree on expires_at

@@ -5,7 +5,8 @@ the result to the job's worker (:mod:`.worker`, the one writer of its message), 
 message through :mod:`.placement` (interaction token or channel message, and moving), which draws
 through :mod:`.drawing` and mentions the requester through :mod:`.ping`; the outcome goes back up as
 a return value. Beside them: the job's bookkeeping as a typed record (:mod:`.record`), Discord's
-error codes (:mod:`.codes`), :mod:`.retries`, :mod:`.recovery` ("is it there already?"),
+error codes (:mod:`.codes`), the nonces that make a post sent again no second message
+(:mod:`.nonces`), :mod:`.retries`, :mod:`.recovery` ("is it there already?"),
 :mod:`.lookup` (``/job``), :mod:`.limits` (upload sizes), :mod:`.notes`, :mod:`.timings`, and
 :mod:`.key_notice` (telling a server's admins that the service refused its key).
 

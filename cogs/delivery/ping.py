@@ -15,6 +15,7 @@ import discord
 
 from cogs.delivery.codes import DISCORD_TROUBLE, describe
 from cogs.delivery.errors_metric import DiscordErrors
+from cogs.delivery.nonces import message_nonce
 from cogs.delivery.slot import Slot
 from cogs.delivery.target import Target
 from cogs.i18n import t
@@ -69,6 +70,8 @@ async def ping_requester(
             allowed_mentions=discord.AllowedMentions(
                 everyone=False, roles=False, replied_user=False, users=[discord.Object(job.user_id)]
             ),
+            # Sent again (its answer lost, or the bot died before saving `pinged`): no second one.
+            nonce=message_nonce(job.id, "ping"),
         )
     except DISCORD_TROUBLE as exc:
         if errors is not None:

@@ -38,6 +38,7 @@ from cogs.delivery.codes import (
 )
 from cogs.delivery.drawing import Drawing
 from cogs.delivery.errors_metric import DiscordErrors
+from cogs.delivery.nonces import message_nonce
 from cogs.delivery.notes import note_text
 from cogs.delivery.ping import ping_requester
 from cogs.delivery.slot import Delivery, Slot, with_state
@@ -320,7 +321,10 @@ class Placement:
         try:
             with self._errors.counted():
                 message = await channel.send(
-                    embed=rendered.embed, view=view, allowed_mentions=discord.AllowedMentions.none()
+                    embed=rendered.embed,
+                    view=view,
+                    allowed_mentions=discord.AllowedMentions.none(),
+                    nonce=message_nonce(job.id, f"move{slot.record.moves}"),  # resent: no 2nd message
                 )
         except discord.HTTPException as exc:
             if slot.record.personal and isinstance(exc, discord.Forbidden):
@@ -342,10 +346,8 @@ class Placement:
             await self._point_old(slot, old_channel_mid, message.jump_url)
 
     async def _open_dm(self, slot: Slot) -> int:
-        """The personal job's DM with its requester (opened once, ``POST /users/@me/channels``).
-
-        Raises :class:`NowhereToPost` when Discord refuses it.
-        """
+        """The personal job's DM with its requester (opened once, ``POST /users/@me/channels``);
+        raises :class:`NowhereToPost` when Discord refuses it."""
         if slot.record.dm_channel_id:
             return slot.record.dm_channel_id
         try:
@@ -367,10 +369,8 @@ class Placement:
         raise NowhereToPost() from None
 
     async def _point_old(self, slot: Slot, old_channel_mid: int | None, link: str | None) -> None:
-        """One last edit of the old message, no buttons, saying where the job went (best effort).
-
-        `link` None: nowhere (a personal job whose requester refuses DMs): its result will wait in /job.
-        """
+        """One last edit of the old message, no buttons, saying where the job went (best effort;
+        `link` None: nowhere, a personal job whose requester refuses DMs: its result waits in /job)."""
         job = slot.job
         note = (
             t("note_moved", job.locale, link=link)

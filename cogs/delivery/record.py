@@ -159,6 +159,12 @@ class DiscordRecord:
         )
 
     @property
+    def moves(self) -> int:
+        """How many channel messages the job has had: each move posts one, and remembers the one
+        before it in ``pointers``. It numbers the next move (its message's nonce)."""
+        return len(self.pointers) + (self.channel_message_id is not None)
+
+    @property
     def personal(self) -> bool:
         """The job is on its requester's own queue (asked outside a server that installed the app)."""
         return self.context != GUILD

@@ -789,6 +789,8 @@ class FakeMessage:
     history: list[dict[str, Any]] = field(default_factory=list)
     #: Seconds to subtract from ``created_at`` for the "edit of an old message" check only.
     backdated: float = 0.0
+    #: The ``nonce`` it was created with (echoed in the create's answer, as Discord does).
+    nonce: str | None = None
     _mention_payloads: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @property
@@ -1190,7 +1192,8 @@ class FakeDiscord:
     Knobs (plain attributes, mutable at runtime): ``token_ttl`` (900 s), ``ack_deadline`` (3 s),
     ``message_edit_max_age`` (3600 s), ``allow_resume`` (True), ``privileged_intents`` (None =
     any intent is accepted; an int = the enabled privileged intents, others close with 4014),
-    ``heartbeat_interval`` (ms), ``recommended_shards`` (GET /gateway/bot),
+    ``heartbeat_interval`` (ms), ``recommended_shards`` (GET /gateway/bot), ``nonce_window`` (300 s:
+    how long a channel message's ``nonce`` with ``enforce_nonce`` deduplicates a create),
     ``gateway_failures`` (answer the next N gateway connections with HTTP ``gateway_failure_status``
     instead of upgrading them), plus ``FakeGuild.upload_limit``, ``FakeChannel.bot_permissions``,
     ``FakeInteraction.attachment_size_limit``. ``stop()`` then ``start()`` is Discord going away and
@@ -1234,6 +1237,9 @@ class FakeDiscord:
         #: gateway connection attempts answered with gateway_failure_status
         self.gateway_refused = 0
         self.validate_requests = validate_requests
+        #: Seconds a message created with ``nonce`` and ``enforce_nonce`` answers a create with the
+        #: same nonce (Discord: "the past few minutes").
+        self.nonce_window = 300.0
 
         # world
         self.guilds: list[FakeGuild] = []
@@ -1249,6 +1255,8 @@ class FakeDiscord:
         # records
         self.requests: list[FakeRequest] = []
         self.messages: dict[int, FakeMessage] = {}
+        #: (channel id, author id, nonce) -> the message created with that enforced nonce
+        self._by_nonce: dict[tuple[int, int, str], FakeMessage] = {}
         self.attachments: dict[int, FakeAttachment] = {}
         self.interactions: list[FakeInteraction] = []
         self._by_token: dict[str, FakeInteraction] = {}
@@ -1270,6 +1278,10 @@ class FakeDiscord:
 
         # injected failures: [route_contains, remaining, kind, args]
         self._injections: list[list[Any]] = []
+        # answers lost after the request was done: [route_contains, remaining, status, when]
+        self._losses: list[list[Any]] = []
+        #: requests done whose answer a ``lose_answer_next`` lost
+        self.lost_answers: list[FakeRequest] = []
 
         self._cond = asyncio.Condition()
         self._runner: web.AppRunner | None = None
@@ -1708,8 +1720,23 @@ class FakeDiscord:
         unreachable half-way: the bot's HTTP client sees the server disconnect)."""
         self._injections.append([route_contains, count, "reset", None, False])
 
+    def lose_answer_next(
+        self,
+        route_contains: str,
+        count: int = 1,
+        *,
+        status: int | None = None,
+        when: Callable[[FakeRequest], bool] | None = None,
+    ) -> None:
+        """Do the next ``count`` matching requests (what they create or change is stored), then lose
+        their answer: drop the connection (``status`` None) or answer ``status`` (e.g. a 503 from a
+        proxy after Discord did it). ``when(request)`` picks the requests (default: any that
+        succeeded). Each one whose answer was lost lands in ``lost_answers``."""
+        self._losses.append([route_contains, count, status, when])
+
     def clear_injections(self) -> None:
         self._injections.clear()
+        self._losses.clear()
 
     # ------------------------------------------------------------------ records -----------
     def messages_in(
@@ -2578,6 +2605,8 @@ class FakeDiscord:
                 record=record,
             )
             status, body = await handler(call)
+            if status < 400:
+                self._lose_answer(request.method, sub, record)
         except _Reset:
             record.status = 0
             if request.transport is not None:
@@ -2664,6 +2693,22 @@ class FakeDiscord:
             status, code, message = args
             raise ApiError(status, code, message or f"{status}: injected failure")
         self._injections[:] = [i for i in self._injections if i[1] > 0]
+
+    def _lose_answer(self, method: str, path: str, record: FakeRequest) -> None:
+        """Raise the lost answer of the first ``lose_answer_next`` that matches a done request."""
+        key = f"{method} {path}"
+        for loss in self._losses:
+            needle, remaining, status, when = loss
+            if remaining <= 0 or needle not in key and needle not in f"{method} /api/v10{path}":
+                continue
+            if when is not None and not when(record):
+                continue
+            loss[1] -= 1
+            self._losses[:] = [x for x in self._losses if x[1] > 0]
+            self.lost_answers.append(record)
+            if status is None:
+                raise _Reset()
+            raise ApiError(status, 0, f"{status}: the answer was lost after the request was done")
 
     # ------------------------------------------------------------------ REST: identity ----
     async def _r_me(self, call: _Call) -> tuple[int, Any]:
@@ -2887,22 +2932,34 @@ class FakeDiscord:
         channel = self._channel(call)
         self._check_upload_sizes(call.uploads, self._channel_upload_limit(channel))
         self._check_send(channel, call)
+        body = call.body or {}
+        nonce = body.get("nonce")
+        enforced = nonce is not None and body.get("enforce_nonce") is True
+        key = (channel.id, self.bot_user.id, str(nonce))
+        earlier = self._by_nonce.get(key) if enforced else None
+        if earlier is not None and time.time() - earlier.created_at <= self.nonce_window:
+            # Discord: "If another message was created by the same author with the same nonce,
+            # that message will be returned and no new message will be created" (the docs say
+            # nothing of a deleted one: it is returned too, as it was).
+            return 200, earlier.to_payload() | {"nonce": earlier.nonce}
         if channel.archived:  # a message reopens a closed thread
             channel.archived = channel.locked = False
             await self._thread_changed(channel)
-        body = call.body or {}
         msg = FakeMessage(
             id=snowflake_at(time.time()),
             channel_id=channel.id,
             guild_id=channel.guild_id,
             author=self.bot_user,
             created_at=time.time(),
+            nonce=None if nonce is None else str(nonce),
         )
         self._apply_payload(msg, body, call.uploads, creating=True, via="channel")
         msg.flags = int(body.get("flags") or 0) & _SENDABLE_FLAGS
         self.messages[msg.id] = msg
+        if enforced:
+            self._by_nonce[key] = msg
         await self._emit_message_event("MESSAGE_CREATE", msg)
-        return 200, msg.to_payload()
+        return 200, msg.to_payload() | ({"nonce": msg.nonce} if msg.nonce is not None else {})
 
     async def _r_channel_edit(self, call: _Call) -> tuple[int, Any]:
         channel = self._channel(call)
