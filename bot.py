@@ -274,14 +274,17 @@ class Framecast(commands.Bot):
         self._gateway_up = False
 
     async def close(self) -> None:
-        """Stop taking work, checkpoint running jobs, then close Discord and the core."""
+        """Stop taking work, checkpoint running jobs, let the interactions being handled send their
+        answers, then close Discord and the core (all of it within ``SHUTDOWN_TIMEOUT``)."""
+        started = asyncio.get_running_loop().time()
         opened, self._opened = self._opened, False
         if self._web is not None:
             web, self._web = self._web, None
             await web.close()
         if opened:
             await self.core.stop()
-        await super().close()
+        await self._finish_interactions(started)
+        await super().close()  # closes the HTTP session every answer goes through
         if opened:
             await self.core.close()
         if self._setup is not None:
@@ -290,6 +293,30 @@ class Framecast(commands.Bot):
         if self._ops is not None:
             ops, self._ops = self._ops, None
             await ops.close()
+
+    async def _finish_interactions(self, started: float) -> None:
+        """Let the commands, clicks and form submits being handled end before Discord's session
+        closes: their replies and refusals are sent, and a job they hand the stopped core is saved
+        (its message is drawn by the next start), never lost with the member on "thinking…".
+
+        They get what is left of ``SHUTDOWN_TIMEOUT`` since the stop began at `started` (they ran
+        on during the core's stop); the rest are cut off. ``SHUTDOWN_TIMEOUT`` is what the whole
+        stop is sized to, inside Docker's grace (the Dockerfile, at STOPSIGNAL)."""
+        tree = self.tree
+        if not isinstance(tree, FramecastTree) or not len(tree.handlers):
+            return
+        left = max(0.0, self.settings.shutdown_timeout - (asyncio.get_running_loop().time() - started))
+        log.debug(
+            "shutdown: waiting up to %.1f s for %d interaction(s) being handled", left, len(tree.handlers)
+        )
+        waited, cut = await tree.handlers.finish(left)
+        log.info("shutdown: waited for %d interaction(s) being handled", waited)
+        if cut:
+            log.warning(
+                "shutdown: %d interaction(s) cut off unanswered: SHUTDOWN_TIMEOUT (%g s) was reached",
+                cut,
+                self.settings.shutdown_timeout,
+            )
 
     async def on_ready(self) -> None:
         """Log who we are, then freeze the filled cache (no command sync here: on_ready fires on

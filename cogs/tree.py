@@ -9,12 +9,16 @@ Anything else is logged with its traceback and the member gets a generic apology
 One handler for every way in: :func:`answer_error` is called by the tree's ``on_error`` (slash
 commands) and by the job buttons' and the Remix form's ``on_error`` (see
 :mod:`cogs.views.buttons` and :mod:`cogs.views.remix`), so the private error reply exists once.
+
+The interactions being handled are known (:class:`Handlers`, kept by the tree), so that a stop lets
+them send their answers before Discord's session closes: see ``Framecast.close`` in ``bot.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -47,11 +51,93 @@ async def before_acknowledging(lookup: Awaitable[T], seconds: float) -> T:
 _ALREADY_ACKNOWLEDGED = 40060
 
 
+class Handlers:
+    """The interactions being handled now (slash commands, clicks, form submits): each handler's task,
+    from its entry point until it ends.
+
+    discord.py runs every handler in a task of its own and keeps no public account of them; a stop
+    that closed its HTTP session under them left members on "thinking…" for ever. A handler joins at
+    its entry point where we have one (:meth:`FramecastTree.interaction_check` for every command, a
+    job button's callback) and, whatever it is (a /history page, a form's submit), when it
+    acknowledges or answers through this module (:func:`defer`, :func:`reply_privately`): from then
+    on an answer is owed. It leaves when its task ends, so nothing is kept for a finished one.
+    """
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def __len__(self) -> int:
+        return sum(1 for task in self._tasks if not task.done())
+
+    def track(self) -> None:
+        """Count the running task as a handler until it ends (once, however often it is called)."""
+        task = asyncio.current_task()
+        if task is None or task.done() or task in self._tasks:
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def finish(self, timeout: float) -> tuple[int, int]:
+        """Let every handler end (those starting meanwhile too) within `timeout` seconds, then stop
+        the rest; returns how many were waited for and how many were cut off.
+
+        A handler cut off is cancelled and its end is read (and logged), so none is left to fail on
+        a closed session, nor as "Task exception was never retrieved".
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        waited: set[asyncio.Task[Any]] = set()
+        while (running := self._running()) and (left := deadline - loop.time()) > 0:
+            waited |= running
+            await asyncio.wait(running, timeout=left)
+        for task in waited:
+            if task.done():
+                _read_end(task, cut_off=False)
+        cut = self._running()
+        for task in cut:
+            task.add_done_callback(functools.partial(_read_end, cut_off=True))
+            task.cancel()
+        if cut:
+            # A cancelled handler unwinds at its next await; one that ignores the cancel is read
+            # whenever it ends (its callback above), never waited for past the bound.
+            await asyncio.wait(cut, timeout=_UNWIND)
+        return len(waited | cut), len(cut)
+
+    def _running(self) -> set[asyncio.Task[Any]]:
+        me = asyncio.current_task()
+        return {task for task in self._tasks if not task.done() and task is not me}
+
+
+#: Seconds a cut-off handler gets to unwind after its cancel (it only runs its ``finally`` blocks).
+_UNWIND = 0.5
+
+
+def _read_end(task: asyncio.Task[Any], *, cut_off: bool) -> None:
+    """Read how a handler ended during a stop, so asyncio has no unread exception to report."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is None:
+        return
+    if cut_off:
+        log.info("an interaction handler cut off by the stop ended with %s", type(error).__name__)
+    else:
+        log.error("an interaction handler failed during the stop", exc_info=error)
+
+
+def handling(interaction: discord.Interaction[Any]) -> None:
+    """Count the running task as the handler of `interaction` (see :class:`Handlers`)."""
+    tree = getattr(getattr(interaction, "client", None), "tree", None)
+    if isinstance(tree, FramecastTree):
+        tree.handlers.track()
+
+
 async def defer(
     interaction: discord.Interaction[Any], *, ephemeral: bool = False, thinking: bool = False
 ) -> None:
     """``interaction.response.defer``, also when Discord took it and its answer was lost, and also
-    when the message a click was on is gone.
+    when the message a click was on is gone. From here on the running task is a handler whose
+    answer is owed (:func:`handling`).
 
     discord.py sends a lost one again and Discord refuses with 40060 (already acknowledged): the
     interaction is acknowledged and the command goes on (it stayed "thinking…" for ever, its job
@@ -64,6 +150,7 @@ async def defer(
     carried out. When Discord refuses that too (the place is gone), the click goes on
     unacknowledged.
     """
+    handling(interaction)
     try:
         await interaction.response.defer(ephemeral=ephemeral, thinking=thinking)
     except discord.HTTPException as exc:
@@ -159,6 +246,7 @@ async def acknowledge_in_place(interaction: discord.Interaction[Any]) -> None:
 
 async def reply_privately(interaction: discord.Interaction[Any], text: str) -> None:
     """Answer the member privately, whatever state the interaction is in."""
+    handling(interaction)
     try:
         if not interaction.response.is_done():
             await interaction.response.send_message(
@@ -228,7 +316,19 @@ def set_install_scope(tree: app_commands.CommandTree[Any], *, user_install: bool
 
 
 class FramecastTree(app_commands.CommandTree[Any]):
-    """Command tree whose ``on_error`` turns expected errors into short localised replies."""
+    """Command tree whose ``on_error`` turns expected errors into short localised replies, and which
+    keeps the interactions being handled (:attr:`handlers`)."""
+
+    def __init__(self, client: discord.Client, **options: Any) -> None:
+        super().__init__(client, **options)
+        #: Every command, click and form submit being handled now: a stop lets them answer.
+        self.handlers = Handlers()
+
+    async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:
+        """Every command (and autocomplete) starts here, in the task that runs it to its answer,
+        error reply included: that task is a handler until it ends."""
+        handling(interaction)
+        return True
 
     async def on_error(
         self, interaction: discord.Interaction[Any], error: app_commands.AppCommandError

@@ -98,7 +98,9 @@ class _JobButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"fram
         return cls(int(match["job_id"]))
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
-        """Run the click; any error goes to :meth:`on_error` (discord.py would only log it)."""
+        """Run the click; any error goes to :meth:`on_error` (discord.py would only log it). The
+        click is a handler a stop lets finish (:func:`cogs.tree.handling`)."""
+        tree.handling(interaction)
         try:
             await self.clicked(interaction)
         except Exception as error:
