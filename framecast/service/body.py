@@ -3,7 +3,8 @@
 aiohttp's own decompression is off for everything the client fetches (``auto_decompress=False``):
 depending on its version it may inflate a whole network chunk at once, and a 64 KiB chunk of a gzip
 bomb is 64 MiB of output. :func:`read_body` inflates by itself, never producing much more than the
-cap, and stops reading the moment the cap is passed.
+cap, and stops reading the moment the cap is passed. A pace rule, when given, fails a body that
+stops moving (:class:`BodyStalled`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from typing import Any, Protocol
 
 import aiohttp
 
-__all__ = ["ACCEPT_ENCODING", "INFLATE_STEP", "BodyScan", "BodyTooLarge", "BodyUndecodable", "read_body"]
+__all__ = [
+    "ACCEPT_ENCODING",
+    "INFLATE_STEP",
+    "BodyScan",
+    "BodyStalled",
+    "BodyTooLarge",
+    "BodyUndecodable",
+    "read_body",
+]
 
 #: Only what :func:`read_body` inflates itself (no brotli or zstd, whose decoders it does not bound).
 #: A body may stack them (``gzip, deflate``), up to three.
@@ -37,6 +46,59 @@ class BodyTooLarge(Exception):
 
 class BodyUndecodable(Exception):
     """The body's Content-Encoding is unknown or its compressed data is broken."""
+
+
+class BodyStalled(Exception):
+    """The body stopped moving: a window of the pace rule brought too few bytes (``reason`` says)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class _Pace:
+    """The pace rule on one body: every `window` seconds from now, at least `least` bytes.
+
+    A window is judged at its end: when the wait for a chunk reaches it, or when a chunk is read
+    after it (read late, the reader busy inflating: it counts for the window that ended).
+    """
+
+    def __init__(self, window: float, least: int) -> None:
+        self.window = window
+        self.least = least
+        self._loop = asyncio.get_running_loop()
+        self._end = self._loop.time() + window
+        self._got = 0  # the bytes the current window brought
+
+    async def read(self, content: aiohttp.StreamReader) -> bytes:
+        """The next chunk of `content` (``b""`` at its end); raises :class:`BodyStalled`."""
+        while True:
+            timer = asyncio.timeout_at(self._end)
+            try:
+                async with timer:
+                    chunk = await content.read(_READ_CHUNK)
+            except TimeoutError:
+                if not timer.expired():
+                    raise  # not this window's (a read timeout of the connection's own)
+                self._judge()
+                continue
+            if chunk:
+                self._got += len(chunk)
+                if self._loop.time() >= self._end:
+                    self._judge()
+            return chunk
+
+    def _judge(self) -> None:
+        """End the window: raise if it brought too little, else start the next one."""
+        got = self._got
+        if got == 0:
+            raise BodyStalled(f"the download stalled: no data for {self.window:.3g} s")
+        if got < self.least:
+            raise BodyStalled(
+                f"the download stalled: {got} bytes in {self.window:.3g} s (at least {self.least} needed)"
+            )
+        self._got = 0
+        self._end = self._loop.time() + self.window
 
 
 class _Inflater:
@@ -133,7 +195,12 @@ def _steps(layers: list[_Inflater], data: bytes, limit: int) -> Iterator[bytes]:
 
 
 async def read_body(
-    resp: aiohttp.ClientResponse, limit: int, *, truncate: bool = False, scan: BodyScan | None = None
+    resp: aiohttp.ClientResponse,
+    limit: int,
+    *,
+    truncate: bool = False,
+    scan: BodyScan | None = None,
+    pace: tuple[float, int] | None = None,
 ) -> bytes:
     """The body of `resp`, inflated, streaming, never holding much more than `limit` bytes.
 
@@ -146,6 +213,10 @@ async def read_body(
     Inflation goes in steps of :data:`INFLATE_STEP` bytes, the loop given a turn after each full
     step. `scan`, when given, sees the body after every step and once complete: whatever it
     raises (a JSON answer holding too many values) stops the reading at once and propagates.
+
+    `pace`, when given, is ``(window, least)``: each `window` seconds from the start of reading
+    (the headers are in) must bring at least `least` bytes off the wire, else the reading stops
+    with :class:`BodyStalled` (curl's ``--speed-time``/``--speed-limit``; never truncated).
     """
     layers = _layers(resp.headers.get("Content-Encoding", ""))
     if layers is None:
@@ -160,8 +231,15 @@ async def read_body(
     buf = io.BytesIO()
     size = 0
     wire = 0
+    paced = _Pace(*pace) if pace is not None else None
     try:
-        async for chunk in resp.content.iter_chunked(_READ_CHUNK):
+        while True:
+            if paced is None:
+                chunk = await resp.content.read(_READ_CHUNK)
+            else:
+                chunk = await paced.read(resp.content)
+            if not chunk:
+                break
             wire += len(chunk)
             for piece in _steps(layers, chunk, limit):
                 buf.write(piece)

@@ -7,6 +7,11 @@ listed in ``GEN_RESULT_HOSTS``, are ever connected to. Redirects are followed by
 checked like the first URL. Retries and backoff are the transport's (:meth:`Transport.retrying`).
 Every request of a download, each redirect hop and each host included, is counted in the metrics as
 :attr:`~framecast.values.service_requests.RequestKind.DOWNLOAD`.
+
+A download must keep moving (:func:`stall_rule`, checked by the body's reader: ``pace`` of
+:func:`~framecast.service.body.read_body`): one that stalls fails early, instead of holding one of
+the results slots (``RESULTS_AT_ONCE``: :meth:`framecast.jobs.fitting.ResultFitter.held`) until its
+total timeout while every server's finished results wait behind it.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import yarl
 from aiohttp.abc import AbstractResolver
 
 from framecast.safetext import clean_text
-from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge
+from framecast.service.body import ACCEPT_ENCODING, BodyStalled, BodyTooLarge
 from framecast.service.errors import (
     AuthError,
     DownloadError,
@@ -39,11 +44,33 @@ from framecast.service.netguard import (
 from framecast.service.transport import Answer, Gate, Retry, Transport
 from framecast.values.service_requests import Priority, RequestKind
 
-__all__ = ["ResultFetcher"]
+__all__ = ["STALL_MIN_RATE", "STALL_SHARE", "STALL_WINDOW", "ResultFetcher", "stall_rule"]
 
 log = logging.getLogger(__name__)
 
 _Origin = tuple[str, str, int | None]
+
+# The minimum progress of a download, curl's --speed-limit/--speed-time: a body that brings fewer
+# than STALL_MIN_RATE bytes a second, on average over a window of STALL_WINDOW seconds, has stalled
+# and fails then (each request alone, its windows counted from its answer's headers). What it
+# trades: a stalled result host holds a results slot one window or two (30-60 s) instead of the
+# whole GEN_DOWNLOAD_TIMEOUT (300 s), during which every server's finished results wait; in
+# exchange a host that sends next to nothing for 30 s fails a download it might have finished.
+# 4 KiB/s is far below any useful speed (a 720p clip of a few MB at that speed would not arrive
+# within 300 s anyway) and far above a trickle (a byte every 0.3 s is 3 bytes a second); a slow CDN
+# at 20 KB/s brings five times the floor. 30 s rides out a host's or a link's pause (a
+# retransmission, a CDN fetching from its origin) but not a dead one.
+STALL_MIN_RATE = 4096
+STALL_WINDOW = 30.0
+#: A window is at most this share of the download's total timeout (a 10 s total gets 3.3 s
+#: windows): a download allowed a short time must not spend most of it stalled.
+STALL_SHARE = 1 / 3
+
+
+def stall_rule(timeout: float) -> tuple[float, int]:
+    """The window (seconds) and the least bytes each window must bring, for a total `timeout`."""
+    window = min(STALL_WINDOW, timeout * STALL_SHARE)
+    return window, max(1, int(STALL_MIN_RATE * window))
 
 
 class ResultFetcher:
@@ -91,6 +118,7 @@ class ResultFetcher:
         """Fetch `url`, streaming, at most `max_bytes` bytes after decompression (see the client).
 
         `gate`: awaited before each request is sent, after its budget slot (see ``Transport.exchange``).
+        Each body must keep moving (:func:`stall_rule` of `timeout`), else it fails as stalled.
         """
         try:
             target = yarl.URL(url)
@@ -134,6 +162,7 @@ class ResultFetcher:
                 timeout=timeout,
                 max_bytes=max_bytes,
                 gate=gate,
+                pace=stall_rule(timeout),
             )
             if answer.timed_out:
                 raise DownloadError(f"the download did not finish within {timeout:g} s")
@@ -144,6 +173,8 @@ class ResultFetcher:
             if answer.ok:
                 if isinstance(answer.unreadable, BodyTooLarge):
                     raise DownloadTooLarge(limit=max_bytes, size=answer.unreadable.size)
+                if isinstance(answer.unreadable, BodyStalled):
+                    raise DownloadError(answer.unreadable.reason)  # not retried: the host is stuck
                 if answer.unreadable is not None:
                     raise DownloadError("the result's compression is broken or unknown")
                 if same_origin:

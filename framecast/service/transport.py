@@ -47,7 +47,7 @@ from framecast.config import Secret
 from framecast.logsetup import mask, masked_secrets
 from framecast.ops.metrics import OPERATOR_KEY, Metrics
 from framecast.safetext import clean_text
-from framecast.service.body import ACCEPT_ENCODING, BodyTooLarge, BodyUndecodable, read_body
+from framecast.service.body import ACCEPT_ENCODING, BodyStalled, BodyTooLarge, BodyUndecodable, read_body
 from framecast.service.budget import Budget
 from framecast.service.errors import (
     AuthError,
@@ -102,16 +102,16 @@ class Answer:
 
     ``status`` is ``None`` when no answer came (``problem`` says why: a timeout, a connection
     error kept in ``failure``). A 2xx body is in ``body``, or ``unreadable`` says why it could not
-    be read within the cap; of a 4xx, ``body`` holds the beginning (when asked for). ``penalty`` is
-    the budget's pause after a 429 of a request that went through the budget; ``concurrency``: the
-    429 refused a create for the key's tasks at once (no pause then).
+    be read within the cap (or stalled, with a pace); of a 4xx, ``body`` holds the beginning (when
+    asked for). ``penalty`` is the budget's pause after a 429 of a request that went through the
+    budget; ``concurrency``: the 429 refused a create for the key's tasks at once (no pause then).
     """
 
     status: int | None = None
     retry_after: str | None = None  # the raw header; see Transport.retry_after
     location: str | None = None  # a redirect's target, as sent
     body: bytes = b""
-    unreadable: BodyTooLarge | BodyUndecodable | None = None
+    unreadable: BodyTooLarge | BodyUndecodable | BodyStalled | None = None
     refused: BadResponse | None = None  # the JSON answer's cost is over a cap, or it is no JSON
     parsed: Any = _UNPARSED  # the JSON answer, once parsed (see Transport.request_json)
     problem: str = ""
@@ -258,6 +258,7 @@ class Transport:
         data: bytes | None = None,
         json_items: int | None = None,
         gate: Gate | None = None,
+        pace: tuple[float, int] | None = None,
     ) -> Answer:
         """One HTTP request, redirects not followed, inside a budget slot when `budgeted`.
 
@@ -267,10 +268,13 @@ class Transport:
         A 2xx body is read with the cap `max_bytes`; with `error_body`, the beginning of a 4xx body
         too. With `json_items`, the 2xx body is a JSON answer whose values are counted while it is
         read (:class:`~framecast.service.jsonscan.JsonScan`): past `json_items` values or
-        :data:`JSON_MAX_DEPTH` levels, reading stops and ``refused`` says why. Timeouts and connection errors end up in the answer, not raised. The request is
-        counted as `kind` with its status (none: no answer) once it is over, and, when `budgeted`
-        (the service's own origin: results elsewhere are not the service), reported to
-        :attr:`outage`.
+        :data:`JSON_MAX_DEPTH` levels, reading stops and ``refused`` says why. With `pace`
+        (``(window, least)``: see :func:`~framecast.service.body.read_body`), the 2xx body must keep
+        moving, else ``unreadable`` is its :class:`~framecast.service.body.BodyStalled` (a stalled
+        host is no passing error). Timeouts and connection errors end up in the answer, not
+        raised. The request is counted as `kind` with its status (none: no answer) once it is
+        over, and, when `budgeted` (the service's own origin: results elsewhere are not the
+        service), reported to :attr:`outage`.
         """
         answer = Answer()
         slot = self.budget.slot(priority) if budgeted else contextlib.nullcontext()
@@ -298,8 +302,8 @@ class Transport:
                         if json_items is not None:
                             scan = JsonScan(max_items=json_items, max_depth=JSON_MAX_DEPTH)
                         try:
-                            answer.body = await read_body(resp, max_bytes, scan=scan)
-                        except (BodyTooLarge, BodyUndecodable) as exc:
+                            answer.body = await read_body(resp, max_bytes, scan=scan, pace=pace)
+                        except (BodyTooLarge, BodyUndecodable, BodyStalled) as exc:
                             answer.unreadable = exc
                         except BadResponse as exc:
                             answer.refused = exc
@@ -429,6 +433,8 @@ class Transport:
             self.budget.reward()
             if isinstance(answer.unreadable, BodyTooLarge):
                 unreadable = f"the answer is larger than the {limit}-byte limit"
+            elif isinstance(answer.unreadable, BodyStalled):
+                unreadable = answer.unreadable.reason
             elif answer.unreadable is not None:
                 unreadable = "the answer's compression is broken or unknown"
             elif answer.refused is not None:

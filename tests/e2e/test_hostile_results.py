@@ -97,6 +97,42 @@ async def test_finished_results_are_downloaded_one_at_a_time_and_all_delivered(s
     no_crash(world)
 
 
+async def test_a_stalled_download_fails_early_and_does_not_hold_other_servers_results(
+    start: StartWorld,
+) -> None:
+    # Two results of one server trickle in (a byte every 0.3 s, their whole length promised) and
+    # hold both results slots; three jobs of another server finish meanwhile. The harness's
+    # GEN_DOWNLOAD_TIMEOUT is 10 s: its stall windows are 3.3 s (framecast.service.download).
+    world = await start(guilds=2, extra_env={"RESULTS_AT_ONCE": "2", "MEMBER_JOB_LIMIT": "5"})
+    world.service.file_trickle = (1, 0.3)
+    world.service.file_trickle_only = "trickle"
+
+    def trickles() -> list[Any]:
+        return [r for r in file_requests(world) if r.status is None]  # still being served
+
+    slow = [await world.video(f"a trickle {i}") for i in range(2)]
+    slow_ids = [await world.job_id(it) for it in slow]
+    await world.service.wait_for(lambda: len(trickles()) == 2, timeout=20)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    fast = [await world.video(f"a quick clip {i}", guild=1, member=world.members[1][i]) for i in range(3)]
+    for it in fast:
+        assert status_of(await world.delivered(it, timeout=30)).startswith("✅")
+    waited = loop.time() - began
+    # Before, they waited for both stalled downloads' whole 10 s; now for their stall (3.3 s).
+    assert waited < 8, f"the other server's results waited {waited:.1f} s behind the stalled downloads"
+    for it, job_id in zip(slow, slow_ids, strict=True):
+        row = await wait_recorded(world, job_id, "failed")
+        assert row["error_code"] == "download_failed"
+        assert f"job {job_id} failed: download_failed: the download stalled: " in world.bot.log_text()
+        msg = await it.wait_original(lambda m: status_of(m).startswith("❌"), timeout=10)
+        assert "could not be downloaded" in status_of(msg)
+        assert world.files_for(job_id) == []
+    assert len(file_requests(world)) == 5  # each fetched once, none retried
+    await world.service.wait_for(lambda: not trickles(), timeout=5)  # and let go of
+    no_crash(world)
+
+
 # ---------------------------------------------------------------------- 5: a lone surrogate in `error`
 
 

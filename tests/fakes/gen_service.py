@@ -244,6 +244,10 @@ class FakeService:
       ``file_stall``: seconds to stall after the first chunk (slow download).
       ``file_resets``: the next K file requests break off after their first chunk (the connection
       reset mid-download: a Content-Length is promised, half the bytes come, the socket closes).
+      ``file_trickle``: ``(size, seconds)``: serve files `size` bytes at a time, one piece every
+      `seconds`, the whole length promised (``(1, 0.3)``: a stalled result host; None: off).
+      ``file_trickle_only``: trickle only the files of tasks whose prompt holds this text (None:
+      every file).
     * ``result_base_url``: the base of result URLs (default: this fake; see ``alt_base_url`` for
       the same server under another host name, i.e. a "foreign" CDN origin).
     * ``result_url``: a result URL given verbatim (any scheme, host or path: ``file:///etc/passwd``,
@@ -302,6 +306,8 @@ class FakeService:
         self.file_chunked = False
         self.file_stall = 0.0
         self.file_resets = 0
+        self.file_trickle: tuple[int, float] | None = None
+        self.file_trickle_only: str | None = None
         self.result_base_url: str | None = None
         self.result_url: str | None = None
         self.file_redirect: str | None = None
@@ -726,6 +732,13 @@ class FakeService:
             return _json([m for m, _ in self.models])
         return _json({"models": len(self.models)})
 
+    def _trickles(self, name: str) -> bool:
+        """Whether the file `name` is trickled (see ``file_trickle_only``)."""
+        if self.file_trickle_only is None:
+            return True
+        task = self.tasks.get(name.split(".")[0])
+        return task is not None and self.file_trickle_only in task.prompt
+
     async def _file(self, request: web.Request) -> web.StreamResponse:
         if self.file_status is not None:
             return _error(self.file_status, "this link has expired")
@@ -752,6 +765,8 @@ class FakeService:
         if self.file_resets > 0:
             self.file_resets -= 1
             return await _broken_off(request, payload, mime)
+        if self.file_trickle is not None and self._trickles(name):
+            return await _trickled(request, payload, mime, *self.file_trickle)
         if not self.file_chunked and self.file_stall <= 0:
             return web.Response(body=payload, content_type=mime)
         response = web.StreamResponse(headers={"Content-Type": mime})
@@ -767,6 +782,24 @@ class FakeService:
                 await asyncio.sleep(self.file_stall)
         await response.write_eof()
         return response
+
+
+async def _trickled(
+    request: web.Request, payload: bytes, mime: str, size: int, every: float
+) -> web.StreamResponse:
+    """A result host that sends `size` bytes every `every` seconds, the full length promised, until
+    the whole file is sent or the client goes away."""
+    response = web.StreamResponse(headers={"Content-Type": mime})
+    response.content_length = len(payload)
+    await response.prepare(request)
+    try:
+        for offset in range(0, len(payload), size):
+            await response.write(payload[offset : offset + size])
+            await asyncio.sleep(every)
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the client gave up on it
+    return response
 
 
 async def _broken_off(request: web.Request, payload: bytes, mime: str) -> web.StreamResponse:

@@ -801,7 +801,8 @@ async def test_download_timeout_and_bad_url(
     fake_service: FakeService, session: aiohttp.ClientSession
 ) -> None:
     fake_service.video_payload = b"\x01" * 200_000
-    fake_service.file_stall = 2.0
+    # It keeps moving (320 kB/s: never stalled, see test_download_progress), but needs 0.6 s.
+    fake_service.file_trickle = (16384, 0.05)
     client = make_client(fake_service, session)
     with pytest.raises(DownloadError, match="did not finish within 0.3 s"):
         await client.download(fake_service.base_url + "/files/x.mp4", max_bytes=10**6, timeout=0.3)
