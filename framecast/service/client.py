@@ -438,7 +438,7 @@ class GenerationClient:
             gate=gate,
         )
         try:
-            status = parse_poll(data, kind=kind, base_url=self._base_url)
+            status = parse_poll(data, kind=kind, base_url=self._base_url, task_id=task_id)
         except BadResponse as exc:
             raise BadResponse(f"{what}: {exc.message.removeprefix('poll: ')}") from None
         if status.progress is None and isinstance(data, dict) and data.get("progress") is not None:

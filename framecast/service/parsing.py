@@ -148,17 +148,25 @@ def parse_task_id(data: Any, *, what: str = "create video") -> str:
     raise BadResponse(f"{what}: the response has no usable video_id or task_id (keys: {_keys_of(data)})")
 
 
-def parse_poll(data: Any, *, kind: str = "video", base_url: str) -> TaskStatus:
+def parse_poll(data: Any, *, kind: str = "video", base_url: str, task_id: str | None = None) -> TaskStatus:
     """One poll answer (``GET /svcapi``) as a :class:`TaskStatus`.
 
     `kind` is ``"video"`` (the URL is in ``video_url``) or ``"image"`` (``image_url``, ``url``,
     ``video_url``, ``result_url`` or ``data[0].url``); a relative URL is taken relative to
     `base_url`. A ``failed`` task is a status, its ``error`` made safe with :func:`clean_text`.
-    Raises :class:`BadResponse` (only) for an answer that is not an object, has no or an unknown
-    status, or is completed without a usable result URL.
+    Raises :class:`BadResponse` (only) for an answer that is not an object, names tasks (in
+    ``video_id``, ``task_id``) none of which is `task_id` (another task's result is never
+    delivered), has no or an unknown status, or is completed without a usable result URL.
     """
     if not isinstance(data, dict):
         raise BadResponse(f"poll: expected a JSON object, got {type_name(data)}")
+    named = [
+        str(data[field]).strip()
+        for field in ("video_id", "task_id")
+        if isinstance(data.get(field), (str, int)) and not isinstance(data.get(field), bool)
+    ]
+    if task_id is not None and named and task_id not in named:
+        raise BadResponse(f"poll: the answer is about another task ({clean_text(named[0], 40)!r})")
     raw_status = data.get("status")
     if not isinstance(raw_status, str) or not raw_status.strip():
         raise BadResponse(f"poll: the response has no status (keys: {_keys_of(data)})")

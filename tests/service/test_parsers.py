@@ -350,3 +350,28 @@ def test_bytes_to_status(body: bytes) -> None:
         check_status(parse_poll(load_json(body), kind="image", base_url=BASE))
     except BadResponse:
         pass
+
+
+@pytest.mark.parametrize(
+    "named", [{"video_id": "someone-else"}, {"task_id": 7}, {"video_id": "t2", "task_id": "t3"}]
+)
+def test_a_poll_answer_about_another_task_is_refused_never_taken_for_this_one(named: dict[str, Any]) -> None:
+    data = {"status": "completed", "video_url": "https://cdn.example/other.mp4", **named}
+    with pytest.raises(BadResponse, match="another task"):
+        parse_poll(data, base_url=BASE, task_id="t1")
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        {},
+        {"video_id": "t1"},
+        {"task_id": " t1 "},
+        {"video_id": None},
+        {"video_id": True},
+        {"video_id": "t1", "task_id": "internal-9"},
+    ],
+)
+def test_a_poll_answer_naming_this_task_or_none_is_read(named: dict[str, Any]) -> None:
+    data = {"status": "completed", "video_url": "https://cdn.example/mine.mp4", **named}
+    assert parse_poll(data, base_url=BASE, task_id="t1").result_url == "https://cdn.example/mine.mp4"
