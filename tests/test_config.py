@@ -838,6 +838,17 @@ def test_an_env_file_that_is_not_utf8_is_one_line_naming_the_file_never_its_text
     assert info.value.__cause__ is None and info.value.__suppress_context__
 
 
+def test_an_env_that_is_a_directory_is_named_not_silently_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _isolate(monkeypatch, *REQUIRED)
+    (tmp_path / ".env").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value) == ".env: is a directory, not a file of NAME=value lines"
+
+
 def test_names_that_look_meant_for_the_bot_but_are_no_setting_are_listed_with_the_closest_setting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

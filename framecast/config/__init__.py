@@ -343,6 +343,8 @@ def load_settings(
 def _read_env_file(path: Path) -> Mapping[str, Any]:
     """The variables of the ``.env`` file (none if there is no such file); one line naming the file
     when it cannot be read, never its text (it holds the secrets)."""
+    if path.is_dir():  # what Docker makes of a bind mount whose file did not exist: nothing was read
+        raise ConfigError(str(path), "is a directory, not a file of NAME=value lines")
     try:
         return DotEnvSettingsSource(Settings, env_file=path, env_file_encoding="utf-8")()
     except UnicodeDecodeError as exc:
