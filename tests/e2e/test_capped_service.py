@@ -6,10 +6,12 @@ The production ratio scaled 30x (16 requests per 2 s, polls every 1 s), as in te
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+from collections.abc import AsyncIterator
 from pathlib import Path
 
-from tests.e2e.harness import button_ids, close_world, make_world, wait_state
+from tests.e2e.harness import World, button_ids, close_world, make_world, wait_state
 from tests.fakes.gen_service import TaskPlan
 
 PLANNED = {
@@ -21,13 +23,22 @@ PLANNED = {
 }
 
 
-async def test_a_capped_service_delivers_every_job_with_few_refused_creates(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def capped(tmp_path: Path) -> AsyncIterator[World]:
+    """The bot on a service running at most two of the key's tasks, 16 requests a 2 s window."""
     world = await make_world(tmp_path, guilds=2, members=2, extra_env=PLANNED)
     try:
         await world.start_bot()
+        world.service.rate_limit = (16, 2.0)
+        world.service.max_running = 2
+        yield world
+    finally:
+        await close_world(world)
+
+
+async def test_a_capped_service_delivers_every_job_with_few_refused_creates(tmp_path: Path) -> None:
+    async with capped(tmp_path) as world:
         service = world.service
-        service.rate_limit = (16, 2.0)
-        service.max_running = 2
         rng = random.Random(3)
         service.plans = [
             (f"g{g} m{m} j{j} ", TaskPlan(duration=rng.uniform(1.5, 3.0), polls=0))
@@ -54,19 +65,13 @@ async def test_a_capped_service_delivers_every_job_with_few_refused_creates(tmp_
         # The refusals paused nothing: no poll was refused, the key's window was never exceeded.
         assert service.count(status=429) == len(refused)
         assert service.max_in_window(2.0) <= 16
-    finally:
-        await close_world(world)
 
 
 async def test_cancelled_tasks_the_service_still_runs_cost_no_refused_creates(tmp_path: Path) -> None:
     # The service has no cancel call: a job cancelled while its task runs leaves the task running
     # there, and the next creates, sent as if its place were free, were refused one after another.
-    world = await make_world(tmp_path, guilds=2, members=2, extra_env=PLANNED)
-    try:
-        await world.start_bot()
+    async with capped(tmp_path) as world:
         service = world.service
-        service.rate_limit = (16, 2.0)
-        service.max_running = 2
         service.default_plan = TaskPlan(duration=4.0, polls=0)
         prompts = [f"g{g} m{m} j{j} " for j in range(2) for m in range(2) for g in range(2)]
         its = {
@@ -93,5 +98,3 @@ async def test_cancelled_tasks_the_service_still_runs_cost_no_refused_creates(tm
         # that teaches the cap (before: one every backoff while each cancelled task ran).
         assert len(refused) <= 2, [r.received for r in refused]
         assert service.max_in_window(2.0) <= 16
-    finally:
-        await close_world(world)
