@@ -427,6 +427,7 @@ class Planner:
         """The poll pacer of `job`'s task (registers the task; a restored job keeps its times)."""
         task = self._polls.get(job.id)
         self._unpolled.pop(job.id, None)
+        self._abandoned.pop(job.id, None)  # polled again (a job resumed): counted once, as polled
         if task is None:
             task = self._polls.add(job, video=job.kind is JobKind.VIDEO)
             p = self._current_pushback()

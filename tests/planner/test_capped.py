@@ -148,6 +148,14 @@ async def test_a_cancelled_task_counts_against_the_cap_until_most_of_its_kind_wo
     assert rig.planner.ceiling() == 3
 
 
+async def test_a_task_polled_again_after_it_was_let_go_counts_once(rig: Rig) -> None:
+    jobs = await rig.running(3)
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    rig.planner.forget(jobs[0].id)  # e.g. its job paused for a store outage, then resumed here
+    rig.planner.pacer(jobs[0])
+    assert rig.planner.ceiling() == 3
+
+
 async def test_a_task_seen_failed_frees_its_place_at_once(rig: Rig) -> None:
     jobs = await rig.running(3)
     rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
