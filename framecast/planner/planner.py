@@ -318,7 +318,8 @@ class Planner:
                 log.info("the service refused a create at %d tasks; holding there", self._on_key())
             elif refusal is RefusalKind.CONCURRENCY:
                 log.warning(
-                    "the service runs at most %d of this key's tasks at once; holding there", self._on_key()
+                    "the service runs at most %d of this key's tasks at once; holding there",
+                    self._pushback.ceiling or 1,
                 )
             else:
                 log.warning(
@@ -335,18 +336,24 @@ class Planner:
         if self._on_key() == 0:
             await self._clock.sleep(fallback)
             return
-        wait = self._settings.poll_max_interval
-        if self._abandoned:
-            wait = min(wait, max(0.0, min(self._abandoned.values()) - self._clock.monotonic()))
-        room: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._room_waiters[job_id] = room
-        timer = asyncio.ensure_future(self._clock.sleep(wait))
-        try:
-            await asyncio.wait((room, timer), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            timer.cancel()
-            if self._room_waiters.get(job_id) is room:
-                del self._room_waiters[job_id]
+        while True:
+            wait = self._settings.poll_max_interval
+            if self._abandoned:
+                wait = min(wait, max(0.0, min(self._abandoned.values()) - self._clock.monotonic()))
+            room: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._room_waiters[job_id] = room
+            timer = asyncio.ensure_future(self._clock.sleep(wait))
+            try:
+                await asyncio.wait((room, timer), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                timer.cancel()
+                if self._room_waiters.get(job_id) is room:
+                    del self._room_waiters[job_id]
+            if room.done() or not (self._creating or self._woken):
+                # Woken for a task's room, or the longest wait is over with no other create being
+                # tried: this one tries (several tried at once were all refused but one).
+                self._woken.add(job_id)
+                return
 
     def _on_key(self) -> int:
         """Tasks on the service with this key: this process's (those abandoned that may still run

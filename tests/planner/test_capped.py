@@ -148,6 +148,27 @@ async def test_a_cancelled_task_counts_against_the_cap_until_most_of_its_kind_wo
     assert rig.planner.ceiling() == 3
 
 
+async def test_after_the_longest_wait_one_refused_create_tries_again_not_all(rig: Rig) -> None:
+    await rig.running(3)
+    rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
+    refused = [await rig.job() for _ in range(3)]
+    waiting = [asyncio.create_task(rig.planner.after_refusal(job.id, 2.0)) for job in refused]
+    await asyncio.sleep(0)
+    await rig.clock.advance(6 * INTERVAL)  # the longest gap between polls: no task seen ending
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert [task.done() for task in waiting] == [True, False, False]
+    rig.planner.create_sent(refused[0])  # tried, and refused again: the next longest wait, one more
+    rig.planner.create_failed(refused[0].id, CONCURRENCY)
+    await rig.clock.advance(6 * INTERVAL)
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert [task.done() for task in waiting] == [True, True, False]
+    for task in waiting:
+        task.cancel()
+    await asyncio.gather(*waiting, return_exceptions=True)
+
+
 async def test_a_task_polled_again_after_it_was_let_go_counts_once(rig: Rig) -> None:
     jobs = await rig.running(3)
     rig.planner.create_finished(ok=False, pushed_back=True, refusal=CONCURRENCY)
