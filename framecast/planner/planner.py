@@ -356,9 +356,13 @@ class Planner:
                 return
 
     def _on_key(self) -> int:
-        """Tasks on the service with this key: this process's (those abandoned that may still run
-        included) and the others'."""
-        return len(self._polls) + len(self._unpolled) + self._still_running() + self._others().running
+        """Tasks on the service with this key: this process's and the others'."""
+        return self._mine() + self._others().running
+
+    def _mine(self) -> int:
+        """This process's tasks on the service: polled, created and not polled yet, and those let go
+        that it may still run."""
+        return len(self._polls) + len(self._unpolled) + self._still_running()
 
     def _still_running(self) -> int:
         """Tasks abandoned here that the service may still run."""
@@ -410,8 +414,7 @@ class Planner:
 
     def _share(self) -> Share:
         """What this planner publishes for the other processes."""
-        running = len(self._polls) + len(self._unpolled) + self._still_running()
-        return Share(demand=self.demand(), running=running, pushback=self._current_pushback())
+        return Share(demand=self.demand(), running=self._mine(), pushback=self._current_pushback())
 
     # -- one job's handle -----------------------------------------------------------------------------
     def plan(self, job: Job) -> PlannedJob:

@@ -433,8 +433,6 @@ class Transport:
             self.budget.reward()
             if isinstance(answer.unreadable, BodyTooLarge):
                 unreadable = f"the answer is larger than the {limit}-byte limit"
-            elif isinstance(answer.unreadable, BodyStalled):
-                unreadable = answer.unreadable.reason
             elif answer.unreadable is not None:
                 unreadable = "the answer's compression is broken or unknown"
             elif answer.refused is not None:
