@@ -8,6 +8,7 @@ every Remix form's submit reaches :func:`cogs.views.remix.remix_submitted` throu
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from typing import TYPE_CHECKING
 
@@ -71,10 +72,13 @@ class Jobs(commands.Cog):
             await interaction.edit_original_response(content=error_message(refused, loc, personal=personal))
             return
         job = details.job
+        # In the asker's language, not the requester's (the job's message speaks theirs).
         rendered = render_job(
-            job, position=details.position, now=details.now, poll_timeout=details.poll_timeout
+            dataclasses.replace(job, locale=str(loc)),
+            position=details.position,
+            now=details.now,
+            poll_timeout=details.poll_timeout,
         )
-        show_sent_prompt(rendered.embed, job, loc)
         if details.hidden is not None:
             # Another member's job from a channel this viewer cannot read: what /queue shows of it.
             rendered.embed.description = t(HIDDEN_KEYS[details.hidden], loc)
@@ -84,6 +88,7 @@ class Jobs(commands.Cog):
                 allowed_mentions=discord.AllowedMentions.none(),
             )
             return
+        show_sent_prompt(rendered.embed, job, loc)
         # A result that Discord let the bot post nowhere (a personal job's token spent and DMs
         # refused, its channel gone as it came, or its file refused there): its requester gets the
         # file, on this answer (an interaction's own: no channel permission needed).

@@ -76,8 +76,8 @@ def show_sent_prompt(embed: discord.Embed, job: Job, locale: str | discord.Local
 
     The member's own prompt is the embed's description and the style's name a field already.
     """
-    if job_style(job.params) is None:
-        return
+    if job_style(job.params) is None or not job.service_prompt:
+        return  # no style, or a prompt this viewer may not read (Discord refuses an empty field)
     # A field holds 1024 characters, a whole embed 6000.
     room = min(FIELD_CHARS, 5990 - len(embed) - len(t("style_field_sent", locale)))
     if room >= 16:

@@ -214,8 +214,9 @@ class Intake:
             raise self._quota_error(JobKind(kind), 0)
         if self._index.member_count(who.guild_id, who.user_id) >= policy.member_jobs:
             raise IntakeError(IntakeProblem.MEMBER_LIMIT, limit=policy.member_jobs)
-        if self._index.queued_count(who.guild_id) >= policy.queue_cap:
-            raise IntakeError(IntakeProblem.GUILD_QUEUE_FULL, cap=policy.queue_cap)
+        if (queued := self._index.queued_count(who.guild_id)) >= policy.queue_cap:
+            # The count waiting, which a cap lowered below the queue leaves above the cap.
+            raise IntakeError(IntakeProblem.GUILD_QUEUE_FULL, cap=queued)
 
     def check_prompt(self, guild_id: int, prompt: str | None) -> str:
         """The prompt unchanged, or :class:`IntakeError`: empty, too long, or on the guild's blocklist.
@@ -255,8 +256,11 @@ class Intake:
         preset = presets.VIDEO_SIZES.get(size_key)
         if preset is None:
             raise IntakeError(IntakeProblem.BAD_OPTION, option="size")
-        secs = seconds or _valid(server.video_seconds, presets.VIDEO_SECONDS) or presets.DEFAULT_VIDEO_SECONDS
-        fps = frame_rate or _valid(server.video_fps, presets.FRAME_RATES) or presets.DEFAULT_FRAME_RATE
+        # Only an option left out takes a default: a 0 typed into the Remix form is refused below.
+        secs = seconds if seconds is not None else _valid(server.video_seconds, presets.VIDEO_SECONDS)
+        secs = secs if secs is not None else presets.DEFAULT_VIDEO_SECONDS
+        fps = frame_rate if frame_rate is not None else _valid(server.video_fps, presets.FRAME_RATES)
+        fps = fps if fps is not None else presets.DEFAULT_FRAME_RATE
         if secs not in presets.VIDEO_SECONDS:
             raise IntakeError(IntakeProblem.BAD_OPTION, option="length")
         if fps not in presets.FRAME_RATES:

@@ -382,6 +382,8 @@ class Members:
         who = dataclasses.replace(where, user_id=job.user_id)
         try:
             self._intake.precheck(who, job.kind)
+            # Today's blocklist and prompt limit, as for Again: a term added since the failure holds.
+            self._intake.check_prompt(job.guild_id, job.prompt)
         except IntakeError as error:
             raise _whose_limit(error, member=job.user_id, asking=where.user_id) from None
         params = {k: v for k, v in job.params.items() if k not in _MODEL_KEYS}

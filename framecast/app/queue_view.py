@@ -38,10 +38,13 @@ _PRIVATE_PARAMS = frozenset({"prompt", STYLED_PROMPT})
 
 def without_prompt(job: Job) -> Job:
     """`job` as a viewer who may not read its prompt gets it: not only unshown but absent (the
-    member's words, also inside its style, its chat record with the message to link to, and its
-    result's link), so no renderer can leak them."""
+    member's words, also inside its style, its chat record with the message to link to, its
+    result's link, and the service's failure text, which may quote the prompt), so no renderer
+    can leak them."""
     params = {key: value for key, value in job.params.items() if key not in _PRIVATE_PARAMS}
-    return dataclasses.replace(job, params=params, discord={}, result_url=None, result_local=False)
+    return dataclasses.replace(
+        job, params=params, discord={}, result_url=None, result_local=False, error_detail=None
+    )
 
 
 def as_seen_by(viewer: QueueViewer, job: Job) -> tuple[Job, PromptHidden | None]:

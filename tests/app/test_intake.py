@@ -1053,8 +1053,14 @@ async def test_the_servers_limits_replace_the_fixed_ones(guild_world: World, boo
     with pytest.raises(IntakeError) as info:
         await guild_world.accept(who(user=3))
     expect_error(IntakeProblem.GUILD_QUEUE_FULL, cap=2)(info.value)
+    # A cap lowered below the queue: the refusal counts the jobs waiting, not the cap.
+    await guild_world.accept(who(user=1, guild=OTHER_GUILD))
+    book.set(member_jobs=1, queue_cap=1)
+    with pytest.raises(IntakeError) as info:
+        guild_world.intake.precheck(who(user=3))
+    expect_error(IntakeProblem.GUILD_QUEUE_FULL, cap=2)(info.value)
     # The other server has the operator's ceilings (5 per member, 10 queued), not the fixed Limits.
-    for _ in range(3):
+    for _ in range(2):
         await guild_world.accept(who(user=1, guild=OTHER_GUILD))
     guild_world.intake.precheck(who(user=1, guild=OTHER_GUILD))
 

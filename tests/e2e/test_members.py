@@ -8,6 +8,7 @@ import re
 import time
 from typing import Any
 
+from tests.e2e.commands import settings
 from tests.e2e.harness import (
     StartWorld,
     World,
@@ -194,6 +195,34 @@ async def test_remix_with_a_bad_size_or_length_is_refused_and_queues_nothing(wor
         submit = await world.discord.submit_modal(click, {**values_of(click), field: value})
         assert await refusal(submit) == f"That value for “{option}” is not one of the offered choices."
     assert len(service_creates(world)) == 1
+    assert len(job_rows(world)) == 1
+
+
+async def test_remix_with_a_length_or_fps_of_zero_is_refused_not_given_the_default(world: World) -> None:
+    """Only an option left empty takes the server's default: a 0 typed into the form is no offered
+    value, refused as any other, and nothing is queued (it was queued as a 5 s, 24 fps video)."""
+    _, message = await delivered_video(world, "a windmill", length=3, fps=30)
+    for field, option in (("length", "length"), ("fps", "fps")):
+        click = await world.discord.click(message, button(message, "remix"), world.bob)
+        await click.wait_response()
+        submit = await world.discord.submit_modal(click, {**values_of(click), field: "0"})
+        assert await refusal(submit) == f"That value for “{option}” is not one of the offered choices."
+    assert len(service_creates(world)) == 1
+    assert len(job_rows(world)) == 1
+
+
+async def test_retry_of_a_prompt_blocked_since_it_failed_is_refused_and_sends_nothing(world: World) -> None:
+    """Retry reads today's blocklist, as a new /video and Again do: a term an admin added after the
+    job failed holds, and the prompt does not reach the service a second time."""
+    world.service.plans = [("kraken", TaskPlan(outcome="failed", error="a hiccup"))]
+    asked = await world.video("a kraken attacks the ship", member=world.bob)
+    message = await asked.wait_original(lambda m: any(":retry:" in c for c in button_ids(m)))
+    await settings(world, "blocklist add", {"terms": "kraken"})
+    click = await world.discord.click(message, button(message, "retry"), world.bob)
+    assert await refusal(click) == (
+        "Your prompt contains a word or phrase this server does not allow. Please rephrase it."
+    )
+    assert len(service_creates(world, "a kraken attacks the ship")) == 1
     assert len(job_rows(world)) == 1
 
 

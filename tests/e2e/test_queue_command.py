@@ -3,10 +3,11 @@ nobody; with private and age-restricted channels, others' prompts only where the
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from tests.e2e.commands import FOREVER
-from tests.e2e.harness import StartWorld, World, answer_to, button_ids, status_of
+from tests.e2e.commands import FOREVER, settings
+from tests.e2e.harness import StartWorld, World, answer_to, button_ids, status_of, wait_recorded
 from tests.fakes.discord_api import VIEW_CHANNEL, FakeChannel, FakeMember, FakeOverwrite, FakeRole
 from tests.fakes.gen_service import TaskPlan
 
@@ -195,3 +196,59 @@ async def test_again_remix_and_retry_of_a_job_from_a_channel_the_clicker_cannot_
         )
 
     await fake.wait_for(made_again, timeout=15, what="boss's Again")
+
+
+async def test_job_of_a_hidden_styled_or_failed_job_shows_a_manager_neither_prompt_nor_its_echo(
+    start: StartWorld,
+) -> None:
+    """A hidden job keeps no words of its requester's: a styled one has no "sent to the service"
+    field (it was empty, and Discord refused the whole answer), and a failed one no service text,
+    which may quote the prompt."""
+    where: dict[str, Any] = {}
+
+    def channels(world: World) -> None:
+        staff = staff_channel(world, where)
+        where["boss"] = world.discord.add_member(world.guild, "boss", roles=[staff])
+
+    world = await start(setup=channels)
+    fake, guild, boss, admin = world.discord, world.guild, where["boss"], world.admins[0]
+    await settings(world, "styles add", {"name": "noir", "template": "film noir, {prompt}, grain"})
+    world.service.plans = [
+        ("merger", TaskPlan(outcome="failed", error="the prompt 'secret merger' is banned"))
+    ]
+    styled = await fake.slash(
+        guild, where["staff"], boss, "image", {"prompt": "staff secret", "style": "noir"}
+    )
+    await styled.wait_response()
+    styled_id = await world.job_id(styled)
+    await world.delivered(styled)
+    failed = await fake.slash(guild, where["staff"], boss, "video", {"prompt": "secret merger"})
+    await failed.wait_response()
+    failed_id = await world.job_id(failed)
+    await failed.wait_original(lambda m: status_of(m).startswith("❌"))
+
+    for job_id in (styled_id, failed_id):
+        look = await fake.slash(guild, world.channel, admin, "job", {"id": job_id})
+        await look.wait_response()
+        shown = await look.wait_original(lambda m: bool(m.embeds) and not m.loading)
+        seen = str(shown.to_payload())
+        assert not look.errors, look.errors
+        assert "secret" not in seen and "(a prompt from a channel you can't see)" in seen, seen
+
+
+async def test_job_answers_in_the_askers_language_not_the_requesters(world: World) -> None:
+    """The job's message speaks its requester's language; /job speaks the asker's, all of it: the
+    title, the fields, the status and the failure reason."""
+    world.service.plans = [("doomed", TaskPlan(outcome="failed", error="nope"))]
+    asked = await world.video("doomed one", member=world.bob, locale="ja")
+    job_id = await world.job_id(asked)
+    await wait_recorded(world, job_id, "failed")
+    look = await world.discord.slash(
+        world.guild, world.channel, world.admins[0], "job", {"id": job_id}, locale="de"
+    )
+    await look.wait_response()
+    shown = await look.wait_original(lambda m: bool(m.embeds) and not m.loading)
+    [embed] = shown.embeds
+    assert embed["title"] == f"Video · Auftrag #{job_id}", embed["title"]
+    assert [f["name"] for f in embed["fields"]][0] == "Angefordert von", embed["fields"]
+    assert not re.search("[\u3040-\u30ff]", str(embed)), embed  # no kana: nothing Japanese left
