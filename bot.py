@@ -78,6 +78,7 @@ EXTENSIONS = (
     "cogs.info",
     "cogs.history",
     "cogs.gone",
+    "cogs.unclaimed",
 )
 # Never let a stalled Discord rate limit block a worker for long: raise instead and retry later.
 MAX_RATELIMIT_TIMEOUT = 30.0

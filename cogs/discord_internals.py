@@ -18,6 +18,7 @@ import yarl
 __all__ = [
     "count_as_deferred",
     "discard_http_session",
+    "dispatched_by_discord_py",
     "gateway_url",
     "never_connected",
     "point_discord_at",
@@ -112,3 +113,22 @@ def count_as_deferred(interaction: discord.Interaction[Any], *, thinking: bool) 
         else discord.InteractionResponseType.deferred_channel_message
     )
     interaction.response._response_type = kind
+
+
+def dispatched_by_discord_py(client: discord.Client, interaction: discord.Interaction[Any]) -> bool:
+    """Whether discord.py hands `interaction` (a click or a form submit) to a handler of ours: a
+    dynamic item whose template its custom id matches, a view's item, or a modal waiting for it.
+
+    discord.py silently drops a custom id nothing claims, and keeps its claims in the connection's
+    private ``ViewStore`` (``_dynamic_items``, ``_views``, ``_modals``); there is no public way to ask.
+    """
+    data: Any = interaction.data or {}
+    custom_id = str(data.get("custom_id", ""))
+    store = client._connection._view_store
+    if interaction.type is discord.InteractionType.modal_submit:
+        return custom_id in store._modals
+    if any(pattern.fullmatch(custom_id) for pattern in store._dynamic_items):
+        return True
+    key = (int(data.get("component_type", 0) or 0), custom_id)
+    message_id = interaction.message.id if interaction.message is not None else None
+    return key in store._views.get(message_id, {}) or key in store._views.get(None, {})
