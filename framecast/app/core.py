@@ -58,6 +58,7 @@ from framecast.keys.vault import KeyVault
 from framecast.ops.metrics import ActiveJobs, Metrics
 from framecast.planner.planner import PlannerSettings
 from framecast.service.model_list import ModelCache
+from framecast.service.transport import budgeted_session
 from framecast.storage import Store, StoreError, open_store
 from framecast.values import Job
 from framecast.values.reasons import Note
@@ -162,7 +163,7 @@ class Core(Generic[R]):
         clock = clock or SystemClock()
         s = settings
         async with contextlib.AsyncExitStack() as undo:
-            session = aiohttp.ClientSession()
+            session = budgeted_session()
             undo.push_async_callback(session.close)
             if store is None:
                 store = await open_store(s, clock=clock)

@@ -121,6 +121,8 @@ class SpendRecord(Protocol):
 
     def granted(self) -> int: ...
 
+    async def recorded(self) -> None: ...
+
     def ended(self, seq: int) -> None: ...
 
     def paused_until(self) -> float | None: ...
@@ -144,6 +146,11 @@ class _Slot:
         self._held = True
         if (spent := self._budget._spent) is not None:
             self._seq = spent.granted()
+            try:
+                await spent.recorded()  # written before the request goes: a crash then still counts it
+            except BaseException:
+                await self.__aexit__(None, None, None)
+                raise
 
     async def __aexit__(
         self,

@@ -14,8 +14,10 @@ by the crash, counts as ending when the new process starts). A pause the service
   processes, and no record is kept.
 * **Cheap, and off the event loop**: one line of some 40 bytes per grant and per end, handed to a
   thread that writes it without ``fsync``: a process's writes outlive its crash (they are the
-  kernel's then; a crash loses only the lines still queued, microseconds' worth), and a machine's
-  crash outlives the window. A disk that stalls stalls that thread, never the loop: lines wait in a
+  kernel's then), and a machine's crash outlives the window. A grant's request waits for its line
+  to be written (:meth:`SpentOnKey.recorded`: the thread's wake-up, well under a millisecond), so a
+  crash right after a request went out still counts it; at most :data:`WRITE_PATIENCE`, and not
+  while the disk is behind. A disk that stalls stalls that thread, never the loop: lines wait in a
   bounded queue, and past :data:`QUEUED_MAX` are dropped with a warning.
 * **Bounded**: the file is rewritten with only what still counts at start-up and whenever it has
   grown by :data:`REWRITE_AFTER` lines more than that.
@@ -44,7 +46,7 @@ from pathlib import Path
 from framecast.clock import Clock
 from framecast.config import Secret
 
-__all__ = ["CLOSE_PATIENCE", "QUEUED_MAX", "REWRITE_AFTER", "SpentRequests", "SpentOnKey"]
+__all__ = ["CLOSE_PATIENCE", "QUEUED_MAX", "REWRITE_AFTER", "WRITE_PATIENCE", "SpentRequests", "SpentOnKey"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,9 @@ REWRITE_AFTER = 4096
 #: Lines waiting for a slow disk before new ones are dropped (with a warning): some 600 KB of memory
 #: against a disk that stalls for longer than four windows of a busy key's requests.
 QUEUED_MAX = 16384
+#: Seconds a granted request waits for its line to be written (a disk slower than this lets the
+#: request go and loses the line only to a crash in that moment; the next waits resume once it caught up).
+WRITE_PATIENCE = 0.05
 #: Seconds :meth:`SpentRequests.close` waits for the disk to take what is queued before the process
 #: goes on without it.
 CLOSE_PATIENCE = 5.0
@@ -85,6 +90,12 @@ class SpentRequests:
         self._closed = False
         self._fd: int | None = None  # the writer thread's alone once it runs
         self._failing = False  # ditto
+        # Items put in the queue, those the writer finished (set by its thread, then the loop woken),
+        # and the requests waiting for their line: (its item's number, its future); see recorded().
+        self._put_count = self._written_count = 0
+        self._waiting: list[tuple[int, asyncio.Future[None]]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._slow = False  # a wait ran out: none waits until the writer has caught up
 
     @classmethod
     def open(cls, path: Path, *, window: float, clock: Clock) -> SpentRequests:
@@ -123,6 +134,35 @@ class SpentRequests:
         await asyncio.to_thread(self._writer.join, patience)
         if self._writer.is_alive():
             log.warning("the record of spent requests in %s was not written in time at close", self.path)
+
+    async def _recorded(self) -> None:
+        """Wait until what was put so far is written (see the module docstring: WRITE_PATIENCE)."""
+        mine = self._put_count
+        if self._closed or mine <= self._written_count or (self._slow and not self._caught_up()):
+            return
+        self._loop = asyncio.get_running_loop()
+        written: asyncio.Future[None] = self._loop.create_future()
+        self._waiting.append((mine, written))
+        self._written()  # finished before the writer knew of the loop
+        try:
+            await asyncio.wait_for(written, WRITE_PATIENCE)
+        except TimeoutError:
+            self._slow = True
+
+    def _caught_up(self) -> bool:
+        self._slow = self._written_count < self._put_count
+        return not self._slow
+
+    def _written(self) -> None:
+        """(On the loop.) The requests whose lines the writer finished go."""
+        done = self._written_count
+        still = []
+        for mine, written in self._waiting:
+            if mine > done:
+                still.append((mine, written))
+            elif not written.done():
+                written.set_result(None)
+        self._waiting = still
 
     # -- what SpentOnKey calls ---------------------------------------------------------------------
     def _still_counting(self, name: str) -> list[float]:
@@ -205,6 +245,7 @@ class SpentRequests:
     def _put(self, item: bytes | _Rewrite | None) -> None:
         try:
             self._queue.put_nowait(item)
+            self._put_count += 1
         except queue.Full:
             if not self._behind:
                 self._behind = True
@@ -222,6 +263,7 @@ class SpentRequests:
         # What was queued meanwhile goes out at once: the thread wakes once per burst, not once per
         # line (each wake-up takes the interpreter's lock from the event loop), and of several
         # rewrites only the last is written (it holds all that the ones before it and their lines say).
+        done = 0  # items finished, in the order they were put
         while True:
             items = [self._queue.get()]
             with contextlib.suppress(queue.Empty):
@@ -244,6 +286,11 @@ class SpentRequests:
                         self._close_file()
                 for _ in items:
                     self._queue.task_done()
+                done += len(items) - stop
+                self._written_count = done  # before the loop is read: see _recorded
+                if (loop := self._loop) is not None:
+                    with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+                        loop.call_soon_threadsafe(self._written)
             if stop:
                 return
 
@@ -329,6 +376,10 @@ class SpentOnKey:
     def granted(self) -> int:
         """Record a slot granted; returns its number for :meth:`ended`."""
         return self._spent._granted(self._name)
+
+    async def recorded(self) -> None:
+        """Wait until the grant is written (at most ``WRITE_PATIENCE``): its request may go."""
+        await self._spent._recorded()
 
     def ended(self, seq: int) -> None:
         """Record the end of the request granted as `seq`."""

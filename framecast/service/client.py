@@ -489,6 +489,7 @@ class GenerationClient:
                 continue
             if delay > 0:
                 await self._clock.sleep(delay)
+            polled_at = self._clock.monotonic()
             status: TaskStatus | None = None
             try:
                 status = await self._poll(task_id, kind=kind, priority=priority, gate=before_poll)
@@ -517,7 +518,11 @@ class GenerationClient:
                 if on_progress is not None:
                     await on_progress(status)
             now = self._clock.monotonic()
-            if now >= deadline:
+            if now >= deadline and polled_at < deadline - 1e-3:
+                # The deadline passed while this side waited (its store out under `on_progress`):
+                # the task is given up only on a poll sent at or after it, an interval after this one.
+                deadline = max(now, last_poll + interval)
+            elif now >= deadline:
                 message = None
                 if last_problem is not None:
                     message = f"generation task {task_id} did not finish within {timeout:g} s (last poll: {last_problem})"

@@ -67,7 +67,7 @@ from framecast.service.parsing import error_detail
 from framecast.service.refusals import CreateRefusals
 from framecast.values.service_requests import Priority, RefusalKind, RequestKind
 
-__all__ = ["DETAIL_MAX", "Answer", "Gate", "Retry", "Transport"]
+__all__ = ["DETAIL_MAX", "Answer", "Gate", "Retry", "Transport", "budgeted_session"]
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,20 @@ class Retry:
     give_up: Callable[[int], ServiceError]
     retry_after: float | None = None
     budget_pause: float | None = None
+
+
+def budgeted_session() -> aiohttp.ClientSession:
+    """The HTTP session of the service's requests: each one it sends is one the budget granted.
+
+    aiohttp sends an idempotent request (a poll, the model list, a download) a second time, unasked
+    and unlogged, when its connection drops before the answer; a service that counted the first
+    then meets one request the budget never saw, past its rate. The transport's own retries are
+    granted; aiohttp's is turned off through its private ``_retry_connection`` (no public switch in
+    aiohttp 3.14; its own test client does the same).
+    """
+    session = aiohttp.ClientSession()
+    session._retry_connection = False
+    return session
 
 
 class Transport:

@@ -267,6 +267,8 @@ class FakeService:
       ``{"error": {"message": max_running_message, "type": max_running_type}}`` (the message may
       hold ``{limit}``), with ``max_running_retry_after`` as ``Retry-After`` (None: no header).
       Set the message to ``"Rate limit exceeded"`` to make it look like a rate refusal.
+    * ``drop_next``: the next K API requests are counted and answered, then their connection is
+      cut before the answer leaves (a service restarting mid-burst): the client never hears of them.
     * ``before_answer``: awaited with each request's record once its answer is ready and before it
       is sent (None: nothing), so a test can make something happen between the service's work and
       the bot hearing of it (a database cut while a create's answer is on its way).
@@ -294,6 +296,7 @@ class FakeService:
         self.retry_after: float | str | None = None
         self.count_rejected = True
         self.fail_next = 0
+        self.drop_next = 0
         self.fail_status = 503
         self.fail_retry_after: str | None = None
         self.malformed_next = 0
@@ -537,6 +540,9 @@ class FakeService:
         record.status = response.status
         if self.before_answer is not None:
             await self.before_answer(record)
+        if self.drop_next > 0 and request.path in _API_PATHS and request.transport is not None:
+            self.drop_next -= 1
+            request.transport.abort()
         await self._notify()
         return response
 

@@ -89,6 +89,27 @@ async def test_a_request_cut_off_by_a_crash_counts_from_the_restart(journal: Jou
     task.cancel()
 
 
+async def test_a_request_goes_out_only_once_its_grant_is_on_disk(
+    journal: Journal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A SIGKILL a millisecond after the request went out must find its grant in the file (the next
+    # process then counts it): with a disk that takes a while, the request waits for its line.
+    clock, path = ManualClock(), tmp_path / "spent"
+    budget = budget_on(await journal(path, clock), KEY, clock)
+    write = spent_module._write_fully
+
+    def slow_write(fd: int, data: bytes) -> None:
+        threading.Event().wait(0.1)
+        write(fd, data)
+
+    monkeypatch.setattr(spent_module, "_write_fully", slow_write)
+    monkeypatch.setattr(spent_module, "WRITE_PATIENCE", 10.0)
+    for sent in (1, 2):
+        async with budget.slot():
+            granted = [line for line in path.read_text().splitlines() if line.startswith("g ")]
+        assert len(granted) == sent, granted  # this one's too, written before it went
+
+
 async def test_a_full_window_carried_over_holds_the_next_request_until_it_frees(
     journal: Journal, tmp_path: Path
 ) -> None:

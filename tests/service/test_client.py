@@ -53,6 +53,7 @@ from framecast.service.errors import (
     UnreadableAnswer,
     UnsafeResultURL,
 )
+from framecast.service.transport import budgeted_session
 from framecast.values.service_requests import Priority
 from tests.fakes.gen_service import IMAGE_MODEL, POLL_PATH, VIDEO_MODEL, FakeService, TaskPlan
 from tests.service.clients import IMAGE, VIDEO, new_client
@@ -343,6 +344,50 @@ async def test_wait_keeps_the_original_deadline(
     with pytest.raises(TaskTimedOut):
         await client.wait_video(task_id, interval=30.0, timeout=900.0, started_at=clock.time() - 890)
     assert fake_service.count(path=POLL_PATH) == 2
+
+
+async def test_a_deadline_passed_while_progress_was_saved_is_followed_by_one_more_poll(
+    fake_service: FakeService, session: aiohttp.ClientSession
+) -> None:
+    # Saving a poll's progress waits out a store outage; the deadline passes meanwhile. The task
+    # (done by then) is polled once more before it is given up, not timed out unseen.
+    fake_service.default_plan = TaskPlan(polls=1)
+    clock = ScaledClock(100)
+    client = make_client(fake_service, session, clock=clock)
+    task_id = await client.create_video(VIDEO)
+
+    async def store_out(status: TaskStatus) -> None:
+        await clock.sleep(60.0)  # past the 30 s deadline
+
+    done = await client.wait_video(task_id, interval=5.0, timeout=30.0, on_progress=store_out)
+    assert done.state == "completed"
+    assert fake_service.count(path=POLL_PATH) == 2
+    # Still running after the outage: given up on that poll, the one after the deadline.
+    fake_service.default_plan = TaskPlan(duration=3600)
+    task_id = await client.create_video(VIDEO)
+    with pytest.raises(TaskTimedOut):
+        await client.wait_video(task_id, interval=5.0, timeout=30.0, on_progress=store_out)
+    assert fake_service.count(path=POLL_PATH) == 4
+
+
+async def test_a_request_whose_answer_is_cut_off_is_sent_again_only_with_a_budget_grant(
+    fake_service: FakeService,
+) -> None:
+    # The service counted the poll, then the connection dropped: aiohttp would send it again at
+    # once, inside the same grant (two requests at the service for one of the budget's). On the
+    # budgeted session every request the service sees was granted.
+    fake_service.default_plan = TaskPlan(polls=1)
+    async with budgeted_session() as session:
+        client = new_client(fake_service, session, window=60.0)
+        try:
+            task_id = await client.create_video(VIDEO)
+            fake_service.drop_next = 1
+            done = await client.wait_video(task_id, interval=0.05, timeout=30.0)
+            assert done.state == "completed"
+            granted = client.budget.frees_at()
+            assert granted is not None and len(granted) == len(fake_service.requests) == 3
+        finally:
+            await client.close()
 
 
 async def test_wait_survives_a_bad_minute(fake_service: FakeService, session: aiohttp.ClientSession) -> None:
