@@ -10,7 +10,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,7 @@ log = logging.getLogger(__name__)
 # An outage's two lines go out under the package's name, the one operators and alerts look for.
 _outage_log = logging.getLogger("framecast.storage")
 
-#: Seconds the migration's connection waits to connect (its statements are unbounded: a migration
-#: of a large table, or the wait for another process's, may outlast a call).
+#: Seconds the migration's connection waits to connect (its statements may outlast a call: unbounded).
 MIGRATION_CONNECT_TIMEOUT = 10.0
 _FILE_MODE, _DIR_MODE = 0o600, 0o700  # the database holds members' live interaction tokens
 _COMPANIONS = ("-wal", "-shm", "-journal")  # SQLite gives them the database file's permission bits
@@ -233,8 +232,7 @@ class Sqlite(Database):
 
 
 def _journal_mode_wal(cursor: Any, patience: float) -> str:
-    # Another connection opening a new file at the same moment makes this fail at once with
-    # "database is locked" (the busy handler does not cover the switch): try again for a while.
+    # A new file opened by two at once fails "database is locked" (no busy handler here): tried again.
     deadline = time.monotonic() + patience
     while True:
         try:
@@ -270,29 +268,35 @@ class Postgres(Database):
     def __init__(self, dsn: str, timeouts: StoreTimeouts) -> None:
         super().__init__(timeouts, redact_dsn(dsn))
         self._dsn = dsn
-        self._url = url = make_url(dsn).set(drivername="postgresql+asyncpg")
+        self._url = make_url(dsn).set(drivername="postgresql+asyncpg")
         self.engine = create_async_engine(
-            url,
+            self._url,
             pool_size=_POOL_SIZE,
             max_overflow=0,
             pool_timeout=timeouts.pool,
-            connect_args={
-                "timeout": timeouts.connect,
+            async_creator=self._connect(
+                timeout=timeouts.connect,
                 # The driver's bound covers a silent network; the server's frees its side too.
-                "command_timeout": timeouts.statement,
-                "server_settings": {
+                command_timeout=timeouts.statement,
+                server_settings={
                     "statement_timeout": str(max(1, int(timeouts.statement * 1000))),
-                    # A transaction whose client went silent (a partition) would keep its row locks:
-                    # ended after half a statement bound, another process's statement waiting on
-                    # them (a lease takeover) still finishes within its own bound.
+                    # A silent client's transaction (a partition) ends after half a statement bound:
+                    # a statement waiting on its row locks (a takeover) still ends within its own.
                     "idle_in_transaction_session_timeout": str(max(1, int(timeouts.statement * 500))),
                 },
-            },
+            ),
         )
         # Reads need no transaction: one round trip instead of BEGIN, SELECT, ROLLBACK.
         self._reader = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self._owner_conn: AsyncConnection | None = None
         self._owners: set[str] = set()
+
+    def _connect(self, **args: Any) -> Callable[[], Awaitable[Any]]:
+        """asyncpg's connect of the DSN, which reads libpq's ``sslmode`` (SQLAlchemy's refused it)."""
+        import asyncpg  # only with a PostgreSQL store (a bot on SQLite never loads it)
+
+        dsn = self._url.set(drivername="postgresql").render_as_string(hide_password=False)
+        return lambda: asyncpg.connect(dsn, **args)
 
     async def start(self) -> None:
         """Check the server answers (a failure is a :class:`StoreError` without the password)."""
@@ -330,14 +334,12 @@ class Postgres(Database):
     @asynccontextmanager
     async def locked(self, guild_id: int, *, one_statement: bool = False) -> AsyncIterator[AsyncConnection]:
         async with self.write() as conn:
-            # Every add of this guild (jobs, styles), in every process, until the commit (a row lock
-            # cannot cover a row not there yet).
+            # Every add of this guild (jobs, styles), in every process, until the commit (no row yet to lock).
             await conn.execute(select(func.pg_advisory_xact_lock(guild_id)))
             yield conn
 
     async def hold_owner(self, owner: str) -> bool:
-        # A session lock on a dedicated connection: it goes with the process (a crash drops the
-        # connection), so a restarted process gets its name back at once and a second one is refused.
+        # A session lock on its own connection, gone with a crashed process: a restart gets it back at once.
         if owner in self._owners:
             return True
         async with self._track():
@@ -353,7 +355,7 @@ class Postgres(Database):
     async def migrate(self, upgrade: Callable[[Connection], None]) -> None:
         # A second process waits here, then finds the work done; no statement bound on this connection.
         engine = create_async_engine(
-            self._url, poolclass=NullPool, connect_args={"timeout": MIGRATION_CONNECT_TIMEOUT}
+            self._url, poolclass=NullPool, async_creator=self._connect(timeout=MIGRATION_CONNECT_TIMEOUT)
         )
         try:
             async with self._track(), engine.begin() as conn:

@@ -135,6 +135,19 @@ async def test_a_call_waiting_for_a_pooled_connection_is_refused_at_the_pool_bou
         assert await store.get(1) is None
 
 
+async def test_libpq_parameters_in_the_url_are_read_and_the_stores_bounds_still_hold(pg_dsn: str) -> None:
+    # A managed database's connection string carries libpq's parameters (``sslmode``,
+    # ``application_name``): the store opens with them (SQLAlchemy passed them to asyncpg as
+    # keywords it refused: no start), and its statement bound applies beside them.
+    dsn = f"{pg_dsn}?sslmode=prefer&application_name=framecast-probe"
+    async with await Store.open(dsn, timeouts=SHORT) as store:
+        assert await store.ping()
+        async with store._db.autocommit() as conn:  # noqa: SLF001 - the store's own connection
+            name = (await conn.exec_driver_sql("SHOW application_name")).scalar()
+            bound = (await conn.exec_driver_sql("SHOW statement_timeout")).scalar()
+    assert (name, bound) == ("framecast-probe", "500ms")
+
+
 async def test_a_migration_waits_for_another_process_s_migration_past_the_statement_bound(
     pg_dsn: str,
 ) -> None:
