@@ -8,6 +8,7 @@ pages' words come from the bot's own catalogue (:func:`cogs.i18n.t`), in the bro
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import deque
@@ -40,6 +41,9 @@ _MAX_REMEMBERED = 4096
 #: the bot's own Discord rate limit, which its deliveries need. No one browses faster; past it the
 #: page says to try again in a moment.
 LOOKUPS_PER_PERSON, LOOKUP_WINDOW = 30, 10.0
+#: Seconds a page waits for Discord's answer to one look-up before it says Discord cannot be reached
+#: (discord.py waits as long as its HTTP client does: minutes, holding the page and a request).
+LOOKUP_TIMEOUT = 10.0
 
 
 def reading_locale(languages: Sequence[str]) -> str | None:
@@ -61,10 +65,16 @@ class DiscordDirectory:
     their :class:`~framecast.app.PageWords` from the bot's catalogue."""
 
     def __init__(
-        self, bot: Framecast, *, ttl: float = MEMBER_TTL, clock: Callable[[], float] = time.monotonic
+        self,
+        bot: Framecast,
+        *,
+        ttl: float = MEMBER_TTL,
+        clock: Callable[[], float] = time.monotonic,
+        timeout: float = LOOKUP_TIMEOUT,
     ) -> None:
         self._bot = bot
         self._ttl = ttl
+        self._timeout = timeout
         self._clock = clock
         self._seen: dict[tuple[int, int], tuple[float, ServerMember | None]] = {}
         self._asked: dict[int, deque[float]] = {}  # each person's recent look-ups (see LOOKUPS_PER_PERSON)
@@ -77,16 +87,26 @@ class DiscordDirectory:
     async def member(self, guild_id: int, user_id: int, *, fresh: bool = False) -> ServerMember | None:
         """`user_id` in `guild_id` as the bot sees them; None: not a member, or a server the bot is
         not in. Raises :class:`DirectoryUnavailable` while Discord cannot be asked."""
-        guild = self._bot.get_guild(guild_id)
-        if guild is None:
-            return None
         key, now = (guild_id, user_id), self._clock()
         if not fresh and (seen := self._seen.get(key)) is not None and now - seen[0] < self._ttl:
             return seen[1]
+        # Counted before the server is looked for: a server the bot is not in answers as one whose
+        # member the person is not, at the limit too (else the limit tells which servers have the bot).
         if not self._may_ask(user_id, now):
             raise DirectoryBusy()
+        guild = self._bot.get_guild(guild_id)
+        found: ServerMember | None = None
         try:
-            member = await guild.fetch_member(user_id)
+            if guild is not None:
+                async with asyncio.timeout(self._timeout):
+                    member = await guild.fetch_member(user_id)
+                perms = member.guild_permissions
+                found = ServerMember(
+                    actor=Actor(user_id, guild_id, manages_guild=perms.manage_guild or perms.administrator),
+                    viewer=member_viewer(guild, member, in_age_restricted=True),
+                    server_name=guild.name,
+                    channels=tuple((channel.id, channel.name) for channel in guild.text_channels),
+                )
         except discord.NotFound:
             found = None
         except (discord.HTTPException, discord.RateLimited, aiohttp.ClientError, TimeoutError) as exc:
@@ -94,14 +114,6 @@ class DiscordDirectory:
                 log.warning("web: Discord did not answer a member lookup (%s)", type(exc).__name__)
                 self._unavailable = True
             raise DirectoryUnavailable() from None
-        else:
-            perms = member.guild_permissions
-            found = ServerMember(
-                actor=Actor(user_id, guild_id, manages_guild=perms.manage_guild or perms.administrator),
-                viewer=member_viewer(guild, member, in_age_restricted=True),
-                server_name=guild.name,
-                channels=tuple((channel.id, channel.name) for channel in guild.text_channels),
-            )
         self._unavailable = False
         if len(self._seen) >= _MAX_REMEMBERED:
             self._seen.pop(next(iter(self._seen)))
@@ -143,7 +155,9 @@ class DiscordDirectory:
         if not self._may_ask(asker, now):
             raise DirectoryBusy()
         try:
-            message = await self._bot.get_partial_messageable(job.channel_id).fetch_message(message_id)
+            async with asyncio.timeout(self._timeout):
+                channel = self._bot.get_partial_messageable(job.channel_id)
+                message = await channel.fetch_message(message_id)
         except (discord.NotFound, discord.Forbidden):
             message = None
         except (discord.HTTPException, discord.RateLimited, aiohttp.ClientError, TimeoutError) as exc:

@@ -9,6 +9,7 @@ Requests are capped (head and body sizes) and nothing is logged per request.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import jinja2
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from framecast.app import WebCases
 from web.oauth import DiscordOAuth, OAuthEndpoints
@@ -61,6 +63,10 @@ def security_headers_for(media: tuple[str, ...] = DISCORD_MEDIA) -> dict[str, st
 #: Sent with every answer (Discord's own media origins).
 SECURITY_HEADERS = security_headers_for()
 _HEADERS_KEY: web.AppKey[dict[str, str]] = web.AppKey("headers", dict)
+#: When each kind of dependency failure (by type name) was last logged as a WARNING: once a minute,
+#: not once a page view (the outage itself is the store's or the directory's to report).
+_FAILING_KEY: web.AppKey[dict[str, float]] = web.AppKey("failing", dict)
+_WARN_EVERY = 60.0
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,26 @@ class WebConfig:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+class _MalformedRequests(logging.Filter):
+    """aiohttp logs a request it cannot parse (a header over the size cap, a bad ``Content-Length``)
+    at ERROR, its traceback quoting the offending bytes: a cookie's, a session token. Anyone can send
+    one, so it is one DEBUG line naming the kind, nothing quoted (and nothing at INFO)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        record.msg, record.args = "web: a malformed request was refused (%s)", (type(exc).__name__,)
+        record.exc_info, record.exc_text = None, None
+        return log.isEnabledFor(logging.DEBUG)
+
+
+#: The web server's own account of its requests (aiohttp's), without what malformed ones quote.
+_requests_log = logging.getLogger("web.requests")
+_requests_log.addFilter(_MalformedRequests())
+
+
 def _utc(epoch: float, fmt: str = "%Y-%m-%d %H:%M UTC") -> str:
     """An epoch time as UTC text (the templates' ``utc`` filter; no script converts it locally)."""
     return time.strftime(fmt, time.gmtime(epoch))
@@ -105,8 +131,11 @@ async def security_headers(request: web.Request, handler: Handler) -> web.Stream
         response = await handler(request)
     except web.HTTPException as exc:
         response = exc
-    except Exception as exc:  # a dependency gone (the database, Discord): one line, not a traceback each
-        log.warning("web: %s answering %s", type(exc).__name__, request.path)
+    except Exception as exc:  # a dependency gone (the database, Discord): one line an outage, no traceback
+        name, now, warned = type(exc).__name__, time.monotonic(), request.app.get(_FAILING_KEY, {})
+        quiet = now - warned.get(name, -math.inf) < _WARN_EVERY
+        (log.debug if quiet else log.warning)("web: %s answering %s", name, request.path)
+        warned[name] = warned[name] if quiet else now
         response = web.HTTPServiceUnavailable(
             text="Something is unavailable just now; try again in a moment."
         )
@@ -155,6 +184,7 @@ class WebServer:
         """The aiohttp application: the routes given, the security headers and the static files."""
         app = web.Application(client_max_size=MAX_BODY, middlewares=[security_headers])
         app[_HEADERS_KEY] = security_headers_for(self.config.media_origins)
+        app[_FAILING_KEY] = {}
         app[SERVER_KEY] = self
         self._routes(app)
         app.router.add_static("/static", HERE / "static", append_version=False)
@@ -170,7 +200,12 @@ class WebServer:
             client_secret=self.config.client_secret,
         )
         runner = web.AppRunner(
-            self.app(), access_log=None, max_line_size=8190, max_field_size=8190, shutdown_timeout=2.0
+            self.app(),
+            access_log=None,
+            logger=_requests_log,
+            max_line_size=8190,
+            max_field_size=8190,
+            shutdown_timeout=2.0,
         )
         await runner.setup()
         try:

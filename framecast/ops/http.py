@@ -231,7 +231,7 @@ class OpsServer:
             name, _, value = line.partition(":")
             name = name.strip().lower()
             if name == "content-length":
-                if not value.strip().isdigit():
+                if not (value.strip().isascii() and value.strip().isdigit()):  # "²" is a digit to Python
                     return _plain(HTTPStatus.BAD_REQUEST)
                 length = int(value.strip())
             elif name == "transfer-encoding":

@@ -9,10 +9,12 @@ write in, whatever their case.
 
 from __future__ import annotations
 
+import asyncio
 from urllib.parse import parse_qs, quote, urlsplit
 
 from tests.e2e.commands import settings, text_of
 from tests.e2e.harness import StartWorld, World
+from tests.e2e.servers import Relay
 from tests.e2e.webpages import Browser, Site, enable_web, prompts_on
 
 #: Characters str.isdigit() calls digits that are not ASCII: int() refuses some ("²"), reads others.
@@ -169,3 +171,42 @@ async def test_a_person_opening_file_after_file_cannot_spend_the_bots_discord_ra
     assert status == 404  # looked up for bob (the message is gone), not refused
     assert len(world.discord.requests_to("GET", "/messages/")) == looked_up + 1
     assert web_warnings(world) == []
+
+
+async def test_a_request_head_over_the_cap_is_refused_and_none_of_its_bytes_are_logged(site: Site) -> None:
+    """A browser that carries other cookies of the parent domain can send a Cookie header past the
+    8 KiB cap: refused (400), with no traceback, and the session cookie it quoted never in the log."""
+    world = site.world
+    alice = site.browser()
+    await alice.login(world.alice)
+    session = {cookie.key: cookie.value for cookie in alice.jar}["fc_session"]
+    reader, writer = await asyncio.open_connection("127.0.0.1", int(world.env["WEB_PORT"]))
+    try:
+        head = f"GET /me HTTP/1.1\r\nHost: x\r\nCookie: fc_session={session}; other={'a' * 9000}\r\n\r\n"
+        writer.write(head.encode())
+        assert (await asyncio.wait_for(reader.read(100), 5)).startswith(b"HTTP/1.0 400")
+    finally:
+        writer.close()
+    await world.discord.wait_for(
+        lambda: "a malformed request was refused (LineTooLong)" in world.bot.log_text(), what="the line"
+    )
+    log = world.bot.log_text()
+    assert session[:20] not in log and "Traceback" not in log
+
+
+async def test_pages_during_a_store_outage_warn_once_not_once_a_view(
+    pg_relay: tuple[str, Relay], start: StartWorld
+) -> None:
+    url, relay = pg_relay
+    world = await start(extra_env={"DATABASE_URL": url}, setup=enable_web)
+    browser = Browser(world, world.env["WEB_BASE_URL"])
+    try:
+        await browser.login(world.alice)
+        assert (await browser.get(f"/g/{world.guild.id}"))[0] == 200
+        await relay.cut()
+        statuses = [(await browser.get(f"/g/{world.guild.id}"))[0] for _ in range(5)]
+        await relay.restore()
+    finally:
+        await browser.close()
+    assert statuses == [503] * 5
+    assert len([line for line in web_warnings(world) if " WARNING " in line]) == 1

@@ -10,6 +10,7 @@ start-up. Every connection here goes to 127.0.0.1, bounded in count and time.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import resource
 import socket
@@ -156,6 +157,19 @@ async def test_an_oversize_request_body_is_refused(server: OpsServer) -> None:
         server.port, b"POST /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n"
     )
     assert answer.startswith(b"HTTP/1.1 413 ")
+
+
+async def test_a_length_in_digits_only_python_reads_is_a_bad_request(
+    server: OpsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # "²" is a digit to str.isdigit() and not to int(): the handler failed, logged at ERROR with
+    # a traceback per such request, and answered nothing.
+    for length in (b"\xb2", b"\xd9\xa3", b"-1", b"1e3"):
+        answer = await _exchange(
+            server.port, b"GET /healthz HTTP/1.1\r\nContent-Length: " + length + b"\r\n\r\n"
+        )
+        assert answer.startswith(b"HTTP/1.1 400 "), (length, answer)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 async def test_a_slow_body_is_timed_out() -> None:
