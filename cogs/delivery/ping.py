@@ -62,7 +62,7 @@ async def ping_requester(
         target.channel_id, guild_id=None if slot.record.personal else job.guild_id
     )
     try:
-        await channel.send(
+        sent = await channel.send(
             text,
             reference=discord.MessageReference(
                 message_id=int(target.message_id), channel_id=target.channel_id, fail_if_not_exists=False
@@ -78,6 +78,7 @@ async def ping_requester(
             errors.record(exc)
         log.warning("job %s: could not mention the requester: %s", job.id, describe(exc))
         return
-    slot.learn(pinged=True)
+    # It points to the result as an older channel message does: Delete removes it with the result.
+    slot.learn(pinged=True, pointers=(*slot.record.pointers, sent.id))
     with contextlib.suppress(Exception):
         await persist(slot)

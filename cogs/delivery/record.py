@@ -62,8 +62,8 @@ class DiscordRecord:
     dm_refused: bool = False
     #: The result could be posted nowhere: it waits for its requester in ``/job`` (and ``/history``).
     parked: bool = False
-    #: Older channel messages of the job, each left pointing to the next by a move (Delete removes
-    #: them too).
+    #: Older channel messages of the job, each left pointing to the next by a move, and the reply
+    #: mentioning the requester (Delete removes them too).
     pointers: tuple[int, ...] = ()
     #: A Delete click's own interaction token (written by the Delete button on a personal job's
     #: message): after its deferred update, its ``@original`` is the message the click was on,

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.e2e.harness import World, button_ids, job_rows, wait_state
+from tests.e2e.harness import World, bot_posts, button_ids, job_rows, wait_state
 from tests.fakes.discord_api import FakeInteraction, FakeMessage
+from tests.fakes.gen_service import TaskPlan
 
 EPHEMERAL = 64
 
@@ -140,3 +141,22 @@ async def test_a_message_already_gone_counts_as_deleted(world: World) -> None:
     message.deleted = True  # a moderator removed it meanwhile
     assert "is deleted" in await answer(world, question, "confirm", job_id, world.alice)
     assert deleted_mark(world, job_id)[1] == world.alice.id
+
+
+async def test_delete_of_a_result_on_a_channel_message_removes_the_mention_too(world: World) -> None:
+    """A job whose token died ends on a channel message, with a reply mentioning its requester:
+    Delete removes that reply too (it pointed to a message no longer there)."""
+    world.service.default_plan = TaskPlan(duration=1.0)
+    it = await world.image("a moved kite", age=897.0)  # moves to a channel message at once
+    job_id = await world.job_id(it)
+    await wait_state(world, job_id, "delivered", timeout=20)
+    mention = f"<@{world.alice.id}>"
+
+    def mentions() -> list[FakeMessage]:
+        return [m for m in bot_posts(world) if mention in m.content]
+
+    [reply] = await world.discord.wait_for(mentions, timeout=10, what="the mention")
+    [result] = [m for m in bot_posts(world) if m.attachments and not m.deleted]
+    question = await ask(world, result, job_id, world.alice)
+    assert "is deleted" in await answer(world, question, "confirm", job_id, world.alice)
+    assert result.deleted and reply.deleted
