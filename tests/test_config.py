@@ -351,6 +351,7 @@ def test_required_missing(name: str, value: str | None) -> None:
         ("GEN_RATE_LIMIT", "a/b"),
         ("GEN_POLL_INTERVAL", "soon"),
         ("GEN_POLL_INTERVAL", "0"),
+        ("GEN_POLL_MAX_INTERVAL", "5"),  # below GEN_POLL_INTERVAL (30 s): never the longest gap
         ("GEN_POLL_TIMEOUT", "-1"),
         ("GEN_POLL_TIMEOUT", "inf"),
         ("GEN_REQUEST_TIMEOUT", "nan"),

@@ -237,6 +237,15 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def check_poll_gaps(self) -> Settings:
+        """GEN_POLL_MAX_INTERVAL, the longest gap between two polls of a task, is at least the shortest."""
+        if self.gen_poll_max_interval is not None and self.gen_poll_max_interval < self.gen_poll_interval:
+            raise _Invalid(
+                "GEN_POLL_MAX_INTERVAL", f"must be at least GEN_POLL_INTERVAL ({self.gen_poll_interval:g} s)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def check_redis_secret(self) -> Settings:
         """REDIS_URL needs REDIS_KEY_SECRET: the budgets' names in Redis are keyed by it."""
         if self.redis_url is not None and self.redis_key_secret is None:

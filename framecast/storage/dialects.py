@@ -88,8 +88,8 @@ class Database:
             if not is_store_outage(exc):
                 raise  # the store's own answers (not found, limits) and bugs
             why = describe_outage(exc)
-            # Logged once as it starts, never a traceback per call; a call begun before the store
-            # answered again opens no second one. Counted from this call's start: it errs long.
+            # Logged once as it starts, never a traceback per call; a call begun before the store answered
+            # again opens no second one. Counted from this call's start: it errs long.
             if self._down_since is None and began >= self._up_since:
                 self._down_since = began
                 _outage_log.warning(
@@ -305,8 +305,10 @@ class Postgres(Database):
                 await conn.execute(text("SELECT 1"))
         except Exception as exc:
             await self.engine.dispose()
-            cause = exc.__cause__ or exc  # SQLAlchemy wraps the driver's exception
+            cause = exc.__cause__ or exc  # SQLAlchemy wraps the driver's; a silent server times out
             why = f"{type(cause).__name__}: {cause}"
+            if isinstance(cause, asyncio.CancelledError | TimeoutError):
+                why = f"no answer within {self.timeouts.connect:g} s"
             for secret in filter(None, (self._dsn, self._url.password)):  # the driver may quote either
                 why = why.replace(secret, "***")
             # `from None`: the driver's own exception may quote the DSN.

@@ -89,8 +89,7 @@ _QUEUED = _COUNT.where(_G, jobs.c.state == JobState.QUEUED.value, OPEN)  # OPEN:
 _CHECKS = select(
     _RETRY.limit(1).scalar_subquery(), *(q.scalar_subquery() for q in (_QUOTA, _MEMBER, _QUEUED))
 )
-# add() in ONE statement: the new row, inserted only if every check passes (SQLite takes the write
-# lock when the statement starts: checks and insert are atomic against every other connection).
+# add() in ONE statement, inserted only if every check passes (atomic: SQLite locks at its start).
 _NEW = [c for c in jobs.c if c.name in (*values.NEW_JOB_FIELDS, "state", "created_at", "updated_at")]
 _ADD = (
     insert(jobs)
@@ -284,8 +283,7 @@ class Store:
         if found:
             changed = found[0]
         else:
-            # Refused: find out why under the lock, and write after all if the job has meanwhile
-            # reached a state the move is valid from.
+            # Refused: why, under the lock; written after all if the job reached a valid state meanwhile.
             async with self._db.write() as conn:
                 if (current := (await conn.execute(_LOCKED, {"id": job_id})).first()) is None:
                     raise JobNotFound(job_id)

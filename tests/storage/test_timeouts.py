@@ -19,7 +19,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from framecast.storage import Store, StoreTimeouts, StoreUnavailable, dialects
+from framecast.storage import Store, StoreError, StoreTimeouts, StoreUnavailable, dialects
 from framecast.values import JobKind, JobState, NewJob
 from tests.e2e.servers import Relay
 
@@ -133,6 +133,23 @@ async def test_a_call_waiting_for_a_pooled_connection_is_refused_at_the_pool_bou
             for conn in held:
                 await conn.close()
         assert await store.get(1) is None
+
+
+async def test_a_server_that_never_answers_at_start_is_named_as_such() -> None:
+    # It accepts the connection and says nothing: the start fails with the bound it waited, not a
+    # bare "CancelledError" (the driver's timeout, as SQLAlchemy handed it on).
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(StoreError) as info:
+            await Store.open(f"postgresql://u:hunter2@127.0.0.1:{port}/db", timeouts=SHORT)
+    finally:
+        server.close()
+    assert str(info.value).endswith("no answer within 0.5 s"), info.value
+    assert "hunter2" not in str(info.value)
 
 
 async def test_libpq_parameters_in_the_url_are_read_and_the_stores_bounds_still_hold(pg_dsn: str) -> None:
