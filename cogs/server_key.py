@@ -39,6 +39,7 @@ _KEY_UNAVAILABLE = {
 _KEY_SET_REPLIES = {
     KeySetResult.SAVED: "settings_key_saved",
     KeySetResult.REFUSED: "settings_key_refused",
+    KeySetResult.MALFORMED: "settings_key_malformed",
     KeySetResult.UNREACHABLE: "settings_key_unreachable",
     KeySetResult.DISABLED: "settings_key_disabled",
     KeySetResult.NO_SECRET: "settings_key_no_secret",

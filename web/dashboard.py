@@ -55,6 +55,7 @@ DONE = {
 #: every result but SAVED (which redirects with `done`) has one: tests/web/test_dashboard_words.py.
 KEY_WORDS = {
     KeySetResult.REFUSED: "settings_key_refused",
+    KeySetResult.MALFORMED: "settings_key_malformed",
     KeySetResult.UNREACHABLE: "settings_key_unreachable",
     KeySetResult.DISABLED: "settings_key_disabled",
     KeySetResult.NO_SECRET: "settings_key_no_secret",

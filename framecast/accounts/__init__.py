@@ -13,6 +13,6 @@ reach it only through their own protocols (``framecast.jobs.job_keys``: ``JobAcc
 """
 
 from framecast.accounts.accounts import Accounts
-from framecast.accounts.parts import Account, KeyCheck, KeyParts
+from framecast.accounts.parts import Account, KeyCheck, KeyParts, can_be_key
 
-__all__ = ["Account", "Accounts", "KeyCheck", "KeyParts"]
+__all__ = ["Account", "Accounts", "KeyCheck", "KeyParts", "can_be_key"]

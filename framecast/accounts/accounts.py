@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Hashable
 
 import aiohttp
 
-from framecast.accounts.parts import Account, KeyCheck, KeyParts
+from framecast.accounts.parts import Account, KeyCheck, KeyParts, can_be_key
 from framecast.clock import Clock
 from framecast.config import Secret, Settings
 from framecast.guilds.settings import KeyStatus
@@ -415,7 +415,7 @@ class Accounts:
         scrubs its own key from everything it says.
         """
         key = key.strip()
-        if not key or any(not 33 <= ord(ch) < 127 for ch in key):
+        if not can_be_key(key):
             return KeyCheck.REJECTED  # it cannot travel in a header: no request needed
         secret = Secret(key)
         in_use = next((a for a in self._all_accounts() if a.key == secret), None)

@@ -110,6 +110,13 @@ class Account:
         return self.parts.budget_reading()
 
 
+def can_be_key(key: str) -> bool:
+    """Whether `key` (stripped) could be an API key: not empty, printable ASCII without spaces, the
+    only characters a header carries (anything else is refused without asking the service)."""
+    key = key.strip()
+    return bool(key) and all(33 <= ord(ch) < 127 for ch in key)
+
+
 class KeyCheck(StrEnum):
     """What one model-list call with a key said about it."""
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from framecast.accounts import Accounts, KeyCheck
+from framecast.accounts import Accounts, KeyCheck, can_be_key
 from framecast.app.actors import Actor, administered
 from framecast.app.key_checks import KEY_CHECKS_PER_HOUR, KeyCheckThrottle
 from framecast.app.model_choice import check_model, server_default_usable
@@ -227,7 +227,8 @@ class KeySetResult(StrEnum):
     """What became of a key an admin typed."""
 
     SAVED = "saved"  # the service accepted it; stored encrypted, the server's jobs use it from now on
-    REFUSED = "refused"  # the service refused it (or it cannot be a key)
+    REFUSED = "refused"  # the service refused it
+    MALFORMED = "malformed"  # it cannot be a key (a space, a line break): nothing asked, no check counted
     UNREACHABLE = "unreachable"  # the service did not answer usefully: nothing stored, try again later
     DISABLED = "disabled"  # server keys are off on this bot
     NO_SECRET = "no_secret"  # no encryption secret on this bot
@@ -536,6 +537,8 @@ class Admins:
             return KeySet(KeySetResult.DISABLED, shown)
         if availability is KeyAvailability.NO_SECRET:
             return KeySet(KeySetResult.NO_SECRET, shown)
+        if not can_be_key(key):
+            return KeySet(KeySetResult.MALFORMED, shown)  # a paste slip: no check spent on it
         retry_at = self._key_checks.take(guild_id)
         if retry_at is not None:
             return KeySet(KeySetResult.THROTTLED, shown, retry_at, self._key_checks.limit)

@@ -212,12 +212,12 @@ class JobRunner:
         Returns the final job. Raises :class:`ShuttingDown` (state kept) or ``CancelledError``.
         """
         account = self._accounts.for_job(job)
-        waiting = job.state in (JobState.QUEUED, JobState.SUBMITTING)
-        if account is None and waiting and self._accounts.key_unreadable(job.guild_id):
-            # Queued before the server's stored key became unreadable (KEY_ENCRYPTION_SECRET changed
-            # or unset): not the operator's key instead; an admin sets the key again.
+        kept = job.state is JobState.DELIVERING and job.result_local  # its file is here: no key needed
+        if account is None and not kept and self._accounts.key_unreadable(job.guild_id):
+            # The server's stored key became unreadable (KEY_ENCRYPTION_SECRET changed or unset), the
+            # job queued or running: not the operator's key instead; an admin sets the key again.
             return await self._fail(job.id, ErrorCode.GUILD_KEY_UNREADABLE, None)
-        if account is None and not (job.state is JobState.DELIVERING and job.result_local):
+        if account is None and not kept:
             # The key that created the task was removed or replaced (and the bot restarted): no other
             # key may poll it (the service knows it by its key), nor may the operator's take over.
             log.warning("job %s: the key that created its task is gone or replaced; the job fails", job.id)

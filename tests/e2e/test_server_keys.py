@@ -190,6 +190,53 @@ async def test_without_the_secret_a_stored_key_refuses_jobs_and_settings_show_sa
     assert service_creates(world, "back on the operator's key")[0].key == world.service.api_key
 
 
+async def test_a_job_running_on_a_key_the_new_secret_cannot_read_fails_with_that_reason(
+    start_synced: StartWorld,
+) -> None:
+    """KEY_ENCRYPTION_SECRET changed while a job runs on the server's key: its task cannot be polled
+    with another key, so it fails, saying why: the key cannot be read (it said the key was removed
+    or replaced, which nobody did)."""
+
+    def setup(world: World) -> None:
+        world.service.api_keys.add(SERVER_KEY)
+
+    world = await start_synced(
+        extra_env={"KEY_ENCRYPTION_SECRET": Fernet.generate_key().decode()}, setup=setup
+    )
+    await set_key(world, SERVER_KEY)
+    world.service.default_plan = TaskPlan(polls=10**9)
+    it = await world.video("running when the secret changed")
+    job_id = await world.job_id(it)
+    await wait_state(world, job_id, "running")
+    assert await world.bot.terminate() == 0
+    world.env["KEY_ENCRYPTION_SECRET"] = Fernet.generate_key().decode()
+    await world.restart_bot()
+    row = await wait_state(world, job_id, "failed")
+    assert row["error_code"] == "guild_key_unreadable"
+    message = await it.wait_original(lambda m: "can no longer be read" in status_of(m))
+    assert "/settings key set" in status_of(message)
+
+
+async def test_a_pasted_key_that_cannot_be_one_is_told_so_and_spends_no_check(
+    start_synced: StartWorld,
+) -> None:
+    """A key with a line break or a space inside (a paste slip) is no key: the service is not asked,
+    the answer says so (it said the service refused it), and no check of the hour is spent on it."""
+
+    def setup(world: World) -> None:
+        world.service.api_keys.add(SERVER_KEY)
+
+    world = await start_synced(
+        extra_env={"KEY_ENCRYPTION_SECRET": Fernet.generate_key().decode()}, setup=setup
+    )
+    asked = len(world.service.requests)
+    for n in range(6):  # one more than the checks an hour
+        slip = f"sk-server-rrrr\nrrrr-{n:04d}-qrst" if n % 2 else f"sk-server rrrr-{n:04d}-qrst"
+        assert "can't be an API key" in (await set_key(world, slip)).content
+    assert len(world.service.requests) == asked
+    assert "…qrst" in (await set_key(world, SERVER_KEY)).content
+
+
 def key_input(it: FakeInteraction) -> str:
     """The custom id of the key's text input in the form `it` was answered with."""
     modal = it.modal
