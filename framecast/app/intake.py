@@ -212,10 +212,10 @@ class Intake:
         if kind is not None and policy.daily_quota(kind) == 0:
             # Counting needs the store; a quota of 0 ("no videos here") needs nothing.
             raise self._quota_error(JobKind(kind), 0)
-        if self._index.member_count(who.guild_id, who.user_id) >= policy.member_jobs:
-            raise IntakeError(IntakeProblem.MEMBER_LIMIT, limit=policy.member_jobs)
+        # Each refusal names the jobs there are, which a limit lowered below them leaves above it.
+        if (held := self._index.member_count(who.guild_id, who.user_id)) >= policy.member_jobs:
+            raise IntakeError(IntakeProblem.MEMBER_LIMIT, limit=held)
         if (queued := self._index.queued_count(who.guild_id)) >= policy.queue_cap:
-            # The count waiting, which a cap lowered below the queue leaves above the cap.
             raise IntakeError(IntakeProblem.GUILD_QUEUE_FULL, cap=queued)
 
     def check_prompt(self, guild_id: int, prompt: str | None) -> str:

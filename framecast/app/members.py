@@ -335,13 +335,19 @@ class Members:
     ) -> Job:
         """The stored job `job_id`, if `actor` may take `action` on it; else :class:`JobRefused`.
 
-        NOT_FOUND: no such job in the actor's server (for Again, Remix and Delete: no delivered one;
+        NOT_FOUND: no such job in the actor's server, nor (Again, Remix, Retry) another person's own
+        queue's job where it shows to `viewer` (for Again, Remix and Delete: no delivered one;
         for Again, Remix and Retry: none whose prompt shows to `viewer`, the actor where they act,
         and none without a viewer). NOT_ALLOWED: showing, cancelling, retrying or deleting by
         neither the requester nor a server manager.
         """
         job = await self._store.get(job_id)
-        if job is None or job.guild_id != actor.guild_id:
+        if job is None:
+            raise JobRefused(Refusal.NOT_FOUND, job_id)
+        # Another person's own queue (a user install's) has no server: its result shows where it
+        # was asked (a group DM), and whoever sees it there may take its prompt, as in a server.
+        seen_there = is_personal_queue(job.guild_id, job.user_id) and action in _PROMPT_ACTIONS
+        if job.guild_id != actor.guild_id and not seen_there:
             raise JobRefused(Refusal.NOT_FOUND, job_id)
         if action in _PROMPT_ACTIONS and (viewer is None or viewer.hides(job) is not None):
             # A job of a channel the actor cannot read (a forged custom id names any) is not there.

@@ -1059,8 +1059,15 @@ async def test_the_servers_limits_replace_the_fixed_ones(guild_world: World, boo
     with pytest.raises(IntakeError) as info:
         guild_world.intake.precheck(who(user=3))
     expect_error(IntakeProblem.GUILD_QUEUE_FULL, cap=2)(info.value)
+    # And a member limit lowered below a member's jobs: the jobs they have.
+    await guild_world.accept(who(user=1, guild=OTHER_GUILD))
+    book.set(OTHER_GUILD, member_jobs=1, queue_cap=10)
+    with pytest.raises(IntakeError) as info:
+        guild_world.intake.precheck(who(user=1, guild=OTHER_GUILD))
+    expect_error(IntakeProblem.MEMBER_LIMIT, limit=2)(info.value)
+    book.guilds.pop(OTHER_GUILD)
     # The other server has the operator's ceilings (5 per member, 10 queued), not the fixed Limits.
-    for _ in range(2):
+    for _ in range(1):
         await guild_world.accept(who(user=1, guild=OTHER_GUILD))
     guild_world.intake.precheck(who(user=1, guild=OTHER_GUILD))
 

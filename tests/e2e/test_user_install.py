@@ -20,6 +20,8 @@ import pytest
 from tests.e2e.harness import (
     StartWorld,
     World,
+    answer_to,
+    button_ids,
     footer_of,
     job_rows,
     service_creates,
@@ -156,6 +158,33 @@ async def test_group_dm_job_uses_only_the_interaction(start_synced: StartWorld) 
     # The bot is not in the group DM: it never asked Discord anything about that channel.
     assert channel_requests(world, group.id) == []
     assert world.discord.rejected() == [] and followups_created(it) == []
+
+
+async def test_in_a_group_dm_another_person_may_take_a_result_again_as_their_own_job(
+    start_synced: StartWorld,
+) -> None:
+    """Again and Remix are for whoever sees a delivered result: in a group DM, someone else's
+    (they were told "You have no job #1"). Again makes a job in their own queue; Delete stays the
+    requester's."""
+    world = await start_synced(extra_env=ON)
+    dora, eve = world.discord.add_user("dora"), world.discord.add_user("eve")
+    group = world.discord.group_dm()
+    it = await personal(world, group, dora, "image", prompt="dora's lantern")
+    job_id = await world.job_id(it)
+    message = await world.delivered(it)
+    await wait_state(world, job_id, "delivered")
+    buttons = {c.split(":")[1]: c for c in button_ids(message)}
+    remix = await world.discord.click(message, buttons["remix"], eve)
+    await remix.wait_response()
+    assert remix.modal is not None, "the Remix form opened"
+    again = await world.discord.click(message, buttons["again"], eve)
+    await again.wait_response()
+    mine = await world.job_id(again)
+    await world.delivered(again)
+    assert (job_rows(world)[mine]["user_id"], job_rows(world)[mine]["guild_id"]) == (eve.id, eve.id)
+    delete = await world.discord.click(message, buttons["delete"], eve)
+    assert (await answer_to(world, delete))[1], "refused privately"
+    assert not message.deleted and job_rows(world)[job_id]["discord"].get("deleted_by") is None
 
 
 async def test_a_server_without_the_bot_is_the_persons_own_queue_too(start_synced: StartWorld) -> None:
