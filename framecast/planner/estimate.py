@@ -157,6 +157,7 @@ class KeyNow:
     images_first: bool = False  # an image waiting has waited a whole window: the images go first
     images_sent: Sequence[float] = ()  # when the images' creates sent within the last window went (monotonic)
     in_flight: tuple[int, int] = (0, 0)  # creates handed to the budget, not answered yet: (videos, images)
+    abandoned: Sequence[float] = ()  # seconds until each task let go stops counting (outside `ceiling`)
 
     def per_second(self, budget: Budget) -> float:
         """Requests a second this process may spend on the key: an even part of its rate."""
@@ -310,14 +311,14 @@ class Forecast:
         running = self._plan.views(now)
         duration = self.typical_seen(job)
         # When each slot frees: now, when a running task is seen done, or unknown (inf); a job
-        # being created holds its slot for a whole typical duration.
-        frees = [0.0] * max(0, ceiling - occupied)
+        # being created holds its slot for a whole typical duration; a task let go, until it ends.
+        frees = [0.0] * max(0, ceiling - occupied) + list(key.abandoned)
         for task in running:
             seen = self.seen_done(task, now, key)
             frees.append(math.inf if seen is None else max(0.0, seen - now))
         frees += [math.inf if duration is None else duration] * max(0, occupied - len(running))
         heapq.heapify(frees)
-        for _ in range(ahead):
+        for _ in range(ahead if frees else 0):
             at = heapq.heappop(frees)
             heapq.heappush(frees, math.inf if duration is None else at + duration)
         at = heapq.heappop(frees) if frees else math.inf

@@ -383,6 +383,11 @@ class Planner:
         else:
             self._abandoned[job_id] = now + end - now_wall
 
+    def _abandoned_ends(self) -> list[float]:
+        """Seconds until each task let go here stops counting against the key's tasks at once."""
+        now = self._clock.monotonic()
+        return [max(0.0, until - now) for until in self._abandoned.values() if until > now]
+
     def _wake_refused(self) -> None:
         """Let creates refused for the key's tasks at once try again: one for each task's room."""
         if not self._room_waiters:
@@ -497,6 +502,7 @@ class Planner:
             images_first=self.images_first() > 0,
             images_sent=self.images_sent(),
             in_flight=self.creates_in_flight(),
+            abandoned=self._abandoned_ends(),
         )
 
     def _changed(self) -> None:

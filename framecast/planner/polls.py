@@ -273,7 +273,17 @@ class PollPlan:
         if not self.learned(task.key):
             return None
         assert task.key is not None
-        return self._rung(task.key, task.started, task.polls, task.first)
+        polls, last = task.polls, task.track.last_at
+        rung = self._rung(task.key, task.started, polls, task.first)
+        # Rungs a late poll found it running past are skipped. Past the top one it has outlived its
+        # kind's every known duration (a rung is then its own age: a poll every interval, 26 for one
+        # task in a soak): the longest gap.
+        while last is not None and rung <= last:
+            if ladder_quantile(polls, task.first) >= TOP:
+                return last + self.max_interval
+            polls += 1
+            rung = self._rung(task.key, task.started, polls, task.first)
+        return rung
 
     # -- a task's future polls (the plan's rule, which the forecast asks) ------------------------------
     def _rung(self, key: DurationKey, started: float, polls: int, first: float) -> float:

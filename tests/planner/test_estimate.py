@@ -255,6 +255,28 @@ async def test_behind_a_cap_the_queue_starts_as_tasks_are_seen_done(rig: Rig) ->
     assert second == pytest.approx(first + typical)
 
 
+async def test_behind_a_cap_a_task_let_go_holds_a_slot_until_it_ends_and_starts_in_says_so(
+    rig: Rig,
+) -> None:
+    # One task at a time, and it was cancelled: the service still runs it, so the ceiling left is
+    # 0 and nothing runs here. "Starts in" raised IndexError (a traceback per redraw); now the
+    # queue starts when the task let go stops counting, one typical task apart.
+    await rig.teach(200.0)
+    planner = await rig.reopen(ceiling=1)
+    running = await rig.job()
+    planner.pacer(running)
+    planner.forget(running.id)
+    assert planner.ceiling() == 0
+    queued = [await rig.job(running=False) for _ in range(2)]
+    for job in queued:
+        rig.queues.push(job)
+    first, second = (planner.estimate(job).starts_in for job in queued)
+    [ends] = planner.key_now().abandoned
+    typical = planner._forecast.typical_seen(queued[1])
+    assert typical is not None and first is not None and second is not None
+    assert first == pytest.approx(ends) and second == pytest.approx(ends + typical)
+
+
 async def test_left_counts_to_the_poll_as_planned_even_after_late_polls(rig: Rig) -> None:
     # The budget has made a poll wait 10 s past its planned time. "left" still counts to the next
     # poll as planned: the poll that sees a task done goes first in the budget, and in

@@ -350,3 +350,24 @@ async def test_the_ladder_the_forecast_reads_is_the_one_the_plan_polls() -> None
     assert list(itertools.islice(plan.toward(0.0, 500.0), 5)) == [0.0, 180.0, 360.0, 500.0, 530.0]
     assert plan.first_poll_at(500.0, 0.0, slack=1.0) == 500.0
     assert plan.first_poll_at(500.0, 499.5, slack=1.0) == 499.5  # within the slack: that poll
+
+
+async def test_a_task_older_than_every_duration_learned_is_polled_at_the_longest_gap() -> None:
+    # Without progress, a task past the ladder's top rung has outlived its kind's known durations;
+    # its rung was its own age (the running tasks count in the model), so it was polled every
+    # interval until it ended (26 polls for one task in a soak). Now: the longest gap.
+    clock = ManualClock()
+    plan = await learned_plan(clock, [0.0])
+    task = plan.add(running_job(clock, 1), video=True)
+    started = clock.monotonic()
+    gaps = []
+    last = None
+    for _ in range(20):
+        at, _ = plan.plan(task, clock.monotonic(), last)
+        await clock.advance(at - clock.monotonic())
+        gaps.append(at - (started if last is None else last))
+        last = clock.monotonic()
+        plan.observed(task, TaskStatus("pending", None))
+    assert clock.monotonic() - started > 600.0  # far past the 180 s longest learned
+    assert gaps[-5:] == [plan.max_interval] * 5, gaps
+    assert sum(1 for gap in gaps if gap == INTERVAL) <= 6, gaps  # the ladder's rungs, then no more
