@@ -273,16 +273,13 @@ class PollPlan:
         if not self.learned(task.key):
             return None
         assert task.key is not None
-        polls, last = task.polls, task.track.last_at
-        rung = self._rung(task.key, task.started, polls, task.first)
-        # Rungs a late poll found it running past are skipped. Past the top one it has outlived its
-        # kind's every known duration (a rung is then its own age: a poll every interval, 26 for one
-        # task in a soak): the longest gap.
-        while last is not None and rung <= last:
-            if ladder_quantile(polls, task.first) >= TOP:
-                return last + self.max_interval
-            polls += 1
-            rung = self._rung(task.key, task.started, polls, task.first)
+        rung = self._rung(task.key, task.started, task.polls, task.first)
+        longest, last = self._durations.longest(task.key), task.track.last_at
+        if longest is not None and last is not None and (beyond := last - task.started - longest) > 0:
+            # Older than every task of its kind seen ending, where the model floors its rungs at the
+            # running tasks' ages ("now": a poll every interval, 26 for one task in a soak). Each
+            # poll waits as long as it has run beyond them (a doubling search), at most the longest gap.
+            return max(rung, last + min(self.max_interval, beyond))
         return rung
 
     # -- a task's future polls (the plan's rule, which the forecast asks) ------------------------------

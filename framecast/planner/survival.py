@@ -157,6 +157,10 @@ class Survival:
         """Finished tasks of `key` known: kept here, and counted in its restored row."""
         return len(self._finished.get(key, ())) + self._rows.get(key, (0.0, 0.0, 0))[2]
 
+    def longest(self, key: DurationKey) -> float | None:
+        """The longest of `key`'s tasks kept that finished here (at most; None: none yet)."""
+        return max((upper for _, upper in self._finished.get(key, ())), default=None)
+
     def quantile(self, key: DurationKey, q: float, pending: Iterable[float] = ()) -> float:
         """The duration a fraction `q` of `key`'s tasks finish within, `pending` the running ones' ages;
         beyond the sample, its log-normal (at least the largest age seen)."""
