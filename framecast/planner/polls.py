@@ -3,7 +3,8 @@
 * A task is polled when it is likely done: just after the end its progress predicts, else up the
   ladder of its kind's durations (:func:`ladder_quantile`), where each poll expects to see done the
   same share of the tasks still running: a long task costs a few polls more, not many. The first
-  rung climbs while members wait (:func:`first_rung`), whom a poll that sees nothing delays.
+  rung climbs while members wait (:func:`first_rung`), whom a poll that sees nothing delays. A task
+  older than every one of its kind seen ending waits as long as it ran beyond them (a doubling search).
 * Until a kind is learned, while members wait, only its oldest few videos (the scouts) are polled
   every interval; the others are parked at the longest gap.
 * Between an interval and the longest gap after the last poll (:func:`poll_at`), so a wrong
