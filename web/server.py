@@ -135,7 +135,8 @@ async def security_headers(request: web.Request, handler: Handler) -> web.Stream
         name, now, warned = type(exc).__name__, time.monotonic(), request.app.get(_FAILING_KEY, {})
         quiet = now - warned.get(name, -math.inf) < _WARN_EVERY
         (log.debug if quiet else log.warning)("web: %s answering %s", name, request.path)
-        warned[name] = warned[name] if quiet else now
+        if not quiet:
+            warned[name] = now
         response = web.HTTPServiceUnavailable(
             text="Something is unavailable just now; try again in a moment."
         )

@@ -95,7 +95,7 @@ class SpentRequests:
         self._put_count = self._written_count = 0
         self._waiting: list[tuple[int, asyncio.Future[None]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._slow = False  # a wait ran out: none waits until the writer has caught up
+        self._late_from = 0  # a wait ran out with this item unwritten: none waits until it is written
 
     @classmethod
     def open(cls, path: Path, *, window: float, clock: Clock) -> SpentRequests:
@@ -137,8 +137,8 @@ class SpentRequests:
 
     async def _recorded(self) -> None:
         """Wait until what was put so far is written (see the module docstring: WRITE_PATIENCE)."""
-        mine = self._put_count
-        if self._closed or mine <= self._written_count or (self._slow and not self._caught_up()):
+        mine, written_count = self._put_count, self._written_count
+        if self._closed or mine <= written_count or written_count < self._late_from:
             return
         self._loop = asyncio.get_running_loop()
         written: asyncio.Future[None] = self._loop.create_future()
@@ -147,11 +147,7 @@ class SpentRequests:
         try:
             await asyncio.wait_for(written, WRITE_PATIENCE)
         except TimeoutError:
-            self._slow = True
-
-    def _caught_up(self) -> bool:
-        self._slow = self._written_count < self._put_count
-        return not self._slow
+            self._late_from = mine
 
     def _written(self) -> None:
         """(On the loop.) The requests whose lines the writer finished go."""

@@ -231,9 +231,10 @@ class OpsServer:
             name, _, value = line.partition(":")
             name = name.strip().lower()
             if name == "content-length":
-                if not (value.strip().isascii() and value.strip().isdigit()):  # "²" is a digit to Python
+                digits = value.strip()
+                if not (digits.isascii() and digits.isdigit()):  # "²" is a digit to Python, not to int()
                     return _plain(HTTPStatus.BAD_REQUEST)
-                length = int(value.strip())
+                length = int(digits)
             elif name == "transfer-encoding":
                 return _plain(HTTPStatus.LENGTH_REQUIRED)  # no chunked bodies: nothing here takes one
         if length > self._max_request_bytes:

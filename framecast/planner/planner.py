@@ -164,16 +164,18 @@ class Planner:
         self._listener = listener
 
     def ceiling(self) -> int | None:
-        """The most tasks this process may have on the service now (None: no fixed number); the
-        pushback ceiling counts every process's tasks on the key, ``GEN_MAX_RUNNING`` this one's,
-        both the tasks abandoned here that may still run."""
+        """The most tasks this process may start on the service now (None: no fixed number): the cap
+        less the tasks let go here that may still run."""
+        cap = self._cap()
+        return None if cap is None else max(0, cap - self._still_running())
+
+    def _cap(self) -> int | None:
+        """The most tasks of this process on the service, those let go included (None: no fixed number):
+        the pushback ceiling counts every process's tasks on the key, ``GEN_MAX_RUNNING`` this one's."""
         limits: list[float] = [] if self._settings.ceiling is None else [self._settings.ceiling]
-        pushback = self._current_pushback().limit()
-        if pushback is not None:
+        if (pushback := self._current_pushback().limit()) is not None:
             limits.append(pushback - self._others().running)
-        if not limits:
-            return None
-        return max(0, max(1, math.floor(min(limits))) - self._still_running())
+        return max(1, math.floor(min(limits))) if limits else None
 
     def concurrency(self) -> int:
         """Tasks this planner has on the service now (what adaptive concurrency has reached)."""
@@ -384,9 +386,11 @@ class Planner:
             self._abandoned[job_id] = now + end - now_wall
 
     def _abandoned_ends(self) -> list[float]:
-        """Seconds until each task let go here stops counting against the key's tasks at once."""
+        """Seconds until each slot held by tasks let go here frees (past the cap: once fewer are left)."""
         now = self._clock.monotonic()
-        return [max(0.0, until - now) for until in self._abandoned.values() if until > now]
+        ends = sorted(until - now for until in self._abandoned.values() if until > now)
+        cap = self._cap()
+        return ends[max(0, len(ends) - cap) :] if cap is not None else ends
 
     def _wake_refused(self) -> None:
         """Let creates refused for the key's tasks at once try again: one for each task's room."""

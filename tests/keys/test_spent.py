@@ -110,6 +110,30 @@ async def test_a_request_goes_out_only_once_its_grant_is_on_disk(
         assert len(granted) == sent, granted  # this one's too, written before it went
 
 
+async def test_after_a_disk_too_slow_for_one_wait_the_waits_resume_once_it_caught_up(
+    journal: Journal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wait that ran out lets its request go; the next ones do not wait while the disk is behind,
+    # and wait again once what was put then is written (they stopped for the process's life).
+    clock, path = ManualClock(), tmp_path / "spent"
+    record = await journal(path, clock)
+    budget = budget_on(record, KEY, clock)
+    write = spent_module._write_fully
+
+    def slow_write(fd: int, data: bytes) -> None:
+        threading.Event().wait(0.1)
+        write(fd, data)
+
+    monkeypatch.setattr(spent_module, "_write_fully", slow_write)
+    monkeypatch.setattr(spent_module, "WRITE_PATIENCE", 0.01)
+    await spend(budget, 1)  # its wait runs out
+    await record.flush()  # the disk caught up
+    monkeypatch.setattr(spent_module, "WRITE_PATIENCE", 10.0)
+    async with budget.slot():
+        granted = [line for line in path.read_text().splitlines() if line.startswith("g ")]
+    assert len(granted) == 2, granted
+
+
 async def test_a_full_window_carried_over_holds_the_next_request_until_it_frees(
     journal: Journal, tmp_path: Path
 ) -> None:

@@ -277,6 +277,25 @@ async def test_behind_a_cap_a_task_let_go_holds_a_slot_until_it_ends_and_starts_
     assert first == pytest.approx(ends) and second == pytest.approx(ends + typical)
 
 
+async def test_with_more_tasks_let_go_than_the_cap_a_slot_frees_when_fewer_than_the_cap_are_left(
+    rig: Rig,
+) -> None:
+    await rig.teach(200.0)
+    planner = await rig.reopen(ceiling=1)
+    first = await rig.job()
+    planner.pacer(first)
+    planner.forget(first.id)
+    await rig.clock.advance(INTERVAL)
+    second = await rig.job()
+    planner.pacer(second)
+    planner.forget(second.id)
+    [frees] = planner.key_now().abandoned  # one slot, free once both ended: the later end
+    queued = await rig.job(running=False)
+    rig.queues.push(queued)
+    assert planner.estimate(queued).starts_in == pytest.approx(frees)
+    assert frees == pytest.approx(planner._abandoned[second.id] - rig.clock.monotonic())
+
+
 async def test_left_counts_to_the_poll_as_planned_even_after_late_polls(rig: Rig) -> None:
     # The budget has made a poll wait 10 s past its planned time. "left" still counts to the next
     # poll as planned: the poll that sees a task done goes first in the budget, and in
