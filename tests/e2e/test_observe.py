@@ -154,16 +154,23 @@ async def test_every_dashboard_query_returns_data_and_the_alerts_evaluate(
             ('framecast_discord_errors_total{status="403"} >= 1', "the Discord error"),
         ):
             await prom.until(promql, what)
-        await asyncio.sleep(2.5)  # two more scrapes: every rate has samples after the events
 
         # Every panel's every query, as Grafana sends it ("All" processes, $__rate_interval = 1m).
-        empty = []
-        for query in panel_queries(load_dashboard()):
-            assert "$" not in query.promql, query.promql
-            result = await prom.query(query.promql)
-            values = [float(series["value"][1]) for series in result]
-            if not any(math.isfinite(v) for v in values):
-                empty.append(f"{query.panel} [{query.ref_id}]: {query.promql} -> {values}")
+        async def without_data() -> list[str]:
+            empty = []
+            for query in panel_queries(load_dashboard()):
+                assert "$" not in query.promql, query.promql
+                result = await prom.query(query.promql)
+                values = [float(series["value"][1]) for series in result]
+                if not any(math.isfinite(v) for v in values):
+                    empty.append(f"{query.panel} [{query.ref_id}]: {query.promql} -> {values}")
+            return empty
+
+        # A rate needs two scrapes after the events: asked again until each query has data, not a
+        # fixed wait for "two more scrapes", which a loaded machine can slip past.
+        deadline = asyncio.get_running_loop().time() + 30
+        while (empty := await without_data()) and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110 - Prometheus is polled: it sends no event
+            await asyncio.sleep(0.25)
         assert not empty, "dashboard queries without data:\n" + "\n".join(empty)
         # The dashboard's process picker finds the bot.
         instances = await prom.api("label/instance/values", **{"match[]": 'up{job="framecast"}'})
